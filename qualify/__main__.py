@@ -1,0 +1,3 @@
+from qualify.cli import main
+
+raise SystemExit(main())

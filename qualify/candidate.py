@@ -1,0 +1,346 @@
+"""The candidate file: a pydantic model of `candidate.toml`, and the control derived from it."""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from qualify.errors import BadInput
+from qualify.verdict import StrictModel
+
+Engine = Literal["vllm", "sglang", "llama.cpp"]
+Scalar = str | int | float | bool
+JSONValue = Scalar | list[Scalar] | dict[str, Scalar | list[Scalar] | dict[str, Scalar]]
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+# Field names that, when they appear in a candidate, can only mean a secret was written down.
+_SECRET_KEYS = {"api_key", "apikey", "token", "authorization", "password", "secret"}
+
+
+class Parallelism(StrictModel):
+    tensor: PositiveInt = 1
+    pipeline: PositiveInt = 1
+    data: PositiveInt = 1
+    decode_context: PositiveInt = 1
+    expert: bool = False
+
+
+class Speculation(StrictModel):
+    method: str = Field(description="e.g. none, ngram-mod, dspark, mtp, eagle3")
+    draft_tokens: Annotated[int, Field(ge=0)] = 0
+    draft_model: str | None = None
+
+
+class Identity(StrictModel):
+    """Pins: what the recipe is. The identity stage holds the server to them."""
+
+    model: str = Field(description="served model id, as /v1/models reports it")
+    revision: str
+    engine: Engine
+    engine_build: str
+    image_digest: str | None = None
+    quantization: str
+    kv_dtype: str
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+    context_length: PositiveInt
+    max_num_seqs: PositiveInt = 1
+    speculation: Speculation = Field(default_factory=lambda: Speculation(method="none"))
+
+    @field_validator("image_digest")
+    @classmethod
+    def _digest_form(cls, v: str | None) -> str | None:
+        if v is not None and "@sha256:" not in v and not v.startswith("sha256:"):
+            raise ValueError("expected an image pinned by digest (...@sha256:<hex> or sha256:<hex>)")
+        return v
+
+
+class LocalLaunch(StrictModel):
+    """Start the server as a local process."""
+
+    command: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class ContainerLaunch(StrictModel):
+    """Start the server as a container pinned by digest."""
+
+    runtime: Literal["docker", "podman"] = "docker"
+    image: str
+    args: list[str] = Field(default_factory=list)
+    volumes: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    gpus: str | None = None
+    extra_run_args: list[str] = Field(default_factory=list)
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, v: str) -> str:
+        if "@sha256:" not in v:
+            raise ValueError("expected an image pinned by digest (name@sha256:<hex>)")
+        return v
+
+
+class Server(StrictModel):
+    """How to reach the server, and how to launch it (or neither, to attach)."""
+
+    base_url: str = Field(pattern=r"^https?://")
+    api_key_env: str | None = Field(
+        default=None, description="name of the environment variable holding the API key"
+    )
+    health_path: str = "/health"
+    startup_timeout_s: PositiveFloat = 300.0
+    request_timeout_s: PositiveFloat = 120.0
+    stop_grace_s: PositiveFloat = 10.0
+    launch: LocalLaunch | None = None
+    container: ContainerLaunch | None = None
+
+    @model_validator(mode="after")
+    def _one_way_to_launch(self) -> Server:
+        if self.launch is not None and self.container is not None:
+            raise ValueError("set server.launch or server.container, not both")
+        return self
+
+    @property
+    def attach(self) -> bool:
+        return self.launch is None and self.container is None
+
+
+class ReasoningLevel(StrictModel):
+    """Request fields merged into every request at this level."""
+
+    reasoning_effort: str | None = None
+    chat_template_kwargs: dict[str, Scalar] | None = None
+    thinking_token_budget: Annotated[int, Field(ge=0)] | None = None
+    thinking_budget_tokens: Annotated[int, Field(ge=0)] | None = None
+    include_reasoning: bool | None = None
+    reasoning_format: str | None = None
+    extra_body: dict[str, JSONValue] = Field(default_factory=dict)
+
+    def request_fields(self) -> dict[str, Any]:
+        fields = self.model_dump(exclude_none=True, exclude={"extra_body"})
+        fields.update(self.extra_body)
+        return fields
+
+
+class PreflightSettings(StrictModel):
+    gates: list[str] = Field(
+        default_factory=list, description="gate ids from the gates directory; empty means all"
+    )
+    gates_dir: str | None = None
+    max_tokens: PositiveInt = 256
+    timeout_s: PositiveFloat = 120.0
+
+
+class ContextSettings(StrictModel):
+    targets: list[PositiveInt] = Field(default_factory=lambda: [32768, 65536, 131072])
+    completion_margin: PositiveInt = 512
+    max_tokens: PositiveInt = 64
+    warmups: Annotated[int, Field(ge=2)] = 2
+    content: list[Literal["prose", "list", "code"]] = Field(default_factory=lambda: ["prose"])
+    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1])
+    timeout_s: PositiveFloat = 900.0
+    idle_wait_s: PositiveFloat = 60.0
+
+
+class ABSettings(StrictModel):
+    control: str | None = Field(default=None, description="path of the control file")
+    runs: PositiveInt = 3
+    max_tokens: PositiveInt = 256
+    temperature: Annotated[float, Field(ge=0)] = 0.0
+    seed: int | None = 1234
+    prompts: str | None = None
+    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1])
+    bootstrap_resamples: PositiveInt = 2000
+    timeout_s: PositiveFloat = 300.0
+
+
+class VramSettings(StrictModel):
+    source: Literal["auto", "nvml", "nvidia-smi", "dcgm", "none"] = "auto"
+    interval_ms: PositiveInt = 250
+    dcgm_urls: list[str] = Field(default_factory=list)
+    gpus: list[int] | None = None
+
+
+class Stages(StrictModel):
+    run: list[Literal["identity", "preflight", "context", "ab", "vram"]] = Field(
+        default_factory=lambda: ["identity", "preflight", "context", "ab", "vram"]
+    )
+    preflight: PreflightSettings = Field(default_factory=PreflightSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    ab: ABSettings = Field(default_factory=ABSettings)
+    vram: VramSettings = Field(default_factory=VramSettings)
+
+
+class Policy(StrictModel):
+    vram_reserve_gib: Annotated[float, Field(ge=0)] = 3.0
+    required: list[str] = Field(
+        default_factory=lambda: ["identity/*", "preflight/*", "context/*", "ab/*", "vram/*"],
+        description="gate key patterns (stage/gate@level, fnmatch) that must pass",
+    )
+    critical: list[str] = Field(default_factory=lambda: ["identity/*"])
+    waivers: list[str] = Field(default_factory=list, description="paths of signed waivers")
+
+
+class AliasTarget(StrictModel):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    table: str = "aliases.toml"
+
+
+class Signing(StrictModel):
+    key: str | None = Field(default=None, description="path of the ed25519 private key")
+
+
+class Candidate(StrictModel):
+    schema_version: Literal[1] = 1
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    identity: Identity
+    server: Server
+    reasoning: dict[str, ReasoningLevel] = Field(
+        default_factory=lambda: {"default": ReasoningLevel()}
+    )
+    stages: Stages = Field(default_factory=Stages)
+    policy: Policy = Field(default_factory=Policy)
+    alias: AliasTarget | None = None
+    signing: Signing = Field(default_factory=Signing)
+    variable: str | None = Field(default=None, description="what a control changes")
+
+
+class ControlFile(StrictModel):
+    """A control: the candidate it extends, and the named fields it changes."""
+
+    schema_version: Literal[1] = 1
+    extends: str
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    variable: str
+    overrides: dict[str, Any] = Field(min_length=1)
+
+
+class LoadedCandidate(StrictModel):
+    """A validated candidate with where it came from and its digest."""
+
+    path: str
+    sha256: str
+    candidate: Candidate
+    raw: dict[str, Any]
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.path).parent
+
+
+def _read_toml(path: Path) -> tuple[bytes, dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(
+            f"{path} cannot be read", [f"{exc.strerror or exc} (expected a readable TOML file)"]
+        ) from None
+    try:
+        return data, tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path} is not UTF-8 text", [str(exc)]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{path} is not valid TOML", [str(exc)]) from None
+
+
+def _find_secrets(raw: Any, path: str = "") -> list[str]:
+    found: list[str] = []
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            here = f"{path}.{key}" if path else str(key)
+            if str(key).lower() in _SECRET_KEYS and isinstance(value, str):
+                found.append(
+                    f"{here}: a secret must not be written in the file "
+                    "(expected server.api_key_env naming an environment variable)"
+                )
+            found.extend(_find_secrets(value, here))
+    return found
+
+
+def format_validation_error(exc: ValidationError) -> list[str]:
+    """One line per problem: field path, reason, and the value found."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "missing":
+            lines.append(f"{loc}: {msg}")
+            continue
+        got = err.get("input")
+        shown = repr(got) if not isinstance(got, dict) else "a table"
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        lines.append(f"{loc}: {msg} (got {shown})")
+    return lines
+
+
+def validate_raw(raw: dict[str, Any], path: Path) -> Candidate:
+    problems = _find_secrets(raw)
+    try:
+        cand = Candidate.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(format_validation_error(exc))
+        cand = None
+    if problems or cand is None:
+        raise BadInput(f"{path} is not a valid candidate", problems)
+    return cand
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Apply `a.b.c = value` overrides to a copy of a candidate's raw table."""
+    import copy
+
+    out = copy.deepcopy(raw)
+    problems = []
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        node: Any = out
+        for i, part in enumerate(parts[:-1]):
+            if not isinstance(node, dict):
+                problems.append(f"overrides.{dotted}: {'.'.join(parts[: i + 1])} is not a table")
+                break
+            node = node.setdefault(part, {})
+        else:
+            if isinstance(node, dict):
+                node[parts[-1]] = value
+            else:
+                problems.append(f"overrides.{dotted}: parent is not a table")
+    if problems:
+        raise BadInput(f"{path} is not a valid control", problems)
+    return out
+
+
+def load_candidate(path: str | Path) -> LoadedCandidate:
+    """Load and validate a candidate file, or a control file that extends one."""
+    p = Path(path)
+    data, raw = _read_toml(p)
+    digest = hashlib.sha256(data).hexdigest()
+    if "extends" in raw:
+        try:
+            control = ControlFile.model_validate(raw)
+        except ValidationError as exc:
+            raise BadInput(f"{p} is not a valid control", format_validation_error(exc)) from None
+        base_path = (p.parent / control.extends).resolve()
+        _, base_raw = _read_toml(base_path)
+        merged = apply_overrides(base_raw, control.overrides, p)
+        merged["name"] = control.name
+        merged["variable"] = control.variable
+        merged.get("stages", {}).get("ab", {}).pop("control", None)
+        merged.pop("alias", None)
+        cand = validate_raw(merged, p)
+        return LoadedCandidate(path=str(p), sha256=digest, candidate=cand, raw=merged)
+    cand = validate_raw(raw, p)
+    return LoadedCandidate(path=str(p), sha256=digest, candidate=cand, raw=raw)
+
+
+def resolve_path(loaded: LoadedCandidate, rel: str) -> Path:
+    """A path named in a candidate is relative to the candidate file's directory."""
+    q = Path(rel).expanduser()
+    return q if q.is_absolute() else (loaded.directory / q).resolve()

@@ -1,0 +1,22 @@
+"""`qualify run CANDIDATE`: the whole pipeline."""
+
+from __future__ import annotations
+
+import argparse
+
+from qualify.cli.common import add_evidence
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="qualify a candidate: every stage, evidence, decision")
+    p.add_argument("candidate", help="candidate TOML file")
+    p.add_argument("--resume", metavar="RUN", help="continue RUN, skipping finished stages")
+    p.add_argument("--key", help="ed25519 private key to sign the decision with")
+    add_evidence(p)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from qualify.pipeline import execute
+
+    return execute(args.candidate, args.evidence, resume=args.resume, key=args.key)

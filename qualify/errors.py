@@ -1,0 +1,43 @@
+"""Errors that map to the documented exit codes."""
+
+from __future__ import annotations
+
+EXIT_PROMOTE = 0
+EXIT_NO_PROMOTE = 1
+EXIT_REFUSED = 1
+EXIT_BAD_INPUT = 2
+EXIT_ABORTED = 3
+
+
+class QualifyError(Exception):
+    """Base class: carries the exit code the command line should return."""
+
+    exit_code = EXIT_ABORTED
+
+
+class BadInput(QualifyError):
+    """Input a person must fix: one line per problem, exit 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, headline: str, problems: list[str] | None = None) -> None:
+        self.headline = headline
+        self.problems = problems or []
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [f"qualify: {self.headline}"]
+        lines.extend(f"  {p}" for p in self.problems)
+        return "\n".join(lines)
+
+
+class RunAborted(QualifyError):
+    """The run could not finish (server died, infrastructure broke): exit 3."""
+
+    exit_code = EXIT_ABORTED
+
+
+class Refused(QualifyError):
+    """A gated action was refused (alias change, verification): exit 1."""
+
+    exit_code = EXIT_REFUSED

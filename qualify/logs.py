@@ -1,0 +1,33 @@
+"""Structured logs: one JSON line per event into the run's evidence (structlog)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+
+from qualify.evidence import ChunkedWriter
+
+
+class _EvidenceSink:
+    def __init__(self, writer: ChunkedWriter) -> None:
+        self.writer = writer
+
+    def __call__(self, _logger: Any, _name: str, event: dict[str, Any]) -> str:
+        self.writer.write((json.dumps(event, default=str) + "\n").encode())
+        raise structlog.DropEvent
+
+
+def configure(writer: ChunkedWriter | None) -> None:
+    """Send every log event, as JSON, to the run's log file (or nowhere)."""
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    if writer is not None:
+        processors.append(_EvidenceSink(writer))
+    else:
+        processors.append(lambda _l, _n, _e: (_ for _ in ()).throw(structlog.DropEvent))
+    structlog.configure(processors=processors, cache_logger_on_first_use=False)

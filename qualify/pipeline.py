@@ -1,0 +1,243 @@
+"""`qualify run`: every stage in order, evidence for each attempt, then the decision."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import platform
+import traceback
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from qualify import logs
+from qualify._version import __version__
+from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
+from qualify.errors import BadInput, RunAborted
+from qualify.evidence import Attempt, EvidenceStore, RunDir, dumps, utc_now
+from qualify.lanes import Lanes, api_key
+from qualify.progress import Progress
+from qualify.provenance import git_state
+from qualify.server import stop_all
+from qualify.stages import STAGES, StageContext
+from qualify.stages.base import VALIDATORS, load_all
+from qualify.verdict import StageResult, Verdict
+
+CONTROL_LANE = "control"
+
+
+@dataclass
+class Plan:
+    loaded: LoadedCandidate
+    control: LoadedCandidate | None
+    stages: list[str]
+    problems: list[str] = field(default_factory=list)
+
+
+def plan(candidate_path: str | Path) -> Plan:
+    """Everything `validate` checks: the candidate, its control, the files its stages name."""
+    load_all()
+    loaded = load_candidate(candidate_path)
+    cand = loaded.candidate
+    control = None
+    if "ab" in cand.stages.run and cand.stages.ab.control:
+        control = load_candidate(resolve_path(loaded, cand.stages.ab.control))
+    problems: list[str] = []
+    for check in VALIDATORS:
+        problems.extend(check(loaded))
+    if problems:
+        raise BadInput(f"{loaded.path} names files that are not valid", problems)
+    return Plan(loaded, control, list(cand.stages.run))
+
+
+def _not_run(name: str, attempt: Attempt, why: str) -> StageResult:
+    now = utc_now()
+    return StageResult(
+        stage=name,
+        attempt=attempt.number,
+        status="finished",
+        verdict=Verdict.SKIPPED,
+        reasons=[f"not run: {why}"],
+        started_at=now,
+        ended_at=now,
+    )
+
+
+def _aborted(name: str, attempt: Attempt, started: str, why: str) -> StageResult:
+    return StageResult(
+        stage=name,
+        attempt=attempt.number,
+        status="aborted",
+        verdict=Verdict.ERROR,
+        reasons=[why],
+        started_at=started,
+        ended_at=utc_now(),
+    )
+
+
+def _write_run_json(run: RunDir, p: Plan) -> None:
+    info = {
+        "version": 1,
+        "run_id": run.run_id,
+        "candidate": p.loaded.candidate.name,
+        "candidate_path": str(Path(p.loaded.path).resolve()),
+        "candidate_sha256": p.loaded.sha256,
+        "control_path": str(Path(p.control.path).resolve()) if p.control else None,
+        "control_sha256": p.control.sha256 if p.control else None,
+        "stages": p.stages,
+        "tool_version": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "git": git_state(Path(p.loaded.path)),
+        "created_at": utc_now(),
+    }
+    fd_path = run.path / "run.json"
+    with fd_path.open("xb") as fh:
+        fh.write(dumps(info))
+    fd_path.chmod(0o444)
+
+
+class Runner:
+    def __init__(self, p: Plan, run: RunDir, progress: Progress) -> None:
+        self.p, self.run, self.progress = p, run, progress
+        lanes = {"candidate": p.loaded}
+        if p.control is not None:
+            lanes[CONTROL_LANE] = p.control
+        self.lanes = Lanes(run, lanes)
+        self.sampler: Any = None
+        self.aborted: str | None = None
+
+    async def run_stage(self, name: str) -> StageResult:
+        attempt = self.run.new_attempt(name)
+        fn = STAGES.get(name)
+        started = utc_now()
+        log = structlog.get_logger("qualify").bind(stage=name, attempt=attempt.number)
+        if self.aborted:
+            result = _not_run(name, attempt, f"the run was aborted earlier ({self.aborted})")
+        elif fn is None:
+            result = _not_run(name, attempt, "this build of qualify has no such stage")
+        else:
+            ctx = StageContext(name, self.p.loaded, self.run, attempt, self.lanes, self.progress)
+            ctx.sampler = self.sampler
+            log.info("stage.start")
+            try:
+                result = await fn(ctx)
+            except RunAborted as exc:
+                self.aborted = str(exc)
+                result = _aborted(name, attempt, started, str(exc))
+            except Exception as exc:  # a harness bug: the stage is `error`, the run goes on
+                attempt.write_text("traceback.txt", traceback.format_exc())
+                result = _aborted(name, attempt, started, f"internal error: {exc!r}")
+            if self.lanes.died() and not self.aborted:
+                self.aborted = "the server exited during the stage"
+                gates = result.gates
+                result = _aborted(name, attempt, started, self.aborted)
+                result.gates = gates
+        attempt.write_result(result)
+        attempt.seal()
+        log.info("stage.end", verdict=result.verdict.value, status=result.status)
+        self.progress.verdict(f"{name} (attempt {attempt.number})", result.verdict,
+                              "; ".join(result.reasons[:2]))
+        return result
+
+    async def execute(self, resume: bool) -> None:
+        from qualify.gpu import start_sampler
+
+        order = self.p.stages
+        work = [s for s in order if s != "vram"]
+        if "vram" in order:
+            self.sampler = start_sampler(self.p.loaded, self.run)
+        try:
+            for name in work:
+                last = self.run.last_result(name)
+                if resume and last is not None and last.status == "finished":
+                    self.progress.verdict(f"{name} (kept from attempt {last.attempt})", last.verdict)
+                    continue
+                if self.sampler is not None:
+                    self.sampler.mark(name)
+                await self.run_stage(name)
+        finally:
+            await self.lanes.stop()
+            if self.sampler is not None:
+                self.sampler.stop()
+        if "vram" in order:
+            await self.run_stage("vram")
+
+
+def execute(
+    candidate_path: str | Path,
+    evidence_root: Path,
+    resume: str | None = None,
+    key: str | None = None,
+    progress: Progress | None = None,
+) -> int:
+    """Run the pipeline; returns the exit code (0 promote, 1 no-promote, 3 aborted)."""
+    p = plan(candidate_path)
+    api_key(p.loaded)
+    if p.control is not None:
+        api_key(p.control)
+    progress = progress or Progress()
+    store = EvidenceStore(evidence_root)
+    if resume:
+        run = store.open_run(resume)
+        if run.candidate_name != p.loaded.candidate.name:
+            raise BadInput(
+                f"run {run.run_id} is not of this candidate",
+                [f"--resume: expected a run of {p.loaded.candidate.name} (got {run.candidate_name})"],
+            )
+    else:
+        run = store.new_run(p.loaded.candidate.name)
+        _write_run_json(run, p)
+    inv = run.new_attempt("run")
+    inv.write_bytes("candidate.toml", Path(p.loaded.path).read_bytes())
+    if p.control is not None:
+        inv.write_bytes("control.toml", Path(p.control.path).read_bytes())
+    inv.write_json("invocation.json", {"argv": sys.argv, "resume": bool(resume), "at": utc_now()})
+    logs.configure(inv.stream("log", "jsonl"))
+    progress.say(f"qualify {__version__}: run {run.run_id} of {p.loaded.candidate.name}")
+    progress.say(f"  evidence: {run.path}")
+    runner = Runner(p, run, progress)
+    code = 3
+    try:
+        asyncio.run(runner.execute(resume is not None))
+        from qualify.decision import conclude
+
+        decision = conclude(run, key)
+        code = 0 if decision.promote else 1
+        if runner.aborted:
+            code = 3
+    except KeyboardInterrupt:
+        runner.aborted = "interrupted (Ctrl-C)"
+        progress.say("qualify: interrupted; servers stopped, evidence sealed")
+    finally:
+        stop_all()
+        inv.write_json("outcome.json", {"aborted": runner.aborted, "exit_code": code})
+        inv.seal()
+        logs.configure(None)
+    if runner.aborted:
+        progress.say(f"qualify: run could not finish: {runner.aborted}")
+        return 3
+    return code
+
+
+def summary(run: RunDir) -> dict[str, Any]:
+    """A run summarised from its evidence alone (for `qualify show`)."""
+    info = json.loads((run.path / "run.json").read_text())
+    stages = []
+    for name in info["stages"]:
+        results = run.results(name)
+        last = results[-1] if results else None
+        stages.append(
+            {
+                "stage": name,
+                "attempts": len(run.attempt_dirs(name)),
+                "verdict": last.verdict.value if last else "not run",
+                "status": last.status if last else None,
+                "reasons": last.reasons if last else [],
+                "gates": [(g.key, g.verdict.value) for g in (last.gates if last else [])],
+            }
+        )
+    return {"run": info, "stages": stages}

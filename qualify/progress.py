@@ -1,0 +1,61 @@
+"""The readable console: one line per stage, a progress bar for long steps (rich)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+
+from qualify.verdict import Verdict
+
+_STYLE = {
+    Verdict.PASS: "green",
+    Verdict.FAIL: "red",
+    Verdict.ERROR: "magenta",
+    Verdict.INCONCLUSIVE: "yellow",
+    Verdict.SKIPPED: "dim",
+}
+
+
+class Task:
+    def __init__(self, bar: RichProgress | None, task_id: int | None) -> None:
+        self._bar, self._id = bar, task_id
+
+    def advance(self, n: int = 1, note: str | None = None) -> None:
+        if self._bar is not None and self._id is not None:
+            self._bar.update(self._id, advance=n, **({"description": note} if note else {}))
+
+
+class Progress:
+    """Console output for people; quiet mode prints only stage verdicts."""
+
+    def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
+        self.console = console or Console(stderr=True, highlight=False)
+        self.quiet = quiet
+
+    def say(self, msg: str) -> None:
+        self.console.print(msg)
+
+    def verdict(self, what: str, v: Verdict, detail: str = "") -> None:
+        style = _STYLE[v]
+        self.console.print(f"  [{style}]{v.value:>12}[/{style}]  {what}  [dim]{detail}[/dim]")
+
+    @contextmanager
+    def task(self, description: str, total: int) -> Iterator[Task]:
+        if self.quiet or not self.console.is_terminal:
+            self.console.print(f"  {description} ({total} steps)")
+            yield Task(None, None)
+            return
+        bar = RichProgress(
+            TextColumn("  {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        with bar:
+            yield Task(bar, bar.add_task(description, total=total))

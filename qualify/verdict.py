@@ -1,0 +1,93 @@
+"""Verdicts, gate results and stage results: the records every stage writes."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StrictModel(BaseModel):
+    """Base for every model read from or written to disk: unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Verdict(StrEnum):
+    PASS = "pass"
+    SKIPPED = "skipped"
+    INCONCLUSIVE = "inconclusive"
+    FAIL = "fail"
+    ERROR = "error"
+
+
+_RANK = {
+    Verdict.PASS: 0,
+    Verdict.SKIPPED: 1,
+    Verdict.INCONCLUSIVE: 2,
+    Verdict.FAIL: 3,
+    Verdict.ERROR: 4,
+}
+
+
+def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
+    """Worst-of combination; an empty list is skipped (nothing ran), never pass."""
+    if not verdicts:
+        return Verdict.SKIPPED
+    return max(verdicts, key=lambda v: _RANK[v])
+
+
+Severity = Literal["required", "advisory"]
+
+
+class AttemptRecord(StrictModel):
+    """One attempt of one gate: its verdict, why, and the evidence files behind it."""
+
+    number: int
+    verdict: Verdict
+    reasons: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+class GateResult(StrictModel):
+    """The verdict of one gate (at one reasoning level, where the stage has levels)."""
+
+    gate: str
+    stage: str
+    level: str | None = None
+    severity: Severity = "required"
+    critical: bool = False
+    verdict: Verdict
+    reasons: list[str] = Field(default_factory=list)
+    attempts: list[AttemptRecord] = Field(default_factory=list)
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return gate_key(self.stage, self.gate, self.level)
+
+
+def gate_key(stage: str, gate: str, level: str | None = None) -> str:
+    """The stable name of a gate in policies and decisions: `stage/gate[@level]`."""
+    return f"{stage}/{gate}" + (f"@{level}" if level else "")
+
+
+StageStatus = Literal["finished", "aborted"]
+
+
+class StageResult(StrictModel):
+    """What one attempt of one stage concluded; written as `result.json`."""
+
+    version: Literal[1] = 1
+    stage: str
+    attempt: int
+    status: StageStatus
+    verdict: Verdict
+    reasons: list[str] = Field(default_factory=list)
+    gates: list[GateResult] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
+    started_at: str
+    ended_at: str
+    lane: str = "candidate"
