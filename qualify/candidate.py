@@ -9,10 +9,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from qualify.config.ab import ABSettings
+from qualify.config.context import ContextSettings
+from qualify.config.policy import AliasTarget, Policy, Signing
+from qualify.config.preflight import PreflightSettings
+from qualify.config.vram import VramSettings
 from qualify.errors import BadInput
 from qualify.verdict import StrictModel
 
 Engine = Literal["vllm", "sglang", "llama.cpp"]
+StageName = Literal["identity", "preflight", "context", "ab", "vram"]
 Scalar = str | int | float | bool
 JSONValue = Scalar | list[Scalar] | dict[str, Scalar | list[Scalar] | dict[str, Scalar]]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -55,7 +61,7 @@ class Identity(StrictModel):
     @classmethod
     def _digest_form(cls, v: str | None) -> str | None:
         if v is not None and "@sha256:" not in v and not v.startswith("sha256:"):
-            raise ValueError("expected an image pinned by digest (...@sha256:<hex> or sha256:<hex>)")
+            raise ValueError("expected an image pinned by digest (name@sha256:<hex>)")
         return v
 
 
@@ -128,72 +134,14 @@ class ReasoningLevel(StrictModel):
         return fields
 
 
-class PreflightSettings(StrictModel):
-    gates: list[str] = Field(
-        default_factory=list, description="gate ids from the gates directory; empty means all"
-    )
-    gates_dir: str | None = None
-    max_tokens: PositiveInt = 256
-    timeout_s: PositiveFloat = 120.0
-
-
-class ContextSettings(StrictModel):
-    targets: list[PositiveInt] = Field(default_factory=lambda: [32768, 65536, 131072])
-    completion_margin: PositiveInt = 512
-    max_tokens: PositiveInt = 64
-    warmups: Annotated[int, Field(ge=2)] = 2
-    content: list[Literal["prose", "list", "code"]] = Field(default_factory=lambda: ["prose"])
-    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1])
-    timeout_s: PositiveFloat = 900.0
-    idle_wait_s: PositiveFloat = 60.0
-
-
-class ABSettings(StrictModel):
-    control: str | None = Field(default=None, description="path of the control file")
-    runs: PositiveInt = 3
-    max_tokens: PositiveInt = 256
-    temperature: Annotated[float, Field(ge=0)] = 0.0
-    seed: int | None = 1234
-    prompts: str | None = None
-    concurrency: list[PositiveInt] = Field(default_factory=lambda: [1])
-    bootstrap_resamples: PositiveInt = 2000
-    timeout_s: PositiveFloat = 300.0
-
-
-class VramSettings(StrictModel):
-    source: Literal["auto", "nvml", "nvidia-smi", "dcgm", "none"] = "auto"
-    interval_ms: PositiveInt = 250
-    dcgm_urls: list[str] = Field(default_factory=list)
-    gpus: list[int] | None = None
-
-
 class Stages(StrictModel):
-    run: list[Literal["identity", "preflight", "context", "ab", "vram"]] = Field(
-        default_factory=lambda: ["identity", "preflight", "context", "ab", "vram"]
+    run: list[StageName] = Field(
+        default_factory=lambda: list[StageName](["identity", "preflight", "context", "ab", "vram"])
     )
     preflight: PreflightSettings = Field(default_factory=PreflightSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     ab: ABSettings = Field(default_factory=ABSettings)
     vram: VramSettings = Field(default_factory=VramSettings)
-
-
-class Policy(StrictModel):
-    vram_reserve_gib: Annotated[float, Field(ge=0)] = 3.0
-    required: list[str] = Field(
-        default_factory=lambda: ["identity/*", "preflight/*", "context/*", "ab/*", "vram/*"],
-        description="gate key patterns (stage/gate@level, fnmatch) that must pass",
-    )
-    critical: list[str] = Field(default_factory=lambda: ["identity/*"])
-    waivers: list[str] = Field(default_factory=list, description="paths of signed waivers")
-
-
-class AliasTarget(StrictModel):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    table: str = "aliases.toml"
-
-
-class Signing(StrictModel):
-    key: str | None = Field(default=None, description="path of the ed25519 private key")
 
 
 class Candidate(StrictModel):

@@ -8,6 +8,7 @@ in `qualify.stream`, from the recorded events.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -195,10 +196,8 @@ class Client:
                     raw = await resp.aread()
                     ex.bytes_received = len(raw)
                     ex.text = raw.decode("utf-8", errors="replace")
-                    try:
+                    with contextlib.suppress(ValueError):
                         ex.body, ex.text = json.loads(ex.text), None
-                    except ValueError:
-                        pass
                 else:
                     async for text in resp.aiter_text():
                         t = now() - t0

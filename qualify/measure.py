@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -67,7 +68,7 @@ def per_token_itl_ms(o: ChatOutcome) -> list[float]:
         return []
     per_chunk = (n - 1) / (len(times) - 1)
     out: list[float] = []
-    for a, b in zip(times, times[1:], strict=False):
+    for a, b in itertools.pairwise(times):
         gap_ms = (b - a) * 1000.0 / per_chunk
         out.extend([gap_ms] * max(1, round(per_chunk)))
     return out
@@ -105,7 +106,9 @@ def timing(o: ChatOutcome) -> RequestTiming:
         effective_prefill_tok_s=prefill,
         itl_p50_ms=percentile(itl, 50),
         itl_p95_ms=percentile(itl, 95),
-        server_decode_tok_s=float(server_decode) if isinstance(server_decode, int | float) else None,
+        server_decode_tok_s=float(server_decode)
+        if isinstance(server_decode, int | float)
+        else None,
         server_prompt_ms=float(server_prompt) if isinstance(server_prompt, int | float) else None,
         decode_ratio_client_over_server=ratio,
         ttft_minus_server_prompt_ms=ttft_gap,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import platform
-import traceback
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,8 +139,9 @@ class Runner:
         attempt.write_result(result)
         attempt.seal()
         log.info("stage.end", verdict=result.verdict.value, status=result.status)
-        self.progress.verdict(f"{name} (attempt {attempt.number})", result.verdict,
-                              "; ".join(result.reasons[:2]))
+        self.progress.verdict(
+            f"{name} (attempt {attempt.number})", result.verdict, "; ".join(result.reasons[:2])
+        )
         return result
 
     async def execute(self, resume: bool) -> None:
@@ -154,7 +155,9 @@ class Runner:
             for name in work:
                 last = self.run.last_result(name)
                 if resume and last is not None and last.status == "finished":
-                    self.progress.verdict(f"{name} (kept from attempt {last.attempt})", last.verdict)
+                    self.progress.verdict(
+                        f"{name} (kept from attempt {last.attempt})", last.verdict
+                    )
                     continue
                 if self.sampler is not None:
                     self.sampler.mark(name)
@@ -186,7 +189,10 @@ def execute(
         if run.candidate_name != p.loaded.candidate.name:
             raise BadInput(
                 f"run {run.run_id} is not of this candidate",
-                [f"--resume: expected a run of {p.loaded.candidate.name} (got {run.candidate_name})"],
+                [
+                    f"--resume: expected a run of {p.loaded.candidate.name} "
+                    f"(got {run.candidate_name})"
+                ],
             )
     else:
         run = store.new_run(p.loaded.candidate.name)

@@ -6,7 +6,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.progress import Progress as RichProgress
 
 from qualify.verdict import Verdict
@@ -21,12 +27,12 @@ _STYLE = {
 
 
 class Task:
-    def __init__(self, bar: RichProgress | None, task_id: int | None) -> None:
+    def __init__(self, bar: RichProgress | None, task_id: TaskID | None) -> None:
         self._bar, self._id = bar, task_id
 
     def advance(self, n: int = 1, note: str | None = None) -> None:
         if self._bar is not None and self._id is not None:
-            self._bar.update(self._id, advance=n, **({"description": note} if note else {}))
+            self._bar.update(self._id, advance=n, description=note)
 
 
 class Progress:

@@ -16,7 +16,6 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
 import httpx
@@ -86,7 +85,12 @@ class ServerProcess:
             cmd += ["-v", v]
         for k, v in c.env.items():
             cmd += ["-e", f"{k}={v}"]
-        return [*cmd, *c.extra_run_args, c.image, *expand(c.args, self.loaded, "server.container.args")]
+        return [
+            *cmd,
+            *c.extra_run_args,
+            c.image,
+            *expand(c.args, self.loaded, "server.container.args"),
+        ]
 
     def start(self) -> None:
         cmd = self.command()
@@ -107,7 +111,9 @@ class ServerProcess:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise StartFailed(f"could not launch {cmd[0]}: {exc}; logs in {self.attempt.path}") from None
+            raise StartFailed(
+                f"could not launch {cmd[0]}: {exc}; logs in {self.attempt.path}"
+            ) from None
         self.started_at = time.monotonic()
         _LIVE.add(self)
         lock = threading.Lock()
@@ -198,6 +204,10 @@ class ServerProcess:
             code = self.proc.returncode
         for t in self._threads:
             t.join(timeout=5)
+        if self.proc is not None:
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
         for sink in self._sinks:
             sink.close()
         _LIVE.discard(self)

@@ -90,7 +90,11 @@ def _reasoning_of(obj: dict[str, Any]) -> str:
 def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None:
     idx = delta.get("index")
     if not isinstance(idx, int):
-        idx = len(calls) if delta.get("id") and delta.get("id") not in [c.id for c in calls.values()] else max(calls, default=0)
+        idx = (
+            len(calls)
+            if delta.get("id") and delta.get("id") not in [c.id for c in calls.values()]
+            else max(calls, default=0)
+        )
     call = calls.setdefault(idx, ToolCall(index=idx))
     if delta.get("id"):
         call.id = delta["id"]

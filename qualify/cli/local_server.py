@@ -9,14 +9,20 @@ import os
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("local-server", help="build or locate the local llama-server and model")
     p.add_argument("action", choices=["build", "paths"])
-    p.add_argument("--flavour", choices=["cpu", "cuda"], default=os.environ.get("QUALIFY_LLAMA_FLAVOUR", "cpu"))
+    p.add_argument(
+        "--flavour", choices=["cpu", "cuda"], default=os.environ.get("QUALIFY_LLAMA_FLAVOUR", "cpu")
+    )
     p.set_defaults(func=_local)
 
 
 def _local(args: argparse.Namespace) -> int:
     from qualify import localserver
 
-    paths = localserver.ensure(args.flavour) if args.action == "build" else localserver.LocalPaths(args.flavour)
+    paths = (
+        localserver.ensure(args.flavour)
+        if args.action == "build"
+        else localserver.LocalPaths(args.flavour)
+    )
     for k, v in paths.placeholders().items():
         print(f"{k} = {v}")
     return 0

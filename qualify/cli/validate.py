@@ -20,11 +20,11 @@ def _validate(args: argparse.Namespace) -> int:
     for path in args.candidate:
         try:
             p = plan(path)
-        except BadInput as exc:
-            failed.append(exc)
+        except BadInput as problem:
+            failed.append(problem)
             continue
         extra = f" (control {p.control.candidate.name})" if p.control else ""
         print(f"{path}: valid candidate {p.loaded.candidate.name}{extra}")
-    for exc in failed:
-        print(exc.render(), file=sys.stderr)
+    for bad in failed:
+        print(bad.render(), file=sys.stderr)
     return 2 if failed else 0

@@ -97,7 +97,10 @@ async def identity(ctx: StageContext) -> StageResult:
     gates = compare(pins, reported)
     unreported = sorted(
         {"revision", "image_digest", "kv_dtype", "parallelism", "speculation"}
-        | ({"model", "context_length", "engine_build", "quantization", "max_num_seqs"} - {g.gate for g in gates})
+        | (
+            {"model", "context_length", "engine_build", "quantization", "max_num_seqs"}
+            - {g.gate for g in gates}
+        )
     )
     data = {
         "pins": pins.model_dump(mode="json"),

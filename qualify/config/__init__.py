@@ -1,0 +1,1 @@
+"""Per-stage candidate settings, one module per owner; `qualify.candidate` assembles them."""

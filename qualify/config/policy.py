@@ -1,0 +1,31 @@
+"""Candidate settings owned by the policy part of qualify."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from qualify.verdict import StrictModel
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class Policy(StrictModel):
+    vram_reserve_gib: Annotated[float, Field(ge=0)] = 3.0
+    required: list[str] = Field(
+        default_factory=lambda: ["identity/*", "preflight/*", "context/*", "ab/*", "vram/*"],
+        description="gate key patterns (stage/gate@level, fnmatch) that must pass",
+    )
+    critical: list[str] = Field(default_factory=lambda: ["identity/*"])
+    waivers: list[str] = Field(default_factory=list, description="paths of signed waivers")
+
+
+class AliasTarget(StrictModel):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
+    table: str = "aliases.toml"
+
+
+class Signing(StrictModel):
+    key: str | None = Field(default=None, description="path of the ed25519 private key")

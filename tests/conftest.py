@@ -1,0 +1,93 @@
+"""Shared fixtures: candidate files for the real local server, and a one-stage runner."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from qualify.evidence import EvidenceStore, RunDir
+from qualify.localserver import LocalPaths
+from qualify.pipeline import Plan, Runner, plan
+from qualify.progress import Progress
+from qualify.verdict import StageResult
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "smollm2"
+
+
+@pytest.fixture(scope="session")
+def local_server() -> LocalPaths:
+    """The real llama-server and model; `make test` builds them before pytest starts."""
+    paths = LocalPaths("cpu")
+    if not paths.ready():
+        pytest.fail("the local llama-server is not built: run `qualify local-server build`")
+    return paths
+
+
+def write_candidate(
+    directory: Path,
+    port: int,
+    stages: list[str] | None = None,
+    replace: dict[str, str] | None = None,
+    append: str = "",
+) -> Path:
+    """The demo candidate and control, on another port, with only the named stages."""
+    directory.mkdir(parents=True, exist_ok=True)
+    text = (EXAMPLE / "candidate.toml").read_text().replace("8091", str(port))
+    control = (EXAMPLE / "control.toml").read_text().replace("8091", str(port))
+    if stages is not None:
+        listed = ", ".join(f'"{s}"' for s in stages)
+        text = re.sub(r"(?m)^run = \[.*\]$", f"run = [{listed}]", text)
+    for old, new in (replace or {}).items():
+        assert old in text, f"{old!r} is not in the example candidate"
+        text = text.replace(old, new)
+    (directory / "candidate.toml").write_text(text + append)
+    (directory / "control.toml").write_text(control)
+    return directory / "candidate.toml"
+
+
+@pytest.fixture
+def candidate_factory(tmp_path: Path, local_server: LocalPaths) -> Callable[..., Path]:
+    def make(port: int, **kw: object) -> Path:
+        return write_candidate(tmp_path / f"cand-{port}", port, **kw)  # type: ignore[arg-type]
+
+    return make
+
+
+class StageRunner:
+    """Runs single stages of one plan against real servers, then stops them."""
+
+    def __init__(self, p: Plan, run: RunDir) -> None:
+        self.runner = Runner(p, run, Progress(quiet=True))
+        self.run = run
+
+    def stage(self, name: str) -> StageResult:
+        return asyncio.run(self._one(name))
+
+    async def _one(self, name: str) -> StageResult:
+        try:
+            return await self.runner.run_stage(name)
+        finally:
+            await self.runner.lanes.stop()
+
+
+@pytest.fixture
+def stage_runner(tmp_path: Path) -> Iterator[Callable[[Path], StageRunner]]:
+    made: list[StageRunner] = []
+
+    def make(candidate: Path) -> StageRunner:
+        p = plan(candidate)
+        run = EvidenceStore(tmp_path / "evidence").new_run(p.loaded.candidate.name)
+        (run.path / "run.json").write_text("{}")
+        r = StageRunner(p, run)
+        made.append(r)
+        return r
+
+    yield make
+    from qualify.server import stop_all
+
+    stop_all()
