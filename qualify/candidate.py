@@ -105,16 +105,20 @@ class Server(StrictModel):
     stop_grace_s: PositiveFloat = 10.0
     launch: LocalLaunch | None = None
     container: ContainerLaunch | None = None
+    attach: bool = Field(default=False, description="attach to a server that is already running")
 
     @model_validator(mode="after")
-    def _one_way_to_launch(self) -> Server:
-        if self.launch is not None and self.container is not None:
-            raise ValueError("set server.launch or server.container, not both")
+    def _one_way_to_start(self) -> Server:
+        ways = [n for n, on in (("launch", self.launch), ("container", self.container)) if on]
+        if self.attach:
+            ways.append("attach")
+        if len(ways) != 1:
+            found = " and ".join(f"server.{w}" for w in ways) or "none of them"
+            raise ValueError(
+                "expected exactly one of server.launch, server.container or "
+                f"server.attach = true (found {found})"
+            )
         return self
-
-    @property
-    def attach(self) -> bool:
-        return self.launch is None and self.container is None
 
 
 class ReasoningLevel(StrictModel):
@@ -212,17 +216,19 @@ def _find_secrets(raw: Any, path: str = "") -> list[str]:
     return found
 
 
-def format_validation_error(exc: ValidationError) -> list[str]:
+def format_validation_error(exc: ValidationError, skip: set[str] | None = None) -> list[str]:
     """One line per problem: field path, reason, and the value found."""
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
-        if err["type"] == "missing":
+        if skip and loc in skip:
+            continue
+        msg = err["msg"].removeprefix("Value error, ")
+        got = err.get("input")
+        if err["type"] == "missing" or isinstance(got, dict) or err["type"] == "value_error":
             lines.append(f"{loc}: {msg}")
             continue
-        got = err.get("input")
-        shown = repr(got) if not isinstance(got, dict) else "a table"
+        shown = repr(got)
         if len(shown) > 80:
             shown = shown[:77] + "..."
         lines.append(f"{loc}: {msg} (got {shown})")
@@ -231,10 +237,11 @@ def format_validation_error(exc: ValidationError) -> list[str]:
 
 def validate_raw(raw: dict[str, Any], path: Path) -> Candidate:
     problems = _find_secrets(raw)
+    secret_paths = {line.split(":", 1)[0] for line in problems}
     try:
         cand = Candidate.model_validate(raw)
     except ValidationError as exc:
-        problems.extend(format_validation_error(exc))
+        problems.extend(format_validation_error(exc, skip=secret_paths))
         cand = None
     if problems or cand is None:
         raise BadInput(f"{path} is not a valid candidate", problems)
@@ -276,6 +283,14 @@ def load_candidate(path: str | Path) -> LoadedCandidate:
         except ValidationError as exc:
             raise BadInput(f"{p} is not a valid control", format_validation_error(exc)) from None
         base_path = (p.parent / control.extends).resolve()
+        if not base_path.is_file():
+            raise BadInput(
+                f"{p} is not a valid control",
+                [
+                    f"extends: expected a readable candidate file (got {control.extends!r}, "
+                    f"which is not a file at {base_path})"
+                ],
+            )
         _, base_raw = _read_toml(base_path)
         merged = apply_overrides(base_raw, control.overrides, p)
         merged["name"] = control.name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,5 +27,7 @@ def _validate(args: argparse.Namespace) -> int:
         extra = f" (control {p.control.candidate.name})" if p.control else ""
         print(f"{path}: valid candidate {p.loaded.candidate.name}{extra}")
     for bad in failed:
+        if args.debug:
+            traceback.print_exception(bad)
         print(bad.render(), file=sys.stderr)
     return 2 if failed else 0
