@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import platform
+import signal
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from qualify.progress import Progress
 from qualify.provenance import git_state
 from qualify.server import stop_all
 from qualify.stages import STAGES, StageContext
-from qualify.stages.base import VALIDATORS, load_all
+from qualify.stages.base import VALIDATORS, StageFn, load_all
 from qualify.verdict import StageResult, Verdict
 
 CONTROL_LANE = "control"
@@ -113,7 +114,6 @@ class Runner:
     async def run_stage(self, name: str) -> StageResult:
         attempt = self.run.new_attempt(name)
         fn = STAGES.get(name)
-        started = utc_now()
         log = structlog.get_logger("qualify").bind(stage=name, attempt=attempt.number)
         if self.aborted:
             result = _not_run(name, attempt, f"the run was aborted earlier ({self.aborted})")
@@ -124,18 +124,11 @@ class Runner:
             ctx.sampler = self.sampler
             log.info("stage.start")
             try:
-                result = await fn(ctx)
-            except RunAborted as exc:
-                self.aborted = str(exc)
-                result = _aborted(name, attempt, started, str(exc))
-            except Exception as exc:  # a harness bug: the stage is `error`, the run goes on
-                attempt.write_text("traceback.txt", traceback.format_exc())
-                result = _aborted(name, attempt, started, f"internal error: {exc!r}")
-            if self.lanes.died() and not self.aborted:
-                self.aborted = "the server exited during the stage"
-                gates = result.gates
-                result = _aborted(name, attempt, started, self.aborted)
-                result.gates = gates
+                result = await self._invoke(fn, ctx)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                attempt.write_result(_aborted(name, attempt, ctx.started_at, "interrupted"))
+                attempt.seal()
+                raise
         attempt.write_result(result)
         attempt.seal()
         log.info("stage.end", verdict=result.verdict.value, status=result.status)
@@ -144,9 +137,37 @@ class Runner:
         )
         return result
 
+    async def _invoke(self, fn: StageFn, ctx: StageContext) -> StageResult:
+        """Run one stage; a harness failure or a dead server makes it `error`, never a pass."""
+        try:
+            result = await fn(ctx)
+        except RunAborted as exc:
+            self.aborted = str(exc)
+            return _aborted(ctx.name, ctx.attempt, ctx.started_at, str(exc))
+        except Exception as exc:  # a harness bug: the stage is `error`, the run goes on
+            ctx.attempt.write_text("traceback.txt", traceback.format_exc())
+            return _aborted(ctx.name, ctx.attempt, ctx.started_at, f"internal error: {exc!r}")
+        proc = self.lanes.process
+        if proc is not None and self.lanes.died():
+            code = proc.proc.returncode if proc.proc else None
+            self.aborted = (
+                f"the {proc.lane} server exited during the stage (exit code {code}); "
+                f"its logs are in {proc.attempt.path}"
+            )
+            aborted = _aborted(ctx.name, ctx.attempt, ctx.started_at, self.aborted)
+            aborted.gates = result.gates
+            aborted.data = result.data
+            aborted.reasons.extend(result.reasons)
+            return aborted
+        return result
+
     async def execute(self, resume: bool) -> None:
         from qualify.gpu import start_sampler
 
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        if task is not None:
+            loop.add_signal_handler(signal.SIGTERM, task.cancel)
         order = self.p.stages
         work = [s for s in order if s != "vram"]
         if "vram" in order:
@@ -215,8 +236,8 @@ def execute(
         code = 0 if decision.promote else 1
         if runner.aborted:
             code = 3
-    except KeyboardInterrupt:
-        runner.aborted = "interrupted (Ctrl-C)"
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        runner.aborted = "interrupted (Ctrl-C or SIGTERM)"
         progress.say("qualify: interrupted; servers stopped, evidence sealed")
     finally:
         stop_all()

@@ -39,7 +39,7 @@ class Progress:
     """Console output for people; quiet mode prints only stage verdicts."""
 
     def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
         self.quiet = quiet
 
     def say(self, msg: str) -> None:

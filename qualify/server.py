@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,6 +31,17 @@ _LIVE: set[ServerProcess] = set()
 
 class StartFailed(RunAborted):
     """The server did not become healthy in time; its logs are kept."""
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGTERM it if qualify itself dies (even by SIGKILL)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _pump(stream: IO[bytes], sink: ChunkedWriter, lock: threading.Lock) -> None:
@@ -109,6 +121,7 @@ class ServerProcess:
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         except OSError as exc:
             raise StartFailed(
