@@ -8,6 +8,7 @@ in `qualify.stream`, from the recorded events.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import time
@@ -22,7 +23,7 @@ from qualify.redact import Redactor
 now = time.perf_counter
 
 
-@dataclass
+@dataclass(slots=True)
 class SSEEvent:
     """One server-sent event: arrival time (seconds after the request was sent), type, data."""
 
@@ -175,9 +176,6 @@ class Client:
         stalled stream ends as an `error` of kind `timeout` with what arrived so far kept.
         """
         ex = self._exchange("POST", path, body)
-        lines = SSELineDecoder()
-        decoder = SSEDecoder()
-        events = ex.events
         t0 = now()
         ex.t_sent = t0
         try:
@@ -199,22 +197,43 @@ class Client:
                     with contextlib.suppress(ValueError):
                         ex.body, ex.text = json.loads(ex.text), None
                 else:
-                    async for text in resp.aiter_text():
-                        t = now() - t0
-                        ex.chunk_times.append(t)
-                        ex.bytes_received += len(text)
-                        for line in lines.decode(text):
-                            sse = decoder.decode(line.rstrip("\n"))
-                            if sse is not None:
-                                events.append(SSEEvent(t, sse.event, sse.data))
-                    for line in lines.flush():
-                        sse = decoder.decode(line.rstrip("\n"))
-                        if sse is not None:
-                            events.append(SSEEvent(now() - t0, sse.event, sse.data))
+                    await _read_sse(resp, ex, t0)
         except (httpx.HTTPError, TimeoutError) as exc:
             ex.error_kind, ex.error = _classify(exc)
         ex.t_end = now() - t0
         return ex
+
+
+async def _read_sse(resp: httpx.Response, ex: Exchange, t0: float) -> None:
+    """Read an event stream into `ex`: one timestamp per piece of body, taken before decoding.
+
+    Every event in a piece of body arrived at the same moment, so it gets that piece's time;
+    UTF-8 and line decoding run in bulk per piece, and the per-line work is httpx-sse's SSE
+    decoder, so the semantics (comments, multi-line data, `event:`, CR/LF) are the library's.
+    """
+    lines = SSELineDecoder()
+    decoder = SSEDecoder()
+    text_of = codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    events, stamps = ex.events, ex.chunk_times
+    encoded = resp.headers.get("content-encoding", "identity") not in ("identity", "")
+    pieces = resp.aiter_bytes() if encoded else resp.aiter_raw()
+    size = 0
+    try:
+        async for raw in pieces:
+            t = now() - t0
+            stamps.append(t)
+            size += len(raw)
+            for line in lines.decode(text_of(raw)):
+                sse = decoder.decode(line)
+                if sse is not None:
+                    events.append(SSEEvent(t, sse.event, sse.data))
+    finally:
+        ex.bytes_received = size
+    tail = text_of(b"", True)
+    for line in [*lines.decode(tail), *lines.flush()] if tail else lines.flush():
+        sse = decoder.decode(line)
+        if sse is not None:
+            events.append(SSEEvent(now() - t0, sse.event, sse.data))
 
 
 def error_message(body: Any) -> tuple[str | None, str | None]:
