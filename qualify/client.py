@@ -229,8 +229,8 @@ async def _read_sse(resp: httpx.Response, ex: Exchange, t0: float) -> None:
                     events.append(SSEEvent(t, sse.event, sse.data))
     finally:
         ex.bytes_received = size
-    tail = text_of(b"", True)
-    for line in [*lines.decode(tail), *lines.flush()] if tail else lines.flush():
+    tail = text_of(b"", True)  # an unfinished UTF-8 sequence at the very end
+    for line in (lines.decode(tail) if tail else []) + lines.flush():
         sse = decoder.decode(line)
         if sse is not None:
             events.append(SSEEvent(now() - t0, sse.event, sse.data))

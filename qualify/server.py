@@ -11,6 +11,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from qualify.evidence import Attempt, ChunkedWriter
 from qualify.localserver import LocalPaths
 
 _LIVE: set[ServerProcess] = set()
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
 class StartFailed(RunAborted):
@@ -51,18 +53,22 @@ def _pump(stream: IO[bytes], sink: ChunkedWriter, lock: threading.Lock) -> None:
 
 
 def expand(args: list[str], loaded: LoadedCandidate, field_path: str) -> list[str]:
-    """Fill `{llama_server}`, `{smollm2_gguf}`, `{llama_templates}`, `{candidate_dir}`."""
-    flavour = os.environ.get("QUALIFY_LLAMA_FLAVOUR", "cpu")
-    values = {**LocalPaths(flavour).placeholders(), "candidate_dir": str(loaded.directory)}
+    """Fill `{llama_server}`, `{llama_server_cuda}`, `{smollm2_gguf}`, `{llama_templates}`
+    and `{candidate_dir}`; other braces (JSON arguments) are left alone."""
+    values = {
+        **LocalPaths("cpu").placeholders(),
+        "llama_server_cuda": str(LocalPaths("cuda").binary),
+        "candidate_dir": str(loaded.directory),
+    }
     out = []
     for i, a in enumerate(args):
-        try:
-            out.append(a.format_map(values))
-        except (KeyError, ValueError) as exc:
+        unknown = [m for m in _PLACEHOLDER.findall(a) if m not in values]
+        if unknown:
             raise BadInput(
                 f"{loaded.path} has an unknown placeholder",
-                [f"{field_path}[{i}]: {exc} is not one of {sorted(values)} (got {a!r})"],
-            ) from None
+                [f"{field_path}[{i}]: {{{unknown[0]}}} is not one of {sorted(values)} (got {a!r})"],
+            )
+        out.append(_PLACEHOLDER.sub(lambda m: values[m.group(1)], a))
     return out
 
 

@@ -1,0 +1,173 @@
+"""Tickets: markdown files with YAML front matter under `tickets/open/` and `tickets/closed/`.
+
+A failing required gate opens a ticket, or appends to the open ticket of that candidate and gate.
+Tickets are working documents kept in git, not evidence: the decision copies what it relied on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+import git
+import yaml
+from pydantic import Field, ValidationError
+
+from qualify.candidate import format_validation_error
+from qualify.errors import BadInput
+from qualify.evidence import utc_now
+from qualify.verdict import StrictModel
+
+LOG_HEADING = "## Attempt log"
+_FRONT = re.compile(r"\A---\n(.*?)\n---\n?(.*)\Z", re.S)
+
+
+class LogEntry(StrictModel):
+    """One decision that found the gate blocking."""
+
+    run: str
+    stage_attempt: int | None = None
+    verdict: str
+    reasons: list[str] = Field(default_factory=list)
+    at: str
+
+
+class Ticket(StrictModel):
+    version: Literal[1] = 1
+    id: str
+    title: str
+    status: Literal["open", "closed"]
+    candidate: str
+    gate: str
+    opened: str
+    closed: str | None = None
+    acceptance: str = Field(description="the acceptance contract: what closes this ticket")
+    fix: str | None = Field(default=None, description="the durable fix, written when closed")
+    attempts: list[LogEntry] = Field(default_factory=list)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def default_dir(near: Path | None = None) -> Path:
+    """$QUALIFY_TICKETS, else `tickets/` at the root of the git repository holding `near`."""
+    env = os.environ.get("QUALIFY_TICKETS")
+    if env:
+        return Path(env)
+    base = (near or Path.cwd()).resolve()
+    start = base if base.is_dir() else base.parent
+    try:
+        root = git.Repo(start, search_parent_directories=True).working_tree_dir
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        root = None
+    return Path(root) / "tickets" if root else start / "tickets"
+
+
+def _render(t: Ticket, body: str) -> str:
+    front = yaml.safe_dump(t.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+    head = body.split(f"\n{LOG_HEADING}\n")[0].rstrip("\n") if body.strip() else f"# {t.title}"
+    lines = [f"---\n{front}---\n{head}\n", LOG_HEADING, ""]
+    for i, a in enumerate(t.attempts, 1):
+        where = f"run {a.run}" + (f", attempt {a.stage_attempt}" if a.stage_attempt else "")
+        why = "; ".join(a.reasons) or "no reason recorded"
+        lines.append(f"{i}. {a.at}: {where}: {a.verdict}: {why}")
+    if t.fix:
+        lines += ["", "## Durable fix", "", t.fix]
+    return "\n".join(lines) + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ticket-")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class TicketStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _dir(self, status: str) -> Path:
+        return self.root / status
+
+    def read(self, path: Path) -> tuple[Ticket, str]:
+        m = _FRONT.match(path.read_text())
+        if not m:
+            raise BadInput(f"{path} is not a ticket", ["expected YAML front matter between ---"])
+        try:
+            data = yaml.safe_load(m.group(1))
+            return Ticket.model_validate(data), m.group(2)
+        except yaml.YAMLError as exc:
+            raise BadInput(f"{path} has invalid front matter", [str(exc)]) from None
+        except ValidationError as exc:
+            raise BadInput(f"{path} is not a valid ticket", format_validation_error(exc)) from None
+
+    def all(self, status: str | None = None) -> list[Ticket]:
+        out = []
+        for st in [status] if status else ["open", "closed"]:
+            d = self._dir(st)
+            out += [self.read(p)[0] for p in sorted(d.glob("*.md"))] if d.is_dir() else []
+        return out
+
+    def path_of(self, ticket_id: str) -> Path:
+        for st in ("open", "closed"):
+            p = self._dir(st) / f"{ticket_id}.md"
+            if p.is_file():
+                return p
+        raise BadInput(f"no ticket {ticket_id!r}", [f"id: expected a ticket under {self.root}"])
+
+    def get(self, ticket_id: str) -> Ticket:
+        return self.read(self.path_of(ticket_id))[0]
+
+    def find_open(self, candidate: str, gate: str) -> Ticket | None:
+        return next((t for t in self.all("open") if (t.candidate, t.gate) == (candidate, gate)), None)
+
+    def _new_id(self, candidate: str, gate: str) -> str:
+        base = f"{utc_now()[:10]}-{slug(candidate)}-{slug(gate)}"
+        n, tid = 1, base
+        while any((self._dir(st) / f"{tid}.md").exists() for st in ("open", "closed")):
+            n += 1
+            tid = f"{base}-{n}"
+        return tid
+
+    def record(self, candidate: str, gate: str, entry: LogEntry, acceptance: str) -> tuple[Ticket, str]:
+        """Append to the open ticket of this candidate and gate, or open one; says which."""
+        found = self.find_open(candidate, gate)
+        if found is None:
+            t = Ticket(
+                id=self._new_id(candidate, gate),
+                title=f"{candidate}: {gate} does not pass",
+                status="open",
+                candidate=candidate,
+                gate=gate,
+                opened=entry.at,
+                acceptance=acceptance,
+                attempts=[entry],
+            )
+            _write_atomic(self._dir("open") / f"{t.id}.md", _render(t, ""))
+            return t, "opened"
+        path = self._dir("open") / f"{found.id}.md"
+        t, body = self.read(path)
+        if any((a.run, a.stage_attempt) == (entry.run, entry.stage_attempt) for a in t.attempts):
+            return t, "already logged"
+        t.attempts.append(entry)
+        _write_atomic(path, _render(t, body))
+        return t, "appended"
+
+    def close(self, ticket_id: str, fix: str) -> Ticket:
+        """Move an open ticket to closed/, recording the durable fix."""
+        src = self._dir("open") / f"{ticket_id}.md"
+        if not src.is_file():
+            raise BadInput(f"no open ticket {ticket_id!r}", [f"id: expected a file {src}"])
+        t, body = self.read(src)
+        t.status, t.closed, t.fix = "closed", utc_now(), fix
+        _write_atomic(self._dir("closed") / f"{t.id}.md", _render(t, body))
+        src.unlink()
+        return t
