@@ -55,9 +55,14 @@ def _pump(stream: IO[bytes], sink: ChunkedWriter, lock: threading.Lock) -> None:
 def expand(args: list[str], loaded: LoadedCandidate, field_path: str) -> list[str]:
     """Fill `{llama_server}`, `{llama_server_cuda}`, `{smollm2_gguf}`, `{llama_templates}`
     and `{candidate_dir}`; other braces (JSON arguments) are left alone."""
+    cpu, cuda = LocalPaths("cpu"), LocalPaths("cuda")
+    templates = (
+        cpu.templates if cpu.templates.is_dir() or not cuda.templates.is_dir() else cuda.templates
+    )
     values = {
-        **LocalPaths("cpu").placeholders(),
-        "llama_server_cuda": str(LocalPaths("cuda").binary),
+        **cpu.placeholders(),
+        "llama_templates": str(templates),
+        "llama_server_cuda": str(cuda.binary),
         "candidate_dir": str(loaded.directory),
     }
     out = []

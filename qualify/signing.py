@@ -112,7 +112,9 @@ def load_public(path: Path) -> Ed25519PublicKey:
         try:
             priv = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError):
-            raise BadInput(f"{path} is not a PEM key", ["key: expected an ed25519 public key"])
+            raise BadInput(
+                f"{path} is not a PEM key", ["key: expected an ed25519 public key"]
+            ) from None
         pub = priv.public_key()
     if not isinstance(pub, Ed25519PublicKey):
         raise BadInput(f"{path} is not an ed25519 key", ["key: expected an ed25519 public key"])

@@ -43,6 +43,7 @@ class ChatOutcome:
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     timings: dict[str, Any] | None = None
+    server_metrics: dict[str, Any] | None = None
     chunks: int = 0
     done: bool = False
     malformed: list[str] = field(default_factory=list)
@@ -50,6 +51,7 @@ class ChatOutcome:
     t_first_output: float | None = None
     t_first_visible: float | None = None
     t_last_token: float | None = None
+    t_finish: float | None = None
     t_end: float | None = None
     token_chunk_times: list[float] = field(default_factory=list)
     http_status: int | None = None
@@ -131,6 +133,8 @@ def from_stream(ex: Exchange) -> ChatOutcome:
             out.usage = chunk["usage"]
         if isinstance(chunk.get("timings"), dict):
             out.timings = chunk["timings"]
+        if isinstance(chunk.get("metrics"), dict):
+            out.server_metrics = chunk["metrics"]
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             got_token = False
@@ -156,6 +160,8 @@ def from_stream(ex: Exchange) -> ChatOutcome:
                 out.token_chunk_times.append(ev.t)
             if choice.get("finish_reason"):
                 out.finish_reason = choice["finish_reason"]
+                if out.t_finish is None:
+                    out.t_finish = ev.t
     out.tool_calls = [calls[i] for i in sorted(calls)]
     return out
 
@@ -184,6 +190,8 @@ def from_response(ex: Exchange) -> ChatOutcome:
     out.finish_reason = choice.get("finish_reason")
     out.usage = body.get("usage")
     out.timings = body.get("timings")
+    if isinstance(body.get("metrics"), dict):
+        out.server_metrics = body["metrics"]
     return out
 
 

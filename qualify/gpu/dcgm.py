@@ -59,7 +59,9 @@ def readings(text: str, prefix: str, t: float) -> tuple[list[Reading], list[Card
 def prefixes(urls: list[str]) -> list[str]:
     """A short, unique name per URL: the host, or host:port where two share a host."""
     hosts = [urlsplit(u).hostname or u for u in urls]
-    return [h if hosts.count(h) == 1 else urlsplit(u).netloc for h, u in zip(hosts, urls)]
+    return [
+        h if hosts.count(h) == 1 else urlsplit(u).netloc for h, u in zip(hosts, urls, strict=True)
+    ]
 
 
 class DcgmSource:
@@ -73,7 +75,7 @@ class DcgmSource:
         # A scrape must end well inside one interval, or one slow host would stall the rest.
         timeout = max(0.1, min(1.0, interval_ms / 1000 * 0.8))
         self.http = client or httpx.Client(timeout=timeout)
-        self.urls = dict(zip(prefixes(urls), urls))
+        self.urls = dict(zip(prefixes(urls), urls, strict=True))
         self.seen: dict[str, set[str]] = {}
         self._cards: list[Card] = []
         self.problems: list[str] = []

@@ -13,6 +13,7 @@ field is missing, the average is used and `power_field` says so.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -137,10 +138,8 @@ class NvmlSource:
         return out
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(self.nv.NVMLError):
             self.nv.nvmlShutdown()
-        except self.nv.NVMLError:
-            pass
 
 
 def _raw(gpu: str, t: float, mem: Any, power: float | None) -> dict[str, Any]:

@@ -1,0 +1,158 @@
+"""Long prompts from real text: a document of a chosen size, two needles, a unique first block.
+
+The text ships in `qualify/data/corpus/` (see SOURCES.md there): prose, a list and code, because
+the kind of content changes tokenization and decode speed. A document longer than its file goes
+on with the file's paragraphs in a new seeded order, so passages repeat but words never do.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import secrets
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+Kind = Literal["prose", "list", "code"]
+KINDS: tuple[Kind, ...] = ("prose", "list", "code")
+DEPTHS = (50, 99)
+_PREFIX: dict[Kind, str] = {"prose": "", "list": "- ", "code": "# "}
+_SUBJECTS = (
+    "the vault code of the Amber Lighthouse",
+    "the registry number of the ship Velmora",
+)
+# Digits separated by a comma, space or dash in an answer still name the same number.
+_DIGIT_GAP = re.compile(r"(?<=\d)[,\s.\-](?=\d)")
+
+
+@cache
+def text(kind: Kind) -> str:
+    """The shipped text of one content kind."""
+    return resources.files("qualify").joinpath(f"data/corpus/{kind}.txt").read_text("utf-8")
+
+
+@cache
+def paragraphs(kind: Kind) -> tuple[str, ...]:
+    return tuple(p for p in re.split(r"\n\s*\n", text(kind)) if p.strip())
+
+
+def new_nonce() -> str:
+    """16 hex digits: the same length every time, so sizing holds across cold requests."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class Needle:
+    depth: int
+    subject: str
+    value: str
+
+    def line(self, kind: Kind) -> str:
+        return f"{_PREFIX[kind]}Note: {self.subject} is {self.value}."
+
+
+@dataclass(frozen=True)
+class Needles:
+    """Two unique facts, at about 50% and 99% depth, and one question that asks for both."""
+
+    pair: tuple[Needle, Needle]
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> Needles:
+        corpus = "".join(text(k) for k in KINDS)
+        values: list[str] = []
+        while len(values) < 2:
+            v = str(rng.randint(10000, 99999))
+            if v not in corpus and v not in values:
+                values.append(v)
+        shallow, deep = (Needle(d, s, v) for d, s, v in zip(DEPTHS, _SUBJECTS, values, strict=True))
+        return cls((shallow, deep))
+
+    @property
+    def question(self) -> str:
+        a, b = (n.subject for n in self.pair)
+        return (
+            f"Question: the document above states {a} and {b}. "
+            "What are these two numbers? Answer with both numbers."
+        )
+
+    def found(self, answer: str) -> dict[str, bool]:
+        """Which needles the answer names, by their exact digits."""
+        flat = _DIGIT_GAP.sub("", answer)
+        return {str(n.depth): n.value in flat for n in self.pair}
+
+    def as_dict(self) -> list[dict[str, Any]]:
+        return [{"depth": n.depth, "subject": n.subject, "value": n.value} for n in self.pair]
+
+
+@dataclass
+class Source:
+    """The text of one kind, extended on demand with reshuffled passes of its paragraphs."""
+
+    kind: Kind
+    seed: int
+    _text: str = ""
+    passes: int = 0
+    _ends: list[int] = field(default_factory=list)
+
+    def take(self, chars: int) -> tuple[str, int]:
+        """The longest prefix of at most `chars` characters that ends between words, and how
+        many passes over the file it spans."""
+        while len(self._text) < chars + 1:
+            self._extend()
+        cut = self._text[: chars + 1]
+        end = max(cut.rfind(" "), cut.rfind("\n"))
+        out = cut[: end if end > 0 else chars].rstrip()
+        used = next((i + 1 for i, e in enumerate(self._ends) if len(out) <= e), self.passes)
+        return out, used
+
+    def _extend(self) -> None:
+        paras = list(paragraphs(self.kind))
+        if self.passes:
+            random.Random(self.seed * 1000 + self.passes).shuffle(paras)
+        joined = "\n\n".join(paras)
+        self._text = f"{self._text}\n\n{joined}" if self._text else joined
+        self.passes += 1
+        self._ends.append(len(self._text))
+
+
+@dataclass(frozen=True)
+class Document:
+    body: str
+    passes: int
+    depths: dict[str, float]
+
+
+def _insert_at(body: str, pos: int, line: str) -> tuple[str, int]:
+    """Insert a line at the line break nearest `pos`; returns the text and where it went."""
+    before = body.rfind("\n", 0, pos)
+    after = body.find("\n", pos)
+    candidates = [p for p in (before, after) if p >= 0]
+    at = min(candidates, key=lambda p: abs(p - pos)) if candidates else len(body)
+    return f"{body[:at]}\n{line}\n{body[at:].lstrip(chr(10))}", at
+
+
+def document(source: Source, chars: int, needles: Needles) -> Document:
+    """A body of about `chars` characters with the needles at their depths (by character)."""
+    raw, passes = source.take(max(chars, 1))
+    deep, shallow = needles.pair[1], needles.pair[0]
+    # Insert the deeper needle first, so the shallower insertion does not move its anchor.
+    body, _ = _insert_at(raw, int(len(raw) * deep.depth / 100), deep.line(source.kind))
+    body, _ = _insert_at(body, int(len(raw) * shallow.depth / 100), shallow.line(source.kind))
+    total = len(body)
+    depths = {str(n.depth): round(body.find(n.line(source.kind)) / total, 4) for n in needles.pair}
+    return Document(body, passes, depths)
+
+
+def system_prompt(nonce: str) -> str:
+    # The nonce opens the prompt, so the first cache block differs for every cold request.
+    return f"Reference {nonce}. Answer using only the document the user provides."
+
+
+def messages(doc: Document, needles: Needles, nonce: str) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": system_prompt(nonce)},
+        {"role": "user", "content": f"{doc.body}\n\n{needles.question}"},
+    ]

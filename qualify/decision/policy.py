@@ -1,0 +1,201 @@
+"""Policy over every verdict: required gates pass, critical ones veto, worst-of, every reason.
+
+The authoritative attempt of a stage is its last finished attempt; every other attempt is listed
+as superseded. A required pattern that matches no gate is a missing gate, and no-promote.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from qualify.config.policy import Policy
+from qualify.decision.model import (
+    AttemptRef,
+    Evaluation,
+    GateOutcome,
+    GateStatus,
+    GateVerdict,
+    StageOutcome,
+)
+from qualify.verdict import GateResult, StageResult, Verdict, worst
+
+StageAttempts = list[tuple[int, StageResult | None]]
+
+
+def matches(key: str, patterns: list[str]) -> bool:
+    return any(fnmatchcase(key, p) for p in patterns)
+
+
+def _ref(number: int, res: StageResult | None) -> AttemptRef:
+    if res is None:
+        return AttemptRef(attempt=number, status="no result", reasons=["no result.json"])
+    return AttemptRef(
+        attempt=number,
+        status=res.status,
+        verdict=res.verdict,
+        reasons=res.reasons,
+        started_at=res.started_at,
+        ended_at=res.ended_at,
+    )
+
+
+def authoritative(attempts: StageAttempts) -> StageResult | None:
+    finished = [r for _, r in attempts if r is not None and r.status == "finished"]
+    return finished[-1] if finished else None
+
+
+def _why_not(planned: bool, attempts: StageAttempts) -> str:
+    if not planned:
+        return "not listed in stages.run"
+    if not attempts:
+        return "no attempt was recorded"
+    n, last = attempts[-1]
+    why = "; ".join(last.reasons) if last is not None else "no result.json"
+    return f"no attempt finished (attempt {n} aborted: {why or 'no reason recorded'})"
+
+
+def stage_outcome(stage: str, planned: bool, attempts: StageAttempts) -> StageOutcome:
+    auth = authoritative(attempts)
+    others = [_ref(n, r) for n, r in attempts if auth is None or n != auth.attempt]
+    if auth is None:
+        why = _why_not(planned, attempts)
+        return StageOutcome(stage=stage, planned=planned, ran=False, why_not=why, superseded=others)
+    skipped = auth.verdict is Verdict.SKIPPED and not auth.gates
+    why_not = None
+    if skipped:
+        why_not = "; ".join(r.removeprefix("not run: ") for r in auth.reasons) or "skipped"
+    return StageOutcome(
+        stage=stage,
+        planned=planned,
+        ran=not skipped,
+        why_not=why_not,
+        authoritative=_ref(auth.attempt, auth),
+        superseded=others,
+    )
+
+
+def _status(g: GateResult, required: bool, critical: bool, waived: bool) -> GateStatus:
+    if g.verdict is Verdict.PASS:
+        return "pass"
+    if not required:
+        return "advisory"
+    if g.verdict is Verdict.INCONCLUSIVE and waived:
+        return "waived"
+    return "vetoes" if critical else "blocks"
+
+
+def gate_outcome(
+    g: GateResult, auth_attempt: int, history: StageAttempts, policy: Policy, waiver: str | None
+) -> GateOutcome:
+    critical = g.critical or matches(g.key, policy.critical)
+    required = critical or (g.severity == "required" and matches(g.key, policy.required))
+    earlier = []
+    for n, res in history:
+        if n == auth_attempt:
+            continue
+        found = next((x for x in res.gates if x.key == g.key), None) if res else None
+        earlier.append(GateVerdict(attempt=n, verdict=found.verdict if found else None))
+    status = _status(g, required, critical, waiver is not None)
+    return GateOutcome(
+        key=g.key,
+        stage=g.stage,
+        gate=g.gate,
+        level=g.level,
+        verdict=g.verdict,
+        required=required,
+        critical=critical,
+        status=status,
+        reasons=g.reasons,
+        metrics=g.metrics,
+        authoritative=GateVerdict(attempt=auth_attempt, verdict=g.verdict),
+        superseded=earlier,
+        tries=g.attempts,
+        waiver=waiver if status == "waived" else None,
+    )
+
+
+def _gate_reason(o: GateOutcome) -> str:
+    why = "; ".join(o.reasons) or "no reason recorded"
+    verb = {"vetoes": "critical gate vetoes", "blocks": "required gate"}[o.status]
+    return f"{o.key}: {verb}: {o.verdict.value}: {why}"
+
+
+def _stage_required(stage: str, policy: Policy) -> bool:
+    return any(fnmatchcase(stage, p.split("/", 1)[0]) for p in policy.required + policy.critical)
+
+
+def _broken_stages(
+    stages: list[StageOutcome], attempts: dict[str, StageAttempts]
+) -> list[StageResult]:
+    """Stages that ran, did not pass and have no gate to show for it: they broke early."""
+    out = []
+    for s in stages:
+        res = authoritative(attempts.get(s.stage, []))
+        if s.ran and res is not None and not res.gates and res.verdict is not Verdict.PASS:
+            out.append(res)
+    return out
+
+
+def _missing(gates: list[GateOutcome], policy: Policy) -> list[str]:
+    keys = [o.key for o in gates]
+    return [p for p in policy.required if not any(fnmatchcase(k, p) for k in keys)]
+
+
+def _missing_reason(pattern: str, stages: list[StageOutcome]) -> str:
+    part = pattern.split("/", 1)[0]
+    idle = [
+        f"{s.stage} not run: {s.why_not}"
+        for s in stages
+        if not s.ran and fnmatchcase(s.stage, part)
+    ]
+    why = f" ({'; '.join(idle)})" if idle else ""
+    return f"{pattern}: required, but no gate matches{why}"
+
+
+def _worst_required(gates: list[GateOutcome], broken: list[StageResult], blocked: bool) -> Verdict:
+    counted = [Verdict.PASS if o.status == "waived" else o.verdict for o in gates if o.required]
+    counted += [r.verdict for r in broken]
+    verdict = worst(counted) if counted else Verdict.SKIPPED
+    if blocked and verdict is Verdict.PASS:
+        return Verdict.SKIPPED  # something required is missing: never a pass
+    return verdict
+
+
+def evaluate(
+    planned: list[str],
+    attempts: dict[str, StageAttempts],
+    policy: Policy,
+    waived: dict[str, str] | None = None,
+) -> Evaluation:
+    """The decision's verdict from every stage's attempts; `waived` maps gate key to waiver."""
+    waived = waived or {}
+    stages, gates = [], []
+    for name in planned + sorted(set(attempts) - set(planned)):
+        history = attempts.get(name, [])
+        stages.append(stage_outcome(name, name in planned, history))
+        auth = authoritative(history)
+        if auth is not None:
+            n = auth.attempt
+            gates += [gate_outcome(g, n, history, policy, waived.get(g.key)) for g in auth.gates]
+    required_stages = [s for s in stages if _stage_required(s.stage, policy)]
+    missing = _missing(gates, policy)
+    broken = _broken_stages(required_stages, attempts)
+    reasons = [f"{r.stage}: {r.verdict.value}: " + "; ".join(r.reasons) for r in broken]
+    reasons += [_gate_reason(o) for o in gates if o.status in ("blocks", "vetoes")]
+    reasons += [_missing_reason(p, stages) for p in missing]
+    notes = [
+        f"{o.key}: advisory: {o.verdict.value}: " + ("; ".join(o.reasons) or "no reason recorded")
+        for o in gates
+        if o.status == "advisory" and o.verdict is not Verdict.PASS
+    ]
+    notes += [f"{o.key}: inconclusive, waived by {o.waiver}" for o in gates if o.status == "waived"]
+    verdict = _worst_required(gates, broken, bool(reasons))
+    return Evaluation(
+        promote=not reasons and verdict is Verdict.PASS,
+        verdict=verdict,
+        reasons=reasons,
+        notes=notes,
+        stages=stages,
+        gates=gates,
+        missing=missing,
+    )
