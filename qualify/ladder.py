@@ -89,7 +89,9 @@ def stream_problem(o: ChatOutcome) -> str | None:
     return None
 
 
-def _stream_row(o: ChatOutcome, t: RequestTiming, needles: Needles, files: list[str]) -> dict[str, Any]:
+def _stream_row(
+    o: ChatOutcome, t: RequestTiming, needles: Needles, files: list[str]
+) -> dict[str, Any]:
     return {
         "actual_prompt_tokens": t.prompt_tokens,
         "cached_tokens": t.cached_tokens,

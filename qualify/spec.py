@@ -80,7 +80,9 @@ def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> dict[s
             # A counter went down: the server restarted between the scrapes.
             return None
         top = max([*before.per_pos, *after.per_pos], default=-1)
-        per_pos = [round(after.per_pos.get(i, 0.0) - before.per_pos.get(i, 0.0)) for i in range(top + 1)]
+        per_pos = [
+            round(after.per_pos.get(i, 0.0) - before.per_pos.get(i, 0.0)) for i in range(top + 1)
+        ]
         out = _rates(drafts, tokens, accepted, per_pos)
         out["source"] = f"{engine} counters, delta over the run"
         return out
@@ -115,7 +117,11 @@ def combine(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
         sum(r["accepted"] for r in counted),
         per_pos,
     )
-    span = f"{len(counted)} runs" if len(counted) == len(runs) else f"{len(counted)} of {len(runs)} runs"
+    span = (
+        f"{len(counted)} runs"
+        if len(counted) == len(runs)
+        else f"{len(counted)} of {len(runs)} runs"
+    )
     out["source"] = str(counted[0]["source"]).replace("the run", span)
     return out
 

@@ -125,3 +125,12 @@ def answer_metrics(o: ChatOutcome) -> dict[str, Any]:
         "visible_chars": len(o.content),
         "reasoning_chars": len(o.reasoning),
     }
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def pick(items: list[Any], attempt: int) -> Any:
+    """The item an attempt uses: attempts cycle through a gate's cases in order."""
+    return items[(attempt - 1) % len(items)]

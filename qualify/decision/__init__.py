@@ -1,24 +1,28 @@
-"""The decision: policy over every verdict, the rendered document, the signature."""
+"""The decision: policy over every verdict, the rendered document, the signature.
+
+`conclude(run, key)` is what `qualify run` calls after the stages; `render_run` re-renders a
+decision from evidence alone; `verify` checks a signed decision against the files on disk.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from qualify.decision.conclude import conclude, latest, sign
+from qualify.decision.model import DecisionRecord, Evaluation, GateOutcome
+from qualify.decision.render import preview, render_run
+from qualify.decision.verify import VerifyReport, verify
 
-from qualify.evidence import RunDir
-from qualify.verdict import Verdict
+Decision = DecisionRecord
 
-
-@dataclass
-class Decision:
-    promote: bool
-    reasons: list[str] = field(default_factory=list)
-
-
-def conclude(run: RunDir, key: str | None) -> Decision:
-    """Promote only if every stage's last attempt passed."""
-    reasons = []
-    for d in run.stage_dirs():
-        last = run.last_result(d.name)
-        if last is not None and last.verdict is not Verdict.PASS:
-            reasons.append(f"{d.name}: {last.verdict.value}")
-    return Decision(promote=not reasons, reasons=reasons)
+__all__ = [
+    "Decision",
+    "DecisionRecord",
+    "Evaluation",
+    "GateOutcome",
+    "VerifyReport",
+    "conclude",
+    "latest",
+    "preview",
+    "render_run",
+    "sign",
+    "verify",
+]

@@ -91,6 +91,7 @@ class DecisionRecord(StrictModel):
     version: Literal[1] = 1
     run_id: str
     candidate: str
+    attempt: int = Field(description="the decision attempt this record is in")
     decision: Literal["promote", "no-promote"]
     decided_at: str
     tool_version: str

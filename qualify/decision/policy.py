@@ -148,6 +148,8 @@ def _missing_reason(pattern: str, stages: list[StageOutcome]) -> str:
         for s in stages
         if not s.ran and fnmatchcase(s.stage, part)
     ]
+    if not idle and not any(fnmatchcase(s.stage, part) for s in stages):
+        idle = [f"{part}: not listed in stages.run"]
     why = f" ({'; '.join(idle)})" if idle else ""
     return f"{pattern}: required, but no gate matches{why}"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from qualify.decision.model import GateOutcome
+from qualify.verdict import Verdict
 
 PIN_LABELS = {
     "model": "Model",
@@ -48,7 +49,7 @@ def show(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items() if v not in (None, False, 0, ""))
     if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
+        return ", ".join(dict.fromkeys(str(v) for v in value))
     return str(value)
 
 
@@ -62,7 +63,7 @@ def identity_rows(data: dict[str, Any], gates: list[GateOutcome]) -> list[dict[s
         rows.append(
             {
                 "label": label,
-                "pinned": show(pins[name]) or "none",
+                "pinned": "not pinned" if pins[name] is None else show(pins[name]) or "none",
                 "reported": show(reported.get(name)),
                 "verdict": verdicts.get(name, "not checked"),
             }
@@ -78,14 +79,19 @@ def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, 
     cells = {(g.gate, g.level or "default"): g for g in mine}
     rows = []
     for name in names:
-        row = [cells[(name, lv)].verdict.value if (name, lv) in cells else "absent" for lv in levels]
+        row = [
+            cells[(name, lv)].verdict.value if (name, lv) in cells else "absent" for lv in levels
+        ]
         rows.append({"gate": name, "cells": row})
     summary = []
     for lv in levels:
         here = [g for g in mine if (g.level or "default") == lv]
-        passed = [g.gate for g in here if g.verdict.value == "pass"]
-        other = [f"{g.gate} {g.verdict.value} ({'; '.join(g.reasons) or 'no reason'})" for g in here]
-        other = [o for o, g in zip(other, here, strict=True) if g.verdict.value != "pass"]
+        passed = [g.gate for g in here if g.verdict is Verdict.PASS]
+        other = [
+            f"{g.gate} {g.verdict.value} ({'; '.join(g.reasons) or 'no reason'})"
+            for g in here
+            if g.verdict is not Verdict.PASS
+        ]
         text = (", ".join(passed) + " passed") if passed else "nothing passed"
         summary.append({"level": lv, "text": text + ("; " + "; ".join(other) if other else "")})
     return {"levels": levels, "rows": rows, "summary": summary}
@@ -94,9 +100,11 @@ def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, 
 def context_rows(data: dict[str, Any]) -> dict[str, Any]:
     """Context rows split by pass: cold and warm are never blended."""
     rows = [_dict(r) for r in _list(data.get("rows"))]
-    keys = ("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens")
-    keys += ("cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s", "decode_tok_s")
-    keys += ("generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms", "completion_tokens", "verdict")
+    keys = (
+        *("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens"),
+        *("cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s", "decode_tok_s"),
+        *("generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms", "completion_tokens", "verdict"),
+    )
 
     def norm(r: dict[str, Any]) -> dict[str, Any]:
         out = {k: r.get(k) for k in keys}
@@ -107,9 +115,7 @@ def context_rows(data: dict[str, Any]) -> dict[str, Any]:
         out["reasons"] = "; ".join(str(x) for x in _list(r.get("reasons")))
         return out
 
-    clamped = [
-        _dict(t) for t in _list(data.get("targets")) if _dict(t).get("clamped") is True
-    ]
+    clamped = [_dict(t) for t in _list(data.get("targets")) if _dict(t).get("clamped") is True]
     return {
         "cold": [norm(r) for r in rows if r.get("pass") == "cold"],
         "warm": [norm(r) for r in rows if r.get("pass") == "warm"],
@@ -133,16 +139,20 @@ def ab_rows(data: dict[str, Any]) -> dict[str, Any]:
                 "within_noise": bool(m.get("within_noise")),
             }
         )
-    acc = data.get("acceptance")
     excluded = [_dict(x) for x in _list(data.get("excluded"))]
     return {
         "names": names,
         "variable": _dict(lanes.get("control")).get("variable"),
         "runs": data.get("runs"),
         "metrics": metrics,
-        "acceptance": _dict(acc) if isinstance(acc, dict) else None,
+        "acceptance_text": acceptance_text(data.get("acceptance")),
         "excluded": [
-            {"lane": x.get("lane"), "run": x.get("run"), "prompt": x.get("prompt"), "why": x.get("why")}
+            {
+                "lane": x.get("lane"),
+                "run": x.get("run"),
+                "prompt": x.get("prompt"),
+                "why": x.get("why"),
+            }
             for x in excluded
         ],
     }
@@ -159,7 +169,9 @@ def vram_rows(data: dict[str, Any]) -> dict[str, Any]:
         for c in cards:
             cell = _dict(_dict(c.get("stages")).get(st))
             free, power = cell.get("min_free_mib"), cell.get("peak_power_w")
-            cells.append({"min_free_mib": free, "peak_power_w": power, "samples": cell.get("samples")})
+            cells.append(
+                {"min_free_mib": free, "peak_power_w": power, "samples": cell.get("samples")}
+            )
             if free is None or not isinstance(reserve, int | float):
                 verdicts.append("no data")
             else:
@@ -168,7 +180,9 @@ def vram_rows(data: dict[str, Any]) -> dict[str, Any]:
     return {
         "source": data.get("source"),
         "reserve_gib": reserve,
-        "cards": [{"gpu": c.get("gpu"), "name": c.get("name"), "verdict": c.get("verdict")} for c in cards],
+        "cards": [
+            {"gpu": c.get("gpu"), "name": c.get("name"), "verdict": c.get("verdict")} for c in cards
+        ],
         "rows": rows,
     }
 
@@ -182,3 +196,21 @@ def _reserve_word(verdicts: list[str]) -> str:
     if fails:
         return "fail on all" if fails == len(verdicts) else f"fail on {fails} of {len(verdicts)}"
     return "no data"
+
+
+def acceptance_text(acc: Any) -> str:
+    """Draft acceptance from the server's counters, or why there is none."""
+    if not isinstance(acc, dict):
+        return "no acceptance counters were recorded."
+    accepted, drafted = acc.get("accepted"), acc.get("draft_tokens")
+    if isinstance(accepted, int) and isinstance(drafted, int) and drafted > 0:
+        rate = f"{100 * accepted / drafted:.1f}%"
+        text = f"{accepted:,} accepted of {drafted:,} drafted tokens: {rate} acceptance"
+    else:
+        text = "no drafted tokens were counted"
+    if isinstance(acc.get("mean_length"), int | float):
+        text += f", {acc['mean_length']:.2f} accepted tokens per draft"
+    per = [p for p in _list(acc.get("per_position")) if isinstance(p, int | float)]
+    if per:
+        text += "; per position " + ", ".join(f"{p:.2f}" for p in per)
+    return text + f" (source: {acc.get('source') or 'not recorded'})."

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from qualify.gpu.readings import MIB, Card, Lost, Poll, Reading
@@ -40,8 +41,14 @@ class NvmlSource:
 
     name = "nvml"
 
-    def __init__(self, gpus: list[int] | None = None, nvml: Any = None) -> None:
+    def __init__(
+        self,
+        gpus: list[int] | None = None,
+        nvml: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.nv = nvml if nvml is not None else load_pynvml()
+        self.clock = clock
         self.record: list[dict[str, Any]] | None = None  # raw values, when a proof asks
         try:
             self.nv.nvmlInit()
@@ -99,7 +106,7 @@ class NvmlSource:
     def _instant_mw(self, h: Any) -> int | None:
         try:
             (fv,) = self.nv.nvmlDeviceGetFieldValues(h, [self.nv.NVML_FI_DEV_POWER_INSTANT])
-        except self.nv.NVMLError_GPUIsLost:
+        except self.nv.NVMLError_GpuIsLost:
             raise
         except (self.nv.NVMLError, AttributeError):
             return None
@@ -111,7 +118,7 @@ class NvmlSource:
         elif self.power_field == POWER_AVERAGE:
             try:
                 mw = int(self.nv.nvmlDeviceGetPowerUsage(h))
-            except self.nv.NVMLError_GPUIsLost:
+            except self.nv.NVMLError_GpuIsLost:
                 raise
             except self.nv.NVMLError:
                 mw = None
@@ -128,10 +135,10 @@ class NvmlSource:
             except self.nv.NVMLError as exc:
                 # Any NVML error on a handle mid-run means the card is gone (fell off the bus,
                 # reset, or the driver lost it): stop asking it and say so.
-                out.lost.append(Lost(gpu, time.monotonic(), f"NVML {type(exc).__name__}: {exc}"))
+                out.lost.append(Lost(gpu, self.clock(), f"NVML {type(exc).__name__}: {exc}"))
                 del self.handles[gpu]
                 continue
-            t = time.monotonic()
+            t = self.clock()
             out.readings.append(Reading(gpu, t, mem.free / MIB, mem.used / MIB, power))
             if self.record is not None:
                 self.record.append(_raw(gpu, t, mem, power))

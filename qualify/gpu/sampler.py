@@ -117,9 +117,10 @@ class Sampler:
             self._thread.start()
         return self
 
-    def mark(self, stage: str) -> None:
-        """From now on, samples belong to `stage`; the first mark starts the clock."""
-        now = time.monotonic()
+    def mark(self, stage: str, at: float | None = None) -> None:
+        """From now on (or from monotonic time `at`), samples belong to `stage`; the first mark
+        starts the clock."""
+        now = time.monotonic() if at is None else at
         with self._lock:
             if self.t0 is None:
                 self.t0 = now
@@ -170,6 +171,13 @@ class Sampler:
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         poll = self.source.poll()
         wall1 = time.perf_counter()
+        self.ingest(poll)
+        self.read_ms.append((wall1 - wall0) * 1000)
+        self.cpu_ms.append((time.thread_time() - cpu0) * 1000)
+
+    def ingest(self, poll: Poll) -> None:
+        """File one poll's readings and losses under their stages (the thread calls this each
+        tick; a replay of a recorded run calls it directly)."""
         with self._lock:
             self.missed += len(poll.missed)
             self.problems.extend(m for m in poll.missed if len(self.problems) < 20)
@@ -177,8 +185,6 @@ class Sampler:
                 self._add(r)
             for lost in poll.lost:
                 self._lose(lost)
-        self.read_ms.append((wall1 - wall0) * 1000)
-        self.cpu_ms.append((time.thread_time() - cpu0) * 1000)
 
     def _stage_at(self, t: float) -> str | None:
         i = bisect.bisect_right([m[0] for m in self.marks], t) - 1

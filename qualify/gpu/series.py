@@ -51,9 +51,8 @@ def downsample(rows: list[Row], max_rows: int) -> list[Row]:
 
 
 def _line(r: Row) -> str:
-    used = None if r[3] is None else round(r[3], 1)
-    power = None if r[4] is None else round(r[4], 2)
-    return json.dumps([round(r[0], 3), r[1], round(r[2], 1), used, power, r[5]])
+    # Figures unrounded (JSON's shortest exact repr): a rounded minimum is a lost minimum.
+    return json.dumps([round(r[0], 3), *r[1:]])
 
 
 def encode(header: dict[str, Any], rows: list[Row], limit: int = LIMIT) -> bytes:

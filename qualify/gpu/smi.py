@@ -89,14 +89,17 @@ class SmiSource:
         self.tee: IO[str] | None = None  # the raw stream, when a proof asks
         self._cards, self._bus, first_power = self._probe(binary, gpus)
         self.power_field = POWER_INSTANT if first_power else POWER_AVERAGE
+        # nvidia-smi may block-buffer a pipe; stdbuf asks its stdio for a line at a time.
+        line_buffered = ["stdbuf", "-oL"] if shutil.which("stdbuf") else []
         self.proc = subprocess.Popen(
-            command(binary, interval_ms, gpus),
+            line_buffered + command(binary, interval_ms, gpus),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
         )
-        self.lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self.lines: queue.SimpleQueue[tuple[float, str] | None] = queue.SimpleQueue()
+        self.lag_ms: list[float] = []  # arrival minus nvidia-smi's timestamp, per line
         self.reader = threading.Thread(target=self._read, name="nvidia-smi-reader", daemon=True)
         self.reader.start()
         self.gone: set[str] = set()
@@ -123,7 +126,7 @@ class SmiSource:
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.lines.put(line)
+            self.lines.put((time.monotonic(), line))
         self.lines.put(None)
 
     def cards(self) -> list[Card]:
@@ -140,12 +143,14 @@ class SmiSource:
                 self._ended(out)
                 return out
             if self.tee is not None:
-                self.tee.write(line)
-            self._take(line, out)
+                self.tee.write(line[1])
+            self._take(line[0], line[1], out)
 
-    def _take(self, line: str, out: Poll) -> None:
+    def _take(self, arrived: float, line: str, out: Poll) -> None:
         parsed = parse_line(line, self.offset)
         if parsed is not None:
+            if len(self.lag_ms) < 100_000:
+                self.lag_ms.append((arrived - parsed[0].t) * 1000)
             if parsed[0].gpu not in self.gone:
                 out.readings.append(parsed[0])
             return

@@ -1,0 +1,253 @@
+"""One timed run of one lane: idle check, counters before, the prompts, counters after.
+
+Both lanes go through this one function with the same request bodies, so the prompts, output
+budget, sampling settings and timing boundaries are the same by construction; the digest of
+the bodies is recorded so the pairing can be checked from the evidence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from qualify.ab.prompts import ABPrompt
+from qualify.client import Client, Exchange
+from qualify.engines import Dialect, MetricsSnapshot, busy
+from qualify.measure import median, timing
+from qualify.spec import SpecCounters, acceptance, response_drafts
+from qualify.stream import ChatOutcome, from_stream
+
+__all__ = ["PER_REQUEST", "RunPlan", "body_for", "drive_run", "nonce_line", "request_record"]
+
+PER_REQUEST = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
+
+
+@dataclass
+class RunPlan:
+    """What every lane's run r is sent: identical between lanes apart from the lane name."""
+
+    run: int
+    prompts: list[ABPrompt]
+    warmup: str
+    base: dict[str, Any]
+    warmups: int
+    nonce: bool
+    seed: int
+    concurrency: int
+    timeout_s: float
+    idle_wait_s: float
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+
+def nonce_line(seed: int, run: int, index: int) -> str:
+    """A unique first line per (run, prompt): no request can reuse another's cached prefix.
+
+    The same in both lanes for the same run, so paired requests stay byte-identical.
+    """
+    tag = hashlib.sha256(f"{seed}:{run}:{index}".encode()).hexdigest()[:8]
+    return f"Request {run}.{index} ({tag})"
+
+
+def body_for(plan: RunPlan, index: int, text: str, max_tokens: int | None = None) -> dict[str, Any]:
+    content = f"{nonce_line(plan.seed, plan.run, index)}\n{text}" if plan.nonce else text
+    body = dict(plan.base)
+    body["messages"] = [{"role": "user", "content": content}]
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return body
+
+
+def digest(bodies: list[dict[str, Any]]) -> str:
+    """sha256 of the request bodies, `model` left out (each lane names its own)."""
+    blob = json.dumps(
+        [{k: v for k, v in b.items() if k != "model"} for b in bodies], sort_keys=True
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _chunk_decode(o: ChatOutcome, generation: float | None) -> float | None:
+    """Decode tok/s as a chunk-counting client would get it: the figure the guard refuses."""
+    n = len(o.token_chunk_times)
+    return (n - 1) / generation if n > 1 and generation else None
+
+
+def _excluded(o: ChatOutcome, failed: str | None) -> str | None:
+    if failed:
+        return f"request failed: {failed}"
+    if o.completion_tokens is None:
+        return "no usage in the stream: tokens are counted from usage, never from SSE chunks"
+    if o.content.strip() or o.tool_calls:
+        return None
+    if o.reasoning.strip():
+        return (
+            f"reasoning used the budget with no visible answer (finish_reason="
+            f"{o.finish_reason}, {o.completion_tokens} completion tokens)"
+        )
+    return f"no visible answer and no reasoning (finish_reason={o.finish_reason})"
+
+
+def _failure(ex: Exchange, o: ChatOutcome) -> str | None:
+    if ex.error:
+        return ex.error
+    if o.error:
+        return f"HTTP {o.http_status}: {o.error}"
+    if o.malformed:
+        return f"malformed SSE data: {o.malformed[0][:80]!r}"
+    if not o.done:
+        return "the stream ended without [DONE]"
+    return None
+
+
+def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) -> dict[str, Any]:
+    """One request's figures; `excluded` says why it is left out of the aggregates."""
+    t = timing(o)
+    failed = _failure(ex, o)
+    tm = o.timings or {}
+    return {
+        "prompt": prompt.id,
+        "kind": prompt.kind,
+        "file": file,
+        "failed": failed,
+        "excluded": _excluded(o, failed),
+        "finish_reason": o.finish_reason,
+        "prompt_tokens": t.prompt_tokens,
+        "completion_tokens": t.completion_tokens,
+        "cached_tokens": t.cached_tokens,
+        "sse_chunks": t.sse_chunks,
+        "token_chunks": t.token_chunks,
+        "chunks_per_token": t.chunks_per_token,
+        "network_chunks": len(ex.chunk_times),
+        **{k: getattr(t, k) for k in PER_REQUEST},
+        "decode_tok_s_if_chunks_counted": _chunk_decode(o, t.generation_s),
+        "server_decode_tok_s": t.server_decode_tok_s,
+        "decode_ratio_client_over_server": t.decode_ratio_client_over_server,
+        "ttft_minus_server_prompt_ms": t.ttft_minus_server_prompt_ms,
+        "draft_n": tm.get("draft_n"),
+        "draft_n_accepted": tm.get("draft_n_accepted"),
+        "visible_chars": len(o.content),
+        "reasoning_chars": len(o.reasoning),
+    }
+
+
+async def scrape(client: Client) -> MetricsSnapshot | None:
+    ex = await client.get("/metrics", timeout_s=10.0)
+    if not ex.ok or ex.text is None:
+        return None
+    try:
+        return MetricsSnapshot.parse(ex.text, time.monotonic())
+    except ValueError:
+        return None
+
+
+async def wait_idle(client: Client, d: Dialect, wait_s: float) -> tuple[dict[str, Any], Any]:
+    """Poll until no request is running or waiting; the last scrape comes back with it."""
+    t0 = time.monotonic()
+    while True:
+        snap = await scrape(client)
+        running, waiting = busy(snap, d) if snap is not None else (None, None)
+        idle = None if running is None or waiting is None else running == 0 and waiting == 0
+        waited = time.monotonic() - t0
+        if idle is not False or waited >= wait_s:
+            state = {"idle": idle, "running": running, "waiting": waiting, "waited_s": waited}
+            return state, snap
+        await asyncio.sleep(0.5)
+
+
+Keep = Callable[[str, Exchange], list[str]]
+
+
+async def _send(
+    client: Client, keep: Keep, label: str, body: dict[str, Any], timeout_s: float
+) -> tuple[Exchange, ChatOutcome, str]:
+    ex = await client.stream("/v1/chat/completions", body, timeout_s=timeout_s)
+    files = keep(label, ex)
+    return ex, from_stream(ex), files[0] if files else ""
+
+
+async def _warm_up(client: Client, keep: Keep, lane: str, plan: RunPlan) -> list[str]:
+    """Warm-ups after each launch: kept as evidence, never counted."""
+    budget = min(32, int(plan.base.get("max_tokens") or 32))
+    files = []
+    for k in range(plan.warmups):
+        body = body_for(plan, 1000 + k, plan.warmup, max_tokens=budget)
+        _, _, f = await _send(
+            client, keep, f"{lane}-run{plan.run}-warmup{k + 1}", body, plan.timeout_s
+        )
+        files.append(f)
+    return files
+
+
+async def _timed(
+    client: Client, keep: Keep, lane: str, plan: RunPlan
+) -> tuple[list[dict[str, Any]], list[ChatOutcome], float]:
+    gate = asyncio.Semaphore(plan.concurrency)
+
+    async def one(i: int, p: ABPrompt) -> tuple[dict[str, Any], ChatOutcome]:
+        async with gate:
+            label = f"{lane}-run{plan.run}-{p.id}"
+            ex, o, f = await _send(client, keep, label, plan.bodies[i], plan.timeout_s)
+            return request_record(p, ex, o, f), o
+
+    t0 = time.perf_counter()
+    done = await asyncio.gather(*(one(i, p) for i, p in enumerate(plan.prompts)))
+    wall = time.perf_counter() - t0
+    return [r for r, _ in done], [o for _, o in done], wall
+
+
+def _summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
+    counted = [r for r in records if r["excluded"] is None]
+    answered = [r for r in records if r["failed"] is None]
+    tokens = sum(r["completion_tokens"] or 0 for r in answered)
+    chunks = sum(r["token_chunks"] for r in answered)
+    p50 = {m: median([r[m] for r in counted if r[m] is not None]) for m in PER_REQUEST}
+    p50["decode_tok_s_if_chunks_counted"] = median(
+        [
+            r["decode_tok_s_if_chunks_counted"]
+            for r in counted
+            if r["decode_tok_s_if_chunks_counted"]
+        ]
+    )
+    return {
+        "p50": p50,
+        "aggregate_output_tok_s": tokens / wall if tokens and wall > 0 else None,
+        "wall_s": wall,
+        "counted": len(counted),
+        "failed": [{"prompt": r["prompt"], "why": r["failed"]} for r in records if r["failed"]],
+        "excluded": [
+            {"prompt": r["prompt"], "why": r["excluded"]} for r in records if r["excluded"]
+        ],
+        "sse_chunks": sum(r["sse_chunks"] for r in answered),
+        "token_chunks": chunks,
+        "completion_tokens": tokens,
+        "chunks_per_token": chunks / tokens if tokens else None,
+    }
+
+
+async def drive_run(
+    client: Client, keep: Keep, lane: str, plan: RunPlan, d: Dialect
+) -> dict[str, Any]:
+    """Warm up, check idle, read counters, send every prompt, read counters again."""
+    warm = await _warm_up(client, keep, lane, plan)
+    idle_before, before = await wait_idle(client, d, plan.idle_wait_s)
+    records, outcomes, wall = await _timed(client, keep, lane, plan)
+    idle_after, after = await wait_idle(client, d, plan.idle_wait_s)
+    acc = None
+    if before is not None and after is not None:
+        acc = acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
+    return {
+        "run": plan.run,
+        **_summary(records, wall),
+        "acceptance": acc,
+        "per_response_drafts": response_drafts(outcomes),
+        "metrics_scraped": before is not None and after is not None,
+        "idle_before": idle_before,
+        "idle_after": idle_after,
+        "request_digest": digest(plan.bodies),
+        "warmup_files": warm,
+        "requests": records,
+    }

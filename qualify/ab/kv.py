@@ -1,0 +1,84 @@
+"""The KV capacity or memory a lane reports: gauges where the engine has them, else its log.
+
+- vLLM: `vllm:kv_cache_usage_perc` (a fraction, prefix-cache blocks count as used) and the
+  startup line `GPU KV cache size: N tokens`.
+- SGLang: the gauge `sglang:max_total_num_tokens` and `max_total_num_tokens=N` in its log.
+- llama.cpp: no KV gauge on `/metrics` in this version; the startup log gives the slots and
+  per-slot context (`n_ctx_slot`) and, at higher verbosity, `KV buffer size = X MiB`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from qualify.engines import Dialect, MetricsSnapshot
+
+__all__ = ["from_log", "lane_kv", "read_server_log"]
+
+_LOG_LIMIT = 1 << 20
+_PATTERNS: dict[str, list[tuple[str, str]]] = {
+    "llama.cpp": [
+        ("n_slots", r"n_slots = (\d+)"),
+        ("n_ctx_slot", r"n_ctx_slot = (\d+)"),
+        ("kv_buffer_mib", r"KV buffer size\s*=\s*([\d.]+) MiB"),
+    ],
+    "vllm": [
+        ("kv_tokens", r"GPU KV cache size: ([\d,]+) tokens"),
+        ("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
+        ("kv_memory_gib", r"Available KV cache memory: ([\d.]+) GiB"),
+    ],
+    "sglang": [
+        ("kv_tokens", r"max_total_num_tokens=(\d+)"),
+        ("k_size_gb", r"K size: ([\d.]+) GB"),
+        ("v_size_gb", r"V size: ([\d.]+) GB"),
+    ],
+}
+_NOTES = {
+    "llama.cpp": "llama.cpp exposes no KV gauge on /metrics; figures come from the startup log",
+    "vllm": "kv_cache_usage_perc counts evictable prefix-cache blocks as used",
+    "sglang": "max_total_num_tokens is the KV pool size in tokens",
+}
+
+
+def read_server_log(attempt_dir: Path | None) -> str:
+    """The server's stdout and stderr as captured so far (the first MiB of each part)."""
+    if attempt_dir is None or not attempt_dir.is_dir():
+        return ""
+    parts = sorted(attempt_dir.glob("stdout.*.log")) + sorted(attempt_dir.glob("stderr.*.log"))
+    return "".join(p.read_bytes()[:_LOG_LIMIT].decode("utf-8", "replace") for p in parts)
+
+
+def _number(text: str) -> float | int:
+    value = float(text.replace(",", ""))
+    return int(value) if value.is_integer() else value
+
+
+def from_log(text: str, engine: str) -> dict[str, Any]:
+    """Figures from the startup log; a figure printed once per buffer (llama.cpp) is summed."""
+    out: dict[str, Any] = {}
+    for key, pattern in _PATTERNS.get(engine, []):
+        hits = re.findall(pattern, text)
+        if not hits:
+            continue
+        values = [_number(h) for h in hits]
+        out[key] = sum(values) if key == "kv_buffer_mib" else values[-1]
+    return out
+
+
+def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> dict[str, Any]:
+    """What one lane reports about its KV cache; empty figures are left out, never zero."""
+    gauges = {}
+    if snap is not None:
+        for name in d.kv_capacity:
+            v = snap.total(name)
+            if v is not None:
+                gauges[name] = v
+    logged = from_log(log, engine)
+    return {
+        "gauges": gauges,
+        "log": logged,
+        "reported": bool(gauges or logged),
+        "note": _NOTES.get(engine, ""),
+    }

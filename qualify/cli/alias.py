@@ -1,0 +1,81 @@
+"""`qualify alias set|show|history`: production aliases, gated by a verified promote decision."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("alias", help="gated changes to production aliases")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    s = verbs.add_parser("set", help="point NAME at CANDIDATE, backed by a signed decision")
+    s.add_argument("name", help="alias name, e.g. prod-chat")
+    s.add_argument("candidate", type=Path, help="the candidate file, as it is now")
+    s.add_argument("--decision", type=Path, required=True, help="signed decision envelope")
+    s.add_argument("--key", type=Path, required=True, help="ed25519 public key")
+    s.set_defaults(func=_set)
+    show = verbs.add_parser("show", help="the current target of every alias")
+    show.set_defaults(func=_show)
+    hist = verbs.add_parser("history", help="every change, with the hash chain checked")
+    hist.add_argument("name", nargs="?", help="only this alias")
+    hist.set_defaults(func=_history)
+    for v in (s, show, hist):
+        v.add_argument(
+            "--table", type=Path, help="alias table (default: aliases.toml at the git repo root)"
+        )
+
+
+def _table(args: argparse.Namespace) -> Path:
+    from qualify.alias import default_table
+
+    return Path(args.table) if args.table else default_table()
+
+
+def _set(args: argparse.Namespace) -> int:
+    from qualify.alias import set_alias
+
+    change = set_alias(args.name, args.candidate, args.decision, args.key, _table(args))
+    if change.entry is None:
+        print(f"{args.name}: already points at {change.new['candidate']} on this decision")
+        return 0
+    was = change.old["candidate"] if change.old else "nothing"
+    print(f"{args.name}: {was} -> {change.new['candidate']} (commit {str(change.commit)[:12]})")
+    print(f"  decision sha256 {change.new['decision_sha256']}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from qualify.alias import read_table
+
+    table = _table(args)
+    aliases = read_table(table)
+    if not aliases:
+        print(f"{table}: no aliases")
+    for name, t in sorted(aliases.items()):
+        print(f"{name} -> {t.get('candidate')} (run {t.get('run_id')}, set {t.get('set_at')})")
+        print(f"  candidate {t.get('candidate_path')} sha256 {t.get('candidate_sha256')}")
+        print(f"  decision sha256 {t.get('decision_sha256')}")
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    from qualify.alias import check_chain, read_log
+
+    entries = read_log(_table(args))
+    for e in entries:
+        if args.name and e.get("alias") != args.name:
+            continue
+        old = (e.get("old") or {}).get("candidate", "nothing")
+        new = (e.get("new") or {}).get("candidate")
+        print(f"{e.get('seq')}. {e.get('at')} {e.get('alias')}: {old} -> {new}")
+        print(f"   decision {e.get('decision_sha256')}  hash {str(e.get('hash'))[:16]}")
+    broken = check_chain(entries)
+    if broken:
+        print("qualify: the alias log chain is broken", file=sys.stderr)
+        for b in broken:
+            print(f"  {b}", file=sys.stderr)
+        return 1
+    print(f"chain intact: {len(entries)} entries")
+    return 0

@@ -1,0 +1,26 @@
+"""`qualify sign RUN --key K`: sign a run's decision (deciding anew if the evidence grew)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from qualify.cli.common import add_evidence
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("sign", help="sign the decision of a finished run")
+    p.add_argument("run", help="run directory or run id")
+    p.add_argument("--key", type=Path, required=True, help="ed25519 private key")
+    add_evidence(p)
+    p.set_defaults(func=_sign)
+
+
+def _sign(args: argparse.Namespace) -> int:
+    from qualify.decision import sign
+    from qualify.evidence import EvidenceStore
+
+    run = EvidenceStore(args.evidence).open_run(args.run)
+    envelope, record = sign(run, args.key)
+    print(f"{envelope}: {record.decision} (decision attempt {record.attempt})")
+    return 0

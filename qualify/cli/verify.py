@@ -1,0 +1,35 @@
+"""`qualify verify ENVELOPE --key PUB`: the signature, then every digest it names (0 or 1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("verify", help="verify a signed decision against the files on disk")
+    p.add_argument("envelope", type=Path, help="decision envelope (decision/attempt-NNN.dsse.json)")
+    p.add_argument("--key", type=Path, required=True, help="ed25519 public key")
+    p.add_argument("--run", type=Path, help="run directory (default: the envelope's run)")
+    p.set_defaults(func=_verify)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from qualify.decision import verify
+    from qualify.signing import load_public
+
+    report = verify(args.envelope, load_public(args.key), args.run)
+    for note in report.notes:
+        print(f"  note: {note}")
+    if not report.ok:
+        print(f"qualify: {args.envelope} does NOT verify", file=sys.stderr)
+        for problem in report.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
+    pred = report.predicate
+    print(
+        f"{args.envelope}: verified: {pred.get('decision')} for {pred.get('candidate')} "
+        f"(run {pred.get('run_id')}), {report.subjects} subjects unchanged"
+    )
+    return 0

@@ -1,0 +1,59 @@
+"""The H200 run recorded in data/ (see docs/gpu-sampler.md), and replays of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpu_fakes import ReplayNvml
+
+from qualify.gpu.nvml import NvmlSource
+from qualify.gpu.sampler import Sampler
+
+DATA = Path(__file__).parent / "data"
+
+
+def proof() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((DATA / "h200-proof.json").read_text())
+    return data
+
+
+def nvml_records() -> list[dict[str, Any]]:
+    lines = (DATA / "nvml-samples.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def baseline() -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = json.loads((DATA / "nvml-baseline.json").read_text())
+    return data
+
+
+def stage_starts(source: str, t0: float) -> list[tuple[str, float]]:
+    """When each stage began, on the clock of `t0`: 1 ms before its first recorded sample."""
+    rows = next(iter(proof()["sources"][source]["cards"].values()))["rows"]
+    starts: list[tuple[str, float]] = []
+    for row in rows:
+        if not starts or starts[-1][0] != row[1]:
+            starts.append((row[1], t0 + row[0] - 0.001))
+    return starts
+
+
+def replay_nvml(lose: dict[str, int] | None = None, instant: bool = True) -> ReplayNvml:
+    info = {c["gpu"]: {"name": c["name"], "uuid": c["uuid"]} for c in baseline()}
+    return ReplayNvml(nvml_records(), info, lose=lose, instant=instant)
+
+
+def replayed_sampler(lose: dict[str, int] | None = None, instant: bool = True) -> Sampler:
+    """The recorded NVML run fed, read by read, through NvmlSource and the sampler's filing."""
+    nv = replay_nvml(lose, instant)
+    records = nvml_records()
+    src = NvmlSource(nvml=nv, clock=nv.clock)
+    nv.started = True
+    rows0 = next(iter(proof()["sources"]["nvml"]["cards"].values()))["rows"][0]
+    sampler = Sampler(src, 250)
+    for stage, at in stage_starts("nvml", records[0]["t"] - rows0[0]):
+        sampler.mark(stage, at=at)
+    for _ in records:
+        sampler.ingest(src.poll())
+    return sampler
