@@ -117,13 +117,16 @@ async def main(args: argparse.Namespace) -> None:
     emitter = start_emitter(args.port)
     try:
         async with Client(f"http://127.0.0.1:{args.port}", max_connections=64) as client:
-            print(f"load before: {open('/proc/loadavg').read().split()[:3]}")
+            print(f"load before: {Path('/proc/loadavg').read_text().split()[:3]}")
             for s in args.fast_streams:
-                print("fast", json.dumps(await fast(client, s, args.events, args.profile, emitter.pid)))
+                print(
+                    "fast",
+                    json.dumps(await fast(client, s, args.events, args.profile, emitter.pid)),
+                )
             for s in args.schedule_streams:
                 r = await schedule(client, s, args.rate, args.seconds)
                 print("schedule", json.dumps(r))
-            print(f"load after: {open('/proc/loadavg').read().split()[:3]}")
+            print(f"load after: {Path('/proc/loadavg').read_text().split()[:3]}")
     finally:
         emitter.terminate()
         emitter.wait()

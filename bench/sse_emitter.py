@@ -53,8 +53,10 @@ async def read_request(reader: asyncio.StreamReader) -> dict[str, float] | None:
 
 
 async def stream(writer: asyncio.StreamWriter, spec: dict[str, float]) -> None:
-    n, interval, pad = int(spec.get("n", 1000)), float(spec.get("interval_s", 0.0)), "x" * int(
-        spec.get("pad", 40)
+    n, interval, pad = (
+        int(spec.get("n", 1000)),
+        float(spec.get("interval_s", 0.0)),
+        "x" * int(spec.get("pad", 40)),
     )
     writer.write(HEAD)
     start = time.monotonic()

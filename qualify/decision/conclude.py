@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from qualify.config.policy import Policy
 from qualify.decision import document, statement, waivers
 from qualify.decision.evidence import (
     DECISION,
+    Listing,
     candidate_as_run,
     evidence_listing,
     run_info,
@@ -22,6 +25,7 @@ from qualify.decision.evidence import (
 )
 from qualify.decision.model import DecisionRecord, Evaluation, GateOutcome, TicketRef
 from qualify.decision.policy import evaluate
+from qualify.errors import BadInput
 from qualify.evidence import RunDir, utc_now
 from qualify.signing import canonical, load_private, sha256_bytes
 from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
@@ -105,33 +109,51 @@ def _attempts(run: RunDir, planned: list[str]) -> dict[str, Any]:
     return {s: stage_attempts(run, s) for s in names}
 
 
-def conclude(run: RunDir, key: str | None) -> DecisionRecord:
-    """Decide, write the decision attempt, seal it, and sign it when a key is configured."""
-    info = run_info(run)
-    cand = candidate_as_run(run, info)
+def _private_key(run: RunDir, key_path: Path | None) -> Ed25519PrivateKey | None:
+    """The signing key, checked before anything is written; it must live outside the evidence."""
+    if key_path is None:
+        return None
+    if run.path.parent.parent.resolve() in key_path.resolve().parents:
+        raise BadInput(
+            f"{key_path} is inside the evidence root",
+            ["key: expected a private key kept outside the evidence (it must never enter it)"],
+        )
+    return load_private(key_path)
+
+
+def _evaluate(run: RunDir, info: dict[str, Any], cand: Candidate | None) -> _Inputs:
     policy = cand.policy if cand is not None else Policy()
-    key_path = signing_key(key, cand, info)
-    priv = load_private(key_path) if key_path else None  # a bad key: nothing written
     name = str(info.get("candidate") or (cand.name if cand else run.candidate_name))
     planned = list(info.get("stages") or (cand.stages.run if cand else stage_names(run)))
     store = ticket_store(policy, info)
     checked = waivers.check_all(policy, _base(info), store, name)
     waived = {c.check.gate: c.check.path for c in checked if c.check.accepted and c.check.gate}
     ev = evaluate(planned, _attempts(run, planned), policy, waived)
-    attempt = run.new_attempt(DECISION)
-    listing = evidence_listing(run, skip={statement.attempt_rel(attempt.number)})
+    return _Inputs(name, policy, store, checked, ev)
+
+
+@dataclass
+class _Inputs:
+    name: str
+    policy: Policy
+    store: TicketStore
+    checked: list[waivers.Checked]
+    ev: Evaluation
+
+
+def _record(
+    run: RunDir, info: dict[str, Any], x: _Inputs, n: int, listing: Listing
+) -> DecisionRecord:
+    ev = x.ev
     if listing.integrity:
         ev.reasons += [f"evidence integrity: {p}" for p in listing.integrity]
         ev.promote, ev.verdict = False, Verdict.ERROR
-    policy_dump = policy.model_dump(mode="json")
+    policy_dump = x.policy.model_dump(mode="json")
     policy_sha = sha256_bytes(canonical(policy_dump))
-    for i, c in enumerate(checked, 1):
-        if c.raw is not None:
-            c.check.evidence = attempt.write_bytes(f"waiver-{i:02d}.json", c.raw)[0]
-    record = DecisionRecord(
+    return DecisionRecord(
         run_id=run.run_id,
-        candidate=name,
-        attempt=attempt.number,
+        candidate=x.name,
+        attempt=n,
         decision="promote" if ev.promote else "no-promote",
         decided_at=utc_now(),
         tool_version=__version__,
@@ -144,13 +166,32 @@ def conclude(run: RunDir, key: str | None) -> DecisionRecord:
         evidence_files=len(listing.files),
         unsealed=listing.unsealed,
         integrity=listing.integrity,
-        tickets=_tickets(store, ev, run.run_id, name, policy_sha),
-        waivers=[c.check for c in checked],
+        tickets=_tickets(x.store, ev, run.run_id, x.name, policy_sha),
+        waivers=[c.check for c in x.checked],
     )
-    attempt.write_bytes("decision.json", _dump(record))
-    attempt.write_bytes("decision.md", document.render(run, record, info).encode())
-    attempt.write_bytes(statement.STATEMENT, statement.build(run, record, listing, info))
-    attempt.seal()
+
+
+def conclude(run: RunDir, key: str | None) -> DecisionRecord:
+    """Decide, write the decision attempt, seal it, and sign it when a key is configured."""
+    info = run_info(run)
+    cand = candidate_as_run(run, info)
+    priv = _private_key(run, signing_key(key, cand, info))  # a bad key: nothing written
+    inputs = _evaluate(run, info, cand)
+    attempt = run.new_attempt(DECISION)
+    try:
+        listing = evidence_listing(run, skip={statement.attempt_rel(attempt.number)})
+        for i, c in enumerate(inputs.checked, 1):
+            if c.raw is not None:  # the waiver itself becomes evidence of this decision
+                c.check.evidence = attempt.write_bytes(f"waiver-{i:02d}.json", c.raw)[0]
+        record = _record(run, info, inputs, attempt.number, listing)
+        attempt.write_bytes("decision.json", _dump(record))
+        attempt.write_bytes("decision.md", document.render(run, record, info).encode())
+        attempt.write_bytes(statement.STATEMENT, statement.build(run, record, listing, info))
+    except Exception:
+        attempt.write_text("traceback.txt", traceback.format_exc())
+        raise
+    finally:
+        attempt.seal()
     if priv is not None:
         statement.sign_attempt(run, attempt.number, priv)
     return record

@@ -181,7 +181,8 @@ def vram_rows(data: dict[str, Any]) -> dict[str, Any]:
         "source": data.get("source"),
         "reserve_gib": reserve,
         "cards": [
-            {"gpu": c.get("gpu"), "name": c.get("name"), "verdict": c.get("verdict")} for c in cards
+            {"label": f"GPU {c.get('gpu')}" + (f" ({c['name']})" if c.get("name") else "")}
+            for c in cards
         ],
         "rows": rows,
     }

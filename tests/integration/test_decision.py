@@ -139,7 +139,7 @@ def test_every_file_of_the_run_is_covered(
 ) -> None:
     """After `qualify sign`, changing one byte of any file of the run (envelopes aside), or of
     the candidate or control file, fails verification and names that file."""
-    run, _, cand = real_run(18404)
+    run, _, _ = real_run(18404)
     env, record = sign(run, keys[0])
     assert record.attempt == 2, "the invocation was sealed after attempt 1: a new decision"
     pub = load_public(keys[1])

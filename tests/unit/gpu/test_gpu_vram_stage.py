@@ -105,7 +105,7 @@ def test_settings_reject_dcgm_without_urls() -> None:
     """source = "dcgm" with no URL, or a URL that is not http(s), is bad input."""
     with pytest.raises(ValidationError, match="needs dcgm_urls"):
         VramSettings(source="dcgm")
-    with pytest.raises(ValidationError, match="dcgm_urls.0"):
+    with pytest.raises(ValidationError, match=r"dcgm_urls\.0"):
         VramSettings(dcgm_urls=["node-b:9400/metrics"])
 
 

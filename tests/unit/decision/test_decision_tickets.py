@@ -43,9 +43,9 @@ def test_close_moves_the_ticket_and_keeps_the_fix(tmp_path: Path) -> None:
     store = TicketStore(tmp_path)
     t, _ = store.record("cand", "g", entry("r1"), "a")
     (tmp_path / "open" / f"{t.id}.md").write_text(
-        (tmp_path / "open" / f"{t.id}.md").read_text().replace(
-            "## Attempt log", "Notes kept by a person.\n\n## Attempt log"
-        )
+        (tmp_path / "open" / f"{t.id}.md")
+        .read_text()
+        .replace("## Attempt log", "Notes kept by a person.\n\n## Attempt log")
     )
     closed = store.close(t.id, "pinned the template")
     assert not (tmp_path / "open" / f"{t.id}.md").exists()

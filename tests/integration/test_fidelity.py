@@ -1,0 +1,93 @@
+"""The client's figures against the real llama-server's own timings, and concurrent streams."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from qualify.client import Client
+from qualify.load import drive, figures, warm
+from qualify.localserver import LocalPaths
+from qualify.measure import fidelity, timing
+from qualify.stream import from_stream
+
+pytestmark = pytest.mark.integration
+PORT = 18502
+BODY: dict[str, Any] = {
+    "messages": [{"role": "user", "content": "Tell me about lighthouses."}],
+    "max_tokens": 48,
+    "temperature": 0,
+    "ignore_eos": True,
+    "cache_prompt": False,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
+
+
+@pytest.fixture(scope="module")
+def server(local_server: LocalPaths) -> Iterator[str]:
+    """A real llama-server with two slots, so two streams decode at once."""
+    cmd = [str(local_server.binary), "-m", str(local_server.model), "--port", str(PORT)]
+    proc = subprocess.Popen(
+        [*cmd, "--host", "127.0.0.1", "-c", "4096", "-np", "2", "-t", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{PORT}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "llama-server did not become healthy"
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_client_figures_agree_with_server_timings(server: str) -> None:
+    """At c=1 every request has server timings; TTFT is never below the server's prompt time,
+    and the client's decode rate matches the server's definition (same tokens, same interval)."""
+
+    async def go() -> list[Any]:
+        async with Client(server) as c:
+            await warm(c, 1)
+            return [
+                timing(from_stream(await c.stream("/v1/chat/completions", BODY))) for _ in "abc"
+            ]
+
+    ts = asyncio.run(go())
+    assert all(t.completion_tokens == 48 and t.server_source for t in ts)
+    f = fidelity(ts)
+    assert f["n"] == 3 and f["ttft_below_server_prompt"] == 0
+    # One interval, two clocks: only the delivery jitter of two chunks separates them.
+    assert f["decode_ratio_median"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_two_concurrent_streams_overlap_and_add_up(server: str) -> None:
+    """drive(c=2) runs two streams at once; the aggregate counts every usage token once."""
+
+    async def go() -> list[Any]:
+        async with Client(server) as c:
+            await warm(c, 2)
+            return await drive(c, [BODY] * 2, 2)
+
+    exchanges = asyncio.run(go())
+    assert all(ex.ok for ex in exchanges)
+    a, b = ((ex.t_sent, ex.t_sent + (ex.t_end or 0)) for ex in exchanges)
+    assert a[0] < b[1] and b[0] < a[1], "the two streams did not overlap"
+    f = figures(exchanges, 2)
+    assert f.completion_tokens == 96 and f.failed == 0
+    assert f.aggregate_output_tok_s is not None and f.decode_tok_s_median is not None
+    assert all(timing(from_stream(ex)).server_decode_tok_s for ex in exchanges)

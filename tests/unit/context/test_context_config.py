@@ -1,0 +1,37 @@
+"""Context settings in the candidate file."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from qualify.config.context import ContextSettings
+from qualify.stages.context import plan_targets
+
+
+def test_margin_must_hold_the_answer() -> None:
+    """A completion margin smaller than max_tokens is refused, naming both values."""
+    with pytest.raises(ValidationError, match=r"completion_margin \(32\).*max_tokens \(64\)"):
+        ContextSettings(completion_margin=32, max_tokens=64)
+
+
+def test_fewer_than_two_warmups_refused() -> None:
+    """At least two warm-ups per size are required."""
+    with pytest.raises(ValidationError, match="warmups"):
+        ContextSettings(warmups=1)
+
+
+def test_duplicate_targets_refused() -> None:
+    """A target listed twice is refused."""
+    with pytest.raises(ValidationError, match="targets lists a value twice"):
+        ContextSettings(targets=[1024, 1024])
+
+
+def test_targets_clamp_to_window_minus_margin() -> None:
+    """A target over the window minus the margin is clamped and marked; others are kept."""
+    rungs = plan_targets([1024, 3072, 16384], 8192, 256)
+    assert [(r.target, r.planned, r.clamped) for r in rungs] == [
+        (1024, 1024, False),
+        (3072, 3072, False),
+        (16384, 7936, True),
+    ]

@@ -1,0 +1,103 @@
+"""The decision document: golden files, every section from the contract, "not run" with why."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import decision_contract_run as contract_run
+import jinja2
+import pytest
+
+from qualify.decision import document, render_run
+from qualify.decision.render import preview
+from qualify.evidence import RunDir
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden"
+REGEN = os.environ.get("QUALIFY_REGEN_GOLDEN") == "1"
+
+
+def check_golden(name: str, text: str) -> None:
+    """Compare with tests/golden/NAME; regenerated only on purpose (QUALIFY_REGEN_GOLDEN=1)."""
+    path = GOLDEN / name
+    if REGEN:
+        path.write_text(text)
+    assert path.is_file(), f"{path} missing: run with QUALIFY_REGEN_GOLDEN=1 once, and review it"
+    assert text == path.read_text(), f"{name} changed; if on purpose, regenerate and review"
+
+
+def _recorded() -> Path:
+    runs = [p for p in (GOLDEN / "recorded").glob("*/*") if (p / "run.json").is_file()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_recorded_run_renders_its_golden_document(tmp_path: Path) -> None:
+    """A run recorded from the real server renders byte for byte as its golden file, from a
+    copy of its evidence alone (no server, no tickets directory, no candidate file)."""
+    src = _recorded()
+    copy = tmp_path / src.parent.name / src.name
+    shutil.copytree(src, copy)
+    text = render_run(RunDir(copy))
+    check_golden("decision-recorded.md", text)
+    assert render_run(RunDir(copy)) == text
+
+
+def _contract_text(tmp_path: Path) -> str:
+    run = contract_run.build(tmp_path)
+    record = preview(run).model_copy(
+        update={"evidence_root": "e" * 64, "decided_at": "2026-08-01T00:41:00Z"}
+    )
+    return document.render(run, record, {**_info(run)})
+
+
+def _info(run: RunDir) -> dict[str, object]:
+    from qualify.decision.evidence import run_info
+
+    return run_info(run)
+
+
+def test_contract_shaped_run_renders_every_section(tmp_path: Path) -> None:
+    """Data shaped as docs/evidence-contract.md fills every section; the golden file holds it."""
+    text = _contract_text(tmp_path)
+    check_golden("decision-contract.md", text)
+    for needle in (
+        "| off | smoke, json, typed-tools passed |",
+        "### Cold pass",
+        "### Warm pass",
+        "| 7,936 | 7,929 | 7.20 s / 7.22 s | 1,101 tok/s | 71.5 tok/s | 50% found, 99% missed |",
+        "The 16,384-token target was clamped to 7,936 planned tokens",
+        "| Per-request decode p50 | 130.7 tok/s | 64.9 tok/s | +101.4% |",
+        "| E2E p50 | 1.60 s | 3.88 s | 58.8% lower |",
+        "| TTFO p50 | 334 ms | 315 ms | 6.0% higher (within noise) |",
+        "4,865 accepted of 8,830 drafted tokens: 55.1% acceptance",
+        "| context | 1,179 MiB / 240.50 W | 5,031 MiB / 240.50 W | fail on 1 of 2 |",
+        "identity attempt 1: aborted, error: the server exited during the stage; superseded by "
+        "attempt 2",
+        "preflight/typed-tools@think: try 1 fail, try 2 fail (final verdict fail)",
+        "- control run 2, p3: reasoning only",
+        "| Git commit | 1e9c9c34 (dirty) |",
+    ):
+        assert needle in text, needle
+
+
+def test_missing_stages_say_not_run_and_why(tmp_path: Path) -> None:
+    """Delete two stages' evidence: their sections say "not run" with the reason; nothing fails."""
+    run = contract_run.build(tmp_path)
+    shutil.rmtree(run.path / "ab")
+    shutil.rmtree(run.path / "vram")
+    text = render_run(run)
+    assert "A/B: not run (no attempt was recorded)." in text
+    assert "VRAM: not run (no attempt was recorded)." in text
+    assert "ab/*: required, but no gate matches (ab not run: no attempt was recorded)" in text
+    assert "**no-promote**" in text
+
+
+def test_template_is_strict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template naming something the context lacks fails loudly (StrictUndefined)."""
+    (tmp_path / "decision.md.j2").write_text("{{ r.no_such_field }}")
+    monkeypatch.setenv("QUALIFY_TEMPLATES", str(tmp_path))
+    run = contract_run.build(tmp_path / "ev")
+    with pytest.raises(jinja2.UndefinedError):
+        render_run(run)
