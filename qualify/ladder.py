@@ -143,6 +143,7 @@ def _verdict(row: dict[str, Any], streams: list[dict[str, Any]]) -> None:
         return
     missed = [
         f"stream {i + 1} missed the {d}% needle ({needle.value}); answer {s['answer'][:160]!r}"
+        + (" (cut at max_tokens: finish_reason length)" if s["finish_reason"] == "length" else "")
         for i, s in enumerate(streams)
         for d, needle in zip(("50", "99"), row["_needles"].pair, strict=True)
         if not s["needles"][d]

@@ -129,6 +129,7 @@ def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) ->
         "ttft_minus_server_prompt_ms": t.ttft_minus_server_prompt_ms,
         "draft_n": tm.get("draft_n"),
         "draft_n_accepted": tm.get("draft_n_accepted"),
+        "content_sha256": hashlib.sha256(o.content.encode()).hexdigest(),
         "visible_chars": len(o.content),
         "reasoning_chars": len(o.reasoning),
     }

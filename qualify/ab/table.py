@@ -73,6 +73,28 @@ def metric_rows(
     return rows
 
 
+def _identical(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+    """Paired requests whose visible answers are byte-identical across the lanes.
+
+    At temperature 0 a lossless drafter changes speed, not text; differing answers mean the
+    lanes did different work, which the timing deltas then partly reflect.
+    """
+    seen = {
+        (r["run"], q["prompt"]): q["content_sha256"]
+        for r in lanes.get("control", [])
+        for q in r["requests"]
+        if q["failed"] is None
+    }
+    pairs = same = 0
+    for r in lanes.get("candidate", []):
+        for q in r["requests"]:
+            other = seen.get((r["run"], q["prompt"]))
+            if other is not None and q["failed"] is None:
+                pairs += 1
+                same += other == q["content_sha256"]
+    return {"pairs": pairs, "identical": same}
+
+
 def fidelity(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Cross-checks: client against server timings, and what counting chunks would report."""
     reqs = [q for runs in lanes.values() for r in runs for q in r["requests"] if not q["excluded"]]
@@ -100,6 +122,7 @@ def fidelity(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "chunk_counting_error_pct": err,
         }
     return {
+        "identical_outputs": _identical(lanes),
         "n": sum(1 for v in ratios if v is not None),
         "decode_ratio_median": median([v for v in ratios if v is not None]),
         "ttft_minus_server_prompt_ms_median": median([v for v in gaps if v is not None]),

@@ -62,6 +62,7 @@ class GateContext:
     write: Write
     model: str
     level: str | None = None
+    gate: str = "gate"
     fields: dict[str, Any] = field(default_factory=dict)
     gates_dir: Path = Path("gates")
     max_tokens: int = 256
@@ -83,7 +84,7 @@ class GateContext:
         return body
 
     def _kept(self, label: str, ex: Exchange) -> list[str]:
-        names = self.keep(f"{self.level or 'default'}-{label}", ex)
+        names = self.keep(f"{self.level or 'default'}-{self.gate}-{label}", ex)
         self.files.extend(names)
         return names
 

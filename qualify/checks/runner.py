@@ -32,7 +32,7 @@ async def run_gate(gate: LoadedGate, ctx: GateContext) -> GateResult:
     g = gate.gate
     records: list[AttemptRecord] = []
     for n in range(1, g.attempts + 1):
-        ctx.attempt, ctx.files = n, []
+        ctx.attempt, ctx.files, ctx.gate = n, [], g.id
         t0 = time.perf_counter()
         out = await _attempt(gate, ctx)
         metrics = {**out.metrics, "wall_s": round(time.perf_counter() - t0, 3)}

@@ -50,12 +50,12 @@ def judge_tool(o: ChatOutcome, limit: int) -> Outcome:
             ],
         )
     problems = judge_length(o, limit, "tool call")
-    for c in o.tool_calls:
-        _, bad = c.parsed_arguments()
-        if bad is None and o.finish_reason == "length":
-            continue
-        if bad is not None and o.finish_reason != "length":
-            problems.append(f"tool call {c.name}: reported complete but {bad}")
+    if o.finish_reason != "length":
+        # Said complete while the arguments are cut: a client would run a broken call.
+        broken = [(c, c.parsed_arguments()[1]) for c in o.tool_calls]
+        problems.extend(
+            f"tool call {c.name}: reported complete but {bad}" for c, bad in broken if bad
+        )
     return Outcome.failed(*problems) if problems else Outcome.passed()
 
 

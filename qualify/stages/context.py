@@ -145,7 +145,7 @@ class Ladder:
                     else [messages(doc, needles, new_nonce()) for _ in range(c)]
                 )
                 cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles)
-                self.rows.append(public(await run_cell(self.drv, cell)))
+                self.rows.append(warm_note(public(await run_cell(self.drv, cell))))
 
     async def _warmup(self, r: Rung, kind: str, msgs: Any, i: int) -> dict[str, Any]:
         o, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
@@ -200,6 +200,19 @@ async def context(ctx: StageContext) -> StageResult:
         "wall_s": round(time.perf_counter() - t_start, 3),
     }
     return finish(ctx, gates(rungs_errors(rungs), ladder.rows), data)
+
+
+def warm_note(row: dict[str, Any]) -> dict[str, Any]:
+    """A warm row that was not served from the prefix cache says so (it is still published)."""
+    cached, prompt = row.get("cached_tokens"), row.get("actual_prompt_tokens")
+    row["notes"] = []
+    if row["pass"] != "warm" or not isinstance(cached, int) or not isinstance(prompt, int):
+        return row
+    if cached < 0.9 * prompt:
+        row["notes"].append(
+            f"the warm pass reused only {cached} of {prompt} prompt tokens from the cache"
+        )
+    return row
 
 
 def rungs_errors(rungs: list[Rung]) -> dict[int, list[str]]:

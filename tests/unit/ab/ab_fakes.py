@@ -23,7 +23,21 @@ from qualify.progress import Progress
 from qualify.stages.base import StageContext
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "smollm2"
-WORDS = "the quick brown fox jumps over a lazy dog near river bank today".split()
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "near",
+    "river",
+    "bank",
+    "today",
+]
 
 
 @dataclass

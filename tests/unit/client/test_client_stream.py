@@ -132,3 +132,33 @@ def test_every_event_carries_its_network_piece_time() -> None:
     ex = run_stream(paced(pieces, 0.005))
     assert len(ex.chunk_times) == 4
     assert [e.t for e in ex.events] == [ex.chunk_times[i] for i in (0, 0, 1, 3)]
+
+
+def reference(text: str) -> list[tuple[str, str]]:
+    """httpx-sse's own decoding of a whole stream."""
+    from httpx_sse._decoders import SSEDecoder, SSELineDecoder
+
+    lines, decoder, out = SSELineDecoder(), SSEDecoder(), []
+    for line in [*lines.decode(text), *lines.flush()]:
+        sse = decoder.decode(line)
+        if sse is not None:
+            out.append((sse.event, sse.data))
+    return out
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        ["data: a\n\n", "data: b\n\ndata: c\n\n", "data:  two spaces\n\n", "data: \n\n"],
+        ["data:nospace\n\n", "data: x\n\n"],
+        ["event: e\n", "data: a\n\n", "data: b\n\n"],
+        ["data: a\n", "data: b\n\n", "data: c\n\n"],
+        ["data: a", "\n\n", "data: b\n\n"],
+        [": keepalive\n\n", "data: a\n\n", "retry: 5\n\n", "data: b\n\n"],
+        ["data: a\r\n\r\n", "data: b\n\n", "data: c\r", "\n\r\ndata: d\n\n"],
+    ],
+)
+def test_whole_data_pieces_decode_as_httpx_sse_does(pieces: list[str]) -> None:
+    """Pieces of whole `data:` events, and every mix around them, decode as httpx-sse does."""
+    ex = run_stream(paced([p.encode() for p in pieces]))
+    assert [(e.event, e.data) for e in ex.events] == reference("".join(pieces))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from qualify.config.context import ContextSettings
+from qualify.errors import BadInput
+from qualify.pipeline import plan
 from qualify.stages.context import plan_targets
 
 
@@ -35,3 +39,20 @@ def test_targets_clamp_to_window_minus_margin() -> None:
         (3072, 3072, False),
         (16384, 7936, True),
     ]
+
+
+def test_unknown_level_is_bad_input(tmp_path: Path) -> None:
+    """A context level that is not one of the candidate's reasoning levels is refused, naming
+    the field and the levels there are."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "smollm2"
+    text = (example / "candidate.toml").read_text()
+    (tmp_path / "candidate.toml").write_text(
+        text.replace("warmups = 2", 'warmups = 2\nlevel = "deep"')
+    )
+    (tmp_path / "control.toml").write_text((example / "control.toml").read_text())
+    with pytest.raises(BadInput) as info:
+        plan(tmp_path / "candidate.toml")
+    assert any(
+        "stages.context.level: 'deep' is not a reasoning level" in line and "'off'" in line
+        for line in info.value.render().splitlines()
+    )

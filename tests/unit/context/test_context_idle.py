@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from context_fake import FakeLlama  # type: ignore[import-not-found]
+
 from qualify.client import Client
 from qualify.engines import LLAMACPP, VLLM
 from qualify.idle import wait_idle
-
-from conftest import FakeLlama  # type: ignore[import-not-found]
 
 
 def test_waits_for_a_busy_engine(fake: FakeLlama, fake_client: Callable[[], Client]) -> None:

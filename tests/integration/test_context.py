@@ -1,0 +1,128 @@
+"""The context ladder against the real local llama-server.
+
+The server runs with a 2,048-token window so that the third target (4,096) must clamp and the
+ladder stays lean on a shared 2-core machine. One ladder run serves every test here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qualify.corpus import Needle, Needles
+from qualify.verdict import StageResult, Verdict
+
+pytestmark = pytest.mark.integration
+
+_RESULT: dict[str, tuple[StageResult, Path]] = {}
+TARGETS = [256, 768, 4096]
+WINDOW = 2048
+MARGIN = 64
+
+
+@pytest.fixture
+def ladder(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple[StageResult, Path]:
+    """One ladder run at three sizes (the last clamps), kept for every test of this module."""
+    if "run" not in _RESULT:
+        cand = candidate_factory(
+            18201,
+            stages=["context"],
+            replace={
+                '"-c", "8192"': f'"-c", "{WINDOW}"',
+                "targets = [1024, 3072, 16384]": f"targets = {TARGETS}",
+                "completion_margin = 256": f"completion_margin = {MARGIN}",
+                "max_tokens = 48": "max_tokens = 64",
+            },
+        )
+        runner = stage_runner(cand)
+        result = runner.stage("context")
+        _RESULT["run"] = (result, runner.run.path / "context" / "attempt-001")
+    return _RESULT["run"]
+
+
+def _rows(result: StageResult, pass_: str) -> list[dict[str, Any]]:
+    return [r for r in result.data["rows"] if r["pass"] == pass_]
+
+
+def test_three_sizes_one_clamped_planned_and_actual_recorded(
+    ladder: tuple[StageResult, Path],
+) -> None:
+    """Each target is planned (the last clamped to the window minus the margin), sized with the
+    server's tokenizer in a handful of calls, and its actual prompt tokens come from usage."""
+    result, _ = ladder
+    targets = result.data["targets"]
+    assert [(t["target"], t["planned_tokens"], t["clamped"]) for t in targets] == [
+        (256, 256, False),
+        (768, 768, False),
+        (4096, WINDOW - MARGIN, True),
+    ]
+    assert all(t["window"] == WINDOW for t in targets)
+    for row in result.data["rows"]:
+        assert row["verdict"] != "error", row["reasons"]
+        planned, actual = row["planned_tokens"], row["actual_prompt_tokens"]
+        assert planned - 8 - 2 <= actual <= planned + 2, row  # cold nonces may shift a token
+        assert row["completion_tokens"] and row["completion_tokens"] <= 64
+        assert row["ttfo_s"] > 0 and row["e2e_s"] >= row["ttfo_s"]
+    calls = result.data["tokenizer_calls"]
+    assert all(1 <= calls[str(t)] <= 8 for t in TARGETS), calls
+    assert result.data["sizing_method"] == "apply-template+tokenize"
+
+
+def test_cold_pass_misses_the_prefix_cache_and_warm_hits_it(
+    ladder: tuple[StageResult, Path],
+) -> None:
+    """The cold prompt, new nonce first, reuses only the role header (server cache_n and the
+    cached-token counter both near zero); the warm prompt is served from the cache."""
+    result, _ = ladder
+    for row in _rows(result, "cold"):
+        assert row["cached_tokens"] <= 8, row
+        assert row["cached_tokens_metric_delta"] <= 8, row
+    for row in _rows(result, "warm"):
+        assert row["cached_tokens"] >= row["actual_prompt_tokens"] - 2, row
+        assert row["cached_tokens_metric_delta"] >= row["actual_prompt_tokens"] - 2, row
+    for t in TARGETS:
+        gate = next(g for g in result.gates if g.gate == f"cold-cache@{t}")
+        assert gate.verdict is Verdict.PASS, gate.reasons
+
+
+def test_needles_judged_honestly_with_the_answer_kept(ladder: tuple[StageResult, Path]) -> None:
+    """Each needles gate passes only when both numbers are in every answer; the answers are in
+    the row and in the kept exchange, and the verdict agrees with them."""
+    result, attempt = ladder
+    for t in TARGETS:
+        gate = next(g for g in result.gates if g.gate == f"needles@{t}")
+        rows = [r for r in result.data["rows"] if r["target"] == t]
+        sizing = json.loads((attempt / f"sizing-{t}-prose.json").read_text())
+        needles = Needles(tuple(Needle(**n) for n in sizing["needles"]))  # type: ignore[arg-type]
+        both = all(all(needles.found(r["answer"]).values()) for r in rows)
+        assert gate.verdict is (Verdict.PASS if both else Verdict.FAIL), gate.reasons
+        for row in rows:
+            assert row["needles"] == needles.found(row["answer"])
+            kept = (attempt / row["streams"][0]["files"][0]).read_text()
+            words = re.findall(r"\w+", row["answer"])
+            assert all(w in kept for w in words[:5])
+
+
+def test_engine_idle_around_every_cell(ladder: tuple[StageResult, Path]) -> None:
+    """The idle gate read llama-server's gauges before and after every timed cell."""
+    result, _ = ladder
+    gate = next(g for g in result.gates if g.gate == "idle")
+    assert gate.verdict is Verdict.PASS, gate.reasons
+    assert gate.metrics["checks"] == 2 * len(result.data["rows"])
+
+
+def test_warmups_kept_not_counted(ladder: tuple[StageResult, Path]) -> None:
+    """Two warm-ups per size are kept as evidence and are not rows."""
+    result, attempt = ladder
+    for t in result.data["targets"]:
+        warmups = t["contents"]["prose"]["warmups"]
+        assert len(warmups) == 2 and all(w["problem"] is None for w in warmups)
+        assert all((attempt / w["files"][0]).exists() for w in warmups)
+    assert len(result.data["rows"]) == 2 * len(TARGETS)
+    fid = result.data["fidelity"]
+    assert fid["n"] > 0 and fid["ttft_minus_server_prompt_ms_median"] is not None

@@ -1,0 +1,153 @@
+"""The A/B stage end to end on mock servers: pairing, the usage guard, acceptance, faults."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ab_fakes import FakeEngine, context
+
+from qualify.stages.ab import ab
+from qualify.verdict import StageResult, Verdict
+
+
+def _run(tmp: Path, cand: FakeEngine, ctrl: FakeEngine, extra: str = "") -> tuple[StageResult, Any]:
+    ctx = context(tmp, {"candidate": cand, "control": ctrl}, extra)
+    return asyncio.run(ab(ctx)), ctx
+
+
+def _spec() -> FakeEngine:
+    # vLLM-style speculative stream: four tokens in every SSE chunk.
+    return FakeEngine(tokens_per_chunk=4, chunks=8, spec_counters=True)
+
+
+def _plain() -> FakeEngine:
+    return FakeEngine(tokens_per_chunk=1, chunks=32)
+
+
+def _metric(result: StageResult, name: str) -> dict[str, Any]:
+    return next(m for m in result.data["metrics"] if m["metric"] == name)
+
+
+def test_lanes_alternate_one_server_at_a_time(tmp_path: Path) -> None:
+    """Runs go A B A B ..., each lane's server in turn, with byte-identical requests."""
+    cand, ctrl = _spec(), _plain()
+    result, ctx = _run(tmp_path, cand, ctrl)
+    assert result.data["order"] == ["candidate", "control"] * 3
+    assert ctx.lanes.switches == ["candidate", "control"] * 3
+    strip = [{k: v for k, v in b.items() if k != "model"} for b in cand.requests]
+    assert strip == [{k: v for k, v in b.items() if k != "model"} for b in ctrl.requests]
+    firsts = [b["messages"][0]["content"].splitlines()[0] for b in cand.requests]
+    assert len(set(firsts)) == len(firsts), "every request has a unique first line"
+    assert all(b["stream_options"] == {"include_usage": True} for b in cand.requests)
+    gate = {g.gate: g for g in result.gates}["paired"]
+    assert gate.verdict is Verdict.PASS, gate.reasons
+
+
+def test_decode_counts_usage_not_chunks(tmp_path: Path) -> None:
+    """Counting SSE chunks would erase the speculative lane's gain; usage keeps it."""
+    result, _ = _run(tmp_path, _spec(), _plain())
+    decode = _metric(result, "decode_tok_s")
+    lanes = result.data["fidelity"]["lanes"]
+    cand = lanes["candidate"]
+    # 32 tokens in 8 chunks: the usage figure is about 4x what chunk counting reports.
+    assert cand["chunks_per_token"] == pytest.approx(0.25)
+    assert cand["decode_tok_s"] > 2.5 * cand["decode_tok_s_if_chunks_counted"]
+    assert cand["chunk_counting_error_pct"] < -50
+    assert lanes["control"]["chunks_per_token"] == pytest.approx(1.0)
+    assert decode["candidate"] > 2 * decode["control"]
+    assert decode["delta_pct"] > 100
+    run = result.data["lanes"]["candidate"]["runs"][0]
+    assert run["completion_tokens"] == 3 * 32 and run["token_chunks"] == 3 * 8
+
+
+def test_acceptance_from_counter_deltas(tmp_path: Path) -> None:
+    """Rate, mean length and the per-position curve come from before/after counter deltas."""
+    result, _ = _run(tmp_path, _spec(), _plain())
+    acc = result.data["acceptance"]
+    # per request: 7 drafts of 4 tokens, 3 accepted each; 3 prompts x 3 runs, warm-ups excluded
+    assert acc["drafts"] == 7 * 9
+    assert acc["draft_tokens"] == 28 * 9
+    assert acc["accepted"] == 21 * 9
+    assert acc["rate"] == pytest.approx(0.75)
+    assert acc["mean_length"] == pytest.approx(4.0)
+    assert acc["per_position"] == pytest.approx([1.0, 1.0, 1.0, 0.0])
+    per_run = result.data["lanes"]["candidate"]["runs"][1]["acceptance"]
+    assert per_run["drafts"] == 21
+    gate = {g.gate: g for g in result.gates}["acceptance"]
+    assert gate.verdict is Verdict.PASS, gate.reasons
+
+
+def test_missing_counters_make_acceptance_inconclusive(tmp_path: Path) -> None:
+    """A speculative lane whose server exposes no spec counters is inconclusive, not a pass."""
+    cand = _spec()
+    cand.spec_counters = False
+    result, _ = _run(tmp_path, cand, _plain())
+    gate = {g.gate: g for g in result.gates}["acceptance"]
+    assert gate.verdict is Verdict.INCONCLUSIVE
+    assert "vllm:spec_decode_num_draft_tokens_total" in gate.reasons[0]
+    assert result.data["acceptance"] is None
+
+
+def test_low_acceptance_fails_a_set_floor(tmp_path: Path) -> None:
+    """With stages.ab.min_acceptance_rate set, a lower measured rate fails the gate."""
+    result, _ = _run(tmp_path, _spec(), _plain(), extra="min_acceptance_rate = 0.9\n")
+    gate = {g.gate: g for g in result.gates}["acceptance"]
+    assert gate.verdict is Verdict.FAIL
+    assert "0.750" in gate.reasons[0] and "0.9" in gate.reasons[0]
+
+
+def test_reasoning_only_answers_are_excluded_and_listed(tmp_path: Path) -> None:
+    """A reasoning-only answer is kept, listed with why, and left out of the p50s."""
+    ctrl = _plain()
+    ctrl.reasoning_only = {"reverses a string"}
+    result, _ = _run(tmp_path, _spec(), ctrl)
+    ex = result.data["excluded"]
+    assert {(e["lane"], e["prompt"]) for e in ex} == {("control", "code")}
+    assert len(ex) == 3 and "no visible answer" in ex[0]["why"]
+    run = result.data["lanes"]["control"]["runs"][0]
+    assert run["counted"] == 2
+    kept = [q for q in run["requests"] if q["prompt"] == "code"]
+    assert kept and kept[0]["file"], "the excluded exchange is kept as evidence"
+    assert {g.gate: g for g in result.gates}["paired"].verdict is Verdict.PASS
+
+
+def test_failed_request_is_an_error_of_the_pairing(tmp_path: Path) -> None:
+    """An HTTP 500 makes `paired` an error naming the lane, run and prompt."""
+    ctrl = _plain()
+    ctrl.fail = {"Hamlet"}
+    result, _ = _run(tmp_path, _spec(), ctrl)
+    gate = {g.gate: g for g in result.gates}["paired"]
+    assert gate.verdict is Verdict.ERROR
+    assert "control run 1" in gate.reasons[0] and "summarise" in gate.reasons[0]
+
+
+def test_stream_without_usage_is_not_counted(tmp_path: Path) -> None:
+    """Without usage the tokens are unknown: the request is excluded, never chunk-counted."""
+    cand = _spec()
+    cand.no_usage = True
+    result, _ = _run(tmp_path, cand, _plain())
+    run = result.data["lanes"]["candidate"]["runs"][0]
+    assert run["counted"] == 0 and run["p50"]["decode_tok_s"] is None
+    assert "never from SSE chunks" in run["excluded"][0]["why"]
+    assert _metric(result, "decode_tok_s")["candidate"] is None
+    assert {g.gate: g for g in result.gates}["paired"].verdict is Verdict.INCONCLUSIVE
+
+
+def test_kv_gauge_recorded(tmp_path: Path) -> None:
+    """The KV gauge a vLLM lane exposes is recorded per lane."""
+    result, _ = _run(tmp_path, _spec(), _plain())
+    kv = result.data["lanes"]["candidate"]["kv"]
+    assert kv["gauges"] == {"vllm:kv_cache_usage_perc": 0.25}
+
+
+def test_identical_outputs_are_counted(tmp_path: Path) -> None:
+    """Paired answers are compared by digest: different texts are visible in the evidence."""
+    result, _ = _run(tmp_path, _spec(), _plain())
+    same = result.data["fidelity"]["identical_outputs"]
+    # The mock lanes pack words differently, so no pair matches; 3 prompts x 3 runs pair up.
+    assert same == {"pairs": 9, "identical": 0}
+    twin, _ = _run(tmp_path / "twin", _plain(), _plain())
+    assert twin.data["fidelity"]["identical_outputs"] == {"pairs": 9, "identical": 9}

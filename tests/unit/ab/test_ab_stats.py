@@ -1,0 +1,37 @@
+"""Medians, spreads, the noise label and the seeded bootstrap interval."""
+
+from __future__ import annotations
+
+from qualify.stats import bootstrap_delta_ci, delta_pct, spread, within_noise
+
+
+def test_spread_is_min_and_max() -> None:
+    """The run-to-run spread is the range of the run-level figures."""
+    assert spread([3.0, 1.0, 2.0]) == (1.0, 3.0)
+    assert spread([]) is None
+
+
+def test_delta_inside_the_spread_is_noise() -> None:
+    """A delta no larger than either lane's own spread is within noise; a larger one is not."""
+    assert within_noise(0.5, (10.0, 11.0), (9.8, 10.1))
+    assert not within_noise(5.0, (10.0, 11.0), (4.8, 5.1))
+    assert within_noise(None, None, None)
+
+
+def test_delta_pct_needs_a_base() -> None:
+    """The percentage is relative to the control; no base, no percentage."""
+    assert delta_pct(5.0, 50.0) == 10.0
+    assert delta_pct(5.0, 0.0) is None
+    assert delta_pct(None, 1.0) is None
+
+
+def test_bootstrap_is_reproducible_and_brackets_the_delta() -> None:
+    """The same inputs and seed give the same interval, and it contains the observed delta."""
+    a, b = [130.0, 128.5, 133.1], [64.9, 66.0, 63.2]
+    ci = bootstrap_delta_ci(a, b, 2000, seed=7)
+    assert ci == bootstrap_delta_ci(a, b, 2000, seed=7)
+    assert ci is not None and ci[0] <= 130.0 - 64.9 <= ci[1]
+    assert ci[0] > 0, "lanes this far apart give an interval clear of zero"
+    overlap = bootstrap_delta_ci([10.0, 12.0, 9.0], [11.0, 9.5, 12.5], 2000, seed=7)
+    assert overlap is not None and overlap[0] < 0 < overlap[1]
+    assert bootstrap_delta_ci([], b) is None
