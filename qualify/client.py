@@ -244,8 +244,11 @@ def _encode(body: Any) -> bytes:
 
 
 def _is_stale(exc: BaseException) -> bool:
-    # httpcore's words for a connection closed before a single byte of the response came.
-    return isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" in str(exc)
+    # A connection the server closed (FIN: httpcore's "without sending a response"; RST: a read
+    # error) before one byte of the response came; `_stale` also checks that nothing came.
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return "without sending a response" in str(exc)
+    return isinstance(exc, httpx.ReadError)
 
 
 def _stale(ex: Exchange) -> bool:

@@ -53,7 +53,11 @@ def server(local_server: LocalPaths) -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def test_client_figures_agree_with_server_timings(server: str) -> None:

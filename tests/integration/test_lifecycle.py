@@ -111,6 +111,7 @@ def test_killed_server_aborts_with_error_and_keeps_evidence(
     _wait_for(lambda: any(ev.glob("*/*/preflight/attempt-001/0002-*.json")))
     run = _run_dir(ev)
     before = _digests(run)
+    growing = {f: (run / f).read_bytes() for f in before if "/log." in f}
     (pid,) = _pids_on(18013)
     os.kill(pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
@@ -119,8 +120,11 @@ def test_killed_server_aborts_with_error_and_keeps_evidence(
     assert result["verdict"] == "error" and result["status"] == "aborted"
     assert "server exited during the stage" in " ".join(result["reasons"])
     after = _digests(run)
-    changed = [f for f, d in before.items() if after.get(f) != d]
+    # The run's log is an append-only stream still open at the kill: it may only grow.
+    changed = [f for f, d in before.items() if after.get(f) != d and f not in growing]
     assert changed == []
+    for f, head in growing.items():
+        assert (run / f).read_bytes().startswith(head)
     server = run / "server-candidate" / "attempt-001"
     assert any(server.glob("stderr.*.log")) and (server / "manifest.json").exists()
 
