@@ -55,11 +55,11 @@ fit)
       -fit off -t 4 >/tmp/fit-$n.log 2>&1 & pid=$!
     ok=0
     for _ in $(seq 1 240); do
-      if curl -sf http://127.0.0.1:8099/health >/dev/null; then ok=1; break; fi
+      if $PY -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8099/health', timeout=2)" 2>/dev/null; then ok=1; break; fi
       kill -0 $pid 2>/dev/null || break; sleep 0.5
     done
     free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
-    build=$(curl -s http://127.0.0.1:8099/props | $PY -c 'import json,sys; print(json.load(sys.stdin).get("build_info"))' 2>/dev/null || true)
+    build=$($PY -c 'import json,urllib.request as u; print(json.load(u.urlopen("http://127.0.0.1:8099/props")).get("build_info"))' 2>/dev/null || true)
     kill $pid 2>/dev/null; wait $pid 2>/dev/null || true
     echo "fit n=$n started=$ok free_mib=$free build_info=$build"
     if [ $ok = 1 ] && [ "$free" -lt 3072 ]; then
