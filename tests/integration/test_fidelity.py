@@ -72,7 +72,9 @@ def test_client_figures_agree_with_server_timings(server: str) -> None:
             ]
 
     ts = asyncio.run(go())
-    assert [(t.completion_tokens, t.server_source) for t in ts] == [(48, "llama-server timings")] * 3
+    assert [(t.completion_tokens, t.server_source) for t in ts] == [
+        (48, "llama-server timings")
+    ] * 3
     f = fidelity(ts)
     assert f["n"] == 3 and f["ttft_below_server_prompt"] == 0
     # One interval, two clocks: only the delivery jitter of two chunks separates them.

@@ -1,4 +1,4 @@
-"""Server lifecycle against the real llama-server: failed starts, a killed server, Ctrl-C, resume."""
+"""Server lifecycle on the real llama-server: failed starts, a killed server, Ctrl-C, resume."""
 
 from __future__ import annotations
 
