@@ -36,7 +36,7 @@ def ladder(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple[S
                 '"-c", "8192"': f'"-c", "{WINDOW}"',
                 "targets = [1024, 3072, 16384]": f"targets = {TARGETS}",
                 "completion_margin = 256": f"completion_margin = {MARGIN}",
-                "max_tokens = 48": "max_tokens = 64",
+                "max_tokens = 64": "max_tokens = 64",
             },
         )
         runner = stage_runner(cand)
