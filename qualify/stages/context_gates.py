@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from qualify.measure import median
-from qualify.verdict import AttemptRecord, GateResult, Verdict, worst
+from qualify.verdict import GateResult, Verdict, one_shot, worst
 
 STAGE = "context"
 
@@ -17,14 +17,7 @@ def cold_cache_limit(prompt_tokens: int | None) -> int:
 
 
 def _gate(name: str, verdict: Verdict, reasons: list[str], metrics: dict[str, Any]) -> GateResult:
-    return GateResult(
-        gate=name,
-        stage=STAGE,
-        verdict=verdict,
-        reasons=reasons,
-        attempts=[AttemptRecord(number=1, verdict=verdict, reasons=reasons)],
-        metrics=metrics,
-    )
+    return one_shot(STAGE, name, verdict, reasons, metrics)
 
 
 def _where(row: dict[str, Any]) -> str:

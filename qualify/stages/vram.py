@@ -12,20 +12,13 @@ from typing import Any
 from qualify.gpu.sampler import Sampler, Track
 from qualify.gpu.series import encode
 from qualify.stages.base import StageContext, finish, stage
-from qualify.verdict import AttemptRecord, GateResult, StageResult, Verdict
+from qualify.verdict import GateResult, StageResult, Verdict, one_shot
 
 STAGE = "vram"
 
 
 def _gate(name: str, verdict: Verdict, reasons: list[str], **metrics: Any) -> GateResult:
-    return GateResult(
-        gate=name,
-        stage=STAGE,
-        verdict=verdict,
-        reasons=reasons,
-        attempts=[AttemptRecord(number=1, verdict=verdict, reasons=reasons)],
-        metrics=metrics,
-    )
+    return one_shot(STAGE, name, verdict, reasons, metrics)
 
 
 def no_telemetry(why: str) -> GateResult:
