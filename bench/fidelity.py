@@ -12,7 +12,9 @@ the server does the same work each time. It prints, as a table:
 - the client's CPU per streamed token.
 
     .venv/bin/python bench/fidelity.py               # 10 rounds, as in docs/performance.md
-    .venv/bin/python bench/fidelity.py --ladder 1 2 4 --parallel 4
+    .venv/bin/python bench/fidelity.py --allow-eos \\
+        --prompt "In one short sentence, what is a lighthouse?"
+    .venv/bin/python bench/fidelity.py --rounds 0 --ladder 1 2 4 6 --parallel 6 --max-tokens 64
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ PROMPT = (
 
 def body(args: argparse.Namespace) -> dict[str, Any]:
     b: dict[str, Any] = {
-        "messages": [{"role": "user", "content": PROMPT}],
+        "messages": [{"role": "user", "content": args.prompt}],
         "max_tokens": args.max_tokens,
         "temperature": 0,
         "seed": 1,
@@ -150,6 +152,8 @@ def table(res: dict[str, Any]) -> None:
     print(f"{'figure (median of ' + str(len(timed)) + ' requests each)':<48} {'value':>12}")
     for name, value, unit in rows:
         print(f"{name:<48} {'-' if value is None else f'{value:12.4f}'} {unit}")
+    tokens = sorted({t.completion_tokens for t in timed})
+    print(f"completion tokens per request: {tokens}")
     print("per request (server_minimal, server_qualify, ratio, ttft_gap_ms):")
     for m, t in zip(res["minimal"], timed, strict=True):
         print(
@@ -198,6 +202,7 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--allow-eos", action="store_true", help="let generation stop at EOS")
+    ap.add_argument("--prompt", default=PROMPT, help="the user message")
     ap.add_argument("--parallel", type=int, default=1, help="llama-server -np")
     ap.add_argument("--ladder", type=int, nargs="*", default=[], help="concurrencies to drive")
     ap.add_argument("--log", default="/tmp/qualify-bench-llama-server.log")
