@@ -213,5 +213,7 @@ def acceptance_text(acc: Any) -> str:
         text += f", {acc['mean_length']:.2f} accepted tokens per draft"
     per = [p for p in _list(acc.get("per_position")) if isinstance(p, int | float)]
     if per:
-        text += "; per position " + ", ".join(f"{p:.2f}" for p in per)
+        shown = ", ".join(f"{p:.2f}" for p in per[:8])
+        more = f" (first 8 of {len(per)} positions)" if len(per) > 8 else ""
+        text += f"; per position {shown}{more}"
     return text + f" (source: {acc.get('source') or 'not recorded'})."
