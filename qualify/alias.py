@@ -8,8 +8,6 @@ committed together with git, the message naming the decision digest.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Any
 
 import git
 
+from qualify.atomic import write_atomic
 from qualify.decision.verify import verify
 from qualify.errors import BadInput, Refused, RunAborted
 from qualify.evidence import sha256_file, utc_now
@@ -61,15 +60,6 @@ def _toml(aliases: dict[str, dict[str, Any]]) -> str:
         lines += ["", f"[aliases.{json.dumps(name)}]"]
         lines += [f"{k} = {json.dumps(str(v))}" for k, v in aliases[name].items()]
     return "\n".join(lines) + "\n"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".aliases-")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def entry_hash(entry: dict[str, Any]) -> str:
@@ -184,7 +174,7 @@ def set_alias(name: str, candidate: Path, envelope: Path, pub: Path, table: Path
     }
     entry["hash"] = entry_hash(entry)
     aliases[name] = {**new, "set_at": entry["at"]}
-    _write_atomic(table, _toml(aliases))
+    write_atomic(table, _toml(aliases))
     with log_path(table).open("a") as fh:
         fh.write(json.dumps(entry, sort_keys=True) + "\n")
     paths = [str(table), str(log_path(table))]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -16,6 +15,7 @@ import git
 import yaml
 from pydantic import Field, ValidationError
 
+from qualify.atomic import write_atomic
 from qualify.candidate import format_validation_error
 from qualify.errors import BadInput
 from qualify.evidence import utc_now
@@ -78,16 +78,6 @@ def _render(t: Ticket, body: str) -> str:
     if t.fix:
         lines += ["", "## Durable fix", "", t.fix]
     return "\n".join(lines) + "\n"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ticket-")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class TicketStore:
@@ -155,14 +145,14 @@ class TicketStore:
                 acceptance=acceptance,
                 attempts=[entry],
             )
-            _write_atomic(self._dir("open") / f"{t.id}.md", _render(t, ""))
+            write_atomic(self._dir("open") / f"{t.id}.md", _render(t, ""))
             return t, "opened"
         path = self._dir("open") / f"{found.id}.md"
         t, body = self.read(path)
         if any((a.run, a.stage_attempt) == (entry.run, entry.stage_attempt) for a in t.attempts):
             return t, "already logged"
         t.attempts.append(entry)
-        _write_atomic(path, _render(t, body))
+        write_atomic(path, _render(t, body))
         return t, "appended"
 
     def close(self, ticket_id: str, fix: str) -> Ticket:
@@ -172,6 +162,6 @@ class TicketStore:
             raise BadInput(f"no open ticket {ticket_id!r}", [f"id: expected a file {src}"])
         t, body = self.read(src)
         t.status, t.closed, t.fix = "closed", utc_now(), fix
-        _write_atomic(self._dir("closed") / f"{t.id}.md", _render(t, body))
+        write_atomic(self._dir("closed") / f"{t.id}.md", _render(t, body))
         src.unlink()
         return t
