@@ -27,10 +27,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from qualify.gpu.dcgm import DcgmSource  # noqa: E402
-from qualify.gpu.nvml import NvmlSource, NvmlUnavailable  # noqa: E402
-from qualify.gpu.sampler import Sampler, percentile  # noqa: E402
-from qualify.gpu.smi import SmiSource, SmiUnavailable, parse_line  # noqa: E402
+from qualify.vram.dcgm import DcgmSource  # noqa: E402
+from qualify.vram.nvml import NvmlSource, NvmlUnavailable  # noqa: E402
+from qualify.vram.sampler import Sampler, percentile  # noqa: E402
+from qualify.vram.smi import SmiSource, SmiUnavailable, parse_line  # noqa: E402
 
 DATA = ROOT / "tests" / "unit" / "gpu" / "data"
 PORT = 18690

@@ -1,4 +1,4 @@
-"""How fast `qualify.client.Client.stream` parses and timestamps SSE, and how exactly.
+"""How fast `qualify.httpclient.client.Client.stream` parses and timestamps SSE, and how exactly.
 
 Starts `bench/sse_emitter.py` in another process (its CPU is not counted), then:
 
@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from qualify.client import Client, Exchange
-from qualify.measure import percentile
+from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.timing import percentile
 
 HERE = Path(__file__).resolve().parent
 

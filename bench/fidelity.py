@@ -3,7 +3,7 @@
 Starts its own llama-server (SmolLM2-135M, the demo's flags, port 18501 by default), then runs
 `--rounds` rounds at concurrency 1. Each round makes one request with a minimal client (a raw
 socket that sends the request and reads until the server closes, nothing else) and one with
-`qualify.client.Client`, alternating which goes first (ABBA), all in this one process. Every
+`qualify.httpclient.client.Client`, alternating which goes first (ABBA), all in this one process.
 request has the same body (greedy, `cache_prompt: false`, `ignore_eos` unless `--allow-eos`), so
 the server does the same work each time. It prints, as a table:
 
@@ -30,11 +30,11 @@ from typing import Any
 
 import httpx
 
-from qualify.client import Client
-from qualify.load import drive, figures, warm
-from qualify.localserver import LocalPaths
-from qualify.measure import RequestTiming, fidelity, fidelity_reasons, median, timing
-from qualify.stream import from_stream
+from qualify.httpclient.chat import from_stream
+from qualify.httpclient.client import Client
+from qualify.httpclient.load import drive, figures, warm
+from qualify.httpclient.timing import RequestTiming, fidelity, fidelity_reasons, median, timing
+from qualify.serving.local import LocalPaths
 
 PROMPT = (
     "Write a long story about a lighthouse keeper who finds a map in a bottle. Describe the "

@@ -21,11 +21,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from qualify.evidence import EvidenceStore
+from qualify.evidence.store import EvidenceStore
 from qualify.pipeline import Runner, plan
 from qualify.progress import Progress
-from qualify.server import stop_all
-from qualify.verdict import StageResult
+from qualify.records import StageResult
+from qualify.serving.process import stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = "18190"

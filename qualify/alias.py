@@ -15,11 +15,10 @@ from typing import Any
 
 import git
 
-from qualify.atomic import write_atomic
+from qualify.decision.signing import canonical, load_public, sha256_bytes
 from qualify.decision.verify import verify
 from qualify.errors import BadInput, Refused, RunAborted
-from qualify.evidence import sha256_file, utc_now
-from qualify.signing import canonical, load_public, sha256_bytes
+from qualify.evidence.store import sha256_file, utc_now, write_atomic
 
 GENESIS = "0" * 64
 TARGET_KEYS = ("candidate", "candidate_path", "candidate_sha256", "decision_sha256", "run_id")

@@ -9,13 +9,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from qualify.config.ab import ABSettings
-from qualify.config.context import ContextSettings
-from qualify.config.policy import AliasTarget, Policy, Signing
-from qualify.config.preflight import PreflightSettings
-from qualify.config.vram import VramSettings
+from qualify.ab.settings import ABSettings
+from qualify.context.settings import ContextSettings
+from qualify.decision.settings import AliasTarget, Policy, Signing
 from qualify.errors import BadInput
-from qualify.verdict import StrictModel
+from qualify.preflight.settings import PreflightSettings
+from qualify.records import StrictModel
+from qualify.vram.settings import VramSettings
 
 Engine = Literal["vllm", "sglang", "llama.cpp"]
 StageName = Literal["identity", "preflight", "context", "ab", "vram"]

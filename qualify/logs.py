@@ -7,7 +7,7 @@ from typing import Any
 
 import structlog
 
-from qualify.evidence import ChunkedWriter
+from qualify.evidence.store import ChunkedWriter
 
 
 class _EvidenceSink:

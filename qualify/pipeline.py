@@ -18,14 +18,13 @@ from qualify import logs
 from qualify._version import __version__
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.errors import BadInput, RunAborted
-from qualify.evidence import Attempt, EvidenceStore, RunDir, dumps, utc_now
-from qualify.lanes import Lanes, api_key
+from qualify.evidence.provenance import git_state
+from qualify.evidence.store import Attempt, EvidenceStore, RunDir, dumps, utc_now
 from qualify.progress import Progress
-from qualify.provenance import git_state
-from qualify.server import stop_all
-from qualify.stages import STAGES, StageContext
-from qualify.stages.base import VALIDATORS, StageFn, load_all
-from qualify.verdict import StageResult, Verdict
+from qualify.records import StageResult, Verdict
+from qualify.serving.lanes import Lanes, api_key
+from qualify.serving.process import stop_all
+from qualify.stage import STAGES, VALIDATORS, StageContext, StageFn, load_all
 
 CONTROL_LANE = "control"
 
@@ -162,7 +161,7 @@ class Runner:
         return result
 
     async def execute(self, resume: bool) -> None:
-        from qualify.gpu import start_sampler
+        from qualify.vram import start_sampler
 
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
@@ -230,7 +229,7 @@ def execute(
     code = 3
     try:
         asyncio.run(runner.execute(resume is not None))
-        from qualify.decision import conclude
+        from qualify.decision.conclude import conclude
 
         decision = conclude(run, key)
         code = 0 if decision.promote else 1

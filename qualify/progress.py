@@ -15,7 +15,7 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichProgress
 
-from qualify.verdict import Verdict
+from qualify.records import Verdict
 
 _STYLE = {
     Verdict.PASS: "green",

@@ -15,11 +15,10 @@ import git
 import yaml
 from pydantic import Field, ValidationError
 
-from qualify.atomic import write_atomic
 from qualify.candidate import format_validation_error
 from qualify.errors import BadInput
-from qualify.evidence import utc_now
-from qualify.verdict import StrictModel
+from qualify.evidence.store import utc_now, write_atomic
+from qualify.records import StrictModel
 
 LOG_HEADING = "## Attempt log"
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n?(.*)\Z", re.S)

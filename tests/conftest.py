@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from qualify.evidence import EvidenceStore, RunDir
-from qualify.localserver import LocalPaths
+from qualify.evidence.store import EvidenceStore, RunDir
 from qualify.pipeline import Plan, Runner, plan
 from qualify.progress import Progress
-from qualify.verdict import StageResult
+from qualify.records import StageResult
+from qualify.serving.local import LocalPaths
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "smollm2"
@@ -88,6 +88,6 @@ def stage_runner(tmp_path: Path) -> Iterator[Callable[[Path], StageRunner]]:
         return r
 
     yield make
-    from qualify.server import stop_all
+    from qualify.serving.process import stop_all
 
     stop_all()

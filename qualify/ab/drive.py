@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from qualify.ab.acceptance import SpecCounters, acceptance, response_drafts
 from qualify.ab.prompts import ABPrompt
-from qualify.client import Client, Exchange
-from qualify.engines import Dialect, MetricsSnapshot, busy
-from qualify.measure import median, timing
-from qualify.spec import SpecCounters, acceptance, response_drafts
-from qualify.stream import ChatOutcome, from_stream
+from qualify.httpclient.chat import ChatOutcome, from_stream
+from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.timing import median, timing
+from qualify.serving.engines import Dialect, MetricsSnapshot, busy
 
 __all__ = ["PER_REQUEST", "RunPlan", "body_for", "drive_run", "nonce_line", "request_record"]
 

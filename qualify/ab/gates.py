@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.config.ab import ABSettings
-from qualify.engines import dialect
-from qualify.verdict import AttemptRecord, GateResult, Verdict, worst
+from qualify.ab.settings import ABSettings
+from qualify.records import AttemptRecord, GateResult, Verdict, worst
+from qualify.serving.engines import dialect
 
 __all__ = ["acceptance_gate", "drafts", "paired_gate"]
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from qualify.engines import Dialect, MetricsSnapshot
+from qualify.serving.engines import Dialect, MetricsSnapshot
 
 __all__ = ["from_log", "lane_kv", "read_server_log"]
 

@@ -13,7 +13,7 @@ from pydantic import Field, ValidationError
 
 from qualify.candidate import format_validation_error
 from qualify.errors import BadInput
-from qualify.verdict import StrictModel
+from qualify.records import StrictModel
 
 __all__ = ["ABPrompt", "PromptSet", "load_prompts", "repetition_problems", "shipped_path"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.measure import median
-from qualify.stats import bootstrap_delta_ci, delta_pct, spread, within_noise
+from qualify.ab.stats import bootstrap_delta_ci, delta_pct, spread, within_noise
+from qualify.httpclient.timing import median
 
 __all__ = ["METRICS", "fidelity", "lane_figures", "metric_rows", "run_values"]
 

@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _local(args: argparse.Namespace) -> int:
-    from qualify import localserver
+    from qualify.serving import local as localserver
 
     paths = (
         localserver.ensure(args.flavour)

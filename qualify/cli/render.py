@@ -19,8 +19,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from qualify.decision import render_run
-    from qualify.evidence import EvidenceStore
+    from qualify.decision.render import render_run
+    from qualify.evidence.store import EvidenceStore
 
     run = EvidenceStore(args.evidence).open_run(args.run)
     text = render_run(run, args.attempt)

@@ -18,7 +18,7 @@ def _show(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from qualify.evidence import EvidenceStore
+    from qualify.evidence.store import EvidenceStore
     from qualify.pipeline import summary
 
     run = EvidenceStore(args.evidence).open_run(args.run)

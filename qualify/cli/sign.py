@@ -17,8 +17,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from qualify.decision import sign
-    from qualify.evidence import EvidenceStore
+    from qualify.decision.conclude import sign
+    from qualify.evidence.store import EvidenceStore
 
     run = EvidenceStore(args.evidence).open_run(args.run)
     envelope, record = sign(run, args.key)

@@ -16,8 +16,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from qualify.decision import verify
-    from qualify.signing import load_public
+    from qualify.decision.signing import load_public
+    from qualify.decision.verify import verify
 
     report = verify(args.envelope, load_public(args.key), args.run)
     for note in report.notes:

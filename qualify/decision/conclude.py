@@ -12,9 +12,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify._version import __version__
 from qualify.candidate import Candidate
-from qualify.config.policy import Policy
 from qualify.decision import document, statement, waivers
-from qualify.decision.evidence import (
+from qualify.decision.policy import evaluate
+from qualify.decision.reading import (
     DECISION,
     Listing,
     candidate_as_run,
@@ -23,13 +23,13 @@ from qualify.decision.evidence import (
     stage_attempts,
     stage_names,
 )
-from qualify.decision.model import DecisionRecord, Evaluation, GateOutcome, TicketRef
-from qualify.decision.policy import evaluate
+from qualify.decision.record import DecisionRecord, Evaluation, GateOutcome, TicketRef
+from qualify.decision.settings import Policy
+from qualify.decision.signing import canonical, load_private, sha256_bytes
 from qualify.errors import BadInput
-from qualify.evidence import RunDir, utc_now
-from qualify.signing import canonical, load_private, sha256_bytes
+from qualify.evidence.store import RunDir, utc_now
+from qualify.records import Verdict
 from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
-from qualify.verdict import Verdict
 
 
 def _base(info: dict[str, Any]) -> Path:

@@ -9,9 +9,9 @@ from typing import Any
 import jinja2
 
 from qualify.decision import sections
-from qualify.decision.model import DecisionRecord, GateOutcome, StageOutcome
-from qualify.evidence import RESULT, RunDir
-from qualify.verdict import StageResult
+from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
+from qualify.evidence.store import RESULT, RunDir
+from qualify.records import StageResult
 
 TEMPLATE = "decision.md.j2"
 

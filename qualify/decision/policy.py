@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from qualify.config.policy import Policy
-from qualify.decision.model import (
+from qualify.decision.record import (
     AttemptRef,
     Evaluation,
     GateOutcome,
@@ -17,7 +16,8 @@ from qualify.decision.model import (
     GateVerdict,
     StageOutcome,
 )
-from qualify.verdict import GateResult, StageResult, Verdict, worst
+from qualify.decision.settings import Policy
+from qualify.records import GateResult, StageResult, Verdict, worst
 
 StageAttempts = list[tuple[int, StageResult | None]]
 

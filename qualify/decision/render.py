@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from qualify._version import __version__
-from qualify.config.policy import Policy
 from qualify.decision import document
-from qualify.decision.evidence import (
+from qualify.decision.policy import evaluate
+from qualify.decision.reading import (
     DECISION,
     candidate_as_run,
     evidence_listing,
@@ -13,11 +13,11 @@ from qualify.decision.evidence import (
     stage_attempts,
     stage_names,
 )
-from qualify.decision.model import DecisionRecord
-from qualify.decision.policy import evaluate
+from qualify.decision.record import DecisionRecord
+from qualify.decision.settings import Policy
+from qualify.decision.signing import canonical, sha256_bytes
 from qualify.errors import BadInput
-from qualify.evidence import RunDir
-from qualify.signing import canonical, sha256_bytes
+from qualify.evidence.store import RunDir
 
 
 def _record(run: RunDir, attempt: int | None) -> DecisionRecord | None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.decision.model import GateOutcome
-from qualify.verdict import Verdict
+from qualify.decision.record import GateOutcome
+from qualify.records import Verdict
 
 PIN_LABELS = {
     "model": "Model",

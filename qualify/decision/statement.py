@@ -14,11 +14,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from qualify.decision.evidence import Listing
-from qualify.decision.model import DecisionRecord
+from qualify.decision.reading import Listing
+from qualify.decision.record import DecisionRecord
+from qualify.decision.signing import PAYLOAD_TYPE, envelope_bytes, seal_envelope, statement
 from qualify.errors import BadInput
-from qualify.evidence import MANIFEST, RunDir, sha256_file
-from qualify.signing import PAYLOAD_TYPE, envelope_bytes, seal_envelope, statement
+from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 
 PREDICATE_TYPE = "https://qualify.dev/decision/v1"
 STATEMENT = "statement.json"

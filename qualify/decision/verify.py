@@ -9,11 +9,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from qualify.decision.evidence import ENVELOPE_RE
+from qualify.decision.reading import ENVELOPE_RE
+from qualify.decision.signing import STATEMENT_TYPE, open_envelope, read_envelope
 from qualify.decision.statement import PREDICATE_TYPE
 from qualify.errors import Refused
-from qualify.evidence import MANIFEST, RunDir, sha256_file
-from qualify.signing import STATEMENT_TYPE, open_envelope, read_envelope
+from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 
 _OUTSIDE_RUN = ("candidate", "control")
 

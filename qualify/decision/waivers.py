@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qualify.config.policy import Policy
-from qualify.decision.model import WaiverCheck
-from qualify.errors import QualifyError
-from qualify.evidence import utc_now
-from qualify.signing import (
+from qualify.decision.record import WaiverCheck
+from qualify.decision.settings import Policy
+from qualify.decision.signing import (
     envelope_bytes,
     load_private,
     load_public,
@@ -24,6 +22,8 @@ from qualify.signing import (
     seal_envelope,
     sha256_bytes,
 )
+from qualify.errors import QualifyError
+from qualify.evidence.store import utc_now
 from qualify.tickets import TicketStore
 
 WAIVER_TYPE = "application/vnd.qualify.waiver+json"

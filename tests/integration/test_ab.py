@@ -12,11 +12,11 @@ from conftest import StageRunner, write_candidate
 
 from qualify.ab.prompts import shipped_path
 from qualify.ab.table import METRICS
-from qualify.evidence import EvidenceStore
-from qualify.localserver import LocalPaths
+from qualify.evidence.store import EvidenceStore
 from qualify.pipeline import plan
-from qualify.server import stop_all
-from qualify.verdict import StageResult, Verdict
+from qualify.records import StageResult, Verdict
+from qualify.serving.local import LocalPaths
+from qualify.serving.process import stop_all
 
 # One lean A/B is shared by the tests below; on a loaded 2-core machine it can take minutes.
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800)]

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from qualify.corpus import Needle, Needles
-from qualify.verdict import StageResult, Verdict
+from qualify.context.corpus import Needle, Needles
+from qualify.records import StageResult, Verdict
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,13 @@ import pytest
 
 from qualify.alias import log_path
 from qualify.cli import main
-from qualify.decision import render_run, sign, verify
-from qualify.evidence import RunDir
+from qualify.decision.conclude import sign
+from qualify.decision.render import render_run
+from qualify.decision.signing import generate, load_public
+from qualify.decision.verify import verify
+from qualify.evidence.store import RunDir
 from qualify.pipeline import execute
 from qualify.progress import Progress
-from qualify.signing import generate, load_public
 
 pytestmark = pytest.mark.integration
 

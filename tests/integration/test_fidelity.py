@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from qualify.client import Client
-from qualify.load import drive, figures, warm
-from qualify.localserver import LocalPaths
-from qualify.measure import fidelity, timing
-from qualify.stream import from_stream
+from qualify.httpclient.chat import from_stream
+from qualify.httpclient.client import Client
+from qualify.httpclient.load import drive, figures, warm
+from qualify.httpclient.timing import fidelity, timing
+from qualify.serving.local import LocalPaths
 
 pytestmark = pytest.mark.integration
 PORT = 18502

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qualify.verdict import Verdict
+from qualify.records import Verdict
 
 pytestmark = pytest.mark.integration
 

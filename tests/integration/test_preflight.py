@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from qualify.verdict import GateResult, StageResult, Verdict
+from qualify.records import GateResult, StageResult, Verdict
 
 pytestmark = pytest.mark.integration
 

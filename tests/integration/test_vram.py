@@ -17,10 +17,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpu"))
 
-from qualify.evidence import EvidenceStore, RunDir
+from qualify.evidence.store import EvidenceStore, RunDir
 from qualify.pipeline import Runner, plan
 from qualify.progress import Progress
-from qualify.verdict import StageResult, Verdict
+from qualify.records import StageResult, Verdict
 
 pytestmark = pytest.mark.integration
 

@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 
 from qualify.candidate import LoadedCandidate, load_candidate
-from qualify.client import Client
-from qualify.evidence import EvidenceStore
+from qualify.evidence.store import EvidenceStore
+from qualify.httpclient.client import Client
 from qualify.progress import Progress
-from qualify.stages.base import StageContext
+from qualify.stage import StageContext
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "smollm2"
 WORDS = [

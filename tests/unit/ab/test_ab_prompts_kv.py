@@ -63,7 +63,7 @@ def test_validate_names_a_missing_level_and_bad_prompt_file(tmp_path: Path) -> N
     """`qualify validate` checks the A/B's reasoning level and prompt file, sending nothing."""
     from ab_fakes import make_candidate
 
-    from qualify.stages.ab import check_ab
+    from qualify.ab.stage import check_ab
 
     good, _ = make_candidate(tmp_path / "ok")
     assert check_ab(good) == []

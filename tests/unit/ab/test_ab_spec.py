@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from qualify.engines import LLAMACPP, SGLANG, VLLM, MetricsSnapshot
-from qualify.spec import SpecCounters, acceptance, combine, response_drafts
-from qualify.stream import ChatOutcome
+from qualify.ab.acceptance import SpecCounters, acceptance, combine, response_drafts
+from qualify.httpclient.chat import ChatOutcome
+from qualify.serving.engines import LLAMACPP, SGLANG, VLLM, MetricsSnapshot
 
 LLAMA_BEFORE = """\
 # TYPE llamacpp:spec_decode_num_draft_tokens_total counter

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from ab_fakes import FakeEngine, context
 
-from qualify.stages.ab import ab
-from qualify.verdict import StageResult, Verdict
+from qualify.ab.stage import ab
+from qualify.records import StageResult, Verdict
 
 
 def _run(tmp: Path, cand: FakeEngine, ctrl: FakeEngine, extra: str = "") -> tuple[StageResult, Any]:

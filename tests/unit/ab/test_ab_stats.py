@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qualify.stats import bootstrap_delta_ci, delta_pct, spread, within_noise
+from qualify.ab.stats import bootstrap_delta_ci, delta_pct, spread, within_noise
 
 
 def test_spread_is_min_and_max() -> None:

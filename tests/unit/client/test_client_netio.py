@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from qualify.client import Client, Exchange
+from qualify.httpclient.client import Client, Exchange
 
 OK = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
 
@@ -163,7 +163,7 @@ def test_refused_connection_is_a_connect_error() -> None:
 
 def test_default_transport_uses_the_asyncio_backend() -> None:
     """Without a transport given, the pool reads through the asyncio backend (light footprint)."""
-    from qualify import netio
+    from qualify.httpclient import netio
 
     t = netio.transport(httpx.Limits(max_connections=2))
     assert isinstance(t._pool._network_backend, netio.AsyncioBackend)

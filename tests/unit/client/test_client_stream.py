@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from qualify.client import Client, Exchange
-from qualify.measure import timing
-from qualify.stream import from_stream
+from qualify.httpclient.chat import from_stream
+from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.timing import timing
 
 SSE = {"content-type": "text/event-stream"}
 

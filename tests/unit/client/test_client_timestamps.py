@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import qualify.stream
-from qualify.client import Client, Exchange
-from qualify.stream import from_stream
+import qualify.httpclient.chat
+from qualify.httpclient.chat import from_stream
+from qualify.httpclient.client import Client, Exchange
 
 BURSTS, PER_BURST, GAP_S = 4, 3, 0.05
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -70,7 +70,7 @@ def test_events_of_one_write_share_one_arrival_time(
     server: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With JSON parsing made slow, events written together still carry one arrival time."""
-    monkeypatch.setattr(qualify.stream, "json_loads", slow_loads)
+    monkeypatch.setattr(qualify.httpclient.chat, "json_loads", slow_loads)
     monkeypatch.setattr(json, "loads", slow_loads)
     ex = stream(server)
     assert ex.ok, ex.error
@@ -94,7 +94,7 @@ def test_outcome_times_are_arrival_times_not_parse_times(
 ) -> None:
     """from_stream with a slow parser reports the recorded arrival times unchanged."""
     ex = stream(server)
-    monkeypatch.setattr(qualify.stream, "json_loads", slow_loads)
+    monkeypatch.setattr(qualify.httpclient.chat, "json_loads", slow_loads)
     out = from_stream(ex)
     assert out.t_first_output == ex.events[0].t
     assert out.t_last_token == ex.events[-2].t

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from qualify.client import Client, Exchange
-from qualify.load import drive, figures
+from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.load import drive, figures
 
 SSE = {"content-type": "text/event-stream"}
 

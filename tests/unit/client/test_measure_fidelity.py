@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from qualify.measure import RequestTiming, fidelity, fidelity_reasons, timing
-from qualify.stream import ChatOutcome
+from qualify.httpclient.chat import ChatOutcome
+from qualify.httpclient.timing import RequestTiming, fidelity, fidelity_reasons, timing
 
 
 def outcome(server: dict[str, float] | None, vllm: dict[str, float] | None = None) -> ChatOutcome:

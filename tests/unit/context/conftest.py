@@ -8,7 +8,7 @@ import httpx
 import pytest
 from context_fake import FakeLlama  # type: ignore[import-not-found]
 
-from qualify.client import Client
+from qualify.httpclient.client import Client
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ from typing import Any
 
 from context_fake import FakeLlama  # type: ignore[import-not-found]
 
-from qualify.client import Client, Exchange
-from qualify.corpus import Needles, Source, document, messages, new_nonce
-from qualify.engines import LLAMACPP
-from qualify.ladder import Cell, Driver, public, run_cell
-from qualify.stages.context_gates import cold_cache_gate, fidelity, idle_gate, needles_gate
-from qualify.verdict import Verdict
+from qualify.context.corpus import Needles, Source, document, messages, new_nonce
+from qualify.context.gates import cold_cache_gate, fidelity, idle_gate, needles_gate
+from qualify.context.ladder import Cell, Driver, public, run_cell
+from qualify.httpclient.client import Client, Exchange
+from qualify.records import Verdict
+from qualify.serving.engines import LLAMACPP
 
 
 def _keep(label: str, ex: Exchange) -> list[str]:

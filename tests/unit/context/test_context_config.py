@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from qualify.config.context import ContextSettings
+from qualify.context.settings import ContextSettings
+from qualify.context.stage import plan_targets
 from qualify.errors import BadInput
 from qualify.pipeline import plan
-from qualify.stages.context import plan_targets
 
 
 def test_margin_must_hold_the_answer() -> None:

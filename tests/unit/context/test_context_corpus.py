@@ -6,8 +6,8 @@ import random
 import re
 from importlib import resources
 
-from qualify import corpus
-from qualify.corpus import KINDS, Needles, Source, document, messages
+from qualify.context import corpus
+from qualify.context.corpus import KINDS, Needles, Source, document, messages
 
 
 def test_every_kind_ships_real_text_named_in_sources() -> None:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from context_fake import FakeLlama  # type: ignore[import-not-found]
 
-from qualify.client import Client
-from qualify.engines import LLAMACPP, VLLM
-from qualify.idle import wait_idle
+from qualify.httpclient.client import Client
+from qualify.serving.engines import LLAMACPP, VLLM
+from qualify.serving.idle import wait_idle
 
 
 def test_waits_for_a_busy_engine(fake: FakeLlama, fake_client: Callable[[], Client]) -> None:

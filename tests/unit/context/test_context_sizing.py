@@ -9,9 +9,9 @@ from collections.abc import Callable
 import pytest
 from context_fake import FakeLlama, render, toy_tokens  # type: ignore[import-not-found]
 
-from qualify.client import Client
-from qualify.corpus import Needles, Source, document, messages
-from qualify.sizing import CHARS_PER_TOKEN, Counter, SizingError, size, tolerance
+from qualify.context.corpus import Needles, Source, document, messages
+from qualify.context.sizing import CHARS_PER_TOKEN, Counter, SizingError, size, tolerance
+from qualify.httpclient.client import Client
 
 
 def _count_with_fake(kind: str, seed: int = 5) -> Callable[[int], object]:

@@ -8,10 +8,10 @@ import pytest
 
 from qualify.candidate import Identity, load_candidate
 from qualify.errors import BadInput
-from qualify.evidence import EvidenceStore
-from qualify.server import ServerProcess
-from qualify.stages.identity import _reported_llamacpp, _reported_openai, compare
-from qualify.verdict import Verdict
+from qualify.evidence.store import EvidenceStore
+from qualify.identity.stage import _reported_llamacpp, _reported_openai, compare
+from qualify.records import Verdict
+from qualify.serving.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
 

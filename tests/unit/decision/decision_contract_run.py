@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from qualify.evidence import RunDir
-from qualify.verdict import AttemptRecord, GateResult, StageResult, Verdict
+from qualify.evidence.store import RunDir
+from qualify.records import AttemptRecord, GateResult, StageResult, Verdict
 
 RUN_ID = "20260801T000000Z-c0ffee"
 T0, T1 = "2026-08-01T00:00:00Z", "2026-08-01T00:40:00Z"
@@ -148,7 +148,7 @@ def _vram() -> tuple[list[GateResult], dict[str, Any]]:
 def _write(run: RunDir, stage: str, gates: list[GateResult], data: dict[str, Any]) -> None:
     att = run.new_attempt(stage)
     verdicts = [x.verdict for x in gates]
-    from qualify.verdict import worst
+    from qualify.records import worst
 
     result = StageResult(
         stage=stage,

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from qualify.decision import conclude
+from qualify.decision.conclude import conclude
+from qualify.decision.signing import generate
 from qualify.decision.waivers import make_waiver
-from qualify.evidence import RunDir
-from qualify.signing import generate
+from qualify.evidence.store import RunDir
+from qualify.records import GateResult, StageResult, Verdict
 from qualify.tickets import TicketStore
-from qualify.verdict import GateResult, StageResult, Verdict
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "smollm2" / "candidate.toml"
 T = "2026-01-01T00:00:00Z"

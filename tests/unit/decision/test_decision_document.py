@@ -10,9 +10,9 @@ import decision_contract_run as contract_run
 import jinja2
 import pytest
 
-from qualify.decision import document, render_run
-from qualify.decision.render import preview
-from qualify.evidence import RunDir
+from qualify.decision import document
+from qualify.decision.render import preview, render_run
+from qualify.evidence.store import RunDir
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 REGEN = os.environ.get("QUALIFY_REGEN_GOLDEN") == "1"
@@ -53,7 +53,7 @@ def _contract_text(tmp_path: Path) -> str:
 
 
 def _info(run: RunDir) -> dict[str, object]:
-    from qualify.decision.evidence import run_info
+    from qualify.decision.reading import run_info
 
     return run_info(run)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from qualify.config.policy import Policy
 from qualify.decision.policy import StageAttempts, evaluate
-from qualify.verdict import GateResult, StageResult, Verdict
+from qualify.decision.settings import Policy
+from qualify.records import GateResult, StageResult, Verdict
 
 T = "2026-01-01T00:00:00Z"
 

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from qualify.errors import BadInput, Refused
-from qualify.signing import (
+from qualify.decision.signing import (
     PAYLOAD_TYPE,
     generate,
     load_private,
@@ -19,6 +18,7 @@ from qualify.signing import (
     pae,
     seal_envelope,
 )
+from qualify.errors import BadInput, Refused
 
 
 def test_pae_matches_the_dsse_specification() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 from gpu_fakes import ReplayNvml
 
-from qualify.gpu.nvml import NvmlSource
-from qualify.gpu.sampler import Sampler
+from qualify.vram.nvml import NvmlSource
+from qualify.vram.sampler import Sampler
 
 DATA = Path(__file__).parent / "data"
 

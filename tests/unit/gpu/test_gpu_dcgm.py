@@ -9,10 +9,10 @@ import pytest
 from gpu_fakes import FakeExporter
 from gpu_recorded import DATA, proof
 
-from qualify.gpu.dcgm import POWER, DcgmSource, DcgmUnavailable, prefixes, readings
-from qualify.gpu.sampler import Sampler
-from qualify.stages.vram import evaluate
-from qualify.verdict import Verdict
+from qualify.records import Verdict
+from qualify.vram.dcgm import POWER, DcgmSource, DcgmUnavailable, prefixes, readings
+from qualify.vram.sampler import Sampler
+from qualify.vram.stage import evaluate
 
 PEAK = (DATA / "dcgm-peak.txt").read_text()
 IDLE = (DATA / "dcgm-idle.txt").read_text()

@@ -7,8 +7,8 @@ import pytest
 from gpu_fakes import ReplayNvml
 from gpu_recorded import baseline, nvml_records, proof, replay_nvml, replayed_sampler
 
-from qualify.gpu.nvml import POWER_AVERAGE, POWER_INSTANT, NvmlSource, NvmlUnavailable
-from qualify.gpu.readings import MIB
+from qualify.vram.nvml import POWER_AVERAGE, POWER_INSTANT, NvmlSource, NvmlUnavailable
+from qualify.vram.readings import MIB
 
 
 def test_recorded_memory_versions_differ_only_in_used() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from qualify.gpu.readings import Card, Poll, Reading
-from qualify.gpu.sampler import Sampler, percentile
+from qualify.vram.readings import Card, Poll, Reading
+from qualify.vram.sampler import Sampler, percentile
 
 
 class Counting:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gpu_recorded import proof
 
-from qualify.evidence import MAX_FILE_BYTES
-from qualify.gpu.series import Row, decode, downsample, encode
+from qualify.evidence.store import MAX_FILE_BYTES
+from qualify.vram.series import Row, decode, downsample, encode
 
 
 def _h200_rows() -> list[Row]:

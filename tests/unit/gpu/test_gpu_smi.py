@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from gpu_recorded import DATA, proof
 
-from qualify.gpu.sampler import Sampler
-from qualify.gpu.smi import POWER_INSTANT, SmiSource, SmiUnavailable, lost_bus, parse_line
-from qualify.stages.vram import evaluate
-from qualify.verdict import Verdict
+from qualify.records import Verdict
+from qualify.vram.sampler import Sampler
+from qualify.vram.smi import POWER_INSTANT, SmiSource, SmiUnavailable, lost_bus, parse_line
+from qualify.vram.stage import evaluate
 
 LINES = (DATA / "smi-stream.csv").read_text().splitlines()
 

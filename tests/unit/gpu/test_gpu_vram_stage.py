@@ -12,17 +12,17 @@ from gpu_recorded import proof, replayed_sampler
 from pydantic import ValidationError
 
 from qualify.candidate import load_candidate
-from qualify.config.vram import VramSettings
-from qualify.evidence import EvidenceStore
-from qualify.gpu import sampler as sampler_mod
-from qualify.gpu.nvml import NvmlUnavailable
-from qualify.gpu.readings import Card, Poll, Reading
-from qualify.gpu.sampler import Sampler
-from qualify.gpu.select import choose
-from qualify.gpu.series import decode
-from qualify.stages.base import StageContext
-from qualify.stages.vram import evaluate, vram
-from qualify.verdict import Verdict
+from qualify.evidence.store import EvidenceStore
+from qualify.records import Verdict
+from qualify.stage import StageContext
+from qualify.vram import sampler as sampler_mod
+from qualify.vram.nvml import NvmlUnavailable
+from qualify.vram.readings import Card, Poll, Reading
+from qualify.vram.sampler import Sampler
+from qualify.vram.select import choose
+from qualify.vram.series import decode
+from qualify.vram.settings import VramSettings
+from qualify.vram.stage import evaluate, vram
 
 ROOT = Path(__file__).resolve().parents[3]
 STAGES = list(proof()["sources"]["nvml"]["cards"]["0"]["stages"])
@@ -90,7 +90,7 @@ def test_auto_tries_every_source_and_says_why(monkeypatch: pytest.MonkeyPatch) -
     def no_nvml(*a: object, **k: object) -> None:
         raise NvmlUnavailable("NVML did not initialise: NVML Shared Library Not Found")
 
-    monkeypatch.setattr("qualify.gpu.select.NvmlSource", no_nvml)
+    monkeypatch.setattr("qualify.vram.select.NvmlSource", no_nvml)
     monkeypatch.setenv("PATH", "/nonexistent")
     choice = choose("auto", 250, [])
     assert choice.source is None

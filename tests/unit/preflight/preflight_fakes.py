@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 
-from qualify.checks import GateContext, LoadedGate, load_gates
-from qualify.checks.runner import run_gate
-from qualify.client import Client
-from qualify.stages.preflight import DEFAULT_GATES
-from qualify.verdict import GateResult
+from qualify.gates import GateContext, LoadedGate, load_gates
+from qualify.gates.runner import run_gate
+from qualify.httpclient.client import Client
+from qualify.preflight.stage import DEFAULT_GATES
+from qualify.records import GateResult
 
 Handler = Callable[[httpx.Request], httpx.Response]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from preflight_fakes import Broken, chat, delta, json_response, run, sse, stream_response
 
-from qualify.verdict import Verdict
+from qualify.records import Verdict
 
 SSE = {"content-type": "text/event-stream"}
 

@@ -18,7 +18,7 @@ from preflight_fakes import (
     usage_chunk,
 )
 
-from qualify.verdict import Verdict
+from qualify.records import Verdict
 
 
 def answer(obj: dict[str, Any]) -> Any:

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from qualify.checks import CHECKS, load_checks, load_gates
-from qualify.checks.export import render
-from qualify.stages.preflight import DEFAULT_GATES
+from qualify.gates import CHECKS, load_checks, load_gates
+from qualify.gates.export import render
+from qualify.preflight.stage import DEFAULT_GATES
 
 SCHEMA_FILE = DEFAULT_GATES / "schemas" / "gate-file.schema.json"
 GOOD = """\
@@ -43,7 +43,7 @@ def test_every_check_has_a_gate_and_a_docstring() -> None:
 
 def test_exported_schema_is_current() -> None:
     """The committed JSON Schema equals the one the models produce (regenerate on change)."""
-    assert SCHEMA_FILE.read_text() == render(), "run python -m qualify.checks.export " + str(
+    assert SCHEMA_FILE.read_text() == render(), "run python -m qualify.gates.export " + str(
         SCHEMA_FILE
     )
 

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 from preflight_fakes import body_of, json_response, named_sse, run, stream_response
 
-from qualify.verdict import Verdict
+from qualify.records import Verdict
 
 ARGS = '{"city": "Paris", "unit": "celsius"}'
 

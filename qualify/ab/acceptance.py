@@ -1,0 +1,143 @@
+"""Draft acceptance from the server's own counters, read before and after each timed run.
+
+Formulas (vLLM `v1/spec_decode/metrics.py`; llama.cpp uses the same counter names with the
+`llamacpp:` prefix), over the counter deltas of one run:
+
+- acceptance rate = Δaccepted_tokens / Δdraft_tokens
+- mean acceptance length = 1 + Δaccepted_tokens / Δdrafts (the +1 is the bonus token)
+- per-position rate[i] = Δaccepted_per_pos{position=i} / Δdrafts
+
+SGLang exposes only gauges of the most recent batches (`sglang:spec_accept_rate`,
+`sglang:spec_accept_length`): they are recorded as read after the run, marked as such, and are
+not a delta over the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from qualify.httpclient.chat import ChatOutcome
+from qualify.serving.engines import Dialect, MetricsSnapshot
+
+__all__ = ["SpecCounters", "acceptance", "combine", "response_drafts"]
+
+
+@dataclass
+class SpecCounters:
+    """The speculative-decoding counters of one scrape, None where the engine has none."""
+
+    drafts: float | None = None
+    draft_tokens: float | None = None
+    accepted: float | None = None
+    per_pos: dict[int, float] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, snap: MetricsSnapshot, d: Dialect) -> SpecCounters:
+        out = cls()
+        if d.spec_drafts and d.spec_draft_tokens and d.spec_accepted:
+            out.drafts = snap.total(d.spec_drafts)
+            out.draft_tokens = snap.total(d.spec_draft_tokens)
+            out.accepted = snap.total(d.spec_accepted)
+        if d.spec_per_pos:
+            for pos, value in snap.by_label(d.spec_per_pos, "position").items():
+                if pos.isdigit():
+                    out.per_pos[int(pos)] = value
+        for name in d.spec_gauges:
+            v = snap.total(name)
+            if v is not None:
+                out.gauges[name] = v
+        return out
+
+    @property
+    def counted(self) -> bool:
+        return None not in (self.drafts, self.draft_tokens, self.accepted)
+
+
+def _rates(drafts: int, tokens: int, accepted: int, per_pos: list[int]) -> dict[str, Any]:
+    return {
+        "rate": accepted / tokens if tokens > 0 else None,
+        "mean_length": 1.0 + accepted / drafts if drafts > 0 else None,
+        "per_position": [a / drafts for a in per_pos] if drafts > 0 else [],
+        "drafts": drafts,
+        "draft_tokens": tokens,
+        "accepted": accepted,
+        "accepted_per_position": per_pos,
+    }
+
+
+def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> dict[str, Any] | None:
+    """Acceptance over one run from two scrapes; None when the engine reports nothing."""
+    if before.counted and after.counted:
+        assert before.drafts is not None and after.drafts is not None
+        assert before.draft_tokens is not None and after.draft_tokens is not None
+        assert before.accepted is not None and after.accepted is not None
+        drafts = round(after.drafts - before.drafts)
+        tokens = round(after.draft_tokens - before.draft_tokens)
+        accepted = round(after.accepted - before.accepted)
+        if min(drafts, tokens, accepted) < 0:
+            # A counter went down: the server restarted between the scrapes.
+            return None
+        top = max([*before.per_pos, *after.per_pos], default=-1)
+        per_pos = [
+            round(after.per_pos.get(i, 0.0) - before.per_pos.get(i, 0.0)) for i in range(top + 1)
+        ]
+        out = _rates(drafts, tokens, accepted, per_pos)
+        out["source"] = f"{engine} counters, delta over the run"
+        return out
+    if after.gauges:
+        return {
+            "rate": after.gauges.get("sglang:spec_accept_rate"),
+            "mean_length": after.gauges.get("sglang:spec_accept_length"),
+            "per_position": [],
+            "drafts": None,
+            "draft_tokens": None,
+            "accepted": None,
+            "accepted_per_position": [],
+            "source": f"{engine} gauges read after the run (recent batches only, not a delta)",
+        }
+    return None
+
+
+def combine(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """A lane's acceptance over all its runs: counts summed, rates from the sums."""
+    counted = [r for r in runs if r is not None and r.get("drafts") is not None]
+    if not counted:
+        gauges = [r for r in runs if r is not None]
+        return gauges[-1] if gauges else None
+    width = max(len(r["accepted_per_position"]) for r in counted)
+    per_pos = [
+        sum(r["accepted_per_position"][i] for r in counted if i < len(r["accepted_per_position"]))
+        for i in range(width)
+    ]
+    out = _rates(
+        sum(r["drafts"] for r in counted),
+        sum(r["draft_tokens"] for r in counted),
+        sum(r["accepted"] for r in counted),
+        per_pos,
+    )
+    span = (
+        f"{len(counted)} runs"
+        if len(counted) == len(runs)
+        else f"{len(counted)} of {len(runs)} runs"
+    )
+    out["source"] = str(counted[0]["source"]).replace("the run", span)
+    return out
+
+
+def response_drafts(outcomes: list[ChatOutcome]) -> dict[str, Any]:
+    """The per-response cross-check: `timings.draft_n` / `draft_n_accepted` summed (llama.cpp)."""
+    with_timings = [o.timings for o in outcomes if o.timings is not None]
+    drafted = [t.get("draft_n") for t in with_timings]
+    accepted = [t.get("draft_n_accepted") for t in with_timings]
+    n = sum(v for v in drafted if isinstance(v, int))
+    a = sum(v for v in accepted if isinstance(v, int))
+    reported = sum(1 for v in drafted if isinstance(v, int))
+    return {
+        "responses": len(outcomes),
+        "responses_with_drafts": reported,
+        "draft_n": n if reported else None,
+        "draft_n_accepted": a if reported else None,
+        "rate": a / n if n else None,
+    }

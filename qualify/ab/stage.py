@@ -1,0 +1,175 @@
+"""A/B: the candidate against its control, in turn, on the same prompts, budget and boundaries.
+
+Runs alternate A B A B ..., one lane's server at a time, so drift spreads over both lanes. The
+lane figure of each metric is the median of its run-level p50s; each delta carries the lanes'
+run-to-run spread, a "within noise" label and a bootstrap 95% interval. Draft acceptance comes
+from the server's counters read before and after every run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from qualify.ab import drive, kv, table
+from qualify.ab.acceptance import combine
+from qualify.ab.gates import acceptance_gate, paired_gate
+from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
+from qualify.ab.settings import ABSettings
+from qualify.candidate import Candidate, LoadedCandidate, resolve_path
+from qualify.errors import BadInput
+from qualify.records import GateResult, StageResult, Verdict
+from qualify.serving.engines import dialect
+from qualify.stage import StageContext, finish, stage, validator
+
+LANES = ("candidate", "control")
+
+
+def prompt_path(loaded: LoadedCandidate) -> Path:
+    rel = loaded.candidate.stages.ab.prompts
+    return resolve_path(loaded, rel) if rel else shipped_path()
+
+
+def level_fields(cand: Candidate, s: ABSettings) -> dict[str, Any]:
+    """The request fields of the A/B's reasoning level: the named one, else the first."""
+    if not cand.reasoning:
+        return {}
+    name = s.level or next(iter(cand.reasoning))
+    return cand.reasoning[name].request_fields()
+
+
+@validator
+def check_ab(loaded: LoadedCandidate) -> list[str]:
+    """The prompt file loads and is real text; the named reasoning level exists."""
+    cand = loaded.candidate
+    if "ab" not in cand.stages.run:
+        return []
+    s = cand.stages.ab
+    problems = []
+    if s.level is not None and s.level not in cand.reasoning:
+        problems.append(
+            f"stages.ab.level: {s.level!r} is not a reasoning level "
+            f"(expected one of {sorted(cand.reasoning)})"
+        )
+    try:
+        load_prompts(prompt_path(loaded))
+    except BadInput as exc:
+        problems.extend(f"stages.ab.prompts: {exc.headline}: {p}" for p in exc.problems)
+    return problems
+
+
+def _plan(cand: Candidate, ps: PromptSet, run: int) -> drive.RunPlan:
+    s = cand.stages.ab
+    base: dict[str, Any] = {
+        "model": cand.identity.model,
+        "max_tokens": s.max_tokens,
+        "temperature": s.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **level_fields(cand, s),
+    }
+    if s.seed is not None:
+        base["seed"] = s.seed
+    plan = drive.RunPlan(
+        run=run,
+        prompts=ps.prompts,
+        warmup=ps.warmup,
+        base=base,
+        warmups=s.warmups,
+        nonce=s.nonce,
+        seed=s.seed or 0,
+        concurrency=s.concurrency,
+        timeout_s=s.timeout_s,
+        idle_wait_s=s.idle_wait_s,
+    )
+    plan.bodies = [drive.body_for(plan, i, p.text) for i, p in enumerate(ps.prompts)]
+    return plan
+
+
+def _server_log(ctx: StageContext) -> str:
+    """The running server's captured log; empty when the server was attached, not launched."""
+    proc = getattr(ctx.lanes, "process", None)
+    return kv.read_server_log(proc.attempt.path if proc is not None else None)
+
+
+async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], dict[str, Any]]:
+    s = ctx.candidate.stages.ab
+    order = [lane for _ in range(s.runs) for lane in LANES]
+    runs: dict[str, list[dict[str, Any]]] = {lane: [] for lane in LANES}
+    kvs: dict[str, Any] = {}
+    with ctx.progress.task("ab: paired runs", len(order)) as task:
+        for i, lane in enumerate(order):
+            run = i // len(LANES) + 1
+            lc: Candidate = ctx.lanes.loaded[lane].candidate
+            d = dialect(lc.identity.engine)
+            client = await ctx.client(lane)
+            plan = _plan(ctx.candidate, ps, run)
+            plan.base["model"] = lc.identity.model
+            for b in plan.bodies:
+                b["model"] = lc.identity.model
+            record = await drive.drive_run(client, ctx.keep, lane, plan, d)
+            runs[lane].append(record)
+            if lane not in kvs:
+                snap = await drive.scrape(client)
+                kvs[lane] = kv.lane_kv(lc.identity.engine, d, snap, _server_log(ctx))
+            task.advance(1, f"ab: {lane} run {run}")
+    return order, {"runs": runs, "kv": kvs}
+
+
+def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: Any) -> Any:
+    lc: Candidate = ctx.lanes.loaded[lane].candidate
+    figure, spreads = table.lane_figures(runs)
+    return {
+        "name": lc.name,
+        "variable": lc.variable,
+        "engine": lc.identity.engine,
+        "speculation": lc.identity.speculation.model_dump(mode="json"),
+        "runs": runs,
+        "figure": figure,
+        "spread": spreads,
+        "acceptance": combine([r["acceptance"] for r in runs]),
+        "kv": kvd,
+    }
+
+
+def _no_control(ctx: StageContext) -> StageResult:
+    why = "stages.ab.control is not set: there is no control lane to pair with"
+    gates = [
+        GateResult(gate=g, stage="ab", verdict=Verdict.INCONCLUSIVE, reasons=[why])
+        for g in ("acceptance", "paired")
+    ]
+    return finish(ctx, gates, {"runs": 0, "order": [], "lanes": {}, "metrics": []})
+
+
+@stage("ab")
+async def ab(ctx: StageContext) -> StageResult:
+    """Pass when both lanes ran every run on identical requests and acceptance was measured."""
+    if not ctx.lanes.has("control"):
+        return _no_control(ctx)
+    s: ABSettings = ctx.candidate.stages.ab
+    ps = load_prompts(prompt_path(ctx.loaded))
+    order, got = await _drive(ctx, ps)
+    runs = got["runs"]
+    lanes = {lane: _lane_block(ctx, lane, runs[lane], got["kv"].get(lane)) for lane in LANES}
+    excluded = [
+        {"lane": lane, "run": r["run"], **e}
+        for lane in LANES
+        for r in runs[lane]
+        for e in r["excluded"]
+    ]
+    data = {
+        "runs": s.runs,
+        "order": order,
+        "settings": s.model_dump(mode="json"),
+        "prompts": [{"id": p.id, "kind": p.kind} for p in ps.prompts],
+        "prompt_file": str(prompt_path(ctx.loaded)),
+        "lanes": lanes,
+        "metrics": table.metric_rows(
+            runs["candidate"], runs["control"], s.bootstrap_resamples, s.seed or 0
+        ),
+        "acceptance": lanes["candidate"]["acceptance"],
+        "excluded": excluded,
+        "fidelity": table.fidelity(runs),
+    }
+    gates = [acceptance_gate(lanes, s), paired_gate(lanes, s.runs)]
+    return finish(ctx, gates, data)

@@ -1,1 +1,0 @@
-"""Per-stage candidate settings, one module per owner; `qualify.candidate` assembles them."""

@@ -1,0 +1,208 @@
+"""One timed cell of the context ladder: c concurrent streams between two idle checks.
+
+A cell is counted only when the engine was idle right before it and idle again right after
+it; otherwise its row is `error` and its figures are kept but never published as a result.
+Tokens come from `usage` (`stream_options.include_usage`), timings from `qualify.httpclient.timing`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from qualify.context.corpus import Needles
+from qualify.httpclient.chat import ChatOutcome, from_stream
+from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.timing import RequestTiming, median, timing
+from qualify.records import Verdict
+from qualify.serving.engines import Dialect
+from qualify.serving.idle import IdleReport, wait_idle
+
+Messages = list[dict[str, str]]
+Keep = Callable[[str, Exchange], list[str]]
+# After the last byte of a stream the engine may take a moment to free the slot.
+AFTER_GRACE_S = 5.0
+_MEDIAN_KEYS = (
+    "ttfo_s",
+    "ttft_s",
+    "effective_prefill_tok_s",
+    "decode_tok_s",
+    "generation_s",
+    "e2e_s",
+    "itl_p50_ms",
+    "itl_p95_ms",
+)
+
+
+@dataclass
+class Cell:
+    """What to send: the rung, the pass, and one prompt per concurrent stream."""
+
+    target: int
+    pass_: str
+    content: str
+    planned_tokens: int
+    sized_tokens: int
+    prompts: list[Messages]
+    needles: Needles
+
+
+@dataclass
+class Driver:
+    """How to send it: the client, the engine's dialect and the request fields."""
+
+    client: Client
+    dialect: Dialect
+    body: dict[str, Any]
+    timeout_s: float
+    idle_wait_s: float
+    keep: Keep
+
+    def request(self, msgs: Messages) -> dict[str, Any]:
+        return {
+            **self.body,
+            "messages": msgs,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    async def send(self, msgs: Messages, label: str) -> tuple[ChatOutcome, list[str]]:
+        ex = await self.client.stream("/v1/chat/completions", self.request(msgs), self.timeout_s)
+        return from_stream(ex), self.keep(label, ex)
+
+
+def stream_problem(o: ChatOutcome) -> str | None:
+    """Why a stream cannot be counted, or None."""
+    if o.error:
+        return f"request failed: {o.error}"
+    if o.http_status is not None and o.http_status >= 400:
+        return f"HTTP {o.http_status}"
+    if o.malformed:
+        return f"{len(o.malformed)} malformed SSE events"
+    if not o.done:
+        return "stream ended without [DONE]"
+    if o.completion_tokens is None:
+        return "no usage.completion_tokens in the stream (include_usage not honoured)"
+    return None
+
+
+def _stream_row(
+    o: ChatOutcome, t: RequestTiming, needles: Needles, files: list[str]
+) -> dict[str, Any]:
+    return {
+        "actual_prompt_tokens": t.prompt_tokens,
+        "cached_tokens": t.cached_tokens,
+        "completion_tokens": t.completion_tokens,
+        **{k: getattr(t, k) for k in _MEDIAN_KEYS},
+        "sse_chunks": t.sse_chunks,
+        "chunks_per_token": t.chunks_per_token,
+        "finish_reason": o.finish_reason,
+        "needles": needles.found(o.content),
+        "answer": o.content,
+        "reasoning": o.reasoning,
+        "problem": stream_problem(o),
+        "server": {
+            "decode_tok_s": t.server_decode_tok_s,
+            "prompt_ms": t.server_prompt_ms,
+            "decode_ratio": t.decode_ratio_client_over_server,
+            "ttft_minus_server_prompt_ms": t.ttft_minus_server_prompt_ms,
+        },
+        "files": files,
+    }
+
+
+def _med(values: list[Any]) -> float | None:
+    nums = [float(v) for v in values if isinstance(v, int | float)]
+    return median(nums)
+
+
+def _summarize(row: dict[str, Any], streams: list[dict[str, Any]], span_s: float) -> None:
+    """Row figures: medians over the cell's streams; cached tokens the largest of them."""
+    for k in _MEDIAN_KEYS:
+        row[k] = _med([s[k] for s in streams])
+    prompt = _med([s["actual_prompt_tokens"] for s in streams])
+    row["actual_prompt_tokens"] = None if prompt is None else round(prompt)
+    cached = [s["cached_tokens"] for s in streams if isinstance(s["cached_tokens"], int)]
+    row["cached_tokens"] = max(cached) if len(cached) == len(streams) else None
+    done = [s["completion_tokens"] for s in streams if isinstance(s["completion_tokens"], int)]
+    row["completion_tokens"] = sum(done) if len(done) == len(streams) else None
+    row["aggregate_output_tok_s"] = (
+        sum(done) / span_s if done and len(done) == len(streams) and span_s > 0 else None
+    )
+    row["needles"] = {d: all(s["needles"][d] for s in streams) for d in ("50", "99")}
+    row["answer"] = streams[0]["answer"] if streams else ""
+
+
+def _verdict(row: dict[str, Any], streams: list[dict[str, Any]]) -> None:
+    problems = [f"stream {i + 1}: {s['problem']}" for i, s in enumerate(streams) if s["problem"]]
+    if problems:
+        row["verdict"], row["reasons"] = Verdict.ERROR.value, problems
+        return
+    missed = [
+        f"stream {i + 1} missed the {d}% needle ({needle.value}); answer {s['answer'][:160]!r}"
+        + (" (cut at max_tokens: finish_reason length)" if s["finish_reason"] == "length" else "")
+        for i, s in enumerate(streams)
+        for d, needle in zip(("50", "99"), row["_needles"].pair, strict=True)
+        if not s["needles"][d]
+    ]
+    row["verdict"] = Verdict.FAIL.value if missed else Verdict.PASS.value
+    row["reasons"] = missed
+
+
+def _base_row(cell: Cell) -> dict[str, Any]:
+    return {
+        "target": cell.target,
+        "pass": cell.pass_,
+        "content": cell.content,
+        "concurrency": len(cell.prompts),
+        "planned_tokens": cell.planned_tokens,
+        "sized_tokens": cell.sized_tokens,
+        "_needles": cell.needles,
+    }
+
+
+def _idle_error(row: dict[str, Any], when: str, report: IdleReport) -> dict[str, Any]:
+    row["verdict"] = Verdict.ERROR.value
+    row["reasons"] = [f"not counted: {when} the cell, {report.reason}"]
+    return row
+
+
+async def run_cell(drv: Driver, cell: Cell) -> dict[str, Any]:
+    """Run one cell and return its row (figures, needles, idle checks, evidence files)."""
+    row = _base_row(cell)
+    before = await wait_idle(drv.client, drv.dialect, drv.idle_wait_s)
+    row["idle"] = {"before": before.as_dict()}
+    if before.idle is False:
+        row.update({k: None for k in _MEDIAN_KEYS}, streams=[], needles={"50": False, "99": False})
+        row.update(answer="", actual_prompt_tokens=None, cached_tokens=None)
+        row.update(completion_tokens=None, aggregate_output_tok_s=None)
+        return _idle_error(row, "before", before)
+    label = f"ctx-{cell.target}-{cell.content}-c{len(cell.prompts)}-{cell.pass_}"
+    t0 = time.perf_counter()
+    sent = await asyncio.gather(
+        *(drv.send(p, f"{label}-s{i + 1}") for i, p in enumerate(cell.prompts))
+    )
+    span = time.perf_counter() - t0
+    after = await wait_idle(drv.client, drv.dialect, AFTER_GRACE_S)
+    row["idle"]["after"] = after.as_dict()
+    streams = [_stream_row(o, timing(o), cell.needles, files) for o, files in sent]
+    row["streams"] = streams
+    _summarize(row, streams, span)
+    row["cached_tokens_metric_delta"] = _delta(before, after, drv.dialect.prompt_cached)
+    _verdict(row, streams)
+    if after.idle is False:
+        return _idle_error(row, "after", after)
+    return row
+
+
+def _delta(before: IdleReport, after: IdleReport, names: tuple[str, ...]) -> float | None:
+    a, b = before.counter(names), after.counter(names)
+    return None if a is None or b is None else b - a
+
+
+def public(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as written to `result.json` (without the in-memory needles object)."""
+    return {k: v for k, v in row.items() if not k.startswith("_")}

@@ -1,0 +1,181 @@
+"""Sizing a prompt with the server's own tokenizer, in a handful of calls.
+
+The count is of the whole chat prompt as the server renders it (template included):
+- llama.cpp: the template is rendered once by `/apply-template` with markers in place of the
+  contents, then each candidate prompt is one `POST /tokenize` of the rendered text;
+- vLLM and SGLang: `POST /tokenize` with the messages, one call per candidate;
+- otherwise, or when those routes are missing: `usage.prompt_tokens` of a one-token completion.
+
+Tokens grow almost linearly with characters, so a guess, one proportional correction and a
+secant step or two land within tolerance whatever the size: a 1M-token prompt takes as few
+calls as a 1K one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from qualify.httpclient.client import Client, Exchange
+
+Messages = list[dict[str, str]]
+# A first guess of characters per token, by content kind; the first count corrects it.
+CHARS_PER_TOKEN = {"prose": 4.0, "list": 3.6, "code": 3.2}
+_MARKS = ("\x01QSYS\x01", "\x01QUSER\x01")
+
+
+class SizingError(Exception):
+    """The server could not count a prompt (the rung is `error`)."""
+
+
+@dataclass
+class Counter:
+    """Counts the tokens of a chat prompt on the server; every HTTP call is counted."""
+
+    client: Client
+    engine: str
+    model: str
+    fields: dict[str, Any]
+    method: str = ""
+    calls: int = 0
+    _wrap: tuple[str, str, str] | None = None
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+    async def _call(self, path: str, body: Any) -> Exchange:
+        self.calls += 1
+        ex = await self.client.post(path, body)
+        self.log.append({"path": path, "status": ex.status, "error": ex.error})
+        if ex.error_kind is not None:
+            raise SizingError(f"POST {path} failed: {ex.error}")
+        return ex
+
+    async def count(self, msgs: Messages) -> int:
+        if not self.method:
+            self.method = "apply-template+tokenize" if self.engine == "llama.cpp" else "tokenize"
+        if self.method == "apply-template+tokenize":
+            n = await self._llamacpp(msgs)
+        elif self.method == "tokenize":
+            n = await self._tokenize_messages(msgs)
+        else:
+            n = await self._usage(msgs)
+        if n is None:
+            self.method = "usage.prompt_tokens"
+            n = await self._usage(msgs)
+        return n
+
+    async def _render(self, msgs: Messages) -> str | None:
+        ex = await self._call("/apply-template", {"messages": msgs, **self.fields})
+        prompt = ex.body.get("prompt") if ex.ok and isinstance(ex.body, dict) else None
+        return prompt if isinstance(prompt, str) else None
+
+    async def _llamacpp(self, msgs: Messages) -> int | None:
+        if self._wrap is None:
+            marked = [{"role": m["role"], "content": k} for m, k in zip(msgs, _MARKS, strict=True)]
+            rendered = await self._render(marked)
+            if rendered is None:
+                return None
+            head, rest = rendered.split(_MARKS[0], 1) if _MARKS[0] in rendered else ("", "")
+            mid, tail = rest.split(_MARKS[1], 1) if _MARKS[1] in rest else ("", "")
+            self._wrap = (head, mid, tail) if rest and (mid or tail) else ("", "", "")
+        if self._wrap == ("", "", ""):  # the template does not keep contents verbatim
+            prompt = await self._render(msgs)
+        else:
+            head, mid, tail = self._wrap
+            prompt = f"{head}{msgs[0]['content']}{mid}{msgs[1]['content']}{tail}"
+        if prompt is None:
+            return None
+        body = {"content": prompt, "add_special": True, "parse_special": True}
+        ex = await self._call("/tokenize", body)
+        tokens = ex.body.get("tokens") if ex.ok and isinstance(ex.body, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    async def _tokenize_messages(self, msgs: Messages) -> int | None:
+        body: dict[str, Any] = {"model": self.model, "messages": msgs}
+        if "chat_template_kwargs" in self.fields:
+            body["chat_template_kwargs"] = self.fields["chat_template_kwargs"]
+        ex = await self._call("/tokenize", body)
+        if not ex.ok or not isinstance(ex.body, dict):
+            return None
+        count = ex.body.get("count")
+        tokens = ex.body.get("tokens")
+        if isinstance(count, int):
+            return count
+        return len(tokens) if isinstance(tokens, list) else None
+
+    async def _usage(self, msgs: Messages) -> int:
+        body = {"model": self.model, "messages": msgs, "max_tokens": 1, **self.fields}
+        ex = await self._call("/v1/chat/completions", body)
+        usage = ex.body.get("usage") if isinstance(ex.body, dict) else None
+        n = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if not ex.ok or not isinstance(n, int):
+            raise SizingError(f"no prompt_tokens to size with: HTTP {ex.status} {ex.body!r:.200}")
+        return n
+
+
+@dataclass
+class Sized:
+    chars: int
+    tokens: int
+    calls: int
+    steps: list[tuple[int, int]]
+    within: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "chars": self.chars,
+            "tokens": self.tokens,
+            "calls": self.calls,
+            "steps": [list(s) for s in self.steps],
+            "within_tolerance": self.within,
+        }
+
+
+def tolerance(target: int) -> int:
+    """How far under the target a sized prompt may land: 0.1%, at least 8 tokens."""
+    return max(8, target // 1000)
+
+
+def _next_chars(steps: list[tuple[int, int]], aim: float) -> int:
+    c1, n1 = steps[-1]
+    slope = n1 / c1 if c1 else 0.25
+    for c0, n0 in reversed(steps[:-1]):
+        if c0 != c1 and n0 != n1:
+            slope = (n1 - n0) / (c1 - c0)
+            break
+    if slope <= 0:
+        slope = n1 / max(c1, 1)
+    step = (aim - n1) / slope
+    nxt = c1 + (math.floor(step) if step > 0 else math.floor(step) - 1)
+    tried = {c for c, _ in steps}
+    while nxt in tried:  # a repeat would count the same text again
+        nxt += 1 if aim > n1 else -1
+    return max(nxt, 1)
+
+
+async def size(
+    count: Callable[[int], Awaitable[int]], target: int, chars_per_token: float, max_calls: int
+) -> Sized:
+    """The largest prompt of at most `target` tokens found within `max_calls` counts.
+
+    `count(chars)` builds the prompt with a body of `chars` characters and counts it.
+    """
+    tol = tolerance(target)
+    aim = target - tol / 2
+    steps: list[tuple[int, int]] = []
+    chars = max(1, int(target * chars_per_token))
+    while len(steps) < max_calls:
+        n = await count(chars)
+        steps.append((chars, n))
+        if target - tol <= n <= target:
+            break
+        chars = _next_chars(steps, aim)
+    fitting = [s for s in steps if s[1] <= target]
+    if not fitting:
+        raise SizingError(
+            f"no prompt of at most {target} tokens in {len(steps)} counts "
+            f"(smallest counted {min(n for _, n in steps)} tokens)"
+        )
+    best = max(fitting, key=lambda s: s[1])
+    return Sized(best[0], best[1], len(steps), steps, target - tol <= best[1] <= target)

@@ -1,0 +1,85 @@
+"""Reading Responses API answers: output items, message text, and the streamed event order."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from typing import Any
+
+from qualify.httpclient.client import SSEEvent
+
+TERMINAL = {"response.completed", "response.incomplete", "response.failed", "error"}
+
+
+def output_items(body: Any, kind: str) -> list[dict[str, Any]]:
+    items = body.get("output") if isinstance(body, dict) else None
+    return [i for i in items or [] if isinstance(i, dict) and i.get("type") == kind]
+
+
+def message_text(body: Any) -> str:
+    """The visible text of every `message` output item (`output_text` parts), joined."""
+    parts = []
+    for item in output_items(body, "message"):
+        for c in item.get("content") or []:
+            if isinstance(c, dict) and c.get("type") == "output_text":
+                parts.append(str(c.get("text") or ""))
+    return "".join(parts)
+
+
+def parse_events(events: list[SSEEvent]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """(type, payload) per event, the type from the `event:` line or the payload; and the bad."""
+    out, bad = [], []
+    for ev in events:
+        try:
+            data = json.loads(ev.data)
+        except ValueError:
+            bad.append(ev.data[:120])
+            continue
+        if not isinstance(data, dict):
+            bad.append(ev.data[:120])
+            continue
+        out.append((str(data.get("type") or ev.event), data))
+    return out, bad
+
+
+def _index(types: list[str], name: str, last: bool = False) -> int | None:
+    hits = [i for i, t in enumerate(types) if t == name]
+    return (hits[-1] if last else hits[0]) if hits else None
+
+
+def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Why the events are not in the documented order (empty when they are)."""
+    types = [t for t, _ in parsed]
+    if not types:
+        return ["no events"]
+    problems = []
+    if types[0] != "response.created":
+        problems.append(f"the first event is {types[0]!r}, expected 'response.created'")
+    if types[-1] != "response.completed":
+        problems.append(f"the last event is {types[-1]!r}, expected 'response.completed'")
+    early = [t for t in types[:-1] if t in TERMINAL]
+    if early:
+        problems.append(f"{early[0]!r} arrived before the end of the stream")
+    added = _index(types, "response.output_item.added")
+    first_delta = _index(types, "response.output_text.delta")
+    last_delta = _index(types, "response.output_text.delta", last=True)
+    done = _index(types, "response.output_item.done", last=True)
+    if first_delta is None:
+        problems.append("no response.output_text.delta event")
+    elif added is None or added > first_delta:
+        problems.append("text deltas arrived before response.output_item.added")
+    elif last_delta is not None and (done is None or done < last_delta):
+        problems.append("text deltas arrived after response.output_item.done (or it never came)")
+    seq = [d["sequence_number"] for _, d in parsed if isinstance(d.get("sequence_number"), int)]
+    if seq and any(b <= a for a, b in pairwise(seq)):
+        problems.append("sequence_number does not increase from event to event")
+    return problems
+
+
+def streamed_text(parsed: list[tuple[str, dict[str, Any]]]) -> tuple[str, str | None]:
+    """The text joined from deltas, and the text `output_text.done` reported (if any)."""
+    joined = "".join(
+        str(d.get("delta") or "") for t, d in parsed if t == "response.output_text.delta"
+    )
+    done = [d.get("text") for t, d in parsed if t == "response.output_text.done"]
+    return joined, (str(done[-1]) if done and done[-1] is not None else None)

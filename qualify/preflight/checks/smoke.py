@@ -1,0 +1,36 @@
+"""smoke: a short question gets a visible answer and `usage`."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from qualify.gates.files import Params
+from qualify.gates.registry import Outcome, check
+from qualify.preflight.checks.common import answer_metrics, chat_problem, user
+from qualify.preflight.probe import GateContext
+
+
+class SmokeParams(Params):
+    prompt: str = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+@check("smoke", params=SmokeParams)
+async def smoke(ctx: GateContext, p: SmokeParams) -> Outcome:
+    """Pass when a short question gets visible content and `usage.completion_tokens`."""
+    o = await ctx.chat("smoke", ctx.body([user(p.prompt)], max_tokens=p.max_tokens))
+    if bad := chat_problem(o, "smoke request"):
+        return bad
+    problems = []
+    if not o.content.strip():
+        problems.append(
+            f"no visible answer (finish_reason={o.finish_reason}, "
+            f"{len(o.reasoning)} characters of reasoning only)"
+        )
+    if o.completion_tokens is None:
+        problems.append("the response carries no usage.completion_tokens")
+    return (
+        Outcome.failed(*problems, metrics=answer_metrics(o))
+        if problems
+        else Outcome.passed(answer_metrics(o))
+    )

@@ -1,0 +1,76 @@
+"""typed tools: the call names the right tool and its arguments validate against its schema."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from qualify.gates.files import Params
+from qualify.gates.registry import Outcome, check
+from qualify.httpclient.chat import ChatOutcome
+from qualify.preflight.checks.common import (
+    answer_metrics,
+    chat_problem,
+    clip,
+    judge_calls,
+    pick,
+    tool_schemas,
+    user,
+)
+from qualify.preflight.probe import GateContext
+
+
+class ToolCase(Params):
+    prompt: str = Field(min_length=1)
+    expect_tool: str = Field(description="the tool the call must name")
+
+
+class ToolCallParams(Params):
+    tools: str = Field(description="a JSON list of chat tools, relative to the gates directory")
+    tool_choice: Literal["auto", "required"]
+    cases: list[ToolCase] = Field(min_length=1, description="attempt n uses case n (cycling)")
+    max_tokens: int | None = Field(default=None, gt=0)
+
+    def files(self) -> list[str]:
+        return [self.tools]
+
+
+def judge_answer(o: ChatOutcome, schemas: dict[str, dict[str, Any]], case: ToolCase) -> list[str]:
+    """Why the answer is not a valid call of `case.expect_tool` (empty when it is)."""
+    problems = judge_calls(o.tool_calls, schemas, case.expect_tool)
+    if not o.tool_calls:
+        said = clip(o.content.strip(), 80) or "nothing visible"
+        problems = [f"no tool call (finish_reason={o.finish_reason}; the answer was {said!r})"]
+    elif not problems and o.finish_reason != "tool_calls":
+        # A client's agent loop runs tools only when told so by the finish reason.
+        problems = [
+            f"finish_reason is {o.finish_reason!r} after a tool call, expected 'tool_calls'"
+        ]
+    return problems
+
+
+async def run_case(
+    ctx: GateContext, p: ToolCallParams, stream: bool
+) -> tuple[Outcome, ChatOutcome]:
+    tools = ctx.load_json(p.tools)
+    case: ToolCase = pick(p.cases, ctx.attempt)
+    body = ctx.body(
+        [user(case.prompt)], max_tokens=p.max_tokens, tools=tools, tool_choice=p.tool_choice
+    )
+    label = f"tools-{p.tool_choice}{'-stream' if stream else ''}-{case.expect_tool}"
+    o = await ctx.chat(label, body, stream=stream)
+    metrics = {**answer_metrics(o), "tool_choice": p.tool_choice, "expect_tool": case.expect_tool}
+    metrics["tool_calls"] = [c.as_dict() for c in o.tool_calls]
+    if bad := chat_problem(o, "tool request", streamed=stream):
+        bad.metrics = metrics
+        return bad, o
+    problems = judge_answer(o, tool_schemas(tools), case)
+    return Outcome.failed(*problems, metrics=metrics) if problems else Outcome.passed(metrics), o
+
+
+@check("tool_calls", params=ToolCallParams)
+async def tool_calls(ctx: GateContext, p: ToolCallParams) -> Outcome:
+    """Pass when every call names the expected declared tool and its arguments validate."""
+    outcome, _ = await run_case(ctx, p, stream=False)
+    return outcome

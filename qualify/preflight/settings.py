@@ -1,0 +1,29 @@
+"""Candidate settings owned by the preflight part of qualify."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from qualify.records import StrictModel
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class PreflightSettings(StrictModel):
+    gates: list[str] = Field(
+        default_factory=list, description="gate ids from the gates directory; empty means all"
+    )
+    gates_dir: str | None = Field(
+        default=None,
+        description="gate files, relative to the candidate file; default: the project's gates/",
+    )
+    max_tokens: PositiveInt = Field(
+        default=256, description="output budget of a request, unless its gate sets one"
+    )
+    timeout_s: PositiveFloat = Field(default=120.0, description="bound on each request")
+    temperature: Annotated[float, Field(ge=0)] | None = Field(
+        default=0.0, description="sent with every request; none leaves the server's default"
+    )

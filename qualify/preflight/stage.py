@@ -1,0 +1,96 @@
+"""Preflight: every gate in `gates/`, once per reasoning level, through the server's parsers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import qualify
+from qualify.candidate import LoadedCandidate, resolve_path
+from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
+from qualify.records import GateResult, StageResult, Verdict
+from qualify.stage import StageContext, finish, stage, validator
+
+DEFAULT_GATES = Path(qualify.__file__).resolve().parent.parent / "gates"
+
+
+def gates_dir(loaded: LoadedCandidate) -> Path:
+    """`stages.preflight.gates_dir` relative to the candidate file, else the project's `gates/`."""
+    rel = loaded.candidate.stages.preflight.gates_dir
+    return resolve_path(loaded, rel) if rel else DEFAULT_GATES
+
+
+def select(loaded: LoadedCandidate) -> tuple[list[LoadedGate], list[str]]:
+    """The gates the candidate names (all when it names none), and every problem found."""
+    where = gates_dir(loaded)
+    gates, problems = load_gates(where)
+    wanted = loaded.candidate.stages.preflight.gates
+    known = {g.gate.id: g for g in gates}
+    for i, gid in enumerate(wanted):
+        if gid not in known:
+            problems.append(
+                f"{loaded.path}: stages.preflight.gates[{i}]: expected a gate id from {where} "
+                f"{sorted(known)} (got {gid!r})"
+            )
+    chosen = [known[g] for g in wanted if g in known] if wanted else gates
+    return chosen, problems
+
+
+@validator
+def _gate_files(loaded: LoadedCandidate) -> list[str]:
+    """`qualify validate`: the gate files the candidate names, their params and schema files."""
+    if "preflight" not in loaded.candidate.stages.run:
+        return []
+    return select(loaded)[1]
+
+
+def window(loaded: LoadedCandidate) -> int:
+    """The context one request may use: llama-server splits `-c` across its slots."""
+    ident = loaded.candidate.identity
+    if ident.engine == "llama.cpp":
+        return ident.context_length // ident.max_num_seqs
+    return ident.context_length
+
+
+def _data(loaded: LoadedCandidate, gates: list[LoadedGate]) -> dict[str, Any]:
+    return {
+        "levels": list(loaded.candidate.reasoning),
+        "gates_dir": str(gates_dir(loaded)),
+        "gate_files": {g.gate.id: g.sha256 for g in gates},
+    }
+
+
+@stage("preflight")
+async def preflight(ctx: StageContext) -> StageResult:
+    """Pass when every gate passes at every reasoning level; each attempt kept as evidence."""
+    gates, problems = select(ctx.loaded)
+    if problems:
+        bad = GateResult(
+            gate="gate-files", stage="preflight", verdict=Verdict.ERROR, reasons=problems
+        )
+        return finish(ctx, [bad], _data(ctx.loaded, gates))
+    settings = ctx.candidate.stages.preflight
+    client = await ctx.client()
+    results: list[GateResult] = []
+    levels = ctx.candidate.reasoning
+    with ctx.progress.task("preflight", len(levels) * len(gates)) as task:
+        for level, fields in levels.items():
+            for gate in gates:
+                gctx = GateContext(
+                    client=client,
+                    keep=ctx.keep,
+                    write=ctx.attempt.write_json,
+                    model=ctx.candidate.identity.model,
+                    level=level,
+                    fields=fields.request_fields(),
+                    gates_dir=gates_dir(ctx.loaded),
+                    max_tokens=settings.max_tokens,
+                    timeout_s=settings.timeout_s,
+                    temperature=settings.temperature,
+                    window=window(ctx.loaded),
+                )
+                result = await run_gate(gate, gctx)
+                ctx.log.info("gate.end", gate=result.key, verdict=result.verdict.value)
+                results.append(result)
+                task.advance(note=f"preflight {result.key}")
+    return finish(ctx, results, _data(ctx.loaded, gates))

@@ -1,0 +1,247 @@
+"""Server lifecycle: launch (local process or container), wait for health, capture logs, stop.
+
+Logs go straight into the evidence (split at the size limit). A failed start keeps its logs
+(and its container) and says where. Every server started here is stopped when `qualify` exits,
+Ctrl-C included: `stop_all` runs from the pipeline's `finally` and from `atexit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO
+
+import httpx
+
+from qualify.candidate import LoadedCandidate
+from qualify.errors import BadInput, RunAborted
+from qualify.evidence.store import Attempt, ChunkedWriter
+from qualify.serving.local import LocalPaths
+
+_LIVE: set[ServerProcess] = set()
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+
+
+class StartFailed(RunAborted):
+    """The server did not become healthy in time; its logs are kept."""
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux to SIGTERM it if qualify itself dies (even by SIGKILL)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _pump(stream: IO[bytes], sink: ChunkedWriter, lock: threading.Lock) -> None:
+    for line in iter(stream.readline, b""):
+        with lock:
+            sink.write(line)
+
+
+def expand(args: list[str], loaded: LoadedCandidate, field_path: str) -> list[str]:
+    """Fill `{llama_server}`, `{llama_server_cuda}`, `{smollm2_gguf}`, `{llama_templates}`
+    and `{candidate_dir}`; other braces (JSON arguments) are left alone."""
+    cpu, cuda = LocalPaths("cpu"), LocalPaths("cuda")
+    templates = (
+        cpu.templates if cpu.templates.is_dir() or not cuda.templates.is_dir() else cuda.templates
+    )
+    values = {
+        **cpu.placeholders(),
+        "llama_templates": str(templates),
+        "llama_server_cuda": str(cuda.binary),
+        "candidate_dir": str(loaded.directory),
+    }
+    out = []
+    for i, a in enumerate(args):
+        unknown = [m for m in _PLACEHOLDER.findall(a) if m not in values]
+        if unknown:
+            raise BadInput(
+                f"{loaded.path} has an unknown placeholder",
+                [f"{field_path}[{i}]: {{{unknown[0]}}} is not one of {sorted(values)} (got {a!r})"],
+            )
+        out.append(_PLACEHOLDER.sub(lambda m: values[m.group(1)], a))
+    return out
+
+
+@dataclass(eq=False)
+class ServerProcess:
+    """One launch of the candidate's (or the control's) server."""
+
+    loaded: LoadedCandidate
+    attempt: Attempt
+    lane: str = "candidate"
+    proc: subprocess.Popen[bytes] | None = None
+    container_id: str | None = None
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _sinks: list[ChunkedWriter] = field(default_factory=list)
+    started_at: float | None = None
+    healthy_after_s: float | None = None
+
+    @property
+    def server(self):  # type: ignore[no-untyped-def]
+        return self.loaded.candidate.server
+
+    def command(self) -> list[str]:
+        s = self.server
+        if s.launch is not None:
+            return expand(s.launch.command, self.loaded, "server.launch.command")
+        assert s.container is not None
+        c = s.container
+        cmd = [c.runtime, "run", "-d", "--network", "host"]
+        if c.gpus:
+            cmd += ["--gpus", c.gpus]
+        for v in c.volumes:
+            cmd += ["-v", v]
+        for k, v in c.env.items():
+            cmd += ["-e", f"{k}={v}"]
+        return [
+            *cmd,
+            *c.extra_run_args,
+            c.image,
+            *expand(c.args, self.loaded, "server.container.args"),
+        ]
+
+    def start(self) -> None:
+        cmd = self.command()
+        self.attempt.write_json("launch.json", {"lane": self.lane, "command": cmd})
+        out, err = self.attempt.stream("stdout"), self.attempt.stream("stderr")
+        self._sinks = [out, err]
+        s = self.server
+        env = {**os.environ, **(s.launch.env if s.launch else {})}
+        cwd = s.launch.cwd if s.launch and s.launch.cwd else None
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        except OSError as exc:
+            raise StartFailed(
+                f"could not launch {cmd[0]}: {exc}; logs in {self.attempt.path}"
+            ) from None
+        self.started_at = time.monotonic()
+        _LIVE.add(self)
+        lock = threading.Lock()
+        for stream, sink in ((self.proc.stdout, out), (self.proc.stderr, err)):
+            assert stream is not None
+            t = threading.Thread(target=_pump, args=(stream, sink, lock), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def alive(self) -> bool:
+        if self.proc is None:
+            return False
+        if s := self.server.container:
+            if self.proc.poll() is None:
+                return True
+            if self.container_id is None:
+                self.container_id = self._container_id()
+            if not self.container_id:
+                return False
+            r = subprocess.run(
+                [s.runtime, "inspect", "-f", "{{.State.Running}}", self.container_id],
+                capture_output=True,
+                text=True,
+            )
+            return r.stdout.strip() == "true"
+        return self.proc.poll() is None
+
+    def _container_id(self) -> str | None:
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        for sink in self._sinks[:1]:
+            for name in sink.files:
+                text = (self.attempt.path / name).read_text(errors="replace").strip()
+                if text:
+                    return text.splitlines()[-1].strip()
+        return None
+
+    async def wait_healthy(self) -> float:
+        """Poll the health path until 200; raise StartFailed at the timeout or if it dies."""
+        s = self.server
+        deadline = time.monotonic() + s.startup_timeout_s
+        url = s.base_url.rstrip("/") + s.health_path
+        last = "no answer yet"
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            while time.monotonic() < deadline:
+                if s.launch is not None and not self.alive():
+                    code = self.proc.returncode if self.proc else None
+                    raise StartFailed(
+                        f"{self.lane} server exited with code {code} before it was healthy; "
+                        f"its logs are in {self.attempt.path}"
+                    )
+                try:
+                    r = await http.get(url)
+                    if r.status_code == 200:
+                        t0 = self.started_at or time.monotonic()
+                        self.healthy_after_s = time.monotonic() - t0
+                        return self.healthy_after_s
+                    last = f"HTTP {r.status_code}"
+                except httpx.HTTPError as exc:
+                    last = type(exc).__name__
+                await asyncio.sleep(0.25)
+        where = f"; container {self.container_id} kept" if self.container_id else ""
+        raise StartFailed(
+            f"{self.lane} server not healthy at {url} after {s.startup_timeout_s:.0f} s "
+            f"(last: {last}); logs in {self.attempt.path}{where}"
+        )
+
+    def stop(self, keep_container: bool = False) -> int | None:
+        """SIGTERM, then SIGKILL after the grace period; returns the exit code."""
+        grace = self.server.stop_grace_s
+        code: int | None = None
+        if self.server.container and not keep_container:
+            cid = self.container_id or self._container_id()
+            if cid:
+                rt = self.server.container.runtime
+                subprocess.run([rt, "stop", "-t", str(int(grace)), cid], capture_output=True)
+                subprocess.run([rt, "rm", cid], capture_output=True)
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self.proc is not None:
+            code = self.proc.returncode
+        for t in self._threads:
+            t.join(timeout=5)
+        if self.proc is not None:
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        for sink in self._sinks:
+            sink.close()
+        _LIVE.discard(self)
+        return code
+
+
+def stop_all() -> None:
+    for s in list(_LIVE):
+        with contextlib.suppress(Exception):
+            s.stop()
+
+
+atexit.register(stop_all)

@@ -1,0 +1,111 @@
+"""The stage registry and what every stage is handed."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from qualify.candidate import LoadedCandidate
+from qualify.evidence.store import Attempt, RunDir, utc_now
+from qualify.httpclient.client import Client, Exchange
+from qualify.records import GateResult, StageResult, Verdict, worst
+
+if TYPE_CHECKING:
+    from qualify.progress import Progress
+    from qualify.serving.lanes import Lanes
+
+StageFn = Callable[["StageContext"], Awaitable[StageResult]]
+Validator = Callable[[LoadedCandidate], list[str]]
+STAGES: dict[str, StageFn] = {}
+VALIDATORS: list[Validator] = []
+STAGE_MODULES = ("identity", "preflight", "context", "ab", "vram")
+
+
+def load_all() -> None:
+    """Import every stage module that this build has, so each registers itself."""
+    import importlib
+
+    for mod in STAGE_MODULES:
+        try:
+            importlib.import_module(f"qualify.{mod}.stage")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"qualify.{mod}.stage":
+                raise
+
+
+def validator(fn: Validator) -> Validator:
+    """Register a check that `qualify validate` runs: one line per problem, nothing sent."""
+    VALIDATORS.append(fn)
+    return fn
+
+
+def stage(name: str) -> Callable[[StageFn], StageFn]:
+    """Register a stage under its name (the name used in `stages.run` and the evidence)."""
+
+    def register(fn: StageFn) -> StageFn:
+        STAGES[name] = fn
+        return fn
+
+    return register
+
+
+@dataclass
+class StageContext:
+    """What a stage gets: the candidate, its attempt directory, and the server lanes."""
+
+    name: str
+    loaded: LoadedCandidate
+    run: RunDir
+    attempt: Attempt
+    lanes: Lanes
+    progress: Progress
+    started_at: str = field(default_factory=utc_now)
+    log: Any = field(default_factory=lambda: structlog.get_logger("qualify"))
+    sampler: Any = None
+    _seq: int = 0
+
+    @property
+    def candidate(self):  # type: ignore[no-untyped-def]
+        return self.loaded.candidate
+
+    async def client(self, lane: str = "candidate") -> Client:
+        """The client of a lane; switches servers when the lane is not the one running."""
+        return await self.lanes.use(lane)
+
+    def keep(self, label: str, ex: Exchange) -> list[str]:
+        """Keep one exchange as evidence, numbered in the order it happened."""
+        self._seq += 1
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
+        name = f"{self._seq:04d}-{safe}.json"
+        redactor = self.attempt.redactor
+        return self.attempt.write_json(name, ex.evidence(redactor))
+
+
+def finish(
+    ctx: StageContext,
+    gates: list[GateResult],
+    data: dict[str, Any] | None = None,
+    reasons: list[str] | None = None,
+    verdict: Verdict | None = None,
+) -> StageResult:
+    """A finished stage result: the worst of its gates unless a verdict is given."""
+    v = verdict or worst([g.verdict for g in gates])
+    why = list(reasons or [])
+    for g in gates:
+        if g.verdict is not Verdict.PASS:
+            why.extend(f"{g.key}: {r}" for r in g.reasons)
+    return StageResult(
+        stage=ctx.name,
+        attempt=ctx.attempt.number,
+        status="finished",
+        verdict=v,
+        reasons=why,
+        gates=gates,
+        data=data or {},
+        started_at=ctx.started_at,
+        ended_at=utc_now(),
+        lane=ctx.lanes.current or "candidate",
+    )

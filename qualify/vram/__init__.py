@@ -1,0 +1,38 @@
+"""GPU telemetry: a background sampler of free memory and power, through every stage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from qualify.vram.readings import Card, Lost, Poll, Reading
+from qualify.vram.sampler import Sampler, Source, StageStats, Track
+
+if TYPE_CHECKING:
+    from qualify.candidate import LoadedCandidate
+    from qualify.evidence.store import RunDir
+
+__all__ = [
+    "Card",
+    "Lost",
+    "Poll",
+    "Reading",
+    "Sampler",
+    "Source",
+    "StageStats",
+    "Track",
+    "start_sampler",
+]
+
+
+def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
+    """The sampler for this candidate's telemetry source, started.
+
+    With no source it is still returned, sampling nothing, so the vram stage can say which
+    sources were tried and why each gave no telemetry. It samples from the first `mark`.
+    """
+    from qualify.vram.select import choose
+
+    s = loaded.candidate.stages.vram
+    choice = choose(s.source, s.interval_ms, s.dcgm_urls, s.gpus)
+    sampler = Sampler(choice.source, s.interval_ms, choice.why_none, choice.problems)
+    return sampler.start()

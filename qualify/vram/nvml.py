@@ -1,0 +1,161 @@
+"""NVML through nvidia-ml-py: free, used and total memory and power of each local GPU.
+
+Memory comes from `nvmlDeviceGetMemoryInfo` version 2. `free` is the same in both versions,
+and it is what the reserve policy reads; v2's `used` leaves out the memory the driver reserves
+(about 615 MiB on an H200), so it agrees with `nvidia-smi memory.used` and DCGM's
+`DCGM_FI_DEV_FB_USED`, and the three sources can be compared figure for figure. Version 1 is the
+fallback on a driver without v2, and is named in `memory_info`.
+
+Power comes from the field `NVML_FI_DEV_POWER_INSTANT` where the driver has it: on Ampere and
+newer `nvmlDeviceGetPowerUsage` is a one-second average, too slow to see a 250 ms spike. Where the
+field is missing, the average is used and `power_field` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+from qualify.vram.readings import MIB, Card, Lost, Poll, Reading
+
+POWER_INSTANT = "NVML_FI_DEV_POWER_INSTANT"
+POWER_AVERAGE = "nvmlDeviceGetPowerUsage (1 s average)"
+
+
+class NvmlUnavailable(Exception):
+    """NVML did not initialise, or found no GPU: the reason, in words."""
+
+
+def load_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError as exc:  # the dependency is declared; a broken install still says why
+        raise NvmlUnavailable(f"nvidia-ml-py is not importable ({exc})") from None
+    return pynvml
+
+
+class NvmlSource:
+    """Local GPUs through NVML; `nvml` is the pynvml module (a recording replays in tests)."""
+
+    name = "nvml"
+
+    def __init__(
+        self,
+        gpus: list[int] | None = None,
+        nvml: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.nv = nvml if nvml is not None else load_pynvml()
+        self.clock = clock
+        self.record: list[dict[str, Any]] | None = None  # raw values, when a proof asks
+        try:
+            self.nv.nvmlInit()
+        except self.nv.NVMLError as exc:
+            raise NvmlUnavailable(f"NVML did not initialise: {exc}") from None
+        try:
+            self._open(gpus)
+        except self.nv.NVMLError as exc:
+            self.nv.nvmlShutdown()
+            raise NvmlUnavailable(f"NVML could not list the GPUs: {exc}") from None
+
+    def _open(self, gpus: list[int] | None) -> None:
+        count = self.nv.nvmlDeviceGetCount()
+        wanted = list(range(count)) if gpus is None else gpus
+        missing = [i for i in wanted if i >= count]
+        if missing:
+            raise NvmlUnavailable(f"NVML sees {count} GPU(s); stages.vram.gpus names {missing}")
+        if not wanted:
+            raise NvmlUnavailable("NVML initialised but found no GPU")
+        self.handles = {str(i): self.nv.nvmlDeviceGetHandleByIndex(i) for i in wanted}
+        self.memory_info = self._memory_version(next(iter(self.handles.values())))
+        self.power_field = self._power_method(next(iter(self.handles.values())))
+        self._cards = [self._card(gpu, h) for gpu, h in self.handles.items()]
+
+    def _memory_version(self, h: Any) -> str:
+        try:
+            self.nv.nvmlDeviceGetMemoryInfo(h, version=self.nv.nvmlMemory_v2)
+            return "v2"
+        except self.nv.NVMLError:
+            return "v1"
+
+    def _power_method(self, h: Any) -> str | None:
+        if self._instant_mw(h) is not None:
+            return POWER_INSTANT
+        try:
+            self.nv.nvmlDeviceGetPowerUsage(h)
+            return POWER_AVERAGE
+        except self.nv.NVMLError:
+            return None
+
+    def _card(self, gpu: str, h: Any) -> Card:
+        name = self.nv.nvmlDeviceGetName(h)
+        uuid = self.nv.nvmlDeviceGetUUID(h)
+        total = self._memory(h).total / MIB
+        return Card(gpu=gpu, name=str(name), total_mib=total, uuid=str(uuid))
+
+    def cards(self) -> list[Card]:
+        return list(self._cards)
+
+    def _memory(self, h: Any) -> Any:
+        if self.memory_info == "v2":
+            return self.nv.nvmlDeviceGetMemoryInfo(h, version=self.nv.nvmlMemory_v2)
+        return self.nv.nvmlDeviceGetMemoryInfo(h)
+
+    def _instant_mw(self, h: Any) -> int | None:
+        try:
+            (fv,) = self.nv.nvmlDeviceGetFieldValues(h, [self.nv.NVML_FI_DEV_POWER_INSTANT])
+        except self.nv.NVMLError_GpuIsLost:
+            raise
+        except (self.nv.NVMLError, AttributeError):
+            return None
+        return int(fv.value.uiVal) if fv.nvmlReturn == self.nv.NVML_SUCCESS else None
+
+    def _power_w(self, h: Any) -> float | None:
+        if self.power_field == POWER_INSTANT:
+            mw = self._instant_mw(h)
+        elif self.power_field == POWER_AVERAGE:
+            try:
+                mw = int(self.nv.nvmlDeviceGetPowerUsage(h))
+            except self.nv.NVMLError_GpuIsLost:
+                raise
+            except self.nv.NVMLError:
+                mw = None
+        else:
+            mw = None
+        return None if mw is None else mw / 1000.0
+
+    def poll(self) -> Poll:
+        out = Poll([], [], [])
+        for gpu, h in list(self.handles.items()):
+            try:
+                mem = self._memory(h)
+                power = self._power_w(h)
+            except self.nv.NVMLError as exc:
+                # Any NVML error on a handle mid-run means the card is gone (fell off the bus,
+                # reset, or the driver lost it): stop asking it and say so.
+                out.lost.append(Lost(gpu, self.clock(), f"NVML {type(exc).__name__}: {exc}"))
+                del self.handles[gpu]
+                continue
+            t = self.clock()
+            out.readings.append(Reading(gpu, t, mem.free / MIB, mem.used / MIB, power))
+            if self.record is not None:
+                self.record.append(_raw(gpu, t, mem, power))
+        return out
+
+    def close(self) -> None:
+        with contextlib.suppress(self.nv.NVMLError):
+            self.nv.nvmlShutdown()
+
+
+def _raw(gpu: str, t: float, mem: Any, power: float | None) -> dict[str, Any]:
+    return {
+        "gpu": gpu,
+        "t": t,
+        "total": int(mem.total),
+        "free": int(mem.free),
+        "used": int(mem.used),
+        "reserved": int(getattr(mem, "reserved", 0)),
+        "power_mw": None if power is None else round(power * 1000),
+    }

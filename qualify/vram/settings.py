@@ -1,0 +1,39 @@
+"""Candidate settings owned by the vram part of qualify (`[stages.vram]`).
+
+The reserve itself is policy (`policy.vram_reserve_gib`); these say where telemetry comes from.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from qualify.records import StrictModel
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+Url = Annotated[str, Field(pattern=r"^https?://[^\s/]+")]
+
+
+class VramSettings(StrictModel):
+    source: Literal["auto", "nvml", "nvidia-smi", "dcgm", "none"] = Field(
+        default="auto",
+        description="auto: NVML, else nvidia-smi on PATH, else dcgm_urls, else no telemetry",
+    )
+    interval_ms: Annotated[int, Field(ge=10, le=10_000)] = Field(
+        default=250, description="sampling period; a gap is an interval over twice this"
+    )
+    dcgm_urls: list[Url] = Field(
+        default_factory=list,
+        description="dcgm-exporter /metrics URLs of GPUs on other hosts",
+    )
+    gpus: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None, description="local GPU indexes to watch (NVML, nvidia-smi); all if unset"
+    )
+
+    @model_validator(mode="after")
+    def _dcgm_needs_urls(self) -> VramSettings:
+        if self.source == "dcgm" and not self.dcgm_urls:
+            raise ValueError('source "dcgm" needs dcgm_urls (expected at least one URL)')
+        return self
