@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from qualify.candidate import LoadedCandidate
 from qualify.evidence.store import Attempt, RunDir, utc_now
+from qualify.gates.files import default_gates_dir
+from qualify.gates.runner import judge_stage
+from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
 from qualify.records import GateResult, StageResult, Verdict, worst
 
@@ -65,7 +69,26 @@ class StageContext:
     started_at: str = field(default_factory=utc_now)
     log: Any = field(default_factory=lambda: structlog.get_logger("qualify"))
     sampler: Any = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    gates_dir: Path = field(default_factory=default_gates_dir)
     _seq: int = 0
+
+    def judge(self, data: Any) -> list[GateResult]:
+        """Every gate `gates/<stage>/` declares, judged over what this stage measured.
+
+        A gate file that does not load is an `error` gate naming the file: a stage never
+        passes on fewer gates than were declared."""
+        gates, problems = judge_stage(self.name, self.gates_dir, data, self.thresholds)
+        if problems:
+            gates.append(
+                GateResult(
+                    gate="gate-files",
+                    stage=self.name,
+                    verdict=Verdict.ERROR,
+                    reasons=problems,
+                )
+            )
+        return gates
 
     @property
     def candidate(self):  # type: ignore[no-untyped-def]

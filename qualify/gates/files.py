@@ -33,8 +33,11 @@ class GateFile(StrictModel):
     schema_version: Literal[1] = Field(description="bump on a breaking change of this model")
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="the gate's name in decisions")
     check: str = Field(description="a registered check (qualify.gates)")
-    stage: Literal["preflight"]
+    stage: Literal["identity", "preflight", "quality", "context", "ab", "vram", "capacity"]
     severity: Severity = "required"
+    critical: bool = Field(
+        default=False, description="a failure vetoes the decision on its own, whatever else passed"
+    )
     attempts: int = Field(default=1, ge=1, le=20, description="every attempt must pass")
     description: str = ""
     params: dict[str, Any] = Field(default_factory=dict)
@@ -86,6 +89,11 @@ def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
     spec = CHECKS.get(gate.check)
     if spec is None:
         return None, [f"{path}: check: expected one of {sorted(CHECKS)} (got {gate.check!r})"]
+    if spec.stage != gate.stage:
+        return None, [
+            f"{path}: check: expected a check of stage {gate.stage!r} "
+            f"(got {gate.check!r}, a check of stage {spec.stage!r})"
+        ]
     try:
         params = spec.params.model_validate(gate.params)
     except ValidationError as exc:
@@ -98,6 +106,24 @@ def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
         problems.extend(f"{path}: params: {p}" for p in _file_problems(rel, gates_dir))
     digest = hashlib.sha256(data).hexdigest()
     return (None if problems else LoadedGate(path, digest, gate, params)), problems
+
+
+def default_gates_dir() -> Path:
+    """The project's `gates/` folder."""
+    import qualify
+
+    return Path(qualify.__file__).resolve().parent.parent / "gates"
+
+
+def load_all_gates(gates_dir: Path) -> tuple[list[LoadedGate], list[str]]:
+    """Every gate file of every stage under `gates_dir`, with every problem found."""
+    out: list[LoadedGate] = []
+    problems: list[str] = []
+    for stage in ("identity", "preflight", "quality", "context", "ab", "vram", "capacity"):
+        gates, bad = load_gates(gates_dir, stage)
+        out.extend(gates)
+        problems.extend(p for p in bad if p not in problems)
+    return out, problems
 
 
 def load_gates(gates_dir: Path, stage: str = "preflight") -> tuple[list[LoadedGate], list[str]]:

@@ -1,11 +1,19 @@
-"""Running one gate: its declared attempts, each one evidence, combined into a `GateResult`."""
+"""Running gates as their files declare them.
+
+`run_gate` runs one probe gate (preflight, quality): its declared attempts, each one evidence,
+combined into a `GateResult`. `judge_stage` runs every judge gate a stage's files declare over
+what the stage measured.
+"""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
 
-from qualify.gates.files import LoadedGate
-from qualify.gates.registry import CHECKS, Outcome, load_checks
+from qualify.gates.files import LoadedGate, load_gates
+from qualify.gates.registry import CHECKS, Judged, Outcome, load_checks
+from qualify.gates.thresholds import Thresholds
 from qualify.preflight.probe import GateContext
 from qualify.records import AttemptRecord, GateResult, Verdict, worst
 
@@ -13,7 +21,8 @@ from qualify.records import AttemptRecord, GateResult, Verdict, worst
 async def _attempt(gate: LoadedGate, ctx: GateContext) -> Outcome:
     spec = CHECKS[gate.gate.check]
     try:
-        return await spec.fn(ctx, gate.params)
+        out: Outcome = await spec.fn(ctx, gate.params)
+        return out
     except Exception as exc:  # a bug in a check is the harness's fault: `error`, never a pass
         return Outcome.errored(f"internal error in check {spec.name}: {exc!r}")
 
@@ -60,3 +69,43 @@ async def run_gate(gate: LoadedGate, ctx: GateContext) -> GateResult:
         attempts=records,
         metrics=records[-1].metrics,
     )
+
+
+def _judged_result(gate: LoadedGate, j: Judged) -> GateResult:
+    g = gate.gate
+    name = f"{g.id}@{j.part}" if j.part else g.id
+    return GateResult(
+        gate=name,
+        stage=g.stage,
+        severity=g.severity,
+        critical=g.critical,
+        verdict=j.verdict,
+        reasons=list(j.reasons),
+        attempts=[AttemptRecord(number=1, verdict=j.verdict, reasons=list(j.reasons))],
+        metrics=dict(j.metrics),
+    )
+
+
+def judge_gates(gates: list[LoadedGate], data: Any, thresholds: Thresholds) -> list[GateResult]:
+    """Every declared judge over the stage's data. A judge that raises is `error`, never a pass;
+    a judge that returns nothing is `inconclusive` (it saw nothing to judge)."""
+    load_checks()
+    out: list[GateResult] = []
+    for gate in gates:
+        spec = CHECKS[gate.gate.check]
+        try:
+            found: list[Judged] = spec.fn(data, gate.params, thresholds)
+        except Exception as exc:  # a bug in a judge is the harness's fault
+            found = [Judged(Verdict.ERROR, [f"internal error in check {spec.name}: {exc!r}"])]
+        if not found:
+            found = [Judged(Verdict.INCONCLUSIVE, ["nothing to judge: the stage measured nothing"])]
+        out.extend(_judged_result(gate, j) for j in found)
+    return out
+
+
+def judge_stage(
+    stage: str, gates_dir: Path, data: Any, thresholds: Thresholds
+) -> tuple[list[GateResult], list[str]]:
+    """Load the stage's gate files and judge `data` with them; returns results and problems."""
+    gates, problems = load_gates(gates_dir, stage)
+    return judge_gates(gates, data, thresholds), problems

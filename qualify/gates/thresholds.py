@@ -1,0 +1,62 @@
+"""The numbers gates judge against that belong to production, not to the candidate.
+
+The house policy (which lives with the alias table) sets them; a candidate may only tighten them.
+Every judge receives the effective `Thresholds`; gate files hold only the knobs that are not
+policy (which depths to probe, how many streams).
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from typing import Annotated
+
+from pydantic import Field
+
+from qualify.records import StrictModel
+
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+
+class Thresholds(StrictModel):
+    """Every threshold a gate may judge against, with the defaults of a cautious house."""
+
+    vram_reserve_gib: Annotated[float, Field(ge=0)] = Field(
+        3.0, description="free memory every card keeps in every stage (GiB)"
+    )
+    vram_max_gap_fraction: Fraction = Field(
+        0.05, description="share of missed sampler intervals beyond which vram is inconclusive"
+    )
+    acceptance_floor: Fraction = Field(
+        0.3, description="lowest draft acceptance rate a speculative lane may show"
+    )
+    ab_max_regression_pct: Annotated[float, Field(ge=0)] = Field(
+        3.0,
+        description="a candidate slower than its control by more than this, with the whole "
+        "bootstrap interval beyond it, fails (decode and E2E)",
+    )
+    spec_min_speedup_pct: float = Field(
+        0.0,
+        description="when the variable is speculative decoding, the decode speed-up the "
+        "candidate must show over its control (median delta, per cent)",
+    )
+    fidelity_decode_tolerance: Fraction = Field(
+        0.03, description="client decode rate within this share of the server's own"
+    )
+    fidelity_ttft_ms: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=lambda: {"*": 15.0},
+        description="bound on TTFT minus the server's prompt time (ms), by `engine@c=N` "
+        "pattern (fnmatch; the most specific match wins, `*` is the fallback)",
+    )
+    unverifiable_pins: list[str] = Field(
+        default_factory=list,
+        description="identity pins that may stay unverified (no server reports them) without "
+        "making identity inconclusive",
+    )
+
+    def ttft_bound_ms(self, engine: str, concurrency: int) -> float:
+        """The TTFT-gap bound for one engine at one concurrency: the longest matching pattern."""
+        key = f"{engine}@c={concurrency}"
+        hits = [p for p in self.fidelity_ttft_ms if fnmatchcase(key, p) or p == engine]
+        if not hits:
+            return 15.0
+        return self.fidelity_ttft_ms[max(hits, key=lambda p: (p != "*", len(p)))]
