@@ -1,0 +1,37 @@
+"""Degenerate answers are told apart from real ones, in both directions."""
+
+from __future__ import annotations
+
+import pytest
+
+from qualify.httpclient.degenerate import degenerate
+
+REAL = [
+    "The capital of France is Paris. It sits on the Seine and has been the seat of government "
+    "for most of the country's history, with a population of about two million in the city.",
+    "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n"
+    "print(add(1, 2), sub(3, 1))\n",
+    "- apples\n- pears\n- plums\n- cherries\n- figs\n- dates\n- grapes\n- lemons\n- limes\n",
+    '{"name": "qualify", "version": 1, "stages": ["identity", "preflight", "context"], '
+    '"ok": true, "count": 1000000}',
+    "Short.",
+]
+
+DEGENERATE = [
+    "1" + "0" * 200,
+    "The answer is " + "yes " * 40,
+    "I think that " + "the model the model " * 20 + "done.",
+    "=" * 80 + " heading",
+    "12" * 40 + " and more text after it to pass the length floor of the detector",
+]
+
+
+@pytest.mark.parametrize("text", REAL)
+def test_real_answers_pass(text: str) -> None:
+    assert degenerate(text) is None
+
+
+@pytest.mark.parametrize("text", DEGENERATE)
+def test_degenerate_answers_are_flagged(text: str) -> None:
+    why = degenerate(text)
+    assert why is not None and why.strip()
