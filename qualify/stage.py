@@ -11,7 +11,7 @@ import structlog
 
 from qualify.candidate import LoadedCandidate
 from qualify.evidence.store import Attempt, RunDir, utc_now
-from qualify.gates.files import default_gates_dir
+from qualify.gates.files import default_gates_dir, load_gates
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
@@ -25,6 +25,7 @@ StageFn = Callable[["StageContext"], Awaitable[StageResult]]
 Validator = Callable[[LoadedCandidate], list[str]]
 STAGES: dict[str, StageFn] = {}
 VALIDATORS: list[Validator] = []
+JUDGED_STAGES = ("identity", "context", "ab", "vram")
 STAGE_MODULES = ("identity", "preflight", "context", "ab", "vram")
 
 
@@ -44,6 +45,16 @@ def validator(fn: Validator) -> Validator:
     """Register a check that `qualify validate` runs: one line per problem, nothing sent."""
     VALIDATORS.append(fn)
     return fn
+
+
+@validator
+def _judged_gate_files(loaded: LoadedCandidate) -> list[str]:
+    """Every judged stage's gate files load (preflight's are checked by its own validator,
+    against the folder the candidate names)."""
+    problems: list[str] = []
+    for name in JUDGED_STAGES:
+        problems.extend(load_gates(default_gates_dir(), name)[1])
+    return problems
 
 
 def stage(name: str) -> Callable[[StageFn], StageFn]:

@@ -25,7 +25,6 @@ CHECK_MODULES = (
     "smoke",
     "json_output",
     "tool_calls",
-    "tool_stream",
     "tool_result",
     "responses_api",
     "truncation",

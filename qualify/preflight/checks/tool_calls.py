@@ -1,4 +1,5 @@
-"""typed tools: the call names the right tool and its arguments validate against its schema."""
+"""typed tools: the call names the right tool and its arguments validate against its schema;
+streamed, the same calls reassembled from their deltas (`tool_calls_stream`)."""
 
 from __future__ import annotations
 
@@ -73,4 +74,21 @@ async def run_case(
 async def tool_calls(ctx: GateContext, p: ToolCallParams) -> Outcome:
     """Pass when every call names the expected declared tool and its arguments validate."""
     outcome, _ = await run_case(ctx, p, stream=False)
+    return outcome
+
+
+@check("tool_calls_stream", params=ToolCallParams)
+async def tool_calls_stream(ctx: GateContext, p: ToolCallParams) -> Outcome:
+    """Pass when the deltas, joined by index, id and argument fragments, form a valid call."""
+    outcome, o = await run_case(ctx, p, stream=True)
+    outcome.metrics["sse_chunks"] = o.chunks
+    if outcome.verdict.value != "pass":
+        return outcome
+    problems = [
+        f"tool call {c.index} ({c.name}): no id in any of its deltas"
+        for c in o.tool_calls
+        if not c.id
+    ]
+    if problems:
+        return Outcome.failed(*problems, metrics=outcome.metrics)
     return outcome
