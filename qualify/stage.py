@@ -25,8 +25,8 @@ StageFn = Callable[["StageContext"], Awaitable[StageResult]]
 Validator = Callable[[LoadedCandidate], list[str]]
 STAGES: dict[str, StageFn] = {}
 VALIDATORS: list[Validator] = []
-JUDGED_STAGES = ("identity", "context", "ab", "vram")
-STAGE_MODULES = ("identity", "preflight", "context", "ab", "vram")
+JUDGED_STAGES = ("identity", "quality", "context", "ab", "vram", "capacity")
+STAGE_MODULES = ("identity", "preflight", "quality", "context", "ab", "capacity", "vram")
 
 
 def load_all() -> None:
