@@ -3,15 +3,27 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup server check test test-unit demo clean-evidence
+.PHONY: setup lock server check test test-unit demo clean-evidence
 
-$(STAMP): pyproject.toml
+LOCK := requirements-dev.lock
+
+# The venv is installed from the lock file (exact versions), then qualify itself, editable.
+$(STAMP): pyproject.toml $(LOCK)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -r $(LOCK) -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# Re-pin after changing the dependencies in pyproject.toml: a fresh venv, newest allowed versions.
+lock:
+	rm -rf .lock-venv
+	$(PY) -m venv .lock-venv
+	.lock-venv/bin/pip install -q -e '.[dev]'
+	{ sed -n '/^#/p' $(LOCK); .lock-venv/bin/pip freeze --exclude-editable; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf .lock-venv
 
 server: $(STAMP)
 	$(BIN)/qualify local-server build

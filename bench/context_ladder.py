@@ -1,9 +1,9 @@
 """How long the demo candidate's context ladder takes, and how many tokenizer calls each rung.
 
 Copies `examples/smollm2/candidate.toml` to a temporary directory with `run = ["context"]` on
-port 18202, launches its llama-server through qualify's own lanes, and times the context stage
-alone (server start excluded). Prints one line per row, the tokenizer calls per rung, the
-stage's wall time and the load average, since the 2 cores may be shared.
+a port the OS picks, launches its llama-server through qualify's own lanes, and times the
+context stage alone (server start excluded). Prints one line per row, the tokenizer calls
+per rung, the stage's wall time and the load average, since the 2 cores may be shared.
 
     .venv/bin/python bench/context_ladder.py
 """
@@ -25,7 +25,7 @@ from qualify.records import StageResult
 from qualify.serving.process import stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
-PORT = "18202"
+PORT = "{port}"  # picked free by the OS at launch
 
 
 def candidate(tmp: Path) -> Path:

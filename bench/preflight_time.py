@@ -1,9 +1,9 @@
 """How long the demo candidate's preflight takes, both reasoning levels, on this machine.
 
 Copies `examples/smollm2/candidate.toml` to a temporary directory with `run = ["identity",
-"preflight"]` on port 18190, launches its llama-server through qualify's own lanes, and times the
-preflight stage alone (server start excluded), per level and per gate. Prints a table and the
-load average, since the 2 cores may be shared.
+"preflight"]` on a port the OS picks, launches its llama-server through qualify's own lanes,
+and times the preflight stage alone (server start excluded), per level and per gate. Prints a
+table and the load average, since the 2 cores may be shared.
 
     .venv/bin/python bench/preflight_time.py            # once
     .venv/bin/python bench/preflight_time.py --runs 3   # median of three
@@ -28,7 +28,7 @@ from qualify.records import StageResult
 from qualify.serving.process import stop_all
 
 ROOT = Path(__file__).resolve().parent.parent
-PORT = "18190"
+PORT = "{port}"  # picked free by the OS at launch
 
 
 def candidate(tmp: Path) -> Path:

@@ -10,15 +10,17 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from qualify.ab.settings import ABSettings
+from qualify.capacity.settings import CapacitySettings
 from qualify.context.settings import ContextSettings
 from qualify.decision.settings import AliasTarget, Policy, Signing
 from qualify.errors import BadInput
 from qualify.preflight.settings import PreflightSettings
+from qualify.quality.settings import QualitySettings
 from qualify.records import StrictModel
 from qualify.vram.settings import VramSettings
 
 Engine = Literal["vllm", "sglang", "llama.cpp"]
-StageName = Literal["identity", "preflight", "context", "ab", "vram"]
+StageName = Literal["identity", "preflight", "quality", "context", "ab", "capacity", "vram"]
 Scalar = str | int | float | bool
 JSONValue = Scalar | list[Scalar] | dict[str, Scalar | list[Scalar] | dict[str, Scalar]]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -140,11 +142,15 @@ class ReasoningLevel(StrictModel):
 
 class Stages(StrictModel):
     run: list[StageName] = Field(
-        default_factory=lambda: list[StageName](["identity", "preflight", "context", "ab", "vram"])
+        default_factory=lambda: list[StageName](
+            ["identity", "preflight", "quality", "context", "ab", "vram"]
+        )
     )
     preflight: PreflightSettings = Field(default_factory=PreflightSettings)
+    quality: QualitySettings = Field(default_factory=QualitySettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     ab: ABSettings = Field(default_factory=ABSettings)
+    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
     vram: VramSettings = Field(default_factory=VramSettings)
 
 

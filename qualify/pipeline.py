@@ -20,8 +20,9 @@ from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.provenance import git_state
 from qualify.evidence.store import Attempt, EvidenceStore, RunDir, dumps, utc_now
+from qualify.gates.thresholds import Thresholds
 from qualify.progress import Progress
-from qualify.records import StageResult, Verdict
+from qualify.records import StageResult, StageStatus, Verdict
 from qualify.serving.lanes import Lanes, api_key
 from qualify.serving.process import stop_all
 from qualify.stage import STAGES, VALIDATORS, StageContext, StageFn, load_all
@@ -53,12 +54,14 @@ def plan(candidate_path: str | Path) -> Plan:
     return Plan(loaded, control, list(cand.stages.run))
 
 
-def _not_run(name: str, attempt: Attempt, why: str) -> StageResult:
+def _not_run(name: str, attempt: Attempt, why: str, status: StageStatus) -> StageResult:
+    """A stage that was not run: `finished` when it never can be (kept on resume), `aborted`
+    when the run stopped before it (run on resume)."""
     now = utc_now()
     return StageResult(
         stage=name,
         attempt=attempt.number,
-        status="finished",
+        status=status,
         verdict=Verdict.SKIPPED,
         reasons=[f"not run: {why}"],
         started_at=now,
@@ -109,18 +112,21 @@ class Runner:
         self.lanes = Lanes(run, lanes)
         self.sampler: Any = None
         self.aborted: str | None = None
+        self.thresholds = Thresholds()  # the effective policy's, set by execute
 
     async def run_stage(self, name: str) -> StageResult:
         attempt = self.run.new_attempt(name)
         fn = STAGES.get(name)
         log = structlog.get_logger("qualify").bind(stage=name, attempt=attempt.number)
         if self.aborted:
-            result = _not_run(name, attempt, f"the run was aborted earlier ({self.aborted})")
+            why = f"the run was aborted earlier ({self.aborted})"
+            result = _not_run(name, attempt, why, "aborted")
         elif fn is None:
-            result = _not_run(name, attempt, "this build of qualify has no such stage")
+            result = _not_run(name, attempt, "this build of qualify has no such stage", "finished")
         else:
             ctx = StageContext(name, self.p.loaded, self.run, attempt, self.lanes, self.progress)
             ctx.sampler = self.sampler
+            ctx.thresholds = self.thresholds
             log.info("stage.start")
             try:
                 result = await self._invoke(fn, ctx)
@@ -167,17 +173,18 @@ class Runner:
         task = asyncio.current_task()
         if task is not None:
             loop.add_signal_handler(signal.SIGTERM, task.cancel)
-        order = self.p.stages
-        work = [s for s in order if s != "vram"]
-        if "vram" in order:
+        order = run_order(self.p.stages)
+        start = resume_point(self.run, order) if resume else 0
+        for name in order[:start]:
+            last = self.run.last_result(name)
+            assert last is not None
+            self.progress.verdict(f"{name} (kept from attempt {last.attempt})", last.verdict)
+        todo = order[start:]
+        if "vram" in todo:
             self.sampler = start_sampler(self.p.loaded, self.run)
         try:
-            for name in work:
-                last = self.run.last_result(name)
-                if resume and last is not None and last.status == "finished":
-                    self.progress.verdict(
-                        f"{name} (kept from attempt {last.attempt})", last.verdict
-                    )
+            for name in todo:
+                if name == "vram":
                     continue
                 if self.sampler is not None:
                     self.sampler.mark(name)
@@ -186,8 +193,26 @@ class Runner:
             await self.lanes.stop()
             if self.sampler is not None:
                 self.sampler.stop()
-        if "vram" in order:
+        if "vram" in todo:
             await self.run_stage("vram")
+
+
+def run_order(stages: list[str]) -> list[str]:
+    """The stages in the order they run: as listed, VRAM (which judges the others) last."""
+    return [s for s in stages if s != "vram"] + (["vram"] if "vram" in stages else [])
+
+
+def resume_point(run: RunDir, order: list[str]) -> int:
+    """Where a resumed run starts: the first stage whose last attempt did not finish.
+
+    Every stage from there on runs again, finished or not: a later stage's result was measured
+    after an earlier stage that did not finish, so it is not kept. `len(order)`: all finished.
+    """
+    for i, name in enumerate(order):
+        last = run.last_result(name)
+        if last is None or last.status != "finished":
+            return i
+    return len(order)
 
 
 def execute(
@@ -196,12 +221,22 @@ def execute(
     resume: str | None = None,
     key: str | None = None,
     progress: Progress | None = None,
+    house: str | Path | None = None,
 ) -> int:
-    """Run the pipeline; returns the exit code (0 promote, 1 no-promote, 3 aborted)."""
+    """Run the pipeline; returns the exit code (0 promote, 1 no-promote, 3 aborted).
+
+    `house` (else $QUALIFY_HOUSE) is the house repository whose policy at HEAD, tightened by
+    the candidate's `[policy]`, the gates judge against and the decision is made under."""
+    from qualify.decision.conclude import conclude, setup, sign_decision, signer
+    from qualify.decision.trust import house_dir
+
     p = plan(candidate_path)
     api_key(p.loaded)
     if p.control is not None:
         api_key(p.control)
+    decided = setup(house_dir(house))
+    rules = decided.rules(p.loaded.candidate.policy, str(p.loaded.path))  # a loosening: exit 2
+    priv = signer(key, p.loaded, evidence_root)  # a bad key: exit 2 before anything runs
     progress = progress or Progress()
     store = EvidenceStore(evidence_root)
     if resume:
@@ -225,13 +260,15 @@ def execute(
     logs.configure(inv.stream("log", "jsonl"))
     progress.say(f"qualify {__version__}: run {run.run_id} of {p.loaded.candidate.name}")
     progress.say(f"  evidence: {run.path}")
+    progress.say(
+        f"  policy: {decided.ref.root or 'built-in defaults'} (sha256 {rules.sha256[:16]})"
+    )
     runner = Runner(p, run, progress)
-    code = 3
+    runner.thresholds = rules.thresholds
+    code, decision = 3, None
     try:
         asyncio.run(runner.execute(resume is not None))
-        from qualify.decision.conclude import conclude
-
-        decision = conclude(run, key)
+        decision = conclude(run, decided, priv, record_attempt=f"run/{inv.path.name}")
         code = 0 if decision.promote else 1
         if runner.aborted:
             code = 3
@@ -243,6 +280,8 @@ def execute(
         inv.write_json("outcome.json", {"aborted": runner.aborted, "exit_code": code})
         inv.seal()
         logs.configure(None)
+    if decision is not None and priv is not None:  # after the seal: the invocation is signed too
+        sign_decision(run, decision, priv)
     if runner.aborted:
         progress.say(f"qualify: run could not finish: {runner.aborted}")
         return 3

@@ -37,7 +37,7 @@ def load_all() -> None:
         try:
             importlib.import_module(f"qualify.{mod}.stage")
         except ModuleNotFoundError as exc:
-            if exc.name != f"qualify.{mod}.stage":
+            if exc.name not in (f"qualify.{mod}", f"qualify.{mod}.stage"):
                 raise
 
 

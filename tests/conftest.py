@@ -30,15 +30,17 @@ def local_server() -> LocalPaths:
 
 def write_candidate(
     directory: Path,
-    port: int,
+    port: int | None = None,
     stages: list[str] | None = None,
     replace: dict[str, str] | None = None,
     append: str = "",
 ) -> Path:
-    """The demo candidate and control, on another port, with only the named stages."""
+    """The demo candidate and control with only the named stages, their servers on `port`, or
+    by default on `{port}`: a port the OS reports free at each launch, so runs never collide."""
     directory.mkdir(parents=True, exist_ok=True)
-    text = (EXAMPLE / "candidate.toml").read_text().replace("8091", str(port))
-    control = (EXAMPLE / "control.toml").read_text().replace("8091", str(port))
+    where = "{port}" if port is None else str(port)
+    text = (EXAMPLE / "candidate.toml").read_text().replace("8091", where)
+    control = (EXAMPLE / "control.toml").read_text().replace("8091", where)
     if stages is not None:
         listed = ", ".join(f'"{s}"' for s in stages)
         text = re.sub(r"(?m)^run = \[.*\]$", f"run = [{listed}]", text)
@@ -52,8 +54,9 @@ def write_candidate(
 
 @pytest.fixture
 def candidate_factory(tmp_path: Path, local_server: LocalPaths) -> Callable[..., Path]:
-    def make(port: int, **kw: object) -> Path:
-        return write_candidate(tmp_path / f"cand-{port}", port, **kw)  # type: ignore[arg-type]
+    def make(label: int | str, **kw: object) -> Path:
+        """A candidate in `cand-<label>/`; its servers launch on ports the OS picks."""
+        return write_candidate(tmp_path / f"cand-{label}", **kw)  # type: ignore[arg-type]
 
     return make
 

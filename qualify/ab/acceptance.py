@@ -7,8 +7,19 @@ Formulas (vLLM `v1/spec_decode/metrics.py`; llama.cpp uses the same counter name
 - mean acceptance length = 1 + Δaccepted_tokens / Δdrafts (the +1 is the bonus token)
 - per-position rate[i] = Δaccepted_per_pos{position=i} / Δdrafts
 
-SGLang exposes only gauges of the most recent batches (`sglang:spec_accept_rate`,
-`sglang:spec_accept_length`): they are recorded as read after the run, marked as such, and are
+SGLang (REFERENCE.md §4) has no draft counters of that kind, but two counters that give the
+same figures as its own per-request stats (`spec_accept_length = completion_tokens /
+spec_verify_ct`), over the deltas of one run:
+
+- drafts = Δ`sglang:spec_verify_calls_total` (one verify call per draft)
+- mean acceptance length = Δ`sglang:generation_tokens_total` / Δverify calls (bonus included;
+  like SGLang's own figure it counts each request's first, prefilled token too)
+- accepted = Δgenerated − Δverify calls; draft tokens = Δverify calls × (n − 1), n being the
+  gauge `sglang:spec_num_draft_tokens` (SGLang's num_draft_tokens includes the verified token);
+  rate = accepted / draft tokens. Without that gauge the rate is unmeasurable by the server.
+
+Where only SGLang's gauges of the most recent batches exist (`sglang:spec_accept_rate`,
+`sglang:spec_accept_length`), they are recorded as read after the run, marked as such, and are
 not a delta over the run.
 """
 
@@ -22,6 +33,10 @@ from qualify.serving.engines import Dialect, MetricsSnapshot
 
 __all__ = ["SpecCounters", "acceptance", "combine", "response_drafts"]
 
+SGLANG_VERIFY = "sglang:spec_verify_calls_total"
+SGLANG_GENERATED = "sglang:generation_tokens_total"
+SGLANG_WIDTH = "sglang:spec_num_draft_tokens"
+
 
 @dataclass
 class SpecCounters:
@@ -32,6 +47,8 @@ class SpecCounters:
     accepted: float | None = None
     per_pos: dict[int, float] = field(default_factory=dict)
     gauges: dict[str, float] = field(default_factory=dict)
+    verify_calls: float | None = None
+    generated: float | None = None
 
     @classmethod
     def read(cls, snap: MetricsSnapshot, d: Dialect) -> SpecCounters:
@@ -44,10 +61,13 @@ class SpecCounters:
             for pos, value in snap.by_label(d.spec_per_pos, "position").items():
                 if pos.isdigit():
                     out.per_pos[int(pos)] = value
-        for name in d.spec_gauges:
+        for name in (*d.spec_gauges, *((SGLANG_WIDTH,) if d.name == "sglang" else ())):
             v = snap.total(name)
             if v is not None:
                 out.gauges[name] = v
+        if d.name == "sglang":
+            out.verify_calls = snap.total(SGLANG_VERIFY)
+            out.generated = snap.total(SGLANG_GENERATED)
         return out
 
     @property
@@ -55,9 +75,9 @@ class SpecCounters:
         return None not in (self.drafts, self.draft_tokens, self.accepted)
 
 
-def _rates(drafts: int, tokens: int, accepted: int, per_pos: list[int]) -> dict[str, Any]:
+def _rates(drafts: int, tokens: int | None, accepted: int, per_pos: list[int]) -> dict[str, Any]:
     return {
-        "rate": accepted / tokens if tokens > 0 else None,
+        "rate": accepted / tokens if tokens else None,
         "mean_length": 1.0 + accepted / drafts if drafts > 0 else None,
         "per_position": [a / drafts for a in per_pos] if drafts > 0 else [],
         "drafts": drafts,
@@ -86,6 +106,8 @@ def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> dict[s
         out = _rates(drafts, tokens, accepted, per_pos)
         out["source"] = f"{engine} counters, delta over the run"
         return out
+    if before.verify_calls is not None and after.verify_calls is not None:
+        return _sglang(before, after, engine)
     if after.gauges:
         return {
             "rate": after.gauges.get("sglang:spec_accept_rate"),
@@ -100,6 +122,28 @@ def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> dict[s
     return None
 
 
+def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> dict[str, Any] | None:
+    """SGLang's acceptance from its verify-call and generated-token counters (see above)."""
+    assert before.verify_calls is not None and after.verify_calls is not None
+    if before.generated is None or after.generated is None:
+        return None
+    steps = round(after.verify_calls - before.verify_calls)
+    generated = round(after.generated - before.generated)
+    if min(steps, generated) < 0:
+        return None
+    accepted = max(0, generated - steps) if steps else 0
+    width = after.gauges.get(SGLANG_WIDTH)
+    tokens = steps * (round(width) - 1) if width is not None and width > 1 else None
+    out = _rates(steps, tokens, accepted, [])
+    out["source"] = f"{engine} counters ({SGLANG_VERIFY}, {SGLANG_GENERATED}), delta over the run"
+    if tokens is None:
+        out["unmeasured"] = (
+            f"no {SGLANG_WIDTH} gauge: the draft tokens per verify call, so the rate, are "
+            "unmeasurable by this server"
+        )
+    return out
+
+
 def combine(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     """A lane's acceptance over all its runs: counts summed, rates from the sums."""
     counted = [r for r in runs if r is not None and r.get("drafts") is not None]
@@ -111,12 +155,16 @@ def combine(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
         sum(r["accepted_per_position"][i] for r in counted if i < len(r["accepted_per_position"]))
         for i in range(width)
     ]
+    tokens = [r["draft_tokens"] for r in counted]
     out = _rates(
         sum(r["drafts"] for r in counted),
-        sum(r["draft_tokens"] for r in counted),
+        None if None in tokens else sum(tokens),
         sum(r["accepted"] for r in counted),
         per_pos,
     )
+    unmeasured = next((r["unmeasured"] for r in counted if r.get("unmeasured")), None)
+    if unmeasured:
+        out["unmeasured"] = unmeasured
     span = (
         f"{len(counted)} runs"
         if len(counted) == len(runs)

@@ -1,8 +1,9 @@
 """One timed run of one lane: idle check, counters before, the prompts, counters after.
 
-Both lanes go through this one function with the same request bodies, so the prompts, output
-budget, sampling settings and timing boundaries are the same by construction; the digest of
-the bodies is recorded so the pairing can be checked from the evidence.
+Both lanes go through this one function with the same plan, so the prompts, output budget,
+sampling settings and timing boundaries should be the same; whether they were is judged from
+what each request actually carried: every request records a digest of each field of the body
+it sent (the body its evidence file keeps), and `paired` compares those between the lanes.
 """
 
 from __future__ import annotations
@@ -12,17 +13,27 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from qualify.ab.acceptance import SpecCounters, acceptance, response_drafts
 from qualify.ab.prompts import ABPrompt
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
-from qualify.httpclient.timing import median, timing
+from qualify.httpclient.degenerate import degenerate
+from qualify.httpclient.timing import RequestTiming, median, timing
 from qualify.serving.engines import Dialect, MetricsSnapshot, busy
 
-__all__ = ["PER_REQUEST", "RunPlan", "body_for", "drive_run", "nonce_line", "request_record"]
+__all__ = [
+    "PER_REQUEST",
+    "RunPlan",
+    "body_for",
+    "drive_run",
+    "field_digests",
+    "nonce_line",
+    "request_record",
+    "timing_of",
+]
 
 PER_REQUEST = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
 
@@ -62,12 +73,20 @@ def body_for(plan: RunPlan, index: int, text: str, max_tokens: int | None = None
     return body
 
 
-def digest(bodies: list[dict[str, Any]]) -> str:
-    """sha256 of the request bodies, `model` left out (each lane names its own)."""
-    blob = json.dumps(
-        [{k: v for k, v in b.items() if k != "model"} for b in bodies], sort_keys=True
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
+def _sha(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def field_digests(body: Any) -> dict[str, str]:
+    """sha256 of each top-level field of a request body as sent, `model` included."""
+    if not isinstance(body, dict):
+        return {"(body)": _sha(body)}
+    return {k: _sha(v) for k, v in sorted(body.items())}
+
+
+def digest(bodies: list[Any]) -> str:
+    """sha256 of a run's request bodies as sent, every field included."""
+    return _sha(bodies)
 
 
 def _chunk_decode(o: ChatOutcome, generation: float | None) -> float | None:
@@ -76,11 +95,13 @@ def _chunk_decode(o: ChatOutcome, generation: float | None) -> float | None:
     return (n - 1) / generation if n > 1 and generation else None
 
 
-def _excluded(o: ChatOutcome, failed: str | None) -> str | None:
+def _excluded(o: ChatOutcome, failed: str | None, degenerate_why: str | None) -> str | None:
     if failed:
         return f"request failed: {failed}"
     if o.completion_tokens is None:
         return "no usage in the stream: tokens are counted from usage, never from SSE chunks"
+    if degenerate_why:
+        return f"degenerate answer ({degenerate_why}): kept as evidence, not counted as speed"
     if o.content.strip() or o.tool_calls:
         return None
     if o.reasoning.strip():
@@ -104,35 +125,38 @@ def _failure(ex: Exchange, o: ChatOutcome) -> str | None:
 
 
 def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) -> dict[str, Any]:
-    """One request's figures; `excluded` says why it is left out of the aggregates."""
+    """One request's figures; `excluded` says why it is left out of the aggregates, `sent`
+    holds a digest of each field of the body it carried."""
     t = timing(o)
     failed = _failure(ex, o)
+    deg = degenerate(o.content) if failed is None else None
     tm = o.timings or {}
     return {
         "prompt": prompt.id,
         "kind": prompt.kind,
         "file": file,
+        "sent": field_digests(ex.request_body),
         "failed": failed,
-        "excluded": _excluded(o, failed),
+        "excluded": _excluded(o, failed, deg),
+        "degenerate": deg,
         "finish_reason": o.finish_reason,
-        "prompt_tokens": t.prompt_tokens,
-        "completion_tokens": t.completion_tokens,
-        "cached_tokens": t.cached_tokens,
-        "sse_chunks": t.sse_chunks,
-        "token_chunks": t.token_chunks,
-        "chunks_per_token": t.chunks_per_token,
+        **t.as_dict(),
         "network_chunks": len(ex.chunk_times),
-        **{k: getattr(t, k) for k in PER_REQUEST},
         "decode_tok_s_if_chunks_counted": _chunk_decode(o, t.generation_s),
-        "server_decode_tok_s": t.server_decode_tok_s,
-        "decode_ratio_client_over_server": t.decode_ratio_client_over_server,
-        "ttft_minus_server_prompt_ms": t.ttft_minus_server_prompt_ms,
         "draft_n": tm.get("draft_n"),
         "draft_n_accepted": tm.get("draft_n_accepted"),
         "content_sha256": hashlib.sha256(o.content.encode()).hexdigest(),
         "visible_chars": len(o.content),
         "reasoning_chars": len(o.reasoning),
     }
+
+
+_TIMING_FIELDS = tuple(f.name for f in fields(RequestTiming))
+
+
+def timing_of(record: dict[str, Any]) -> RequestTiming:
+    """A request record's timing, as `qualify.httpclient.timing.timing` measured it."""
+    return RequestTiming(**{k: record[k] for k in _TIMING_FIELDS})
 
 
 async def scrape(client: Client) -> MetricsSnapshot | None:
@@ -203,6 +227,11 @@ async def _timed(
 def _summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     counted = [r for r in records if r["excluded"] is None]
     answered = [r for r in records if r["failed"] is None]
+    degenerate_answers = [
+        {"prompt": r["prompt"], "why": r["degenerate"], "file": r["file"]}
+        for r in answered
+        if r["degenerate"]
+    ]
     tokens = sum(r["completion_tokens"] or 0 for r in answered)
     chunks = sum(r["token_chunks"] for r in answered)
     p50 = {m: median([r[m] for r in counted if r[m] is not None]) for m in PER_REQUEST}
@@ -215,13 +244,17 @@ def _summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     )
     return {
         "p50": p50,
-        "aggregate_output_tok_s": tokens / wall if tokens and wall > 0 else None,
+        # A degenerate answer's tokens are no measure of speed: the run gets no aggregate.
+        "aggregate_output_tok_s": (
+            tokens / wall if tokens and wall > 0 and not degenerate_answers else None
+        ),
         "wall_s": wall,
         "counted": len(counted),
         "failed": [{"prompt": r["prompt"], "why": r["failed"]} for r in records if r["failed"]],
         "excluded": [
             {"prompt": r["prompt"], "why": r["excluded"]} for r in records if r["excluded"]
         ],
+        "degenerate": degenerate_answers,
         "sse_chunks": sum(r["sse_chunks"] for r in answered),
         "token_chunks": chunks,
         "completion_tokens": tokens,
@@ -248,7 +281,7 @@ async def drive_run(
         "metrics_scraped": before is not None and after is not None,
         "idle_before": idle_before,
         "idle_after": idle_after,
-        "request_digest": digest(plan.bodies),
+        "request_digest": digest([q["sent"] for q in records]),
         "warmup_files": warm,
         "requests": records,
     }

@@ -1,16 +1,67 @@
-"""The A/B's gates: `acceptance` (measured from counters) and `paired` (a fair comparison)."""
+"""The A/B's judges, declared in `gates/ab/*.yaml`: each reads the stage's `data` and the house
+`Thresholds`, never a number from the candidate.
+
+- `ab-paired`: both lanes ran every run, idle, and were sent the same request bodies (as sent,
+  field by field, `model` included unless the gate file lists it in `may_differ`).
+- `ab-speed`: one metric (decode, E2E) per gate file: fail when the candidate is slower than
+  the control by more than `ab_max_regression_pct` with the whole bootstrap interval beyond it.
+- `ab-spec-speedup`: when speculative decoding is the variable, the candidate's median decode
+  must be faster by at least `spec_min_speedup_pct`.
+- `ab-acceptance`: every drafting lane's acceptance rate, counted over its timed runs, is at
+  least `acceptance_floor`.
+- `ab-draft-length`: the draft positions the server's per-position counters show equal the
+  lane's pinned `identity.speculation.draft_tokens`.
+- `ab-fidelity`: per lane, the client's decode and TTFT agree with the server's own figures.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+from typing import Any, Literal
 
-from qualify.ab.settings import ABSettings
-from qualify.records import AttemptRecord, GateResult, Verdict, worst
-from qualify.serving.engines import dialect
+from pydantic import Field
 
-__all__ = ["acceptance_gate", "drafts", "paired_gate"]
+from qualify.gates.files import Params
+from qualify.gates.registry import Judged, judge
+from qualify.gates.thresholds import Thresholds
+from qualify.httpclient.timing import fidelity_reasons
+from qualify.records import Verdict, worst
+from qualify.serving.engines import DIALECTS
 
+__all__ = [
+    "acceptance",
+    "draft_length",
+    "drafts",
+    "fidelity",
+    "paired",
+    "slowdown_pct",
+    "spec_speedup",
+    "speed",
+]
+
+STAGE = "ab"
 LANES = ("candidate", "control")
+Found = list[tuple[Verdict, str]]
+
+
+class PairedParams(Params):
+    may_differ: list[str] = Field(
+        default_factory=list,
+        description="top-level request fields allowed to differ between the lanes (e.g. "
+        "`model`, when the control serves the same weights under another name); every other "
+        "field must be byte-identical",
+    )
+
+
+class SpeedParams(Params):
+    metric: Literal["decode_tok_s", "e2e_s", "aggregate_output_tok_s", "ttft_s", "ttfo_s"] = Field(
+        description="the metric row of the A/B table this gate judges"
+    )
+
+
+class NoParams(Params):
+    pass
 
 
 def drafts(block: dict[str, Any]) -> bool:
@@ -18,71 +69,25 @@ def drafts(block: dict[str, Any]) -> bool:
     return str((block.get("speculation") or {}).get("method", "none")).lower() not in ("none", "")
 
 
-def _gate(name: str, found: list[tuple[Verdict, str]], metrics: dict[str, Any]) -> GateResult:
-    v = worst([f[0] for f in found]) if found else Verdict.PASS
-    why = [f[1] for f in found if f[0] is not Verdict.PASS]
-    return GateResult(
-        gate=name,
-        stage="ab",
-        verdict=v,
-        reasons=why,
-        attempts=[AttemptRecord(number=1, verdict=v, reasons=why)],
-        metrics=metrics,
-    )
+def _no_lanes(data: dict[str, Any]) -> list[Judged] | None:
+    """Inconclusive when the stage had no pair to judge (no control lane)."""
+    lanes = data.get("lanes") or {}
+    if all(lane in lanes for lane in LANES):
+        return None
+    why = data.get("no_control") or "the A/B ran without both lanes"
+    return [Judged(Verdict.INCONCLUSIVE, [why])]
 
 
-def _counter_names(engine: str) -> str:
-    d = dialect(engine)
-    names = [d.spec_draft_tokens, d.spec_accepted, d.spec_drafts, *d.spec_gauges]
-    return ", ".join(n for n in names if n)
+def _judged(found: Found, metrics: dict[str, Any]) -> list[Judged]:
+    verdict = worst([f[0] for f in found]) if found else Verdict.PASS
+    return [Judged(verdict, [f[1] for f in found if f[0] is not Verdict.PASS], metrics)]
 
 
-def _lane_acceptance(lane: str, block: dict[str, Any], s: ABSettings) -> tuple[Verdict, str]:
-    acc = block.get("acceptance")
-    missing = [r["run"] for r in block["runs"] if r.get("acceptance") is None]
-    if acc is None:
-        return Verdict.INCONCLUSIVE, (
-            f"{lane}: no speculative-decoding counters on /metrics (looked for "
-            f"{_counter_names(block['engine'])}); acceptance is unknown, not assumed"
-        )
-    if acc.get("drafts") is None:
-        return Verdict.INCONCLUSIVE, (
-            f"{lane}: only {acc['source']} (rate {acc.get('rate')}, mean length "
-            f"{acc.get('mean_length')}): not a count over the timed runs"
-        )
-    if missing:
-        return Verdict.INCONCLUSIVE, f"{lane}: no counters for runs {missing}"
-    if acc["draft_tokens"] == 0:
-        return Verdict.INCONCLUSIVE, (
-            f"{lane}: the server drafted no tokens in {len(block['runs'])} runs "
-            "(Δ draft tokens = 0): there is no acceptance to measure"
-        )
-    low = s.min_acceptance_rate
-    if low is not None and acc["rate"] is not None and acc["rate"] < low:
-        return Verdict.FAIL, (
-            f"{lane}: acceptance rate {acc['rate']:.3f} is below stages.ab.min_acceptance_rate "
-            f"{low} ({acc['accepted']} of {acc['draft_tokens']} draft tokens)"
-        )
-    return Verdict.PASS, ""
+# -- paired -------------------------------------------------------------------------------------
 
 
-def acceptance_gate(lanes: dict[str, dict[str, Any]], s: ABSettings) -> GateResult:
-    """Pass when every speculative lane's acceptance was counted over its timed runs."""
-    spec = [lane for lane in LANES if drafts(lanes[lane])]
-    if not spec:
-        return GateResult(
-            gate="acceptance",
-            stage="ab",
-            verdict=Verdict.SKIPPED,
-            reasons=["neither lane uses speculative decoding (identity.speculation.method)"],
-        )
-    found = [_lane_acceptance(lane, lanes[lane], s) for lane in spec]
-    metrics = {lane: lanes[lane].get("acceptance") for lane in spec}
-    return _gate("acceptance", found, metrics)
-
-
-def _run_problems(lane: str, r: dict[str, Any]) -> list[tuple[Verdict, str]]:
-    out: list[tuple[Verdict, str]] = []
+def _run_problems(lane: str, r: dict[str, Any]) -> Found:
+    out: Found = []
     where = f"{lane} run {r['run']}"
     if r["failed"]:
         first = r["failed"][0]
@@ -115,10 +120,56 @@ def _run_problems(lane: str, r: dict[str, Any]) -> list[tuple[Verdict, str]]:
     return out
 
 
-def paired_gate(lanes: dict[str, dict[str, Any]], runs: int) -> GateResult:
-    """Pass when both lanes ran every run, idle, on byte-identical requests, and only the
-    speculative lane drafted."""
-    found: list[tuple[Verdict, str]] = []
+def _sent(run: dict[str, Any], skip: set[str]) -> dict[str, dict[str, str]]:
+    """Per prompt, the digest of each field its request carried, minus the allowed fields."""
+    return {
+        q["prompt"]: {k: v for k, v in q["sent"].items() if k not in skip} for q in run["requests"]
+    }
+
+
+def _lane_digest(runs: list[dict[str, Any]], skip: set[str]) -> str:
+    blob = json.dumps([[r["run"], _sent(r, skip)] for r in runs], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _body_problems(
+    cand: dict[str, Any] | None, ctrl: dict[str, Any] | None, run: int, skip: set[str]
+) -> Found:
+    if cand is None or ctrl is None:
+        only = "candidate" if ctrl is None else "control"
+        return [(Verdict.FAIL, f"run {run}: only the {only} ran it: nothing to pair with")]
+    a, b = _sent(cand, skip), _sent(ctrl, skip)
+    out: Found = []
+    for lane, mine, theirs in (("candidate", a, b), ("control", b, a)):
+        extra = sorted(set(mine) - set(theirs))
+        if extra:
+            out.append((Verdict.FAIL, f"run {run}: prompts {extra} were sent to the {lane} only"))
+    for prompt in sorted(set(a) & set(b)):
+        fields = sorted(
+            k for k in set(a[prompt]) | set(b[prompt]) if a[prompt].get(k) != b[prompt].get(k)
+        )
+        if fields:
+            out.append(
+                (
+                    Verdict.FAIL,
+                    f"run {run}: {prompt!r} was sent with different {', '.join(fields)} in the "
+                    "two lanes",
+                )
+            )
+    return out
+
+
+@judge(STAGE, "ab-paired", PairedParams)
+def paired(data: dict[str, Any], params: PairedParams, thresholds: Thresholds) -> list[Judged]:
+    """Fail when a lane ran fewer runs, the lanes' requests as sent differ in any field not in
+    `may_differ` (or in which prompts were sent), or the non-speculative lane drafted; error on
+    a failed request; inconclusive on an uncountable run or a busy engine."""
+    missing = _no_lanes(data)
+    if missing:
+        return missing
+    lanes, runs = data["lanes"], int(data["runs"])
+    skip = set(params.may_differ)
+    found: Found = []
     for lane in LANES:
         done = lanes[lane]["runs"]
         if len(done) != runs:
@@ -126,17 +177,289 @@ def paired_gate(lanes: dict[str, dict[str, Any]], runs: int) -> GateResult:
         for r in done:
             found.extend(_run_problems(lane, r))
         acc = lanes[lane].get("acceptance") or {}
-        if not drafts(lanes[lane]) and (acc.get("draft_tokens") or 0) > 0:
+        if not drafts(lanes[lane]) and (acc.get("draft_tokens") or acc.get("drafts") or 0) > 0:
             found.append(
                 (
                     Verdict.FAIL,
-                    f"{lane}: drafted {acc['draft_tokens']} tokens though its recipe has no "
+                    f"{lane}: drafted ({acc.get('drafts')} drafts) though its recipe has no "
                     "speculative decoding: the paired variable did not hold",
                 )
             )
-    cand, ctrl = lanes["candidate"]["runs"], lanes["control"]["runs"]
-    for a, b in zip(cand, ctrl, strict=False):
-        if a["request_digest"] != b["request_digest"]:
-            found.append((Verdict.FAIL, f"run {a['run']}: the lanes were sent different requests"))
-    counted = sum(r["counted"] for lane in LANES for r in lanes[lane]["runs"])
-    return _gate("paired", found, {"runs": runs, "counted_requests": counted})
+    by_run = {lane: {r["run"]: r for r in lanes[lane]["runs"]} for lane in LANES}
+    for n in sorted(set(by_run["candidate"]) | set(by_run["control"])):
+        found.extend(_body_problems(by_run["candidate"].get(n), by_run["control"].get(n), n, skip))
+    metrics = {
+        "runs": runs,
+        "counted_requests": sum(r["counted"] for lane in LANES for r in lanes[lane]["runs"]),
+        "may_differ": sorted(skip),
+        "sent_digest": {lane: _lane_digest(lanes[lane]["runs"], skip) for lane in LANES},
+    }
+    return _judged(found, metrics)
+
+
+# -- speed --------------------------------------------------------------------------------------
+
+
+def slowdown_pct(row: dict[str, Any]) -> tuple[float, tuple[float, float]] | None:
+    """How much slower the candidate is than the control, in per cent of the control, with the
+    bootstrap interval in the same terms (positive = slower); None without figures."""
+    base, delta, ci = row.get("control"), row.get("delta"), row.get("ci95")
+    if not isinstance(base, int | float) or base == 0 or delta is None or ci is None:
+        return None
+    sign = -1.0 if row.get("better") == "higher" else 1.0
+    ends = sorted(sign * 100.0 * v / base for v in ci)
+    return sign * 100.0 * delta / base, (ends[0], ends[1])
+
+
+def _row(data: dict[str, Any], metric: str) -> dict[str, Any] | None:
+    return next((m for m in data.get("metrics") or [] if m.get("metric") == metric), None)
+
+
+@judge(STAGE, "ab-speed", SpeedParams)
+def speed(data: dict[str, Any], params: SpeedParams, thresholds: Thresholds) -> list[Judged]:
+    """Fail when the candidate is slower than the control by more than
+    `ab_max_regression_pct` with the whole bootstrap 95% interval beyond that bound;
+    inconclusive when the median is beyond it but the interval is not, or when either lane has
+    no interval (fewer than two runs); pass otherwise."""
+    missing = _no_lanes(data)
+    if missing:
+        return missing
+    bound = thresholds.ab_max_regression_pct
+    row = _row(data, params.metric)
+    if row is None:
+        return [Judged(Verdict.INCONCLUSIVE, [f"no {params.metric} row in the A/B table"])]
+    slow = slowdown_pct(row)
+    metrics: dict[str, Any] = {
+        "candidate": row.get("candidate"),
+        "control": row.get("control"),
+        "delta_pct": row.get("delta_pct"),
+        "ci95": row.get("ci95"),
+        "max_regression_pct": bound,
+    }
+    if slow is None:
+        runs = row.get("runs") or {}
+        return [
+            Judged(
+                Verdict.INCONCLUSIVE,
+                [
+                    f"{params.metric}: no figure or no interval (runs counted: candidate "
+                    f"{runs.get('candidate')}, control {runs.get('control')}; an interval "
+                    "needs two runs per lane): speed cannot be judged"
+                ],
+                metrics,
+            )
+        ]
+    median_slow, (lo, hi) = slow
+    metrics.update(slowdown_pct=median_slow, slowdown_ci95_pct=[lo, hi])
+    said = (
+        f"{params.metric}: the candidate is {median_slow:.1f}% slower than the control "
+        f"(interval of the slowdown {lo:.1f}% to {hi:.1f}%)"
+    )
+    if lo > bound:
+        return [
+            Judged(
+                Verdict.FAIL,
+                [f"{said}: the whole interval is beyond the {bound:g}% allowed"],
+                metrics,
+            )
+        ]
+    if median_slow > bound:
+        return [
+            Judged(
+                Verdict.INCONCLUSIVE,
+                [f"{said}: beyond the {bound:g}% allowed, but the interval reaches inside it"],
+                metrics,
+            )
+        ]
+    return [Judged(Verdict.PASS, [], metrics)]
+
+
+@judge(STAGE, "ab-spec-speedup", NoParams)
+def spec_speedup(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """When speculative decoding is the variable (the candidate drafts and the control's
+    speculation differs), fail when the candidate's median decode is not faster than the
+    control's by at least `spec_min_speedup_pct`; skipped when speculation is not the variable."""
+    missing = _no_lanes(data)
+    if missing:
+        return missing
+    cand, ctrl = data["lanes"]["candidate"], data["lanes"]["control"]
+    if not drafts(cand) or cand.get("speculation") == ctrl.get("speculation"):
+        why = "speculative decoding is not the variable (the candidate does not draft, or the "
+        why += "control drafts the same way)"
+        return [Judged(Verdict.SKIPPED, [why])]
+    need = thresholds.spec_min_speedup_pct
+    row = _row(data, "decode_tok_s") or {}
+    gain = row.get("delta_pct")
+    metrics = {"delta_pct": gain, "ci95": row.get("ci95"), "min_speedup_pct": need}
+    if gain is None:
+        return [Judged(Verdict.INCONCLUSIVE, ["no decode figure in one of the lanes"], metrics)]
+    if gain < need:
+        return [
+            Judged(
+                Verdict.FAIL,
+                [
+                    f"decode_tok_s: speculative decoding changed the median decode by "
+                    f"{gain:+.1f}%, short of the +{need:g}% speed-up required"
+                ],
+                metrics,
+            )
+        ]
+    return [Judged(Verdict.PASS, [], metrics)]
+
+
+# -- acceptance and draft length ----------------------------------------------------------------
+
+
+def _counter_names(engine: str) -> str:
+    d = DIALECTS.get(engine)
+    if d is None:
+        return "(unknown engine)"
+    names = [d.spec_draft_tokens, d.spec_accepted, d.spec_drafts, *d.spec_gauges]
+    if engine == "sglang":
+        names = ["sglang:spec_verify_calls_total", "sglang:generation_tokens_total", *names]
+    return ", ".join(n for n in names if n)
+
+
+def _lane_acceptance(lane: str, block: dict[str, Any], floor: float) -> tuple[Verdict, str]:
+    acc = block.get("acceptance")
+    missing = [r["run"] for r in block["runs"] if r.get("acceptance") is None]
+    if acc is None:
+        return Verdict.INCONCLUSIVE, (
+            f"{lane}: no speculative-decoding counters on /metrics (looked for "
+            f"{_counter_names(block['engine'])}); acceptance is unknown, not assumed"
+        )
+    if acc.get("drafts") is None:
+        return Verdict.INCONCLUSIVE, (
+            f"{lane}: unmeasurable by this server: only {acc['source']} (rate "
+            f"{acc.get('rate')}, mean length {acc.get('mean_length')}), not a count over the "
+            "timed runs"
+        )
+    if missing:
+        return Verdict.INCONCLUSIVE, f"{lane}: no counters for runs {missing}"
+    if acc["drafts"] == 0 or acc.get("draft_tokens") == 0:
+        return Verdict.INCONCLUSIVE, (
+            f"{lane}: the server drafted nothing in {len(block['runs'])} runs: there is no "
+            "acceptance to measure"
+        )
+    if acc.get("rate") is None:
+        return Verdict.INCONCLUSIVE, (
+            f"{lane}: acceptance rate unmeasurable by this server: "
+            f"{acc.get('unmeasured') or 'no draft-token count'} (mean length "
+            f"{acc.get('mean_length')})"
+        )
+    if acc["rate"] < floor:
+        return Verdict.FAIL, (
+            f"{lane}: acceptance rate {acc['rate']:.3f} is below the floor {floor:g} "
+            f"({acc['accepted']} of {acc['draft_tokens']} draft tokens)"
+        )
+    return Verdict.PASS, ""
+
+
+@judge(STAGE, "ab-acceptance", NoParams)
+def acceptance(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Fail when a drafting lane's acceptance rate, counted over its timed runs, is below
+    `acceptance_floor`; inconclusive when the server's counters cannot give it (the reason says
+    which); skipped when neither lane drafts."""
+    missing = _no_lanes(data)
+    if missing:
+        return missing
+    lanes = data["lanes"]
+    spec = [lane for lane in LANES if drafts(lanes[lane])]
+    if not spec:
+        why = "neither lane uses speculative decoding (identity.speculation.method)"
+        return [Judged(Verdict.SKIPPED, [why])]
+    floor = thresholds.acceptance_floor
+    found = [_lane_acceptance(lane, lanes[lane], floor) for lane in spec]
+    metrics = {"floor": floor, **{lane: lanes[lane].get("acceptance") for lane in spec}}
+    return _judged(found, metrics)
+
+
+def _lane_draft_length(lane: str, block: dict[str, Any]) -> Judged:
+    pinned = int((block.get("speculation") or {}).get("draft_tokens") or 0)
+    acc = block.get("acceptance") or {}
+    d = DIALECTS.get(str(block.get("engine")))
+    shown = len(acc.get("accepted_per_position") or [])
+    metrics = {"pinned_draft_tokens": pinned, "counter_positions": shown}
+    if d is None or d.spec_per_pos is None:
+        why = f"{lane}: draft length unmeasurable by this server ({block.get('engine')} exports "
+        why += "no per-position acceptance counters)"
+        return Judged(Verdict.INCONCLUSIVE, [why], metrics, part=lane)
+    if not shown:
+        why = f"{lane}: no {d.spec_per_pos} series over the timed runs (nothing drafted, or "
+        why += "no counters): the draft length is unknown"
+        return Judged(Verdict.INCONCLUSIVE, [why], metrics, part=lane)
+    if shown != pinned:
+        why = (
+            f"{lane}: the server drafts up to {shown} tokens ({d.spec_per_pos} has {shown} "
+            f"positions) but identity.speculation.draft_tokens pins {pinned}"
+        )
+        return Judged(Verdict.FAIL, [why], metrics, part=lane)
+    return Judged(Verdict.PASS, [], metrics, part=lane)
+
+
+@judge(STAGE, "ab-draft-length", NoParams)
+def draft_length(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Per drafting lane: fail when the number of draft positions the server's per-position
+    counters show (the length of the per-position curve, which vLLM and llama.cpp size to the
+    configured maximum draft) differs from `identity.speculation.draft_tokens`; inconclusive
+    where the server has no such counters or nothing was drafted."""
+    missing = _no_lanes(data)
+    if missing:
+        return missing
+    lanes = data["lanes"]
+    spec = [lane for lane in LANES if drafts(lanes[lane])]
+    if not spec:
+        why = "neither lane uses speculative decoding (identity.speculation.method)"
+        return [Judged(Verdict.SKIPPED, [why])]
+    return [_lane_draft_length(lane, lanes[lane]) for lane in spec]
+
+
+# -- fidelity -----------------------------------------------------------------------------------
+
+
+@judge(STAGE, "ab-fidelity", NoParams)
+def fidelity(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Per lane: fail when the client's median decode tok/s differs from the server's by more
+    than `fidelity_decode_tolerance`, or TTFT minus the server's prompt time lies outside
+    [0, `ttft_bound_ms(engine, concurrency)`]; inconclusive when the server reported neither."""
+    missing = _no_lanes(data)
+    if missing:
+        return missing
+    fid = data.get("fidelity") or {}
+    concurrency = int(fid.get("concurrency") or 1)
+    tol = thresholds.fidelity_decode_tolerance
+    out: list[Judged] = []
+    for lane in LANES:
+        summary = (fid.get("lanes") or {}).get(lane)
+        if summary is None:
+            out.append(Judged(Verdict.INCONCLUSIVE, ["no fidelity summary kept"], part=lane))
+            continue
+        engine = str(summary.get("engine") or "")
+        bound = thresholds.ttft_bound_ms(engine, concurrency)
+        metrics = {
+            k: summary.get(k)
+            for k in (
+                "requests",
+                "source",
+                "n_decode",
+                "decode_ratio_median",
+                "n_ttft",
+                "ttft_minus_server_prompt_ms_median",
+                "ttft_below_server_prompt",
+            )
+        }
+        metrics.update(decode_tolerance=tol, ttft_bound_ms=bound, concurrency=concurrency)
+        reasons = [f"{lane}: {r}" for r in fidelity_reasons(summary, tol, bound)]
+        unseen = [
+            f"{lane}: the server reported no {what} for its {summary.get('requests')} answered "
+            "requests"
+            for what, n in (("decode rate", "n_decode"), ("prompt time", "n_ttft"))
+            if not summary.get(n)
+        ]
+        if reasons:
+            out.append(Judged(Verdict.FAIL, reasons, metrics, part=lane))
+        elif unseen:
+            out.append(Judged(Verdict.INCONCLUSIVE, unseen, metrics, part=lane))
+        else:
+            out.append(Judged(Verdict.PASS, [], metrics, part=lane))
+    return out

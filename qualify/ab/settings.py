@@ -30,7 +30,6 @@ class ABSettings(StrictModel):
     concurrency: PositiveInt = 1
     warmups: Annotated[int, Field(ge=0)] = 2
     nonce: bool = Field(default=True, description="a unique first line in every request")
-    min_acceptance_rate: Annotated[float, Field(ge=0, le=1)] | None = None
     bootstrap_resamples: PositiveInt = 2000
     idle_wait_s: PositiveFloat = 30.0
     timeout_s: PositiveFloat = 300.0

@@ -2,8 +2,10 @@
 
 Runs alternate A B A B ..., one lane's server at a time, so drift spreads over both lanes. The
 lane figure of each metric is the median of its run-level p50s; each delta carries the lanes'
-run-to-run spread, a "within noise" label and a bootstrap 95% interval. Draft acceptance comes
-from the server's counters read before and after every run.
+run-to-run spread and a bootstrap 95% interval ("within noise" only when it includes zero).
+Draft acceptance comes from the server's counters read before and after every run. Degenerate
+answers are kept, listed and left out of the speed figures. The gates `gates/ab/*.yaml`
+declares judge the result (`qualify.ab.gates`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,11 @@ from typing import Any
 
 from qualify.ab import drive, kv, table
 from qualify.ab.acceptance import combine
-from qualify.ab.gates import acceptance_gate, paired_gate
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
 from qualify.ab.settings import ABSettings
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.errors import BadInput
-from qualify.records import GateResult, StageResult, Verdict
+from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.stage import StageContext, finish, stage, validator
 
@@ -134,16 +135,21 @@ def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: A
 
 def _no_control(ctx: StageContext) -> StageResult:
     why = "stages.ab.control is not set: there is no control lane to pair with"
-    gates = [
-        GateResult(gate=g, stage="ab", verdict=Verdict.INCONCLUSIVE, reasons=[why])
-        for g in ("acceptance", "paired")
+    data = {"runs": 0, "order": [], "lanes": {}, "metrics": [], "no_control": why}
+    return finish(ctx, ctx.judge(data), data)
+
+
+def _listed(runs: dict[str, list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
+    """Every run's `excluded` or `degenerate` entries, each naming its lane and run."""
+    return [
+        {"lane": lane, "run": r["run"], **e} for lane in LANES for r in runs[lane] for e in r[key]
     ]
-    return finish(ctx, gates, {"runs": 0, "order": [], "lanes": {}, "metrics": []})
 
 
 @stage("ab")
 async def ab(ctx: StageContext) -> StageResult:
-    """Pass when both lanes ran every run on identical requests and acceptance was measured."""
+    """Both lanes in turn on the same requests; the gate files judge pairing, speed,
+    acceptance, draft length and fidelity."""
     if not ctx.lanes.has("control"):
         return _no_control(ctx)
     s: ABSettings = ctx.candidate.stages.ab
@@ -151,12 +157,7 @@ async def ab(ctx: StageContext) -> StageResult:
     order, got = await _drive(ctx, ps)
     runs = got["runs"]
     lanes = {lane: _lane_block(ctx, lane, runs[lane], got["kv"].get(lane)) for lane in LANES}
-    excluded = [
-        {"lane": lane, "run": r["run"], **e}
-        for lane in LANES
-        for r in runs[lane]
-        for e in r["excluded"]
-    ]
+    engines = {lane: str(lanes[lane]["engine"]) for lane in LANES}
     data = {
         "runs": s.runs,
         "order": order,
@@ -168,8 +169,8 @@ async def ab(ctx: StageContext) -> StageResult:
             runs["candidate"], runs["control"], s.bootstrap_resamples, s.seed or 0
         ),
         "acceptance": lanes["candidate"]["acceptance"],
-        "excluded": excluded,
-        "fidelity": table.fidelity(runs),
+        "excluded": _listed(runs, "excluded"),
+        "degenerate": _listed(runs, "degenerate"),
+        "fidelity": table.fidelity(runs, engines, s.concurrency),
     }
-    gates = [acceptance_gate(lanes, s), paired_gate(lanes, s.runs)]
-    return finish(ctx, gates, data)
+    return finish(ctx, ctx.judge(data), data)

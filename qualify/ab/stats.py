@@ -1,4 +1,5 @@
-"""Small statistics for paired comparisons: medians, run-to-run spread, a bootstrap CI.
+"""Small statistics for paired comparisons: medians, run-to-run spread, a bootstrap CI, and
+the noise label read from that interval.
 
 The bootstrap uses the standard library's `random.Random` with a fixed seed, so the same
 evidence always yields the same interval.
@@ -27,17 +28,14 @@ def delta_pct(delta: float | None, base: float | None) -> float | None:
     return 100.0 * delta / base
 
 
-def within_noise(
-    delta: float | None, a: tuple[float, float] | None, b: tuple[float, float] | None
-) -> bool:
-    """True when the delta is no larger than either lane's run-to-run spread.
-
-    A difference the lanes already show between their own runs cannot be told from drift.
+def within_noise(ci: tuple[float, float] | list[float] | None) -> bool | None:
+    """True when the delta's interval includes zero, False when it excludes it, None when there
+    is no interval (a lane with fewer than two runs has no spread): unknown, never "noise".
     """
-    if delta is None or a is None or b is None:
-        return True
-    width = max(a[1] - a[0], b[1] - b[0])
-    return abs(delta) <= width
+    if ci is None:
+        return None
+    lo, hi = ci
+    return lo <= 0.0 <= hi
 
 
 def bootstrap_delta_ci(
@@ -49,10 +47,11 @@ def bootstrap_delta_ci(
 ) -> tuple[float, float] | None:
     """A percentile-bootstrap interval of median(a) - median(b), resampling runs per lane.
 
-    None when either lane has no runs. With few runs the interval is coarse (it can only take
-    values built from the observed runs); it is shown beside the spread, not instead of it.
+    None when either lane has fewer than two runs: one run has no spread, and an interval
+    that resamples it alone would look certain. With few runs the interval is coarse (it can
+    only take values built from the observed runs); it is shown beside the spread.
     """
-    if not a or not b:
+    if len(a) < 2 or len(b) < 2:
         return None
     rng = random.Random(seed)
     deltas: list[float] = []

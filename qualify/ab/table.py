@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from qualify.ab.drive import timing_of
 from qualify.ab.stats import bootstrap_delta_ci, delta_pct, spread, within_noise
+from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
 
 __all__ = ["METRICS", "fidelity", "lane_figures", "metric_rows", "run_values"]
@@ -49,7 +51,8 @@ def lane_figures(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, 
 def metric_rows(
     cand: list[dict[str, Any]], ctrl: list[dict[str, Any]], resamples: int, seed: int
 ) -> list[dict[str, Any]]:
-    """One row per metric: both lane figures, the delta, its percentage, CI and noise label."""
+    """One row per metric: both lane figures, the delta, its percentage, CI and noise label
+    (within noise only when the interval includes zero; None without an interval)."""
     rows = []
     for i, (name, unit, better) in enumerate(METRICS):
         a, b = run_values(cand, name), run_values(ctrl, name)
@@ -66,7 +69,7 @@ def metric_rows(
                 "delta": delta,
                 "delta_pct": delta_pct(delta, fb),
                 "ci95": list(ci) if ci is not None else None,
-                "within_noise": within_noise(delta, spread(a), spread(b)),
+                "within_noise": within_noise(ci),
                 "runs": {"candidate": len(a), "control": len(b)},
             }
         )
@@ -95,36 +98,50 @@ def _identical(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
     return {"pairs": pairs, "identical": same}
 
 
-def fidelity(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Cross-checks: client against server timings, and what counting chunks would report."""
-    reqs = [q for runs in lanes.values() for r in runs for q in r["requests"] if not q["excluded"]]
-    ratios = [q["decode_ratio_client_over_server"] for q in reqs]
-    gaps = [q["ttft_minus_server_prompt_ms"] for q in reqs]
-    per_lane: dict[str, Any] = {}
-    for lane, runs in lanes.items():
-        tokens = sum(r["completion_tokens"] for r in runs)
-        chunks = sum(r["token_chunks"] for r in runs)
-        usage_fig = median(run_values(runs, "decode_tok_s"))
-        chunk_fig = median(
-            [
-                float(r["p50"]["decode_tok_s_if_chunks_counted"])
-                for r in runs
-                if r["p50"].get("decode_tok_s_if_chunks_counted") is not None
-            ]
-        )
-        err = 100.0 * (chunk_fig - usage_fig) / usage_fig if chunk_fig and usage_fig else None
-        per_lane[lane] = {
-            "completion_tokens": tokens,
-            "token_chunks": chunks,
-            "chunks_per_token": chunks / tokens if tokens else None,
-            "decode_tok_s": usage_fig,
-            "decode_tok_s_if_chunks_counted": chunk_fig,
-            "chunk_counting_error_pct": err,
-        }
+def _chunking(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What counting SSE chunks instead of usage tokens would have reported for one lane."""
+    tokens = sum(r["completion_tokens"] for r in runs)
+    chunks = sum(r["token_chunks"] for r in runs)
+    usage_fig = median(run_values(runs, "decode_tok_s"))
+    chunk_fig = median(
+        [
+            float(r["p50"]["decode_tok_s_if_chunks_counted"])
+            for r in runs
+            if r["p50"].get("decode_tok_s_if_chunks_counted") is not None
+        ]
+    )
+    err = 100.0 * (chunk_fig - usage_fig) / usage_fig if chunk_fig and usage_fig else None
     return {
+        "completion_tokens": tokens,
+        "token_chunks": chunks,
+        "chunks_per_token": chunks / tokens if tokens else None,
+        "decode_tok_s": usage_fig,
+        "decode_tok_s_if_chunks_counted": chunk_fig,
+        "chunk_counting_error_pct": err,
+    }
+
+
+def fidelity(
+    lanes: dict[str, list[dict[str, Any]]], engines: dict[str, str], concurrency: int
+) -> dict[str, Any]:
+    """The client's timings against the server's own (`qualify.httpclient.timing.fidelity`)
+    over every answered timed request, overall and per lane with the lane's engine (the
+    `fidelity` gate judges each lane), plus chunk counting and identical outputs."""
+    answered = {
+        lane: [timing_of(q) for r in runs for q in r["requests"] if q["failed"] is None]
+        for lane, runs in lanes.items()
+    }
+    per_lane = {
+        lane: {
+            **timing_fidelity(answered[lane]),
+            "engine": engines.get(lane),
+            **_chunking(runs),
+        }
+        for lane, runs in lanes.items()
+    }
+    return {
+        **timing_fidelity(t for ts in answered.values() for t in ts),
+        "concurrency": concurrency,
         "identical_outputs": _identical(lanes),
-        "n": sum(1 for v in ratios if v is not None),
-        "decode_ratio_median": median([v for v in ratios if v is not None]),
-        "ttft_minus_server_prompt_ms_median": median([v for v in gaps if v is not None]),
         "lanes": per_lane,
     }

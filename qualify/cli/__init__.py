@@ -20,6 +20,7 @@ COMMANDS = (
     "sign",
     "verify",
     "alias",
+    "house",
     "tickets",
     "local_server",
 )

@@ -14,7 +14,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("name", help="alias name, e.g. prod-chat")
     s.add_argument("candidate", type=Path, help="the candidate file, as it is now")
     s.add_argument("--decision", type=Path, required=True, help="signed decision envelope")
-    s.add_argument("--key", type=Path, required=True, help="ed25519 public key")
+    s.add_argument(
+        "--key",
+        type=Path,
+        help="only this public key, which must be pinned in the house (default: every pinned "
+        "decision key)",
+    )
     s.set_defaults(func=_set)
     show = verbs.add_parser("show", help="the current target of every alias")
     show.set_defaults(func=_show)
@@ -23,26 +28,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     hist.set_defaults(func=_history)
     for v in (s, show, hist):
         v.add_argument(
-            "--table", type=Path, help="alias table (default: aliases.toml at the git repo root)"
+            "--house",
+            type=Path,
+            help="house repository holding the alias table, the house policy and the pinned "
+            "keys (default: $QUALIFY_HOUSE, else the root of the git repository here)",
         )
 
 
-def _table(args: argparse.Namespace) -> Path:
-    from qualify.alias import default_table
+def _house(args: argparse.Namespace) -> Path:
+    from qualify.alias import default_house
 
-    return Path(args.table) if args.table else default_table()
+    return Path(args.house).resolve() if args.house else default_house()
+
+
+def _table(args: argparse.Namespace) -> Path:
+    from qualify.alias import TABLE
+
+    return _house(args) / TABLE
 
 
 def _set(args: argparse.Namespace) -> int:
     from qualify.alias import set_alias
 
-    change = set_alias(args.name, args.candidate, args.decision, args.key, _table(args))
+    change = set_alias(args.name, args.candidate, args.decision, _house(args), args.key)
     if change.entry is None:
         print(f"{args.name}: already points at {change.new['candidate']} on this decision")
         return 0
     was = change.old["candidate"] if change.old else "nothing"
     print(f"{args.name}: {was} -> {change.new['candidate']} (commit {str(change.commit)[:12]})")
-    print(f"  decision sha256 {change.new['decision_sha256']}")
+    print(f"  decision sha256 {change.new['decision_sha256']}, signed by {change.new['signer']}")
+    print(f"  {change.new['headline']}")
     return 0
 
 

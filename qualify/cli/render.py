@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from qualify.cli.common import add_evidence
+from qualify.cli.house import add_house, setup_of
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -15,6 +16,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--attempt", type=int, help="decision attempt to render (default: the latest)")
     p.add_argument("--out", type=Path, help="write the markdown here instead of stdout")
     add_evidence(p)
+    add_house(p, "a preview of a run without a decision is made under")
     p.set_defaults(func=_render)
 
 
@@ -23,7 +25,7 @@ def _render(args: argparse.Namespace) -> int:
     from qualify.evidence.store import EvidenceStore
 
     run = EvidenceStore(args.evidence).open_run(args.run)
-    text = render_run(run, args.attempt)
+    text = render_run(run, setup_of(args), args.attempt)
     if args.out is None:
         sys.stdout.write(text)
         return 0

@@ -12,6 +12,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("candidate", help="candidate TOML file")
     p.add_argument("--resume", metavar="RUN", help="continue RUN, skipping finished stages")
     p.add_argument("--key", help="ed25519 private key to sign the decision with")
+    p.add_argument(
+        "--house",
+        help="house repository whose policy (at HEAD) the run is judged and decided under "
+        "(default: $QUALIFY_HOUSE; without either, the built-in default policy)",
+    )
     add_evidence(p)
     p.set_defaults(func=_run)
 
@@ -19,4 +24,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _run(args: argparse.Namespace) -> int:
     from qualify.pipeline import execute
 
-    return execute(args.candidate, args.evidence, resume=args.resume, key=args.key)
+    return execute(
+        args.candidate, args.evidence, resume=args.resume, key=args.key, house=args.house
+    )

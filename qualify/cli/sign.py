@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from qualify.cli.common import add_evidence
+from qualify.cli.house import add_house, setup_of
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -13,6 +14,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("run", help="run directory or run id")
     p.add_argument("--key", type=Path, required=True, help="ed25519 private key")
     add_evidence(p)
+    add_house(p, "a new decision is made under, when the evidence grew")
     p.set_defaults(func=_sign)
 
 
@@ -21,6 +23,6 @@ def _sign(args: argparse.Namespace) -> int:
     from qualify.evidence.store import EvidenceStore
 
     run = EvidenceStore(args.evidence).open_run(args.run)
-    envelope, record = sign(run, args.key)
-    print(f"{envelope}: {record.decision} (decision attempt {record.attempt})")
+    envelope, record = sign(run, args.key, setup_of(args))
+    print(f"{envelope}: {record.headline} (decision attempt {record.attempt})")
     return 0

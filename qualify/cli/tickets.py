@@ -23,7 +23,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     waive.add_argument("id")
     waive.add_argument("--reason", required=True)
     waive.add_argument("--key", type=Path, required=True, help="ed25519 private key")
-    waive.add_argument("--out", type=Path, required=True, help="waiver file to write")
+    waive.add_argument(
+        "--house",
+        type=Path,
+        help="house repository to commit the waiver to, under waivers/<candidate>/ "
+        "(default: $QUALIFY_HOUSE, else the git repository here)",
+    )
+    waive.add_argument(
+        "--run",
+        type=Path,
+        required=True,
+        help="the run whose decision opened the ticket: the waiver binds its candidate's sha256 "
+        "and its effective policy's digest",
+    )
+    waive.add_argument("--days", type=int, default=7, help="days until it expires (default 7)")
     waive.set_defaults(func=_waive)
     for v in (ls, show, close, waive):
         v.add_argument(
@@ -58,8 +71,19 @@ def _close(args: argparse.Namespace) -> int:
 
 
 def _waive(args: argparse.Namespace) -> int:
-    from qualify.decision.waivers import make_waiver
+    from qualify.decision.conclude import latest
+    from qualify.decision.waivers import grant
+    from qualify.errors import BadInput
+    from qualify.evidence.store import RunDir
 
-    out = make_waiver(_store(args), args.id, args.reason, args.key, args.out)
-    print(f"{out}: waiver of {args.id}; list it in policy.waivers to use it")
+    record = latest(RunDir(args.run))
+    if record is None or record.candidate_sha256 is None:
+        raise BadInput(f"{args.run} has no decision", ["--run: expected a run directory"])
+    bound = {"candidate_sha256": record.candidate_sha256, "policy_sha256": record.policy_sha256}
+    from qualify.alias import default_house
+
+    house = Path(args.house).resolve() if args.house else default_house()
+    out, commit = grant(_store(args), house, args.id, args.reason, args.key, bound, args.days)
+    print(f"{out}: waiver of {args.id} for {args.days} days (commit {commit[:12]})")
+    print("  it counts only when signed by a waiver key the house pins, not the run's own key")
     return 0

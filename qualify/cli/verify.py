@@ -1,4 +1,6 @@
-"""`qualify verify ENVELOPE --key PUB`: the signature, then every digest it names (0 or 1)."""
+"""`qualify verify ENVELOPE --key PUB`: the signature, every digest it names, then the verdict
+derived again from the signed evidence under the signed policy (0 or 1). An offline check with
+the key given; `qualify alias set` verifies with the keys the house pins instead."""
 
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     pred = report.predicate
     print(
-        f"{args.envelope}: verified: {pred.get('decision')} for {pred.get('candidate')} "
-        f"(run {pred.get('run_id')}), {report.subjects} subjects unchanged"
+        f"{args.envelope}: verified: {pred.get('headline')} for {pred.get('candidate')} "
+        f"(run {pred.get('run_id')}), {report.subjects} subjects unchanged, the verdict "
+        "derived again from them"
     )
     return 0

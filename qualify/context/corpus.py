@@ -38,9 +38,9 @@ def paragraphs(kind: Kind) -> tuple[str, ...]:
     return tuple(p for p in re.split(r"\n\s*\n", text(kind)) if p.strip())
 
 
-def new_nonce() -> str:
-    """16 hex digits: the same length every time, so sizing holds across cold requests."""
-    return secrets.token_hex(8)
+def new_nonce(chars: int = 16) -> str:
+    """`chars` random hex digits (16 unless a cold prompt's count needs another length)."""
+    return secrets.token_hex((chars + 1) // 2)[:chars]
 
 
 @dataclass(frozen=True)

@@ -1,43 +1,149 @@
-"""The context ladder's gates, read from its rows: needles, cold-cache and idle."""
+"""The context ladder's judges, declared in `gates/context/*.yaml`, reading the stage's data.
+
+- `needles` and `cold-cache`: one verdict per rung, named by the size the rung actually ran
+  (`needles@7936` for a target of 16384 clamped to the window), never by its target;
+- `context-idle`: the engine was idle around every timed cell;
+- `context-fidelity`: one verdict per concurrency, the client's timings against the server's;
+- `context-degenerate`: no answer a drafter could accept wholesale (advisory).
+
+`data` is what `qualify.context.stage` stores: `targets` (rungs), `rows` (cells), `fidelity`
+(with `engine` and `by_concurrency`) and `degenerate` (the flagged streams).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from qualify.httpclient.timing import median
-from qualify.records import GateResult, Verdict, one_shot, worst
+from pydantic import Field
+
+from qualify.gates.files import Params
+from qualify.gates.registry import Judged, judge
+from qualify.gates.thresholds import Thresholds
+from qualify.httpclient.timing import fidelity_reasons
+from qualify.records import Verdict, worst
 
 STAGE = "context"
+Depth = Literal[50, 99]
 
 
-def cold_cache_limit(prompt_tokens: int | None) -> int:
-    """Most cached tokens a cold request may report: the role header before the nonce, or one
-    cache block of a block-based engine, never a real share of the prompt."""
-    return max(32, (prompt_tokens or 0) // 100)
+class NeedlesParams(Params):
+    depths: list[Depth] = Field(
+        default_factory=lambda: list[Depth]([50, 99]),
+        min_length=1,
+        description="needle depths (% of the document) every timed stream must name",
+    )
 
 
-def _gate(name: str, verdict: Verdict, reasons: list[str], metrics: dict[str, Any]) -> GateResult:
-    return one_shot(STAGE, name, verdict, reasons, metrics)
+class ColdCacheParams(Params):
+    max_cached_share: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.01, description="share of a cold prompt the prefix cache may serve"
+    )
+    min_allowance: Annotated[int, Field(ge=0)] = Field(
+        32,
+        description="cached tokens always allowed: the role header before the nonce, or one "
+        "cache block of a block-based engine",
+    )
+
+    def limit(self, prompt_tokens: int | None) -> int:
+        """Most cached tokens a cold request of this size may report."""
+        return max(self.min_allowance, int((prompt_tokens or 0) * self.max_cached_share))
+
+
+class IdleParams(Params):
+    pass
+
+
+class FidelityParams(Params):
+    pass
+
+
+class DegenerateParams(Params):
+    max_streams: Annotated[int, Field(ge=0)] = Field(
+        0, description="degenerate answers tolerated over the whole ladder"
+    )
 
 
 def _where(row: dict[str, Any]) -> str:
     return f"{row['pass']} {row['content']} c={row['concurrency']}"
 
 
-def needles_gate(target: int, errors: list[str], rows: list[dict[str, Any]]) -> GateResult:
-    """Pass when every stream at this rung named both needles; a miss fails; a broken cell or
-    rung is an error."""
-    reasons = list(errors)
-    verdicts = [Verdict.ERROR] if errors else []
-    for row in rows:
-        verdicts.append(Verdict(row["verdict"]))
-        reasons.extend(f"{_where(row)}: {why}" for why in row["reasons"])
-    streams = [s for row in rows for s in row.get("streams", [])]
-    found = {d: sum(1 for s in streams if s["needles"][d]) for d in ("50", "99")}
-    if not verdicts:
-        verdicts, reasons = [Verdict.INCONCLUSIVE], ["no cell ran at this rung"]
-    metrics = {"streams": len(streams), "found_50": found["50"], "found_99": found["99"]}
-    return _gate(f"needles@{target}", worst(verdicts), reasons, metrics)
+def _rungs(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rungs that ran: a target clamped to the size of an earlier rung is not run again."""
+    return [t for t in data.get("targets", []) if t.get("same_as") is None]
+
+
+def _part(rung: dict[str, Any]) -> str:
+    planned = int(rung["planned_tokens"])
+    return str(planned if planned > 0 else rung["target"])
+
+
+def _rung_frame(
+    data: dict[str, Any], rung: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
+    """The rung's rows, the note a clamped rung carries, and the metrics naming its target."""
+    rows = [r for r in data.get("rows", []) if r["target"] == rung["target"]]
+    targets = [rung["target"]] + [
+        t["target"] for t in data.get("targets", []) if t.get("same_as") == rung["target"]
+    ]
+    metrics: dict[str, Any] = {
+        "target": rung["target"],
+        "planned_tokens": rung["planned_tokens"],
+        "clamped": rung["clamped"],
+        "window": rung["window"],
+    }
+    notes: list[str] = []
+    if rung["clamped"]:
+        names = ", ".join(str(t) for t in targets)
+        metrics["note"] = (
+            f"target {names}, clamped to {rung['planned_tokens']} (per-request window "
+            f"{rung['window']} minus the completion margin)"
+        )
+        metrics["targets"] = targets
+        notes.append(metrics["note"])
+    return rows, notes, metrics
+
+
+def _needle_value(rung: dict[str, Any], content: str, depth: int) -> str:
+    for n in (rung.get("contents", {}).get(content) or {}).get("needles", []):
+        if n.get("depth") == depth:
+            return f" ({n['value']})"
+    return ""
+
+
+@judge(STAGE, "needles", NeedlesParams)
+def needles(data: dict[str, Any], params: NeedlesParams, thresholds: Thresholds) -> list[Judged]:
+    """Per rung: pass when every timed stream named every needle; one miss fails (the deep needle
+    alone is not enough); a broken cell or rung is `error`."""
+    out: list[Judged] = []
+    for rung in _rungs(data):
+        rows, reasons, metrics = _rung_frame(data, rung)
+        verdicts = [Verdict.ERROR] if rung["errors"] else []
+        reasons.extend(rung["errors"])
+        found = {str(d): 0 for d in params.depths}
+        streams = 0
+        for row in rows:
+            if row["verdict"] == Verdict.ERROR.value:
+                verdicts.append(Verdict.ERROR)
+                reasons.extend(f"{_where(row)}: {why}" for why in row["reasons"])
+                continue
+            for i, s in enumerate(row.get("streams", [])):
+                streams += 1
+                missed = [d for d in params.depths if not s["needles"].get(str(d))]
+                for d in params.depths:
+                    found[str(d)] += 0 if d in missed else 1
+                verdicts.append(Verdict.FAIL if missed else Verdict.PASS)
+                reasons.extend(
+                    f"{_where(row)} stream {i + 1} missed the {d}% needle"
+                    f"{_needle_value(rung, row['content'], d)}; answer {s['answer'][:160]!r}"
+                    + (" (cut at max_tokens)" if s.get("finish_reason") == "length" else "")
+                    for d in missed
+                )
+        if not verdicts:
+            verdicts = [Verdict.INCONCLUSIVE]
+            reasons.append("no cell ran at this rung")
+        metrics.update(streams=streams, **{f"found_{d}": n for d, n in found.items()})
+        out.append(Judged(worst(verdicts), reasons, metrics, part=_part(rung)))
+    return out
 
 
 def _cached(row: dict[str, Any], stream: dict[str, Any]) -> int | None:
@@ -48,56 +154,70 @@ def _cached(row: dict[str, Any], stream: dict[str, Any]) -> int | None:
     return None if delta is None else round(delta / n)
 
 
-def cold_cache_gate(target: int, errors: list[str], rows: list[dict[str, Any]]) -> GateResult:
-    """Pass when every cold stream reports (almost) no cached prompt tokens."""
-    cold = [r for r in rows if r["pass"] == "cold"]
-    warm = [r for r in rows if r["pass"] == "warm"]
-    verdicts: list[Verdict] = [Verdict.ERROR] if errors else []
-    reasons = list(errors)
-    seen: list[list[int | None]] = []
-    for row in cold:
-        if not row.get("streams"):
-            verdicts.append(Verdict.ERROR)
-            reasons.append(f"{_where(row)}: not run ({'; '.join(row['reasons'])})")
-        for s in row.get("streams", []):
-            cached, prompt = _cached(row, s), s["actual_prompt_tokens"]
-            seen.append([cached, prompt])
-            if s["problem"]:
+@judge(STAGE, "cold-cache", ColdCacheParams)
+def cold_cache(
+    data: dict[str, Any], params: ColdCacheParams, thresholds: Thresholds
+) -> list[Judged]:
+    """Per rung: pass when every cold stream reports (almost) no cached prompt tokens; more fails
+    ("the prefix cache flattered it"); no cached-token count at all is inconclusive."""
+    out: list[Judged] = []
+    for rung in _rungs(data):
+        rows, reasons, metrics = _rung_frame(data, rung)
+        cold = [r for r in rows if r["pass"] == "cold"]
+        warm = [r for r in rows if r["pass"] == "warm"]
+        verdicts = [Verdict.ERROR] if rung["errors"] else []
+        reasons.extend(rung["errors"])
+        seen: list[list[int | None]] = []
+        for row in cold:
+            if not row.get("streams"):
                 verdicts.append(Verdict.ERROR)
-                reasons.append(f"{_where(row)}: {s['problem']}")
-            elif cached is None:
-                verdicts.append(Verdict.INCONCLUSIVE)
-                reasons.append(f"{_where(row)}: the server reports no cached-token count")
-            elif cached > cold_cache_limit(prompt):
-                verdicts.append(Verdict.FAIL)
-                reasons.append(
-                    f"{_where(row)}: cached {cached} of {prompt} prompt tokens "
-                    f"(expected at most {cold_cache_limit(prompt)}): the prefix cache flattered it"
-                )
-            else:
-                verdicts.append(Verdict.PASS)
-    if not verdicts:
-        verdicts, reasons = [Verdict.INCONCLUSIVE], ["no cold cell ran at this rung"]
-    metrics = {
-        "cold_cached_prompt": seen,
-        "warm_cached_prompt": [
-            [_cached(r, s), s["actual_prompt_tokens"]] for r in warm for s in r.get("streams", [])
-        ],
-        "cold_metric_delta": [r.get("cached_tokens_metric_delta") for r in cold],
-        "warm_metric_delta": [r.get("cached_tokens_metric_delta") for r in warm],
-    }
-    return _gate(f"cold-cache@{target}", worst(verdicts), reasons, metrics)
+                reasons.append(f"{_where(row)}: not run ({'; '.join(row['reasons'])})")
+            for s in row.get("streams", []):
+                cached, prompt = _cached(row, s), s["actual_prompt_tokens"]
+                seen.append([cached, prompt])
+                limit = params.limit(prompt)
+                if s["problem"]:
+                    verdicts.append(Verdict.ERROR)
+                    reasons.append(f"{_where(row)}: {s['problem']}")
+                elif cached is None:
+                    verdicts.append(Verdict.INCONCLUSIVE)
+                    reasons.append(f"{_where(row)}: the server reports no cached-token count")
+                elif cached > limit:
+                    verdicts.append(Verdict.FAIL)
+                    reasons.append(
+                        f"{_where(row)}: cached {cached} of {prompt} prompt tokens "
+                        f"(expected at most {limit}): the prefix cache flattered it"
+                    )
+                else:
+                    verdicts.append(Verdict.PASS)
+        if not verdicts:
+            verdicts = [Verdict.INCONCLUSIVE]
+            reasons.append("no cold cell ran at this rung")
+        metrics.update(
+            cold_cached_prompt=seen,
+            warm_cached_prompt=[
+                [_cached(r, s), s["actual_prompt_tokens"]]
+                for r in warm
+                for s in r.get("streams", [])
+            ],
+            cold_metric_delta=[r.get("cached_tokens_metric_delta") for r in cold],
+            warm_metric_delta=[r.get("cached_tokens_metric_delta") for r in warm],
+        )
+        out.append(Judged(worst(verdicts), reasons, metrics, part=_part(rung)))
+    return out
 
 
-def idle_gate(rows: list[dict[str, Any]]) -> GateResult:
-    """Pass when the engine was idle before and after every timed cell."""
+@judge(STAGE, "context-idle", IdleParams)
+def idle(data: dict[str, Any], params: IdleParams, thresholds: Thresholds) -> list[Judged]:
+    """Pass when the engine was idle before and after every timed cell; busy is `error` (the
+    cell is not counted); no idle gauges is inconclusive."""
     verdicts: list[Verdict] = []
     reasons: list[str] = []
     waited = [0.0]
-    for row in rows:
+    for row in data.get("rows", []):
         for when, rep in (row.get("idle") or {}).items():
             waited.append(rep["waited_s"])
-            where = f"{row['target']} {_where(row)} ({when})"
+            where = f"{row['planned_tokens']} {_where(row)} ({when})"
             if rep["idle"] is True:
                 verdicts.append(Verdict.PASS)
             elif rep["idle"] is None:
@@ -109,34 +229,56 @@ def idle_gate(rows: list[dict[str, Any]]) -> GateResult:
     if not verdicts:
         verdicts, reasons = [Verdict.INCONCLUSIVE], ["no timed cell ran"]
     metrics = {"checks": len(verdicts), "max_waited_s": max(waited)}
-    return _gate("idle", worst(verdicts), reasons, metrics)
+    return [Judged(worst(verdicts), reasons, metrics)]
 
 
-def gates(errors: dict[int, list[str]], rows: list[dict[str, Any]]) -> list[GateResult]:
-    out: list[GateResult] = []
-    for target, errs in errors.items():
-        mine = [r for r in rows if r["target"] == target]
-        out.append(needles_gate(target, errs, mine))
-        out.append(cold_cache_gate(target, errs, mine))
-    out.append(idle_gate(rows))
+@judge(STAGE, "context-fidelity", FidelityParams)
+def fidelity(data: dict[str, Any], params: FidelityParams, thresholds: Thresholds) -> list[Judged]:
+    """Per concurrency: fail when the client's median decode tok/s differs from the server's by
+    more than `fidelity_decode_tolerance`, or TTFT minus the server's prompt time lies outside
+    [0, `ttft_bound_ms(engine, c)`]; no server figures is inconclusive."""
+    fid = data.get("fidelity") or {}
+    engine = str(fid.get("engine") or "")
+    by_c: dict[str, dict[str, Any]] = fid.get("by_concurrency") or {}
+    if not by_c:
+        return [Judged(Verdict.INCONCLUSIVE, ["no counted stream to compare with the server"])]
+    out: list[Judged] = []
+    for c, summary in sorted(by_c.items(), key=lambda kv: int(kv[0])):
+        bound = thresholds.ttft_bound_ms(engine, int(c))
+        tol = thresholds.fidelity_decode_tolerance
+        metrics = {**summary, "decode_tolerance": tol, "ttft_bound_ms": bound}
+        reasons = fidelity_reasons(summary, tol, bound)
+        missing = [
+            f"the server reported no {what} for {summary['requests']} counted requests"
+            for what, n in (("decode rate", "n_decode"), ("prompt time", "n_ttft"))
+            if not summary.get(n)
+        ]
+        if reasons:
+            verdict = Verdict.FAIL
+        elif missing:
+            verdict, reasons = Verdict.INCONCLUSIVE, missing
+        else:
+            verdict = Verdict.PASS
+        out.append(Judged(verdict, reasons, metrics, part=f"c={c}"))
     return out
 
 
-def fidelity(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The server's own timings against the client's, over every counted stream."""
-    ratios: list[float] = []
-    gaps: list[float] = []
-    for row in rows:
-        if row["verdict"] == "error":
-            continue
-        for s in row.get("streams", []):
-            srv = s["server"]
-            if isinstance(srv["decode_ratio"], float):
-                ratios.append(srv["decode_ratio"])
-            if isinstance(srv["ttft_minus_server_prompt_ms"], float):
-                gaps.append(srv["ttft_minus_server_prompt_ms"])
-    return {
-        "n": max(len(ratios), len(gaps)),
-        "decode_ratio_median": median(ratios),
-        "ttft_minus_server_prompt_ms_median": median(gaps),
-    }
+@judge(STAGE, "context-degenerate", DegenerateParams)
+def degenerate(
+    data: dict[str, Any], params: DegenerateParams, thresholds: Thresholds
+) -> list[Judged]:
+    """Fail when more than `max_streams` answers were degenerate (one n-gram repeating, a digit
+    run): they are kept and listed, and left out of every speed figure."""
+    flagged: list[dict[str, Any]] = data.get("degenerate", [])
+    counted = sum(1 for r in data.get("rows", []) for s in r.get("streams", []) if not s["problem"])
+    metrics = {"streams": counted, "degenerate": len(flagged)}
+    if not counted:
+        return [Judged(Verdict.INCONCLUSIVE, ["no counted stream to read"], metrics)]
+    if len(flagged) <= params.max_streams:
+        return [Judged(Verdict.PASS, [], metrics)]
+    reasons = [
+        f"{d['planned_tokens']} {d['pass']} {d['content']} c={d['concurrency']} stream "
+        f"{d['stream']}: {d['reason']}; left out of the speed figures"
+        for d in flagged
+    ]
+    return [Judged(Verdict.FAIL, reasons, metrics)]

@@ -3,6 +3,9 @@
 A cell is counted only when the engine was idle right before it and idle again right after
 it; otherwise its row is `error` and its figures are kept but never published as a result.
 Tokens come from `usage` (`stream_options.include_usage`), timings from `qualify.httpclient.timing`.
+A degenerate answer (`qualify.httpclient.degenerate`: one n-gram repeating, a digit run) is
+flagged on its stream and kept, but left out of the row's decode figures: a drafter accepts such
+text wholesale, so its "speed" says nothing about the candidate.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from qualify.context.corpus import Needles
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.timing import RequestTiming, median, timing
 from qualify.records import Verdict
 from qualify.serving.engines import Dialect
@@ -25,16 +29,10 @@ Messages = list[dict[str, str]]
 Keep = Callable[[str, Exchange], list[str]]
 # After the last byte of a stream the engine may take a moment to free the slot.
 AFTER_GRACE_S = 5.0
-_MEDIAN_KEYS = (
-    "ttfo_s",
-    "ttft_s",
-    "effective_prefill_tok_s",
-    "decode_tok_s",
-    "generation_s",
-    "e2e_s",
-    "itl_p50_ms",
-    "itl_p95_ms",
-)
+# Figures of the prompt, over every stream; figures of the answer, over non-degenerate ones.
+PROMPT_KEYS = ("ttfo_s", "ttft_s", "effective_prefill_tok_s")
+DECODE_KEYS = ("decode_tok_s", "generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms")
+_MEDIAN_KEYS = PROMPT_KEYS + DECODE_KEYS
 
 
 @dataclass
@@ -102,6 +100,7 @@ def _stream_row(
         "finish_reason": o.finish_reason,
         "needles": needles.found(o.content),
         "answer": o.content,
+        "degenerate": degenerate(o.content),
         "reasoning": o.reasoning,
         "problem": stream_problem(o),
         "server": {
@@ -120,9 +119,18 @@ def _med(values: list[Any]) -> float | None:
 
 
 def _summarize(row: dict[str, Any], streams: list[dict[str, Any]], span_s: float) -> None:
-    """Row figures: medians over the cell's streams; cached tokens the largest of them."""
-    for k in _MEDIAN_KEYS:
+    """Row figures: medians over the cell's streams (decode figures over its non-degenerate
+    ones); cached tokens the largest of them."""
+    speed = [s for s in streams if not s["degenerate"]]
+    row["degenerate"] = [
+        {"stream": i + 1, "reason": s["degenerate"]}
+        for i, s in enumerate(streams)
+        if s["degenerate"]
+    ]
+    for k in PROMPT_KEYS:
         row[k] = _med([s[k] for s in streams])
+    for k in DECODE_KEYS:
+        row[k] = _med([s[k] for s in speed])
     prompt = _med([s["actual_prompt_tokens"] for s in streams])
     row["actual_prompt_tokens"] = None if prompt is None else round(prompt)
     cached = [s["cached_tokens"] for s in streams if isinstance(s["cached_tokens"], int)]
@@ -130,8 +138,15 @@ def _summarize(row: dict[str, Any], streams: list[dict[str, Any]], span_s: float
     done = [s["completion_tokens"] for s in streams if isinstance(s["completion_tokens"], int)]
     row["completion_tokens"] = sum(done) if len(done) == len(streams) else None
     row["aggregate_output_tok_s"] = (
-        sum(done) / span_s if done and len(done) == len(streams) and span_s > 0 else None
+        sum(done) / span_s
+        if done and len(done) == len(streams) and span_s > 0 and len(speed) == len(streams)
+        else None
     )
+    row["notes"] = [
+        f"stream {d['stream']} answer is degenerate ({d['reason']}): left out of the decode "
+        "figures" + (" and the aggregate rate" if len(streams) > 1 else "")
+        for d in row["degenerate"]
+    ]
     row["needles"] = {d: all(s["needles"][d] for s in streams) for d in ("50", "99")}
     row["answer"] = streams[0]["answer"] if streams else ""
 
@@ -178,7 +193,7 @@ async def run_cell(drv: Driver, cell: Cell) -> dict[str, Any]:
     if before.idle is False:
         row.update({k: None for k in _MEDIAN_KEYS}, streams=[], needles={"50": False, "99": False})
         row.update(answer="", actual_prompt_tokens=None, cached_tokens=None)
-        row.update(completion_tokens=None, aggregate_output_tok_s=None)
+        row.update(completion_tokens=None, aggregate_output_tok_s=None, degenerate=[], notes=[])
         return _idle_error(row, "before", before)
     label = f"ctx-{cell.target}-{cell.content}-c{len(cell.prompts)}-{cell.pass_}"
     t0 = time.perf_counter()
@@ -188,8 +203,13 @@ async def run_cell(drv: Driver, cell: Cell) -> dict[str, Any]:
     span = time.perf_counter() - t0
     after = await wait_idle(drv.client, drv.dialect, AFTER_GRACE_S)
     row["idle"]["after"] = after.as_dict()
-    streams = [_stream_row(o, timing(o), cell.needles, files) for o, files in sent]
+    timings = [timing(o) for o, _ in sent]
+    streams = [
+        _stream_row(o, t, cell.needles, files) for (o, files), t in zip(sent, timings, strict=True)
+    ]
     row["streams"] = streams
+    # Kept in memory for the fidelity summary (`public` drops it): only streams that count.
+    row["_timings"] = [t for t, s in zip(timings, streams, strict=True) if not s["problem"]]
     _summarize(row, streams, span)
     row["cached_tokens_metric_delta"] = _delta(before, after, drv.dialect.prompt_cached)
     _verdict(row, streams)

@@ -179,3 +179,72 @@ async def size(
         )
     best = max(fitting, key=lambda s: s[1])
     return Sized(best[0], best[1], len(steps), steps, target - tol <= best[1] <= target)
+
+
+@dataclass
+class Fitted:
+    """A cold prompt's nonce and body length, and the counts that found them."""
+
+    nonce: str
+    chars: int
+    tokens: int
+    want: int
+    counts: list[tuple[str, int, int]]
+
+    @property
+    def exact(self) -> bool:
+        return self.tokens == self.want
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "want": self.want,
+            "exact": self.exact,
+            "chars": self.chars,
+            "calls": len(self.counts),
+            "counts": [{"nonce": n, "chars": c, "tokens": t} for n, c, t in self.counts],
+        }
+
+
+NONCE_CHARS = (8, 32)
+"""Shortest and longest nonce (hex characters): 8 still makes every first cache block new."""
+
+
+async def fit(
+    count: Callable[[str, int], Awaitable[int]],
+    want: int,
+    chars: int,
+    draw: Callable[[int], str],
+    max_calls: int,
+    nonce_chars: int = 16,
+) -> Fitted:
+    """A prompt of exactly `want` tokens behind a fresh nonce, re-measured after the nonce is in.
+
+    `count(nonce, chars)` builds the prompt with that nonce and a body of `chars` characters and
+    counts it; `draw(n)` makes n random hex characters. A nonce's tokens vary with its digits
+    (hex splits differently each time), so the warm prompt's body behind a new nonce can come out
+    a few tokens off. A miss the nonce can absorb is fixed by the nonce: one character cut off its
+    end (or added to it) per token over (or under), which moves the count by at most that many
+    tokens, so it closes in from one side; the body, cut between words, moves in steps of several
+    tokens. A larger miss trims or pads the body by secant steps. Without an exact hit, the
+    largest count under `want` wins (never one over it, when one under it was seen).
+    """
+    lo, hi = NONCE_CHARS
+    nonce, body = draw(nonce_chars), chars
+    tried: list[tuple[str, int, int]] = []
+    steps: list[tuple[int, int]] = []  # body lengths tried behind the current nonce
+    while len(tried) < max(1, max_calls):
+        n = await count(nonce, body)
+        tried.append((nonce, body, n))
+        if n == want:
+            return Fitted(nonce, body, n, want, tried)
+        miss = n - want
+        if lo <= len(nonce) - miss <= hi:
+            nonce = nonce[: len(nonce) - miss] if miss > 0 else nonce + draw(-miss)
+            steps = []
+        else:
+            steps.append((body, n))
+            body = _next_chars(steps, want)
+    under = [t for t in tried if t[2] <= want]
+    best = max(under, key=lambda t: t[2]) if under else min(tried, key=lambda t: t[2])
+    return Fitted(best[0], best[1], best[2], want, tried)

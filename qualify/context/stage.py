@@ -1,9 +1,10 @@
 """Context ladder: token-exact long prompts, cold and warm, needles at 50% and 99% depth.
 
-For every target (clamped to the window minus the completion margin) and content kind: size a
-prompt with the server's tokenizer, send the warm-ups, then time a warm cell (the warm-up
-prompt again) and a cold cell (the same document behind a new nonce, so the first cache block
-is new), each between two idle checks. Cold and warm rows are published separately.
+For every target (clamped to the per-request window minus the completion margin) and content
+kind: size a prompt with the server's tokenizer, send the warm-ups, then time a warm cell (the
+warm-up prompt again) and a cold cell (the same document behind a new nonce, so the first cache
+block is new, re-counted so it has exactly the warm prompt's tokens), each between two idle
+checks. Cold and warm rows are published separately; the gates in `gates/context/` judge them.
 """
 
 from __future__ import annotations
@@ -11,16 +12,17 @@ from __future__ import annotations
 import random
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
-from qualify.context.gates import fidelity, gates
-from qualify.context.ladder import Cell, Driver, public, run_cell, stream_problem
+from qualify.context.ladder import Cell, Driver, Messages, public, run_cell, stream_problem
 from qualify.context.settings import ContextSettings
-from qualify.context.sizing import CHARS_PER_TOKEN, Counter, SizingError, size
-from qualify.httpclient.client import Client
+from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
+from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.stage import StageContext, finish, stage, validator
@@ -32,9 +34,11 @@ class Rung:
     planned: int
     clamped: bool
     window: int
+    same_as: int | None = None
     contents: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     tokenizer_calls: int = 0
+    cold_tokenizer_calls: int = 0
     wall_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -43,6 +47,7 @@ class Rung:
             "planned_tokens": self.planned,
             "clamped": self.clamped,
             "window": self.window,
+            "same_as": self.same_as,
             "wall_s": round(self.wall_s, 3),
             "contents": self.contents,
             "errors": self.errors,
@@ -50,9 +55,15 @@ class Rung:
 
 
 def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
-    """Each target clamped to the window minus the completion margin."""
+    """Each target clamped to the per-request window minus the completion margin. A target that
+    clamps to the size of an earlier rung is not run twice: it names that rung in `same_as`."""
     room = window - margin
-    return [Rung(t, min(t, room), t > room, window) for t in targets]
+    rungs: list[Rung] = []
+    for t in targets:
+        planned = min(t, room)
+        first = next((r for r in rungs if r.planned == planned and r.same_as is None), None)
+        rungs.append(Rung(t, planned, t > room, window, first.target if first else None))
+    return rungs
 
 
 def level_of(cand: Candidate, s: ContextSettings) -> tuple[str, dict[str, Any]]:
@@ -72,16 +83,26 @@ def _check_level(loaded: LoadedCandidate) -> list[str]:
     ]
 
 
-async def window_of(ctx: StageContext, client: Client) -> tuple[int, str]:
-    """The per-request context window the server reports, and where it came from."""
-    if ctx.candidate.identity.engine == "llama.cpp":
+async def window_of(
+    engine: str, pinned: int, client: Client, keep: Callable[[str, Exchange], list[str]]
+) -> tuple[int, str]:
+    """The context one request may use, and where it came from.
+
+    llama-server splits `-c` over its `-np` slots: a request gets `n_ctx` of one slot
+    (`/props` `default_generation_settings.n_ctx`, `/v1/models` `meta.n_ctx`), never the total.
+    A pinned `identity.context_length` (the total, for llama.cpp) is divided by the slots."""
+    slots = 1
+    if engine == "llama.cpp":
         ex = await client.get("/props")
-        ctx.keep("props", ex)
-        gen = (ex.body or {}).get("default_generation_settings") if ex.ok else None
+        keep("props", ex)
+        props = ex.body if ex.ok and isinstance(ex.body, dict) else {}
+        gen = props.get("default_generation_settings")
+        if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
+            slots = int(props["total_slots"])
         if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
-            return int(gen["n_ctx"]), "/props default_generation_settings.n_ctx"
+            return int(gen["n_ctx"]), "/props default_generation_settings.n_ctx (per slot)"
     ex = await client.get("/v1/models")
-    ctx.keep("v1-models", ex)
+    keep("v1-models", ex)
     for m in ((ex.body or {}).get("data") or []) if ex.ok else []:
         for key, value in (
             ("max_model_len", m.get("max_model_len")),
@@ -89,7 +110,9 @@ async def window_of(ctx: StageContext, client: Client) -> tuple[int, str]:
         ):
             if isinstance(value, int):
                 return value, f"/v1/models {key}"
-    return ctx.candidate.identity.context_length, "identity.context_length (server reports none)"
+    if slots > 1:
+        return pinned // slots, f"identity.context_length / {slots} slots (server reports none)"
+    return pinned, "identity.context_length (server reports none)"
 
 
 @dataclass
@@ -101,6 +124,7 @@ class Ladder:
     rng: random.Random
     seed: int
     rows: list[dict[str, Any]] = field(default_factory=list)
+    timings: dict[int, list[RequestTiming]] = field(default_factory=dict)
 
     async def rung(self, r: Rung, kind: Kind) -> None:
         needles = Needles.draw(self.rng)
@@ -137,15 +161,41 @@ class Ladder:
             await self._warmup(r, kind, warm, i) for i in range(self.settings.warmups)
         ]
         r.contents[kind] = info
+        info["cold_fits"] = []
         for pass_ in ("warm", "cold"):  # warm first: a cold prompt may evict the warm one
             for c in self.settings.concurrency:
-                prompts = (
-                    [warm] * c
-                    if pass_ == "warm"
-                    else [messages(doc, needles, new_nonce()) for _ in range(c)]
-                )
+                if pass_ == "warm":
+                    prompts = [warm] * c
+                else:
+                    calls0 = self.counter.calls
+                    try:
+                        prompts = [await self.cold(source, needles, sized, info) for _ in range(c)]
+                    except SizingError as exc:
+                        r.errors.append(f"{kind}: sizing a cold prompt failed: {exc}")
+                        continue
+                    finally:
+                        r.cold_tokenizer_calls += self.counter.calls - calls0
                 cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles)
-                self.rows.append(warm_note(public(await run_cell(self.drv, cell))))
+                row = await run_cell(self.drv, cell)
+                if row["verdict"] != "error":
+                    self.timings.setdefault(c, []).extend(row.get("_timings", []))
+                self.rows.append(warm_note(public(row)))
+
+    async def cold(
+        self, source: Source, needles: Needles, sized: Sized, info: dict[str, Any]
+    ) -> Messages:
+        """The rung's document behind a new nonce, with exactly the warm prompt's tokens."""
+
+        async def count(nonce: str, chars: int) -> int:
+            return await self.counter.count(
+                messages(document(source, chars, needles), needles, nonce)
+            )
+
+        fitted = await fit(
+            count, sized.tokens, sized.chars, new_nonce, self.settings.max_tokenizer_counts
+        )
+        info["cold_fits"].append(fitted.as_dict())
+        return messages(document(source, fitted.chars, needles), needles, fitted.nonce)
 
     async def _warmup(self, r: Rung, kind: str, msgs: Any, i: int) -> dict[str, Any]:
         o, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
@@ -161,14 +211,14 @@ class Ladder:
 
 @stage("context")
 async def context(ctx: StageContext) -> StageResult:
-    """Needles pass when both come back at every rung; cold-cache when cold prompts miss the
-    prefix cache; idle when the engine was idle around every timed cell."""
+    """Run the ladder and judge it with the gates `gates/context/` declares: needles and
+    cold-cache per rung (named by the size run), idle, fidelity per concurrency, degenerate."""
     s: ContextSettings = ctx.candidate.stages.context
     t_start = time.perf_counter()
     client = await ctx.client()
     ident = ctx.candidate.identity
     level, fields = level_of(ctx.candidate, s)
-    window, window_source = await window_of(ctx, client)
+    window, window_source = await window_of(ident.engine, ident.context_length, client, ctx.keep)
     rungs = plan_targets(s.targets, window, s.completion_margin)
     seed = secrets.randbits(32)
     body = {"model": ident.model, "max_tokens": s.max_tokens, "temperature": 0, **fields}
@@ -183,6 +233,8 @@ async def context(ctx: StageContext) -> StageResult:
                 r.errors.append(
                     f"window {window} leaves no room after the margin {s.completion_margin}"
                 )
+            elif r.same_as is not None:
+                task.advance(len(s.content), note=f"context {r.target}: same as {r.same_as}")
             else:
                 for kind in s.content:
                     await ladder.rung(r, kind)
@@ -192,20 +244,24 @@ async def context(ctx: StageContext) -> StageResult:
         "targets": [r.as_dict() for r in rungs],
         "rows": ladder.rows,
         "tokenizer_calls": {str(r.target): r.tokenizer_calls for r in rungs},
-        "fidelity": fidelity(ladder.rows),
+        "cold_tokenizer_calls": {str(r.target): r.cold_tokenizer_calls for r in rungs},
+        "fidelity": fidelity_summary(ident.engine, ladder.timings),
+        "degenerate": degenerate_streams(ladder.rows),
+        "speed": speed_summary(ladder.rows),
         "level": level,
+        "window": window,
         "window_source": window_source,
         "sizing_method": ladder.counter.method or None,
         "seed": seed,
         "wall_s": round(time.perf_counter() - t_start, 3),
     }
-    return finish(ctx, gates(rungs_errors(rungs), ladder.rows), data)
+    return finish(ctx, ctx.judge(data), data)
 
 
 def warm_note(row: dict[str, Any]) -> dict[str, Any]:
     """A warm row that was not served from the prefix cache says so (it is still published)."""
     cached, prompt = row.get("cached_tokens"), row.get("actual_prompt_tokens")
-    row["notes"] = []
+    row.setdefault("notes", [])
     if row["pass"] != "warm" or not isinstance(cached, int) or not isinstance(prompt, int):
         return row
     if cached < 0.9 * prompt:
@@ -215,5 +271,61 @@ def warm_note(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def rungs_errors(rungs: list[Rung]) -> dict[int, list[str]]:
-    return {r.target: r.errors for r in rungs}
+def fidelity_summary(engine: str, timings: dict[int, list[RequestTiming]]) -> dict[str, Any]:
+    """`qualify.httpclient.timing.fidelity` over every counted stream, and per concurrency (the
+    TTFT bound depends on it: queued requests wait before the server's prompt time starts)."""
+    every = [t for ts in timings.values() for t in ts]
+    return {
+        **fidelity(every),
+        "engine": engine,
+        "by_concurrency": {str(c): fidelity(ts) for c, ts in sorted(timings.items())},
+    }
+
+
+def degenerate_streams(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every stream whose answer is degenerate, with where it ran: kept, and never a speed."""
+    return [
+        {
+            "target": row["target"],
+            "planned_tokens": row["planned_tokens"],
+            "pass": row["pass"],
+            "content": row["content"],
+            "concurrency": row["concurrency"],
+            "stream": i + 1,
+            "reason": s["degenerate"],
+            "answer": s["answer"][:160],
+            "decode_tok_s": s["decode_tok_s"],
+            "files": s["files"],
+        }
+        for row in rows
+        for i, s in enumerate(row.get("streams", []))
+        if s["degenerate"] and not s["problem"]
+    ]
+
+
+def speed_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per pass, decode tok/s over the counted streams whose answers are not degenerate, by rung
+    (planned tokens) and over all rungs, with how many degenerate streams were left out."""
+    out: dict[str, Any] = {}
+    for pass_ in ("warm", "cold"):
+        counted = [
+            (row["planned_tokens"], s)
+            for row in rows
+            if row["pass"] == pass_ and row["verdict"] != "error"
+            for s in row.get("streams", [])
+        ]
+        speed = [(p, s["decode_tok_s"]) for p, s in counted if not s["degenerate"]]
+        rates = [float(v) for _, v in speed if isinstance(v, int | float)]
+        by_rung: dict[str, list[float]] = {}
+        for p, v in speed:
+            if isinstance(v, int | float):
+                by_rung.setdefault(str(p), []).append(float(v))
+        out[pass_] = {
+            "streams": len(counted),
+            "degenerate_left_out": len(counted) - len(speed),
+            "decode_tok_s_median": median(rates),
+            "decode_tok_s_p5": percentile(rates, 5),
+            "decode_tok_s_p95": percentile(rates, 95),
+            "decode_tok_s_median_by_rung": {p: median(v) for p, v in by_rung.items()},
+        }
+    return out

@@ -1,4 +1,10 @@
-"""Conclude a run: policy over every verdict, tickets, the record, the document, the signature."""
+"""Conclude a run: the house and effective policy, waivers, the one record, tickets, signature.
+
+`setup(house_root)` reads the house at HEAD (or the built-in defaults when there is no house);
+`Setup.rules(candidate)` is the effective policy, exit 2 on a loosening. `qualify run` calls
+`conclude` while its own invocation attempt is still open (`record_attempt`), seals that attempt,
+then `sign_decision`, so the signature covers the invocation too.
+"""
 
 from __future__ import annotations
 
@@ -11,25 +17,62 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify._version import __version__
-from qualify.candidate import Candidate
-from qualify.decision import document, statement, waivers
-from qualify.decision.policy import evaluate
-from qualify.decision.reading import (
-    DECISION,
-    Listing,
-    candidate_as_run,
-    evidence_listing,
-    run_info,
-    stage_attempts,
-    stage_names,
+from qualify.candidate import Candidate, LoadedCandidate
+from qualify.decision import document, statement, trust, waivers
+from qualify.decision.derive import Basis, copy_path, derive
+from qualify.decision.house import HousePolicy, PolicyRules, effective
+from qualify.decision.reading import DECISION, candidate_in_run, evidence_listing, run_info
+from qualify.decision.record import (
+    DecisionRecord,
+    Evaluation,
+    GateOutcome,
+    HouseRef,
+    TicketRef,
+    WaiverCheck,
 )
-from qualify.decision.record import DecisionRecord, Evaluation, GateOutcome, TicketRef
 from qualify.decision.settings import Policy
-from qualify.decision.signing import canonical, load_private, sha256_bytes
+from qualify.decision.signing import keyid, load_private
 from qualify.errors import BadInput
 from qualify.evidence.store import RunDir, utc_now
-from qualify.records import Verdict
 from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
+
+
+@dataclass
+class Setup:
+    """What a decision is made under: the house at one commit (None: built-in defaults)."""
+
+    snapshot: trust.Snapshot | None
+    policy: HousePolicy
+
+    @property
+    def ref(self) -> HouseRef:
+        rules = self.policy.rules()
+        snap = self.snapshot
+        return HouseRef(
+            root=str(snap.root) if snap else None,
+            commit=snap.commit if snap else None,
+            policy_sha256=rules.sha256,
+            rules=rules.model_dump(mode="json"),
+            accept=list(self.policy.accept),
+        )
+
+    def rules(self, mine: Policy | None, where: str) -> PolicyRules:
+        return effective(self.policy, mine or Policy(), where)
+
+    def waiver_files(self, candidate: str) -> list[tuple[str, bytes]]:
+        return self.snapshot.waivers(candidate) if self.snapshot else []
+
+    def approvers(self, rules: PolicyRules) -> list[waivers.Approver]:
+        pinned = self.snapshot.keys.get("waiver", {}).values() if self.snapshot else []
+        found = [waivers.Approver(k.name, k.keyid, k.pub) for k in pinned]
+        return waivers.approvers(found, rules.waivers)
+
+
+def setup(house_root: Path | None) -> Setup:
+    if house_root is None:
+        return Setup(None, HousePolicy())
+    snap = trust.snapshot(house_root)
+    return Setup(snap, snap.policy)
 
 
 def _base(info: dict[str, Any]) -> Path:
@@ -38,14 +81,30 @@ def _base(info: dict[str, Any]) -> Path:
     return Path(p).parent if p else Path.cwd()
 
 
-def signing_key(key: str | None, cand: Candidate | None, info: dict[str, Any]) -> Path | None:
+def signing_key(key: str | Path | None, cand: Candidate | None, base: Path) -> Path | None:
     """`--key`, else `signing.key` of the candidate (relative to the candidate file)."""
     if key:
         return Path(key).expanduser()
     if cand is not None and cand.signing.key:
         q = Path(cand.signing.key).expanduser()
-        return q if q.is_absolute() else _base(info) / q
+        return q if q.is_absolute() else base / q
     return None
+
+
+def signer(
+    key: str | Path | None, loaded: LoadedCandidate | None, evidence_root: Path
+) -> Ed25519PrivateKey | None:
+    """The decision's private key, checked before anything is written; never in the evidence."""
+    base = loaded.directory if loaded else Path.cwd()
+    path = signing_key(key, loaded.candidate if loaded else None, base)
+    if path is None:
+        return None
+    if evidence_root.resolve() in path.resolve().parents:
+        raise BadInput(
+            f"{path} is inside the evidence root",
+            ["key: expected a private key kept outside the evidence (it must never enter it)"],
+        )
+    return load_private(path)
 
 
 def ticket_store(policy: Policy, info: dict[str, Any]) -> TicketStore:
@@ -69,20 +128,20 @@ def _blocking(ev: Evaluation) -> list[tuple[str, GateOutcome | None]]:
     return items + [(p, None) for p in ev.missing]
 
 
-def _tickets(
-    store: TicketStore, ev: Evaluation, run_id: str, candidate: str, policy_sha: str
-) -> list[TicketRef]:
+def _tickets(store: TicketStore, record: DecisionRecord) -> list[TicketRef]:
     """Open or append a ticket for every blocking gate; list the candidate's other tickets."""
+    ev, candidate = record.evaluation, record.candidate
     refs: dict[str, TicketRef] = {}
     for key, g in _blocking(ev):
         entry = LogEntry(
-            run=run_id,
+            run=record.run_id,
             stage_attempt=g.authoritative.attempt if g else None,
             verdict=g.verdict.value if g else "missing",
             reasons=g.reasons if g else [next(r for r in ev.reasons if r.startswith(key))],
             at=utc_now(),
         )
-        t, action = store.record(candidate, key, entry, _acceptance(key, candidate, policy_sha))
+        acceptance = _acceptance(key, candidate, record.policy_sha256)
+        t, action = store.record(candidate, key, entry, acceptance)
         refs[t.id] = _ref(t, action)
     for t in store.all():
         if t.candidate == candidate and t.id not in refs:
@@ -104,95 +163,82 @@ def _ref(t: Ticket, action: str) -> TicketRef:
     )
 
 
-def _attempts(run: RunDir, planned: list[str]) -> dict[str, Any]:
-    names = list(dict.fromkeys(planned + stage_names(run)))
-    return {s: stage_attempts(run, s) for s in names}
-
-
-def _private_key(run: RunDir, key_path: Path | None) -> Ed25519PrivateKey | None:
-    """The signing key, checked before anything is written; it must live outside the evidence."""
-    if key_path is None:
-        return None
-    if run.path.parent.parent.resolve() in key_path.resolve().parents:
-        raise BadInput(
-            f"{key_path} is inside the evidence root",
-            ["key: expected a private key kept outside the evidence (it must never enter it)"],
-        )
-    return load_private(key_path)
-
-
-def _evaluate(run: RunDir, info: dict[str, Any], cand: Candidate | None) -> _Inputs:
-    policy = cand.policy if cand is not None else Policy()
-    name = str(info.get("candidate") or (cand.name if cand else run.candidate_name))
-    planned = list(info.get("stages") or (cand.stages.run if cand else stage_names(run)))
-    store = ticket_store(policy, info)
-    checked = waivers.check_all(policy, _base(info), store, name)
-    waived = {c.check.gate: c.check.path for c in checked if c.check.accepted and c.check.gate}
-    ev = evaluate(planned, _attempts(run, planned), policy, waived)
-    return _Inputs(name, policy, store, checked, ev)
-
-
 @dataclass
-class _Inputs:
-    name: str
-    policy: Policy
-    store: TicketStore
-    checked: list[waivers.Checked]
-    ev: Evaluation
+class Prepared:
+    """A decision's basis, with the waivers' bytes (copied into the decision attempt)."""
+
+    basis: Basis
+    raws: list[bytes]
+    candidate: Candidate | None
 
 
-def _record(
-    run: RunDir, info: dict[str, Any], x: _Inputs, n: int, listing: Listing
-) -> DecisionRecord:
-    ev = x.ev
-    if listing.integrity:
-        ev.reasons += [f"evidence integrity: {p}" for p in listing.integrity]
-        ev.promote, ev.verdict = False, Verdict.ERROR
-    policy_dump = x.policy.model_dump(mode="json")
-    policy_sha = sha256_bytes(canonical(policy_dump))
-    return DecisionRecord(
-        run_id=run.run_id,
-        candidate=x.name,
-        attempt=n,
-        decision="promote" if ev.promote else "no-promote",
-        decided_at=utc_now(),
-        tool_version=__version__,
-        evaluation=ev,
-        policy=policy_dump,
-        policy_sha256=policy_sha,
-        candidate_path=info.get("candidate_path"),
-        candidate_sha256=info.get("candidate_sha256"),
-        evidence_root=listing.root,
-        evidence_files=len(listing.files),
-        unsealed=listing.unsealed,
-        integrity=listing.integrity,
-        tickets=_tickets(x.store, ev, run.run_id, x.name, policy_sha),
-        waivers=[c.check for c in x.checked],
-    )
-
-
-def conclude(run: RunDir, key: str | None) -> DecisionRecord:
-    """Decide, write the decision attempt, seal it, and sign it when a key is configured."""
+def prepare(
+    run: RunDir,
+    s: Setup,
+    attempt: int,
+    record_attempt: str | None = None,
+    run_signer: str | None = None,
+) -> Prepared:
+    """The effective policy from the in-run candidate copy, and every waiver it lists, judged."""
     info = run_info(run)
-    cand = candidate_as_run(run, info)
-    priv = _private_key(run, signing_key(key, cand, info))  # a bad key: nothing written
-    inputs = _evaluate(run, info, cand)
+    copy = copy_path(run, "candidate.toml", record_attempt)
+    cand = candidate_in_run(run, copy)
+    rules = s.rules(cand.policy if cand else None, f"{run.path}/{copy}" if copy else "the run")
+    decided_at = utc_now()
+    bind = waivers.Binding(
+        candidate=str(info.get("candidate") or run.candidate_name),
+        candidate_sha256=info.get("candidate_sha256"),
+        policy_sha256=rules.sha256,
+        decided_at=decided_at,
+        rules=rules.waivers,
+        run_signer=run_signer,
+    )
+    checks: list[WaiverCheck] = []
+    raws: list[bytes] = []
+    for rel, raw in s.waiver_files(bind.candidate):
+        checks.append(waivers.judge(rel, raw, s.approvers(rules), bind))
+        raws.append(raw)
+    basis = Basis(
+        rules=rules,
+        house=s.ref,
+        attempt=attempt,
+        decided_at=decided_at,
+        tool_version=__version__,
+        waivers=checks,
+        candidate_copy=copy,
+        record_attempt=record_attempt,
+    )
+    return Prepared(basis, raws, cand)
+
+
+def conclude(
+    run: RunDir,
+    s: Setup,
+    priv: Ed25519PrivateKey | None = None,
+    record_attempt: str | None = None,
+) -> DecisionRecord:
+    """Decide, write the decision attempt and seal it; sign it now unless the invocation
+    attempt (`record_attempt`) is still open, in which case the caller signs after sealing it."""
+    run_signer = keyid(priv.public_key()) if priv else None
     attempt = run.new_attempt(DECISION)
     try:
-        listing = evidence_listing(run, skip={statement.attempt_rel(attempt.number)})
-        for i, c in enumerate(inputs.checked, 1):
-            if c.raw is not None:  # the waiver itself becomes evidence of this decision
-                c.check.evidence = attempt.write_bytes(f"waiver-{i:02d}.json", c.raw)[0]
-        record = _record(run, info, inputs, attempt.number, listing)
+        prep = prepare(run, s, attempt.number, record_attempt, run_signer)
+        skip = {statement.attempt_rel(attempt.number)} | ({record_attempt} - {None})
+        listing = evidence_listing(run, skip={str(x) for x in skip})
+        for i, (c, raw) in enumerate(zip(prep.basis.waivers, prep.raws, strict=True), 1):
+            c.evidence = attempt.write_bytes(f"waiver-{i:02d}.json", raw)[0]  # now evidence
+        record = derive(run, listing, run_info(run), prep.basis)
+        policy = prep.candidate.policy if prep.candidate else Policy()
+        record.tickets = _tickets(ticket_store(policy, run_info(run)), record)
         attempt.write_bytes("decision.json", _dump(record))
-        attempt.write_bytes("decision.md", document.render(run, record, info).encode())
-        attempt.write_bytes(statement.STATEMENT, statement.build(run, record, listing, info))
+        attempt.write_bytes("decision.md", document.render(run, record, run_info(run)).encode())
+        attempt.write_bytes(statement.STATEMENT, statement.build(run, record, listing))
     except Exception:
         attempt.write_text("traceback.txt", traceback.format_exc())
         raise
     finally:
         attempt.seal()
-    if priv is not None:
+    if priv is not None and record_attempt is None:
         statement.sign_attempt(run, attempt.number, priv)
     return record
 
@@ -201,8 +247,11 @@ def _dump(record: DecisionRecord) -> bytes:
     return (json.dumps(record.model_dump(mode="json"), indent=1) + "\n").encode()
 
 
-def latest(run: RunDir) -> DecisionRecord | None:
+def latest(run: RunDir, attempt: int | None = None) -> DecisionRecord | None:
+    """The latest decision record (or decision attempt `attempt`), None when there is none."""
     dirs = run.attempt_dirs(DECISION)
+    if attempt is not None:
+        dirs = [d for d in dirs if d.name == f"attempt-{attempt:03d}"]
     for d in reversed(dirs):
         f = d / "decision.json"
         if f.is_file():
@@ -212,12 +261,24 @@ def latest(run: RunDir) -> DecisionRecord | None:
 
 def covers_run(run: RunDir, record: DecisionRecord) -> bool:
     """Whether the evidence on disk is still exactly what this decision was made from."""
-    now = evidence_listing(run, skip={statement.attempt_rel(record.attempt)})
+    skip = {statement.attempt_rel(record.attempt)} | ({record.record_attempt} - {None})
+    now = evidence_listing(run, skip={str(x) for x in skip})
     later = [d for d in run.attempt_dirs(DECISION) if d.name > f"attempt-{record.attempt:03d}"]
     return now.root == record.evidence_root and not now.unsealed and not later
 
 
-def sign(run: RunDir, key: Path) -> tuple[Path, DecisionRecord]:
+def sign_decision(run: RunDir, record: DecisionRecord, priv: Ed25519PrivateKey) -> Path:
+    """Sign a written decision; refused when this key approved one of its waivers."""
+    kid = keyid(priv.public_key())
+    if any(w.accepted and w.signer_keyid == kid for w in record.waivers):
+        raise BadInput(
+            "this key approved a waiver the decision relies on",
+            ["key: a run cannot waive itself; sign the decision with another key"],
+        )
+    return statement.sign_attempt(run, record.attempt, priv)
+
+
+def sign(run: RunDir, key: Path, s: Setup) -> tuple[Path, DecisionRecord]:
     """Sign the latest decision if it still covers the run and is unsigned; else decide anew."""
     priv: Ed25519PrivateKey = load_private(key)
     record = latest(run)
@@ -225,6 +286,6 @@ def sign(run: RunDir, key: Path) -> tuple[Path, DecisionRecord]:
         env = statement.envelope_path(run, record.attempt)
         if env.exists():
             return env, record
-        return statement.sign_attempt(run, record.attempt, priv), record
-    record = conclude(run, str(key))
+        return sign_decision(run, record, priv), record
+    record = conclude(run, s, priv)
     return statement.envelope_path(run, record.attempt), record

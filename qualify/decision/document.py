@@ -9,6 +9,7 @@ from typing import Any
 import jinja2
 
 from qualify.decision import sections
+from qualify.decision.house import PolicyRules
 from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.evidence.store import RESULT, RunDir
 from qualify.records import StageResult
@@ -84,13 +85,15 @@ def _result(run: RunDir, s: StageOutcome) -> StageResult | None:
 def _outcome(record: DecisionRecord) -> str:
     ev = record.evaluation
     req = [g for g in ev.gates if g.required]
-    ok = [g for g in req if g.status in ("pass", "waived")]
+    ok = [g for g in req if g.status == "pass"]
     ran = [s.stage for s in ev.stages if s.ran]
     text = f"{len(ok)} of {len(req)} required gates passed"
     text += f" across {', '.join(ran)}." if ran else "; no stage ran."
     vetoes = [g.key for g in ev.gates if g.status == "vetoes"]
     blocks = [f"{g.key} ({g.verdict.value})" for g in ev.gates if g.status == "blocks"]
     idle = [f"{s.stage} ({s.why_not})" for s in ev.stages if not s.ran and s.planned]
+    if ev.waived:
+        text += f" Waived, not passed: {', '.join(f'{k} (inconclusive)' for k in ev.waived)}."
     if vetoes:
         text += f" A critical gate vetoes the promotion: {', '.join(vetoes)}."
     if blocks:
@@ -101,11 +104,30 @@ def _outcome(record: DecisionRecord) -> str:
         text += f" Required but absent: {', '.join(ev.missing)}."
     if record.integrity:
         text += f" {len(record.integrity)} evidence file(s) no longer match their manifest."
-    if record.promote:
+    if record.promote and ev.waived:
+        text += (
+            " Every other required gate passed, so the candidate may back a production alias "
+            "only with the waivers named here, until they expire."
+        )
+    elif record.promote:
         text += " Every required gate passed, so the candidate may back a production alias."
     else:
         text += " No production alias may change on the strength of this run."
     return text
+
+
+def _policy(record: DecisionRecord) -> dict[str, Any]:
+    """The effective policy in a few lines, and where the house policy came from."""
+    rules = PolicyRules.model_validate(record.policy)
+    h = record.house
+    where = f"`{h.root}` at commit {(h.commit or 'none')[:12]}" if h.root else "built-in defaults"
+    tightened = h.policy_sha256 != record.policy_sha256
+    return {
+        "source": where,
+        "house_sha256": h.policy_sha256,
+        "tightened": tightened,
+        "lines": rules.lines(),
+    }
 
 
 def _failed_attempts(ev_stages: list[StageOutcome], gates: list[GateOutcome]) -> list[str]:
@@ -153,6 +175,12 @@ def _caveats(record: DecisionRecord, info: dict[str, Any], data: dict[str, Any])
         )
     out += [f"Evidence integrity: {p}." for p in record.integrity]
     out += [f"Advisory: {n}." for n in record.evaluation.notes]
+    out += [
+        f"Waived, not passed: {w.gate} by {w.signer} (key {str(w.signer_keyid)[:16]}), "
+        f"ticket {w.ticket}, until {w.expires}."
+        for w in record.waivers
+        if w.accepted and w.gate in record.evaluation.waived
+    ]
     out += [f"Waiver {w.path} not accepted: {w.why}." for w in record.waivers if not w.accepted]
     return out
 
@@ -206,6 +234,7 @@ def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[s
         "evidence_line": _evidence_line(stages),
         "window": (min(times), max(times)) if times else None,
         "outcome": _outcome(record),
+        "policy": _policy(record),
         "identity": sections.identity_rows(data.get("identity") or {}, gates),
         "functional": sections.functional(gates),
         "context": sections.context_rows(data.get("context") or {}),

@@ -1,13 +1,16 @@
 """Policy over every verdict: required gates pass, critical ones veto, worst-of, every reason.
 
 The authoritative attempt of a stage is its last finished attempt; every other attempt is listed
-as superseded. A required pattern that matches no gate is a missing gate, and no-promote.
+as superseded. A required pattern that matches no gate is a missing gate, and no-promote; so is
+a reasoning level the policy requires that a levelled stage has no gate at. A waived gate is
+`waived`, never `pass`: it is left out of the worst-of and named in the verdict line.
 """
 
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from qualify.decision.house import PolicyRules
 from qualify.decision.record import (
     AttemptRef,
     Evaluation,
@@ -16,7 +19,6 @@ from qualify.decision.record import (
     GateVerdict,
     StageOutcome,
 )
-from qualify.decision.settings import Policy
 from qualify.records import GateResult, StageResult, Verdict, worst
 
 StageAttempts = list[tuple[int, StageResult | None]]
@@ -85,7 +87,11 @@ def _status(g: GateResult, required: bool, critical: bool, waived: bool) -> Gate
 
 
 def gate_outcome(
-    g: GateResult, auth_attempt: int, history: StageAttempts, policy: Policy, waiver: str | None
+    g: GateResult,
+    auth_attempt: int,
+    history: StageAttempts,
+    policy: PolicyRules,
+    waiver: str | None,
 ) -> GateOutcome:
     critical = g.critical or matches(g.key, policy.critical)
     required = critical or (g.severity == "required" and matches(g.key, policy.required))
@@ -120,7 +126,7 @@ def _gate_reason(o: GateOutcome) -> str:
     return f"{o.key}: {verb}: {o.verdict.value}: {why}"
 
 
-def _stage_required(stage: str, policy: Policy) -> bool:
+def _stage_required(stage: str, policy: PolicyRules) -> bool:
     return any(fnmatchcase(stage, p.split("/", 1)[0]) for p in policy.required + policy.critical)
 
 
@@ -136,7 +142,7 @@ def _broken_stages(
     return out
 
 
-def _missing(gates: list[GateOutcome], policy: Policy) -> list[str]:
+def _missing(gates: list[GateOutcome], policy: PolicyRules) -> list[str]:
     keys = [o.key for o in gates]
     return [p for p in policy.required if not any(fnmatchcase(k, p) for k in keys)]
 
@@ -154,8 +160,17 @@ def _missing_reason(pattern: str, stages: list[StageOutcome]) -> str:
     return f"{pattern}: required, but no gate matches{why}"
 
 
+def _uncovered_levels(gates: list[GateOutcome], policy: PolicyRules) -> list[str]:
+    """`stage/*@level` for each required level a levelled, required stage has no gate at."""
+    out = []
+    for stage in dict.fromkeys(o.stage for o in gates if o.level is not None and o.required):
+        have = {o.level for o in gates if o.stage == stage}
+        out += [f"{stage}/*@{lv}" for lv in policy.levels if lv not in have]
+    return out
+
+
 def _worst_required(gates: list[GateOutcome], broken: list[StageResult], blocked: bool) -> Verdict:
-    counted = [Verdict.PASS if o.status == "waived" else o.verdict for o in gates if o.required]
+    counted = [o.verdict for o in gates if o.required and o.status != "waived"]
     counted += [r.verdict for r in broken]
     verdict = worst(counted) if counted else Verdict.SKIPPED
     if blocked and verdict is Verdict.PASS:
@@ -166,7 +181,7 @@ def _worst_required(gates: list[GateOutcome], broken: list[StageResult], blocked
 def evaluate(
     planned: list[str],
     attempts: dict[str, StageAttempts],
-    policy: Policy,
+    policy: PolicyRules,
     waived: dict[str, str] | None = None,
 ) -> Evaluation:
     """The decision's verdict from every stage's attempts; `waived` maps gate key to waiver."""
@@ -181,16 +196,21 @@ def evaluate(
             gates += [gate_outcome(g, n, history, policy, waived.get(g.key)) for g in auth.gates]
     required_stages = [s for s in stages if _stage_required(s.stage, policy)]
     missing = _missing(gates, policy)
+    levels = _uncovered_levels(gates, policy)
     broken = _broken_stages(required_stages, attempts)
     reasons = [f"{r.stage}: {r.verdict.value}: " + "; ".join(r.reasons) for r in broken]
     reasons += [_gate_reason(o) for o in gates if o.status in ("blocks", "vetoes")]
     reasons += [_missing_reason(p, stages) for p in missing]
+    reasons += [
+        f"{m}: reasoning level {m.rsplit('@', 1)[1]} is required by the policy, but no "
+        f"{m.split('/', 1)[0]} gate covers it"
+        for m in levels
+    ]
     notes = [
         f"{o.key}: advisory: {o.verdict.value}: " + ("; ".join(o.reasons) or "no reason recorded")
         for o in gates
         if o.status == "advisory" and o.verdict is not Verdict.PASS
     ]
-    notes += [f"{o.key}: inconclusive, waived by {o.waiver}" for o in gates if o.status == "waived"]
     verdict = _worst_required(gates, broken, bool(reasons))
     return Evaluation(
         promote=not reasons and verdict is Verdict.PASS,
@@ -199,5 +219,6 @@ def evaluate(
         notes=notes,
         stages=stages,
         gates=gates,
-        missing=missing,
+        missing=missing + levels,
+        waived=[o.key for o in gates if o.status == "waived"],
     )

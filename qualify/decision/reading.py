@@ -1,4 +1,4 @@
-"""Reading a run for the decision: stage attempts, the candidate as run, the evidence listing."""
+"""Reading a run for the decision: run.json, the candidate as run, the evidence listing."""
 
 from __future__ import annotations
 
@@ -6,19 +6,21 @@ import json
 import re
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from qualify.candidate import Candidate
-from qualify.decision.policy import StageAttempts
-from qualify.evidence.store import MANIFEST, RESULT, RunDir, sha256_file
-from qualify.records import StageResult
+from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 
 DECISION = "decision"
 ENVELOPE_RE = re.compile(r"^decision/attempt-(\d{3,})\.dsse\.json$")
 _ATTEMPT_NO = re.compile(r"attempt-(\d{3,})$")
+
+
+def attempt_number(attempt_rel: str) -> int:
+    m = _ATTEMPT_NO.search(attempt_rel)
+    return int(m.group(1)) if m else 0
 
 
 def run_info(run: RunDir) -> dict[str, Any]:
@@ -30,40 +32,14 @@ def run_info(run: RunDir) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def stage_attempts(run: RunDir, stage: str) -> StageAttempts:
-    """Every attempt of a stage, in order, with its result (None when it left none)."""
-    out: StageAttempts = []
-    for d in run.attempt_dirs(stage):
-        m = _ATTEMPT_NO.search(d.name)
-        number = int(m.group(1)) if m else 0
-        try:
-            res: StageResult | None = StageResult.model_validate_json((d / RESULT).read_text())
-        except (OSError, ValidationError):
-            res = None
-        out.append((number, res))
-    return out
-
-
-def stage_names(run: RunDir) -> list[str]:
-    """Directories that hold stage results (server logs and the invocation have none)."""
-    names = []
-    for d in run.stage_dirs():
-        if d.name != DECISION and any((a / RESULT).is_file() for a in run.attempt_dirs(d.name)):
-            names.append(d.name)
-    return names
-
-
-def candidate_as_run(run: RunDir, info: dict[str, Any]) -> Candidate | None:
-    """The candidate from the run's own copy (the latest invocation), else its recorded path."""
-    paths = [d / "candidate.toml" for d in reversed(run.attempt_dirs("run"))]
-    if info.get("candidate_path"):
-        paths.append(Path(info["candidate_path"]))
-    for p in paths:
-        try:
-            return Candidate.model_validate(tomllib.loads(p.read_text()))
-        except (OSError, ValueError, ValidationError):
-            continue
-    return None
+def candidate_in_run(run: RunDir, rel: str | None) -> Candidate | None:
+    """The candidate from the run's own copy (`run/attempt-NNN/candidate.toml`)."""
+    if rel is None:
+        return None
+    try:
+        return Candidate.model_validate(tomllib.loads((run.path / rel).read_text()))
+    except (OSError, ValueError, ValidationError):
+        return None
 
 
 @dataclass
@@ -80,46 +56,53 @@ class Listing:
 
         return sha256_bytes(root_text(self.files).encode())
 
+    def attempts(self) -> set[str]:
+        """The sealed attempt directories (`stage/attempt-NNN`) the listing holds files of."""
+        out = set()
+        for name in self.files:
+            parts = name.split("/")
+            if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]):
+                out.add(f"{parts[0]}/{parts[1]}")
+        return out
+
 
 def root_text(files: dict[str, str]) -> str:
     return "".join(f"{digest}  {name}\n" for name, digest in sorted(files.items()))
 
 
-def _attempt_dir(rel: Path) -> str | None:
-    return str(rel.parent) if len(rel.parts) >= 3 and _ATTEMPT_NO.search(rel.parts[1]) else None
+def _attempt_dir(parts: tuple[str, ...]) -> str | None:
+    return f"{parts[0]}/{parts[1]}" if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]) else None
 
 
-def _check_manifest(run: RunDir, attempt: str, listing: Listing) -> None:
-    try:
-        manifest = json.loads((run.path / attempt / MANIFEST).read_text())
-        recorded = {k: v["sha256"] for k, v in manifest["files"].items()}
-    except (OSError, ValueError, KeyError, TypeError):
-        listing.integrity.append(f"{attempt}/{MANIFEST}: unreadable")
-        return
-    for name, digest in recorded.items():
-        got = listing.files.get(f"{attempt}/{name}")
-        if got != digest:
-            state = "missing" if got is None else "differs from its manifest"
-            listing.integrity.append(f"{attempt}/{name}: {state}")
+def check_manifests(run: RunDir, listing: Listing) -> None:
+    """Name every listed file that no longer matches its attempt's manifest."""
+    for attempt in sorted(listing.attempts()):
+        try:
+            manifest = json.loads((run.path / attempt / MANIFEST).read_text())
+            recorded = {k: v["sha256"] for k, v in manifest["files"].items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            listing.integrity.append(f"{attempt}/{MANIFEST}: unreadable")
+            continue
+        for name, digest in recorded.items():
+            got = listing.files.get(f"{attempt}/{name}")
+            if got != digest:
+                state = "missing" if got is None else "differs from its manifest"
+                listing.integrity.append(f"{attempt}/{name}: {state}")
 
 
 def evidence_listing(run: RunDir, skip: set[str] | None = None) -> Listing:
     """Files of sealed attempts and run.json; envelopes and attempts in `skip` are left out."""
     skip = skip or set()
     listing = Listing()
-    sealed: set[str] = set()
     for p in run.all_files():
         rel = p.relative_to(run.path)
-        name, attempt = rel.as_posix(), _attempt_dir(rel)
+        name, attempt = rel.as_posix(), _attempt_dir(rel.parts)
         if ENVELOPE_RE.match(name) or (attempt is not None and attempt in skip):
             continue
         if attempt is not None and not (run.path / attempt / MANIFEST).is_file():
             if attempt not in listing.unsealed:
                 listing.unsealed.append(attempt)
             continue
-        if attempt is not None:
-            sealed.add(attempt)
         listing.files[name] = sha256_file(p)
-    for attempt in sorted(sealed):
-        _check_manifest(run, attempt, listing)
+    check_manifests(run, listing)
     return listing

@@ -56,10 +56,16 @@ class GateOutcome(StrictModel):
 
 
 class WaiverCheck(StrictModel):
+    """One waiver the candidate listed, and whether it counts (qualify.decision.waivers)."""
+
     path: str
     sha256: str | None = None
     gate: str | None = None
     ticket: str | None = None
+    expires: str | None = None
+    signer: str | None = Field(default=None, description="name of the pinned approver key")
+    signer_keyid: str | None = None
+    signer_pem: str | None = Field(default=None, description="so verify can check it offline")
     accepted: bool
     why: str
     evidence: str | None = Field(default=None, description="its copy in the decision attempt")
@@ -79,27 +85,46 @@ class TicketRef(StrictModel):
 
 class Evaluation(StrictModel):
     promote: bool
-    verdict: Verdict = Field(description="worst-of over the required gates (waived counts pass)")
+    verdict: Verdict = Field(
+        description="worst-of over the required gates that were not waived (waived is not pass)"
+    )
     reasons: list[str] = Field(default_factory=list, description="every blocking reason")
     notes: list[str] = Field(default_factory=list, description="advisory findings")
     stages: list[StageOutcome] = Field(default_factory=list)
     gates: list[GateOutcome] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list, description="required patterns, no gate")
+    waived: list[str] = Field(default_factory=list, description="gate keys a waiver let through")
+
+
+class HouseRef(StrictModel):
+    """Where the policy came from: the house repository at one commit."""
+
+    root: str | None = Field(description="the house repository; null: built-in defaults")
+    commit: str | None = None
+    policy_sha256: str = Field(description="sha256 of the house rules (canonical JSON)")
+    rules: dict[str, Any] = Field(description="the house rules (PolicyRules), as they were")
+    accept: list[str] = Field(default_factory=list, description="earlier digests it accepts")
 
 
 class DecisionRecord(StrictModel):
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     run_id: str
     candidate: str
     attempt: int = Field(description="the decision attempt this record is in")
     decision: Literal["promote", "no-promote"]
+    headline: str = Field(description='e.g. "promote with 1 waiver (vram/telemetry ...)"')
     decided_at: str
     tool_version: str
     evaluation: Evaluation
-    policy: dict[str, Any]
+    policy: dict[str, Any] = Field(description="the effective PolicyRules")
     policy_sha256: str
+    house: HouseRef
     candidate_path: str | None
     candidate_sha256: str | None
+    candidate_copy: str | None = Field(description="the in-run copy, a path inside the run")
+    record_attempt: str | None = Field(
+        default=None, description="the invocation attempt open at decision time, signed with it"
+    )
     evidence_root: str = Field(description="sha256 of the sorted `digest  path` evidence list")
     evidence_files: int
     unsealed: list[str] = Field(default_factory=list, description="attempts still open")

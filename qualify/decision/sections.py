@@ -53,9 +53,14 @@ def show(value: Any) -> str:
     return str(value)
 
 
+def shown(g: GateOutcome) -> str:
+    """A gate's verdict as the document prints it: a waived gate reads as waived, never pass."""
+    return f"waived ({g.verdict.value})" if g.status == "waived" else g.verdict.value
+
+
 def identity_rows(data: dict[str, Any], gates: list[GateOutcome]) -> list[dict[str, str]]:
     pins, reported = _dict(data.get("pins")), _dict(data.get("reported"))
-    verdicts = {g.gate: g.verdict.value for g in gates if g.stage == "identity"}
+    verdicts = {g.gate.removeprefix("pin@"): shown(g) for g in gates if g.stage == "identity"}
     rows = []
     for name, label in PIN_LABELS.items():
         if name not in pins:
@@ -79,16 +84,14 @@ def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, 
     cells = {(g.gate, g.level or "default"): g for g in mine}
     rows = []
     for name in names:
-        row = [
-            cells[(name, lv)].verdict.value if (name, lv) in cells else "absent" for lv in levels
-        ]
+        row = [shown(cells[(name, lv)]) if (name, lv) in cells else "absent" for lv in levels]
         rows.append({"gate": name, "cells": row})
     summary = []
     for lv in levels:
         here = [g for g in mine if (g.level or "default") == lv]
         passed = [g.gate for g in here if g.verdict is Verdict.PASS]
         other = [
-            f"{g.gate} {g.verdict.value} ({'; '.join(g.reasons) or 'no reason'})"
+            f"{g.gate} {shown(g)} ({'; '.join(g.reasons) or 'no reason'})"
             for g in here
             if g.verdict is not Verdict.PASS
         ]

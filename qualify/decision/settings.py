@@ -1,41 +1,81 @@
-"""Candidate settings owned by the decision: the policy, the alias it gates, the signing key."""
+"""Candidate settings owned by the decision: its own policy, the alias it gates, the signing key.
+
+A candidate's `[policy]` can only tighten the house policy (`qualify.decision.house`), which
+lives with the alias table: every field it writes is compared with the house's and a loosening
+is refused (exit 2) naming the field. Fields it does not write are the house's.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from qualify.records import StrictModel
 
-PositiveFloat = Annotated[float, Field(gt=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
+_HOUSE_ONLY = {
+    "waiver_keys": "waiver approvers are pinned in the house repository "
+    "(`qualify house pin --role waiver`), never named by a candidate",
+    "accept": "which earlier house policies are still accepted is the house's to say",
+    "waivers": "waivers live in the house repository, under waivers/<candidate>/ "
+    "(`qualify tickets waive --house`), so listing one never changes the candidate's digest",
+}
 
 
 class Policy(StrictModel):
-    """How verdicts become a decision. Patterns are fnmatch over gate keys `stage/gate[@level]`."""
+    """A candidate's tightenings of the house policy. Patterns are fnmatch over gate keys."""
 
-    vram_reserve_gib: Annotated[float, Field(ge=0)] = 3.0
-    required: list[str] = Field(
-        default_factory=lambda: ["identity/*", "preflight/*", "context/*", "ab/*", "vram/*"],
-        description="gate key patterns (stage/gate@level, fnmatch) that must pass",
+    required: list[str] | None = Field(
+        default=None,
+        description="gate key patterns that must pass; must include every house pattern",
     )
-    critical: list[str] = Field(
-        default_factory=lambda: ["identity/*"],
-        description="gate key patterns whose failure vetoes the decision on its own",
+    critical: list[str] | None = Field(
+        default=None,
+        description="gate key patterns that veto on their own; must include every house pattern",
     )
-    waivers: list[str] = Field(
-        default_factory=list,
-        description="paths of signed waivers (relative to the candidate file)",
+    levels: list[str] | None = Field(
+        default=None,
+        description="reasoning levels that must be covered; must include every house level",
     )
-    waiver_keys: list[str] = Field(
-        default_factory=list,
-        description="ed25519 public keys (PEM paths) whose signature makes a waiver valid",
+    thresholds: dict[str, Any] | None = Field(
+        default=None,
+        description="a qualify.gates.thresholds.Thresholds table: only the fields written "
+        "count, and each must be at least as strict as the house's",
+    )
+    vram_reserve_gib: Annotated[float, Field(ge=0)] = Field(
+        3.0,
+        description="shorthand for thresholds.vram_reserve_gib (counts only when written)",
     )
     tickets_dir: str | None = Field(
         default=None,
         description="ticket directory (default: $QUALIFY_TICKETS, else tickets/ at the repo root)",
     )
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        # imported here: qualify.gates imports the candidate model, which imports this module
+        from qualify.gates.thresholds import Thresholds
+
+        if v is not None:
+            try:
+                Thresholds.model_validate(v)
+            except ValidationError as exc:
+                raise ValueError(
+                    "; ".join(
+                        f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+                    )
+                ) from None
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _house_fields(cls, raw: Any) -> Any:
+        if isinstance(raw, dict):
+            for name, why in _HOUSE_ONLY.items():
+                if name in raw:
+                    raise ValueError(f"{name}: {why}")
+        return raw
 
 
 class AliasTarget(StrictModel):

@@ -1,8 +1,14 @@
 """The in-toto statement of a decision, and the DSSE envelope that signs it.
 
-`statement.json` in the decision attempt names every evidence file, the decision record, the
-rendered markdown and the candidate file. The signed payload is that statement with two more
-subjects: `statement.json` itself and the attempt's manifest, so no byte of the run is unsigned.
+Every subject is a path inside the run, so an envelope verifies the same wherever the run is
+copied. `statement.json` in the decision attempt names every evidence file (role `evidence`),
+the record, the document and the copies of the waivers. The signed payload is that statement
+with more subjects: `statement.json` itself and the attempt's manifest, and every file of the
+invocation attempt that made the decision (`run/attempt-NNN`: the in-run copies of the candidate
+and control, the invocation, the outcome, the log), which is sealed after the decision is
+written and before it is signed. No byte of the run but the envelopes is left unsigned.
+
+The predicate is the decision record itself (`decision.json`), plus the record's path.
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from qualify.decision.signing import PAYLOAD_TYPE, envelope_bytes, seal_envelope
 from qualify.errors import BadInput
 from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 
-PREDICATE_TYPE = "https://qualify.dev/decision/v1"
+PREDICATE_TYPE = "https://qualify.dev/decision/v2"
 STATEMENT = "statement.json"
+_COPY_ROLES = {"candidate.toml": "candidate", "control.toml": "control"}
 
 
 def attempt_rel(n: int) -> str:
@@ -36,61 +43,46 @@ def _subject(name: str, digest: str, role: str) -> dict[str, Any]:
     return {"name": name, "digest": {"sha256": digest}, "annotations": {"role": role}}
 
 
-def _predicate(record: DecisionRecord) -> dict[str, Any]:
-    ev = record.evaluation
-    return {
-        "version": 1,
-        "run_id": record.run_id,
-        "candidate": record.candidate,
-        "decision": record.decision,
-        "verdict": ev.verdict.value,
-        "reasons": ev.reasons,
-        "decided_at": record.decided_at,
-        "tool_version": record.tool_version,
-        "policy": record.policy,
-        "policy_sha256": record.policy_sha256,
-        "evidence_root": record.evidence_root,
-        "record": f"{attempt_rel(record.attempt)}/decision.json",
-        "gates": [
-            {
-                "key": g.key,
-                "verdict": g.verdict.value,
-                "status": g.status,
-                "required": g.required,
-                "critical": g.critical,
-                "authoritative": g.authoritative.model_dump(mode="json"),
-                "superseded": [s.model_dump(mode="json") for s in g.superseded],
-                "waiver": g.waiver,
-            }
-            for g in ev.gates
-        ],
-        "stages": [s.model_dump(mode="json") for s in ev.stages],
-        "missing": ev.missing,
-        "unsealed": record.unsealed,
-        "tickets": [t.id for t in record.tickets],
-        "waivers": [w.model_dump(mode="json") for w in record.waivers],
-    }
+def predicate(record: DecisionRecord) -> dict[str, Any]:
+    return {"record": f"{attempt_rel(record.attempt)}/decision.json"} | record.model_dump(
+        mode="json"
+    )
 
 
-def build(run: RunDir, record: DecisionRecord, listing: Listing, info: dict[str, Any]) -> bytes:
-    """The statement of a decision attempt whose record and markdown are already written."""
+def _role(name: str) -> str:
+    if name in ("decision.json", "decision.md"):
+        return {"decision.json": "decision", "decision.md": "document"}[name]
+    return "waiver" if name.startswith("waiver-") else "decision-file"
+
+
+def build(run: RunDir, record: DecisionRecord, listing: Listing) -> bytes:
+    """The statement of a decision attempt whose record, document and waivers are written."""
     rel = attempt_rel(record.attempt)
     subjects = [_subject(n, d, "evidence") for n, d in sorted(listing.files.items())]
-    for name, role in (("decision.json", "decision"), ("decision.md", "document")):
-        subjects.append(_subject(f"{rel}/{name}", sha256_file(run.path / rel / name), role))
-    for field, role in (("candidate_path", "candidate"), ("control_path", "control")):
-        path = info.get(field)
-        if path and Path(path).is_file():
-            subjects.append(_subject(str(path), sha256_file(Path(path)), role))
-    return _dump(statement(subjects, PREDICATE_TYPE, _predicate(record)))
+    for p in sorted((run.path / rel).iterdir()):
+        if p.is_file() and p.name not in (STATEMENT, MANIFEST):
+            subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), _role(p.name)))
+    return _dump(statement(subjects, PREDICATE_TYPE, predicate(record)))
 
 
 def _dump(obj: Any) -> bytes:
     return (json.dumps(obj, indent=1) + "\n").encode()
 
 
-def sign_attempt(run: RunDir, n: int, key: Ed25519PrivateKey) -> Path:
-    """Write the envelope of sealed decision attempt `n` once, beside it."""
+def _record_subjects(run: RunDir, record_attempt: str | None) -> list[dict[str, Any]]:
+    """Every file of the sealed invocation attempt that made the decision."""
+    if not record_attempt or not (run.path / record_attempt / MANIFEST).is_file():
+        return []
+    d = run.path / record_attempt
+    out = []
+    for p in sorted(x for x in d.rglob("*") if x.is_file()):
+        role = _COPY_ROLES.get(p.name, "record")
+        out.append(_subject(p.relative_to(run.path).as_posix(), sha256_file(p), role))
+    return out
+
+
+def payload(run: RunDir, n: int) -> bytes:
+    """What is signed for sealed decision attempt `n`."""
     rel = attempt_rel(n)
     d = run.path / rel
     if not (d / MANIFEST).is_file() or not (d / STATEMENT).is_file():
@@ -98,7 +90,13 @@ def sign_attempt(run: RunDir, n: int, key: Ed25519PrivateKey) -> Path:
     body = json.loads((d / STATEMENT).read_bytes())
     for name, role in ((STATEMENT, "statement"), (MANIFEST, "manifest")):
         body["subject"].append(_subject(f"{rel}/{name}", sha256_file(d / name), role))
-    env = seal_envelope(_dump(body), key, PAYLOAD_TYPE)
+    body["subject"] += _record_subjects(run, body["predicate"].get("record_attempt"))
+    return _dump(body)
+
+
+def sign_attempt(run: RunDir, n: int, key: Ed25519PrivateKey) -> Path:
+    """Write the envelope of sealed decision attempt `n` once, beside it."""
+    env = seal_envelope(payload(run, n), key, PAYLOAD_TYPE)
     out = envelope_path(run, n)
     try:
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)

@@ -1,119 +1,192 @@
-"""Waivers: a signed statement that one inconclusive gate may pass, tied to an open ticket.
+"""Waivers: a signed, expiring permission for one inconclusive gate of one exact candidate.
 
-A waiver is a DSSE envelope (payload type below) signed by a key the policy lists in
-`waiver_keys`. It only ever turns `inconclusive` into `waived`; a fail or an error stays.
+A waiver is a DSSE envelope (payload type below), committed in the house repository under
+`waivers/<candidate>/` (so listing it never changes the candidate's digest). It binds the gate
+key, the candidate file's sha256, the digest of the effective policy it was granted under, and
+an expiry. It counts only when signed by a waiver key the house pins (`qualify house pin
+waiver`) whose name the house policy lists as an approver, by a key other than the one that
+signs the decision, within the house's longest term, and unexpired at the decision's time.
+Whether it counts depends on signed data alone, so `qualify verify` reaches the same answer from
+the run's copy. It only ever turns `inconclusive` into `waived`; a fail or an error stays.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from qualify.decision.house import WaiverRules
 from qualify.decision.record import WaiverCheck
-from qualify.decision.settings import Policy
 from qualify.decision.signing import (
     envelope_bytes,
+    keyid,
     load_private,
-    load_public,
     open_envelope,
-    read_envelope,
     seal_envelope,
     sha256_bytes,
 )
-from qualify.errors import QualifyError
+from qualify.errors import BadInput, QualifyError
 from qualify.evidence.store import utc_now
 from qualify.tickets import TicketStore
 
 WAIVER_TYPE = "application/vnd.qualify.waiver+json"
+_TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def make_waiver(store: TicketStore, ticket_id: str, reason: str, key: Path, out: Path) -> Path:
-    """Sign a waiver of the gate of an open ticket; written once at `out`."""
+def _time(text: str) -> datetime:
+    return datetime.strptime(text, _TIME).replace(tzinfo=UTC)
+
+
+def make_waiver(
+    store: TicketStore,
+    ticket_id: str,
+    reason: str,
+    key: Path,
+    bound: dict[str, str],
+    days: int,
+) -> tuple[str, bytes]:
+    """Sign a waiver of the gate of an open ticket, bound to `candidate_sha256` and
+    `policy_sha256` (from the decision that opened it); returns the candidate and the bytes."""
     t = store.get(ticket_id)
     if t.status != "open":
-        from qualify.errors import BadInput
-
         raise BadInput(f"ticket {ticket_id} is {t.status}", ["id: expected an open ticket"])
+    now = utc_now()
     payload = {
-        "version": 1,
+        "version": 2,
         "ticket": t.id,
         "gate": t.gate,
         "candidate": t.candidate,
+        "candidate_sha256": bound["candidate_sha256"],
+        "policy_sha256": bound["policy_sha256"],
         "reason": reason,
-        "granted_at": utc_now(),
+        "granted_at": now,
+        "expires": (_time(now) + timedelta(days=days)).strftime(_TIME),
     }
     body = (json.dumps(payload, indent=1) + "\n").encode()
     env = seal_envelope(body, load_private(key), WAIVER_TYPE)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("xb") as fh:
-        fh.write(envelope_bytes(env))
-    return out
+    return t.candidate, envelope_bytes(env)
+
+
+def grant(
+    store: TicketStore,
+    house: Path,
+    ticket_id: str,
+    reason: str,
+    key: Path,
+    bound: dict[str, str],
+    days: int,
+) -> tuple[Path, str]:
+    """Sign a waiver and commit it to the house under `waivers/<candidate>/<ticket>.json`."""
+    from qualify.decision.trust import add_waiver
+
+    candidate, data = make_waiver(store, ticket_id, reason, key, bound, days)
+    return add_waiver(house, candidate, f"{ticket_id}.dsse.json", data)
 
 
 @dataclass
-class Checked:
-    check: WaiverCheck
-    raw: bytes | None
+class Approver:
+    name: str
+    keyid: str
+    pub: Ed25519PublicKey
 
 
-def _open(path: Path, keys: list[Path]) -> tuple[bytes, dict[str, Any]]:
-    """The waiver's payload, verified by one of the keys; raises with the reason otherwise."""
-    if not keys:
-        raise ValueError("the policy lists no waiver_keys to verify it with")
-    env = read_envelope(path)
-    last = "no key verified it"
-    for k in keys:
+@dataclass
+class Binding:
+    """What a waiver must match to count in this decision."""
+
+    candidate: str
+    candidate_sha256: str | None
+    policy_sha256: str
+    decided_at: str
+    rules: WaiverRules
+    run_signer: str | None = None  # keyid of the key that signs the decision, when known
+
+
+def _pem(pub: Ed25519PublicKey) -> str:
+    return pub.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+
+
+def _open(raw: bytes, approvers: list[Approver]) -> tuple[Approver, dict[str, Any]]:
+    """The payload and the approver whose key verifies it; ValueError otherwise."""
+    if not approvers:
+        raise ValueError("the house pins no waiver key that its policy lists as an approver")
+    try:
+        env = json.loads(raw)
+    except ValueError:
+        raise ValueError("it is not a JSON envelope") from None
+    for a in approvers:
         try:
-            payload = open_envelope(env, load_public(k), WAIVER_TYPE)
-        except QualifyError as exc:
-            last = str(exc).removeprefix("qualify: ")
+            payload = open_envelope(env, a.pub, WAIVER_TYPE)
+        except QualifyError:
             continue
         data = json.loads(payload)
         if not isinstance(data, dict):
             raise ValueError("its payload is not a table")
-        return payload, data
-    raise ValueError(last)
+        return a, data
+    raise ValueError("no pinned waiver approver key verifies it")
 
 
-def check_one(path: Path, keys: list[Path], store: TicketStore, candidate: str) -> Checked:
+def _mismatch(data: dict[str, Any], b: Binding) -> str | None:
+    for field, want in (
+        ("candidate", b.candidate),
+        ("candidate_sha256", b.candidate_sha256),
+        ("policy_sha256", b.policy_sha256),
+    ):
+        if data.get(field) != want:
+            return f"it binds {field} {str(data.get(field))[:16]}, this run has {str(want)[:16]}"
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        return Checked(WaiverCheck(path=str(path), accepted=False, why=str(exc)), None)
-    digest = sha256_bytes(raw)
+        granted, expires = _time(str(data.get("granted_at"))), _time(str(data.get("expires")))
+    except ValueError:
+        return "its grant or expiry is not a UTC time"
+    if expires <= _time(b.decided_at):
+        return f"it expired at {data.get('expires')}"
+    if expires - granted > timedelta(days=b.rules.max_days):
+        return f"it runs longer than the house's {b.rules.max_days} days"
+    return None
 
-    def no(why: str, gate: str | None = None, ticket: str | None = None) -> Checked:
-        check = WaiverCheck(
-            path=str(path), sha256=digest, gate=gate, ticket=ticket, accepted=False, why=why
-        )
-        return Checked(check, raw)
 
+def judge(label: str, raw: bytes, approvers: list[Approver], b: Binding) -> WaiverCheck:
+    """Whether one waiver counts in this decision, and why not when it does not."""
+    base = {"path": label, "sha256": sha256_bytes(raw)}
     try:
-        _, data = _open(path, keys)
-    except (ValueError, QualifyError) as exc:
-        return no(f"signature not accepted: {str(exc).removeprefix('qualify: ')}")
-    gate, ticket = str(data.get("gate")), str(data.get("ticket"))
-    if data.get("candidate") != candidate:
-        return no(f"it waives candidate {data.get('candidate')!r}, not {candidate!r}", gate, ticket)
-    open_t = next((t for t in store.all("open") if t.id == ticket), None)
-    if open_t is None:
-        return no(f"ticket {ticket} is not open", gate, ticket)
-    if open_t.gate != gate:
-        return no(f"ticket {ticket} is about {open_t.gate}, not {gate}", gate, ticket)
-    ok = WaiverCheck(
-        path=str(path), sha256=digest, gate=gate, ticket=ticket, accepted=True, why="verified"
-    )
-    return Checked(ok, raw)
+        who, data = _open(raw, approvers)
+    except ValueError as exc:
+        return WaiverCheck(**base, accepted=False, why=f"signature not accepted: {exc}")
+    seen = {
+        "gate": str(data.get("gate")),
+        "ticket": str(data.get("ticket")),
+        "expires": str(data.get("expires")),
+        "signer": who.name,
+        "signer_keyid": who.keyid,
+        "signer_pem": _pem(who.pub),
+    }
+    if b.run_signer is not None and who.keyid == b.run_signer:
+        why: str | None = "signed by the key that signs the decision (a run cannot waive itself)"
+    else:
+        why = _mismatch(data, b)
+    return WaiverCheck(**base, **seen, accepted=why is None, why=why or "verified")
 
 
-def check_all(policy: Policy, base: Path, store: TicketStore, candidate: str) -> list[Checked]:
-    """Every waiver the policy lists, checked; paths are relative to the candidate file."""
-    keys = [_resolve(base, k) for k in policy.waiver_keys]
-    return [check_one(_resolve(base, w), keys, store, candidate) for w in policy.waivers]
+def approvers(pinned: list[Approver], rules: WaiverRules) -> list[Approver]:
+    """The pinned waiver keys whose names the policy lists as approvers."""
+    return [a for a in pinned if any(fnmatchcase(a.name, p) for p in rules.approvers)]
 
 
-def _resolve(base: Path, p: str) -> Path:
-    q = Path(p).expanduser()
-    return q if q.is_absolute() else base / q
+def from_record(checks: list[WaiverCheck]) -> list[Approver]:
+    """The approver keys a decision recorded, to re-judge its waivers offline."""
+    out = []
+    for c in checks:
+        if c.signer and c.signer_pem:
+            pub = serialization.load_pem_public_key(c.signer_pem.encode())
+            if isinstance(pub, Ed25519PublicKey):
+                out.append(Approver(c.signer, keyid(pub), pub))
+    return out

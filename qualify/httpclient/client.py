@@ -19,7 +19,6 @@ import httpx
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
 from qualify.evidence.redact import Redactor
-from qualify.httpclient import netio
 
 now = time.perf_counter
 
@@ -122,8 +121,7 @@ class Client:
             base_url=self.base_url,
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=10.0),
-            # The default transport reads through anyio; ours costs the server less CPU.
-            transport=transport or netio.transport(limits),
+            transport=transport,
             limits=limits,
         )
         self.redactor = Redactor()

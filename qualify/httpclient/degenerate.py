@@ -28,8 +28,8 @@ NGRAM_SHARE = 0.6
 
 MIN_WORDS = 16
 
-_CHAR_RUN_RE = re.compile(r"(\S)\1{%d,}" % (CHAR_RUN - 1))
-_DIGITS_RE = re.compile(r"\d{%d,}" % DIGIT_RUN)
+_CHAR_RUN_RE = re.compile(rf"(\S)\1{{{CHAR_RUN - 1},}}")
+_DIGITS_RE = re.compile(rf"\d{{{DIGIT_RUN},}}")
 _WORD_RE = re.compile(r"\S+")
 
 

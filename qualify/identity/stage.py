@@ -1,68 +1,24 @@
-"""Identity: the candidate's pins against what the server says about itself."""
+"""Identity: every pin against what the server says about itself and how qualify launched it.
+
+The stage only gathers: the server's own reports (`GET /v1/models` and the engine's info
+paths), the launch command qualify ran (the server attempt's `launch.json`) and, for a
+container, what the runtime says of the image. The engine's adapter turns them into pins seen
+(`qualify.serving.engines`); the gates in `gates/identity/` judge (`qualify.identity.gates`).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
 from typing import Any
 
 from qualify.candidate import Identity
 from qualify.httpclient.client import Client
-from qualify.records import AttemptRecord, GateResult, StageResult, Verdict
+from qualify.records import StageResult
+from qualify.serving.engines import Launch, adapter
+from qualify.serving.process import ServerProcess
 from qualify.stage import StageContext, finish, stage
-
-
-def _reported_llamacpp(models: Any, props: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    data = (models or {}).get("data") or []
-    out["model"] = [m.get("id") for m in data] + [a for m in data for a in m.get("aliases") or []]
-    if isinstance(props, dict):
-        slots = props.get("total_slots")
-        n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
-        if isinstance(n_ctx, int):
-            out["context_length"] = n_ctx * (slots if isinstance(slots, int) else 1)
-        out["engine_build"] = props.get("build_info")
-        out["quantization"] = props.get("model_ftype")
-        out["max_num_seqs"] = slots
-    return out
-
-
-def _reported_openai(models: Any, info: Any) -> dict[str, Any]:
-    data = (models or {}).get("data") or []
-    out: dict[str, Any] = {"model": [m.get("id") for m in data]}
-    lens = [m.get("max_model_len") for m in data if m.get("max_model_len")]
-    if lens:
-        out["context_length"] = lens[0]
-    if isinstance(info, dict) and info.get("version"):
-        out["engine_build"] = info["version"]
-    return out
-
-
-def compare(pins: Identity, reported: dict[str, Any]) -> list[GateResult]:
-    """One gate per pin the server reports; a mismatch fails and shows both values."""
-    gates = []
-    for name in ("model", "context_length", "engine_build", "quantization", "max_num_seqs"):
-        pinned = getattr(pins, name)
-        got = reported.get(name)
-        if got is None or got == []:
-            continue
-        if isinstance(got, list):
-            ok = pinned in got
-            shown = got[0] if len(got) == 1 else got
-        else:
-            ok = str(got).lower() == str(pinned).lower()
-            shown = got
-        why = [] if ok else [f"pinned {name} {pinned!r}, server reports {shown!r}"]
-        gates.append(
-            GateResult(
-                gate=name,
-                stage="identity",
-                critical=True,
-                verdict=Verdict.PASS if ok else Verdict.FAIL,
-                reasons=why,
-                attempts=[AttemptRecord(number=1, verdict=Verdict.PASS if ok else Verdict.FAIL)],
-                metrics={"pinned": pinned, "reported": shown},
-            )
-        )
-    return gates
 
 
 async def _get(ctx: StageContext, client: Client, path: str) -> Any:
@@ -71,41 +27,94 @@ async def _get(ctx: StageContext, client: Client, path: str) -> Any:
     return ex.body if ex.ok else None
 
 
+def _run(cmd: list[str]) -> tuple[str | None, str]:
+    """stdout of a runtime command, or None and the reason it gave nothing."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{' '.join(cmd[:3])}: {exc}"
+    if r.returncode != 0:
+        return None, f"{' '.join(cmd[:3])} exited {r.returncode}: {r.stderr.strip()[:200]}"
+    return r.stdout.strip(), ""
+
+
+def inspect_image(runtime: str, image: str, container_id: str | None) -> dict[str, Any]:
+    """What the container runtime reports of the image the server runs from: its id and its
+    repository digests (`docker inspect` of the container, then `docker image inspect`)."""
+    out: dict[str, Any] = {"image": image}
+    if not container_id:
+        return {**out, "error": "the runtime printed no container id"}
+    image_id, err = _run([runtime, "inspect", "--format", "{{.Image}}", container_id])
+    if image_id is None:
+        return {**out, "error": err}
+    digests, err = _run(
+        [runtime, "image", "inspect", "--format", "{{json .RepoDigests}}", image_id]
+    )
+    if digests is None:
+        return {**out, "id": image_id, "error": err}
+    try:
+        repo_digests = [str(d) for d in json.loads(digests) or []]
+    except ValueError:
+        return {**out, "id": image_id, "error": f"unreadable RepoDigests: {digests[:200]!r}"}
+    return {**out, "id": image_id, "repo_digests": repo_digests}
+
+
+def _command(proc: ServerProcess) -> list[str]:
+    """The command as the launch recorded it in its evidence, else as it would be built."""
+    try:
+        recorded = json.loads((proc.attempt.path / "launch.json").read_text())["command"]
+        return [str(a) for a in recorded]
+    except (OSError, ValueError, KeyError, TypeError):
+        return proc.command()
+
+
+async def launched(ctx: StageContext) -> Launch | None:
+    """How qualify started the candidate's server; None when it attached to a running one."""
+    srv = ctx.candidate.server
+    proc = ctx.lanes.process
+    if srv.attach or proc is None:
+        return None
+    args = _command(proc)
+    if srv.container is None:
+        return Launch("local", args, dict(srv.launch.env) if srv.launch else {})
+    c = srv.container
+    proc.alive()  # notes the container id the runtime printed
+    image = await asyncio.to_thread(inspect_image, c.runtime, c.image, proc.container_id)
+    return Launch("container", args, dict(c.env), image)
+
+
+def gather(
+    pins: Identity, bodies: dict[str, Any], launch: Launch | None, unreachable: str | None = None
+) -> dict[str, Any]:
+    """The stage's `data`: each pin as pinned, as seen (value and source), or why unseen."""
+    seen, why = adapter(pins.engine).observe(bodies, launch)
+    pinned = pins.model_dump(mode="json")
+    return {
+        "engine": pins.engine,
+        "unreachable": unreachable,
+        "pins": pinned,
+        "seen": {p: {"value": s.value, "source": s.source} for p, s in seen.items()},
+        "unverifiable": {p: w for p, w in why.items() if p not in seen},
+        "reported": {p: s.value for p, s in seen.items()},
+        "not_reported": sorted(p for p in why if p not in seen and p in pinned),
+        "launch": None if launch is None else {"kind": launch.kind, "args": launch.args},
+    }
+
+
 @stage("identity")
 async def identity(ctx: StageContext) -> StageResult:
-    """Pass when every pin the server reports matches; fail, showing both values, otherwise."""
+    """Every pin judged by `gates/identity/`: seen and compared, or unverifiable with why."""
     pins = ctx.candidate.identity
+    engine = adapter(pins.engine)
     client = await ctx.client()
-    models_ex = await client.get("/v1/models")
-    ctx.keep("v1-models", models_ex)
-    if not models_ex.ok:
-        why = models_ex.error or f"HTTP {models_ex.status}"
-        gate = GateResult(
-            gate="reachable",
-            stage="identity",
-            critical=True,
-            verdict=Verdict.ERROR,
-            reasons=[f"GET /v1/models failed: {why}"],
-        )
-        return finish(ctx, [gate])
-    if pins.engine == "llama.cpp":
-        reported = _reported_llamacpp(models_ex.body, await _get(ctx, client, "/props"))
-    elif pins.engine == "vllm":
-        reported = _reported_openai(models_ex.body, await _get(ctx, client, "/version"))
-    else:
-        reported = _reported_openai(models_ex.body, await _get(ctx, client, "/server_info"))
-    gates = compare(pins, reported)
-    unreported = sorted(
-        {"revision", "image_digest", "kv_dtype", "parallelism", "speculation"}
-        | (
-            {"model", "context_length", "engine_build", "quantization", "max_num_seqs"}
-            - {g.gate for g in gates}
-        )
-    )
-    data = {
-        "pins": pins.model_dump(mode="json"),
-        "reported": reported,
-        "not_reported": unreported,
-        "launches": ctx.lanes.launches,
-    }
-    return finish(ctx, gates, data)
+    models = await client.get("/v1/models")
+    ctx.keep("v1-models", models)
+    bodies: dict[str, Any] = {"/v1/models": models.body if models.ok else None}
+    unreachable = None if models.ok else (models.error or f"HTTP {models.status}")
+    if unreachable is None:
+        for path in engine.paths:
+            bodies[path] = await _get(ctx, client, path)
+    launch = await launched(ctx)
+    data = gather(pins, bodies, launch, unreachable)
+    data["launches"] = ctx.lanes.launches
+    return finish(ctx, ctx.judge(data), data)

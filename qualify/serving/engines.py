@@ -1,4 +1,6 @@
-"""Where each engine keeps its numbers: metric names, idle gauges, identity endpoints.
+"""Where each engine keeps its numbers (metric names, idle gauges) and how it reports its
+identity: one adapter per engine reads the server's reports and the launch flags into pins and
+compares them with the candidate's, in the engine's own words (never raw string equality).
 
 Names checked against the engines' sources (see docs/engines.md): vLLM 0.33, SGLang 0.5.23 and
 the llama.cpp bundled with llama-cpp-python 0.3.36.
@@ -6,7 +8,10 @@ the llama.cpp bundled with llama-cpp-python 0.3.36.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -115,3 +120,488 @@ class MetricsSnapshot:
 def busy(snapshot: MetricsSnapshot, d: Dialect) -> tuple[float | None, float | None]:
     """Running and waiting request counts, or None where the engine does not expose them."""
     return snapshot.first(d.running), snapshot.first(d.waiting)
+
+
+# --- Identity: what each engine says about itself, and how its words compare with a pin -------
+
+PINS = (
+    "model",
+    "revision",
+    "engine",
+    "engine_build",
+    "image_digest",
+    "quantization",
+    "kv_dtype",
+    "parallelism",
+    "context_length",
+    "max_num_seqs",
+    "speculation",
+)
+Match = tuple[bool | None, str]  # True same, False different, None cannot tell; and a note
+_HEX = re.compile(r"^[0-9a-f]{7,40}$")
+_GIT_IN_VERSION = re.compile(r"\+g([0-9a-f]{7,40})\b")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How qualify itself started the server: its argv, its environment, and, for a container,
+    what the runtime reports of the image (`id`, `repo_digests`, or `error`)."""
+
+    kind: str  # "local" | "container"
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    image: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One pin as the server or the launch shows it: the value, and where it was read."""
+
+    value: Any
+    source: str
+
+
+def flag(args: list[str], *names: str) -> str | None:
+    """The value of the last of `names` in `args` (`--x v` or `--x=v`), or None."""
+    found: str | None = None
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                found = args[i + 1]
+            elif a.startswith(n + "="):
+                found = a[len(n) + 1 :]
+    return found
+
+
+def _int(text: str | None, default: int | None = None) -> int | None:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return None
+
+
+def _digest(ref: str) -> str:
+    return ref.rsplit("@", 1)[-1].lower()
+
+
+def _version_match(pinned: str, version: str, engine: str) -> Match:
+    """A version pin against a version string; a git SHA pin only when the version carries
+    `+g<sha>` (a development build), otherwise it cannot be told."""
+    p, v = pinned.strip().lower().removeprefix("v"), version.strip().lower().removeprefix("v")
+    if _HEX.match(p) and not p.isdigit():
+        m = _GIT_IN_VERSION.search(v)
+        if m is None:
+            return None, (
+                f"{engine} reports version {version!r}, which names no commit: a git SHA pin "
+                "cannot be checked against a release version"
+            )
+        sha = m.group(1)
+        return sha.startswith(p) or p.startswith(sha), f"commit {sha} from version {version!r}"
+    return v == p or v.startswith(p + "+"), ""
+
+
+class EngineAdapter:
+    """Reads one engine's own reports and launch flags into pins, and compares them."""
+
+    name = ""
+    owned_by = ""
+    paths: tuple[str, ...] = ()  # GET paths read besides /v1/models
+
+    def observe(
+        self, bodies: dict[str, Any], launch: Launch | None
+    ) -> tuple[dict[str, Seen], dict[str, str]]:
+        """Every pin as seen (value, source), or the reason it cannot be seen."""
+        seen: dict[str, Seen] = {}
+        why: dict[str, str] = {}
+        models = [m for m in _data(bodies.get("/v1/models")) if isinstance(m, dict)]
+        if models:
+            ids = [m.get("id") for m in models] + [
+                a for m in models for a in m.get("aliases") or []
+            ]
+            seen["model"] = Seen(ids, "GET /v1/models id")
+            seen["engine"] = Seen(models[0].get("owned_by"), "GET /v1/models owned_by")
+        else:
+            why["model"] = why["engine"] = "GET /v1/models listed no model"
+        self._image(seen, why, launch)
+        self._observe(bodies, launch, models, seen, why)
+        for pin in PINS:
+            if pin not in seen and pin not in why:
+                why[pin] = f"{self.name} reports no {pin}"
+        return seen, why
+
+    def _observe(
+        self,
+        bodies: dict[str, Any],
+        launch: Launch | None,
+        models: list[dict[str, Any]],
+        seen: dict[str, Seen],
+        why: dict[str, str],
+    ) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def _image(seen: dict[str, Seen], why: dict[str, str], launch: Launch | None) -> None:
+        if launch is None:
+            why["image_digest"] = "attached to a running server: no runtime reports its image"
+        elif launch.kind == "local":
+            seen["image_digest"] = Seen(None, "launch: a local process, no image")
+        elif launch.image is None or launch.image.get("error"):
+            err = (launch.image or {}).get("error", "not inspected")
+            why["image_digest"] = f"the container runtime did not report the image: {err}"
+        else:
+            seen["image_digest"] = Seen(launch.image, "container runtime (inspect)")
+
+    def same(self, pin: str, pinned: Any, seen: Any) -> Match:
+        """Whether the pinned value and the seen one name the same thing (never raw strings)."""
+        if pin == "model":
+            names = seen if isinstance(seen, list) else [seen]
+            return pinned in names, ""
+        if pin == "engine":
+            return seen == self.owned_by, f"owned_by {self.owned_by!r} means {self.name}"
+        if pin == "image_digest":
+            return _same_image(pinned, seen)
+        if pin == "engine_build":
+            return _version_match(str(pinned), str(seen), self.name)
+        if pin == "speculation":
+            return self._same_speculation(pinned, seen)
+        if pin == "parallelism":
+            return _same_fields(pinned, seen)
+        if pin == "kv_dtype":
+            return self._same_kv(str(pinned), str(seen))
+        if isinstance(pinned, int) or isinstance(seen, int):
+            return _int(str(seen)) == pinned, ""
+        return str(pinned).strip().lower() == str(seen).strip().lower(), ""
+
+    def _same_kv(self, pinned: str, seen: str) -> Match:
+        return pinned.strip().lower() == seen.strip().lower(), ""
+
+    def method(self, name: str) -> str:
+        """The engine's speculative method name in the candidate's words."""
+        return name.strip().lower()
+
+    def _same_speculation(self, pinned: Any, seen: Any) -> Match:
+        p, s = dict(pinned or {}), dict(seen or {})
+        if self.method(str(p.get("method", "none"))) != self.method(str(s.get("method"))):
+            return False, ""
+        if self.method(str(s.get("method"))) == "none":
+            return True, ""
+        if s.get("draft_tokens") is None:
+            return None, s.get("why") or "the draft length is not known"
+        if int(s["draft_tokens"]) != int(p.get("draft_tokens") or 0):
+            return False, ""
+        model = s.get("draft_model")
+        if p.get("draft_model") and model is not None and str(p["draft_model"]) not in str(model):
+            return False, ""
+        return True, ""
+
+
+def _data(body: Any) -> list[Any]:
+    data = body.get("data") if isinstance(body, dict) else None
+    return data if isinstance(data, list) else []
+
+
+def _same_image(pinned: Any, seen: Any) -> Match:
+    if not isinstance(seen, dict):
+        return (True, "") if pinned is None else (False, "the server ran as a local process")
+    launched = str(seen.get("image") or "")
+    if pinned is None:
+        return False, f"the server ran from image {launched}, which no pin names"
+    digests = {_digest(d) for d in seen.get("repo_digests") or []}
+    if seen.get("id"):
+        digests.add(str(seen["id"]).lower())
+    return _digest(str(pinned)) in digests, ""
+
+
+def _same_fields(pinned: Any, seen: Any) -> Match:
+    p, s = dict(pinned or {}), dict(seen or {})
+    unknown = [k for k in p if k not in s]
+    differ = [k for k in p if k in s and s[k] != p[k]]
+    if differ:
+        return False, "differ: " + ", ".join(differ)
+    if unknown:
+        return None, "not seen: " + ", ".join(unknown)
+    return True, ""
+
+
+# llama.cpp's llama_ftype_name (src/llama-model-loader.cpp) against the names people write.
+_FTYPES = {
+    "all F32": ("F32",),
+    "Q2_K - Medium": ("Q2_K", "Q2_K_M"),
+    "Q2_K - Small": ("Q2_K_S",),
+    "Q3_K - Small": ("Q3_K_S",),
+    "Q3_K - Medium": ("Q3_K_M", "Q3_K"),
+    "Q3_K - Large": ("Q3_K_L",),
+    "Q4_K - Small": ("Q4_K_S",),
+    "Q4_K - Medium": ("Q4_K_M", "Q4_K"),
+    "Q5_K - Small": ("Q5_K_S",),
+    "Q5_K - Medium": ("Q5_K_M", "Q5_K"),
+    "MXFP4 MoE": ("MXFP4_MOE", "MXFP4"),
+    "IQ3_S mix - 3.66 bpw": ("IQ3_M",),
+}
+
+
+def llamacpp_quant_names(ftype: str) -> tuple[str, ...]:
+    """The names a llama-server `model_ftype` answers to: `Q4_K - Medium` is `Q4_K_M`,
+    `IQ2_XS - 2.3125 bpw` is `IQ2_XS`; a `(guessed) ` prefix is dropped."""
+    name = ftype.strip().removeprefix("(guessed) ")
+    if name in _FTYPES:
+        return _FTYPES[name]
+    return (name.split(" - ", 1)[0].strip().upper().replace(" ", "_"),)
+
+
+class LlamaCpp(EngineAdapter):
+    name, owned_by, paths = "llama.cpp", "llamacpp", ("/props",)
+
+    def _observe(
+        self,
+        bodies: dict[str, Any],
+        launch: Launch | None,
+        models: list[dict[str, Any]],
+        seen: dict[str, Seen],
+        why: dict[str, str],
+    ) -> None:
+        props = bodies.get("/props") if isinstance(bodies.get("/props"), dict) else None
+        why["revision"] = "llama-server reports the model file (/props model_path), no revision"
+        if props is None:
+            for pin in ("engine_build", "quantization", "context_length", "max_num_seqs"):
+                why[pin] = "GET /props did not answer"
+        else:
+            dgs = props.get("default_generation_settings") or {}
+            if props.get("build_info"):
+                seen["engine_build"] = Seen(props["build_info"], "GET /props build_info")
+            ftype = props.get("model_ftype") or ((models or [{}])[0].get("meta") or {}).get("ftype")
+            if ftype:
+                seen["quantization"] = Seen(ftype, "GET /props model_ftype")
+            if isinstance(dgs.get("n_ctx"), int):
+                seen["context_length"] = Seen(
+                    dgs["n_ctx"], "GET /props default_generation_settings.n_ctx (one slot)"
+                )
+            if isinstance(props.get("total_slots"), int):
+                seen["max_num_seqs"] = Seen(props["total_slots"], "GET /props total_slots")
+        if launch is None:
+            for pin in ("kv_dtype", "parallelism", "speculation"):
+                why[pin] = "attached to a running server: its launch flags are not known"
+            return
+        args, env = launch.args, launch.env
+        k = flag(args, "-ctk", "--cache-type-k") or env.get("LLAMA_ARG_CACHE_TYPE_K") or "f16"
+        v = flag(args, "-ctv", "--cache-type-v") or env.get("LLAMA_ARG_CACHE_TYPE_V") or "f16"
+        seen["kv_dtype"] = Seen(k if k == v else f"{k}/{v}", "launch flags -ctk/-ctv")
+        split = flag(args, "-sm", "--split-mode") or env.get("LLAMA_ARG_SPLIT_MODE") or "layer"
+        seen["parallelism"] = Seen(
+            {"split_mode": split},
+            "launch flag -sm (row or tensor split is tensor parallel over the visible GPUs)",
+        )
+        seen["speculation"] = Seen(self._spec(args, env, props), "launch flags --spec-*")
+
+    def _spec(self, args: list[str], env: dict[str, str], props: Any) -> dict[str, Any]:
+        types = flag(args, "--spec-type") or env.get("LLAMA_ARG_SPEC_TYPE")
+        if types is None and "--spec-default" in args:
+            types = "ngram-mod"
+        if isinstance(props, dict):
+            params = (props.get("default_generation_settings") or {}).get("params") or {}
+            types = params.get("speculative.types", types)
+        method = types or "none"
+        out: dict[str, Any] = {"method": method, "draft_tokens": None}
+        if method == "none":
+            return out
+        if "," in method:
+            out["why"] = f"several speculative types at once ({method}): no one draft length"
+        elif method.startswith("draft-"):
+            n = flag(args, "--spec-draft-n-max") or env.get("LLAMA_ARG_SPEC_DRAFT_N_MAX")
+            out["draft_tokens"] = _int(n, 3)
+            out["draft_model"] = flag(args, "--spec-draft-model", "-md", "--model-draft")
+        elif method == "ngram-mod":
+            out["draft_tokens"] = _int(flag(args, "--spec-ngram-mod-n-max"), 64)
+        else:
+            out["why"] = f"{method} drafts a length that no launch flag states"
+        return out
+
+    def same(self, pin: str, pinned: Any, seen: Any) -> Match:
+        if pin == "quantization":
+            names = llamacpp_quant_names(str(seen))
+            p = str(pinned).strip().upper().replace("-", "_").replace(" ", "_")
+            return p in names, f"llama.cpp file type {seen!r} is {' or '.join(names)}"
+        if pin == "engine_build":
+            return _llamacpp_build(str(pinned), str(seen))
+        if pin == "parallelism":
+            par: dict[str, Any] = dict(pinned or {})
+            mode = dict(seen or {}).get("split_mode")
+            if any(par.get(k, 1) != 1 for k in ("pipeline", "data", "decode_context")):
+                return False, "llama-server has no pipeline, data or decode-context parallelism"
+            if par.get("expert"):
+                return False, "llama-server has no expert parallelism"
+            if (par.get("tensor", 1) > 1) != (mode in ("row", "tensor")):
+                return False, f"split mode {mode!r} against tensor = {par.get('tensor', 1)}"
+            return True, f"split mode {mode!r}"
+        return super().same(pin, pinned, seen)
+
+    def method(self, name: str) -> str:
+        """`draft-mtp` is the `mtp` a candidate writes; a plain draft model is `draft-model`."""
+        n = name.strip().lower()
+        if n in ("draft", "draft-model", "draft-simple"):
+            return "draft-model"
+        return n.removeprefix("draft-")
+
+
+def _llamacpp_build(pinned: str, reported: str) -> Match:
+    """`b1234-0c1e570` against a pin of the same, of `b1234`, or of the commit."""
+    p, r = pinned.strip().lower(), reported.strip().lower()
+    number, _, sha = r.partition("-")
+    if p in (r, number):
+        return True, ""
+    if _HEX.match(p) and sha:
+        return sha.startswith(p) or p.startswith(sha), f"commit {sha} from build {reported!r}"
+    return False, ""
+
+
+class Vllm(EngineAdapter):
+    name, owned_by, paths = "vllm", "vllm", ("/version",)
+    _METHOD_ALIASES: ClassVar[dict[str, str]] = {
+        "deepseek_mtp": "mtp",
+        "ernie_mtp": "mtp",
+        "qwen3_next_mtp": "mtp",
+    }
+
+    def _observe(
+        self,
+        bodies: dict[str, Any],
+        launch: Launch | None,
+        models: list[dict[str, Any]],
+        seen: dict[str, Seen],
+        why: dict[str, str],
+    ) -> None:
+        version = bodies.get("/version")
+        if isinstance(version, dict) and version.get("version"):
+            seen["engine_build"] = Seen(version["version"], "GET /version")
+        lens = [m.get("max_model_len") for m in models if m.get("max_model_len")]
+        if lens:
+            seen["context_length"] = Seen(lens[0], "GET /v1/models max_model_len")
+        if launch is None:
+            for pin in ("revision", "quantization", "kv_dtype", "parallelism", "max_num_seqs"):
+                why[pin] = "attached to a running server: its launch flags are not known"
+            why["speculation"] = why["revision"]
+            return
+        self._flags(launch.args, seen, why)
+
+    def _flags(self, args: list[str], seen: dict[str, Seen], why: dict[str, str]) -> None:
+        for pin, names in (
+            ("revision", ("--revision",)),
+            ("quantization", ("--quantization", "-q")),
+            ("max_num_seqs", ("--max-num-seqs",)),
+        ):
+            value = flag(args, *names)
+            if value is None:
+                why[pin] = f"{self.name} does not report it and the launch sets no {names[0]}"
+            else:
+                seen[pin] = Seen(value, f"launch flag {names[0]}")
+        kv = flag(args, "--kv-cache-dtype") or "auto"
+        seen["kv_dtype"] = Seen(kv, "launch flag --kv-cache-dtype")
+        seen["parallelism"] = Seen(
+            {
+                "tensor": _int(flag(args, "--tensor-parallel-size", "-tp"), 1),
+                "pipeline": _int(flag(args, "--pipeline-parallel-size", "-pp"), 1),
+                "data": _int(flag(args, "--data-parallel-size", "-dp"), 1),
+                "decode_context": _int(flag(args, "--decode-context-parallel-size", "-dcp"), 1),
+                "expert": "--enable-expert-parallel" in args or "-ep" in args,
+            },
+            "launch flags -tp/-pp/-dp/-dcp/--enable-expert-parallel",
+        )
+        seen["speculation"] = Seen(self._spec(args), "launch flag --speculative-config")
+
+    def _spec(self, args: list[str]) -> dict[str, Any]:
+        raw = flag(args, "--speculative-config", "-sc")
+        try:
+            conf = json.loads(raw) if raw else {}
+        except ValueError:
+            return {"method": "unreadable", "draft_tokens": None, "why": f"not JSON: {raw!r}"}
+        conf = {str(k).replace("-", "_"): v for k, v in (conf or {}).items()}
+        method = flag(args, "--spec-method") or conf.get("method")
+        tokens = _int(flag(args, "--spec-tokens")) or conf.get("num_speculative_tokens")
+        model = flag(args, "--spec-model") or conf.get("model")
+        if not method:
+            return {"method": "none", "draft_tokens": 0}
+        out = {"method": method, "draft_tokens": tokens, "draft_model": model}
+        if tokens is None:
+            out["why"] = "num_speculative_tokens not set: vLLM takes the draft's own block size"
+        return out
+
+    def _same_kv(self, pinned: str, seen: str) -> Match:
+        p, s = pinned.strip().lower(), seen.strip().lower()
+        if s == "auto" and p != "auto":
+            return None, "--kv-cache-dtype auto follows the model's dtype, which is not reported"
+        fp8 = {"fp8", "fp8_e4m3"}
+        return p == s or (p in fp8 and s in fp8), ""
+
+    def method(self, name: str) -> str:
+        n = name.strip().lower()
+        return self._METHOD_ALIASES.get(n, n)
+
+
+class Sglang(Vllm):
+    """SGLang: `/server_info` returns the resolved server arguments; launch flags otherwise."""
+
+    name, owned_by, paths = "sglang", "sglang", ("/server_info",)
+    _ARGS: ClassVar[dict[str, str]] = {
+        "revision": "revision",
+        "quantization": "quantization",
+        "kv_dtype": "kv_cache_dtype",
+        "max_num_seqs": "max_running_requests",
+    }
+
+    def _observe(
+        self,
+        bodies: dict[str, Any],
+        launch: Launch | None,
+        models: list[dict[str, Any]],
+        seen: dict[str, Seen],
+        why: dict[str, str],
+    ) -> None:
+        raw = bodies.get("/server_info")
+        info: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        lens = [m.get("max_model_len") for m in models if m.get("max_model_len")]
+        if lens:
+            seen["context_length"] = Seen(lens[0], "GET /v1/models max_model_len")
+        if info.get("version"):
+            seen["engine_build"] = Seen(info["version"], "GET /server_info version")
+        for pin, key in self._ARGS.items():
+            if info.get(key) is not None:
+                seen[pin] = Seen(info[key], f"GET /server_info {key}")
+            else:
+                why[pin] = f"GET /server_info has no {key}"
+        if "tp_size" in info:
+            seen["parallelism"] = Seen(
+                {
+                    "tensor": info.get("tp_size", 1),
+                    "pipeline": info.get("pp_size", 1),
+                    "data": info.get("dp_size", 1),
+                    "decode_context": info.get("dcp_size", 1),
+                    "expert": (info.get("ep_size") or 1) > 1,
+                },
+                "GET /server_info tp_size/pp_size/dp_size/ep_size (dcp_size, 1 when absent)",
+            )
+        else:
+            why["parallelism"] = "GET /server_info has no tp_size"
+        algo = info.get("speculative_algorithm")
+        if "speculative_algorithm" in info:
+            seen["speculation"] = Seen(
+                {
+                    "method": algo or "none",
+                    "draft_tokens": info.get("speculative_num_draft_tokens") if algo else 0,
+                    "draft_model": info.get("speculative_draft_model_path"),
+                },
+                "GET /server_info speculative_*",
+            )
+        else:
+            why["speculation"] = "GET /server_info has no speculative_algorithm"
+
+    def method(self, name: str) -> str:
+        n = name.strip().lower()
+        return {"nextn": "eagle", "mtp": "eagle"}.get(n, n)
+
+
+ADAPTERS: dict[str, EngineAdapter] = {a.name: a for a in (LlamaCpp(), Vllm(), Sglang())}
+
+
+def adapter(engine: str) -> EngineAdapter:
+    """The identity adapter of an engine (`llama.cpp`, `vllm`, `sglang`)."""
+    return ADAPTERS[engine]

@@ -8,7 +8,9 @@ from qualify.candidate import LoadedCandidate
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import RunDir
 from qualify.httpclient.client import Client
-from qualify.serving.process import ServerProcess
+from qualify.serving.process import ServerProcess, StartFailed
+
+BIND_TRIES = 3  # launches on fresh ports when another process took the picked one
 
 
 def api_key(loaded: LoadedCandidate) -> str | None:
@@ -47,26 +49,62 @@ class Lanes:
             if self.process is None or self.process.alive():
                 return self._client
             raise RunAborted(f"the {lane} server died; its logs are in {self.process.attempt.path}")
+        if self.died():
+            # Switching lanes would stop it as if it had lived: what it served since is suspect.
+            assert self.process is not None
+            raise RunAborted(
+                f"the {self.current} server died; its logs are in {self.process.attempt.path}"
+            )
         await self.stop()
         lc = self.loaded[lane]
         srv = lc.candidate.server
-        if not srv.attach:
+        base_url = srv.base_url
+        if srv.attach:
+            if ServerProcess.picks_port(lc):
+                raise RunAborted(
+                    f"{lc.path}: server.base_url names {{port}}, which only a launch fills; "
+                    "a server qualify attaches to needs its port written out"
+                )
+        else:
+            proc = await self._launch(lc, lane)
+            base_url = proc.base_url
+        self.current = lane
+        self._client = Client(base_url, api_key(lc), timeout_s=srv.request_timeout_s)
+        self._client.redactor = self.run.redactor
+        return self._client
+
+    async def _launch(self, lc: LoadedCandidate, lane: str) -> ServerProcess:
+        """Start the lane's server and wait until healthy. A server on a picked port that lost
+        it to another process before binding is launched again, on a fresh port."""
+        for tries in range(1, BIND_TRIES + 1):
             attempt = self.run.new_attempt(f"server-{lane}")
             proc = ServerProcess(lc, attempt, lane)
             self.process = proc
             proc.start()
             try:
                 took = await proc.wait_healthy()
+            except StartFailed:
+                proc.stop(keep_container=True)
+                attempt.seal()
+                self.process = None
+                if proc.port is None or tries == BIND_TRIES or not proc.bind_failed():
+                    raise
+                continue
             except BaseException:
                 proc.stop(keep_container=True)
                 attempt.seal()
                 self.process = None
                 raise
-            self.launches.append({"lane": lane, "attempt": attempt.number, "healthy_after_s": took})
-        self.current = lane
-        self._client = Client(srv.base_url, api_key(lc), timeout_s=srv.request_timeout_s)
-        self._client.redactor = self.run.redactor
-        return self._client
+            self.launches.append(
+                {
+                    "lane": lane,
+                    "attempt": attempt.number,
+                    "healthy_after_s": took,
+                    "port": proc.port,
+                }
+            )
+            return proc
+        raise AssertionError("unreachable")
 
     def died(self) -> bool:
         """True when a server this run launched has exited on its own."""

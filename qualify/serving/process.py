@@ -1,8 +1,10 @@
 """Server lifecycle: launch (local process or container), wait for health, capture logs, stop.
 
 Logs go straight into the evidence (split at the size limit). A failed start keeps its logs
-(and its container) and says where. Every server started here is stopped when `qualify` exits,
-Ctrl-C included: `stop_all` runs from the pipeline's `finally` and from `atexit`.
+(and its container) and says where. A launch whose command and base URL name `{port}` gets a
+port the OS reports free at launch, so two runs on one host never ask for the same one. Every
+server started here is stopped when `qualify` exits, Ctrl-C included: `stop_all` runs from the
+pipeline's `finally` and from `atexit`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +32,10 @@ from qualify.serving.local import LocalPaths
 
 _LIVE: set[ServerProcess] = set()
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+PORT = "{port}"
+# What a server prints when its port was taken between our probe and its bind (llama-server,
+# uvicorn for vLLM and SGLang).
+_BIND_FAILED = re.compile(rb"address already in use|couldn't bind|errno 98", re.IGNORECASE)
 
 
 class StartFailed(RunAborted):
@@ -52,9 +59,18 @@ def _pump(stream: IO[bytes], sink: ChunkedWriter, lock: threading.Lock) -> None:
             sink.write(line)
 
 
-def expand(args: list[str], loaded: LoadedCandidate, field_path: str) -> list[str]:
-    """Fill `{llama_server}`, `{llama_server_cuda}`, `{smollm2_gguf}`, `{llama_templates}`
-    and `{candidate_dir}`; other braces (JSON arguments) are left alone."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free on `host` right now (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def expand(
+    args: list[str], loaded: LoadedCandidate, field_path: str, port: int | None = None
+) -> list[str]:
+    """Fill `{llama_server}`, `{llama_server_cuda}`, `{smollm2_gguf}`, `{llama_templates}`,
+    `{candidate_dir}` and `{port}`; other braces (JSON arguments) are left alone."""
     cpu, cuda = LocalPaths("cpu"), LocalPaths("cuda")
     templates = (
         cpu.templates if cpu.templates.is_dir() or not cuda.templates.is_dir() else cuda.templates
@@ -64,10 +80,16 @@ def expand(args: list[str], loaded: LoadedCandidate, field_path: str) -> list[st
         "llama_templates": str(templates),
         "llama_server_cuda": str(cuda.binary),
         "candidate_dir": str(loaded.directory),
+        **({"port": str(port)} if port is not None else {}),
     }
     out = []
     for i, a in enumerate(args):
         unknown = [m for m in _PLACEHOLDER.findall(a) if m not in values]
+        if unknown == ["port"]:
+            raise BadInput(
+                f"{loaded.path} launches on {{port}} but does not connect to it",
+                [f"{field_path}[{i}]: {{port}} needs server.base_url to name {{port}} too"],
+            )
         if unknown:
             raise BadInput(
                 f"{loaded.path} has an unknown placeholder",
@@ -90,15 +112,39 @@ class ServerProcess:
     _sinks: list[ChunkedWriter] = field(default_factory=list)
     started_at: float | None = None
     healthy_after_s: float | None = None
+    port: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.picks_port(self.loaded):
+            self.port = free_port()
+
+    @staticmethod
+    def picks_port(loaded: LoadedCandidate) -> bool:
+        """True when the base URL names `{port}`: the port is picked at each launch."""
+        return PORT in loaded.candidate.server.base_url
 
     @property
     def server(self):  # type: ignore[no-untyped-def]
         return self.loaded.candidate.server
 
+    @property
+    def base_url(self) -> str:
+        url: str = self.server.base_url
+        return url.replace(PORT, str(self.port)) if self.port is not None else url
+
+    def bind_failed(self) -> bool:
+        """True when the server's logs say its port was already taken."""
+        return any(
+            _BIND_FAILED.search((self.attempt.path / name).read_bytes())
+            for sink in self._sinks
+            for name in sink.files
+            if (self.attempt.path / name).is_file()
+        )
+
     def command(self) -> list[str]:
         s = self.server
         if s.launch is not None:
-            return expand(s.launch.command, self.loaded, "server.launch.command")
+            return expand(s.launch.command, self.loaded, "server.launch.command", self.port)
         assert s.container is not None
         c = s.container
         cmd = [c.runtime, "run", "-d", "--network", "host"]
@@ -112,12 +158,13 @@ class ServerProcess:
             *cmd,
             *c.extra_run_args,
             c.image,
-            *expand(c.args, self.loaded, "server.container.args"),
+            *expand(c.args, self.loaded, "server.container.args", self.port),
         ]
 
     def start(self) -> None:
         cmd = self.command()
-        self.attempt.write_json("launch.json", {"lane": self.lane, "command": cmd})
+        launch = {"lane": self.lane, "command": cmd, "base_url": self.base_url, "port": self.port}
+        self.attempt.write_json("launch.json", launch)
         out, err = self.attempt.stream("stdout"), self.attempt.stream("stderr")
         self._sinks = [out, err]
         s = self.server
@@ -179,7 +226,7 @@ class ServerProcess:
         """Poll the health path until 200; raise StartFailed at the timeout or if it dies."""
         s = self.server
         deadline = time.monotonic() + s.startup_timeout_s
-        url = s.base_url.rstrip("/") + s.health_path
+        url = self.base_url.rstrip("/") + s.health_path
         last = "no answer yet"
         async with httpx.AsyncClient(timeout=5.0) as http:
             while time.monotonic() < deadline:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from qualify.vram.readings import Card, Lost, Poll, Reading
-from qualify.vram.sampler import Sampler, Source, StageStats, Track
+from qualify.vram.sampler import Sampler, Source, Track
+from qualify.vram.series import SampleLog
 
 if TYPE_CHECKING:
     from qualify.candidate import LoadedCandidate
@@ -16,9 +17,9 @@ __all__ = [
     "Lost",
     "Poll",
     "Reading",
+    "SampleLog",
     "Sampler",
     "Source",
-    "StageStats",
     "Track",
     "start_sampler",
 ]
@@ -28,11 +29,13 @@ def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
     """The sampler for this candidate's telemetry source, started.
 
     With no source it is still returned, sampling nothing, so the vram stage can say which
-    sources were tried and why each gave no telemetry. It samples from the first `mark`.
+    sources were tried and why each gave no telemetry. It samples from the first `mark`, writing
+    every sample into the run's `telemetry/` evidence as it goes.
     """
     from qualify.vram.select import choose
 
     s = loaded.candidate.stages.vram
     choice = choose(s.source, s.interval_ms, s.dcgm_urls, s.gpus)
-    sampler = Sampler(choice.source, s.interval_ms, choice.why_none, choice.problems)
+    log = SampleLog(run)
+    sampler = Sampler(choice.source, s.interval_ms, choice.why_none, choice.problems, log)
     return sampler.start()

@@ -3,8 +3,8 @@ that was running.
 
 The thread sleeps to the next deadline of a fixed monotonic schedule (`Event.wait`, never a busy
 loop); a read that overruns skips the ticks it missed rather than bursting to catch up, and the
-missed time shows as a gap. Per stage and per card it keeps the lowest free memory, the peak
-power, the sample count and the gaps (an interval over twice the target), and the time series.
+missed time shows as a gap. Every sample, stage start and lost card goes straight into the
+run's evidence (`qualify.vram.series.SampleLog`) as it happens; the vram stage judges from there.
 """
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ import bisect
 import threading
 import time
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from qualify.vram.readings import Card, Lost, Poll, Reading
-from qualify.vram.series import Row, downsample
-
-MAX_ROWS = 50_000  # per card in memory; beyond it the series is merged (minimum kept)
+from qualify.vram.series import CardFigures, SampleLog, figures
 
 
 class Source(Protocol):
@@ -38,22 +36,6 @@ class Source(Protocol):
 
 
 @dataclass
-class StageStats:
-    min_free_mib: float | None = None
-    peak_power_w: float | None = None
-    samples: int = 0
-    gaps: int = 0
-
-    def add(self, r: Reading, gap: bool) -> None:
-        self.samples += 1
-        self.gaps += int(gap)
-        if self.min_free_mib is None or r.free_mib < self.min_free_mib:
-            self.min_free_mib = r.free_mib
-        if r.power_w is not None and (self.peak_power_w is None or r.power_w > self.peak_power_w):
-            self.peak_power_w = r.power_w
-
-
-@dataclass
 class LostAt:
     stage: str | None
     t_s: float
@@ -65,8 +47,7 @@ class Track:
     """Everything kept about one card."""
 
     card: Card
-    stages: dict[str, StageStats] = field(default_factory=dict)
-    rows: list[Row] = field(default_factory=list)
+    samples: int = 0
     last_t: float | None = None
     lost: LostAt | None = None
 
@@ -91,8 +72,10 @@ class Sampler:
         interval_ms: int = 250,
         unavailable: str | None = None,
         problems: list[str] | None = None,
+        log: SampleLog | None = None,
     ) -> None:
         self.source = source
+        self.log = log if log is not None else SampleLog()
         self.interval_ms = interval_ms
         self.interval = interval_ms / 1000.0
         self.unavailable = unavailable
@@ -104,6 +87,7 @@ class Sampler:
         self.read_ms = array("d")
         self.cpu_ms = array("d")
         self.missed = 0
+        self.missed_examples: list[str] = []
         self.t0: float | None = None
         self.started_utc: str | None = None
         self._lock = threading.Lock()
@@ -125,16 +109,53 @@ class Sampler:
             if self.t0 is None:
                 self.t0 = now
                 self.started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                if self.source is not None:
+                    self.log.open(self.header())
             self.marks.append((now, stage))
+            self.log.write({"mark": stage, "t_s": round(now - self.t0, 3)})
         self._go.set()
 
+    def header(self) -> dict[str, object]:
+        """What the sample log says of its source, once, before the first sample."""
+        src = self.source
+        return {
+            "source": src.name if src else None,
+            "power_field": src.power_field if src else None,
+            "memory_info": src.memory_info if src else None,
+            "interval_ms": self.interval_ms,
+            "t0_utc": self.started_utc,
+            "cards": [
+                {
+                    "gpu": t.card.gpu,
+                    "name": t.card.name,
+                    "uuid": t.card.uuid,
+                    "total_mib": t.card.total_mib,
+                }
+                for t in self.tracks.values()
+            ],
+            "start_problems": list(self.problems),
+        }
+
     def stop(self) -> None:
-        """End sampling, close the source; safe to call twice."""
+        """End sampling, close the source, seal the sample log; safe to call twice."""
         self._halt.set()
         self._go.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        with self._lock:
+            self.log.close(self.summary())
+
+    def summary(self) -> dict[str, object]:
+        """How the sampling went: timing, its own cost, missed scrapes, a failure."""
+        return {
+            "interval_ms": self.interval_stats(),
+            "cost_ms": self.cost_stats(),
+            "samples": {gpu: t.samples for gpu, t in self.tracks.items()},
+            "missed_scrapes": self.missed,
+            "missed_examples": self.missed_examples,
+            "failure": self.failure,
+        }
 
     def stages(self) -> list[str]:
         seen: list[str] = []
@@ -180,7 +201,8 @@ class Sampler:
         tick; a replay of a recorded run calls it directly)."""
         with self._lock:
             self.missed += len(poll.missed)
-            self.problems.extend(m for m in poll.missed if len(self.problems) < 20)
+            room = 20 - len(self.missed_examples)
+            self.missed_examples.extend(poll.missed[: max(0, room)])
             for r in poll.readings:
                 self._add(r)
             for lost in poll.lost:
@@ -195,17 +217,13 @@ class Sampler:
         stage = self._stage_at(r.t)
         if track is None or stage is None or track.lost is not None:
             return  # a card not listed at start, or a line from before the first stage
-        gap = False
         if track.last_t is not None:
-            step = r.t - track.last_t
-            self.intervals.append(step * 1000)
-            gap = step > 2 * self.interval
+            self.intervals.append((r.t - track.last_t) * 1000)
         track.last_t = r.t
-        track.stages.setdefault(stage, StageStats()).add(r, gap)
+        track.samples += 1
         assert self.t0 is not None
-        track.rows.append((r.t - self.t0, stage, r.free_mib, r.used_mib, r.power_w, 1))
-        if len(track.rows) > MAX_ROWS:
-            track.rows = downsample(track.rows, MAX_ROWS // 2)
+        t_s = round(r.t - self.t0, 3)
+        self.log.write([t_s, stage, r.gpu, r.free_mib, r.used_mib, r.power_w])
 
     def _lose(self, lost: Lost) -> None:
         track = self.tracks.get(lost.gpu)
@@ -213,6 +231,15 @@ class Sampler:
             return
         t_s = lost.t - self.t0 if self.t0 is not None else 0.0
         track.lost = LostAt(self._stage_at(lost.t), t_s, lost.why)
+        self.log.write(
+            {"lost": lost.gpu, "stage": track.lost.stage, "t_s": round(t_s, 3), "why": lost.why}
+        )
+
+    def figures(self) -> dict[str, CardFigures]:
+        """Per card, per stage, from what this sampler logged (as the vram stage reads it)."""
+        with self._lock:
+            log = self.log.read()
+        return figures([log] if log is not None else [])
 
     def interval_stats(self) -> dict[str, float | None]:
         values = list(self.intervals)

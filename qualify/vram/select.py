@@ -1,8 +1,9 @@
 """Choosing the telemetry source the candidate asks for (`stages.vram.source`).
 
-`auto` takes NVML if it initialises, else `nvidia-smi` if it is on PATH and answers, else the
-DCGM URLs if any are given, else none; every source tried and why it failed is kept, so "no
-telemetry" always says what was looked for.
+`auto` takes NVML if it initialises, else the DCGM URLs if any are given, else none; every
+source tried and why it failed is kept, so "no telemetry" always says what was looked for.
+(There is no nvidia-smi source: it reads the same NVML library, so it works exactly where NVML
+does; see docs/gpu-sampler.md.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from dataclasses import dataclass, field
 from qualify.vram.dcgm import DcgmSource, DcgmUnavailable
 from qualify.vram.nvml import NvmlSource, NvmlUnavailable
 from qualify.vram.sampler import Source
-from qualify.vram.smi import SmiSource, SmiUnavailable
 
 
 @dataclass
@@ -32,20 +32,18 @@ def choose(
     """The first source of `kind` (or of auto's order) that opens."""
     if kind == "none":
         return Choice(None, ['stages.vram.source is "none"'])
-    order = ["nvml", "nvidia-smi", "dcgm"] if kind == "auto" else [kind]
+    order = ["nvml", "dcgm"] if kind == "auto" else [kind]
     choice = Choice(None)
     for name in order:
         try:
             if name == "nvml":
                 choice.source = NvmlSource(gpus)
-            elif name == "nvidia-smi":
-                choice.source = SmiSource(interval_ms, gpus)
             elif not dcgm_urls:
                 choice.tried.append("DCGM: stages.vram.dcgm_urls is empty")
             else:
                 dcgm = DcgmSource(dcgm_urls, interval_ms)
                 choice.source, choice.problems = dcgm, dcgm.problems
-        except (NvmlUnavailable, SmiUnavailable, DcgmUnavailable) as exc:
+        except (NvmlUnavailable, DcgmUnavailable) as exc:
             choice.tried.append(f"{name}: {exc}")
         if choice.source is not None:
             return choice

@@ -1,80 +1,199 @@
-"""The time series of one card, kept as evidence, downsampled to fit the file size limit.
+"""The sample log: every sample the sampler takes, written into the run's evidence as it is
+taken, and read back, from every attempt, into per-card, per-stage figures.
 
-A row is `[t_s, stage, free_mib, used_mib, power_w, n]`. Downsampling merges runs of `n`
-consecutive samples of one stage into one row that keeps the bucket's *minimum* free memory (at
-the time it was seen), its maximum used memory and its maximum power, so the figures the policy
-reads (each stage's lowest free memory, its peak power) survive any amount of merging.
+One `telemetry/attempt-NNN/` per sampler (per `qualify run` or `--resume`): `header.json`
+(source, power field, memory version, interval, cards), then `samples.NNN.jsonl`, appended as
+the run goes (so a run killed mid-stage keeps what it sampled), then `summary.json` and the seal
+when the sampler stops. A line is a sample `[t_s, stage, gpu, free_mib, used_mib, power_w]`, a
+stage start `{"mark": stage, "t_s": t}` or a lost card `{"lost": gpu, "stage", "t_s", "why"}`.
+
+The vram stage judges from these files only, so a resumed run is judged over every stage that
+ever ran, from every attempt's samples.
 """
 
 from __future__ import annotations
 
 import json
-import math
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-Row = tuple[float, str, float, float | None, float | None, int]
-COLUMNS = ["t_s", "stage", "free_mib", "used_mib", "power_w", "n"]
-LIMIT = 1024 * 1024 - 64 * 1024  # under the evidence store's 1 MiB, with room for the header
+from qualify.evidence.store import Attempt, ChunkedWriter, RunDir
+
+TELEMETRY = "telemetry"
+COLUMNS = ["t_s", "stage", "gpu", "free_mib", "used_mib", "power_w"]
 
 
-def _max(a: float | None, b: float | None) -> float | None:
-    if a is None:
-        return b
-    return a if b is None else max(a, b)
+class SampleLog:
+    """Where one sampler writes: an attempt of `telemetry/` opened at the first stage mark, or,
+    with no run (benches, tests), a list in memory."""
+
+    def __init__(self, run: RunDir | None = None) -> None:
+        self.run = run
+        self.attempt: Attempt | None = None
+        self._out: ChunkedWriter | None = None
+        self.header: dict[str, Any] | None = None
+        self.lines: list[Any] = []
+        self.summary: dict[str, Any] | None = None
+
+    def open(self, header: dict[str, Any]) -> None:
+        self.header = {"version": 1, "columns": COLUMNS, **header}
+        if self.run is not None:
+            self.attempt = self.run.new_attempt(TELEMETRY)
+            self.attempt.write_json("header.json", self.header)
+            self._out = self.attempt.stream("samples", "jsonl")
+
+    def write(self, item: list[Any] | dict[str, Any]) -> None:
+        if self._out is not None:
+            self._out.write((json.dumps(item) + "\n").encode())
+        elif self.run is None and self.header is not None:
+            self.lines.append(item)
+
+    def close(self, summary: dict[str, Any]) -> None:
+        """Write the summary and seal; safe to call twice, and before `open` (no-op)."""
+        if self.header is None or self.summary is not None:
+            return
+        self.summary = summary
+        if self.attempt is not None:
+            self.attempt.write_json("summary.json", summary)
+            self.attempt.seal()
+
+    def read(self) -> Log | None:
+        """What this sampler logged, as the vram stage would read it; None before any mark."""
+        if self.attempt is not None:
+            return read_log(self.attempt.path, self.attempt.number)
+        if self.header is None:
+            return None
+        return Log(0, Path("."), self.header, list(self.lines), self.summary)
 
 
-def merge(rows: list[Row]) -> Row:
-    """One row for a bucket: the min-free sample's time, min free, max used, max power."""
-    low = min(rows, key=lambda r: r[2])
-    used: float | None = None
-    power: float | None = None
-    for r in rows:
-        used, power = _max(used, r[3]), _max(power, r[4])
-    return (low[0], low[1], low[2], used, power, sum(r[5] for r in rows))
+@dataclass
+class Log:
+    """One sampler's log as read back; `summary` is None when its process never stopped it."""
+
+    attempt: int
+    path: Path
+    header: dict[str, Any]
+    lines: list[Any]
+    summary: dict[str, Any] | None
+
+    @property
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.path.glob("samples.*.jsonl"))
 
 
-def downsample(rows: list[Row], max_rows: int) -> list[Row]:
-    """At most about `max_rows` rows (plus one per stage run); buckets never cross stages."""
-    if len(rows) <= max_rows:
-        return list(rows)
-    k = math.ceil(len(rows) / max(1, max_rows))
-    out: list[Row] = []
-    bucket: list[Row] = []
-    for r in rows:
-        if bucket and (len(bucket) == k or bucket[-1][1] != r[1]):
-            out.append(merge(bucket))
-            bucket = []
-        bucket.append(r)
-    if bucket:
-        out.append(merge(bucket))
-    return out
+def read_log(path: Path, attempt: int) -> Log | None:
+    """One telemetry attempt; None without a header. A line cut short by a kill is skipped."""
+    try:
+        header = json.loads((path / "header.json").read_text())
+    except (OSError, ValueError):
+        return None
+    lines: list[Any] = []
+    for f in sorted(path.glob("samples.*.jsonl")):
+        for text in f.read_text(errors="replace").splitlines():
+            try:
+                lines.append(json.loads(text))
+            except ValueError:
+                continue
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = None
+    return Log(attempt, path, header, lines, summary)
 
 
-def _line(r: Row) -> str:
-    # Figures unrounded (JSON's shortest exact repr): a rounded minimum is a lost minimum.
-    return json.dumps([round(r[0], 3), *r[1:]])
+def read_logs(run: RunDir) -> list[Log]:
+    """Every telemetry attempt of the run, in order."""
+    logs = []
+    for d in run.attempt_dirs(TELEMETRY):
+        log = read_log(d, int(d.name.rsplit("-", 1)[-1]))
+        if log is not None:
+            logs.append(log)
+    return logs
 
 
-def encode(header: dict[str, Any], rows: list[Row], limit: int = LIMIT) -> bytes:
-    """JSON lines: a header object, then one row per line; merged until it fits `limit`."""
-    kept = rows
-    while True:
-        head = dict(header, columns=COLUMNS, samples=sum(r[5] for r in rows), rows=len(kept))
-        head["downsampled"] = len(kept) < len(rows)
-        body = "\n".join([json.dumps(head), *(_line(r) for r in kept)]) + "\n"
-        data = body.encode()
-        if len(data) <= limit or len(kept) <= 1:
-            return data
-        target = int(len(kept) * limit / len(data) * 0.9)
-        fewer = downsample(rows, max(1, target))
-        if len(fewer) >= len(kept):  # one row per stage run already: the store splits the rest
-            return data
-        kept = fewer
+@dataclass
+class StageFigures:
+    """One card in one stage, over every attempt: the lowest free memory, the peak power, the
+    samples, the gaps (steps over twice the interval) and the intervals those gaps missed."""
+
+    min_free_mib: float | None = None
+    peak_power_w: float | None = None
+    samples: int = 0
+    gaps: int = 0
+    missed: int = 0
+    attempts: list[int] = field(default_factory=list)
+
+    def add(self, free: float, power: float | None, missed: int, attempt: int) -> None:
+        self.samples += 1
+        self.gaps += int(missed > 0)
+        self.missed += missed
+        if self.min_free_mib is None or free < self.min_free_mib:
+            self.min_free_mib = free
+        if power is not None and (self.peak_power_w is None or power > self.peak_power_w):
+            self.peak_power_w = power
+        if attempt not in self.attempts:
+            self.attempts.append(attempt)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "min_free_mib": self.min_free_mib,
+            "peak_power_w": self.peak_power_w,
+            "samples": self.samples,
+            "gaps": self.gaps,
+            "missed": self.missed,
+            "attempts": self.attempts,
+        }
 
 
-def decode(data: bytes) -> tuple[dict[str, Any], list[Row]]:
-    """A series file back into its header and rows."""
-    lines = data.decode().splitlines()
-    header: dict[str, Any] = json.loads(lines[0])
-    rows: list[Row] = [tuple(json.loads(line)) for line in lines[1:]]
-    return header, rows
+@dataclass
+class CardFigures:
+    gpu: str
+    name: str
+    total_mib: float | None
+    stages: dict[str, StageFigures] = field(default_factory=dict)
+    lost: dict[str, Any] | None = None
+
+
+def missed_intervals(step_s: float, interval_s: float) -> int:
+    """Sampler intervals a step skipped: none up to twice the interval, else the step in
+    whole intervals less the one that was taken."""
+    if step_s <= 2 * interval_s:
+        return 0
+    return max(1, round(step_s / interval_s) - 1)
+
+
+def figures(logs: list[Log]) -> dict[str, CardFigures]:
+    """Per card, per stage, over every log."""
+    cards: dict[str, CardFigures] = {}
+    for log in logs:
+        interval = float(log.header.get("interval_ms") or 250) / 1000.0
+        for c in log.header.get("cards") or []:
+            gpu = str(c.get("gpu"))
+            cards.setdefault(gpu, CardFigures(gpu, str(c.get("name") or ""), c.get("total_mib")))
+        last: dict[str, float] = {}
+        for line in log.lines:
+            if isinstance(line, dict) and "lost" in line:
+                card = cards.get(str(line["lost"]))
+                if card is not None and card.lost is None:
+                    card.lost = {**line, "attempt": log.attempt}
+                continue
+            if not isinstance(line, list) or len(line) != len(COLUMNS):
+                continue
+            t, stage, gpu, free, _used, power = line
+            card = cards.setdefault(str(gpu), CardFigures(str(gpu), "", None))
+            step = t - last[gpu] if gpu in last else 0.0
+            last[gpu] = t
+            st = card.stages.setdefault(str(stage), StageFigures())
+            st.add(float(free), power, missed_intervals(step, interval), log.attempt)
+    return cards
+
+
+def marked_stages(logs: list[Log]) -> list[str]:
+    """Every stage some sampler saw start, in order of first appearance."""
+    seen: list[str] = []
+    for log in logs:
+        for line in log.lines:
+            if isinstance(line, dict) and "mark" in line and line["mark"] not in seen:
+                seen.append(str(line["mark"]))
+    return seen

@@ -1,6 +1,7 @@
 """Candidate settings owned by the vram part of qualify (`[stages.vram]`).
 
-The reserve itself is policy (`policy.vram_reserve_gib`); these say where telemetry comes from.
+The reserve itself is the house's (`Thresholds.vram_reserve_gib`); these say where telemetry
+comes from.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ Url = Annotated[str, Field(pattern=r"^https?://[^\s/]+")]
 
 
 class VramSettings(StrictModel):
-    source: Literal["auto", "nvml", "nvidia-smi", "dcgm", "none"] = Field(
+    source: Literal["auto", "nvml", "dcgm", "none"] = Field(
         default="auto",
-        description="auto: NVML, else nvidia-smi on PATH, else dcgm_urls, else no telemetry",
+        description="auto: NVML, else dcgm_urls, else no telemetry",
     )
     interval_ms: Annotated[int, Field(ge=10, le=10_000)] = Field(
         default=250, description="sampling period; a gap is an interval over twice this"
@@ -29,7 +30,7 @@ class VramSettings(StrictModel):
         description="dcgm-exporter /metrics URLs of GPUs on other hosts",
     )
     gpus: list[Annotated[int, Field(ge=0)]] | None = Field(
-        default=None, description="local GPU indexes to watch (NVML, nvidia-smi); all if unset"
+        default=None, description="local GPU indexes to watch (NVML); all if unset"
     )
 
     @model_validator(mode="after")

@@ -41,7 +41,7 @@ def ab_result(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StageResult]
     if not LocalPaths("cpu").ready():
         pytest.fail("the local llama-server is not built: run `qualify local-server build`")
     d = tmp_path_factory.mktemp("ab")
-    cand = write_candidate(d / "cand", 18300, stages=["ab"], replace=LEAN)
+    cand = write_candidate(d / "cand", stages=["ab"], replace=LEAN)
     _lean_prompts(cand)
     p = plan(cand)
     run = EvidenceStore(d / "evidence").new_run(p.loaded.candidate.name)

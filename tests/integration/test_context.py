@@ -23,6 +23,7 @@ _RESULT: dict[str, tuple[StageResult, Path]] = {}
 TARGETS = [256, 768, 4096]
 WINDOW = 2048
 MARGIN = 64
+SIZES = [256, 768, WINDOW - MARGIN]  # the size each target ran at: gates are named by it
 
 
 @pytest.fixture
@@ -53,7 +54,8 @@ def test_three_sizes_one_clamped_planned_and_actual_recorded(
     ladder: tuple[StageResult, Path],
 ) -> None:
     """Each target is planned (the last clamped to the window minus the margin), sized with the
-    server's tokenizer in a handful of calls, and its actual prompt tokens come from usage."""
+    server's tokenizer in a handful of calls; warm and cold prompts alike (the cold ones behind
+    a new nonce, re-counted) have exactly the sized tokens in usage."""
     result, _ = ladder
     targets = result.data["targets"]
     assert [(t["target"], t["planned_tokens"], t["clamped"]) for t in targets] == [
@@ -65,7 +67,8 @@ def test_three_sizes_one_clamped_planned_and_actual_recorded(
     for row in result.data["rows"]:
         assert row["verdict"] != "error", row["reasons"]
         planned, actual = row["planned_tokens"], row["actual_prompt_tokens"]
-        assert planned - 8 - 2 <= actual <= planned + 2, row  # cold nonces may shift a token
+        assert planned - 8 <= row["sized_tokens"] <= planned, row
+        assert actual == row["sized_tokens"], row
         assert row["completion_tokens"] and row["completion_tokens"] <= 64
         assert row["ttfo_s"] > 0 and row["e2e_s"] >= row["ttfo_s"]
     calls = result.data["tokenizer_calls"]
@@ -85,8 +88,8 @@ def test_cold_pass_misses_the_prefix_cache_and_warm_hits_it(
     for row in _rows(result, "warm"):
         assert row["cached_tokens"] >= row["actual_prompt_tokens"] - 2, row
         assert row["cached_tokens_metric_delta"] >= row["actual_prompt_tokens"] - 2, row
-    for t in TARGETS:
-        gate = next(g for g in result.gates if g.gate == f"cold-cache@{t}")
+    for size in SIZES:
+        gate = next(g for g in result.gates if g.gate == f"cold-cache@{size}")
         assert gate.verdict is Verdict.PASS, gate.reasons
 
 
@@ -94,8 +97,9 @@ def test_needles_judged_honestly_with_the_answer_kept(ladder: tuple[StageResult,
     """Each needles gate passes only when both numbers are in every answer; the answers are in
     the row and in the kept exchange, and the verdict agrees with them."""
     result, attempt = ladder
-    for t in TARGETS:
-        gate = next(g for g in result.gates if g.gate == f"needles@{t}")
+    for t, size in zip(TARGETS, SIZES, strict=True):
+        gate = next(g for g in result.gates if g.gate == f"needles@{size}")
+        assert gate.metrics["target"] == t and gate.metrics["clamped"] is (t != size)
         rows = [r for r in result.data["rows"] if r["target"] == t]
         sizing = json.loads((attempt / f"sizing-{t}-prose.json").read_text())
         needles = Needles(tuple(Needle(**n) for n in sizing["needles"]))  # type: ignore[arg-type]
@@ -116,6 +120,31 @@ def test_engine_idle_around_every_cell(ladder: tuple[StageResult, Path]) -> None
     assert gate.metrics["checks"] == 2 * len(result.data["rows"])
 
 
+def test_every_declared_gate_judged_and_named_by_the_size_run(
+    ladder: tuple[StageResult, Path],
+) -> None:
+    """The gates are those `gates/context/` declares: rung gates carry the size that ran (the
+    clamped one says its target), fidelity is judged per concurrency from the server's own
+    timings, and degenerate answers are listed, never counted as speed."""
+    result, _ = ladder
+    names = {g.gate for g in result.gates}
+    rungs = {f"{g}@{size}" for g in ("needles", "cold-cache") for size in SIZES}
+    assert names == rungs | {"idle", "fidelity@c=1", "degenerate"}
+    clamped = next(g for g in result.gates if g.gate == f"needles@{SIZES[-1]}")
+    assert clamped.reasons[0].startswith(f"target {TARGETS[-1]}, clamped to {SIZES[-1]}")
+    fid = next(g for g in result.gates if g.gate == "fidelity@c=1")
+    assert fid.verdict in (Verdict.PASS, Verdict.FAIL), fid.reasons  # the server reported both
+    assert fid.metrics["n_decode"] > 0 and fid.metrics["n_ttft"] > 0
+    flagged = {(d["target"], d["pass"]) for d in result.data["degenerate"]}
+    for row in result.data["rows"]:
+        assert ((row["target"], row["pass"]) in flagged) is bool(row["degenerate"])
+    speed = result.data["speed"]
+    assert speed["cold"]["streams"] == len(TARGETS)
+    assert speed["cold"]["degenerate_left_out"] == sum(
+        d["pass"] == "cold" for d in result.data["degenerate"]
+    )
+
+
 def test_warmups_kept_not_counted(ladder: tuple[StageResult, Path]) -> None:
     """Two warm-ups per size are kept as evidence and are not rows."""
     result, attempt = ladder
@@ -126,3 +155,4 @@ def test_warmups_kept_not_counted(ladder: tuple[StageResult, Path]) -> None:
     assert len(result.data["rows"]) == 2 * len(TARGETS)
     fid = result.data["fidelity"]
     assert fid["n"] > 0 and fid["ttft_minus_server_prompt_ms_median"] is not None
+    assert fid["by_concurrency"]["1"]["requests"] == len(result.data["rows"])

@@ -16,9 +16,9 @@ from qualify.httpclient.client import Client
 from qualify.httpclient.load import drive, figures, warm
 from qualify.httpclient.timing import fidelity, timing
 from qualify.serving.local import LocalPaths
+from qualify.serving.process import free_port
 
 pytestmark = pytest.mark.integration
-PORT = 18502
 BODY: dict[str, Any] = {
     "messages": [{"role": "user", "content": "Tell me about lighthouses."}],
     "max_tokens": 48,
@@ -30,26 +30,38 @@ BODY: dict[str, Any] = {
 }
 
 
+def _start(local_server: LocalPaths) -> tuple[subprocess.Popen[bytes], str]:
+    """llama-server with two slots on a port the OS reports free; relaunched on a fresh port
+    if another process took that one before the server bound it."""
+    for _ in range(3):
+        port = free_port()
+        cmd = [str(local_server.binary), "-m", str(local_server.model), "--port", str(port)]
+        proc = subprocess.Popen(
+            [*cmd, "--host", "127.0.0.1", "-c", "4096", "-np", "2", "-t", "2"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while proc.poll() is None:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    return proc, url
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise AssertionError("llama-server did not become healthy")
+            time.sleep(0.5)
+    raise AssertionError("llama-server exited before it was healthy, three times")
+
+
 @pytest.fixture(scope="module")
 def server(local_server: LocalPaths) -> Iterator[str]:
     """A real llama-server with two slots, so two streams decode at once."""
-    cmd = [str(local_server.binary), "-m", str(local_server.model), "--port", str(PORT)]
-    proc = subprocess.Popen(
-        [*cmd, "--host", "127.0.0.1", "-c", "4096", "-np", "2", "-t", "2"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{PORT}"
+    proc, url = _start(local_server)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "llama-server did not become healthy"
-            time.sleep(0.5)
         yield url
     finally:
         proc.terminate()

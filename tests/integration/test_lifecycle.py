@@ -1,4 +1,8 @@
-"""Server lifecycle on the real llama-server: failed starts, a killed server, Ctrl-C, resume."""
+"""Server lifecycle on the real llama-server: failed starts, a killed server, Ctrl-C, resume.
+
+Every server here listens on a port the OS picked at launch (`{port}`); the tests read it back
+from the launch's evidence (`launch.json`).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +16,18 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from qualify.errors import RunAborted
+
 pytestmark = pytest.mark.integration
+
+
+def _ports(run: Path) -> list[int]:
+    """The ports this run's servers were launched on, from their `launch.json`."""
+    return [json.loads(f.read_text())["port"] for f in sorted(run.glob("server-*/*/launch.json"))]
 
 
 def _pids_on(port: int) -> list[int]:
@@ -71,8 +83,8 @@ def _launch(cand: Path, command: str) -> None:
 
 def test_failed_start_keeps_logs_and_exits_3(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A server that exits before it is healthy: exit 3, its stderr kept, the path named."""
-    cand = candidate_factory(18011, stages=["identity"])
-    _launch(cand, '["{llama_server}", "-m", "/nonexistent/model.gguf", "--port", "18011"]')
+    cand = candidate_factory("failed-start", stages=["identity"])
+    _launch(cand, '["{llama_server}", "-m", "/nonexistent/model.gguf", "--port", "{port}"]')
     ev = tmp_path / "ev"
     proc = _start(cand, ev)
     _, err = proc.communicate(timeout=120)
@@ -90,14 +102,18 @@ def test_failed_start_keeps_logs_and_exits_3(candidate_factory, tmp_path: Path) 
 def test_startup_timeout_stops_the_process(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A server never healthy within startup_timeout_s: exit 3 and no process left behind."""
     cand = candidate_factory(
-        18012, stages=["identity"], replace={"startup_timeout_s = 120": "startup_timeout_s = 2"}
+        "timeout", stages=["identity"], replace={"startup_timeout_s = 120": "startup_timeout_s = 2"}
     )
-    _launch(cand, f'["{sys.executable}", "-c", "import time; time.sleep(120)", "--port", "18012"]')
-    proc = _start(cand, tmp_path / "ev")
+    _launch(
+        cand, f'["{sys.executable}", "-c", "import time; time.sleep(120)", "--port", "{{port}}"]'
+    )
+    ev = tmp_path / "ev"
+    proc = _start(cand, ev)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err
     assert "not healthy" in err and "after 2 s" in err
-    assert _pids_on(18012) == []
+    (port,) = _ports(_run_dir(ev))
+    assert _pids_on(port) == []
 
 
 def test_killed_server_aborts_with_error_and_keeps_evidence(
@@ -105,14 +121,15 @@ def test_killed_server_aborts_with_error_and_keeps_evidence(
 ) -> None:  # type: ignore[no-untyped-def]
     """Killing the server mid-stage: exit 3, stage `error`, logs kept, written files unchanged;
     a resume keeps the finished stage and adds a new attempt of the aborted one."""
-    cand = candidate_factory(18013, stages=["identity", "preflight"])
+    cand = candidate_factory("killed", stages=["identity", "preflight"])
     ev = tmp_path / "ev"
     proc = _start(cand, ev)
     _wait_for(lambda: any(ev.glob("*/*/preflight/attempt-001/0002-*.json")))
     run = _run_dir(ev)
     before = _digests(run)
     growing = {f: (run / f).read_bytes() for f in before if "/log." in f}
-    (pid,) = _pids_on(18013)
+    (port,) = _ports(run)
+    (pid,) = _pids_on(port)
     os.kill(pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err
@@ -133,19 +150,108 @@ def test_killed_server_aborts_with_error_and_keeps_evidence(
     again.send_signal(signal.SIGINT)
     again.communicate(timeout=120)
     assert not (run / "identity" / "attempt-002").exists()
-    assert _pids_on(18013) == []
+    assert all(_pids_on(port) == [] for port in _ports(run))
 
 
 def test_ctrl_c_stops_the_server_and_seals(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Ctrl-C mid-run: exit 3, no server left running, every attempt sealed."""
-    cand = candidate_factory(18014, stages=["identity", "preflight"])
+    cand = candidate_factory("ctrl-c", stages=["identity", "preflight"])
     ev = tmp_path / "ev"
     proc = _start(cand, ev)
     _wait_for(lambda: any(ev.glob("*/*/preflight/attempt-001/0001-*.json")))
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 3, err
-    assert _pids_on(18014) == []
     run = _run_dir(ev)
+    assert all(_pids_on(port) == [] for port in _ports(run))
     attempts = [p for p in run.glob("*/attempt-*") if p.is_dir()]
     assert attempts and all((p / "manifest.json").exists() for p in attempts)
+
+
+# A lean demo: one preflight gate, one short context target, a two-run A/B on two prompts with
+# 16-token answers; the shape of the run is what is tested here, not its figures.
+LEAN_AB = 'runs = 2\nmax_tokens = 16\nwarmups = 0\nprompts = "prompts.yaml"'
+LEAN = {
+    "max_tokens = 192": 'gates = ["smoke"]\nmax_tokens = 32',
+    "targets = [1024, 3072, 16384]": "targets = [256]",
+    "max_tokens = 64": "max_tokens = 16",
+    "runs = 3\nmax_tokens = 128": LEAN_AB,
+}
+ORDER = ["identity", "preflight", "context", "ab", "vram"]
+
+
+def _lean_prompts(cand: Path) -> None:
+    import yaml
+
+    from qualify.ab.prompts import shipped_path
+
+    shipped = yaml.safe_load(shipped_path().read_text())
+    (cand.parent / "prompts.yaml").write_text(
+        yaml.safe_dump({**shipped, "prompts": shipped["prompts"][:2]}, sort_keys=False)
+    )
+
+
+def _abort_in(stage: str, real: Any) -> Any:
+    """`stage` as run, except that its server is killed (SIGKILL) as soon as the stage has it;
+    VRAM, which has no server, aborts as a stage does when the run cannot go on."""
+
+    async def aborting(ctx: Any) -> Any:
+        if stage == "vram":
+            raise RunAborted("aborted by the test in vram")
+        use = ctx.lanes.use
+
+        async def use_then_kill(lane: str) -> Any:
+            client = await use(lane)
+            proc = ctx.lanes.process
+            if proc is not None and proc.alive():
+                os.killpg(proc.proc.pid, signal.SIGKILL)
+                proc.proc.wait()
+            return client
+
+        ctx.lanes.use = use_then_kill
+        return await real(ctx)
+
+    return aborting
+
+
+def _statuses(run: Path, stage: str) -> list[str]:
+    files = sorted(run.glob(f"{stage}/attempt-*/result.json"))
+    return [json.loads(f.read_text())["status"] for f in files]
+
+
+def test_an_abort_in_each_stage_then_resume_completes(  # type: ignore[no-untyped-def]
+    candidate_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run aborted in identity is resumed, the resume aborted in preflight, and so on through
+    every stage; each resume starts at the stage that did not finish, keeps the ones before
+    it, runs it and every later one, and keeps the aborted attempts. The last one completes.
+
+    After the abort in stage i, stage j has one `aborted` record for each abort before it and,
+    once resumed past, one `finished` attempt: exactly what the assertions spell out."""
+    from qualify import pipeline
+    from qualify.progress import Progress
+    from qualify.stage import STAGES, load_all
+
+    cand = candidate_factory("resume", replace=LEAN)
+    _lean_prompts(cand)
+    ev = tmp_path / "ev"
+    load_all()
+    real = dict(STAGES)
+    run: Path | None = None
+    for i, stage in enumerate(ORDER):
+        monkeypatch.setitem(STAGES, stage, _abort_in(stage, real[stage]))
+        code = pipeline.execute(cand, ev, run.name if run else None, None, Progress(quiet=True))
+        monkeypatch.setitem(STAGES, stage, real[stage])
+        run = run or _run_dir(ev)
+        assert code == 3, stage
+        for j, other in enumerate(ORDER):
+            expected = ["aborted"] * (min(i, j) + 1) + (["finished"] if j < i else [])
+            assert _statuses(run, other) == expected, (stage, other)
+    assert run is not None
+    code = pipeline.execute(cand, ev, run.name, None, Progress(quiet=True))
+    assert code in (0, 1)
+    for j, stage in enumerate(ORDER):
+        assert _statuses(run, stage) == ["aborted"] * (j + 1) + ["finished"], stage
+    every = [p for p in run.glob("*/attempt-*") if p.is_dir()]
+    assert all((p / "manifest.json").exists() for p in every)
+    assert all(_pids_on(port) == [] for port in _ports(run))

@@ -18,6 +18,7 @@ import httpx
 
 from qualify.candidate import LoadedCandidate, load_candidate
 from qualify.evidence.store import EvidenceStore
+from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
 from qualify.progress import Progress
 from qualify.stage import StageContext
@@ -50,6 +51,8 @@ class FakeEngine:
     spec_counters: bool = False
     draft_len: int = 4
     reasoning_only: set[str] = field(default_factory=set)
+    degenerate: set[str] = field(default_factory=set)
+    server_timings: dict[str, float] | None = None
     fail: set[str] = field(default_factory=set)
     no_usage: bool = False
     drafts: int = 0
@@ -99,16 +102,22 @@ class FakeEngine:
         prompt = body["messages"][0]["content"]
         field_name = "reasoning" if any(p in prompt for p in self.reasoning_only) else "content"
         yield _data({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        stuck = any(p in prompt for p in self.degenerate)
         for c in range(self.chunks):
             await asyncio.sleep(self.gap_s)
             text = " ".join(WORDS[(c + j) % len(WORDS)] for j in range(self.tokens_per_chunk))
+            if stuck:  # a drafter's favourite: 1000000...
+                text = ("1" if c == 0 else "") + "0" * 8 * self.tokens_per_chunk
             yield _data({"choices": [{"index": 0, "delta": {field_name: " " + text}}]})
         tokens = self.chunks * self.tokens_per_chunk
         finish = "length" if field_name == "reasoning" else "stop"
         yield _data({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         if not self.no_usage:
             usage = {"prompt_tokens": 40, "completion_tokens": tokens, "total_tokens": 40 + tokens}
-            yield _data({"choices": [], "usage": usage})
+            last: dict[str, Any] = {"choices": [], "usage": usage}
+            if self.server_timings is not None:
+                last["timings"] = self.server_timings
+            yield _data(last)
         if self.spec_counters:
             self._count(tokens)
         yield b"data: [DONE]\n\n"
@@ -183,6 +192,8 @@ def make_candidate(tmp: Path, extra: str = "") -> tuple[LoadedCandidate, LoadedC
     """The demo candidate as a vLLM recipe with a lean A/B, and its control."""
     text = (EXAMPLE / "candidate.toml").read_text()
     text = text.replace('engine = "llama.cpp"', 'engine = "vllm"')
+    # the fake drafts four tokens a step and registers four per-position counters
+    text = text.replace("draft_tokens = 64", "draft_tokens = 4")
     lean = 'runs = 3\nmax_tokens = 32\nwarmups = 1\nprompts = "prompts.yaml"\n' + extra
     text = text.replace("runs = 3\nmax_tokens = 128\n", lean)
     tmp.mkdir(parents=True, exist_ok=True)
@@ -192,7 +203,12 @@ def make_candidate(tmp: Path, extra: str = "") -> tuple[LoadedCandidate, LoadedC
     return load_candidate(tmp / "candidate.toml"), load_candidate(tmp / "control.toml")
 
 
-def context(tmp: Path, engines: dict[str, FakeEngine], extra: str = "") -> StageContext:
+def context(
+    tmp: Path,
+    engines: dict[str, FakeEngine],
+    extra: str = "",
+    thresholds: Thresholds | None = None,
+) -> StageContext:
     cand, ctrl = make_candidate(tmp / "cand", extra)
     run = EvidenceStore(tmp / "evidence").new_run(cand.candidate.name)
     lanes = FakeLanes({"candidate": cand, "control": ctrl}, engines)
@@ -203,4 +219,5 @@ def context(tmp: Path, engines: dict[str, FakeEngine], extra: str = "") -> Stage
         run.new_attempt("ab"),
         lanes,  # type: ignore[arg-type]
         Progress(quiet=True),
+        thresholds=thresholds or Thresholds(),
     )

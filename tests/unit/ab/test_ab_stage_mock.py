@@ -9,13 +9,26 @@ from typing import Any
 import pytest
 from ab_fakes import FakeEngine, context
 
+from qualify.ab import drive
+from qualify.ab import stage as ab_stage
 from qualify.ab.stage import ab
+from qualify.gates.thresholds import Thresholds
 from qualify.records import StageResult, Verdict
 
 
-def _run(tmp: Path, cand: FakeEngine, ctrl: FakeEngine, extra: str = "") -> tuple[StageResult, Any]:
-    ctx = context(tmp, {"candidate": cand, "control": ctrl}, extra)
+def _run(
+    tmp: Path,
+    cand: FakeEngine,
+    ctrl: FakeEngine,
+    extra: str = "",
+    thresholds: Thresholds | None = None,
+) -> tuple[StageResult, Any]:
+    ctx = context(tmp, {"candidate": cand, "control": ctrl}, extra, thresholds)
     return asyncio.run(ab(ctx)), ctx
+
+
+def _gates(result: StageResult) -> dict[str, Any]:
+    return {g.gate: g for g in result.gates}
 
 
 def _spec() -> FakeEngine:
@@ -42,8 +55,10 @@ def test_lanes_alternate_one_server_at_a_time(tmp_path: Path) -> None:
     firsts = [b["messages"][0]["content"].splitlines()[0] for b in cand.requests]
     assert len(set(firsts)) == len(firsts), "every request has a unique first line"
     assert all(b["stream_options"] == {"include_usage": True} for b in cand.requests)
-    gate = {g.gate: g for g in result.gates}["paired"]
+    gate = _gates(result)["paired"]
     assert gate.verdict is Verdict.PASS, gate.reasons
+    assert all(q["sent"]["model"] for r in result.data["lanes"]["control"]["runs"]
+               for q in r["requests"])
 
 
 def test_decode_counts_usage_not_chunks(tmp_path: Path) -> None:
@@ -91,12 +106,98 @@ def test_missing_counters_make_acceptance_inconclusive(tmp_path: Path) -> None:
     assert result.data["acceptance"] is None
 
 
-def test_low_acceptance_fails_a_set_floor(tmp_path: Path) -> None:
-    """With stages.ab.min_acceptance_rate set, a lower measured rate fails the gate."""
-    result, _ = _run(tmp_path, _spec(), _plain(), extra="min_acceptance_rate = 0.9\n")
-    gate = {g.gate: g for g in result.gates}["acceptance"]
+def test_low_acceptance_fails_the_floor(tmp_path: Path) -> None:
+    """A measured rate below the house floor (thresholds.acceptance_floor) fails the gate."""
+    strict = Thresholds(acceptance_floor=0.9)
+    result, _ = _run(tmp_path, _spec(), _plain(), thresholds=strict)
+    gate = _gates(result)["acceptance"]
     assert gate.verdict is Verdict.FAIL
     assert "0.750" in gate.reasons[0] and "0.9" in gate.reasons[0]
+
+
+def test_gates_are_the_declared_ones(tmp_path: Path) -> None:
+    """The stage runs what gates/ab/ declares; speed and draft length are judged."""
+    result, _ = _run(tmp_path, _spec(), _plain())
+    got = _gates(result)
+    assert set(got) == {
+        "paired",
+        "decode",
+        "e2e",
+        "spec-speedup",
+        "acceptance",
+        "draft-length@candidate",
+        "fidelity@candidate",
+        "fidelity@control",
+    }
+    # four tokens a chunk against one: the candidate decodes far faster
+    assert got["decode"].verdict is Verdict.PASS and got["spec-speedup"].verdict is Verdict.PASS
+    assert got["draft-length@candidate"].verdict is Verdict.PASS
+    # the mock reports no server timings: fidelity cannot be judged
+    assert got["fidelity@control"].verdict is Verdict.INCONCLUSIVE
+    assert "no decode rate" in got["fidelity@control"].reasons[0]
+
+
+def test_draft_length_beyond_the_pin_fails(tmp_path: Path) -> None:
+    """Per-position counters for 8 positions against draft_tokens = 4 pinned: fail."""
+    cand = _spec()
+    cand.per_pos = [0] * 8
+    result, _ = _run(tmp_path, cand, _plain())
+    gate = _gates(result)["draft-length@candidate"]
+    assert gate.verdict is Verdict.FAIL and "pins 4" in gate.reasons[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "change"),
+    [
+        ("max_tokens", {"max_tokens": 7}),
+        ("seed", {"seed": 99}),
+        ("messages", {"messages": [{"role": "user", "content": "a different prompt"}]}),
+    ],
+)
+def test_lanes_sent_different_bodies_fail_paired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, field: str, change: dict[str, Any]
+) -> None:
+    """`paired` judges what each lane actually sent, not the plan they share."""
+    real = drive.drive_run
+
+    async def skewed(client: Any, keep: Any, lane: str, plan: Any, d: Any) -> Any:
+        if lane == "control":
+            plan.bodies = [{**b, **change} for b in plan.bodies]
+        return await real(client, keep, lane, plan, d)
+
+    monkeypatch.setattr(ab_stage.drive, "drive_run", skewed)
+    result, _ = _run(tmp_path, _spec(), _plain())
+    gate = _gates(result)["paired"]
+    assert gate.verdict is Verdict.FAIL
+    assert f"with different {field} in the two lanes" in gate.reasons[0]
+
+
+def test_degenerate_answers_are_flagged_kept_and_not_speed(tmp_path: Path) -> None:
+    """A `1000000...` answer is listed with why, kept as evidence, left out of the p50s and
+    of the aggregate output rate."""
+    cand = _spec()
+    cand.degenerate = {"reverses a string"}
+    result, _ = _run(tmp_path, cand, _plain())
+    flagged = result.data["degenerate"]
+    assert {(d["lane"], d["prompt"]) for d in flagged} == {("candidate", "code")}
+    assert len(flagged) == 3 and "run of" in flagged[0]["why"] and flagged[0]["file"]
+    run = result.data["lanes"]["candidate"]["runs"][0]
+    assert run["counted"] == 2 and run["aggregate_output_tok_s"] is None
+    assert any("degenerate answer" in e["why"] for e in result.data["excluded"])
+    control_run = result.data["lanes"]["control"]["runs"][0]
+    assert control_run["counted"] == 3 and control_run["aggregate_output_tok_s"] is not None
+
+
+def test_fidelity_is_stored_and_judged_against_server_figures(tmp_path: Path) -> None:
+    """A server claiming a decode rate a million times the client's fails fidelity."""
+    ctrl = _plain()
+    ctrl.server_timings = {"predicted_per_second": 1e9, "prompt_ms": 0.0}
+    result, _ = _run(tmp_path, _spec(), ctrl)
+    fid = result.data["fidelity"]["lanes"]["control"]
+    assert fid["n_decode"] == 9 and fid["source"] == "llama-server timings"
+    assert fid["engine"] == "vllm"
+    gate = _gates(result)["fidelity@control"]
+    assert gate.verdict is Verdict.FAIL and "decode_ratio_median" in gate.reasons[0]
 
 
 def test_reasoning_only_answers_are_excluded_and_listed(tmp_path: Path) -> None:

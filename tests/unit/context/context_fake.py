@@ -17,11 +17,13 @@ from typing import Any
 import httpx
 
 _PIECE = re.compile(r"\w{1,4}|[^\w\s]|\s+")
+# Digits one token each, like most modern tokenizers: a hex nonce's tokens then vary with it.
+_DIGIT_PIECE = re.compile(r"\d|[^\W\d]{1,4}|[^\w\s]|\s+")
 _NEEDLE = re.compile(r"Note: the (?:vault code|registry number) [^\n]*? is (\d+)\.")
 
 
-def toy_tokens(text: str) -> list[str]:
-    return _PIECE.findall(text)
+def toy_tokens(text: str, split_digits: bool = False) -> list[str]:
+    return (_DIGIT_PIECE if split_digits else _PIECE).findall(text)
 
 
 def render(msgs: list[dict[str, str]]) -> str:
@@ -38,7 +40,11 @@ class FakeLlama:
     usage: bool = True
     metrics: bool = True
     tokenize: bool = True
-    n_ctx: int = 8192
+    n_ctx: int | None = 8192
+    total_slots: int = 1
+    server_decode: float = 100.0  # what `timings.predicted_per_second` claims
+    split_digits: bool = False
+    answers: list[str] = field(default_factory=list)  # when set, each chat takes the next one
     slot: list[str] = field(default_factory=list)
     cached_total: int = 0
     calls: dict[str, int] = field(default_factory=dict)
@@ -51,18 +57,22 @@ class FakeLlama:
         if path == "/metrics":
             return self._metrics()
         if path == "/props":
-            return httpx.Response(200, json={"default_generation_settings": {"n_ctx": self.n_ctx}})
+            props = {"default_generation_settings": {"n_ctx": self.n_ctx}}
+            return httpx.Response(200, json={**props, "total_slots": self.total_slots})
         if path == "/apply-template":
             return httpx.Response(200, json={"prompt": render(body["messages"])})
         if path == "/tokenize":
             if not self.tokenize:
                 return httpx.Response(404, json={"error": {"message": "not found"}})
             return httpx.Response(
-                200, json={"tokens": list(range(len(toy_tokens(body["content"]))))}
+                200, json={"tokens": list(range(len(self.tokens(body["content"]))))}
             )
         if path == "/v1/chat/completions":
             return self._chat(body)
         return httpx.Response(404)
+
+    def tokens(self, text: str) -> list[str]:
+        return toy_tokens(text, self.split_digits)
 
     def _metrics(self) -> httpx.Response:
         if not self.metrics:
@@ -85,7 +95,7 @@ class FakeLlama:
 
     def _chat(self, body: dict[str, Any]) -> httpx.Response:
         self.chats.append(body)
-        toks = toy_tokens(render(body["messages"]))
+        toks = self.tokens(render(body["messages"]))
         cache = 0
         for a, b in zip(self.slot, toks, strict=False):
             if a != b:
@@ -93,7 +103,8 @@ class FakeLlama:
             cache += 1
         cache = min(cache, len(toks) - 1)
         self.slot, self.cached_total = toks, self.cached_total + cache
-        answer = toy_tokens(self._answer(render(body["messages"])))[: body.get("max_tokens", 64)]
+        text = self.answers.pop(0) if self.answers else self._answer(render(body["messages"]))
+        answer = toy_tokens(text)[: body.get("max_tokens", 64)]
         if not body.get("stream"):
             usage = {"prompt_tokens": len(toks), "completion_tokens": len(answer)}
             msg = {"role": "assistant", "content": "".join(answer)}
@@ -120,7 +131,7 @@ class FakeLlama:
                 "cache_n": cache,
                 "prompt_n": prompt_n - cache,
                 "prompt_ms": 1.0,
-                "predicted_per_second": 100.0,
+                "predicted_per_second": self.server_decode,
             }
         lines.append(f"data: {json.dumps(last)}\n\n")
         lines.append("data: [DONE]\n\n")

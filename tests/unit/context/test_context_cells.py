@@ -10,11 +10,44 @@ from typing import Any
 from context_fake import FakeLlama  # type: ignore[import-not-found]
 
 from qualify.context.corpus import Needles, Source, document, messages, new_nonce
-from qualify.context.gates import cold_cache_gate, fidelity, idle_gate, needles_gate
+from qualify.context.gates import (
+    ColdCacheParams,
+    FidelityParams,
+    IdleParams,
+    NeedlesParams,
+    cold_cache,
+    fidelity,
+    idle,
+    needles,
+)
 from qualify.context.ladder import Cell, Driver, public, run_cell
+from qualify.context.stage import degenerate_streams, fidelity_summary, speed_summary
+from qualify.gates.registry import Judged
+from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
 from qualify.records import Verdict
 from qualify.serving.engines import LLAMACPP
+
+RUNG = {"target": 1500, "planned_tokens": 1500, "clamped": False, "window": 8192, "errors": []}
+
+
+def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"targets": [RUNG], "rows": rows}
+
+
+def needles_gate(rows: list[dict[str, Any]]) -> Judged:
+    [j] = needles(_data(rows), NeedlesParams(), Thresholds())
+    return j
+
+
+def cold_cache_gate(rows: list[dict[str, Any]]) -> Judged:
+    [j] = cold_cache(_data(rows), ColdCacheParams(), Thresholds())
+    return j
+
+
+def idle_gate(rows: list[dict[str, Any]]) -> Judged:
+    [j] = idle(_data(rows), IdleParams(), Thresholds())
+    return j
 
 
 def _keep(label: str, ex: Exchange) -> list[str]:
@@ -60,7 +93,7 @@ def test_cold_misses_and_warm_hits_the_prefix_cache(
     assert cold["cached_tokens"] < 20  # the role header and "Reference ", in toy tokens
     assert warm["cached_tokens"] >= warm["actual_prompt_tokens"] - 1
     assert cold["cached_tokens_metric_delta"] == cold["cached_tokens"]
-    assert cold_cache_gate(1500, [], [warm, cold]).verdict is Verdict.PASS
+    assert cold_cache_gate([warm, cold]).verdict is Verdict.PASS
 
 
 def test_a_cold_pass_without_a_nonce_fails_the_gate(
@@ -68,7 +101,7 @@ def test_a_cold_pass_without_a_nonce_fails_the_gate(
 ) -> None:
     """If the cold prompt repeated the warm one, the cache would flatter it: the gate fails."""
     rows = _ladder(fake, fake_client(), cold_same=True)
-    gate = cold_cache_gate(1500, [], rows)
+    gate = cold_cache_gate(rows)
     assert gate.verdict is Verdict.FAIL
     assert "the prefix cache flattered it" in gate.reasons[0]
 
@@ -81,7 +114,7 @@ def test_both_needles_found_passes_with_the_answer_kept(
     needles, _, _ = _prompts()
     assert all(r["needles"] == {"50": True, "99": True} for r in rows)
     assert needles.pair[0].value in rows[0]["answer"]
-    assert needles_gate(1500, [], rows).verdict is Verdict.PASS
+    assert needles_gate(rows).verdict is Verdict.PASS
 
 
 def test_the_deep_needle_alone_is_not_enough(
@@ -90,7 +123,7 @@ def test_the_deep_needle_alone_is_not_enough(
     """A model that finds only the 99% needle fails, and the reason names the 50% needle."""
     fake.sees = "deep"
     rows = _ladder(fake, fake_client())
-    gate = needles_gate(1500, [], rows)
+    gate = needles_gate(rows)
     assert gate.verdict is Verdict.FAIL
     assert "missed the 50% needle" in gate.reasons[0]
     assert gate.metrics["found_99"] == 2 and gate.metrics["found_50"] == 0
@@ -107,7 +140,7 @@ def test_busy_engine_cell_is_error_and_nothing_is_sent(
     assert "not counted: before the cell" in row["reasons"][0]
     assert fake.chats == []
     assert idle_gate([row]).verdict is Verdict.ERROR
-    assert needles_gate(1500, [], [row]).verdict is Verdict.ERROR
+    assert needles_gate([row]).verdict is Verdict.ERROR
 
 
 def test_a_briefly_busy_engine_is_waited_for(
@@ -155,9 +188,72 @@ def test_a_stream_without_usage_is_an_error(
     assert rows[0]["completion_tokens"] is None
 
 
-def test_fidelity_reads_server_timings(fake: FakeLlama, fake_client: Callable[[], Client]) -> None:
-    """The server's own timings are collected for the cross-check over counted streams."""
-    rows = _ladder(fake, fake_client())
-    fid = fidelity(rows)
-    assert fid["n"] == 2
-    assert fid["ttft_minus_server_prompt_ms_median"] is not None
+def test_counted_streams_keep_their_timings_for_fidelity(
+    fake: FakeLlama, fake_client: Callable[[], Client]
+) -> None:
+    """Each counted stream's timing, with the server's own figures, is kept for the fidelity
+    summary; `public` leaves it out of the row."""
+    needles, warm, _ = _prompts()
+    row = asyncio.run(run_cell(_driver(fake_client()), _cell("warm", [warm, warm], needles)))
+    assert [t.server_decode_tok_s for t in row["_timings"]] == [100.0, 100.0]
+    assert all(t.ttft_minus_server_prompt_ms is not None for t in row["_timings"])
+    assert "_timings" not in public(row)
+
+
+DIGITS = "The numbers are 1" + "0" * 120
+
+
+def test_a_degenerate_answer_is_kept_flagged_and_not_a_speed(
+    fake: FakeLlama, fake_client: Callable[[], Client]
+) -> None:
+    """Of two streams, the one answering `1000000…` is kept with its answer and flagged; the
+    row's decode figures come from the other stream only, and no aggregate rate is published."""
+    needles, warm, _ = _prompts()
+    fake.answers = [DIGITS, "The numbers are 12 and 34, as the document states."]
+    row = public(asyncio.run(run_cell(_driver(fake_client()), _cell("warm", [warm] * 2, needles))))
+    bad = [s for s in row["streams"] if s["degenerate"]]
+    good = [s for s in row["streams"] if not s["degenerate"]]
+    assert len(bad) == 1 and len(good) == 1 and DIGITS.startswith(bad[0]["answer"])
+    assert "a run of" in bad[0]["degenerate"] and bad[0]["decode_tok_s"] is not None
+    assert row["decode_tok_s"] == good[0]["decode_tok_s"]
+    assert row["ttfo_s"] is not None and row["aggregate_output_tok_s"] is None
+    assert row["degenerate"] == [
+        {"stream": row["streams"].index(bad[0]) + 1, "reason": bad[0]["degenerate"]}
+    ]
+    assert "left out of the decode figures" in row["notes"][0]
+    listed = degenerate_streams([row])
+    assert [(d["pass"], d["answer"]) for d in listed] == [("warm", bad[0]["answer"])]
+    speed = speed_summary([row])["warm"]
+    assert speed["streams"] == 2 and speed["degenerate_left_out"] == 1
+    assert speed["decode_tok_s_median"] == good[0]["decode_tok_s"]
+
+
+def test_every_answer_degenerate_leaves_no_decode_figure(
+    fake: FakeLlama, fake_client: Callable[[], Client]
+) -> None:
+    needles, warm, _ = _prompts()
+    fake.answers = [DIGITS]
+    row = public(asyncio.run(run_cell(_driver(fake_client()), _cell("warm", [warm], needles))))
+    assert row["decode_tok_s"] is None and row["itl_p50_ms"] is None and row["e2e_s"] is None
+    assert row["streams"][0]["decode_tok_s"] is not None  # kept on the stream as evidence
+    assert speed_summary([row])["warm"]["decode_tok_s_median"] is None
+
+
+def test_a_client_that_disagrees_with_the_server_fails_fidelity(
+    fake: FakeLlama, fake_client: Callable[[], Client]
+) -> None:
+    """The imitation claims a million tok/s while its tokens arrive at least 1 ms apart: the
+    summary, per concurrency, shows the disagreement and the judge fails every concurrency."""
+    fake.server_decode = 1e6
+    needles, warm, _ = _prompts()
+    drv = _driver(fake_client())
+    timings = {
+        c: asyncio.run(run_cell(drv, _cell("warm", [warm] * c, needles)))["_timings"]
+        for c in (1, 2)
+    }
+    data = {"fidelity": fidelity_summary("llama.cpp", timings)}
+    assert data["fidelity"]["requests"] == 3 and data["fidelity"]["engine"] == "llama.cpp"
+    assert sorted(data["fidelity"]["by_concurrency"]) == ["1", "2"]
+    judged = fidelity(data, FidelityParams(), Thresholds())
+    assert [(j.part, j.verdict) for j in judged] == [("c=1", Verdict.FAIL), ("c=2", Verdict.FAIL)]
+    assert "decode_ratio_median" in judged[0].reasons[0]

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from context_fake import FakeLlama  # type: ignore[import-not-found]
 from pydantic import ValidationError
 
 from qualify.context.settings import ContextSettings
-from qualify.context.stage import plan_targets
+from qualify.context.stage import plan_targets, window_of
 from qualify.errors import BadInput
+from qualify.httpclient.client import Client, Exchange
 from qualify.pipeline import plan
 
 
@@ -39,6 +43,39 @@ def test_targets_clamp_to_window_minus_margin() -> None:
         (3072, 3072, False),
         (16384, 7936, True),
     ]
+
+
+def test_targets_clamped_to_one_size_run_once() -> None:
+    """Two targets that clamp to the same size are one rung: the later names the earlier."""
+    rungs = plan_targets([3072, 16384, 32768], 8192, 256)
+    assert [(r.target, r.planned, r.same_as) for r in rungs] == [
+        (3072, 3072, None),
+        (16384, 7936, None),
+        (32768, 7936, 16384),
+    ]
+
+
+def _keep(label: str, ex: Exchange) -> list[str]:
+    return [label]
+
+
+def test_llamacpp_window_is_per_request_not_per_server(
+    fake: FakeLlama, fake_client: Callable[[], Client]
+) -> None:
+    """`-c 32768 -np 4` gives a request 8,192 tokens: the ladder plans against that, not 32,768."""
+    fake.n_ctx, fake.total_slots = 8192, 4
+    window, source = asyncio.run(window_of("llama.cpp", 32768, fake_client(), _keep))
+    assert (window, source) == (8192, "/props default_generation_settings.n_ctx (per slot)")
+    assert plan_targets([16384], window, 256)[0].planned == 7936
+
+
+def test_pinned_context_is_divided_over_the_slots_when_the_server_is_silent(
+    fake: FakeLlama, fake_client: Callable[[], Client]
+) -> None:
+    """Without an n_ctx from the server, a pinned llama.cpp context (all slots) is split."""
+    fake.n_ctx, fake.total_slots = None, 4
+    window, source = asyncio.run(window_of("llama.cpp", 32768, fake_client(), _keep))
+    assert (window, source) == (8192, "identity.context_length / 4 slots (server reports none)")
 
 
 def test_unknown_level_is_bad_input(tmp_path: Path) -> None:

@@ -9,8 +9,15 @@ from collections.abc import Callable
 import pytest
 from context_fake import FakeLlama, render, toy_tokens  # type: ignore[import-not-found]
 
-from qualify.context.corpus import Needles, Source, document, messages
-from qualify.context.sizing import CHARS_PER_TOKEN, Counter, SizingError, size, tolerance
+from qualify.context.corpus import Needles, Source, document, messages, new_nonce
+from qualify.context.sizing import (
+    CHARS_PER_TOKEN,
+    Counter,
+    SizingError,
+    fit,
+    size,
+    tolerance,
+)
 from qualify.httpclient.client import Client
 
 
@@ -98,3 +105,74 @@ def test_falls_back_to_usage_when_tokenize_is_missing(
     assert n == len(toy_tokens(render(msgs)))
     assert method == "usage.prompt_tokens"
     assert fake.chats[0]["max_tokens"] == 1
+
+
+def _letters(n: int) -> str:
+    return "a" * n
+
+
+async def _by_letters(nonce: str, chars: int) -> int:
+    """A body of 4 characters a token behind a nonce whose letters are one token each."""
+    return chars // 4 + sum(c.isalpha() for c in nonce)
+
+
+def test_fit_keeps_a_nonce_that_counts_exactly() -> None:
+    """A nonce as long in tokens as the warm one keeps the warm body: one count."""
+    fitted = asyncio.run(fit(_by_letters, 1016, 4000, _letters, 8))
+    assert (fitted.nonce, fitted.chars, fitted.tokens) == ("a" * 16, 4000, 1016)
+    assert len(fitted.counts) == 1 and fitted.exact
+
+
+def test_fit_a_small_miss_changes_the_nonce_not_the_body() -> None:
+    """Three tokens over (the 256 → 259 case): a nonce three characters shorter, same body."""
+    fitted = asyncio.run(fit(_by_letters, 1013, 4000, _letters, 8))
+    assert (fitted.nonce, fitted.chars, fitted.tokens) == ("a" * 13, 4000, 1013)
+    assert len(fitted.counts) == 2
+
+
+def test_fit_a_large_miss_trims_the_body() -> None:
+    fitted = asyncio.run(fit(_by_letters, 990, 4000, _letters, 8))
+    assert fitted.exact and fitted.tokens == 990 and fitted.chars < 4000
+    assert fitted.as_dict()["calls"] == len(fitted.counts) <= 8
+
+
+def test_fit_never_lands_over_when_exact_is_out_of_reach() -> None:
+    """Tokens that move in steps of two cannot hit an odd count: the largest under it wins."""
+
+    async def coarse(nonce: str, chars: int) -> int:
+        return 2 * (chars // 8) + 2 * len(nonce)
+
+    fitted = asyncio.run(fit(coarse, 1033, 4000, _letters, 8))
+    assert not fitted.exact and fitted.tokens == 1032
+    assert len(fitted.counts) == 8
+
+
+def test_cold_prompt_is_exact_after_its_nonce_on_the_server(
+    fake: FakeLlama, fake_client: Callable[[], Client]
+) -> None:
+    """With digits one token each, a new hex nonce changes the prompt's count; fitted cold
+    prompts come out at exactly the warm prompt's tokens, as the server would report them."""
+    fake.split_digits = True
+    needles = Needles.draw(random.Random(3))
+    src = Source("prose", 3)
+
+    async def go() -> tuple[int, list[int], list[int]]:
+        counter = Counter(fake_client(), "llama.cpp", "m", {})
+
+        async def count(nonce: str, chars: int) -> int:
+            return await counter.count(messages(document(src, chars, needles), needles, nonce))
+
+        warm = await count("0123456789abcdef", 3000)
+        raw: list[int] = []
+        fitted: list[int] = []
+        for i in range(6):
+            nonce = f"{i:x}" * 8 + "abcdefab"  # 10 tokens (digits, 2 letter pieces), not 12
+            raw.append(await count(nonce, 3000))
+            f = await fit(count, warm, 3000, new_nonce, 8)
+            msgs = messages(document(src, f.chars, needles), needles, f.nonce)
+            fitted.append(len(fake.tokens(render(msgs))))
+        return warm, raw, fitted
+
+    warm, raw, fitted = asyncio.run(go())
+    assert any(n != warm for n in raw)  # the nonce alone would have moved the count
+    assert fitted == [warm] * 6

@@ -1,76 +1,356 @@
-"""Identity comparison for each engine's shapes, and the commands a launch would run."""
+"""Identity: every pin judged through the engine adapters, and the commands a launch runs.
+
+Each judge is fed data that should fail it and data that should pass it: the pins judge
+(`identity-pins`, gate `identity/pin@<name>`) and the reachability judge.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from qualify.candidate import Identity, load_candidate
 from qualify.errors import BadInput
 from qualify.evidence.store import EvidenceStore
-from qualify.identity.stage import _reported_llamacpp, _reported_openai, compare
+from qualify.gates.files import load_gates
+from qualify.gates.thresholds import Thresholds
+from qualify.identity.gates import PinsParams, ReachableParams, pins, reachable
+from qualify.identity.stage import gather
 from qualify.records import Verdict
+from qualify.serving.engines import Launch, flag, llamacpp_quant_names
 from qualify.serving.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
+SHA = "48518e91cf87dd0c0483c76ff86e81dfc0f46de7e364b46f7a82c481ce08188f"
 
 
 def _pins(**kw: object) -> Identity:
-    base = dict(
+    base: dict[str, object] = dict(
         model="m",
         revision="r",
-        engine="vllm",
-        engine_build="0.33.0",
-        quantization="fp8",
-        kv_dtype="fp8",
-        context_length=131072,
+        engine="llama.cpp",
+        engine_build="b1-0c1e570",
+        quantization="Q4_1",
+        kv_dtype="f16",
+        context_length=8192,
+        max_num_seqs=1,
     )
     base.update(kw)
     return Identity.model_validate(base)
 
 
-def test_vllm_shapes_pass_and_fail() -> None:
-    """vLLM's /v1/models max_model_len and /version are held to the pins; a mismatch shows both."""
-    models = {"object": "list", "data": [{"id": "m", "root": "/models/m", "max_model_len": 65536}]}
-    reported = _reported_openai(models, {"version": "0.33.0"})
-    gates = {g.gate: g for g in compare(_pins(), reported)}
-    assert gates["model"].verdict is Verdict.PASS
-    assert gates["engine_build"].verdict is Verdict.PASS
-    assert gates["context_length"].verdict is Verdict.FAIL
-    assert gates["context_length"].reasons == ["pinned context_length 131072, server reports 65536"]
-
-
-def test_llamacpp_props_give_context_build_quantization() -> None:
-    """llama-server's per-slot n_ctx times slots, build_info and model_ftype are compared."""
-    models = {"data": [{"id": "x", "aliases": ["m"]}]}
-    props = {
-        "default_generation_settings": {"n_ctx": 4096},
-        "total_slots": 2,
-        "build_info": "b1-0c1e570",
-        "model_ftype": "Q4_1",
+def _llama(n_ctx: int = 8192, slots: int = 1, ftype: str = "Q4_1", **props: Any) -> dict[str, Any]:
+    return {
+        "/v1/models": {"data": [{"id": "x", "aliases": ["m"], "owned_by": "llamacpp"}]},
+        "/props": {
+            "default_generation_settings": {"n_ctx": n_ctx, "params": {}},
+            "total_slots": slots,
+            "build_info": "b1-0c1e570",
+            "model_ftype": ftype,
+            **props,
+        },
     }
-    pins = _pins(
-        engine="llama.cpp",
-        engine_build="b1-0c1e570",
-        quantization="Q4_1",
-        context_length=8192,
-        max_num_seqs=2,
+
+
+def _local(*args: str, env: dict[str, str] | None = None) -> Launch:
+    return Launch("local", ["llama-server", "-m", "x.gguf", *args], env or {})
+
+
+def _judge(data: dict[str, Any], **thresholds: Any) -> dict[str, Any]:
+    found = pins(data, PinsParams(), Thresholds(**thresholds))
+    return {j.part: j for j in found}
+
+
+def _verdicts(data: dict[str, Any], **thresholds: Any) -> dict[str, Verdict]:
+    return {k: j.verdict for k, j in _judge(data, **thresholds).items()}
+
+
+def test_every_pin_is_judged_and_a_matching_llamacpp_launch_passes_all_it_can() -> None:
+    """Eleven pins, eleven results; all pass but the revision, which llama-server cannot show."""
+    data = gather(_pins(), _llama(), _local())
+    got = _verdicts(data)
+    assert set(got) == set(Identity.model_fields)
+    assert got.pop("revision") is Verdict.INCONCLUSIVE
+    assert set(got.values()) == {Verdict.PASS}, got
+    assert data["not_reported"] == ["revision"]
+
+
+def test_unverifiable_pin_passes_only_when_policy_lists_it() -> None:
+    """revision: inconclusive by default; pass, marked unverified, when the house allows it."""
+    data = gather(_pins(), _llama(), _local())
+    assert "no revision" in _judge(data)["revision"].reasons[0]
+    allowed = _judge(data, unverifiable_pins=["revision"])["revision"]
+    assert allowed.verdict is Verdict.PASS and allowed.metrics["verified"] is False
+
+
+@pytest.mark.parametrize(
+    ("pin", "ftype", "verdict"),
+    [
+        ("Q4_K_M", "Q4_K - Medium", Verdict.PASS),
+        ("q4_k_m", "Q4_K - Medium", Verdict.PASS),
+        ("Q4_K_S", "Q4_K - Medium", Verdict.FAIL),
+        ("IQ2_XS", "IQ2_XS - 2.3125 bpw", Verdict.PASS),
+        ("Q8_0", "Q4_1", Verdict.FAIL),
+        ("F32", "(guessed) all F32", Verdict.PASS),
+    ],
+)
+def test_llamacpp_file_type_names(pin: str, ftype: str, verdict: Verdict) -> None:
+    """llama.cpp's file-type names are compared with the names people write, never raw."""
+    data = gather(_pins(quantization=pin), _llama(ftype=ftype), _local())
+    assert _verdicts(data)["quantization"] is verdict
+
+
+def test_quant_name_table() -> None:
+    assert llamacpp_quant_names("Q4_K - Medium") == ("Q4_K_M", "Q4_K")
+    assert llamacpp_quant_names("IQ3_S mix - 3.66 bpw") == ("IQ3_M",)
+
+
+def test_context_is_judged_per_request_not_over_all_slots() -> None:
+    """`-c 32768 -np 4`: /props n_ctx is 8192 per slot; a 32768 pin fails, 8192 passes."""
+    bodies = _llama(n_ctx=8192, slots=4)
+    launch = _local("-c", "32768", "-np", "4")
+    bad = _judge(gather(_pins(context_length=32768, max_num_seqs=4), bodies, launch))
+    assert bad["context_length"].verdict is Verdict.FAIL
+    assert (
+        "8192" in bad["context_length"].reasons[0]
+        and "one slot" in bad["context_length"].reasons[0]
     )
-    gates = compare(pins, _reported_llamacpp(models, props))
-    assert {g.gate: g.verdict for g in gates} == {
-        "model": Verdict.PASS,
-        "context_length": Verdict.PASS,
-        "engine_build": Verdict.PASS,
-        "quantization": Verdict.PASS,
-        "max_num_seqs": Verdict.PASS,
+    good = _verdicts(gather(_pins(context_length=8192, max_num_seqs=4), bodies, launch))
+    assert good["context_length"] is Verdict.PASS and good["max_num_seqs"] is Verdict.PASS
+
+
+@pytest.mark.parametrize(
+    ("pin", "verdict"),
+    [
+        ("b1-0c1e570", Verdict.PASS),
+        ("0c1e570", Verdict.PASS),
+        ("b1", Verdict.PASS),
+        ("b2", Verdict.FAIL),
+        ("deadbeef", Verdict.FAIL),
+    ],
+)
+def test_llamacpp_build(pin: str, verdict: Verdict) -> None:
+    """build_info `b1-0c1e570` answers to itself, its build number and its commit."""
+    assert _verdicts(gather(_pins(engine_build=pin), _llama(), _local()))["engine_build"] is verdict
+
+
+def test_llamacpp_speculation_from_launch_flags() -> None:
+    """ngram-mod drafts 64 unless --spec-ngram-mod-n-max says otherwise; a 16 pin fails."""
+    spec = {"method": "ngram-mod", "draft_tokens": 16}
+    bad = _judge(gather(_pins(speculation=spec), _llama(), _local("--spec-type", "ngram-mod")))
+    assert bad["speculation"].verdict is Verdict.FAIL
+    assert bad["speculation"].metrics["reported"]["draft_tokens"] == 64
+    launch = _local("--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "16")
+    assert (
+        _verdicts(gather(_pins(speculation=spec), _llama(), launch))["speculation"] is Verdict.PASS
+    )
+    none = _verdicts(gather(_pins(), _llama(), _local("--spec-type", "ngram-mod")))
+    assert none["speculation"] is Verdict.FAIL
+    mtp = {"method": "mtp", "draft_tokens": 3}
+    launch = _local("--spec-type", "draft-mtp")
+    assert (
+        _verdicts(gather(_pins(speculation=mtp), _llama(), launch))["speculation"] is Verdict.PASS
+    )
+
+
+def test_llamacpp_kv_and_parallelism_from_launch_flags() -> None:
+    """-ctk/-ctv q8_0 fails an f16 pin; -sm row fails a tensor = 1 pin."""
+    launch = _local("-ctk", "q8_0", "-ctv", "q8_0", "-sm", "row")
+    got = _verdicts(gather(_pins(), _llama(), launch))
+    assert got["kv_dtype"] is Verdict.FAIL and got["parallelism"] is Verdict.FAIL
+    ok = _verdicts(gather(_pins(kv_dtype="q8_0", parallelism={"tensor": 2}), _llama(), launch))
+    assert ok["kv_dtype"] is Verdict.PASS and ok["parallelism"] is Verdict.PASS
+
+
+def test_attached_server_leaves_launch_pins_unverifiable() -> None:
+    """With no launch, the pins only a launch shows are inconclusive, each saying why."""
+    data = gather(_pins(), _llama(), None)
+    got = _judge(data)
+    for pin in ("kv_dtype", "parallelism", "speculation", "image_digest"):
+        assert got[pin].verdict is Verdict.INCONCLUSIVE, pin
+    assert "attached" in got["kv_dtype"].reasons[0]
+
+
+def test_wrong_model_and_engine_fail() -> None:
+    bodies = _llama()
+    bodies["/v1/models"]["data"][0]["owned_by"] = "vllm"
+    got = _verdicts(gather(_pins(model="other"), bodies, _local()))
+    assert got["model"] is Verdict.FAIL and got["engine"] is Verdict.FAIL
+
+
+def _vllm_pins(**kw: object) -> Identity:
+    base: dict[str, object] = dict(
+        engine="vllm",
+        engine_build="0.33.0",
+        quantization="fp8",
+        context_length=65536,
+        max_num_seqs=8,
+        kv_dtype="fp8",
+    )
+    return _pins(**(base | kw))
+
+
+def _vllm(version: str = "0.33.0") -> dict[str, Any]:
+    return {
+        "/v1/models": {"data": [{"id": "m", "owned_by": "vllm", "max_model_len": 65536}]},
+        "/version": {"version": version},
     }
 
 
-def test_unreported_pins_are_not_gates() -> None:
-    """A pin the server does not report makes no gate (it is listed as not reported instead)."""
-    gates = compare(_pins(), {"model": ["m"]})
-    assert [g.gate for g in gates] == ["model"]
+VLLM_ARGS = [
+    "vllm",
+    "serve",
+    "/models/m",
+    "--served-model-name",
+    "m",
+    "-tp",
+    "2",
+    "--max-num-seqs",
+    "8",
+    "--kv-cache-dtype",
+    "fp8",
+    "--quantization",
+    "fp8",
+    "--speculative-config",
+    '{"method":"dspark","num_speculative_tokens":5}',
+]
+
+
+def test_vllm_version_against_a_git_sha_pin() -> None:
+    """A SHA pin against a release version cannot be told (inconclusive, saying so); against a
+    version that carries +g<sha> it is compared."""
+    launch = Launch("local", VLLM_ARGS)
+    sha = "4ba787ec9"
+    got = _judge(gather(_vllm_pins(engine_build=sha), _vllm(), launch))["engine_build"]
+    assert got.verdict is Verdict.INCONCLUSIVE and "names no commit" in got.reasons[0]
+    dev = _vllm(f"0.33.1.dev4+g{sha}")
+    assert (
+        _verdicts(gather(_vllm_pins(engine_build=sha), dev, launch))["engine_build"] is Verdict.PASS
+    )
+    other = _verdicts(gather(_vllm_pins(engine_build="30038602b7"), dev, launch))
+    assert other["engine_build"] is Verdict.FAIL
+    assert (
+        _verdicts(gather(_vllm_pins(engine_build="0.32.0"), _vllm(), launch))["engine_build"]
+        is Verdict.FAIL
+    )
+
+
+def test_vllm_launch_flags() -> None:
+    """Parallelism, KV dtype, quantization, max_num_seqs and speculation from the flags."""
+    spec = {"method": "dspark", "draft_tokens": 5}
+    launch = Launch("local", VLLM_ARGS)
+    got = _verdicts(
+        gather(_vllm_pins(parallelism={"tensor": 2}, speculation=spec), _vllm(), launch)
+    )
+    for pin in ("parallelism", "kv_dtype", "quantization", "max_num_seqs", "speculation"):
+        assert got[pin] is Verdict.PASS, pin
+    bad = _verdicts(
+        gather(
+            _vllm_pins(max_num_seqs=16, speculation={"method": "dspark", "draft_tokens": 3}),
+            _vllm(),
+            launch,
+        )
+    )
+    assert bad["parallelism"] is Verdict.FAIL and bad["max_num_seqs"] is Verdict.FAIL
+    assert bad["speculation"] is Verdict.FAIL
+
+
+def test_container_image_digest_against_the_runtime() -> None:
+    """The runtime's RepoDigests must hold the pinned digest; a local launch of a pinned image
+    fails; a runtime that could not say is inconclusive."""
+    ref = f"voipmonitor/vllm@sha256:{SHA}"
+    ok = Launch(
+        "container", VLLM_ARGS, image={"image": ref, "id": "sha256:aa", "repo_digests": [ref]}
+    )
+    pins_ = _vllm_pins(image_digest=ref)
+    assert _verdicts(gather(pins_, _vllm(), ok))["image_digest"] is Verdict.PASS
+    other = Launch(
+        "container",
+        VLLM_ARGS,
+        image={"image": ref, "id": "sha256:aa", "repo_digests": [f"x/y@sha256:{'1' * 64}"]},
+    )
+    assert _verdicts(gather(pins_, _vllm(), other))["image_digest"] is Verdict.FAIL
+    assert (
+        _verdicts(gather(pins_, _vllm(), Launch("local", VLLM_ARGS)))["image_digest"]
+        is Verdict.FAIL
+    )
+    broken = Launch("container", VLLM_ARGS, image={"image": ref, "error": "docker: not found"})
+    assert _verdicts(gather(pins_, _vllm(), broken))["image_digest"] is Verdict.INCONCLUSIVE
+
+
+def test_sglang_reads_its_resolved_server_args() -> None:
+    bodies = {
+        "/v1/models": {"data": [{"id": "m", "owned_by": "sglang", "max_model_len": 65536}]},
+        "/server_info": {
+            "version": "0.5.23",
+            "revision": "r",
+            "quantization": "fp8",
+            "kv_cache_dtype": "fp8_e4m3",
+            "tp_size": 2,
+            "pp_size": 1,
+            "dp_size": 1,
+            "ep_size": 1,
+            "max_running_requests": 8,
+            "speculative_algorithm": "EAGLE3",
+            "speculative_num_draft_tokens": 4,
+        },
+    }
+    spec = {"method": "eagle3", "draft_tokens": 4}
+    p = _pins(
+        engine="sglang",
+        engine_build="0.5.23",
+        quantization="fp8",
+        kv_dtype="fp8",
+        context_length=65536,
+        max_num_seqs=8,
+        parallelism={"tensor": 2},
+        speculation=spec,
+    )
+    got = _verdicts(gather(p, bodies, None))
+    assert {k: v for k, v in got.items() if v is not Verdict.PASS} == {
+        "image_digest": Verdict.INCONCLUSIVE
+    }
+    bodies["/server_info"]["tp_size"] = 1
+    assert _verdicts(gather(p, bodies, None))["parallelism"] is Verdict.FAIL
+
+
+def test_deepseek_example_does_not_veto_itself_on_its_sha_pin() -> None:
+    """The DeepSeek example pins a git SHA for vLLM: against /version it is inconclusive."""
+    loaded = load_candidate(ROOT / "examples" / "deepseek-v4-flash-0731" / "candidate.toml")
+    c = loaded.candidate.server.container
+    assert c is not None
+    launch = Launch("container", c.args, image={"image": c.image, "repo_digests": [c.image]})
+    bodies = {
+        "/v1/models": {
+            "data": [
+                {"id": loaded.candidate.identity.model, "owned_by": "vllm", "max_model_len": 131072}
+            ]
+        },
+        "/version": {"version": "0.33.0"},
+    }
+    got = _verdicts(gather(loaded.candidate.identity, bodies, launch))
+    assert got["engine_build"] is Verdict.INCONCLUSIVE
+    assert Verdict.FAIL not in got.values(), got
+
+
+def test_reachable_judge() -> None:
+    (bad,) = reachable({"unreachable": "HTTP 503"}, ReachableParams(), Thresholds())
+    assert bad.verdict is Verdict.ERROR and "HTTP 503" in bad.reasons[0]
+    (good,) = reachable({"unreachable": None}, ReachableParams(), Thresholds())
+    assert good.verdict is Verdict.PASS
+
+
+def test_identity_gate_files_load_and_are_critical() -> None:
+    gates, problems = load_gates(ROOT / "gates", "identity")
+    assert problems == []
+    assert {g.gate.id: g.gate.critical for g in gates} == {"pin": True, "reachable": True}
+
+
+def test_flag_reads_both_forms_and_the_last() -> None:
+    assert flag(["-c", "1", "--ctx-size=2"], "-c", "--ctx-size") == "2"
+    assert flag(["-c"], "-c") is None
 
 
 def test_container_launch_command(tmp_path: Path) -> None:
@@ -94,3 +374,4 @@ def test_unknown_placeholder_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as exc:
         ServerProcess(loaded, attempt).command()
     assert "server.launch.command[0]" in exc.value.render()
+

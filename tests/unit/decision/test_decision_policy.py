@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from qualify.decision.policy import StageAttempts, evaluate
-from qualify.decision.settings import Policy
+from qualify.decision.house import PolicyRules as Policy
 from qualify.records import GateResult, StageResult, Verdict
 
 T = "2026-01-01T00:00:00Z"
@@ -74,7 +74,32 @@ def test_inconclusive_blocks_unless_waived() -> None:
     waived = evaluate(["identity", "preflight"], att, POLICY, {"preflight/tools@off": "w.json"})
     assert waived.promote and waived.verdict is Verdict.PASS
     assert waived.gates[1].status == "waived" and waived.gates[1].waiver == "w.json"
-    assert any("waived by w.json" in n for n in waived.notes)
+    assert waived.waived == ["preflight/tools@off"], "a waived gate is named, never a silent pass"
+
+
+def test_waived_gates_alone_never_promote() -> None:
+    """Waived is left out of the worst-of, not counted as pass: with every required gate
+    waived nothing passed, so the verdict is skipped and the decision no-promote."""
+    att = one("preflight", gate("preflight", "tools", Verdict.INCONCLUSIVE, "off"))
+    ev = evaluate(
+        ["preflight"],
+        att,
+        Policy(required=["preflight/*"], critical=[]),
+        {"preflight/tools@off": "w.json"},
+    )
+    assert ev.gates[0].status == "waived" and not ev.promote and ev.verdict is Verdict.SKIPPED
+
+
+def test_required_reasoning_level_not_covered_blocks() -> None:
+    """A level the policy requires that the levelled stage has no gate at is no-promote."""
+    att = one("identity", gate("identity", "model", Verdict.PASS))
+    att |= one("preflight", gate("preflight", "tools", Verdict.PASS, "off"))
+    rules = Policy(required=["identity/*", "preflight/*"], levels=["off", "high"])
+    ev = evaluate(["identity", "preflight"], att, rules)
+    assert not ev.promote and ev.missing == ["preflight/*@high"]
+    assert "reasoning level high is required by the policy" in ev.reasons[0]
+    covered = evaluate(["identity", "preflight"], att, rules.model_copy(update={"levels": ["off"]}))
+    assert covered.promote
 
 
 def test_waiver_never_rescues_fail_or_error() -> None:

@@ -8,10 +8,17 @@ from typing import Any
 
 from gpu_fakes import ReplayNvml
 
+from qualify.gates.files import load_gates
+from qualify.gates.runner import judge_gates
+from qualify.gates.thresholds import Thresholds
+from qualify.records import GateResult
 from qualify.vram.nvml import NvmlSource
 from qualify.vram.sampler import Sampler
+from qualify.vram.series import SampleLog
+from qualify.vram.stage import build_data
 
 DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def proof() -> dict[str, Any]:
@@ -44,16 +51,32 @@ def replay_nvml(lose: dict[str, int] | None = None, instant: bool = True) -> Rep
     return ReplayNvml(nvml_records(), info, lose=lose, instant=instant)
 
 
-def replayed_sampler(lose: dict[str, int] | None = None, instant: bool = True) -> Sampler:
-    """The recorded NVML run fed, read by read, through NvmlSource and the sampler's filing."""
+def replayed_sampler(
+    lose: dict[str, int] | None = None, instant: bool = True, log: SampleLog | None = None
+) -> Sampler:
+    """The recorded NVML run fed, read by read, through NvmlSource and the sampler's filing
+    (into `log`: a run's evidence, or memory by default)."""
     nv = replay_nvml(lose, instant)
     records = nvml_records()
     src = NvmlSource(nvml=nv, clock=nv.clock)
     nv.started = True
     rows0 = next(iter(proof()["sources"]["nvml"]["cards"].values()))["rows"][0]
-    sampler = Sampler(src, 250)
+    sampler = Sampler(src, 250, log=log)
     for stage, at in stage_starts("nvml", records[0]["t"] - rows0[0]):
         sampler.mark(stage, at=at)
     for _ in records:
         sampler.ingest(src.poll())
     return sampler
+
+
+def judged(
+    sampler: Sampler | None, reserve_gib: float = 3.0, stages: list[str] | None = None, **th: Any
+) -> tuple[list[GateResult], dict[str, Any]]:
+    """The vram gates (as gates/vram/ declares them) over what one sampler logged."""
+    log = sampler.log.read() if sampler is not None else None
+    logs = [log] if log is not None else []
+    ran = stages if stages is not None else (sampler.stages() if sampler else [])
+    data = build_data(logs, sampler, ran, reserve_gib)
+    gates, problems = load_gates(ROOT / "gates", "vram")
+    assert problems == []
+    return judge_gates(gates, data, Thresholds(vram_reserve_gib=reserve_gib, **th)), data

@@ -7,12 +7,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from gpu_fakes import FakeExporter
-from gpu_recorded import DATA, proof
+from gpu_recorded import DATA, judged, proof
 
 from qualify.records import Verdict
 from qualify.vram.dcgm import POWER, DcgmSource, DcgmUnavailable, prefixes, readings
 from qualify.vram.sampler import Sampler
-from qualify.vram.stage import evaluate
 
 PEAK = (DATA / "dcgm-peak.txt").read_text()
 IDLE = (DATA / "dcgm-idle.txt").read_text()
@@ -61,10 +60,10 @@ def test_scrapes_missed_and_lost(exporter: FakeExporter) -> None:
     sampler.ingest(src.poll())
     exporter.status, exporter.page = 200, "# no GPU here\n"
     sampler.ingest(src.poll())
-    track = sampler.tracks["127.0.0.1:0"]
+    track = sampler.figures()["127.0.0.1:0"]
     assert track.stages["serve"].samples == 2 and track.stages["serve"].min_free_mib == 60225.0
-    assert sampler.missed == 1 and "HTTP 500" in sampler.problems[0]
-    gates, data = evaluate(sampler, 3.0)
+    assert sampler.missed == 1 and "HTTP 500" in sampler.missed_examples[0]
+    gates, data = judged(sampler)
     reserve = next(g for g in gates if g.gate.startswith("reserve@"))
     assert reserve.verdict is Verdict.ERROR
     assert "no longer lists GPU 0" in reserve.reasons[0]
@@ -82,7 +81,7 @@ def test_a_url_that_never_answers(exporter: FakeExporter) -> None:
     sampler = Sampler(src, 250, problems=src.problems)
     sampler.mark("serve")
     sampler.ingest(src.poll())
-    gates, _ = evaluate(sampler, 3.0)
+    gates, _ = judged(sampler)
     assert [(g.gate, g.verdict) for g in gates] == [
         ("reserve@127.0.0.1:18601:0", Verdict.PASS),
         ("telemetry", Verdict.INCONCLUSIVE),

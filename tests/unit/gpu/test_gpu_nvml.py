@@ -51,7 +51,7 @@ def test_replay_reproduces_the_live_h200_figures() -> None:
     """Per stage, the replay gives the minimum free memory, peak power and sample count that
     the live sampler computed on the H200."""
     live = proof()["sources"]["nvml"]["cards"]["0"]["stages"]
-    track = replayed_sampler().tracks["0"]
+    track = replayed_sampler().figures()["0"]
     assert list(track.stages) == list(live)
     for stage, want in live.items():
         got = track.stages[stage]
@@ -65,7 +65,7 @@ def test_minimum_free_matches_each_allocation() -> None:
     to the MiB: the CUDA context is inside the base, the allocator rounds to 2 MiB."""
     p = proof()
     base = p["facts"]["base_free_mib"]
-    track = replayed_sampler().tracks["0"]
+    track = replayed_sampler().figures()["0"]
     for step in p["facts"]["steps"]:
         low = track.stages[f"alloc-{step['gib']}GiB"].min_free_mib
         assert low is not None and abs(low - (base - step["gib"] * 1024)) < 2
@@ -88,10 +88,10 @@ def test_a_gpu_lost_mid_run_is_named_with_its_stage() -> None:
     """After 40 reads NVML answers GPU_IS_LOST: the card is marked lost in the stage it was in,
     with NVML's error, and no later sample is filed for it."""
     sampler = replayed_sampler(lose={"0": 40})
-    track = sampler.tracks["0"]
+    track = sampler.figures()["0"]
     assert track.lost is not None
-    assert "GpuIsLost" in track.lost.why and "GPU is lost" in track.lost.why
-    assert track.lost.stage == "alloc-10GiB"
+    assert "GpuIsLost" in track.lost["why"] and "GPU is lost" in track.lost["why"]
+    assert track.lost["stage"] == "alloc-10GiB"
     assert sum(st.samples for st in track.stages.values()) == 40
     assert "release-10GiB" not in track.stages or track.stages["release-10GiB"].samples < 8
 

@@ -54,7 +54,7 @@ def test_schedule_is_not_a_busy_loop() -> None:
     s.stop()
     elapsed = time.monotonic() - t0
     assert 1 <= src.polls <= int(elapsed / 0.02) + 2
-    assert s.tracks["0"].stages["a"].samples == src.polls
+    assert s.figures()["0"].stages["a"].samples == src.polls
 
 
 def test_slow_reads_skip_ticks_and_count_gaps() -> None:
@@ -65,7 +65,7 @@ def test_slow_reads_skip_ticks_and_count_gaps() -> None:
     s.mark("slow")
     time.sleep(0.4)
     s.stop()
-    stats = s.tracks["0"].stages["slow"]
+    stats = s.figures()["0"].stages["slow"]
     assert src.polls <= 0.45 / 0.05 + 1
     assert stats.gaps == stats.samples - 1 >= 3
 
@@ -79,7 +79,7 @@ def test_samples_are_filed_under_the_stage_running() -> None:
     s.mark("two")
     time.sleep(0.1)
     s.stop()
-    one, two = s.tracks["0"].stages["one"], s.tracks["0"].stages["two"]
+    one, two = s.figures()["0"].stages["one"], s.figures()["0"].stages["two"]
     assert one.samples and two.samples
     assert one.min_free_mib is not None and two.min_free_mib is not None
     assert two.min_free_mib < one.min_free_mib  # the counting card loses 1 MiB a read

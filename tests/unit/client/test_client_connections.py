@@ -1,4 +1,4 @@
-"""The asyncio network backend and stale keep-alive handling, against local socket servers."""
+"""Connections: keep-alive reuse, stale retries, timeouts, against local socket servers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 
-import httpx
 import pytest
 
 from qualify.httpclient.client import Client, Exchange
@@ -159,11 +158,3 @@ def test_refused_connection_is_a_connect_error() -> None:
 
         ex = asyncio.run(go())
     assert ex.error_kind == "connect" and not ex.ok
-
-
-def test_default_transport_uses_the_asyncio_backend() -> None:
-    """Without a transport given, the pool reads through the asyncio backend (light footprint)."""
-    from qualify.httpclient import netio
-
-    t = netio.transport(httpx.Limits(max_connections=2))
-    assert isinstance(t._pool._network_backend, netio.AsyncioBackend)

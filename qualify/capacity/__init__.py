@@ -1,0 +1,1 @@
+"""Capacity: the prompt × concurrency matrix, per-kind decode, engine capacity, incumbent."""

@@ -1,0 +1,160 @@
+"""What the engine says it can hold: KV cache capacity in tokens, and how many requests of the
+full context fit at once. Read from the server, shown beside the measured matrix.
+
+Sources (REFERENCE.md; the log lines are the ones `qualify.ab.kv` parses):
+- llama-server: `/props` (`total_slots`, `default_generation_settings.n_ctx`, per slot) and
+  `/slots` (one entry per slot). Each slot holds one request of up to its `n_ctx`, so the KV
+  capacity is slots × n_ctx and the concurrency at the full (per-slot) context is the slots.
+- vLLM: the startup log's `GPU KV cache size: N tokens` and `Maximum concurrency for L tokens
+  per request: Xx`; `/v1/models` `max_model_len`. Without the concurrency line it is derived
+  as KV tokens / max_model_len. Only a server qualify launched has a log to read.
+- SGLang: the gauge `sglang:max_total_num_tokens` (the KV pool in tokens), else
+  `max_total_num_tokens=N` in its log or in `/server_info`; `/v1/models` `max_model_len`
+  (its context length); concurrency at the full context = pool / context length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from qualify.ab.kv import from_log
+from qualify.capacity.runs import scrape
+from qualify.httpclient.client import Client, Exchange
+
+Keep = Callable[[str, Exchange], list[str]]
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+
+
+def _find(obj: Any, key: str) -> Any:
+    """The first value under `key` anywhere in a JSON document (SGLang nests its states)."""
+    if isinstance(obj, dict):
+        if key in obj:
+            return obj[key]
+        obj = list(obj.values())
+    if isinstance(obj, list):
+        for item in obj:
+            found = _find(item, key)
+            if found is not None:
+                return found
+    return None
+
+
+async def _get(client: Client, path: str, keep: Keep) -> Any:
+    ex = await client.get(path)
+    keep(f"capacity-{path.strip('/').replace('/', '-')}", ex)
+    return ex.body if ex.ok else None
+
+
+async def _model_len(client: Client, keep: Keep) -> int | None:
+    body = await _get(client, "/v1/models", keep)
+    for m in (body or {}).get("data") or [] if isinstance(body, dict) else []:
+        n = _int(m.get("max_model_len")) or _int((m.get("meta") or {}).get("n_ctx"))
+        if n:
+            return n
+    return None
+
+
+def _result(**kw: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "kv_tokens": None,
+        "kv_tokens_source": None,
+        "context_per_request": None,
+        "context_source": None,
+        "max_concurrency_at_full_context": None,
+        "max_concurrency_source": None,
+        "slots": None,
+        "details": {},
+    }
+    out.update(kw)
+    out["reported"] = (
+        out["kv_tokens"] is not None or out["max_concurrency_at_full_context"] is not None
+    )
+    return out
+
+
+async def _llamacpp(client: Client, keep: Keep, log: str) -> dict[str, Any]:
+    props = await _get(client, "/props", keep)
+    slots_body = await _get(client, "/slots", keep)
+    props = props if isinstance(props, dict) else {}
+    gen = props.get("default_generation_settings") or {}
+    n_ctx = _int(gen.get("n_ctx")) if isinstance(gen, dict) else None
+    slots = _int(props.get("total_slots"))
+    source = "/props total_slots"
+    if isinstance(slots_body, list) and slots_body:
+        slots, source = len(slots_body), "/slots (entries)"
+        n_ctx = n_ctx or _int(
+            slots_body[0].get("n_ctx") if isinstance(slots_body[0], dict) else None
+        )
+    logged = from_log(log, "llama.cpp")
+    slots = slots or _int(logged.get("n_slots"))
+    n_ctx = n_ctx or _int(logged.get("n_ctx_slot"))
+    return _result(
+        kv_tokens=slots * n_ctx if slots and n_ctx else None,
+        kv_tokens_source="slots × per-slot n_ctx" if slots and n_ctx else None,
+        context_per_request=n_ctx,
+        context_source="/props default_generation_settings.n_ctx (per slot)" if n_ctx else None,
+        max_concurrency_at_full_context=float(slots) if slots else None,
+        max_concurrency_source=f"{source}: one full-context request per slot" if slots else None,
+        slots=slots,
+        details={"log": logged},
+    )
+
+
+async def _vllm(client: Client, keep: Keep, log: str) -> dict[str, Any]:
+    logged = from_log(log, "vllm")
+    model_len = await _model_len(client, keep)
+    kv = _int(logged.get("kv_tokens"))
+    conc = logged.get("max_concurrency")
+    conc_source = "startup log: Maximum concurrency for … tokens per request" if conc else None
+    if conc is None and kv and model_len:
+        conc, conc_source = kv / model_len, "GPU KV cache size / max_model_len"
+    snap = await scrape(client)
+    usage = snap.first(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")) if snap else None
+    return _result(
+        kv_tokens=kv,
+        kv_tokens_source="startup log: GPU KV cache size" if kv else None,
+        context_per_request=model_len,
+        context_source="/v1/models max_model_len" if model_len else None,
+        max_concurrency_at_full_context=float(conc) if conc is not None else None,
+        max_concurrency_source=conc_source,
+        details={"log": logged, "kv_cache_usage_perc": usage},
+    )
+
+
+async def _sglang(client: Client, keep: Keep, log: str) -> dict[str, Any]:
+    snap = await scrape(client)
+    kv = _int(snap.first(("sglang:max_total_num_tokens",))) if snap else None
+    source = "gauge sglang:max_total_num_tokens" if kv else None
+    info = await _get(client, "/server_info", keep)
+    logged = from_log(log, "sglang")
+    if kv is None:
+        kv = _int(_find(info, "max_total_num_tokens"))
+        source = "/server_info max_total_num_tokens" if kv else None
+    if kv is None:
+        kv = _int(logged.get("kv_tokens"))
+        source = "startup log: max_total_num_tokens" if kv else None
+    model_len = await _model_len(client, keep)
+    conc = kv / model_len if kv and model_len else None
+    return _result(
+        kv_tokens=kv,
+        kv_tokens_source=source,
+        context_per_request=model_len,
+        context_source="/v1/models max_model_len" if model_len else None,
+        max_concurrency_at_full_context=conc,
+        max_concurrency_source="KV pool / max_model_len" if conc else None,
+        details={"log": logged, "max_running_requests": _find(info, "max_running_requests")},
+    )
+
+
+async def engine_capacity(engine: str, client: Client, keep: Keep, log: str) -> dict[str, Any]:
+    """The engine's own figures; a figure it does not report is None, never guessed."""
+    read = {"llama.cpp": _llamacpp, "vllm": _vllm, "sglang": _sglang}.get(engine)
+    if read is None:
+        return _result(note=f"no capacity source known for engine {engine!r}")
+    out = await read(client, keep, log)
+    out["engine"] = engine
+    return out

@@ -1,0 +1,243 @@
+"""The capacity stage's judges, declared in `gates/capacity/*.yaml`, reading the stage's data.
+
+`data` is what `qualify.capacity.stage` stores: `matrix` (one row per lane and cell), `kinds`
+(per-kind decode rows), `expected` (the candidate's declared ranges), `degenerate` (listed
+answers), `engine` (what the engine reports), `incumbent` (what the alias points at) and
+`comparison` (candidate against incumbent per cell and metric).
+
+- `capacity-expected-range`: one verdict per declared range; a covered cell outside it fails;
+  no range declared at all is `inconclusive` ("no range"), never a pass;
+- `capacity-unranged`: the measured cells no range covers, `inconclusive` when there are any;
+- `capacity-requests`: no timed request failed or was cut;
+- `capacity-measured`: every cell that was run has a counted run, with the engine idle around;
+- `capacity-fidelity`: per cell, the client's completion tokens agree with the server's own
+  generated-token counter over the same window, within `fidelity_decode_tolerance`;
+- `capacity-incumbent`: per cell, a regression against the incumbent beyond
+  `ab_max_regression_pct`, with the whole interval beyond it, fails; no incumbent is `skipped`;
+- `capacity-degenerate`: degenerate answers, listed (left out of every speed figure);
+- `capacity-engine`: the engine reported its KV capacity (`inconclusive` when it did not).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from qualify.capacity.settings import ExpectedRange
+from qualify.gates.files import Params
+from qualify.gates.registry import Judged, judge
+from qualify.gates.thresholds import Thresholds
+from qualify.records import Verdict, worst
+
+STAGE = "capacity"
+
+
+class NoParams(Params):
+    pass
+
+
+class DegenerateParams(Params):
+    max_answers: Annotated[int, Field(ge=0)] = Field(
+        0, description="degenerate answers tolerated over the whole stage"
+    )
+
+
+def _cells(data: dict[str, Any], lane: str = "candidate") -> list[dict[str, Any]]:
+    return [r for r in data.get("matrix", []) if r.get("lane", "candidate") == lane]
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, int | float) else "none"
+
+
+@judge(STAGE, "capacity-expected-range", NoParams)
+def expected_range(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Per declared range: every cell it covers lies within it; a cell without the figure, or a
+    range that covers no measured cell, is inconclusive. No range at all: inconclusive."""
+    ranges = [ExpectedRange.model_validate(r) for r in data.get("expected", [])]
+    cells = _cells(data)
+    if not ranges:
+        keys = [c["cell"] for c in cells]
+        why = f"no range: the candidate declares no expected range ({len(keys)} cells unjudged)"
+        return [Judged(Verdict.INCONCLUSIVE, [why], {"no_range": keys})]
+    out = []
+    for rng in ranges:
+        covered = [c for c in cells if rng.covers(int(c["length"]), int(c["concurrency"]))]
+        part = rng.cell if rng.metric == "aggregate_output_tok_s" else f"{rng.cell}-{rng.metric}"
+        metrics: dict[str, Any] = {"range": rng.model_dump(), "values": {}}
+        if not covered:
+            why = f"range {rng.shown()} covers no measured cell"
+            out.append(Judged(Verdict.INCONCLUSIVE, [why], metrics, part))
+            continue
+        verdicts, reasons = [], []
+        for c in covered:
+            v = c.get(rng.metric)
+            metrics["values"][c["cell"]] = v
+            if not isinstance(v, int | float):
+                verdicts.append(Verdict.INCONCLUSIVE)
+                reasons.append(f"{c['cell']}: no {rng.metric} measured")
+            elif (rng.min is not None and v < rng.min) or (rng.max is not None and v > rng.max):
+                verdicts.append(Verdict.FAIL)
+                reasons.append(f"{c['cell']}: {rng.metric} {v:.4g} is outside {rng.shown()}")
+            else:
+                verdicts.append(Verdict.PASS)
+        out.append(Judged(worst(verdicts), reasons, metrics, part))
+    return out
+
+
+@judge(STAGE, "capacity-unranged", NoParams)
+def unranged(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Inconclusive while a measured cell has no expected range: reported as "no range"."""
+    ranges = [ExpectedRange.model_validate(r) for r in data.get("expected", [])]
+    cells = _cells(data)
+    if not cells:
+        return []
+    bare = [
+        c["cell"]
+        for c in cells
+        if not any(r.covers(int(c["length"]), int(c["concurrency"])) for r in ranges)
+    ]
+    if bare:
+        why = f"no range for {len(bare)} of {len(cells)} cells: {', '.join(bare)}"
+        return [Judged(Verdict.INCONCLUSIVE, [why], {"no_range": bare})]
+    return [Judged(Verdict.PASS, [], {"no_range": []})]
+
+
+@judge(STAGE, "capacity-requests", NoParams)
+def requests(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Fail when a timed request of the candidate failed or was cut (matrix or per-kind)."""
+    rows = _cells(data) + [
+        {**k, "cell": f"{k['kind']}@{k['depth']}"} for k in data.get("kinds", [])
+    ]
+    if not rows:
+        return []
+    bad = [
+        f"{r['cell']}: {r['failed']} failed and {r['cut']} cut of {r['requests']} requests"
+        for r in rows
+        if r.get("failed") or r.get("cut")
+    ]
+    total = sum(int(r.get("requests") or 0) for r in rows)
+    return [Judged(Verdict.FAIL if bad else Verdict.PASS, bad, {"requests": total})]
+
+
+@judge(STAGE, "capacity-measured", NoParams)
+def measured(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Every cell that ran has at least one counted run (idle before and after, nothing failed,
+    no degenerate answer); an engine whose idle state is unknown is inconclusive."""
+    rows = _cells(data) + [
+        {**k, "cell": f"{k['kind']}@{k['depth']}"} for k in data.get("kinds", [])
+    ]
+    if not rows:
+        return []
+    unknown = [r["cell"] for r in rows if r.get("idle_unknown")]
+    empty = [
+        f"{r['cell']}: no counted run ({'; '.join(e['why'] for e in r['excluded_runs'])})"
+        for r in rows
+        if not r.get("counted_runs")
+    ]
+    metrics = {
+        "cells": len(rows),
+        "excluded_runs": sum(len(r.get("excluded_runs", [])) for r in rows),
+    }
+    if empty:
+        return [Judged(Verdict.ERROR, empty, metrics)]
+    if unknown:
+        why = f"idle unknown (no running/waiting gauges) around {', '.join(unknown)}"
+        return [Judged(Verdict.INCONCLUSIVE, [why], metrics)]
+    return [Judged(Verdict.PASS, [], metrics)]
+
+
+@judge(STAGE, "capacity-fidelity", NoParams)
+def fidelity(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Per cell: client completion tokens over the server's generated-token delta in the same
+    window is within the policy's fidelity tolerance of 1; no server counter: inconclusive."""
+    out = []
+    tol = thresholds.fidelity_decode_tolerance
+    for c in _cells(data):
+        if not c.get("counted_runs"):
+            continue
+        ratio = c.get("server_ratio")
+        m = {"server_ratio": ratio, "tolerance": tol}
+        if not isinstance(ratio, int | float):
+            why = "the server reports no generated-token counter to check the aggregate against"
+            out.append(Judged(Verdict.INCONCLUSIVE, [why], m, c["cell"]))
+        elif abs(ratio - 1.0) > tol:
+            why = (
+                f"client completion tokens are {ratio:.4f} × the server's count over the same "
+                f"window (expected within {tol:.0%})"
+            )
+            out.append(Judged(Verdict.FAIL, [why], m, c["cell"]))
+        else:
+            out.append(Judged(Verdict.PASS, [], m, c["cell"]))
+    return out
+
+
+def _regression(row: dict[str, Any], margin: float) -> tuple[Verdict, str | None]:
+    d, ci = row.get("delta_pct"), row.get("delta_pct_ci95")
+    name = f"{row['metric']} {_fmt(row['candidate'])} vs incumbent {_fmt(row['incumbent'])}"
+    if not isinstance(d, int | float):
+        return Verdict.INCONCLUSIVE, f"{name}: no delta (a lane measured nothing)"
+    if d >= -margin:
+        return Verdict.PASS, None
+    if ci is None:
+        return Verdict.INCONCLUSIVE, (
+            f"{name}: {d:+.1f}% is beyond the −{margin:g}% margin, but one run per lane gives "
+            "no interval"
+        )
+    if ci[1] < -margin:
+        return Verdict.FAIL, (
+            f"{name}: {d:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%) regresses beyond "
+            f"the −{margin:g}% margin"
+        )
+    return Verdict.PASS, None
+
+
+@judge(STAGE, "capacity-incumbent", NoParams)
+def incumbent(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Per cell: fail when the candidate is slower than the incumbent (aggregate or per-stream
+    decode) by more than `ab_max_regression_pct` with the whole interval beyond it. No incumbent
+    is `skipped`; an incumbent that could not be measured is `inconclusive`."""
+    info = data.get("incumbent") or {}
+    status = info.get("status", "none")
+    if status in ("none", "same"):
+        return [Judged(Verdict.SKIPPED, [f"no incumbent: {info.get('why', 'not looked for')}"])]
+    if status != "measured":
+        return [Judged(Verdict.INCONCLUSIVE, [f"incumbent {status}: {info.get('why', '')}"])]
+    margin = thresholds.ab_max_regression_pct
+    by_cell: dict[str, list[dict[str, Any]]] = {}
+    for row in data.get("comparison", []):
+        by_cell.setdefault(row["cell"], []).append(row)
+    out = []
+    for cell, rows in by_cell.items():
+        judged = [_regression(r, margin) for r in rows]
+        reasons = [why for _, why in judged if why]
+        metrics = {"margin_pct": margin, "rows": rows}
+        out.append(Judged(worst([v for v, _ in judged]), reasons, metrics, cell))
+    return out
+
+
+@judge(STAGE, "capacity-degenerate", DegenerateParams)
+def degenerate_answers(
+    data: dict[str, Any], params: DegenerateParams, thresholds: Thresholds
+) -> list[Judged]:
+    """Degenerate answers are listed and left out of every speed; more than allowed fails."""
+    found = data.get("degenerate", [])
+    reasons = [
+        f"{d['where']} stream {d['stream']}: {d['reason']}" for d in found[: params.max_answers + 5]
+    ]
+    verdict = Verdict.FAIL if len(found) > params.max_answers else Verdict.PASS
+    return [Judged(verdict, reasons if verdict is Verdict.FAIL else [], {"answers": len(found)})]
+
+
+@judge(STAGE, "capacity-engine", NoParams)
+def engine(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """The engine reported its KV capacity or its concurrency at the full context."""
+    eng = data.get("engine") or {}
+    m = {k: eng.get(k) for k in ("kv_tokens", "max_concurrency_at_full_context", "slots")}
+    if eng.get("reported"):
+        return [Judged(Verdict.PASS, [], m)]
+    why = f"the {eng.get('engine', 'engine')} server reported no KV capacity"
+    return [
+        Judged(Verdict.INCONCLUSIVE, [why + (f" ({eng['note']})" if eng.get("note") else "")], m)
+    ]

@@ -1,0 +1,96 @@
+"""The incumbent: what the candidate's alias points at now, measured on the same matrix.
+
+The alias table (`qualify.alias`) maps the alias to the candidate file production runs, with
+that file's sha256 at the time it was qualified. The incumbent is usable when the file is still
+there, unchanged, loads, and is not this very candidate (then there is nothing to compare). Its
+table is `alias.table` relative to the candidate file when that file exists, else the house
+repository's (`qualify.alias.default_house()`: $QUALIFY_HOUSE, else the git root).
+
+The comparison per cell holds the candidate's and the incumbent's medians, the delta in per cent
+of the incumbent's, and a bootstrap 95% interval of that delta over the runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from qualify.ab.stats import bootstrap_delta_ci, delta_pct
+from qualify.alias import TABLE, default_house, read_table
+from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
+from qualify.errors import BadInput
+from qualify.evidence.store import sha256_file
+from qualify.httpclient.timing import median
+
+COMPARED = ("aggregate_output_tok_s", "decode_tok_s_p50")
+
+
+def _table(loaded: LoadedCandidate) -> Path | None:
+    alias = loaded.candidate.alias
+    if alias is None:
+        return None
+    near = resolve_path(loaded, alias.table)
+    return near if near.is_file() else default_house() / TABLE
+
+
+def find_incumbent(loaded: LoadedCandidate) -> tuple[LoadedCandidate | None, dict[str, Any]]:
+    """The incumbent's candidate and a note saying what was found (always filled)."""
+    alias = loaded.candidate.alias
+    if alias is None:
+        return None, {"status": "none", "why": "the candidate names no alias"}
+    table = _table(loaded)
+    info: dict[str, Any] = {"alias": alias.name, "table": str(table)}
+    try:
+        target = read_table(table).get(alias.name) if table is not None else None
+    except BadInput as exc:
+        return None, {**info, "status": "unusable", "why": f"{exc.headline}: {exc.problems}"}
+    if not target:
+        return None, {**info, "status": "none", "why": f"alias {alias.name!r} points at nothing"}
+    path = Path(str(target.get("candidate_path", "")))
+    info.update(candidate=target.get("candidate"), candidate_path=str(path))
+    info["decision_sha256"] = target.get("decision_sha256")
+    if not path.is_file():
+        return None, {**info, "status": "unusable", "why": f"{path} is not a file any more"}
+    now, qualified = sha256_file(path), target.get("candidate_sha256")
+    if now != qualified:
+        why = f"{path} has sha256 {now[:16]}; it was qualified as {str(qualified)[:16]}"
+        return None, {**info, "status": "unusable", "why": why}
+    if now == loaded.sha256:
+        why = f"alias {alias.name!r} already points at this candidate"
+        return None, {**info, "status": "same", "why": why}
+    try:
+        inc = load_candidate(path)
+    except BadInput as exc:
+        return None, {**info, "status": "unusable", "why": f"{exc.headline}: {exc.problems}"}
+    return inc, {**info, "status": "found", "why": ""}
+
+
+def compare(
+    cand: dict[str, dict[str, Any]],
+    inc: dict[str, dict[str, Any]],
+    resamples: int = 2000,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """One row per cell both lanes measured and metric: medians, delta %, its 95% interval."""
+    rows = []
+    for key in (k for k in cand if k in inc):
+        for metric in COMPARED:
+            a = cand[key]["run_values"].get(metric, [])
+            b = inc[key]["run_values"].get(metric, [])
+            ma, mb = median(a), median(b)
+            ci = bootstrap_delta_ci(a, b, resamples, seed)
+            pct_ci = None
+            if ci is not None and mb:
+                pct_ci = [100.0 * ci[0] / mb, 100.0 * ci[1] / mb]
+            rows.append(
+                {
+                    "cell": key,
+                    "metric": metric,
+                    "candidate": ma,
+                    "incumbent": mb,
+                    "delta_pct": delta_pct(None if ma is None or mb is None else ma - mb, mb),
+                    "delta_pct_ci95": pct_ci,
+                    "runs": [len(a), len(b)],
+                }
+            )
+    return rows

@@ -1,0 +1,94 @@
+"""The matrix: prompt lengths × concurrency levels, each cell the median of its counted runs.
+
+A cell's figures (one row of `data.matrix`):
+- `decode_tok_s_p50`: per-stream decode, the median over counted runs of each run's median;
+- `aggregate_output_tok_s`: completion tokens over the run's window (first request sent to
+  last response ended), median over counted runs;
+- `ttft_p50_s`, `e2e_p50_s`: medians of run medians; `ttft_p95_s`: the 95th percentile of
+  every counted stream's TTFT (a run of c streams has too few for a p95 of its own);
+- `failed`, `cut`: requests over every run, excluded ones included;
+- `queue_waiting_max`: the engine's waiting gauge, highest over the runs; `running_max` too;
+- `chunks_per_token`: SSE token chunks per completion token (below 1 when a chunk carries
+  several tokens, e.g. accepted drafts), median over counted runs;
+- `server_ratio`: client completion tokens over the server's generated-token counter delta over
+  the same window (1.0 when both agree), median over counted runs.
+
+Concurrency is raised in the listed order; once a cell saturates (a failed or cut request, or a
+p95 TTFT past `max_ttft_p95_s`) the higher levels at that length are not run, and the row says
+where and why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qualify.httpclient.timing import median, percentile
+
+MEDIAN_KEYS = (
+    "decode_tok_s_p50",
+    "aggregate_output_tok_s",
+    "ttft_p50_s",
+    "e2e_p50_s",
+    "chunks_per_token",
+    "prompt_tokens_p50",
+)
+
+
+def cell_key(length: int, concurrency: int) -> str:
+    return f"{length}@c{concurrency}"
+
+
+def _nums(values: list[Any]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def _ratio(run: dict[str, Any]) -> float | None:
+    gen, tokens = run.get("server_generated_tokens"), run.get("completion_tokens")
+    return tokens / gen if isinstance(gen, int | float) and gen > 0 and tokens else None
+
+
+def median_of_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cell's figures over its counted runs; excluded runs are listed with why, not counted."""
+    counted = [r for r in runs if not r.get("excluded")]
+    out: dict[str, Any] = {k: median(_nums([r.get(k) for r in counted])) for k in MEDIAN_KEYS}
+    out["ttft_p95_s"] = percentile(_nums([t for r in counted for t in r.get("ttft_s", [])]), 95)
+    out["server_ratio"] = median(_nums([_ratio(r) for r in counted]))
+    out["failed"] = sum(int(r.get("failed") or 0) for r in runs)
+    out["cut"] = sum(int(r.get("cut") or 0) for r in runs)
+    out["requests"] = sum(int(r.get("requests") or 0) for r in runs)
+    queues = [r["queue"] for r in runs if r.get("queue")]
+    for key in ("waiting_max", "running_max"):
+        vals = _nums([q.get(key) for q in queues])
+        out[f"queue_{key}"] = max(vals) if vals else None
+    out["runs"] = len(runs)
+    out["counted_runs"] = len(counted)
+    out["excluded_runs"] = [
+        {"run": r.get("run"), "why": r["excluded"]} for r in runs if r.get("excluded")
+    ]
+    # the run-level figures behind each median, for the incumbent's intervals
+    out["run_values"] = {
+        k: _nums([r.get(k) for r in counted])
+        for k in ("aggregate_output_tok_s", "decode_tok_s_p50")
+    }
+    return out
+
+
+def saturation(cell: dict[str, Any], max_ttft_p95_s: float | None) -> str | None:
+    """Why raising concurrency past this cell is pointless, or None."""
+    if cell.get("failed") or cell.get("cut"):
+        return f"{cell['failed']} failed and {cell['cut']} cut requests"
+    p95 = cell.get("ttft_p95_s")
+    if max_ttft_p95_s is not None and isinstance(p95, int | float) and p95 > max_ttft_p95_s:
+        return f"p95 TTFT {p95:.2f} s is past the bound {max_ttft_p95_s:g} s"
+    return None
+
+
+def public_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run records as kept in `data`: streams trimmed to what the decision needs."""
+    keep = ("failed", "cut", "degenerate", "finish_reason", "completion_tokens", "files")
+    out = []
+    for r in runs:
+        row = {k: v for k, v in r.items() if k not in ("streams", "ttft_s")}
+        row["streams"] = [{k: s.get(k) for k in keep} for s in r.get("streams", [])]
+        out.append(row)
+    return out

@@ -1,0 +1,239 @@
+"""One timed run of one capacity cell: c cold prompts in flight at once, between two idle checks.
+
+Before the run the engine must be idle (no running, no waiting request, from its gauges); the
+counters read then and again once it is idle after the run give the server's own figures over
+the same window: generated tokens (for the aggregate cross-check) and draft acceptance. While
+the streams are in flight `/metrics` is polled for the engine's running and waiting gauges: the
+waiting gauge is the server-side queue.
+
+A run is *excluded* (kept, listed, never counted in the cell's medians) when the engine was not
+idle around it, a request failed or was cut, or an answer was degenerate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from qualify.ab.acceptance import SpecCounters, acceptance
+from qualify.httpclient.chat import ChatOutcome, from_stream
+from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.degenerate import degenerate
+from qualify.httpclient.load import drive
+from qualify.httpclient.timing import median, percentile, timing
+from qualify.serving.engines import Dialect, MetricsSnapshot, busy
+from qualify.serving.idle import IdleReport, wait_idle
+
+Messages = list[dict[str, str]]
+Keep = Callable[[str, Exchange], list[str]]
+AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
+QUEUE_POLL_S = 0.5
+# Generated-token counters (REFERENCE.md §1 vLLM, §4 SGLang, §5 llama-server).
+GENERATED = {
+    "vllm": ("vllm:generation_tokens_total",),
+    "sglang": ("sglang:generation_tokens_total",),
+    "llama.cpp": ("llamacpp:tokens_predicted_total",),
+}
+
+
+@dataclass
+class Sender:
+    """How one lane is asked: its client, dialect, request fields and evidence keeper."""
+
+    client: Client
+    dialect: Dialect
+    body: dict[str, Any]
+    timeout_s: float
+    idle_wait_s: float
+    keep: Keep
+
+    def request(self, msgs: Messages) -> dict[str, Any]:
+        return {
+            **self.body,
+            "messages": msgs,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    async def send(self, msgs: Messages, label: str) -> tuple[ChatOutcome, list[str]]:
+        ex = await self.client.stream("/v1/chat/completions", self.request(msgs), self.timeout_s)
+        return from_stream(ex), self.keep(label, ex)
+
+
+def _failure(ex: Exchange, o: ChatOutcome) -> tuple[str | None, str | None]:
+    """(failed, cut): a request the server refused or that broke, or a stream cut short."""
+    if ex.error:
+        return f"request failed: {ex.error}", None
+    if o.error or (o.http_status is not None and o.http_status >= 400):
+        return f"HTTP {o.http_status}: {o.error}", None
+    if o.malformed:
+        return None, f"{len(o.malformed)} malformed SSE events"
+    if not o.done:
+        return None, "stream ended without [DONE]"
+    if o.completion_tokens is None:
+        return None, "no usage.completion_tokens (include_usage not honoured)"
+    return None, None
+
+
+def stream_record(ex: Exchange, files: list[str]) -> dict[str, Any]:
+    o = from_stream(ex)
+    t = timing(o)
+    failed, cut = _failure(ex, o)
+    return {
+        "failed": failed,
+        "cut": cut,
+        "degenerate": degenerate(o.content) if failed is None and cut is None else None,
+        "finish_reason": o.finish_reason,
+        "prompt_tokens": t.prompt_tokens,
+        "cached_tokens": t.cached_tokens,
+        "completion_tokens": t.completion_tokens,
+        "token_chunks": t.token_chunks,
+        "ttft_s": t.ttft_s if t.ttft_s is not None else t.ttfo_s,
+        "e2e_s": t.e2e_s,
+        "decode_tok_s": t.decode_tok_s,
+        "answer": o.content[:200],
+        "files": files,
+    }
+
+
+class QueueWatch:
+    """Polls the running and waiting gauges while a run is in flight."""
+
+    def __init__(self, client: Client, d: Dialect) -> None:
+        self.client, self.d = client, d
+        self.running: list[float] = []
+        self.waiting: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _poll(self) -> None:
+        while True:
+            snap = await scrape(self.client)
+            if snap is not None:
+                running, waiting = busy(snap, self.d)
+                if running is not None:
+                    self.running.append(running)
+                if waiting is not None:
+                    self.waiting.append(waiting)
+            await asyncio.sleep(QUEUE_POLL_S)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._poll())
+
+    async def stop(self) -> dict[str, Any]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        return {
+            "scrapes": max(len(self.running), len(self.waiting)),
+            "running_max": max(self.running) if self.running else None,
+            "waiting_max": max(self.waiting) if self.waiting else None,
+            "waiting_mean": sum(self.waiting) / len(self.waiting) if self.waiting else None,
+        }
+
+
+async def scrape(client: Client) -> MetricsSnapshot | None:
+    ex = await client.get("/metrics", timeout_s=10.0)
+    if not ex.ok or ex.text is None:
+        return None
+    try:
+        return MetricsSnapshot.parse(ex.text, time.monotonic())
+    except ValueError:
+        return None
+
+
+def _delta(before: IdleReport, after: IdleReport, names: tuple[str, ...]) -> float | None:
+    a, b = before.counter(names), after.counter(names)
+    return None if a is None or b is None else b - a
+
+
+def _window(exchanges: list[Exchange]) -> float | None:
+    ok = [ex for ex in exchanges if ex.t_end is not None]
+    if not ok:
+        return None
+    start = min(ex.t_sent for ex in exchanges)
+    return max(ex.t_sent + (ex.t_end or 0.0) for ex in ok) - start
+
+
+def _nums(key: str, rows: list[dict[str, Any]]) -> list[float]:
+    return [float(s[key]) for s in rows if isinstance(s[key], int | float)]
+
+
+def summarize(streams: list[dict[str, Any]], window: float | None) -> dict[str, Any]:
+    """A run's figures from its streams; decode over the non-degenerate answered streams."""
+    answered = [s for s in streams if not s["failed"] and not s["cut"]]
+    speed = [s for s in answered if not s["degenerate"]]
+    tokens = sum(s["completion_tokens"] or 0 for s in answered)
+    chunks = sum(s["token_chunks"] for s in answered)
+    ttft = _nums("ttft_s", answered)
+    return {
+        "requests": len(streams),
+        "failed": sum(1 for s in streams if s["failed"]),
+        "cut": sum(1 for s in streams if s["cut"]),
+        "degenerate": sum(1 for s in answered if s["degenerate"]),
+        "completion_tokens": tokens,
+        "window_s": window,
+        "aggregate_output_tok_s": tokens / window if tokens and window else None,
+        "decode_tok_s_p50": median(_nums("decode_tok_s", speed)),
+        "ttft_p50_s": median(ttft),
+        "ttft_p95_s": percentile(ttft, 95),
+        "ttft_s": ttft,
+        "e2e_p50_s": median(_nums("e2e_s", answered)),
+        "chunks_per_token": chunks / tokens if tokens else None,
+        "prompt_tokens_p50": median(_nums("prompt_tokens", answered)),
+    }
+
+
+def exclusion(run: dict[str, Any]) -> str | None:
+    """Why a run is not counted in its cell's medians, or None."""
+    idle = run["idle"]
+    if idle["before"]["idle"] is False:
+        return f"not idle before the run: {idle['before']['reason']}"
+    if idle.get("after", {}).get("idle") is False:
+        return f"not idle after the run: {idle['after']['reason']}"
+    if run["failed"] or run["cut"]:
+        return f"{run['failed']} failed and {run['cut']} cut of {run['requests']} requests"
+    if run["degenerate"]:
+        return f"{run['degenerate']} degenerate answers (kept as evidence, not a speed)"
+    return None
+
+
+async def timed_run(s: Sender, prompts: list[Messages], label: str) -> dict[str, Any]:
+    """Every prompt in flight at once between two idle checks; the run's record."""
+    before = await wait_idle(s.client, s.dialect, s.idle_wait_s)
+    run: dict[str, Any] = {"label": label, "idle": {"before": before.as_dict()}}
+    if before.idle is False:
+        run.update(summarize([], None), streams=[], queue=None, acceptance=None)
+        run["excluded"] = exclusion(run)
+        return run
+    watch = QueueWatch(s.client, s.dialect)
+    watch.start()
+    try:
+        bodies = [s.request(p) for p in prompts]
+        exchanges = await drive(s.client, bodies, len(bodies), timeout_s=s.timeout_s)
+    finally:
+        run["queue"] = await watch.stop()
+    after = await wait_idle(s.client, s.dialect, AFTER_GRACE_S)
+    run["idle"]["after"] = after.as_dict()
+    streams = [stream_record(ex, s.keep(f"{label}-s{i + 1}", ex)) for i, ex in enumerate(exchanges)]
+    run["streams"] = streams
+    run.update(summarize(streams, _window(exchanges)))
+    generated = _delta(before, after, GENERATED.get(s.dialect.name, ()))
+    run["server_generated_tokens"] = generated
+    run["server_aggregate_tok_s"] = (
+        generated / run["window_s"] if generated is not None and run["window_s"] else None
+    )
+    acc = None
+    if before.snapshot is not None and after.snapshot is not None:
+        acc = acceptance(
+            SpecCounters.read(before.snapshot, s.dialect),
+            SpecCounters.read(after.snapshot, s.dialect),
+            s.dialect.name,
+        )
+    run["acceptance"] = acc
+    run["excluded"] = exclusion(run)
+    return run

@@ -1,0 +1,128 @@
+"""Candidate settings owned by the capacity part of qualify (`[stages.capacity]`).
+
+The matrix (prompt lengths × concurrency levels), the per-kind decode at depth, the expected
+ranges the candidate declares per cell, and whether the alias's incumbent is measured beside it.
+The regression margin against the incumbent is policy (`thresholds.ab_max_regression_pct`),
+never set here.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from qualify.records import StrictModel
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+DecodeKind = Literal["prose", "code", "json", "list"]
+RangeMetric = Literal[
+    "aggregate_output_tok_s", "decode_tok_s_p50", "ttft_p50_s", "ttft_p95_s", "e2e_p50_s"
+]
+# `c6` (every length at c=6), `2048@c6` (one cell), `*@c6` (same as `c6`).
+CELL_PATTERN = r"^(\*|[1-9][0-9]*)?@?c[1-9][0-9]*$"
+_CELL = re.compile(r"^(?:(\*|[1-9][0-9]*)@)?c([1-9][0-9]*)$")
+
+
+def parse_cell(cell: str) -> tuple[int | None, int]:
+    """`2048@c6` -> (2048, 6); `c6` or `*@c6` -> (None, 6)."""
+    m = _CELL.match(cell)
+    if m is None:
+        raise ValueError(f"expected a cell like c6 or 2048@c6 (got {cell!r})")
+    length = None if m.group(1) in (None, "*") else int(m.group(1))
+    return length, int(m.group(2))
+
+
+class ExpectedRange(StrictModel):
+    """What the candidate says one cell (or one concurrency at every length) will show."""
+
+    cell: str = Field(description="c6 (every length at c=6) or 2048@c6 (one cell)")
+    metric: RangeMetric = "aggregate_output_tok_s"
+    min: Annotated[float, Field(ge=0)] | None = None
+    max: Annotated[float, Field(ge=0)] | None = None
+
+    @field_validator("cell")
+    @classmethod
+    def _cell(cls, v: str) -> str:
+        parse_cell(v)
+        return v
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ExpectedRange:
+        if self.min is None and self.max is None:
+            raise ValueError(f"range for {self.cell}: expected min, max or both")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"range for {self.cell}: min {self.min} is above max {self.max}")
+        return self
+
+    def covers(self, length: int, concurrency: int) -> bool:
+        want_len, want_c = parse_cell(self.cell)
+        return want_c == concurrency and want_len in (None, length)
+
+    def shown(self) -> str:
+        lo = "-inf" if self.min is None else f"{self.min:g}"
+        hi = "inf" if self.max is None else f"{self.max:g}"
+        return f"{self.cell} {self.metric} {lo}–{hi}"
+
+
+class CapacitySettings(StrictModel):
+    """The capacity matrix and per-kind decode; every prompt is sized with the server's tokenizer
+    and opens with a new nonce, so no request reuses another's cached prefix."""
+
+    lengths: list[PositiveInt] = Field(
+        default_factory=lambda: [256, 2048, 8192, 32768],
+        min_length=1,
+        description="prompt lengths in tokens; each is clamped to the window minus max_tokens",
+    )
+    concurrency: list[PositiveInt] = Field(
+        default_factory=lambda: [1, 2, 4, 6],
+        min_length=1,
+        description="concurrent streams per cell, raised in this order",
+    )
+    runs: Annotated[int, Field(ge=1, le=20)] = Field(3, description="timed runs per cell")
+    warmups: Annotated[int, Field(ge=0)] = Field(
+        2, description="untimed requests per prompt length before its cells (kept as evidence)"
+    )
+    max_tokens: PositiveInt = 128
+    ignore_eos: bool = Field(
+        False, description="send ignore_eos so every answer runs to max_tokens"
+    )
+    kinds: list[DecodeKind] = Field(
+        default_factory=lambda: list[DecodeKind](["prose", "code", "json", "list"]),
+        description="content kinds of the per-kind decode at c=1 (empty: none)",
+    )
+    kind_depths: list[PositiveInt] | None = Field(
+        None, description="prompt lengths of the per-kind decode (default: lengths)"
+    )
+    kind_runs: Annotated[int, Field(ge=1, le=20)] = 3
+    expected: list[ExpectedRange] = Field(
+        default_factory=list, description="expected ranges per cell; a cell outside one fails"
+    )
+    max_ttft_p95_s: PositiveFloat | None = Field(
+        None,
+        description="saturation: stop raising concurrency at a length once a cell's p95 TTFT "
+        "passes this (a cell with failed or cut requests always stops it)",
+    )
+    incumbent: bool = Field(
+        True, description="measure the target the candidate's alias points at, alternating"
+    )
+    level: str | None = Field(
+        None, description="reasoning level whose request fields every request carries"
+    )
+    timeout_s: PositiveFloat = 900.0
+    idle_wait_s: PositiveFloat = 60.0
+    max_tokenizer_counts: Annotated[int, Field(ge=2, le=32)] = 8
+
+    @model_validator(mode="after")
+    def _distinct(self) -> CapacitySettings:
+        for name in ("lengths", "concurrency", "kinds", "kind_depths"):
+            values = getattr(self, name) or []
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} lists a value twice ({values}); expected distinct values")
+        return self
+
+    @property
+    def depths(self) -> list[int]:
+        return list(self.kind_depths if self.kind_depths is not None else self.lengths)

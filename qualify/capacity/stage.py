@@ -1,0 +1,390 @@
+"""Capacity: what the recipe carries. Prompt lengths × concurrency, per-kind decode at depth, what
+the engine says it can hold, and the incumbent measured the same way beside it.
+
+Order of work, so that servers switch as little as possible while the lanes still alternate:
+the candidate's engine figures, its per-kind decode (c = 1), then the matrix runs in the order
+candidate, incumbent, incumbent, candidate, candidate, incumbent, … (one matrix run per turn).
+Without an incumbent the candidate runs every run of each cell in a row. Each turn on a lane
+starts each prompt length with its warm-ups (kept as evidence, never counted). See
+`qualify.capacity.matrix` for the figures of a cell and `docs/capacity.md` for the whole stage.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from qualify.ab.acceptance import combine
+from qualify.ab.kv import read_server_log
+from qualify.candidate import Candidate, LoadedCandidate
+from qualify.capacity.engine import engine_capacity
+from qualify.capacity.incumbent import compare, find_incumbent
+from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
+from qualify.capacity.plot import svg
+from qualify.capacity.prompts import Prompts
+from qualify.capacity.runs import Sender, timed_run
+from qualify.capacity.settings import CapacitySettings, DecodeKind
+from qualify.context.sizing import Counter, SizingError
+from qualify.errors import BadInput
+from qualify.records import StageResult
+from qualify.serving.engines import dialect
+from qualify.serving.lanes import api_key
+from qualify.serving.process import StartFailed
+from qualify.stage import StageContext, finish, stage, validator
+
+INCUMBENT = "incumbent"
+PLOT = "aggregate-vs-concurrency.svg"
+
+
+@validator
+def _check_level(loaded: LoadedCandidate) -> list[str]:
+    cand = loaded.candidate
+    lvl = cand.stages.capacity.level
+    if "capacity" not in cand.stages.run or lvl is None or lvl in cand.reasoning:
+        return []
+    return [
+        f"stages.capacity.level: {lvl!r} is not a reasoning level (expected one of "
+        f"{sorted(cand.reasoning)})"
+    ]
+
+
+def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, Any]:
+    """The lane's request fields: its model, the budget, and the named reasoning level's fields
+    (the lane's first level when it has no level of that name)."""
+    name = s.level if s.level in cand.reasoning else next(iter(cand.reasoning), None)
+    fields = cand.reasoning[name].request_fields() if name is not None else {}
+    body = {"model": cand.identity.model, "max_tokens": s.max_tokens, "temperature": 0, **fields}
+    if s.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+def plan_lengths(targets: list[int], window: int, max_tokens: int) -> list[dict[str, Any]]:
+    """Each target clamped to the window minus the answer's budget; a target that clamps to an
+    earlier one's size names it in `same_as` and is not run twice."""
+    room = window - max_tokens
+    out: list[dict[str, Any]] = []
+    for t in targets:
+        planned = min(t, room)
+        first = next((r for r in out if r["planned_tokens"] == planned and not r["same_as"]), None)
+        out.append(
+            {
+                "target": t,
+                "planned_tokens": planned,
+                "clamped": t > room,
+                "same_as": first["target"] if first else None,
+                "errors": [] if planned > 0 else [f"window {window} leaves no room for a prompt"],
+            }
+        )
+    return out
+
+
+def turns(runs: int, incumbent: bool) -> list[tuple[str, list[int]]]:
+    """(lane, run numbers) in order: alternating ABBA… with an incumbent, else one turn."""
+    if not incumbent:
+        return [("candidate", list(range(1, runs + 1)))]
+    out = []
+    for r in range(1, runs + 1):
+        pair = ("candidate", INCUMBENT) if r % 2 else (INCUMBENT, "candidate")
+        out += [(lane, [r]) for lane in pair]
+    return out
+
+
+@dataclass
+class Lane:
+    """One lane's state over its turns: how it is asked, its plan, its sized prompts, its runs."""
+
+    name: str
+    sender: Sender
+    counter: Counter
+    window: int
+    lengths: list[dict[str, Any]]
+    engine: dict[str, Any]
+    prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
+    runs: dict[tuple[int, int], list[dict[str, Any]]] = field(default_factory=dict)
+    saturated: dict[int, dict[str, Any]] = field(default_factory=dict)
+    warmups: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Capacity:
+    ctx: StageContext
+    s: CapacitySettings
+    seed: int
+    lanes: dict[str, Lane] = field(default_factory=dict)
+
+    async def lane(self, name: str) -> Lane:
+        client = await self.ctx.client(name)
+        if name in self.lanes:
+            self.lanes[name].sender.client = client
+            self.lanes[name].counter.client = client
+            return self.lanes[name]
+        cand: Candidate = self.ctx.lanes.loaded[name].candidate
+        ident = cand.identity
+        if name == INCUMBENT:
+            ex = await client.get(cand.server.health_path)
+            if not ex.ok:
+                why = ex.error or f"HTTP {ex.status}"
+                raise StartFailed(f"{cand.server.base_url}{cand.server.health_path}: {why}")
+        proc = getattr(self.ctx.lanes, "process", None)
+        log = read_server_log(proc.attempt.path if proc is not None else None)
+        eng = await engine_capacity(ident.engine, client, self.ctx.keep, log)
+        window = eng.get("context_per_request") or ident.context_length
+        body = request_fields(cand, self.s)
+        fields = {k: v for k, v in body.items() if k not in ("model", "max_tokens", "temperature")}
+        d = dialect(ident.engine)
+        sender = Sender(client, d, body, self.s.timeout_s, self.s.idle_wait_s, self.ctx.keep)
+        counter = Counter(client, ident.engine, ident.model, fields)
+        lengths = plan_lengths(self.s.lengths, window, self.s.max_tokens)
+        lane = Lane(name, sender, counter, window, lengths, eng)
+        self.lanes[name] = lane
+        return lane
+
+    async def prompts(self, lane: Lane, kind: DecodeKind, planned: int) -> Prompts:
+        key = (kind, planned)
+        if key not in lane.prompts:
+            p = Prompts(lane.counter, kind, self.seed, self.s.max_tokenizer_counts)
+            await p.size(planned)
+            lane.prompts[key] = p
+        return lane.prompts[key]
+
+    async def warm(self, lane: Lane, p: Prompts, label: str) -> None:
+        for i in range(self.s.warmups):
+            o, files = await lane.sender.send(await p.fresh(), f"{label}-warmup{i + 1}")
+            lane.warmups.append(
+                {
+                    "label": label,
+                    "n": i + 1,
+                    "completion_tokens": o.completion_tokens,
+                    "files": files,
+                }
+            )
+
+    async def matrix_turn(self, lane: Lane, runs: list[int], task: Any) -> None:
+        levels = self.s.concurrency
+        for length in (r for r in lane.lengths if not r["same_as"] and not r["errors"]):
+            planned = length["planned_tokens"]
+            try:
+                p = await self.prompts(lane, "prose", planned)
+                await self.warm(lane, p, f"cap-{lane.name}-{planned}")
+            except SizingError as exc:
+                length["errors"].append(f"sizing failed: {exc}")
+                task.advance(len(levels) * len(runs))
+                continue
+            length["sized_tokens"] = p.sized.tokens if p.sized else None
+            for i, c in enumerate(levels):
+                stop = lane.saturated.get(planned)
+                if stop is not None and i > levels.index(stop["at"]):
+                    task.advance(len(runs))
+                    continue
+                for run in runs:
+                    try:
+                        prompts = [await p.fresh() for _ in range(c)]
+                    except SizingError as exc:
+                        length["errors"].append(f"sizing a c={c} prompt failed: {exc}")
+                        task.advance()
+                        continue
+                    label = f"cap-{lane.name}-{planned}-c{c}-r{run}"
+                    rec = await timed_run(lane.sender, prompts, label)
+                    rec["run"] = run
+                    lane.runs.setdefault((planned, c), []).append(rec)
+                    task.advance(note=f"capacity {lane.name} {planned} tokens c={c} run {run}")
+                why = saturation(
+                    median_of_runs(lane.runs.get((planned, c), [])), self.s.max_ttft_p95_s
+                )
+                if why and planned not in lane.saturated:
+                    lane.saturated[planned] = {"at": c, "why": why}
+
+    async def kinds(self, lane: Lane, task: Any) -> list[dict[str, Any]]:
+        rows = []
+        depths = plan_lengths(self.s.depths, lane.window, self.s.max_tokens)
+        warmed = False
+        for d in (x for x in depths if not x["same_as"] and not x["errors"]):
+            for kind in self.s.kinds:
+                row: dict[str, Any] = {
+                    "kind": kind,
+                    "depth": d["planned_tokens"],
+                    "target": d["target"],
+                }
+                try:
+                    p = await self.prompts(lane, kind, d["planned_tokens"])
+                    if not warmed:
+                        await self.warm(lane, p, f"kind-{kind}-{d['planned_tokens']}")
+                        warmed = True
+                    runs = []
+                    for r in range(1, self.s.kind_runs + 1):
+                        label = f"kind-{kind}-{d['planned_tokens']}-r{r}"
+                        rec = await timed_run(lane.sender, [await p.fresh()], label)
+                        rec["run"] = r
+                        runs.append(rec)
+                        task.advance(note=f"capacity {kind} at {d['planned_tokens']} run {r}")
+                except SizingError as exc:
+                    rows.append(
+                        {
+                            **row,
+                            "error": f"sizing failed: {exc}",
+                            "counted_runs": 0,
+                            "runs": 0,
+                            "excluded_runs": [],
+                            "failed": 0,
+                            "cut": 0,
+                            "requests": 0,
+                        }
+                    )
+                    continue
+                cell = median_of_runs(runs)
+                acc = combine([r["acceptance"] for r in runs if not r["excluded"]])
+                rows.append(
+                    {
+                        **row,
+                        **cell,
+                        "sized_tokens": p.sized.tokens if p.sized else None,
+                        "acceptance_rate": acc.get("rate") if acc else None,
+                        "acceptance": acc,
+                        "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
+                        "run_records": public_runs(runs),
+                    }
+                )
+        return rows
+
+
+def _rows(lane: Lane, s: CapacitySettings) -> list[dict[str, Any]]:
+    kv = lane.engine.get("kv_tokens")
+    out = []
+    for length in (r for r in lane.lengths if not r["same_as"]):
+        planned = length["planned_tokens"]
+        for c in s.concurrency:
+            runs = lane.runs.get((planned, c))
+            if not runs:
+                continue
+            need = c * (planned + s.max_tokens)
+            stop = lane.saturated.get(planned)
+            out.append(
+                {
+                    "lane": lane.name,
+                    "cell": cell_key(planned, c),
+                    "length": planned,
+                    "target": length["target"],
+                    "concurrency": c,
+                    **median_of_runs(runs),
+                    "kv_tokens_needed": need,
+                    "kv_fits": None if not kv else need <= kv,
+                    "saturated": stop["why"] if stop and stop["at"] == c else None,
+                    "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
+                    "run_records": public_runs(runs),
+                }
+            )
+    return out
+
+
+def _not_run(lane: Lane, s: CapacitySettings) -> list[dict[str, Any]]:
+    out = []
+    for planned, stop in lane.saturated.items():
+        for c in s.concurrency[s.concurrency.index(stop["at"]) + 1 :]:
+            why = f"saturated at c={stop['at']}: {stop['why']}"
+            out.append({"lane": lane.name, "cell": cell_key(planned, c), "why": why})
+    return out
+
+
+def _degenerate(matrix: list[dict[str, Any]], kinds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    found = []
+    for where, row in [(r["cell"], r) for r in matrix] + [
+        (f"{k['kind']}@{k['depth']}", k) for k in kinds
+    ]:
+        for run in row.get("run_records", []):
+            for i, st in enumerate(run["streams"]):
+                if st.get("degenerate"):
+                    found.append(
+                        {
+                            "lane": row.get("lane", "candidate"),
+                            "where": where,
+                            "run": run.get("run"),
+                            "stream": i + 1,
+                            "reason": st["degenerate"],
+                            "files": st["files"],
+                        }
+                    )
+    return found
+
+
+async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> dict[str, Any]:
+    """Find the incumbent and add it as a lane; what was found goes in `data.incumbent`."""
+    if not s.incumbent:
+        return {"status": "none", "why": "stages.capacity.incumbent is false"}
+    inc, info = find_incumbent(ctx.loaded)
+    if inc is None:
+        return info
+    try:
+        ctx.run.redactor.add(api_key(inc))
+    except BadInput as exc:
+        return {**info, "status": "unusable", "why": "; ".join(exc.problems)}
+    ctx.lanes.loaded[INCUMBENT] = inc
+    return {**info, "status": "found"}
+
+
+@stage("capacity")
+async def capacity(ctx: StageContext) -> StageResult:
+    """The matrix, per-kind decode, engine capacity and the incumbent; `ctx.judge` decides."""
+    s: CapacitySettings = ctx.candidate.stages.capacity
+    t0 = time.perf_counter()
+    cap = Capacity(ctx, s, secrets.randbits(32))
+    inc_info = await _incumbent_lane(ctx, s)
+    order = turns(s.runs, inc_info["status"] == "found")
+    cells = len(s.lengths) * len(s.concurrency)
+    total = len(s.kinds) * len(s.depths) * s.kind_runs + sum(cells * len(r) for _, r in order)
+    kinds: list[dict[str, Any]] = []
+    ran: list[str] = []
+    try:
+        with ctx.progress.task("capacity", total) as task:
+            lane = await cap.lane("candidate")
+            kinds = await cap.kinds(lane, task) if s.kinds else []
+            for name, runs in order:
+                if name == INCUMBENT and inc_info["status"] != "found":
+                    task.advance(cells * len(runs))
+                    continue
+                try:
+                    lane = await cap.lane(name)
+                except StartFailed as exc:
+                    if name != INCUMBENT:
+                        raise
+                    inc_info.update(status="unreachable", why=str(exc))
+                    continue
+                await cap.matrix_turn(lane, runs, task)
+                ran.append(f"{name} run {','.join(map(str, runs))}")
+    finally:
+        if INCUMBENT in ctx.lanes.loaded:
+            if ctx.lanes.current == INCUMBENT:
+                await ctx.lanes.stop()
+            del ctx.lanes.loaded[INCUMBENT]
+    matrix = [row for ln in cap.lanes.values() for row in _rows(ln, s)]
+    cand_cells = {r["cell"]: r for r in matrix if r["lane"] == "candidate"}
+    comparison: list[dict[str, Any]] = []
+    if INCUMBENT in cap.lanes and inc_info["status"] == "found":
+        inc_cells = {r["cell"]: r for r in matrix if r["lane"] == INCUMBENT}
+        comparison = compare(cand_cells, inc_cells, seed=cap.seed)
+        inc_info.update(status="measured", engine=cap.lanes[INCUMBENT].engine)
+    plot = svg(matrix, f"{ctx.candidate.name}: aggregate output tok/s by concurrency")
+    ctx.attempt.write_bytes(PLOT, plot.encode())
+    data = {
+        "settings": s.model_dump(mode="json"),
+        "lengths": {name: ln.lengths for name, ln in cap.lanes.items()},
+        "matrix": matrix,
+        "not_run": [x for ln in cap.lanes.values() for x in _not_run(ln, s)],
+        "saturation": {
+            name: {str(k): v for k, v in ln.saturated.items()} for name, ln in cap.lanes.items()
+        },
+        "kinds": kinds,
+        "degenerate": _degenerate(matrix, kinds),
+        "engine": cap.lanes["candidate"].engine if "candidate" in cap.lanes else {},
+        "expected": [r.model_dump(mode="json") for r in s.expected],
+        "incumbent": inc_info,
+        "comparison": comparison,
+        "order": ran,
+        "warmups": {name: ln.warmups for name, ln in cap.lanes.items()},
+        "plot": PLOT,
+        "seed": cap.seed,
+        "wall_s": round(time.perf_counter() - t0, 3),
+    }
+    return finish(ctx, ctx.judge(data), data)

@@ -1,0 +1,103 @@
+"""`qualify house init|show|pin|unpin`: the house repository that owns production.
+
+The house holds the alias table, the house policy (`house-policy.toml`) and the public keys it
+trusts to sign decisions and waivers. Keys change only through `pin` and `unpin`, which log
+the change in `trust/trust.log.jsonl` and commit it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("house", help="the house repository: policy and pinned keys")
+    verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
+    init = verbs.add_parser("init", help="create a house repository with the default policy")
+    init.add_argument("dir", type=Path)
+    init.set_defaults(func=_init)
+    show = verbs.add_parser("show", help="the house policy and the pinned keys, at HEAD")
+    show.set_defaults(func=_show)
+    pin = verbs.add_parser("pin", help="trust a public key for a role (logged, committed)")
+    pin.add_argument("role", choices=["decision", "waiver"])
+    pin.add_argument("pub", type=Path, help="ed25519 public key (PEM)")
+    pin.add_argument("--name", required=True, help="a name for the key, e.g. ci or alice")
+    pin.add_argument("--why", required=True, help="why this key is trusted (in the log)")
+    pin.set_defaults(func=_pin)
+    unpin = verbs.add_parser("unpin", help="stop trusting a key (logged, committed)")
+    unpin.add_argument("role", choices=["decision", "waiver"])
+    unpin.add_argument("name")
+    unpin.add_argument("--why", required=True)
+    unpin.set_defaults(func=_unpin)
+    for v in (show, pin, unpin):
+        v.add_argument(
+            "--house",
+            type=Path,
+            help="house repository (default: $QUALIFY_HOUSE, else the git repository here)",
+        )
+
+
+def add_house(p: argparse.ArgumentParser, what: str) -> None:
+    """`--house DIR` for commands that decide: the policy and waiver approvers at its HEAD."""
+    p.add_argument(
+        "--house",
+        type=Path,
+        help=f"house repository whose policy (at HEAD) {what} (default: $QUALIFY_HOUSE; "
+        "without either, the built-in default policy and no waiver approvers)",
+    )
+
+
+def setup_of(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from qualify.decision.conclude import setup
+    from qualify.decision.trust import house_dir
+
+    return setup(house_dir(args.house))
+
+
+def _root(args: argparse.Namespace) -> Path:
+    from qualify.alias import default_house
+
+    return Path(args.house).resolve() if args.house else default_house()
+
+
+def _init(args: argparse.Namespace) -> int:
+    from qualify.decision.trust import init
+
+    policy, commit = init(args.dir)
+    state = f"committed {commit[:12]}" if commit else "already committed"
+    print(f"{policy}: house policy ({state})")
+    print(f"next: qualify house pin decision KEY.pub --name NAME --why WHY --house {args.dir}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from qualify.decision.trust import snapshot
+
+    snap = snapshot(_root(args))
+    rules = snap.policy.rules()
+    print(f"house {snap.root} at {str(snap.commit)[:12]}: policy sha256 {rules.sha256}")
+    for line in rules.lines():
+        print(f"  {line}")
+    for d in snap.policy.accept:
+        print(f"  also accepts decisions made under {d}")
+    for role, keys in snap.keys.items():
+        names = ", ".join(f"{k.name} ({k.keyid[:16]})" for k in keys.values()) or "none"
+        print(f"{role} keys: {names}")
+    return 0
+
+
+def _pin(args: argparse.Namespace) -> int:
+    from qualify.decision.trust import pin
+
+    kid, commit = pin(_root(args), args.role, args.pub, args.name, args.why)
+    print(f"pinned {args.role} key {args.name} ({kid[:16]}), commit {commit[:12]}")
+    return 0
+
+
+def _unpin(args: argparse.Namespace) -> int:
+    from qualify.decision.trust import unpin
+
+    commit = unpin(_root(args), args.role, args.name, args.why)
+    print(f"unpinned {args.role} key {args.name}, commit {commit[:12]}")
+    return 0

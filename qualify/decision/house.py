@@ -1,0 +1,248 @@
+"""The house policy: the organisation's bar, kept with the alias table, never in a candidate.
+
+`house-policy.toml` at the root of the repository that owns production holds the required and
+critical gate patterns, the reasoning levels that must be covered, the thresholds
+(`qualify.gates.thresholds.Thresholds`), who may approve waivers and for how long, and the
+digests of earlier house policies that decisions may still have been made under. A candidate's
+`[policy]` may only tighten it; `effective()` merges the two and refuses a loosening (exit 2)
+naming the field. The effective policy (`PolicyRules`) is what gates judge against, what the
+decision signs, and what `qualify verify` re-derives the verdict under.
+
+`python -m qualify.decision.house [PATH]` writes the JSON Schema of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError
+
+from qualify.decision.settings import Policy
+from qualify.decision.signing import canonical, sha256_bytes
+from qualify.errors import BadInput
+from qualify.gates.thresholds import Thresholds
+from qualify.records import StrictModel
+
+POLICY_FILE = "house-policy.toml"
+SCHEMA_FILE = Path("gates/schemas/house-policy.schema.json")
+Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+# For each threshold: which direction is stricter. Lists are subsets, tables are per key.
+_HIGHER_IS_STRICTER = {"vram_reserve_gib", "acceptance_floor", "spec_min_speedup_pct"}
+_LOWER_IS_STRICTER = {"vram_max_gap_fraction", "ab_max_regression_pct", "fidelity_decode_tolerance"}
+
+
+class WaiverRules(StrictModel):
+    """Who may waive an inconclusive gate, and for how long a waiver may run."""
+
+    approvers: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="names (fnmatch) of pinned waiver keys whose waivers count",
+    )
+    max_days: Annotated[int, Field(ge=0)] = Field(
+        14, description="longest a waiver may run from its grant to its expiry (0: no waivers)"
+    )
+
+
+class PolicyRules(StrictModel):
+    """The rules a decision is made under: the house's, tightened by the candidate."""
+
+    required: list[str] = Field(
+        default_factory=lambda: ["identity/*", "preflight/*", "context/*", "ab/*", "vram/*"],
+        description="gate key patterns (stage/gate@level, fnmatch) that must pass",
+    )
+    critical: list[str] = Field(
+        default_factory=lambda: ["identity/*"],
+        description="gate key patterns whose failure vetoes on its own (also required)",
+    )
+    levels: list[str] = Field(
+        default_factory=list,
+        description="reasoning levels every levelled required stage must have gates at",
+    )
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    waivers: WaiverRules = Field(default_factory=WaiverRules)
+
+    @property
+    def sha256(self) -> str:
+        return sha256_bytes(canonical(self.model_dump(mode="json")))
+
+    def lines(self) -> list[str]:
+        """The policy in a few lines, for the decision document."""
+        t = self.thresholds
+        pins = ", ".join(t.unverifiable_pins) or "none"
+        ttft = ", ".join(f"{k} {v:g} ms" for k, v in sorted(t.fidelity_ttft_ms.items()))
+        return [
+            f"required: {', '.join(self.required) or 'none'}; "
+            f"critical: {', '.join(self.critical) or 'none'}",
+            f"reasoning levels covered: {', '.join(self.levels) or 'any'}",
+            f"VRAM reserve {t.vram_reserve_gib:g} GiB (telemetry gaps up to "
+            f"{t.vram_max_gap_fraction:.0%}); acceptance floor {t.acceptance_floor:.0%}",
+            f"A/B: at most {t.ab_max_regression_pct:g}% slower than the control; speculative "
+            f"decoding at least {t.spec_min_speedup_pct:+g}% decode speed-up",
+            f"fidelity: decode within {t.fidelity_decode_tolerance:.0%}, TTFT gap {ttft}; "
+            f"pins that may stay unverified: {pins}",
+            f"waivers: approvers {', '.join(self.waivers.approvers) or 'none'}, "
+            f"at most {self.waivers.max_days} days",
+        ]
+
+
+class HousePolicy(PolicyRules):
+    """`house-policy.toml`: the rules, and the earlier policies still accepted."""
+
+    version: Literal[1] = 1
+    accept: list[Digest] = Field(
+        default_factory=list,
+        description="sha256 of earlier house rules (PolicyRules) that alias changes still accept",
+    )
+
+    def rules(self) -> PolicyRules:
+        return PolicyRules.model_validate(self.model_dump(exclude={"version", "accept"}))
+
+
+def _problems(exc: ValidationError, where: str) -> list[str]:
+    from qualify.candidate import format_validation_error
+
+    return [f"{where}: {line}" for line in format_validation_error(exc)]
+
+
+def parse(text: str, where: str) -> HousePolicy:
+    """A house policy from TOML text; one line per problem, each naming the file and field."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"{where} is not valid TOML", [f"{where}: {exc}"]) from None
+    try:
+        return HousePolicy.model_validate(raw)
+    except ValidationError as exc:
+        raise BadInput(f"{where} is not a valid house policy", _problems(exc, where)) from None
+
+
+def load(path: Path) -> HousePolicy:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path} cannot be read", [f"{path}: {exc}"]) from None
+    return parse(text, str(path))
+
+
+def _subset(field: str, house: list[str], mine: list[str] | None, word: str) -> list[str]:
+    if mine is None:
+        return []
+    dropped = [p for p in house if p not in mine]
+    return [
+        f"policy.{field}: drops house {word} {p!r} (a candidate may only add to the house list)"
+        for p in dropped
+    ]
+
+
+def _threshold_problems(house: Thresholds, mine: Thresholds, written: set[str]) -> list[str]:
+    out = []
+    for name in sorted(written):
+        have, want = getattr(house, name), getattr(mine, name)
+        field = f"policy.thresholds.{name}"
+        if name in _HIGHER_IS_STRICTER and want < have:
+            out.append(f"{field}: {want} is below the house's {have} (only raising it tightens)")
+        elif name in _LOWER_IS_STRICTER and want > have:
+            out.append(f"{field}: {want} is above the house's {have} (only lowering it tightens)")
+        elif name == "unverifiable_pins":
+            out += [
+                f"{field}: {p!r} is not among the house's unverifiable pins"
+                for p in want
+                if p not in have
+            ]
+        elif name == "fidelity_ttft_ms":
+            for k, v in want.items():
+                if k not in have:
+                    out.append(f"{field}.{k}: the house sets no bound for {k!r} to lower")
+                elif v > have[k]:
+                    out.append(f"{field}.{k}: {v} ms is above the house's {have[k]} ms")
+    return out
+
+
+def effective(house: HousePolicy, mine: Policy, where: str = "the candidate") -> PolicyRules:
+    """The house rules tightened by a candidate's `[policy]`; a loosening is exit 2."""
+    problems = _subset("required", house.required, mine.required, "pattern")
+    problems += _subset("critical", house.critical, mine.critical, "pattern")
+    problems += _subset("levels", house.levels, mine.levels, "level")
+    written = Thresholds.model_validate(mine.thresholds or {})
+    t_written = set(written.model_fields_set)
+    thresholds = written
+    if "vram_reserve_gib" in mine.model_fields_set:
+        if "vram_reserve_gib" in t_written and thresholds.vram_reserve_gib != mine.vram_reserve_gib:
+            problems.append(
+                "policy.vram_reserve_gib: differs from policy.thresholds.vram_reserve_gib "
+                "(write it once)"
+            )
+        thresholds = thresholds.model_copy(update={"vram_reserve_gib": mine.vram_reserve_gib})
+        t_written.add("vram_reserve_gib")
+        if mine.vram_reserve_gib < house.thresholds.vram_reserve_gib:
+            t_written.discard("vram_reserve_gib")
+            problems.append(
+                f"policy.vram_reserve_gib: {mine.vram_reserve_gib} is below the house's "
+                f"{house.thresholds.vram_reserve_gib} (only raising it tightens)"
+            )
+    problems += _threshold_problems(house.thresholds, thresholds, t_written)
+    if problems:
+        raise BadInput(f"{where} loosens the house policy", problems)
+    merged = house.thresholds.model_dump()
+    for name in t_written:
+        value = getattr(thresholds, name)
+        merged[name] = {**merged[name], **value} if name == "fidelity_ttft_ms" else value
+    return PolicyRules(
+        required=list(dict.fromkeys(house.required + (mine.required or []))),
+        critical=list(dict.fromkeys(house.critical + (mine.critical or []))),
+        levels=list(dict.fromkeys(house.levels + (mine.levels or []))),
+        thresholds=Thresholds.model_validate(merged),
+        waivers=house.waivers,
+    )
+
+
+def schema() -> dict[str, Any]:
+    return HousePolicy.model_json_schema()
+
+
+def render_schema() -> str:
+    return json.dumps(schema(), indent=2, sort_keys=True) + "\n"
+
+
+DEFAULT_TEXT = """\
+# The house policy: the bar every candidate must meet before a production alias may move.
+# It lives with the alias table; candidates may tighten it, never loosen it.
+# Schema: gates/schemas/house-policy.schema.json. Change it with a commit like any other.
+version = 1
+required = ["identity/*", "preflight/*", "context/*", "ab/*", "vram/*"]
+critical = ["identity/*"]
+levels = []
+# Digests of earlier effective policies that alias changes still accept.
+accept = []
+
+[thresholds]
+vram_reserve_gib = 3.0
+vram_max_gap_fraction = 0.05
+acceptance_floor = 0.3
+ab_max_regression_pct = 3.0
+spec_min_speedup_pct = 0.0
+fidelity_decode_tolerance = 0.03
+fidelity_ttft_ms = { "*" = 15.0 }
+unverifiable_pins = []
+
+[waivers]
+approvers = ["*"]
+max_days = 14
+"""
+
+
+def main(argv: list[str]) -> int:
+    if argv:
+        Path(argv[0]).write_text(render_schema())
+    else:
+        sys.stdout.write(render_schema())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,259 @@
+"""The house repository: the git repository that owns production, and what it trusts.
+
+    <house>/house-policy.toml            the house policy (qualify.decision.house)
+    <house>/aliases.toml, .log.jsonl     the alias table and its hash-chained log
+    <house>/trust/trust.log.jsonl        every pin and unpin, hash-chained, with the key itself
+    <house>/trust/<role>/<name>.pub      the pinned public keys (role: decision or waiver)
+    <house>/waivers/<candidate>/*.json   signed waivers (qualify.decision.waivers), committed
+
+Trust is read from the commit at HEAD, never from the working tree: a key file dropped in by
+hand, or a policy edited and not committed, counts for nothing. A key counts when the trust log
+at HEAD pins it (chain intact) and its file at HEAD is the logged key. `pin` and `unpin` are the
+only writers; each appends to the log and commits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import git
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from qualify.decision import house as house_policy
+from qualify.decision.signing import canonical, keyid, load_public, sha256_bytes
+from qualify.errors import BadInput, Refused, RunAborted
+from qualify.evidence.store import utc_now, write_atomic
+
+Role = Literal["decision", "waiver"]
+ROLES: tuple[Role, ...] = ("decision", "waiver")
+TRUST_LOG = "trust/trust.log.jsonl"
+GENESIS = "0" * 64
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+ENV = "QUALIFY_HOUSE"
+WAIVERS = "waivers"
+
+
+def house_dir(arg: Path | str | None) -> Path | None:
+    """`--house DIR`, else $QUALIFY_HOUSE, else None."""
+    value = arg or os.environ.get(ENV)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def key_rel(role: str, name: str) -> str:
+    return f"trust/{role}/{name}.pub"
+
+
+def _repo(root: Path) -> git.Repo:
+    try:
+        repo = git.Repo(root)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise BadInput(
+            f"{root} is not a house repository",
+            [f"--house: expected the root of a git repository (`qualify house init {root}`)"],
+        ) from None
+    if repo.working_tree_dir is None or Path(repo.working_tree_dir).resolve() != root.resolve():
+        raise BadInput(f"{root} is not the root of its git repository", ["--house: its root"])
+    return repo
+
+
+def _at_head(repo: git.Repo, rel: str) -> bytes | None:
+    try:
+        blob = repo.head.commit.tree / rel
+    except (KeyError, ValueError):
+        return None
+    data: bytes = blob.data_stream.read()
+    return data
+
+
+def _commit(repo: git.Repo, paths: list[str], message: str) -> str:
+    try:
+        repo.git.add("--", *paths)
+        repo.git.commit("-m", message, "--", *paths)
+    except git.GitCommandError as exc:
+        raise RunAborted(f"written but not committed: {exc.stderr.strip()}") from None
+    return repo.head.commit.hexsha
+
+
+def init(root: Path) -> tuple[Path, str | None]:
+    """A house repository at `root` with the default policy; an existing policy is kept."""
+    root = root.expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        repo = git.Repo(root)
+    except git.InvalidGitRepositoryError:
+        repo = git.Repo.init(root)
+    with repo.config_reader() as cr:
+        named = cr.has_option("user", "name") and cr.has_option("user", "email")
+    if not named:
+        with repo.config_writer() as cw:
+            cw.set_value("user", "name", "qualify house")
+            cw.set_value("user", "email", "house@qualify.invalid")
+    policy = root / house_policy.POLICY_FILE
+    if policy.exists():
+        house_policy.load(policy)  # an existing policy must be valid; it is never replaced
+    else:
+        write_atomic(policy, house_policy.DEFAULT_TEXT)
+    if _at_head(repo, house_policy.POLICY_FILE) if repo.head.is_valid() else None:
+        return policy, None
+    return policy, _commit(repo, [house_policy.POLICY_FILE], "house: the house policy")
+
+
+def entry_hash(entry: dict[str, Any]) -> str:
+    return sha256_bytes(canonical({k: v for k, v in entry.items() if k != "hash"}))
+
+
+def _parse_log(text: str, where: str) -> list[dict[str, Any]]:
+    out, prev = [], GENESIS
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            raise Refused(f"{where} line {n} is not JSON: the trust log was altered") from None
+        if not isinstance(e, dict) or e.get("prev") != prev or e.get("hash") != entry_hash(e):
+            raise Refused(f"{where} entry {n}: the trust log chain is broken")
+        prev = str(e["hash"])
+        out.append(e)
+    return out
+
+
+def _pem(pub: Ed25519PublicKey) -> str:
+    return pub.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+
+
+def _append(repo: git.Repo, root: Path, entry: dict[str, Any], paths: list[str], msg: str) -> str:
+    log = root / TRUST_LOG
+    text = log.read_text() if log.is_file() else ""
+    entries = _parse_log(text, str(log))
+    entry = {"seq": len(entries) + 1, **entry, "at": utc_now()}
+    entry["prev"] = entries[-1]["hash"] if entries else GENESIS
+    entry["hash"] = entry_hash(entry)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh:
+        fh.write(json.dumps(entry, sort_keys=True) + "\n")
+    return _commit(repo, [TRUST_LOG, *paths], msg)
+
+
+def _check_name(role: str, name: str) -> None:
+    if role not in ROLES:
+        raise BadInput(f"no role {role!r}", [f"--role: expected one of {', '.join(ROLES)}"])
+    if not _NAME.match(name):
+        raise BadInput(f"bad key name {name!r}", ["--name: letters, digits, '.', '_' or '-'"])
+
+
+def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str, str]:
+    """Pin a public key for a role; logged and committed. Returns (keyid, commit)."""
+    _check_name(role, name)
+    repo = _repo(root)
+    pub = load_public(pub_path)
+    pem, kid = _pem(pub), keyid(pub)
+    current = snapshot(root).keys.get(role, {}) if repo.head.is_valid() else {}
+    if name in current:
+        raise BadInput(f"{role} key {name!r} is already pinned", ["--name: unpin it first"])
+    write_atomic(root / key_rel(role, name), pem)
+    entry = {"action": "pin", "role": role, "name": name, "keyid": kid, "pem": pem, "why": why}
+    msg = f"trust: pin {role} key {name} ({kid[:16]})\n\n{why}"
+    return kid, _append(repo, root, entry, [key_rel(role, name)], msg)
+
+
+def unpin(root: Path, role: str, name: str, why: str) -> str:
+    _check_name(role, name)
+    repo = _repo(root)
+    if name not in snapshot(root).keys.get(role, {}):
+        raise BadInput(f"no pinned {role} key {name!r}", ["NAME: see `qualify house show`"])
+    (root / key_rel(role, name)).unlink()
+    entry = {"action": "unpin", "role": role, "name": name, "why": why}
+    return _append(
+        repo, root, entry, [key_rel(role, name)], f"trust: unpin {role} key {name}\n\n{why}"
+    )
+
+
+def add_waiver(root: Path, candidate: str, name: str, data: bytes) -> tuple[Path, str]:
+    """Commit a signed waiver under `waivers/<candidate>/`; it is written once."""
+    repo = _repo(root)
+    rel = f"{WAIVERS}/{candidate}/{name}"
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("xb") as fh:
+        fh.write(data)
+    return path, _commit(repo, [rel], f"waiver: {candidate} {name}")
+
+
+@dataclass
+class PinnedKey:
+    name: str
+    keyid: str
+    pub: Ed25519PublicKey
+
+
+@dataclass
+class Snapshot:
+    """The house at one commit: its policy and the keys it pins, per role."""
+
+    root: Path
+    commit: str | None
+    policy: house_policy.HousePolicy
+    keys: dict[str, dict[str, PinnedKey]] = field(default_factory=dict)
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+    def by_keyid(self, role: str, kid: str) -> PinnedKey | None:
+        return next((k for k in self.keys.get(role, {}).values() if k.keyid == kid), None)
+
+    def waivers(self, candidate: str) -> list[tuple[str, bytes]]:
+        """The waivers committed for one candidate: (path in the house, bytes), by name."""
+        repo = _repo(self.root)
+        try:
+            tree = repo.commit(self.commit).tree / f"{WAIVERS}/{candidate}"
+        except (KeyError, ValueError):
+            return []
+        return sorted((str(b.path), bytes(b.data_stream.read())) for b in tree.blobs)
+
+    def where(self) -> str:
+        return f"{self.root}/{TRUST_LOG} (pin with `qualify house pin --house {self.root}`)"
+
+
+def snapshot(root: Path) -> Snapshot:
+    """The house policy and the pinned keys as committed at HEAD."""
+    repo = _repo(root)
+    if not repo.head.is_valid():
+        raise BadInput(f"{root} has no commit", [f"--house: run `qualify house init {root}`"])
+    text = _at_head(repo, house_policy.POLICY_FILE)
+    if text is None:
+        raise BadInput(
+            f"{root} has no committed {house_policy.POLICY_FILE}",
+            [f"--house: run `qualify house init {root}` and commit the policy"],
+        )
+    where = f"{root / house_policy.POLICY_FILE} (at HEAD)"
+    policy = house_policy.parse(text.decode(errors="replace"), where)
+    log_text = (_at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
+    entries = _parse_log(log_text, f"{root / TRUST_LOG} (at HEAD)")
+    keys: dict[str, dict[str, PinnedKey]] = {r: {} for r in ROLES}
+    for e in entries:
+        role, name = str(e.get("role")), str(e.get("name"))
+        if e.get("action") == "pin":
+            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), _pub(e))
+        else:
+            keys.get(role, {}).pop(name, None)
+    for role, named in keys.items():
+        for name, k in named.items():
+            blob = _at_head(repo, key_rel(role, name))
+            if blob is None or blob.decode(errors="replace") != _pem(k.pub):
+                raise Refused(
+                    f"refused: {root / key_rel(role, name)} at HEAD is not the key the trust "
+                    "log pins: keys change only through `qualify house pin`"
+                )
+    return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
+
+
+def _pub(entry: dict[str, Any]) -> Ed25519PublicKey:
+    pub = serialization.load_pem_public_key(str(entry.get("pem")).encode())
+    if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != entry.get("keyid"):
+        raise Refused(f"refused: trust log entry {entry.get('seq')} holds a key that is not its id")
+    return pub

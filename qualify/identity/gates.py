@@ -1,0 +1,73 @@
+"""Identity's judges: every pin against what the server or the launch showed, in the engine's
+own words (`qualify.serving.engines`), and whether the server answered at all.
+
+A pin nobody reports is *unverifiable*, with the reason: it makes its gate inconclusive unless
+the house lists it in `thresholds.unverifiable_pins`, when it passes marked `verified: false`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qualify.gates.files import Params
+from qualify.gates.registry import Judged, judge
+from qualify.gates.thresholds import Thresholds
+from qualify.records import Verdict
+from qualify.serving.engines import PINS, adapter
+
+
+class PinsParams(Params):
+    """No knobs: which pins exist is the candidate model's, what may stay unverified is policy."""
+
+
+class ReachableParams(Params):
+    """No knobs."""
+
+
+def _unverified(pin: str, why: str, pinned: Any, thresholds: Thresholds) -> Judged:
+    metrics = {"pinned": pinned, "reported": None, "verified": False, "why": why}
+    if pin in thresholds.unverifiable_pins:
+        note = f"{pin} not verified ({why}); the house accepts it (thresholds.unverifiable_pins)"
+        return Judged(Verdict.PASS, [note], metrics, part=pin)
+    return Judged(Verdict.INCONCLUSIVE, [f"{pin} cannot be verified: {why}"], metrics, part=pin)
+
+
+@judge("identity", "identity-pins", PinsParams)
+def pins(data: dict[str, Any], params: PinsParams, thresholds: Thresholds) -> list[Judged]:
+    """One verdict per pin: the engine adapter compares the pin with what was seen."""
+    engine = adapter(str(data["engine"]))
+    pinned: dict[str, Any] = data.get("pins") or {}
+    seen: dict[str, dict[str, Any]] = data.get("seen") or {}
+    why: dict[str, str] = data.get("unverifiable") or {}
+    out: list[Judged] = []
+    for pin in PINS:
+        if pin not in pinned:
+            continue
+        if pin not in seen:
+            out.append(
+                _unverified(pin, why.get(pin, "nothing reports it"), pinned[pin], thresholds)
+            )
+            continue
+        value, source = seen[pin].get("value"), str(seen[pin].get("source"))
+        same, note = engine.same(pin, pinned[pin], value)
+        metrics = {"pinned": pinned[pin], "reported": value, "source": source, "verified": True}
+        if same is None:
+            out.append(_unverified(pin, f"{source}: {note}", pinned[pin], thresholds))
+        elif same:
+            out.append(Judged(Verdict.PASS, [], {**metrics, "note": note}, part=pin))
+        else:
+            shown = f"pinned {pin} {pinned[pin]!r}, {source} reports {value!r}"
+            reason = f"{shown} ({note})" if note else shown
+            out.append(Judged(Verdict.FAIL, [reason], metrics, part=pin))
+    return out
+
+
+@judge("identity", "identity-reachable", ReachableParams)
+def reachable(
+    data: dict[str, Any], params: ReachableParams, thresholds: Thresholds
+) -> list[Judged]:
+    """`error` when the server did not answer `GET /v1/models`: nothing it says can be read."""
+    failed = data.get("unreachable")
+    if failed:
+        return [Judged(Verdict.ERROR, [f"GET /v1/models failed: {failed}"])]
+    return [Judged(Verdict.PASS)]

@@ -1,0 +1,137 @@
+"""Every signed decision published under docs/ verifies from a fresh clone, in another directory.
+
+A reader has the repository at HEAD, nothing else: no evidence store, no working tree. So the
+test clones the repository into a temporary directory, unpacks the evidence archives published
+next to the envelopes, and runs that clone's `qualify verify` on each envelope with the public
+key committed beside it. An envelope verifies only if every file it names is in the clone (or
+the archives) unchanged; a subject named by an absolute path points outside the clone, where
+a reader has nothing, and fails here even if this machine happens to have the file.
+
+Envelopes (`*.dsse.json`) and keys (`*.pub`) are found by name: a key is the one `*.pub` in the
+envelope's directory or the nearest directory above it (for an envelope inside an archive: the
+archive's directory). An envelope copied out of its run finds the run by the `run_id` its
+statement names, among the unpacked archives.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = "docs"
+ENVELOPE = ".dsse.json"
+ARCHIVES = (".tgz", ".tar.gz")
+
+
+def _committed(root: Path) -> list[str]:
+    out = subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-z", "--", DOCS],
+        capture_output=True,
+        check=True,
+    ).stdout
+    return sorted(p for p in out.decode().split("\0") if p)
+
+
+def _published() -> list[str]:
+    """Every committed envelope: `docs/…/x.dsse.json`, or `docs/…/a.tgz:…/x.dsse.json`."""
+    found = []
+    for rel in _committed(ROOT):
+        if rel.endswith(ENVELOPE):
+            found.append(rel)
+        elif rel.endswith(ARCHIVES):
+            with tarfile.open(ROOT / rel) as tf:
+                found += [f"{rel}:{m.name}" for m in tf.getmembers() if m.name.endswith(ENVELOPE)]
+    return found
+
+
+PUBLISHED = _published()
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository at HEAD, cloned elsewhere, its docs' archives unpacked beside it."""
+    base = tmp_path_factory.mktemp("published")
+    dest = base / "repo"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True)
+    for rel in _committed(dest):
+        if rel.endswith(ARCHIVES):
+            with tarfile.open(dest / rel) as tf:
+                tf.extractall(_unpacked(dest, rel), filter="data")
+    return dest
+
+
+def _unpacked(clone: Path, archive: str) -> Path:
+    return clone.parent / "unpacked" / archive
+
+
+def _statement(envelope: Path) -> dict[str, Any]:
+    """The signed statement, read without trusting it (only to find the run and the paths)."""
+    try:
+        env = json.loads(envelope.read_text())
+        stmt = json.loads(base64.b64decode(env["payload"]))
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return stmt if isinstance(stmt, dict) else {}
+
+
+def _key(start: Path, stop: Path) -> Path:
+    d = start
+    while True:
+        keys = sorted(d.glob("*.pub"))
+        if len(keys) == 1:
+            return keys[0]
+        assert not keys, f"{d} holds several public keys ({[k.name for k in keys]}): which one?"
+        assert d != stop, f"no public key (*.pub) in {start} or above it up to {stop}"
+        d = d.parent
+
+
+def _run_of(envelope: Path, stmt: dict[str, Any], clone: Path) -> Path | None:
+    """None when the envelope sits in its run (`<run>/decision/…`); else the unpacked run."""
+    if (envelope.parent.parent / "run.json").is_file():
+        return None
+    run_id = (stmt.get("predicate") or {}).get("run_id")
+    hits = [
+        p.parent for p in (clone.parent / "unpacked").rglob("run.json") if p.parent.name == run_id
+    ]
+    assert len(hits) == 1, f"{envelope.name}: run {run_id!r} is not in any published archive"
+    return hits[0]
+
+
+def test_something_is_published() -> None:
+    """The test below has envelopes to check: docs/ publishes signed decisions."""
+    assert PUBLISHED, "no *.dsse.json under docs/ (committed, or in a committed archive)"
+
+
+@pytest.mark.parametrize("published", PUBLISHED, ids=PUBLISHED)
+def test_published_envelope_verifies_from_a_fresh_clone(published: str, clone: Path) -> None:
+    """`qualify verify` of the clone, run in the clone, accepts the envelope with the key
+    committed beside it; no subject lies outside the clone."""
+    archive, _, member = published.partition(":")
+    if member:
+        envelope = _unpacked(clone, archive) / member
+        key = _key((clone / archive).parent, clone / DOCS)
+    else:
+        envelope = clone / published
+        key = _key(envelope.parent, clone / DOCS)
+    stmt = _statement(envelope)
+    outside = [
+        s["name"]
+        for s in stmt.get("subject", [])
+        if isinstance(s, dict) and Path(str(s.get("name", ""))).is_absolute()
+    ]
+    run = _run_of(envelope, stmt, clone)
+    cmd = [sys.executable, "-m", "qualify", "verify", str(envelope), "--key", str(key)]
+    if run is not None:
+        cmd += ["--run", str(run)]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=clone)
+    problems = [f"qualify verify exited {r.returncode}:\n{r.stderr}"] if r.returncode else []
+    problems += [f"names a file outside the repository: {name}" for name in outside]
+    assert not problems, f"{published} does not verify from a fresh clone: " + "\n".join(problems)

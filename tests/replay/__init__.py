@@ -1,0 +1,1 @@
+"""A replay of vLLM and SGLang servers from their recorded outputs (tests/fixtures/engines/)."""

@@ -1,0 +1,137 @@
+"""A house repository and a run made by hand, decided and signed the way `qualify run` does.
+
+The run has an identity stage that passes and a vram stage whose one gate has the verdict the
+test asks for, plus its own invocation attempt (`run/attempt-001`: candidate copy, invocation,
+outcome), sealed after the decision and before the signature.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import git
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from qualify.decision.conclude import Setup, conclude, setup, sign_decision
+from qualify.decision.record import DecisionRecord
+from qualify.decision.signing import generate, load_private
+from qualify.decision.trust import init, pin
+from qualify.evidence.store import Attempt, RunDir
+from qualify.records import GateResult, StageResult, Verdict
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "smollm2" / "candidate.toml"
+T = "2026-01-01T00:00:00Z"
+HOUSE_POLICY = """\
+version = 1
+required = ["identity/*", "vram/*"]
+critical = ["identity/*"]
+
+[waivers]
+approvers = ["*"]
+max_days = 14
+"""
+
+
+def commit_policy(root: Path, text: str) -> None:
+    (root / "house-policy.toml").write_text(text)
+    repo = git.Repo(root)
+    repo.git.add("house-policy.toml")
+    repo.git.commit("-m", "house: policy")
+
+
+def make_house(tmp: Path, text: str = HOUSE_POLICY) -> Path:
+    root = tmp / "house"
+    init(root)
+    commit_policy(root, text)
+    return root
+
+
+def keypair(tmp: Path, name: str) -> tuple[Path, Path]:
+    return generate(tmp / "keys" / name)
+
+
+def pinned_house(tmp: Path) -> tuple[Path, tuple[Path, Path]]:
+    """A house with the CI decision key pinned; returns the house and that key pair."""
+    root = make_house(tmp)
+    ci = keypair(tmp, "ci")
+    pin(root, "decision", ci[1], "ci", "the CI runner signs decisions")
+    return root, ci
+
+
+def pin_waiver(root: Path, pub: Path, name: str) -> None:
+    pin(root, "waiver", pub, name, f"{name} approves waivers")
+
+
+def snapshot_ok(root: Path) -> bool:
+    from qualify.decision.trust import snapshot
+
+    return bool(snapshot(root).keys["decision"])
+
+
+def candidate(tmp: Path, policy: str = "", name: str = "candidate.toml") -> Path:
+    text = EXAMPLE.read_text().replace(
+        "[policy]\n", f'[policy]\ntickets_dir = "tickets"\n{policy}\n'
+    )
+    path = tmp / "recipes" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def make_run(tmp: Path, cand: Path, vram: Verdict) -> tuple[RunDir, Attempt]:
+    """The run, with its invocation attempt still open; returns it and that attempt's path."""
+    run = RunDir(tmp / "ev" / "smollm2-135m-ngram" / "20260101T000000Z-000001")
+    run.path.mkdir(parents=True)
+    info = {
+        "run_id": run.run_id,
+        "candidate": "smollm2-135m-ngram",
+        "candidate_path": str(cand),
+        "candidate_sha256": hashlib.sha256(cand.read_bytes()).hexdigest(),
+        "stages": ["identity", "vram"],
+    }
+    (run.path / "run.json").write_text(json.dumps(info))
+    for stage, gate, v in (("identity", "model", Verdict.PASS), ("vram", "telemetry", vram)):
+        att = run.new_attempt(stage)
+        why = [] if v is Verdict.PASS else ["no telemetry"]
+        g = GateResult(gate=gate, stage=stage, verdict=v, reasons=why)
+        res = StageResult(
+            stage=stage,
+            attempt=1,
+            status="finished",
+            verdict=v,
+            gates=[g],
+            started_at=T,
+            ended_at=T,
+        )
+        att.write_result(res)
+        att.seal()
+    inv = run.new_attempt("run")
+    inv.write_bytes("candidate.toml", cand.read_bytes())
+    inv.write_json("invocation.json", {"argv": ["qualify", "run"], "at": T})
+    return run, inv
+
+
+def decide(
+    run: RunDir, inv: Attempt, s: Setup, key: Path | None
+) -> tuple[DecisionRecord, Path | None]:
+    """Conclude with the invocation open, seal it with its outcome, then sign (as `qualify run`)."""
+    priv: Ed25519PrivateKey | None = load_private(key) if key else None
+    record = conclude(run, s, priv, record_attempt=f"run/{inv.path.name}")
+    inv.write_json("outcome.json", {"exit_code": 0 if record.promote else 1})
+    inv.seal()
+    env = sign_decision(run, record, priv) if priv else None
+    return record, env
+
+
+def decided(
+    tmp: Path, vram: Verdict = Verdict.PASS, policy: str = ""
+) -> tuple[RunDir, Path, Path, tuple[Path, Path], Path]:
+    """A signed run under a pinned house: (run, envelope, house, CI key pair, candidate)."""
+    house, ci = pinned_house(tmp)
+    cand = candidate(tmp, policy)
+    run, inv = make_run(tmp, cand, vram)
+    _, env = decide(run, inv, setup(house), ci[0])
+    assert env is not None
+    return run, env, house, ci, cand

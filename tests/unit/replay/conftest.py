@@ -1,0 +1,1 @@
+from replay.fixtures import replay, replay_factory  # noqa: F401  (pytest fixtures)
