@@ -72,7 +72,7 @@ def snapshot_ok(root: Path) -> bool:
 
 def candidate(tmp: Path, policy: str = "", name: str = "candidate.toml") -> Path:
     text = EXAMPLE.read_text().replace(
-        "[policy]\n", f'[policy]\ntickets_dir = "tickets"\n{policy}\n'
+        "[policy]\n", f"[policy]\n{policy}\n"
     )
     path = tmp / "recipes" / name
     path.parent.mkdir(parents=True, exist_ok=True)
