@@ -143,7 +143,9 @@ async def quality(ctx: StageContext) -> StageResult:
         client = await ctx.client("candidate")
         for level, lv in ctx.candidate.reasoning.items():
             for gate in gates:
-                r = await run_gate(gate, _context(ctx, client, "candidate", level, lv.request_fields()))
+                r = await run_gate(
+                    gate, _context(ctx, client, "candidate", level, lv.request_fields())
+                )
                 tasks.append(("candidate", gate.gate.id, r))
                 results.append(r)
                 bar.advance(note=f"quality {r.key}")

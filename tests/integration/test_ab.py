@@ -71,7 +71,7 @@ def test_lane_tables_and_deltas_are_filled(ab_result: StageResult) -> None:
     assert set(rows) == {name for name, _, _ in METRICS}
     for m in rows.values():
         assert m["delta"] == pytest.approx(m["candidate"] - m["control"])
-        assert m["ci95"] is not None and isinstance(m["within_noise"], bool)
+        assert m["ci95"] is not None and m["within_noise"] is (m["ci95"][0] <= 0 <= m["ci95"][1])
 
 
 def test_acceptance_from_real_counters(ab_result: StageResult) -> None:
@@ -102,3 +102,19 @@ def test_chunks_and_kv_are_recorded(ab_result: StageResult) -> None:
         assert 0.9 <= fid[lane]["chunks_per_token"] <= 1.0
         kv = ab_result.data["lanes"][lane]["kv"]
         assert kv["log"]["n_ctx_slot"] == 8192 and "no KV gauge" in kv["note"]
+
+
+def test_gates_judge_draft_length_speed_and_fidelity(ab_result: StageResult) -> None:
+    """The declared gates all ran; ngram-mod's per-position counters show the 64 positions the
+    example pins; both lanes' client timings were compared with llama-server's own."""
+    gates = {g.gate: g for g in ab_result.gates}
+    assert {"decode", "e2e", "spec-speedup", "fidelity@candidate", "fidelity@control"} <= set(gates)
+    length = gates["draft-length@candidate"]
+    assert length.verdict is Verdict.PASS, length.reasons
+    assert length.metrics["counter_positions"] == 64
+    for lane in ("candidate", "control"):
+        fid = ab_result.data["fidelity"]["lanes"][lane]
+        assert fid["n_decode"] > 0 and fid["source"] == "llama-server timings"
+        assert gates[f"fidelity@{lane}"].verdict in (Verdict.PASS, Verdict.FAIL)
+    for name in ("decode", "e2e"):
+        assert gates[name].metrics["ci95"] is not None, gates[name].reasons

@@ -8,7 +8,6 @@ H200 (ports 18600-18699).
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -49,7 +48,7 @@ def _no_gpu_here() -> bool:
 
         pynvml.nvmlInit()
     except Exception:
-        return shutil.which("nvidia-smi") is None
+        return True
     pynvml.nvmlShutdown()
     return False
 
@@ -58,19 +57,17 @@ def _no_gpu_here() -> bool:
 def test_no_gpu_means_inconclusive_no_telemetry(
     candidate_factory: Callable[..., Path], tmp_path: Path
 ) -> None:
-    """identity runs on the real server while the sampler is on; with no NVML, no nvidia-smi
-    and no DCGM URL the vram stage is one inconclusive `telemetry` gate, "no telemetry",
-    naming each source tried."""
+    """identity runs on the real server while the sampler is on; with no NVML and no DCGM URL
+    both vram gates are inconclusive, the telemetry one "no telemetry", naming each source."""
     cand = candidate_factory(SERVER_PORT, stages=["identity", "vram"])
     run = _run_pipeline(cand, tmp_path / "evidence")
-    assert _result(run, "identity").verdict is Verdict.PASS
+    assert _result(run, "identity").status == "finished"
     vram = _result(run, "vram")
     assert vram.verdict is Verdict.INCONCLUSIVE
-    (gate,) = vram.gates
-    assert gate.key == "vram/telemetry"
-    (why,) = gate.reasons
+    gates = {g.key: g for g in vram.gates}
+    assert set(gates) == {"vram/reserve", "vram/telemetry"}
+    (why,) = gates["vram/telemetry"].reasons
     assert why.startswith("no telemetry: nvml: ")
-    assert "nvidia-smi: nvidia-smi is not on PATH" in why
     assert "DCGM: stages.vram.dcgm_urls is empty" in why
     assert vram.data["cards"] == [] and vram.data["source"] is None
     assert vram.data["reserve_gib"] == 3.0
@@ -80,8 +77,8 @@ def test_remote_gpus_through_a_dcgm_exporter(
     candidate_factory: Callable[..., Path], tmp_path: Path
 ) -> None:
     """source = "dcgm": the exporter page recorded at the H200's 80 GiB step is scraped all
-    through identity on the real server; the card keeps the 3 GiB reserve and its series is
-    kept as evidence."""
+    through identity on the real server; the card keeps the 3 GiB reserve and its samples are
+    sealed evidence under telemetry/."""
     from gpu_fakes import FakeExporter
 
     exporter = FakeExporter(EXPORTER_PORT, (DATA / "dcgm-peak.txt").read_text())
@@ -95,11 +92,15 @@ def test_remote_gpus_through_a_dcgm_exporter(
     finally:
         exporter.close()
     vram = _result(run, "vram")
-    assert [(g.key, g.verdict) for g in vram.gates] == [("vram/reserve@127.0.0.1:0", Verdict.PASS)]
+    assert [(g.key, g.verdict) for g in vram.gates] == [
+        ("vram/reserve@127.0.0.1:0", Verdict.PASS),
+        ("vram/telemetry", Verdict.PASS),
+    ]
     (card,) = vram.data["cards"]
     ident = card["stages"]["identity"]
     assert ident["samples"] >= 1 and ident["min_free_mib"] == 60225.0
     assert ident["peak_power_w"] == 915.047
     assert vram.data["source"] == "dcgm" and exporter.hits >= 2
     (series,) = vram.data["series_files"]
-    assert (run.path / "vram" / "attempt-001" / series).stat().st_size > 0
+    assert series.startswith("telemetry/attempt-001/")
+    assert (run.path / series).stat().st_size > 0

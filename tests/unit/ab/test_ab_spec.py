@@ -105,3 +105,44 @@ def test_per_response_draft_fields() -> None:
     assert got["draft_n"] == 64 and got["rate"] == pytest.approx(0.75)
     assert got["responses_with_drafts"] == 1
     assert response_drafts([b])["draft_n"] is None
+
+
+def _sglang(verify: int, generated: int, width: int | None) -> str:
+    text = (
+        "# TYPE sglang:spec_verify_calls counter\n"
+        f'sglang:spec_verify_calls_total{{model_name="m"}} {verify}\n'
+        "# TYPE sglang:generation_tokens counter\n"
+        f'sglang:generation_tokens_total{{model_name="m"}} {generated}\n'
+        "# TYPE sglang:spec_accept_rate gauge\nsglang:spec_accept_rate 0.1\n"
+    )
+    if width is not None:
+        text += f"# TYPE sglang:spec_num_draft_tokens gauge\nsglang:spec_num_draft_tokens {width}\n"
+    return text
+
+
+def test_sglang_counters_give_acceptance_over_the_run() -> None:
+    """SGLang: drafts = Δverify calls, mean length = Δgenerated / Δverify calls, rate over
+    (num_draft_tokens - 1) draft tokens per call; the recent-batch gauge is not used."""
+    before, after = _read(_sglang(100, 1000, 4), SGLANG), _read(_sglang(150, 1150, 4), SGLANG)
+    acc = acceptance(before, after, "sglang")
+    assert acc is not None and "delta over the run" in acc["source"]
+    assert (acc["drafts"], acc["accepted"], acc["draft_tokens"]) == (50, 100, 150)
+    assert acc["mean_length"] == pytest.approx(3.0)
+    assert acc["rate"] == pytest.approx(100 / 150)
+    total = combine([acc, acc])
+    assert total is not None and total["rate"] == pytest.approx(100 / 150)
+
+
+def test_sglang_without_the_width_gauge_has_no_rate() -> None:
+    """Without sglang:spec_num_draft_tokens the rate is unmeasurable by the server, said so."""
+    acc = acceptance(
+        _read(_sglang(0, 0, None), SGLANG), _read(_sglang(10, 40, None), SGLANG), "sglang"
+    )
+    assert acc is not None and acc["rate"] is None and acc["mean_length"] == pytest.approx(4.0)
+    assert "unmeasurable by this server" in acc["unmeasured"]
+    total = combine([acc])
+    assert total is not None and total["rate"] is None and total["unmeasured"]
+    assert (
+        acceptance(_read(_sglang(10, 40, 4), SGLANG), _read(_sglang(5, 40, 4), SGLANG), "sglang")
+        is None
+    )

@@ -57,8 +57,9 @@ def test_lanes_alternate_one_server_at_a_time(tmp_path: Path) -> None:
     assert all(b["stream_options"] == {"include_usage": True} for b in cand.requests)
     gate = _gates(result)["paired"]
     assert gate.verdict is Verdict.PASS, gate.reasons
-    assert all(q["sent"]["model"] for r in result.data["lanes"]["control"]["runs"]
-               for q in r["requests"])
+    assert all(
+        q["sent"]["model"] for r in result.data["lanes"]["control"]["runs"] for q in r["requests"]
+    )
 
 
 def test_decode_counts_usage_not_chunks(tmp_path: Path) -> None:

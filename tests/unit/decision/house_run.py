@@ -71,9 +71,7 @@ def snapshot_ok(root: Path) -> bool:
 
 
 def candidate(tmp: Path, policy: str = "", name: str = "candidate.toml") -> Path:
-    text = EXAMPLE.read_text().replace(
-        "[policy]\n", f"[policy]\n{policy}\n"
-    )
+    text = EXAMPLE.read_text().replace("[policy]\n", f"[policy]\n{policy}\n")
     path = tmp / "recipes" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

@@ -1,0 +1,48 @@
+"""The demo's quality stage against the real local llama-server: 12 tasks x 3 attempts at both
+reasoning levels, then the lowest level of preflight and the suite on the no-spec control."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qualify.records import Verdict
+
+pytestmark = pytest.mark.integration
+
+
+def test_quality_both_levels_and_the_control(
+    candidate_factory: Callable[..., Path], stage_runner: Callable[[Path], Any]
+) -> None:
+    """Every attempt is judged (no harness errors); a 135M model fails most tasks, honestly,
+    and each failure is a wrong answer or one cut by the budget, with its evidence kept."""
+    runner = stage_runner(candidate_factory("quality", stages=["quality", "ab"]))
+    result = runner.stage("quality")
+    data = result.data
+    tasks = {b["task"] for b in data["budgets"]}
+    assert len(tasks) == 12
+    assert data["levels"] == ["off", "think"]
+    assert data["control"]["ran"] is True and data["control"]["level"] == "off"
+    for level in ("off", "think"):
+        assert {f"quality/{t}@{level}" for t in tasks} <= {g.key for g in result.gates}
+    errors = {g.key: g.reasons for g in result.gates if g.verdict is Verdict.ERROR}
+    assert not errors, errors
+    counts = data["totals"]["candidate"]
+    assert set(counts) == {"off", "think"}
+    for c in counts.values():
+        assert sum(c.values()) == 36 and c["error"] == 0 and c["not run"] == 0
+    assert sum(data["totals"]["control"]["off"].values()) == 36
+    assert data["lines"][0].startswith("quality: ") and data["lines"][0].count(" at off") == 1
+    # The evidence of a failing attempt holds the request with its budget and the answer.
+    failure = data["failures"][0]
+    assert failure["outcome"] in ("wrong", "cut")
+    where = Path(runner.run.path)
+    raw = json.loads((where / failure["evidence"][0]).read_text())
+    budget = next(b for b in data["budgets"] if b["task"] == failure["task"])
+    assert raw["request"]["body"]["max_tokens"] == budget["max_tokens"]
+    summary = json.loads((where / failure["evidence"][1]).read_text())
+    assert {"content", "reasoning", "finish_reason", "usage"} <= set(summary)

@@ -1,0 +1,127 @@
+"""The incumbent from the alias table, the per-cell comparison, and the engine's own figures."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from qualify.candidate import load_candidate
+from qualify.capacity.engine import engine_capacity
+from qualify.capacity.incumbent import compare, find_incumbent
+from qualify.decision.trust import ENV
+from qualify.httpclient.client import Client
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "smollm2" / "candidate.toml"
+
+
+def _table(path: Path, target: Path, sha: str | None = None) -> None:
+    digest = sha or hashlib.sha256(target.read_bytes()).hexdigest()
+    path.write_text(
+        'version = 1\n\n[aliases."demo-chat"]\n'
+        f'candidate = "old"\ncandidate_path = {json.dumps(str(target))}\n'
+        f'candidate_sha256 = "{digest}"\ndecision_sha256 = "{"0" * 64}"\nrun_id = "r1"\n'
+    )
+
+
+def _files(tmp: Path) -> tuple[Path, Path]:
+    text = EXAMPLE.read_text()
+    cand = tmp / "candidate.toml"
+    cand.write_text(text)
+    old = tmp / "incumbent.toml"
+    old.write_text(text.replace('name = "smollm2-135m-ngram"', 'name = "smollm2-old"'))
+    return cand, old
+
+
+def test_incumbent_found_changed_same_and_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV, str(tmp_path / "house"))
+    cand, old = _files(tmp_path)
+    loaded = load_candidate(cand)
+    assert find_incumbent(loaded)[1]["status"] == "none"  # no table beside it, none at home
+    _table(tmp_path / "aliases.toml", old)
+    inc, info = find_incumbent(loaded)
+    assert info["status"] == "found" and inc is not None and inc.candidate.name == "smollm2-old"
+    _table(tmp_path / "aliases.toml", old, sha="f" * 64)
+    inc, info = find_incumbent(loaded)
+    assert inc is None and info["status"] == "unusable" and "qualified as ffff" in info["why"]
+    _table(tmp_path / "aliases.toml", cand)
+    assert find_incumbent(loaded)[1]["status"] == "same"
+
+
+def _cell(agg: list[float]) -> dict[str, Any]:
+    return {"run_values": {"aggregate_output_tok_s": agg, "decode_tok_s_p50": [50.0, 50.0, 50.0]}}
+
+
+def test_compare_gives_delta_and_interval_per_cell_and_metric() -> None:
+    rows = compare({"256@c1": _cell([90.0, 91.0, 89.0])}, {"256@c1": _cell([100.0, 101.0, 99.0])})
+    agg = next(r for r in rows if r["metric"] == "aggregate_output_tok_s")
+    assert agg["delta_pct"] == -10.0 and agg["runs"] == [3, 3]
+    lo, hi = agg["delta_pct_ci95"]
+    assert lo <= -10.0 <= hi and hi < 0
+    dec = next(r for r in rows if r["metric"] == "decode_tok_s_p50")
+    assert dec["delta_pct"] == 0.0
+    assert compare({"256@c1": _cell([1.0])}, {"512@c1": _cell([1.0])}) == []
+
+
+def _client(routes: dict[str, Any]) -> Client:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = routes.get(request.url.path)
+        if body is None:
+            return httpx.Response(404, json={"error": "no"})
+        if isinstance(body, str):
+            return httpx.Response(200, text=body)
+        return httpx.Response(200, json=body)
+
+    return Client("http://fake", transport=httpx.MockTransport(handler))
+
+
+def _read(engine: str, routes: dict[str, Any], log: str = "") -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        client = _client(routes)
+        try:
+            return await engine_capacity(engine, client, lambda _l, _e: [], log)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def test_llamacpp_capacity_from_props_and_slots() -> None:
+    props = {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 2}
+    got = _read("llama.cpp", {"/props": props, "/slots": [{"id": 0}, {"id": 1}]})
+    assert got["kv_tokens"] == 8192 and got["max_concurrency_at_full_context"] == 2.0
+    assert got["reported"] and got["slots"] == 2
+
+
+def test_vllm_capacity_from_the_startup_log() -> None:
+    log = (
+        "INFO GPU KV cache size: 1,894,867 tokens\n"
+        "INFO Maximum concurrency for 1,048,576 tokens per request: 1.81x\n"
+    )
+    models = {"data": [{"id": "m", "max_model_len": 1048576}]}
+    got = _read("vllm", {"/v1/models": models, "/metrics": ""}, log)
+    assert got["kv_tokens"] == 1894867 and got["max_concurrency_at_full_context"] == 1.81
+    derived = _read("vllm", {"/v1/models": models}, "GPU KV cache size: 2,097,152 tokens")
+    assert derived["max_concurrency_at_full_context"] == 2.0
+    assert "max_model_len" in derived["max_concurrency_source"]
+    assert not _read("vllm", {"/v1/models": models})["reported"]
+
+
+def test_sglang_capacity_from_the_gauge() -> None:
+    metrics = (
+        "# TYPE sglang:max_total_num_tokens gauge\n"
+        'sglang:max_total_num_tokens{tp_rank="0"} 262144\n'
+    )
+    models = {"data": [{"id": "m", "max_model_len": 131072}]}
+    got = _read("sglang", {"/metrics": metrics, "/v1/models": models})
+    assert got["kv_tokens"] == 262144 and got["max_concurrency_at_full_context"] == 2.0
+    info = {"internal_states": [{"max_total_num_tokens": 131072}]}
+    got = _read("sglang", {"/server_info": info, "/v1/models": models})
+    assert got["kv_tokens"] == 131072 and got["kv_tokens_source"].startswith("/server_info")

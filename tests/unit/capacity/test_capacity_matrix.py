@@ -1,0 +1,146 @@
+"""Cells from runs, saturation, the plan of lengths, the lane order, and the settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from qualify.capacity.matrix import median_of_runs, saturation
+from qualify.capacity.plot import svg
+from qualify.capacity.runs import exclusion, summarize
+from qualify.capacity.settings import CapacitySettings, ExpectedRange, parse_cell
+from qualify.capacity.stage import plan_lengths, turns
+
+IDLE = {"before": {"idle": True, "reason": "idle"}, "after": {"idle": True, "reason": "idle"}}
+
+
+def run(n: int, agg: float, decode: float, ttft: list[float], **kw: Any) -> dict[str, Any]:
+    r = {
+        "run": n,
+        "idle": IDLE,
+        "requests": len(ttft),
+        "failed": 0,
+        "cut": 0,
+        "degenerate": 0,
+        "aggregate_output_tok_s": agg,
+        "decode_tok_s_p50": decode,
+        "ttft_p50_s": ttft[len(ttft) // 2],
+        "ttft_s": ttft,
+        "e2e_p50_s": 2.0,
+        "chunks_per_token": 1.0,
+        "prompt_tokens_p50": 256,
+        "completion_tokens": 64 * len(ttft),
+        "server_generated_tokens": 64 * len(ttft),
+        "queue": {"waiting_max": 1.0, "running_max": 1.0},
+    }
+    r.update(kw)
+    r["excluded"] = exclusion(r)
+    return r
+
+
+def test_median_of_runs_leaves_an_excluded_run_out_but_keeps_it() -> None:
+    runs = [
+        run(1, 100.0, 50.0, [0.1, 0.2]),
+        run(2, 5.0, 2.0, [9.0, 9.5], failed=1),
+        run(3, 110.0, 60.0, [0.3, 0.4]),
+        run(4, 90.0, 40.0, [0.2, 0.2]),
+    ]
+    cell = median_of_runs(runs)
+    assert cell["aggregate_output_tok_s"] == 100.0  # median of 100, 110, 90; not 5
+    assert cell["decode_tok_s_p50"] == 50.0
+    assert cell["counted_runs"] == 3 and cell["runs"] == 4
+    assert cell["excluded_runs"] == [{"run": 2, "why": "1 failed and 0 cut of 2 requests"}]
+    assert cell["failed"] == 1 and cell["requests"] == 8  # failures count over every run
+    assert cell["ttft_p95_s"] < 9.0  # p95 over counted streams only
+    assert cell["server_ratio"] == 1.0
+
+
+def test_median_of_runs_counts_every_run_when_none_is_excluded() -> None:
+    cell = median_of_runs([run(1, 100.0, 50.0, [0.1]), run(2, 5.0, 2.0, [0.1])])
+    assert cell["aggregate_output_tok_s"] == pytest.approx(52.5)
+    assert cell["counted_runs"] == 2 and cell["excluded_runs"] == []
+
+
+def test_exclusion_reasons() -> None:
+    busy = {"before": {"idle": False, "reason": "engine busy"}}
+    assert "not idle before" in str(exclusion(run(1, 1, 1, [0.1], idle=busy)))
+    assert "degenerate" in str(exclusion(run(1, 1, 1, [0.1], degenerate=1)))
+    assert exclusion(run(1, 1, 1, [0.1])) is None
+
+
+def test_saturation_stops_on_failures_or_a_slow_p95() -> None:
+    assert saturation({"failed": 0, "cut": 0, "ttft_p95_s": 3.0}, None) is None
+    assert saturation({"failed": 0, "cut": 0, "ttft_p95_s": 3.0}, 5.0) is None
+    assert "p95 TTFT 6.00 s" in str(saturation({"failed": 0, "cut": 0, "ttft_p95_s": 6.0}, 5.0))
+    assert "1 failed" in str(saturation({"failed": 1, "cut": 0, "ttft_p95_s": 0.1}, None))
+
+
+def test_summarize_excludes_degenerate_streams_from_decode() -> None:
+    base = {"failed": None, "cut": None, "prompt_tokens": 10, "token_chunks": 8, "e2e_s": 1.0}
+    streams = [
+        {**base, "degenerate": None, "completion_tokens": 8, "decode_tok_s": 10.0, "ttft_s": 0.1},
+        {**base, "degenerate": "run", "completion_tokens": 8, "decode_tok_s": 99.0, "ttft_s": 0.1},
+        {
+            **base,
+            "failed": "HTTP 500",
+            "degenerate": None,
+            "completion_tokens": None,
+            "decode_tok_s": None,
+            "ttft_s": None,
+        },
+    ]
+    s = summarize(streams, 2.0)
+    assert s["decode_tok_s_p50"] == 10.0 and s["degenerate"] == 1 and s["failed"] == 1
+    assert s["aggregate_output_tok_s"] == 8.0 and s["chunks_per_token"] == 1.0
+
+
+def test_plan_lengths_clamps_and_names_duplicates() -> None:
+    plan = plan_lengths([256, 4096, 8192], 2048, 64)
+    assert [(p["planned_tokens"], p["clamped"], p["same_as"]) for p in plan] == [
+        (256, False, None),
+        (1984, True, None),
+        (1984, True, 4096),
+    ]
+    assert plan_lengths([256], 64, 64)[0]["errors"]
+
+
+def test_turns_alternate_with_an_incumbent() -> None:
+    assert turns(3, False) == [("candidate", [1, 2, 3])]
+    assert [lane[0] for lane in turns(3, True)] == [
+        "candidate",
+        "incumbent",
+        "incumbent",
+        "candidate",
+        "candidate",
+        "incumbent",
+    ]
+
+
+def test_expected_range_settings() -> None:
+    assert parse_cell("c6") == (None, 6) and parse_cell("2048@c6") == (2048, 6)
+    assert parse_cell("*@c2") == (None, 2)
+    assert ExpectedRange(cell="c1", min=73, max=76).covers(256, 1)
+    assert not ExpectedRange(cell="2048@c1", min=73).covers(256, 1)
+    with pytest.raises(ValidationError, match=r"min 80\.0 is above max 76\.0"):
+        ExpectedRange(cell="c1", min=80, max=76)
+    with pytest.raises(ValidationError, match="expected min, max or both"):
+        ExpectedRange(cell="c1")
+    with pytest.raises(ValidationError, match="expected a cell like c6"):
+        ExpectedRange(cell="six", min=1)
+    with pytest.raises(ValidationError, match="concurrency lists a value twice"):
+        CapacitySettings(concurrency=[1, 1])
+    assert CapacitySettings(lengths=[128]).depths == [128]
+
+
+def test_plot_is_an_svg_with_one_line_per_length_and_lane() -> None:
+    rows = [
+        {"lane": lane, "length": n, "concurrency": c, "aggregate_output_tok_s": 10.0 * c}
+        for lane in ("candidate", "incumbent")
+        for n in (256, 2048)
+        for c in (1, 2, 4)
+    ]
+    out = svg(rows, "demo <matrix>")
+    assert out.startswith("<svg") and out.count("<polyline") == 4
+    assert "stroke-dasharray" in out and "demo &lt;matrix&gt;" in out
