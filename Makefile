@@ -39,8 +39,15 @@ test-unit: $(STAMP)
 test: server
 	$(BIN)/pytest -q
 
+# The trust set-up first: a scratch house repository with the demo house policy, and the demo
+# key pinned to sign decisions (a fresh key each time, so a fresh house).
 demo: server
 	$(BIN)/qualify keygen --out .qualify/keys/demo --force
-	$(BIN)/qualify run examples/smollm2/candidate.toml --key .qualify/keys/demo.key; \
+	rm -rf .qualify/house
+	$(BIN)/qualify house init .qualify/house --policy examples/house/house-policy.toml
+	$(BIN)/qualify house pin decision .qualify/keys/demo.pub --name demo \
+	  --why "the demo signs its own runs" --house .qualify/house
+	$(BIN)/qualify run examples/smollm2/candidate.toml --key .qualify/keys/demo.key \
+	  --house .qualify/house; \
 	  code=$$?; echo "qualify run exited $$code (0 promote, 1 no-promote)"; \
 	  test $$code -le 1

@@ -16,6 +16,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     init = verbs.add_parser("init", help="create a house repository with the default policy")
     init.add_argument("dir", type=Path)
+    init.add_argument("--policy", type=Path, help="start from this house policy file")
     init.set_defaults(func=_init)
     show = verbs.add_parser("show", help="the house policy and the pinned keys, at HEAD")
     show.set_defaults(func=_show)
@@ -64,7 +65,7 @@ def _root(args: argparse.Namespace) -> Path:
 def _init(args: argparse.Namespace) -> int:
     from qualify.decision.trust import init
 
-    policy, commit = init(args.dir)
+    policy, commit = init(args.dir, args.policy)
     state = f"committed {commit[:12]}" if commit else "already committed"
     print(f"{policy}: house policy ({state})")
     print(f"next: qualify house pin decision KEY.pub --name NAME --why WHY --house {args.dir}")

@@ -80,8 +80,9 @@ def _commit(repo: git.Repo, paths: list[str], message: str) -> str:
     return repo.head.commit.hexsha
 
 
-def init(root: Path) -> tuple[Path, str | None]:
-    """A house repository at `root` with the default policy; an existing policy is kept."""
+def init(root: Path, seed: Path | None = None) -> tuple[Path, str | None]:
+    """A house repository at `root` with the default policy (or a copy of `seed`, validated);
+    an existing policy is kept."""
     root = root.expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     try:
@@ -97,6 +98,9 @@ def init(root: Path) -> tuple[Path, str | None]:
     policy = root / house_policy.POLICY_FILE
     if policy.exists():
         house_policy.load(policy)  # an existing policy must be valid; it is never replaced
+    elif seed is not None:
+        house_policy.load(seed)
+        write_atomic(policy, seed.read_text())
     else:
         write_atomic(policy, house_policy.DEFAULT_TEXT)
     if _at_head(repo, house_policy.POLICY_FILE) if repo.head.is_valid() else None:

@@ -92,7 +92,7 @@ def test_missing_api_key_env_is_bad_input(qualify: Callable[..., Outcome], tmp_p
 def test_examples_are_valid(qualify: Callable[..., Outcome]) -> None:
     """Both shipped examples, candidates and controls, validate."""
     ex = BAD.parents[2] / "examples"
-    files = sorted(str(p) for p in ex.glob("*/*.toml"))
+    files = sorted(str(p) for p in ex.glob("*/*.toml") if p.parent.name != "house")
     assert len(files) >= 4
     r = qualify("validate", *files)
     assert r.returncode == 0, r.stderr

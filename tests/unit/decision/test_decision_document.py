@@ -11,6 +11,7 @@ import jinja2
 import pytest
 
 from qualify.decision import document
+from qualify.decision.conclude import setup
 from qualify.decision.render import preview, render_run
 from qualify.evidence.store import RunDir
 
@@ -39,14 +40,14 @@ def test_recorded_run_renders_its_golden_document(tmp_path: Path) -> None:
     src = _recorded()
     copy = tmp_path / src.parent.name / src.name
     shutil.copytree(src, copy)
-    text = render_run(RunDir(copy))
+    text = render_run(RunDir(copy), setup(None))
     check_golden("decision-recorded.md", text)
-    assert render_run(RunDir(copy)) == text
+    assert render_run(RunDir(copy), setup(None)) == text
 
 
 def _contract_text(tmp_path: Path) -> str:
     run = contract_run.build(tmp_path)
-    record = preview(run).model_copy(
+    record = preview(run, setup(None)).model_copy(
         update={"evidence_root": "e" * 64, "decided_at": "2026-08-01T00:41:00Z"}
     )
     return document.render(run, record, {**_info(run)})
@@ -87,7 +88,7 @@ def test_missing_stages_say_not_run_and_why(tmp_path: Path) -> None:
     run = contract_run.build(tmp_path)
     shutil.rmtree(run.path / "ab")
     shutil.rmtree(run.path / "vram")
-    text = render_run(run)
+    text = render_run(run, setup(None))
     assert "A/B: not run (no attempt was recorded)." in text
     assert "VRAM: not run (no attempt was recorded)." in text
     assert "ab/*: required, but no gate matches (ab not run: no attempt was recorded)" in text
@@ -100,4 +101,4 @@ def test_template_is_strict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("QUALIFY_TEMPLATES", str(tmp_path))
     run = contract_run.build(tmp_path / "ev")
     with pytest.raises(jinja2.UndefinedError):
-        render_run(run)
+        render_run(run, setup(None))

@@ -3,7 +3,6 @@ derives again, waivers that mean something, a portable record signed whole."""
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 from pathlib import Path
@@ -18,8 +17,8 @@ from qualify.decision import statement
 from qualify.decision.conclude import setup
 from qualify.decision.house import parse
 from qualify.decision.signing import envelope_bytes, load_private, load_public, seal_envelope
-from qualify.decision.waivers import grant
 from qualify.decision.verify import verify
+from qualify.decision.waivers import grant
 from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 from qualify.records import Verdict
 from qualify.tickets import TicketStore
@@ -41,7 +40,7 @@ def test_pinned_decision_key_moves_the_alias(
 ) -> None:
     """The promote path under a house policy the run meets: the pinned key signed it, the alias
     is set and committed in the house."""
-    run, env, house, ci, cand = h.decided(tmp_path)
+    _run, env, house, _ci, cand = h.decided(tmp_path)
     assert alias_set(cand, env, house) == 0, capsys.readouterr().err
     assert "signed by ci" in capsys.readouterr().out
     assert 'candidate = "smollm2-135m-ngram"' in (house / TABLE).read_text()
@@ -82,7 +81,7 @@ def test_a_decision_under_another_house_policy_is_refused(
 ) -> None:
     """The house policy changed after the decision: refused; accepted again once the house
     policy lists the old digest in `accept`."""
-    run, env, house, ci, cand = h.decided(tmp_path)
+    _run, env, house, _ci, cand = h.decided(tmp_path)
     old = parse(h.HOUSE_POLICY, "x").rules().sha256
     h.commit_policy(house, h.HOUSE_POLICY.replace('"vram/*"]', '"vram/*", "preflight/*"]'))
     assert alias_set(cand, env, house) == 1
@@ -96,7 +95,7 @@ def test_candidate_edited_after_the_decision_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The alias gate compares the candidate file with the signed in-run copy."""
-    run, env, house, ci, cand = h.decided(tmp_path)
+    _run, env, house, _ci, cand = h.decided(tmp_path)
     cand.write_text(cand.read_text() + "\n# edited\n")
     assert alias_set(cand, env, house) == 1
     assert "the signed copy run/attempt-001/candidate.toml" in capsys.readouterr().err
@@ -151,7 +150,7 @@ def test_a_re_signed_edited_verdict_is_refused_by_verify(
 def test_every_file_of_the_run_is_signed_and_the_envelope_is_portable(tmp_path: Path) -> None:
     """A one-byte change to any file of the run (the invocation attempt included) fails verify
     naming it; a copy of the run in another directory verifies the same."""
-    run, env, house, ci, cand = h.decided(tmp_path)
+    run, env, _house, ci, _cand = h.decided(tmp_path)
     pub = load_public(ci[1])
     report = verify(env, pub)
     assert report.ok and report.notes == []
@@ -205,7 +204,7 @@ def test_a_waiver_by_a_pinned_approver_promotes_shown_as_waived(
 ) -> None:
     """An inconclusive gate waived by a pinned approver: "promote with 1 waiver (...)", waived
     (never pass) in the document, and verify and alias set accept it."""
-    run, env, house, ci, cand = h.decided(tmp_path, vram=Verdict.INCONCLUSIVE)
+    run, _env, house, ci, cand = h.decided(tmp_path, vram=Verdict.INCONCLUSIVE)
     alice = h.keypair(tmp_path, "alice")
     h.pin_waiver(house, alice[1], "alice")
     _waiver(tmp_path, house, run, alice[0])
@@ -235,7 +234,7 @@ def test_a_waiver_by_a_pinned_approver_promotes_shown_as_waived(
 def test_waivers_that_do_not_count(tmp_path: Path, case: str, why: str) -> None:
     """Expired, signed by the run's own key, bound to another policy, or by an unpinned key: not
     accepted, the gate still blocks, and the decision is no-promote."""
-    run, env, house, ci, cand = h.decided(tmp_path, vram=Verdict.INCONCLUSIVE)
+    run, _env, house, ci, cand = h.decided(tmp_path, vram=Verdict.INCONCLUSIVE)
     alice = h.keypair(tmp_path, "alice")
     h.pin_waiver(house, alice[1], "alice")
     h.pin_waiver(house, ci[1], "ci-as-approver")
@@ -254,7 +253,7 @@ def test_waivers_that_do_not_count(tmp_path: Path, case: str, why: str) -> None:
 def test_a_waiver_signed_later_by_its_approver_fails_verify(tmp_path: Path) -> None:
     """A decision left unsigned and then signed with the waiver's own key: verify judges the
     waiver again with the actual signer and refuses."""
-    run, env, house, ci, cand = h.decided(tmp_path, vram=Verdict.INCONCLUSIVE)
+    run, _env, house, _ci, cand = h.decided(tmp_path, vram=Verdict.INCONCLUSIVE)
     alice = h.keypair(tmp_path, "alice")
     h.pin_waiver(house, alice[1], "alice")
     _waiver(tmp_path, house, run, alice[0])
