@@ -350,7 +350,7 @@ def llamacpp_quant_names(ftype: str) -> tuple[str, ...]:
 
 
 class LlamaCpp(EngineAdapter):
-    name, owned_by, paths = "llama.cpp", "llamacpp", ("/props",)
+    name, owned_by, paths = "llama.cpp", "llamacpp", ("/props", "/slots")
 
     def _observe(
         self,
@@ -391,15 +391,28 @@ class LlamaCpp(EngineAdapter):
             {"split_mode": split},
             "launch flag -sm (row or tensor split is tensor parallel over the visible GPUs)",
         )
-        seen["speculation"] = Seen(self._spec(args, env, props), "launch flags --spec-*")
+        spec = self._spec(args, env)
+        # /props params show a request's defaults ("speculative.types": "none" whatever the
+        # launch); /slots says per slot whether it drafts (absent with --no-slots).
+        slots = bodies.get("/slots")
+        drafts = (
+            [s.get("speculative") for s in slots if isinstance(s, dict)]
+            if isinstance(slots, list)
+            else []
+        )
+        source = "launch flags --spec-*"
+        if drafts:
+            source += ", GET /slots speculative"
+            if not any(drafts) and spec["method"] != "none":
+                spec = {"method": "none", "draft_tokens": 0, "launched": spec["method"]}
+            elif all(drafts) and spec["method"] == "none":
+                spec = {"method": "unknown", "draft_tokens": None, "why": "slots draft"}
+        seen["speculation"] = Seen(spec, source)
 
-    def _spec(self, args: list[str], env: dict[str, str], props: Any) -> dict[str, Any]:
+    def _spec(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         types = flag(args, "--spec-type") or env.get("LLAMA_ARG_SPEC_TYPE")
         if types is None and "--spec-default" in args:
             types = "ngram-mod"
-        if isinstance(props, dict):
-            params = (props.get("default_generation_settings") or {}).get("params") or {}
-            types = params.get("speculative.types", types)
         method = types or "none"
         out: dict[str, Any] = {"method": method, "draft_tokens": None}
         if method == "none":

@@ -155,6 +155,18 @@ def test_llamacpp_speculation_from_launch_flags() -> None:
     )
 
 
+def test_llamacpp_slots_confirm_whether_the_server_drafts() -> None:
+    """/props shows request defaults ("speculative.types": "none" whatever the launch); /slots
+    says whether slots draft: a launch asking for ngram-mod whose slots do not draft fails."""
+    spec = {"method": "ngram-mod", "draft_tokens": 64}
+    launch = _local("--spec-type", "ngram-mod")
+    bodies = _llama() | {"/slots": [{"n_ctx": 8192, "speculative": True}]}
+    bodies["/props"]["default_generation_settings"]["params"]["speculative.types"] = "none"
+    assert _verdicts(gather(_pins(speculation=spec), bodies, launch))["speculation"] is Verdict.PASS
+    bodies["/slots"] = [{"n_ctx": 8192, "speculative": False}]
+    assert _verdicts(gather(_pins(speculation=spec), bodies, launch))["speculation"] is Verdict.FAIL
+
+
 def test_llamacpp_kv_and_parallelism_from_launch_flags() -> None:
     """-ctk/-ctv q8_0 fails an f16 pin; -sm row fails a tensor = 1 pin."""
     launch = _local("-ctk", "q8_0", "-ctv", "q8_0", "-sm", "row")
@@ -374,4 +386,3 @@ def test_unknown_placeholder_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as exc:
         ServerProcess(loaded, attempt).command()
     assert "server.launch.command[0]" in exc.value.render()
-
