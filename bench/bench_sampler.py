@@ -3,8 +3,6 @@
     python bench/bench_sampler.py [--out FILE] [--n 2000] [--gpu-seconds 4]
 
 - nvml: `NvmlSource.poll()` back to back (wall and CPU time of the calling thread);
-- nvidia-smi: parsing one CSV line, and the CPU the streaming nvidia-smi process itself burns
-  in a few seconds at 250 ms (read from /proc);
 - dcgm: one scrape and parse of a local page in dcgm-exporter's format (the recorded H200 page);
 - gpu: bf16 matmul throughput with no sampler, with the 250 ms NVML sampler, and with a 10 ms
   one (40 times the normal rate), in one process, so only the ratio matters.
@@ -16,7 +14,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 import threading
 import time
@@ -30,7 +27,6 @@ sys.path.insert(0, str(ROOT))
 from qualify.vram.dcgm import DcgmSource  # noqa: E402
 from qualify.vram.nvml import NvmlSource, NvmlUnavailable  # noqa: E402
 from qualify.vram.sampler import Sampler, percentile  # noqa: E402
-from qualify.vram.smi import SmiSource, SmiUnavailable, parse_line  # noqa: E402
 
 DATA = ROOT / "tests" / "unit" / "gpu" / "data"
 PORT = 18690
@@ -67,35 +63,6 @@ def bench_nvml(n: int) -> dict[str, Any]:
         return out
     finally:
         src.close()
-
-
-def _proc_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def bench_smi(n: int, data: Path) -> dict[str, Any]:
-    lines = (data / "smi-stream.csv").read_text().splitlines()
-    offset = time.time() - time.monotonic()
-    out: dict[str, Any] = {"parse": _timed(lambda: parse_line(lines[0], offset), n)}
-    try:
-        src = SmiSource(250)
-    except SmiUnavailable as exc:
-        out["stream"] = {"skipped": str(exc)}
-        return out
-    try:
-        pid, window = src.proc.pid, 5.0
-        c0 = _proc_cpu_s(pid)
-        time.sleep(window)
-        used = _proc_cpu_s(pid) - c0
-        out["stream"] = {
-            "window_s": window,
-            "nvidia_smi_cpu_s": used,
-            "cpu_pct": used / window * 100,
-        }
-    finally:
-        src.close()
-    return out
 
 
 def _serve(text: str) -> ThreadingHTTPServer:
@@ -158,9 +125,7 @@ def bench_gpu(seconds: float) -> dict[str, Any]:
         s.mark("bench")
         out[f"nvml_{ms}ms"] = _matmul_rate(torch, seconds)
         s.stop()
-        out[f"nvml_{ms}ms_samples"] = sum(
-            st.samples for t in s.tracks.values() for st in t.stages.values()
-        )
+        out[f"nvml_{ms}ms_samples"] = sum(t.samples for t in s.tracks.values())
     out["off_after"] = _matmul_rate(torch, seconds)
     base = (out["off_before"] + out["off_after"]) / 2
     out["ratio_250ms"] = out["nvml_250ms"] / base
@@ -172,12 +137,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path)
     ap.add_argument("--n", type=int, default=2000)
-    ap.add_argument("--data", type=Path, default=DATA, help="smi-stream.csv, dcgm-peak.txt")
+    ap.add_argument("--data", type=Path, default=DATA, help="dcgm-peak.txt")
     ap.add_argument("--gpu-seconds", type=float, default=4.0)
     args = ap.parse_args()
     result = {
         "nvml_poll": bench_nvml(args.n),
-        "nvidia_smi": bench_smi(args.n, args.data),
         "dcgm_poll": bench_dcgm(min(args.n, 500), args.data),
         "gpu_disturbance": bench_gpu(args.gpu_seconds),
     }

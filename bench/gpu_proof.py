@@ -1,4 +1,4 @@
-"""The GPU proof: the sampler, through NVML, nvidia-smi and DCGM at once, while PyTorch takes
+"""The GPU proof: the sampler, through NVML and DCGM at once, while PyTorch takes
 and frees known amounts of GPU memory.
 
     python -m qualify.vram.proof OUT_DIR [--steps 10,40,80] [--hold 4]
@@ -6,8 +6,8 @@ and frees known amounts of GPU memory.
 Stages: `idle` (no CUDA context), `cuda-context` (context, cuBLAS and the matmul operands),
 then per step `alloc-<N>GiB` (N GiB held, matmuls running for power) and `release-<N>GiB`.
 The expected lowest free memory of `alloc-<N>GiB` is the free memory at the end of
-`cuda-context` minus N GiB. Writes proof.json, nvml-baseline.json, nvml-samples.jsonl,
-smi-stream.csv and dcgm-*.txt into OUT_DIR. Needs torch and a GPU; not part of the CLI.
+`cuda-context` minus N GiB. Writes proof.json, nvml-baseline.json, nvml-samples.jsonl and
+dcgm-*.txt into OUT_DIR. Needs torch and a GPU; not part of the CLI.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from typing import Any
 from qualify.vram.dcgm import DcgmSource, render
 from qualify.vram.nvml import NvmlSource, load_pynvml
 from qualify.vram.readings import MIB
-from qualify.vram.sampler import Sampler, percentile
-from qualify.vram.smi import SmiSource
+from qualify.vram.sampler import Sampler
 
 GIB = 1 << 30
 PORT = 18650
@@ -110,13 +109,17 @@ class Exporter:
 def summarise(s: Sampler) -> dict[str, Any]:
     assert s.source is not None
     cards = {}
+    log, figs = s.log.read(), s.figures()
+    lines = log.lines if log is not None else []
     for gpu, tr in s.tracks.items():
+        fig = figs.get(gpu)
         cards[gpu] = {
             "name": tr.card.name,
             "total_mib": tr.card.total_mib,
-            "stages": {k: vars(v) for k, v in tr.stages.items()},
+            "stages": {k: v.as_dict() for k, v in (fig.stages.items() if fig else [])},
             "lost": vars(tr.lost) if tr.lost else None,
-            "rows": tr.rows,
+            # [t_s, stage, free_mib, used_mib, power_w, n], as earlier proofs wrote them
+            "rows": [[r[0], r[1], *r[3:], 1] for r in lines if isinstance(r, list) and r[2] == gpu],
         }
     return {
         "source": s.source.name,
@@ -213,27 +216,19 @@ def main(argv: list[str] | None = None) -> int:
     exporter = Exporter(nv, PORT)
     nvml = NvmlSource()
     nvml.record = []
-    smi = SmiSource(250)
-    tee = (out / "smi-stream.csv").open("w")
-    smi.tee = tee
     dcgm = DcgmSource([exporter.url], 250)
-    samplers = [Sampler(src, 250).start() for src in (nvml, smi, dcgm)]
+    samplers = [Sampler(src, 250).start() for src in (nvml, dcgm)]
     try:
         facts = workload(samplers, [int(x) for x in args.steps.split(",")], args.hold, log)
     finally:
         for s in samplers:
             s.stop()
-        tee.close()
     with (out / "nvml-samples.jsonl").open("w") as fh:
         for rec in nvml.record:
             fh.write(json.dumps(rec) + "\n")
     _write_pages(out, exporter.pages)
     exporter.server.shutdown()
     sources = {s.source.name: summarise(s) for s in samplers if s.source is not None}
-    sources["nvidia-smi"]["arrival_lag_ms"] = {
-        "p50": percentile(smi.lag_ms, 50),
-        "p99": percentile(smi.lag_ms, 99),
-    }
     proof: dict[str, Any] = {
         "version": 1,
         "host": platform.node(),
