@@ -35,7 +35,7 @@ MEDIAN_KEYS = (
 
 
 def cell_key(length: int, concurrency: int) -> str:
-    return f"{length}@c{concurrency}"
+    return f"{length}-c{concurrency}"
 
 
 def _nums(values: list[Any]) -> list[float]:

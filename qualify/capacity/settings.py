@@ -21,16 +21,16 @@ DecodeKind = Literal["prose", "code", "json", "list"]
 RangeMetric = Literal[
     "aggregate_output_tok_s", "decode_tok_s_p50", "ttft_p50_s", "ttft_p95_s", "e2e_p50_s"
 ]
-# `c6` (every length at c=6), `2048@c6` (one cell), `*@c6` (same as `c6`).
-CELL_PATTERN = r"^(\*|[1-9][0-9]*)?@?c[1-9][0-9]*$"
-_CELL = re.compile(r"^(?:(\*|[1-9][0-9]*)@)?c([1-9][0-9]*)$")
+# `c6` (every length at c=6), `2048-c6` (one cell), `*-c6` (same as `c6`).
+CELL_PATTERN = r"^(\*|[1-9][0-9]*)?-?c[1-9][0-9]*$"
+_CELL = re.compile(r"^(?:(\*|[1-9][0-9]*)-)?c([1-9][0-9]*)$")
 
 
 def parse_cell(cell: str) -> tuple[int | None, int]:
-    """`2048@c6` -> (2048, 6); `c6` or `*@c6` -> (None, 6)."""
+    """`2048-c6` -> (2048, 6); `c6` or `*-c6` -> (None, 6)."""
     m = _CELL.match(cell)
     if m is None:
-        raise ValueError(f"expected a cell like c6 or 2048@c6 (got {cell!r})")
+        raise ValueError(f"expected a cell like c6 or 2048-c6 (got {cell!r})")
     length = None if m.group(1) in (None, "*") else int(m.group(1))
     return length, int(m.group(2))
 
@@ -38,7 +38,7 @@ def parse_cell(cell: str) -> tuple[int | None, int]:
 class ExpectedRange(StrictModel):
     """What the candidate says one cell (or one concurrency at every length) will show."""
 
-    cell: str = Field(description="c6 (every length at c=6) or 2048@c6 (one cell)")
+    cell: str = Field(description="c6 (every length at c=6) or 2048-c6 (one cell)")
     metric: RangeMetric = "aggregate_output_tok_s"
     min: Annotated[float, Field(ge=0)] | None = None
     max: Annotated[float, Field(ge=0)] | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -18,6 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 @dataclass(frozen=True)
 class Dialect:
+    """Which `/metrics` series of one engine mean what.
+
+    Counters and queue gauges are summed over their label sets (vLLM `{engine, model_name}`,
+    SGLang's `tp_rank`/`pp_rank`/`dp_rank`); a series in `means` (a fraction, or a value of the
+    last batch) is averaged over them instead, since adding two ranks' rates means nothing.
+    """
+
     name: str
     running: tuple[str, ...]
     waiting: tuple[str, ...]
@@ -25,10 +32,33 @@ class Dialect:
     spec_draft_tokens: str | None
     spec_accepted: str | None
     spec_per_pos: str | None
-    spec_gauges: tuple[str, ...] = ()
+    spec_gauges: tuple[str, ...] = ()  # last-batch values, never a delta
+    spec_verify_calls: str | None = None  # one verify call per draft (SGLang)
+    spec_width: str | None = None  # draft tokens per verify call, the verified one included
+    spec_missing: str = "spec-counters-absent"  # the inconclusive's name when none is exposed
+    generated: tuple[str, ...] = ()
     prompt_cached: tuple[str, ...] = ()
     kv_capacity: tuple[str, ...] = ()
+    means: frozenset[str] = frozenset()
     info_paths: tuple[str, ...] = field(default_factory=tuple)
+
+    def read(self, snap: MetricsSnapshot, name: str) -> float | None:
+        """One series over its label sets: the mean for a fraction or last-batch gauge, else
+        the sum; None when the page does not have it."""
+        return snap.mean(name) if name in self.means else snap.total(name)
+
+    def spec_names(self) -> tuple[str, ...]:
+        """Every series speculative decoding is read from, in the order they are tried."""
+        names = (
+            self.spec_draft_tokens,
+            self.spec_accepted,
+            self.spec_drafts,
+            self.spec_verify_calls,
+            *((self.generated[0],) if self.spec_verify_calls and self.generated else ()),
+            self.spec_width,
+            *self.spec_gauges,
+        )
+        return tuple(n for n in names if n)
 
 
 VLLM = Dialect(
@@ -39,8 +69,10 @@ VLLM = Dialect(
     spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
     spec_accepted="vllm:spec_decode_num_accepted_tokens_total",
     spec_per_pos="vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    generated=("vllm:generation_tokens_total",),
     prompt_cached=("vllm:prompt_tokens_cached_total", "vllm:prefix_cache_hits_total"),
     kv_capacity=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    means=frozenset({"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}),
     info_paths=("/version",),
 )
 SGLANG = Dialect(
@@ -52,8 +84,22 @@ SGLANG = Dialect(
     spec_accepted=None,
     spec_per_pos=None,
     spec_gauges=("sglang:spec_accept_length", "sglang:spec_accept_rate"),
+    spec_verify_calls="sglang:spec_verify_calls_total",
+    spec_width="sglang:spec_num_draft_tokens",
+    spec_missing="spec-gauges-absent",
+    generated=("sglang:generation_tokens_total",),
     prompt_cached=("sglang:cached_tokens_total",),
     kv_capacity=("sglang:max_total_num_tokens", "sglang:token_usage"),
+    means=frozenset(
+        {
+            "sglang:token_usage",
+            "sglang:spec_accept_length",
+            "sglang:spec_accept_rate",
+            "sglang:spec_num_steps",
+            "sglang:spec_num_draft_tokens",
+            "sglang:cache_hit_rate",
+        }
+    ),
     info_paths=("/server_info", "/get_server_info", "/model_info"),
 )
 LLAMACPP = Dialect(
@@ -64,6 +110,7 @@ LLAMACPP = Dialect(
     spec_draft_tokens="llamacpp:spec_decode_num_draft_tokens_total",
     spec_accepted="llamacpp:spec_decode_num_accepted_tokens_total",
     spec_per_pos="llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+    generated=("llamacpp:tokens_predicted_total",),
     prompt_cached=("llamacpp:prompt_tokens_cached_total",),
     info_paths=("/props",),
 )
@@ -79,7 +126,8 @@ Labels = tuple[tuple[str, str], ...]
 
 @dataclass
 class MetricsSnapshot:
-    """One scrape of `/metrics`: every sample by name and sorted labels."""
+    """One scrape of `/metrics`: every sample by name and sorted labels. The `_created`
+    timestamps prometheus_client adds beside each counter are left out: they are not values."""
 
     samples: dict[str, dict[Labels, float]]
     t: float = 0.0
@@ -89,6 +137,8 @@ class MetricsSnapshot:
         samples: dict[str, dict[Labels, float]] = {}
         for family in text_string_to_metric_families(text):
             for s in family.samples:
+                if s.name.endswith("_created"):
+                    continue
                 labels = tuple(sorted(s.labels.items()))
                 samples.setdefault(s.name, {})[labels] = float(s.value)
         return cls(samples, t)
@@ -100,6 +150,11 @@ class MetricsSnapshot:
         """Sum over every label set (e.g. over ranks), or None if the metric is absent."""
         series = self.samples.get(name)
         return None if series is None else sum(series.values())
+
+    def mean(self, name: str) -> float | None:
+        """Mean over every label set (a fraction per rank), or None if the metric is absent."""
+        series = self.samples.get(name)
+        return None if not series else sum(series.values()) / len(series)
 
     def first(self, names: tuple[str, ...]) -> float | None:
         for n in names:
@@ -200,12 +255,133 @@ def _version_match(pinned: str, version: str, engine: str) -> Match:
     return v == p or v.startswith(p + "+"), ""
 
 
+# --- Errors: nested `{"error": {...}}` (vLLM since 0.10.1, llama-server) or flat (SGLang) ----
+
+
+@dataclass(frozen=True)
+class EngineError:
+    """An error body read in the engine's words. `kind` is `over-length` (the prompt alone is
+    over the window), `over-request` (prompt plus max_tokens is), or None (another error)."""
+
+    message: str
+    type: str | None
+    param: str | None
+    shape: str  # "nested" | "flat"
+    kind: str | None = None
+    limit: int | None = None
+    prompt_tokens: int | None = None
+
+
+# (kind, pattern with named groups `limit` and `prompt`), per engine, as each words it.
+_VLLM_LENGTH = (
+    (
+        "over-length",
+        r"maximum context length is (?P<limit>\d+) tokens\. However, your prompt contains "
+        r"(?P<prompt>\d+) input tokens",
+    ),
+    ("over-length", r"The engine prompt length (?P<prompt>\d+) exceeds the max_model_len (?P<limit>\d+)"),
+    (
+        "over-length",
+        r"The decoder prompt \(length (?P<prompt>\d+)\) is longer than the maximum model length "
+        r"of (?P<limit>\d+)",
+    ),
+    (
+        "over-request",
+        r"maximum context length is (?P<limit>\d+) tokens\. However, you requested \d+ tokens "
+        r"\((?P<prompt>\d+) in the messages",
+    ),
+    ("over-request", r"max_tokens=\d+ cannot be greater than max_model_len=(?P<limit>\d+)"),
+)
+_SGLANG_LENGTH = (
+    (
+        "over-length",
+        r"The input \((?P<prompt>\d+) tokens\) is longer than the model's context length "
+        r"\((?P<limit>\d+) tokens\)",
+    ),
+    (
+        "over-request",
+        r"maximum context length of (?P<limit>\d+) tokens\. You requested a total of \d+ tokens: "
+        r"(?P<prompt>\d+) tokens from the input",
+    ),
+)
+_LLAMACPP_LENGTH = (
+    (
+        "over-length",
+        r"request \((?P<prompt>\d+) tokens\) exceeds the available context size "
+        r"\((?P<limit>\d+) tokens\)",
+    ),
+)
+
+# Every field a chat message or delta may carry reasoning in, across the engines.
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+
+
 class EngineAdapter:
     """Reads one engine's own reports and launch flags into pins, and compares them."""
 
     name = ""
     owned_by = ""
     paths: tuple[str, ...] = ()  # GET paths read besides /v1/models
+    metrics: Dialect = VLLM
+    # How a chat prompt is counted: `tokenize` posts the messages to /tokenize;
+    # `apply-template+tokenize` renders them with /apply-template, then tokenizes the text.
+    sizing = "tokenize"
+    # True when the server splits its context over slots (a request gets total / slots).
+    context_per_slot = False
+    reasoning_fields: tuple[str, ...] = ("reasoning_content",)
+    error_shape = "nested"
+    _length_errors: tuple[tuple[str, str], ...] = ()
+    # How the server reports its KV capacity: "slots" (slots x per-slot context),
+    # "startup-log" (a line of its log; the gauge is a usage fraction), "pool-gauge" (a gauge of
+    # the pool's tokens); the log lines read and what the figures mean.
+    kv_report = "startup-log"
+    kv_log: tuple[tuple[str, str], ...] = ()
+    kv_note = ""
+
+    def reasoning(self, obj: dict[str, Any]) -> str:
+        """The reasoning text of a message or delta, from the first field that holds text."""
+        for key in self.reasoning_fields:
+            value = obj.get(key)
+            if isinstance(value, str):
+                return value
+        return ""
+
+    def request_window(self, total: int, slots: int) -> int:
+        """The context one request may use, of a server launched with `total` and `slots`."""
+        return total // max(1, slots) if self.context_per_slot else total
+
+    def error(self, body: Any) -> EngineError | None:
+        """An error body in either shape, with the window and prompt size an over-length
+        message names; None when the body is not an error."""
+        if not isinstance(body, dict):
+            return None
+        nested = body.get("error")
+        if isinstance(nested, dict):
+            err, shape = nested, "nested"
+        elif body.get("object") == "error" or ("message" in body and "choices" not in body):
+            err, shape = body, "flat"
+        else:
+            return None
+        message = str(err.get("message") or "")
+        param = err.get("param")
+        out = EngineError(
+            message,
+            err.get("type") if isinstance(err.get("type"), str) else None,
+            param if isinstance(param, str) else None,
+            shape,
+        )
+        for kind, pattern in self._length_errors:
+            m = re.search(pattern, message)
+            if m is not None:
+                found = m.groupdict()
+                prompt = found.get("prompt")
+                return replace(
+                    out,
+                    kind=kind,
+                    limit=int(found["limit"]),
+                    prompt_tokens=int(prompt) if prompt else None,
+                )
+        return out
 
     def observe(
         self, bodies: dict[str, Any], launch: Launch | None

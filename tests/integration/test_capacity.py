@@ -23,9 +23,7 @@ WINDOW = 2048
 
 
 @pytest.fixture
-def capacity(
-    candidate_factory: Callable[..., Path], stage_runner: Any
-) -> tuple[StageResult, Path]:
+def capacity(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple[StageResult, Path]:
     if "run" not in _RESULT:
         cand = candidate_factory(
             "capacity",

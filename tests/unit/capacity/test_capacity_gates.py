@@ -14,7 +14,7 @@ T = Thresholds()
 def cell(length: int, c: int, **kw: Any) -> dict[str, Any]:
     row = {
         "lane": "candidate",
-        "cell": f"{length}@c{c}",
+        "cell": f"{length}-c{c}",
         "length": length,
         "concurrency": c,
         "aggregate_output_tok_s": 100.0,
@@ -44,11 +44,11 @@ def test_expected_range_pass_fail_and_no_range() -> None:
         ],
         "expected": [
             {"cell": "c1", "min": 73, "max": 76},
-            {"cell": "256@c6", "min": 168, "max": 180},
+            {"cell": "256-c6", "min": 168, "max": 180},
         ],
     }
     got = verdicts(gates.expected_range(data, gates.NoParams(), T))
-    assert got == {"c1": Verdict.PASS, "256@c6": Verdict.FAIL}
+    assert got == {"c1": Verdict.PASS, "256-c6": Verdict.FAIL}
     none = gates.expected_range({"matrix": data["matrix"]}, gates.NoParams(), T)
     assert none[0].verdict is Verdict.INCONCLUSIVE and "no range" in none[0].reasons[0]
 
@@ -67,7 +67,7 @@ def test_unranged_lists_cells_without_a_range() -> None:
     bare = gates.unranged(
         {"matrix": matrix, "expected": [{"cell": "c1", "min": 1}]}, gates.NoParams(), T
     )
-    assert bare[0].verdict is Verdict.INCONCLUSIVE and bare[0].metrics["no_range"] == ["256@c2"]
+    assert bare[0].verdict is Verdict.INCONCLUSIVE and bare[0].metrics["no_range"] == ["256-c2"]
     full = [{"cell": "c1", "min": 1}, {"cell": "c2", "min": 1}]
     ok = gates.unranged({"matrix": matrix, "expected": full}, gates.NoParams(), T)
     assert ok[0].verdict is Verdict.PASS
@@ -100,12 +100,12 @@ def test_fidelity_per_cell_within_the_policy_tolerance() -> None:
         ]
     }
     got = verdicts(gates.fidelity(data, gates.NoParams(), T))
-    assert got == {"256@c1": Verdict.PASS, "256@c2": Verdict.FAIL, "512@c1": Verdict.INCONCLUSIVE}
+    assert got == {"256-c1": Verdict.PASS, "256-c2": Verdict.FAIL, "512-c1": Verdict.INCONCLUSIVE}
 
 
 def _cmp(delta: float, ci: list[float] | None) -> dict[str, Any]:
     return {
-        "cell": "256@c1",
+        "cell": "256-c1",
         "metric": "aggregate_output_tok_s",
         "candidate": 100 + delta,
         "incumbent": 100.0,
@@ -120,7 +120,7 @@ def test_incumbent_regression_fails_only_beyond_the_margin_and_interval() -> Non
     fail = gates.incumbent(
         {"incumbent": inc, "comparison": [_cmp(-10, [-12, -8])]}, gates.NoParams(), T
     )
-    assert fail[0].verdict is Verdict.FAIL and fail[0].part == "256@c1"
+    assert fail[0].verdict is Verdict.FAIL and fail[0].part == "256-c1"
     noisy = gates.incumbent(
         {"incumbent": inc, "comparison": [_cmp(-10, [-15, 2])]}, gates.NoParams(), T
     )
@@ -154,13 +154,13 @@ def test_incumbent_absent_is_skipped_and_unreachable_inconclusive() -> None:
 
 
 def test_degenerate_answers_over_the_allowance_fail() -> None:
-    found = [{"where": "256@c1", "stream": 1, "reason": "a run of 40 × '1'"}]
+    found = [{"where": "256-c1", "stream": 1, "reason": "a run of 40 × '1'"}]
     assert (
         gates.degenerate_answers({"degenerate": []}, gates.DegenerateParams(), T)[0].verdict
         is Verdict.PASS
     )
     bad = gates.degenerate_answers({"degenerate": found}, gates.DegenerateParams(), T)
-    assert bad[0].verdict is Verdict.FAIL and "256@c1" in bad[0].reasons[0]
+    assert bad[0].verdict is Verdict.FAIL and "256-c1" in bad[0].reasons[0]
     allowed = gates.degenerate_answers(
         {"degenerate": found}, gates.DegenerateParams(max_answers=1), T
     )

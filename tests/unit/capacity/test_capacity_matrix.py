@@ -119,10 +119,10 @@ def test_turns_alternate_with_an_incumbent() -> None:
 
 
 def test_expected_range_settings() -> None:
-    assert parse_cell("c6") == (None, 6) and parse_cell("2048@c6") == (2048, 6)
-    assert parse_cell("*@c2") == (None, 2)
+    assert parse_cell("c6") == (None, 6) and parse_cell("2048-c6") == (2048, 6)
+    assert parse_cell("*-c2") == (None, 2)
     assert ExpectedRange(cell="c1", min=73, max=76).covers(256, 1)
-    assert not ExpectedRange(cell="2048@c1", min=73).covers(256, 1)
+    assert not ExpectedRange(cell="2048-c1", min=73).covers(256, 1)
     with pytest.raises(ValidationError, match=r"min 80\.0 is above max 76\.0"):
         ExpectedRange(cell="c1", min=80, max=76)
     with pytest.raises(ValidationError, match="expected min, max or both"):
