@@ -118,6 +118,7 @@ DIALECTS = {d.name: d for d in (VLLM, SGLANG, LLAMACPP)}
 
 
 def dialect(engine: str) -> Dialect:
+    """The metric names of an engine (its adapter's `metrics`)."""
     return DIALECTS[engine]
 
 
@@ -279,7 +280,10 @@ _VLLM_LENGTH = (
         r"maximum context length is (?P<limit>\d+) tokens\. However, your prompt contains "
         r"(?P<prompt>\d+) input tokens",
     ),
-    ("over-length", r"The engine prompt length (?P<prompt>\d+) exceeds the max_model_len (?P<limit>\d+)"),
+    (
+        "over-length",
+        r"The engine prompt length (?P<prompt>\d+) exceeds the max_model_len (?P<limit>\d+)",
+    ),
     (
         "over-length",
         r"The decoder prompt \(length (?P<prompt>\d+)\) is longer than the maximum model length "
@@ -527,6 +531,31 @@ def llamacpp_quant_names(ftype: str) -> tuple[str, ...]:
 
 class LlamaCpp(EngineAdapter):
     name, owned_by, paths = "llama.cpp", "llamacpp", ("/props", "/slots")
+    metrics = LLAMACPP
+    sizing = "apply-template+tokenize"
+    context_per_slot = True
+    _length_errors = _LLAMACPP_LENGTH
+    kv_report = "slots"
+    kv_log = (
+        ("n_slots", r"n_slots = (\d+)"),
+        ("n_ctx_slot", r"n_ctx_slot = (\d+)"),
+        ("kv_buffer_mib", r"KV buffer size\s*=\s*([\d.]+) MiB"),
+    )
+    kv_note = "llama.cpp exposes no KV gauge on /metrics; figures come from the startup log"
+
+    def error(self, body: Any) -> EngineError | None:
+        """llama-server also states the window and prompt as `n_ctx`, `n_prompt_tokens`."""
+        out = super().error(body)
+        err = body.get("error") if isinstance(body, dict) else None
+        if out is None or not isinstance(err, dict) or not isinstance(err.get("n_ctx"), int):
+            return out
+        prompt = err.get("n_prompt_tokens")
+        return replace(
+            out,
+            kind="over-length",
+            limit=err["n_ctx"],
+            prompt_tokens=prompt if isinstance(prompt, int) else out.prompt_tokens,
+        )
 
     def _observe(
         self,
@@ -645,6 +674,17 @@ def _llamacpp_build(pinned: str, reported: str) -> Match:
 
 class Vllm(EngineAdapter):
     name, owned_by, paths = "vllm", "vllm", ("/version",)
+    metrics = VLLM
+    # 0.33 sends `reasoning` only; builds 0.11-0.2x send both, the same text.
+    reasoning_fields = ("reasoning", "reasoning_content")
+    _length_errors = _VLLM_LENGTH
+    kv_report = "startup-log"
+    kv_log = (
+        ("kv_tokens", r"GPU KV cache size: ([\d,]+) tokens"),
+        ("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
+        ("kv_memory_gib", r"Available KV cache memory: ([\d.]+) GiB"),
+    )
+    kv_note = "kv_cache_usage_perc counts evictable prefix-cache blocks as used"
     _METHOD_ALIASES: ClassVar[dict[str, str]] = {
         "deepseek_mtp": "mtp",
         "ernie_mtp": "mtp",
@@ -730,6 +770,17 @@ class Sglang(Vllm):
     """SGLang: `/server_info` returns the resolved server arguments; launch flags otherwise."""
 
     name, owned_by, paths = "sglang", "sglang", ("/server_info",)
+    metrics = SGLANG
+    reasoning_fields = ("reasoning_content",)
+    error_shape = "flat"
+    _length_errors = _SGLANG_LENGTH
+    kv_report = "pool-gauge"
+    kv_log = (
+        ("kv_tokens", r"max_total_num_tokens=(\d+)"),
+        ("k_size_gb", r"K size: ([\d.]+) GB"),
+        ("v_size_gb", r"V size: ([\d.]+) GB"),
+    )
+    kv_note = "max_total_num_tokens is the KV pool size in tokens"
     _ARGS: ClassVar[dict[str, str]] = {
         "revision": "revision",
         "quantization": "quantization",
