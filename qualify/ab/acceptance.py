@@ -61,13 +61,13 @@ class SpecCounters:
             for pos, value in snap.by_label(d.spec_per_pos, "position").items():
                 if pos.isdigit():
                     out.per_pos[int(pos)] = value
-        for name in (*d.spec_gauges, *((SGLANG_WIDTH,) if d.name == "sglang" else ())):
-            v = snap.total(name)
+        for name in (*d.spec_gauges, *((d.spec_width,) if d.spec_width else ())):
+            v = d.read(snap, name)  # last-batch gauges: the mean over ranks, never a sum
             if v is not None:
                 out.gauges[name] = v
-        if d.name == "sglang":
-            out.verify_calls = snap.total(SGLANG_VERIFY)
-            out.generated = snap.total(SGLANG_GENERATED)
+        if d.spec_verify_calls and d.generated:
+            out.verify_calls = snap.total(d.spec_verify_calls)
+            out.generated = snap.total(d.generated[0])
         return out
 
     @property

@@ -314,18 +314,16 @@ def _counter_names(engine: str) -> str:
     d = DIALECTS.get(engine)
     if d is None:
         return "(unknown engine)"
-    names = [d.spec_draft_tokens, d.spec_accepted, d.spec_drafts, *d.spec_gauges]
-    if engine == "sglang":
-        names = ["sglang:spec_verify_calls_total", "sglang:generation_tokens_total", *names]
-    return ", ".join(n for n in names if n)
+    return ", ".join(d.spec_names())
 
 
 def _lane_acceptance(lane: str, block: dict[str, Any], floor: float) -> tuple[Verdict, str]:
     acc = block.get("acceptance")
     missing = [r["run"] for r in block["runs"] if r.get("acceptance") is None]
     if acc is None:
+        missing_name = d.spec_missing if (d := DIALECTS.get(block["engine"])) else "spec-absent"
         return Verdict.INCONCLUSIVE, (
-            f"{lane}: no speculative-decoding counters on /metrics (looked for "
+            f"{lane}: {missing_name}: no speculative-decoding counters on /metrics (looked for "
             f"{_counter_names(block['engine'])}); acceptance is unknown, not assumed"
         )
     if acc.get("drafts") is None:

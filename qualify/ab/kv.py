@@ -13,33 +13,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from qualify.serving.engines import Dialect, MetricsSnapshot
+from qualify.serving.engines import ADAPTERS, Dialect, MetricsSnapshot, adapter
 
 __all__ = ["from_log", "lane_kv", "read_server_log"]
 
 _LOG_LIMIT = 1 << 20
-_PATTERNS: dict[str, list[tuple[str, str]]] = {
-    "llama.cpp": [
-        ("n_slots", r"n_slots = (\d+)"),
-        ("n_ctx_slot", r"n_ctx_slot = (\d+)"),
-        ("kv_buffer_mib", r"KV buffer size\s*=\s*([\d.]+) MiB"),
-    ],
-    "vllm": [
-        ("kv_tokens", r"GPU KV cache size: ([\d,]+) tokens"),
-        ("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
-        ("kv_memory_gib", r"Available KV cache memory: ([\d.]+) GiB"),
-    ],
-    "sglang": [
-        ("kv_tokens", r"max_total_num_tokens=(\d+)"),
-        ("k_size_gb", r"K size: ([\d.]+) GB"),
-        ("v_size_gb", r"V size: ([\d.]+) GB"),
-    ],
-}
-_NOTES = {
-    "llama.cpp": "llama.cpp exposes no KV gauge on /metrics; figures come from the startup log",
-    "vllm": "kv_cache_usage_perc counts evictable prefix-cache blocks as used",
-    "sglang": "max_total_num_tokens is the KV pool size in tokens",
-}
 
 
 def read_server_log(attempt_dir: Path | None) -> str:
@@ -58,7 +36,7 @@ def _number(text: str) -> float | int:
 def from_log(text: str, engine: str) -> dict[str, Any]:
     """Figures from the startup log; a figure printed once per buffer (llama.cpp) is summed."""
     out: dict[str, Any] = {}
-    for key, pattern in _PATTERNS.get(engine, []):
+    for key, pattern in adapter(engine).kv_log if engine in ADAPTERS else ():
         hits = re.findall(pattern, text)
         if not hits:
             continue
@@ -72,7 +50,7 @@ def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> 
     gauges = {}
     if snap is not None:
         for name in d.kv_capacity:
-            v = snap.total(name)
+            v = d.read(snap, name)
             if v is not None:
                 gauges[name] = v
     logged = from_log(log, engine)
@@ -80,5 +58,5 @@ def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> 
         "gauges": gauges,
         "log": logged,
         "reported": bool(gauges or logged),
-        "note": _NOTES.get(engine, ""),
+        "note": adapter(engine).kv_note if engine in ADAPTERS else "",
     }

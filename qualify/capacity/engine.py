@@ -21,6 +21,7 @@ from typing import Any
 from qualify.ab.kv import from_log
 from qualify.capacity.runs import scrape
 from qualify.httpclient.client import Client, Exchange
+from qualify.serving.engines import ADAPTERS
 
 Keep = Callable[[str, Exchange], list[str]]
 
@@ -152,7 +153,8 @@ async def _sglang(client: Client, keep: Keep, log: str) -> dict[str, Any]:
 
 async def engine_capacity(engine: str, client: Client, keep: Keep, log: str) -> dict[str, Any]:
     """The engine's own figures; a figure it does not report is None, never guessed."""
-    read = {"llama.cpp": _llamacpp, "vllm": _vllm, "sglang": _sglang}.get(engine)
+    how = ADAPTERS[engine].kv_report if engine in ADAPTERS else None
+    read = {"slots": _llamacpp, "startup-log": _vllm, "pool-gauge": _sglang}.get(how or "")
     if read is None:
         return _result(note=f"no capacity source known for engine {engine!r}")
     out = await read(client, keep, log)

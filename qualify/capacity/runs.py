@@ -32,12 +32,6 @@ Messages = list[dict[str, str]]
 Keep = Callable[[str, Exchange], list[str]]
 AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
 QUEUE_POLL_S = 0.5
-# Generated-token counters (REFERENCE.md §1 vLLM, §4 SGLang, §5 llama-server).
-GENERATED = {
-    "vllm": ("vllm:generation_tokens_total",),
-    "sglang": ("sglang:generation_tokens_total",),
-    "llama.cpp": ("llamacpp:tokens_predicted_total",),
-}
 
 
 @dataclass
@@ -222,7 +216,7 @@ async def timed_run(s: Sender, prompts: list[Messages], label: str) -> dict[str,
     streams = [stream_record(ex, s.keep(f"{label}-s{i + 1}", ex)) for i, ex in enumerate(exchanges)]
     run["streams"] = streams
     run.update(summarize(streams, _window(exchanges)))
-    generated = _delta(before, after, GENERATED.get(s.dialect.name, ()))
+    generated = _delta(before, after, s.dialect.generated)
     run["server_generated_tokens"] = generated
     run["server_aggregate_tok_s"] = (
         generated / run["window_s"] if generated is not None and run["window_s"] else None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qualify.httpclient.client import Client, Exchange
+from qualify.serving.engines import adapter
 
 Messages = list[dict[str, str]]
 # A first guess of characters per token, by content kind; the first count corrects it.
@@ -53,7 +54,7 @@ class Counter:
 
     async def count(self, msgs: Messages) -> int:
         if not self.method:
-            self.method = "apply-template+tokenize" if self.engine == "llama.cpp" else "tokenize"
+            self.method = adapter(self.engine).sizing
         if self.method == "apply-template+tokenize":
             n = await self._llamacpp(msgs)
         elif self.method == "tokenize":

@@ -24,7 +24,7 @@ from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError,
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
 from qualify.records import StageResult
-from qualify.serving.engines import dialect
+from qualify.serving.engines import adapter, dialect
 from qualify.stage import StageContext, finish, stage, validator
 
 
@@ -92,7 +92,7 @@ async def window_of(
     (`/props` `default_generation_settings.n_ctx`, `/v1/models` `meta.n_ctx`), never the total.
     A pinned `identity.context_length` (the total, for llama.cpp) is divided by the slots."""
     slots = 1
-    if engine == "llama.cpp":
+    if adapter(engine).context_per_slot:
         ex = await client.get("/props")
         keep("props", ex)
         props = ex.body if ex.ok and isinstance(ex.body, dict) else {}

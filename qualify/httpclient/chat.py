@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qualify.httpclient.client import Exchange, error_message
+from qualify.serving.engines import REASONING_FIELDS
 
 json_loads = json.loads
 
@@ -83,10 +84,12 @@ class ChatOutcome:
 
 
 def _reasoning_of(obj: dict[str, Any]) -> str:
-    value = obj.get("reasoning")
-    if not isinstance(value, str):
-        value = obj.get("reasoning_content")
-    return value if isinstance(value, str) else ""
+    """The first reasoning field holding text: vLLM 0.11-0.2x send both, with the same text."""
+    for key in REASONING_FIELDS:
+        value = obj.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ import qualify
 from qualify.candidate import LoadedCandidate, resolve_path
 from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
 from qualify.records import GateResult, StageResult, Verdict
+from qualify.serving.engines import adapter
 from qualify.stage import StageContext, finish, stage, validator
 
 DEFAULT_GATES = Path(qualify.__file__).resolve().parent.parent / "gates"
@@ -47,9 +48,7 @@ def _gate_files(loaded: LoadedCandidate) -> list[str]:
 def window(loaded: LoadedCandidate) -> int:
     """The context one request may use: llama-server splits `-c` across its slots."""
     ident = loaded.candidate.identity
-    if ident.engine == "llama.cpp":
-        return ident.context_length // ident.max_num_seqs
-    return ident.context_length
+    return adapter(ident.engine).request_window(ident.context_length, ident.max_num_seqs)
 
 
 def _data(loaded: LoadedCandidate, gates: list[LoadedGate]) -> dict[str, Any]:

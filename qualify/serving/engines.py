@@ -274,7 +274,7 @@ class EngineError:
 
 
 # (kind, pattern with named groups `limit` and `prompt`), per engine, as each words it.
-_VLLM_LENGTH = (
+_VLLM_LENGTH: tuple[tuple[str, str], ...] = (
     (
         "over-length",
         r"maximum context length is (?P<limit>\d+) tokens\. However, your prompt contains "
@@ -296,7 +296,7 @@ _VLLM_LENGTH = (
     ),
     ("over-request", r"max_tokens=\d+ cannot be greater than max_model_len=(?P<limit>\d+)"),
 )
-_SGLANG_LENGTH = (
+_SGLANG_LENGTH: tuple[tuple[str, str], ...] = (
     (
         "over-length",
         r"The input \((?P<prompt>\d+) tokens\) is longer than the model's context length "
@@ -308,7 +308,7 @@ _SGLANG_LENGTH = (
         r"(?P<prompt>\d+) tokens from the input",
     ),
 )
-_LLAMACPP_LENGTH = (
+_LLAMACPP_LENGTH: tuple[tuple[str, str], ...] = (
     (
         "over-length",
         r"request \((?P<prompt>\d+) tokens\) exceeds the available context size "
@@ -676,10 +676,10 @@ class Vllm(EngineAdapter):
     name, owned_by, paths = "vllm", "vllm", ("/version",)
     metrics = VLLM
     # 0.33 sends `reasoning` only; builds 0.11-0.2x send both, the same text.
-    reasoning_fields = ("reasoning", "reasoning_content")
+    reasoning_fields: tuple[str, ...] = ("reasoning", "reasoning_content")
     _length_errors = _VLLM_LENGTH
     kv_report = "startup-log"
-    kv_log = (
+    kv_log: tuple[tuple[str, str], ...] = (
         ("kv_tokens", r"GPU KV cache size: ([\d,]+) tokens"),
         ("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
         ("kv_memory_gib", r"Available KV cache memory: ([\d.]+) GiB"),
@@ -823,13 +823,16 @@ class Sglang(Vllm):
             why["parallelism"] = "GET /server_info has no tp_size"
         algo = info.get("speculative_algorithm")
         if "speculative_algorithm" in info:
+            # speculative_num_draft_tokens counts the verified token too (SGLang's accept rate
+            # divides by num_draft_tokens - 1): the drafted tokens per step are one fewer.
+            width = info.get("speculative_num_draft_tokens")
             seen["speculation"] = Seen(
                 {
                     "method": algo or "none",
-                    "draft_tokens": info.get("speculative_num_draft_tokens") if algo else 0,
+                    "draft_tokens": (width - 1 if isinstance(width, int) else None) if algo else 0,
                     "draft_model": info.get("speculative_draft_model_path"),
                 },
-                "GET /server_info speculative_*",
+                "GET /server_info speculative_num_draft_tokens - 1 (the verified token)",
             )
         else:
             why["speculation"] = "GET /server_info has no speculative_algorithm"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import threading
 import time
 import uuid
@@ -71,6 +72,22 @@ def default_answer(request: dict[str, Any]) -> Answer:
         required = (fn.get("parameters") or {}).get("required") or []
         return Answer(tool_call=(fn["name"], json.dumps({name: "Paris" for name in required})))
     return Answer()
+
+
+_FACT = re.compile(r"Note: [^.\n]{1,80} is (\d{3,})\.")
+
+
+def recall_answer(request: dict[str, Any]) -> Answer:
+    """A model with perfect recall: names every `Note: … is N.` fact of the prompt, in order
+    (the context stage's needles); otherwise the default answer."""
+    text = " ".join(_text(m.get("content")) for m in request.get("messages") or [])
+    facts = _FACT.findall(text)
+    if not facts:
+        return default_answer(request)
+    return Answer(
+        reasoning="The document states the numbers; I list them.",
+        content="The numbers are " + " and ".join(facts) + ".",
+    )
 
 
 @dataclass
