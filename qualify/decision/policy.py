@@ -169,6 +169,31 @@ def _uncovered_levels(gates: list[GateOutcome], policy: PolicyRules) -> list[str
     return out
 
 
+def _undeclared(
+    stages: list[StageOutcome], attempts: dict[str, StageAttempts], policy: PolicyRules
+) -> list[str]:
+    """Gate files the project declares for a required stage that the run did not run, or ran
+    changed: the candidate chose a subset or its own gate files, so the stage does not count."""
+    out = []
+    for s in stages:
+        res = authoritative(attempts.get(s.stage, []))
+        if res is None or not _stage_required(s.stage, policy):
+            continue
+        want = res.data.get("declared_gate_files")
+        ran = res.data.get("gate_files") or {}
+        if not isinstance(want, dict):
+            continue
+        for gid, digest in sorted(want.items()):
+            if gid not in ran:
+                out.append(f"{s.stage}/{gid}: declared by the project's gate files, but not run")
+            elif ran[gid] != digest:
+                out.append(
+                    f"{s.stage}/{gid}: the gate file run (sha256 {str(ran[gid])[:12]}) is not "
+                    f"the project's (sha256 {str(digest)[:12]})"
+                )
+    return out
+
+
 def _worst_required(gates: list[GateOutcome], broken: list[StageResult], blocked: bool) -> Verdict:
     counted = [o.verdict for o in gates if o.required and o.status != "waived"]
     counted += [r.verdict for r in broken]
@@ -201,6 +226,7 @@ def evaluate(
     reasons = [f"{r.stage}: {r.verdict.value}: " + "; ".join(r.reasons) for r in broken]
     reasons += [_gate_reason(o) for o in gates if o.status in ("blocks", "vetoes")]
     reasons += [_missing_reason(p, stages) for p in missing]
+    reasons += _undeclared(stages, attempts, policy)
     reasons += [
         f"{m}: reasoning level {m.rsplit('@', 1)[1]} is required by the policy, but no "
         f"{m.split('/', 1)[0]} gate covers it"

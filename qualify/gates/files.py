@@ -115,6 +115,14 @@ def default_gates_dir() -> Path:
     return Path(qualify.__file__).resolve().parent.parent / "gates"
 
 
+def declared(stage: str) -> dict[str, str]:
+    """The gate files the project declares for a stage, `{id: sha256}`: what a run must have
+    run, unchanged, for the decision to count the stage (a candidate that picks a subset or its
+    own folder of gate files is missing the rest)."""
+    gates, _ = load_gates(default_gates_dir(), stage)
+    return {g.gate.id: g.sha256 for g in gates}
+
+
 def load_all_gates(gates_dir: Path) -> tuple[list[LoadedGate], list[str]]:
     """Every gate file of every stage under `gates_dir`, with every problem found."""
     out: list[LoadedGate] = []

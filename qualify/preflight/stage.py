@@ -8,6 +8,7 @@ from typing import Any
 import qualify
 from qualify.candidate import LoadedCandidate, resolve_path
 from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
+from qualify.gates.files import declared
 from qualify.records import GateResult, StageResult, Verdict
 from qualify.serving.engines import adapter
 from qualify.stage import StageContext, finish, stage, validator
@@ -56,6 +57,7 @@ def _data(loaded: LoadedCandidate, gates: list[LoadedGate]) -> dict[str, Any]:
         "levels": list(loaded.candidate.reasoning),
         "gates_dir": str(gates_dir(loaded)),
         "gate_files": {g.gate.id: g.sha256 for g in gates},
+        "declared_gate_files": declared("preflight"),
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from qualify.candidate import LoadedCandidate
 from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
-from qualify.gates.files import default_gates_dir
+from qualify.gates.files import declared, default_gates_dir
 from qualify.httpclient.client import Client, Exchange
 from qualify.preflight import stage as preflight
 from qualify.quality import report
@@ -127,6 +127,7 @@ async def quality(ctx: StageContext) -> StageResult:
         "budget_scale": s.budget_scale,
         "budgets": budgets,
         "gate_files": {g.gate.id: g.sha256 for g in gates},
+        "declared_gate_files": declared("quality"),
     }
     if problems or not gates:
         why = problems or ["no task files in gates/quality/"]

@@ -306,7 +306,7 @@ def test_sglang_reads_its_resolved_server_args() -> None:
             "ep_size": 1,
             "max_running_requests": 8,
             "speculative_algorithm": "EAGLE3",
-            "speculative_num_draft_tokens": 4,
+            "speculative_num_draft_tokens": 5,  # 4 drafted + the verified token
         },
     }
     spec = {"method": "eagle3", "draft_tokens": 4}

@@ -211,3 +211,28 @@ def test_pipeline_not_run_result_says_why() -> None:
     s = ev.stages[0]
     assert not s.ran and s.why_not == "the run was aborted earlier (server died)"
     assert "context not run: the run was aborted earlier" in ev.reasons[0]
+
+
+def _preflight_with(gate_files: dict[str, str]) -> dict[str, StageAttempts]:
+    res = result("preflight", 1, [gate("preflight", g, Verdict.PASS, "off") for g in gate_files])
+    res.data = {"gate_files": gate_files, "declared_gate_files": {"smoke": "aa", "json": "bb"}}
+    return {"preflight": [(1, res)]} | one("identity", gate("identity", "model", Verdict.PASS))
+
+
+def test_candidate_chosen_subset_of_gates_never_promotes() -> None:
+    """A run that skipped a declared gate (the candidate named a subset) is missing it."""
+    ev = evaluate(["identity", "preflight"], _preflight_with({"smoke": "aa"}), POLICY)
+    assert not ev.promote
+    assert any("preflight/json" in r and "not run" in r for r in ev.reasons)
+
+
+def test_candidate_own_gate_file_never_promotes() -> None:
+    """A gate file other than the project's (a candidate's own folder) does not count."""
+    ev = evaluate(["identity", "preflight"], _preflight_with({"smoke": "aa", "json": "zz"}), POLICY)
+    assert not ev.promote
+    assert any("preflight/json" in r and "not the project's" in r for r in ev.reasons)
+
+
+def test_every_declared_gate_run_unchanged_promotes() -> None:
+    ev = evaluate(["identity", "preflight"], _preflight_with({"smoke": "aa", "json": "bb"}), POLICY)
+    assert ev.promote, ev.reasons

@@ -1,0 +1,263 @@
+"""Each engine adapter method against the recorded fixtures in tests/fixtures/engines/."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qualify.ab.acceptance import SpecCounters
+from qualify.ab.kv import from_log, lane_kv
+from qualify.serving.engines import (
+    ADAPTERS,
+    REASONING_FIELDS,
+    MetricsSnapshot,
+    adapter,
+    busy,
+)
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "engines"
+
+
+def page(engine: str, *names: str) -> str:
+    return "".join((FIX / engine / n).read_text() for n in names)
+
+
+def body(engine: str, name: str) -> Any:
+    return json.loads((FIX / engine / name).read_text())
+
+
+def sse(engine: str, name: str) -> list[dict[str, Any]]:
+    lines = (FIX / engine / name).read_text().splitlines()
+    data = [ln[len("data: ") :] for ln in lines if ln.startswith("data: ")]
+    return [json.loads(d) for d in data if d != "[DONE]"]
+
+
+def two_ranks(text: str, label: str, second: str) -> str:
+    """The page as two ranks report it: every labelled sample again with `label` = `second`."""
+    extra = [
+        re.sub(rf'{label}="[^"]*"', f'{label}="{second}"', ln)
+        for ln in text.splitlines()
+        if f'{label}="' in ln and not ln.startswith("#")
+    ]
+    return text + "\n".join(extra) + "\n"
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def test_vllm_created_families_are_not_values() -> None:
+    snap = MetricsSnapshot.parse(page("vllm", "metrics.prom"))
+    assert snap.has("vllm:prefix_cache_queries_total")
+    assert not any(n.endswith("_created") for n in snap.samples)
+
+
+def test_vllm_series_sum_over_engine_labels_and_fractions_average() -> None:
+    text = two_ranks(page("vllm", "metrics.prom"), "engine", "1")
+    snap = MetricsSnapshot.parse(text)
+    d = adapter("vllm").metrics
+    assert d.read(snap, "vllm:prefix_cache_queries_total") == 64.0
+    assert d.read(snap, "vllm:kv_cache_usage_perc") == pytest.approx(9.75010481363281e-06)
+    assert busy(snap, d) == (0.0, 0.0)
+
+
+def test_sglang_gauges_sum_over_ranks_but_last_batch_values_average() -> None:
+    text = page("sglang", "metrics.prom", "metrics_spec.prom")
+    text = text.replace(
+        'sglang:num_queue_reqs{engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",'
+        'moe_ep_rank="0",pp_rank="0",tp_rank="0"} 0.0',
+        'sglang:num_queue_reqs{engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",'
+        'moe_ep_rank="0",pp_rank="0",tp_rank="0"} 3.0',
+    )
+    snap = MetricsSnapshot.parse(two_ranks(text, "tp_rank", "1"))
+    d = adapter("sglang").metrics
+    assert busy(snap, d) == (0.0, 6.0)
+    assert d.read(snap, "sglang:spec_num_draft_tokens") == 4.0  # not 8: a per-batch value
+    assert d.read(snap, "sglang:max_total_num_tokens") == 2 * 161721.0
+
+
+def test_vllm_spec_counters_present_and_absent() -> None:
+    d = adapter("vllm").metrics
+    on = SpecCounters.read(
+        MetricsSnapshot.parse(page("vllm", "metrics.prom", "metrics_spec.prom")), d
+    )
+    assert (on.drafts, on.draft_tokens, on.accepted, on.per_pos) == (10, 20, 11, {0: 7, 1: 4})
+    off = SpecCounters.read(MetricsSnapshot.parse(page("vllm", "metrics.prom")), d)
+    assert not off.counted and off.per_pos == {} and off.verify_calls is None
+
+
+def test_sglang_spec_reads_verify_calls_generated_and_width() -> None:
+    d = adapter("sglang").metrics
+    on = SpecCounters.read(
+        MetricsSnapshot.parse(page("sglang", "metrics.prom", "metrics_spec.prom")), d
+    )
+    assert (on.verify_calls, on.generated, on.drafts) == (0.0, 8.0, None)
+    assert on.gauges["sglang:spec_num_draft_tokens"] == 4.0
+    off = SpecCounters.read(MetricsSnapshot.parse(page("sglang", "metrics.prom")), d)
+    assert off.verify_calls is None and off.gauges == {}
+    assert d.spec_missing == "spec-gauges-absent"
+    assert adapter("vllm").metrics.spec_missing == "spec-counters-absent"
+
+
+def test_spec_names_list_what_each_engine_is_read_from() -> None:
+    assert "sglang:spec_verify_calls_total" in adapter("sglang").metrics.spec_names()
+    assert "sglang:generation_tokens_total" in adapter("sglang").metrics.spec_names()
+    assert "vllm:spec_decode_num_draft_tokens_total" in adapter("vllm").metrics.spec_names()
+    assert not any(n.startswith("vllm:") for n in adapter("sglang").metrics.spec_names())
+
+
+def test_kv_capacity_from_gauge_and_log() -> None:
+    sg = MetricsSnapshot.parse(page("sglang", "metrics.prom"))
+    got = lane_kv("sglang", adapter("sglang").metrics, sg, "")
+    assert got["gauges"]["sglang:max_total_num_tokens"] == 161721.0 and got["reported"]
+    assert adapter("sglang").kv_report == "pool-gauge"
+    log = (
+        "INFO GPU KV cache size: 1,234,560 tokens\n"
+        "Maximum concurrency for 8,192 tokens per request: 150.70x"
+    )
+    assert from_log(log, "vllm") == {"kv_tokens": 1234560, "max_concurrency": 150.7}
+    assert from_log(log, "sglang") == {}
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def test_vllm_overlength_is_nested_and_names_window_and_prompt() -> None:
+    err = adapter("vllm").error(body("vllm", "error_overlength.json"))
+    assert err is not None
+    assert (err.shape, err.kind, err.limit, err.prompt_tokens, err.param) == (
+        "nested",
+        "over-length",
+        8192,
+        9000,
+        "input_tokens",
+    )
+    resp = adapter("vllm").error(body("vllm", "responses_error_overlength.json"))
+    assert resp is not None and (resp.kind, resp.limit, resp.param) == (
+        "over-length",
+        8192,
+        "input",
+    )
+
+
+def test_vllm_older_flat_overrequest_is_read_too() -> None:
+    flat = {
+        "object": "error",
+        "message": "This model's maximum context length is 16384 tokens. However, you requested "
+        "19591 tokens (9591 in the messages, 10000 in the completion).",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+    err = adapter("vllm").error(flat)
+    assert err is not None
+    assert (err.shape, err.kind, err.limit, err.prompt_tokens) == (
+        "flat",
+        "over-request",
+        16384,
+        9591,
+    )
+
+
+def test_sglang_overlength_and_overrequest_are_flat() -> None:
+    a = adapter("sglang")
+    over = a.error(body("sglang", "error_overlength.json"))
+    req = a.error(body("sglang", "error_overrequest.json"))
+    assert over is not None and req is not None
+    assert (over.shape, over.kind, over.limit, over.prompt_tokens) == (
+        "flat",
+        "over-length",
+        40960,
+        61709,
+    )
+    assert (req.kind, req.limit, req.prompt_tokens) == ("over-request", 16384, 13)
+    assert a.error_shape == "flat" and adapter("vllm").error_shape == "nested"
+
+
+def test_llamacpp_overlength_reads_its_fields() -> None:
+    err = adapter("llama.cpp").error(
+        {
+            "error": {
+                "code": 400,
+                "message": "request (9000 tokens) exceeds the available context size (8192 "
+                "tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 9000,
+                "n_ctx": 8192,
+            }
+        }
+    )
+    assert err is not None and (err.kind, err.limit, err.prompt_tokens) == (
+        "over-length",
+        8192,
+        9000,
+    )
+
+
+def test_other_errors_and_answers_are_not_overlength() -> None:
+    assert adapter("vllm").error(body("vllm", "chat_completion.json")) is None
+    other = adapter("sglang").error({"object": "error", "message": "model not found"})
+    assert other is not None and other.kind is None and other.limit is None
+
+
+# --- reasoning --------------------------------------------------------------------------------
+
+
+def _reasoning(engine: str) -> str:
+    a = adapter(engine)
+    return "".join(
+        a.reasoning(c["choices"][0]["delta"])
+        for c in sse(engine, "chat_stream_reasoning.sse")
+        if c["choices"]
+    )
+
+
+def test_reasoning_field_per_engine() -> None:
+    assert _reasoning("vllm").startswith("好的")  # `reasoning`, with `reasoning_content` equal
+    assert _reasoning("sglang").startswith("2=")  # `reasoning_content`; `reasoning` absent
+    assert adapter("vllm").reasoning({"reasoning_content": "x"}) == "x"  # 0.11-era builds
+    assert adapter("sglang").reasoning({"reasoning": "x"}) == ""
+    assert set(REASONING_FIELDS) == {f for a in ADAPTERS.values() for f in a.reasoning_fields}
+
+
+# --- sizing, window, identity -----------------------------------------------------------------
+
+
+def test_sizing_and_window_per_engine() -> None:
+    assert adapter("llama.cpp").sizing == "apply-template+tokenize"
+    assert adapter("vllm").sizing == adapter("sglang").sizing == "tokenize"
+    assert adapter("llama.cpp").request_window(8192, 4) == 2048
+    assert (
+        adapter("vllm").request_window(8192, 4) == adapter("sglang").request_window(8192, 4) == 8192
+    )
+
+
+def test_vllm_identity_from_models_and_version() -> None:
+    a = adapter("vllm")
+    seen, why = a.observe(
+        {"/v1/models": body("vllm", "models.json"), "/version": body("vllm", "version.json")}, None
+    )
+    assert seen["model"].value == ["meta-llama/Meta-Llama-3-8B-Instruct"]
+    assert (seen["engine_build"].value, seen["context_length"].value) == ("0.33.0", 8192)
+    assert a.same("engine", "vllm", seen["engine"].value) == (True, "owned_by 'vllm' means vllm")
+    assert a.same("engine_build", "0.33", "0.33.0")[0] is False
+    assert a.same("engine_build", "0.33.0", seen["engine_build"].value)[0] is True
+    assert "launch flags" in why["speculation"]
+
+
+def test_sglang_identity_from_server_info() -> None:
+    a = adapter("sglang")
+    info = body("sglang", "server_info.json")
+    seen, why = a.observe({"/v1/models": body("sglang", "models.json"), "/server_info": info}, None)
+    assert seen["engine"].value == "sglang" and seen["engine_build"].value == "0.5.23"
+    assert seen["parallelism"].value["tensor"] == 2
+    assert seen["speculation"].value == {"method": "none", "draft_tokens": 0, "draft_model": None}
+    assert "max_running_requests" in why["max_num_seqs"]
+    info |= {"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 4}
+    seen, _ = a.observe({"/v1/models": body("sglang", "models.json"), "/server_info": info}, None)
+    spec = seen["speculation"].value
+    assert a.same("speculation", {"method": "mtp", "draft_tokens": 3}, spec)[0] is True
+    assert a.same("speculation", {"method": "eagle", "draft_tokens": 4}, spec)[0] is False
