@@ -77,13 +77,22 @@ fit)
   ;;
 run)
   out=$2; shift 2
-  mkdir -p "$out"
+  mkdir -p "$out/keys"
+  export GIT_AUTHOR_NAME=qualify GIT_AUTHOR_EMAIL=qualify@localhost
+  export GIT_COMMITTER_NAME=qualify GIT_COMMITTER_EMAIL=qualify@localhost
+  [ -f "$out/keys/gpu.key" ] || $PY -m qualify keygen --out "$out/keys/gpu"
+  house="$out/house"
+  if [ ! -d "$house" ]; then
+    $PY -m qualify house init "$house" --policy examples/house/house-policy.toml
+    $PY -m qualify house pin decision "$out/keys/gpu.pub" --name gpu \
+      --why "the GPU session signs its runs" --house "$house"
+  fi
   for cand in "$@"; do
     name=$(basename "$cand" .toml)
     start=$(date +%s)
     set +e
     $PY -m qualify run "$cand" --evidence "$out/evidence" --key "$out/keys/gpu.key" \
-      >"$out/$name.stdout" 2>"$out/$name.stderr"
+      --house "$house" >"$out/$name.stdout" 2>"$out/$name.stderr"
     code=$?
     set -e
     echo "$name exit=$code seconds=$(( $(date +%s) - start ))" | tee -a "$out/runs.txt"

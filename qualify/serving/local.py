@@ -7,6 +7,7 @@ flavour, so a machine builds it once. Only the package registry is reached: the 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -116,13 +117,43 @@ def _source_tree() -> Path:
     return tree
 
 
+BUILD_INFO = ".qualify-build-info.json"
+
+
+def _git(tree: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise OSError(out.stderr.strip() or f"git {' '.join(args)} failed")
+    return out.stdout.strip()
+
+
+def build_info_flags(tree: Path) -> list[str]:
+    """The commit and build number of the vendored llama.cpp, as cmake flags.
+
+    llama.cpp reads them from git at configure time; the sdist carries its git metadata, but a
+    tree copied without it (to a GPU host) would report `b0-unknown` and fail an `engine_build`
+    pin. The first configure that can read git writes them beside the tree; later ones, here
+    or on another host, pass the same values. No git and no file: llama.cpp's own fallback.
+    """
+    info = tree / BUILD_INFO
+    if not info.is_file():
+        try:
+            commit = _git(tree, "rev-parse", "--short=7", "HEAD")
+            number = _git(tree, "rev-list", "--count", "HEAD")
+        except OSError:
+            return []
+        info.write_text(json.dumps({"commit": commit, "number": int(number)}) + "\n")
+    data = json.loads(info.read_text())
+    return [f"-DLLAMA_BUILD_COMMIT={data['commit']}", f"-DLLAMA_BUILD_NUMBER={data['number']}"]
+
+
 def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
     """Configure and build the `llama-server` target alone; copy it and the templates out."""
     if paths.binary.is_file() and paths.templates.is_dir():
         return paths.binary
     tree = _source_tree()
     build = cache_root() / f"build-{paths.flavour}"
-    flags = [*CMAKE_FLAGS, *FLAVOURS[paths.flavour]]
+    flags = [*CMAKE_FLAGS, *FLAVOURS[paths.flavour], *build_info_flags(tree)]
     _log(f"configuring llama.cpp ({paths.flavour}) in {build}")
     subprocess.run(["cmake", "-S", str(tree), "-B", str(build), *flags], check=True)
     n = str(jobs or os.cpu_count() or 2)
