@@ -231,6 +231,8 @@ def conclude(
         policy = prep.candidate.policy if prep.candidate else Policy()
         record.tickets = _tickets(ticket_store(policy, run_info(run)), record)
         attempt.write_bytes("decision.json", _dump(record))
+        for name, png in document.write_plots(run, record):
+            attempt.write_bytes(name, png)
         attempt.write_bytes("decision.md", document.render(run, record, run_info(run)).encode())
         attempt.write_bytes(statement.STATEMENT, statement.build(run, record, listing))
     except Exception:

@@ -77,7 +77,9 @@ def identity_rows(data: dict[str, Any], gates: list[GateOutcome]) -> list[dict[s
 
 
 def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, Any]:
-    """Gates of a levelled stage: one column per reasoning level, one summary line per level."""
+    """Gates of a levelled stage: one column per reasoning level, one totals line per level.
+    Reasons are not repeated here: a failing gate is named by its key, its reason is written
+    once among the blocking reasons (or the caveats, when advisory)."""
     mine = [g for g in gates if g.stage == stage]
     levels = list(dict.fromkeys(g.level or "default" for g in mine))
     names = list(dict.fromkeys(g.gate for g in mine))
@@ -89,14 +91,10 @@ def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, 
     summary = []
     for lv in levels:
         here = [g for g in mine if (g.level or "default") == lv]
-        passed = [g.gate for g in here if g.verdict is Verdict.PASS]
-        other = [
-            f"{g.gate} {shown(g)} ({'; '.join(g.reasons) or 'no reason'})"
-            for g in here
-            if g.verdict is not Verdict.PASS
-        ]
-        text = (", ".join(passed) + " passed") if passed else "nothing passed"
-        summary.append({"level": lv, "text": text + ("; " + "; ".join(other) if other else "")})
+        passed = sum(g.verdict is Verdict.PASS for g in here)
+        other = [g.gate for g in here if g.verdict is not Verdict.PASS]
+        text = f"{passed}/{len(here)} passed"
+        summary.append({"level": lv, "text": text, "other": other})
     return {"levels": levels, "rows": rows, "summary": summary}
 
 
@@ -115,7 +113,6 @@ def context_rows(data: dict[str, Any]) -> dict[str, Any]:
         out["needles"] = ", ".join(
             f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(needles.items())
         )
-        out["reasons"] = "; ".join(str(x) for x in _list(r.get("reasons")))
         return out
 
     clamped = [_dict(t) for t in _list(data.get("targets")) if _dict(t).get("clamped") is True]
@@ -140,6 +137,7 @@ def ab_rows(data: dict[str, Any]) -> dict[str, Any]:
                 "control": m.get("control"),
                 "delta_pct": m.get("delta_pct"),
                 "within_noise": bool(m.get("within_noise")),
+                "interval": interval(m),
             }
         )
     excluded = [_dict(x) for x in _list(data.get("excluded"))]
@@ -182,6 +180,7 @@ def vram_rows(data: dict[str, Any]) -> dict[str, Any]:
         rows.append({"stage": st, "cells": cells, "reserve": _reserve_word(verdicts)})
     return {
         "source": data.get("source"),
+        "interval_ms": _dict(data.get("interval_ms")).get("target"),
         "reserve_gib": reserve,
         "cards": [
             {"label": f"GPU {c.get('gpu')}" + (f" ({c['name']})" if c.get("name") else "")}
@@ -220,3 +219,196 @@ def acceptance_text(acc: Any) -> str:
         more = f" (first 8 of {len(per)} positions)" if len(per) > 8 else ""
         text += f"; per position {shown}{more}"
     return text + f" (source: {acc.get('source') or 'not recorded'})."
+
+
+def ab_lanes(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per lane: name, speculation, KV tokens as the engine reported them, excluded requests."""
+    out = []
+    for key in ("candidate", "control"):
+        lane = _dict(_dict(data.get("lanes")).get(key))
+        if not lane:
+            continue
+        kv = _dict(lane.get("kv"))
+        out.append(
+            {
+                "lane": key,
+                "name": lane.get("name") or key,
+                "speculation": show(_dict(lane.get("speculation"))) or "none",
+                "kv": kv_text(kv),
+                "runs": len(_list(lane.get("runs"))),
+            }
+        )
+    return out
+
+
+def kv_text(kv: dict[str, Any]) -> str:
+    """The KV capacity a lane's engine reported, in a few words."""
+    if not kv:
+        return "not reported"
+    for src in (_dict(kv.get("gauges")), _dict(kv.get("log")), kv):
+        tokens = src.get("kv_tokens") or src.get("tokens")
+        if isinstance(tokens, int | float):
+            return f"{tokens:,.0f} tokens"
+        slots, per = src.get("n_slots"), src.get("n_ctx_slot")
+        if isinstance(slots, int) and isinstance(per, int):
+            return f"{slots * per:,} tokens ({slots} slots x {per:,})"
+    return "not reported"
+
+
+def interval(m: dict[str, Any]) -> str:
+    """The 95% interval of a delta, in the metric's unit, or why there is none."""
+    ci = _list(m.get("ci95"))
+    if len(ci) != 2 or not all(isinstance(x, int | float) for x in ci):
+        return "none"
+    unit = str(m.get("unit") or "")
+    if unit == "s":
+        return f"{ci[0] * 1000:+,.0f} to {ci[1] * 1000:+,.0f} ms"
+    return f"{ci[0]:+,.1f} to {ci[1]:+,.1f} {unit}".rstrip()
+
+
+def quality(data: dict[str, Any]) -> dict[str, Any]:
+    """Totals lines, tasks x attempts, budgets, scope and the failing attempts' evidence."""
+    rows = []
+    for r in (_dict(x) for x in _list(data.get("table"))):
+        att = [str(a) for a in _list(r.get("attempts"))]
+        rows.append(
+            {
+                "task": r.get("task"),
+                "lane": r.get("lane") or "candidate",
+                "level": r.get("level") or "default",
+                "attempts": ", ".join(att) or "not run",
+                "passed": f"{att.count('pass')}/{len(att)}",
+            }
+        )
+    failing: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for f in (_dict(x) for x in _list(data.get("failures"))):
+        k = (str(f.get("task")), str(f.get("lane") or "candidate"), str(f.get("level")))
+        item = failing.setdefault(
+            k, {"task": k[0], "lane": k[1], "level": k[2], "outcomes": [], "file": None}
+        )
+        item["outcomes"].append(f"{f.get('attempt')} {f.get('outcome')}")
+        files = [str(x) for x in _list(f.get("evidence"))]
+        if files and item["file"] is None:
+            item["file"] = files[0]
+    budgets = [
+        {
+            "task": b.get("task"),
+            "visible": b.get("visible_tokens"),
+            "reasoning": b.get("reasoning_tokens"),
+            "max_tokens": b.get("max_tokens"),
+        }
+        for b in (_dict(x) for x in _list(data.get("budgets")))
+    ]
+    return {
+        "lines": [str(x) for x in _list(data.get("lines"))],
+        "scope": data.get("scope"),
+        "rows": rows,
+        "budgets": budgets,
+        "budget_scale": data.get("budget_scale"),
+        "failing": list(failing.values()),
+    }
+
+
+CAPACITY_KEYS = (
+    "length",
+    "concurrency",
+    "decode_tok_s_p50",
+    "aggregate_output_tok_s",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "e2e_p50_s",
+    "failed",
+    "cut",
+)
+
+
+def capacity(data: dict[str, Any]) -> dict[str, Any]:
+    """The matrix, per-kind decode, the engine's own capacity and the incumbent."""
+    matrix = [_dict(r) for r in _list(data.get("matrix"))]
+    rows = [
+        {"lane": r.get("lane") or "candidate"} | {k: r.get(k) for k in CAPACITY_KEYS}
+        for r in matrix
+    ]
+    kinds = [
+        {
+            "kind": k.get("kind"),
+            "depth": k.get("depth"),
+            "decode": k.get("decode_tok_s_p50"),
+            "acceptance": k.get("acceptance_rate"),
+        }
+        for k in (_dict(x) for x in _list(data.get("kinds")))
+    ]
+    eng = _dict(data.get("engine"))
+    inc = _dict(data.get("incumbent"))
+    best = max(
+        (
+            r
+            for r in rows
+            if r["lane"] == "candidate" and isinstance(r.get("aggregate_output_tok_s"), int | float)
+        ),
+        key=lambda r: float(r["aggregate_output_tok_s"]),
+        default=None,
+    )
+    return {
+        "rows": rows,
+        "kinds": kinds,
+        "engine": {
+            "kv_tokens": eng.get("kv_tokens"),
+            "concurrency": eng.get("max_concurrency") or eng.get("concurrency_at_full_context"),
+        },
+        "incumbent": {
+            "status": inc.get("status") or "not recorded",
+            "why": inc.get("why"),
+            "candidate": inc.get("candidate"),
+        },
+        "best": best,
+        "not_run": [_dict(x) for x in _list(data.get("not_run"))],
+    }
+
+
+def fidelity(data: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per timed stage: how far the client's timings are from the server's own."""
+    out = []
+    for stage in ("context", "ab", "capacity"):
+        f = _dict(_dict(data.get(stage)).get("fidelity"))
+        if not f:
+            continue
+        lanes = _dict(f.get("lanes"))
+        chunk = [
+            _dict(v).get("chunk_counting_error_pct")
+            for v in lanes.values()
+            if isinstance(_dict(v).get("chunk_counting_error_pct"), int | float)
+        ]
+        out.append(
+            {
+                "stage": stage,
+                "n": f.get("n"),
+                "decode_ratio": f.get("decode_ratio_median"),
+                "ttft_gap_ms": f.get("ttft_minus_server_prompt_ms_median"),
+                "chunk_error_pct": max(chunk) if chunk else None,
+            }
+        )
+    return out
+
+
+def card_minimums(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each card's lowest free memory over every stage, against the reserve."""
+    reserve = data.get("reserve_gib")
+    out = []
+    for c in (_dict(x) for x in _list(data.get("cards"))):
+        frees = [
+            _dict(v).get("min_free_mib")
+            for v in _dict(c.get("stages")).values()
+            if isinstance(_dict(v).get("min_free_mib"), int | float)
+        ]
+        low = min(frees) if frees else None
+        ok = None if low is None or not isinstance(reserve, int | float) else low >= reserve * 1024
+        out.append(
+            {
+                "gpu": c.get("gpu"),
+                "name": c.get("name"),
+                "min_free_mib": low,
+                "verdict": "no data" if ok is None else ("pass" if ok else "fail"),
+            }
+        )
+    return out
