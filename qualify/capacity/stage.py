@@ -110,6 +110,12 @@ class Lane:
 
 @dataclass
 class Capacity:
+    @property
+    def ttft_bound(self) -> float | None:
+        """The saturation bound: the house's, or the candidate's where it is tighter."""
+        bounds = [self.s.max_ttft_p95_s, self.ctx.thresholds.capacity_max_ttft_p95_s]
+        return min((b for b in bounds if b is not None), default=None)
+
     ctx: StageContext
     s: CapacitySettings
     seed: int
@@ -191,9 +197,7 @@ class Capacity:
                     rec["run"] = run
                     lane.runs.setdefault((planned, c), []).append(rec)
                     task.advance(note=f"capacity {lane.name} {planned} tokens c={c} run {run}")
-                why = saturation(
-                    median_of_runs(lane.runs.get((planned, c), [])), self.s.max_ttft_p95_s
-                )
+                why = saturation(median_of_runs(lane.runs.get((planned, c), [])), self.ttft_bound)
                 if why and planned not in lane.saturated:
                     lane.saturated[planned] = {"at": c, "why": why}
 

@@ -47,6 +47,11 @@ class Thresholds(StrictModel):
         description="bound on TTFT minus the server's prompt time (ms), by `engine@c=N` "
         "pattern (fnmatch; the most specific match wins, `*` is the fallback)",
     )
+    capacity_max_ttft_p95_s: Annotated[float, Field(gt=0)] | None = Field(
+        30.0,
+        description="capacity saturation: concurrency stops rising at a prompt length once a "
+        "cell's p95 TTFT passes this (s); a candidate may set a tighter bound",
+    )
     unverifiable_pins: list[str] = Field(
         default_factory=list,
         description="identity pins that may stay unverified (no server reports them) without "
