@@ -34,6 +34,8 @@ Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 # For each threshold: which direction is stricter. Lists are subsets, tables are per key.
 _HIGHER_IS_STRICTER = {"vram_reserve_gib", "acceptance_floor", "spec_min_speedup_pct"}
 _LOWER_IS_STRICTER = {"vram_max_gap_fraction", "ab_max_regression_pct", "fidelity_decode_tolerance"}
+_OPTIONAL_LOWER_IS_STRICTER = {"capacity_max_ttft_p95_s"}  # None: no bound, the loosest
+_BY_KEY = {"unverifiable_pins", "fidelity_ttft_ms"}
 
 
 class WaiverRules(StrictModel):
@@ -148,6 +150,9 @@ def _threshold_problems(house: Thresholds, mine: Thresholds, written: set[str]) 
             out.append(f"{field}: {want} is below the house's {have} (only raising it tightens)")
         elif name in _LOWER_IS_STRICTER and want > have:
             out.append(f"{field}: {want} is above the house's {have} (only lowering it tightens)")
+        elif name in _OPTIONAL_LOWER_IS_STRICTER:
+            if have is not None and (want is None or want > have):
+                out.append(f"{field}: {want} is looser than the house's {have} (only lowering it)")
         elif name == "unverifiable_pins":
             out += [
                 f"{field}: {p!r} is not among the house's unverifiable pins"
@@ -160,6 +165,8 @@ def _threshold_problems(house: Thresholds, mine: Thresholds, written: set[str]) 
                     out.append(f"{field}.{k}: the house sets no bound for {k!r} to lower")
                 elif v > have[k]:
                     out.append(f"{field}.{k}: {v} ms is above the house's {have[k]} ms")
+        elif name not in _HIGHER_IS_STRICTER | _LOWER_IS_STRICTER | _BY_KEY:
+            out.append(f"{field}: qualify does not know which way tightens it; set it in the house")
     return out
 
 

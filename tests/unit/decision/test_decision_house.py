@@ -155,3 +155,17 @@ def test_the_example_house_policy_is_valid_and_the_demo_candidate_meets_its_form
     cand = load_candidate(ROOT / "examples" / "smollm2" / "candidate.toml").candidate
     assert effective(house, cand.policy).sha256 == house.rules().sha256
     assert set(house.levels) <= set(cand.reasoning)
+
+
+def test_every_threshold_has_a_tightening_direction() -> None:
+    """A new threshold without a direction would let a candidate loosen it unnoticed."""
+    from qualify.decision import house
+    from qualify.gates.thresholds import Thresholds
+
+    known = (
+        house._HIGHER_IS_STRICTER
+        | house._LOWER_IS_STRICTER
+        | house._OPTIONAL_LOWER_IS_STRICTER
+        | house._BY_KEY
+    )
+    assert set(Thresholds.model_fields) == known
