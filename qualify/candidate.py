@@ -83,7 +83,13 @@ class ContainerLaunch(StrictModel):
     args: list[str] = Field(default_factory=list)
     volumes: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    gpus: str | None = None
+    gpus: str | None = Field(
+        default=None, pattern=r"^(all|\d+(,\d+)*)$", description='"all" or GPU indexes "0,1"'
+    )
+    network: str = Field(default="host", description="the container's network (--network)")
+    ports: list[str] = Field(
+        default_factory=list, description='published ports ("HOST:CONTAINER"), off host network'
+    )
     extra_run_args: list[str] = Field(default_factory=list)
 
     @field_validator("image")

@@ -127,14 +127,18 @@ class Once:
 _ATTEMPT_PREFIX = re.compile(r"^attempt \d+/\d+: ")
 
 
-def reason_of(g: GateOutcome) -> str:
-    """A gate's reasons in one line: repeated attempts said once, with their count."""
+def reason_parts(g: GateOutcome) -> tuple[str, str]:
+    """A gate's reasons as (how many attempts said it, what was said once, one line)."""
     texts = [_ATTEMPT_PREFIX.sub("", r) for r in g.reasons]
     unique = list(dict.fromkeys(texts))
-    text = "; ".join(unique) or "no reason recorded"
-    if len(texts) > 1 and len(unique) == 1:
-        text = f"{len(texts)} of {len(texts)} attempts: {text}"
-    return short(text)
+    count = f"{len(texts)} of {len(texts)} attempts: " if len(texts) > 1 == len(unique) else ""
+    return count, short("; ".join(unique) or "no reason recorded")
+
+
+def reason_of(g: GateOutcome) -> str:
+    """A gate's reasons in one line: repeated attempts said once, with their count."""
+    count, text = reason_parts(g)
+    return count + text
 
 
 def evidence_file(run: RunDir, g: GateOutcome) -> str:
@@ -158,7 +162,8 @@ def _blocking(run: RunDir, record: DecisionRecord, once: Once) -> list[dict[str,
     out = []
     for g in ev.gates:
         if g.status in ("blocks", "vetoes"):
-            why = once.say(reason_of(g), g.key)
+            count, text = reason_parts(g)
+            why = count + once.say(text, g.key)
             tag = "vetoes" if g.status == "vetoes" else g.verdict.value
             out.append({"key": g.key, "tag": tag, "why": why, "link": evidence_file(run, g)})
     for pattern in ev.missing:
@@ -349,7 +354,7 @@ def _alias(run: RunDir, record: DecisionRecord, data: dict[str, dict[str, Any]])
     """The alias this decision gates and what it points at now (the house table, read only)."""
     cand = candidate_in_run(run, record.candidate_copy)
     if cand is None or cand.alias is None:
-        return "none: the candidate names no alias, so no production alias depends on it"
+        return "gates no production alias: the candidate names none"
     name = cand.alias.name
     if record.house.root:
         from qualify.alias import TABLE, read_table
@@ -357,17 +362,18 @@ def _alias(run: RunDir, record: DecisionRecord, data: dict[str, dict[str, Any]])
         try:
             target = read_table(Path(record.house.root) / TABLE).get(name)
         except BadInput as exc:
-            return f"`{name}`: the house alias table could not be read ({short(exc.headline, 80)})"
+            why = short(exc.headline, 80)
+            return f"gates `{name}`; the house alias table could not be read ({why})"
         if not target:
-            return f"`{name}`, which points at nothing yet"
+            return f"gates `{name}`, which points at nothing yet"
         return (
-            f"`{name}`, which points at {target.get('candidate')} "
+            f"gates `{name}`, which points at {target.get('candidate')} "
             f"(run {target.get('run_id') or 'unknown'}) now"
         )
     inc = _d(_d(data.get("capacity")).get("incumbent"))
     if inc.get("candidate"):
-        return f"`{name}`, which pointed at {inc['candidate']} when capacity ran"
-    return f"`{name}` (no house repository given, so its table was not read)"
+        return f"gates `{name}`, which pointed at {inc['candidate']} when capacity ran"
+    return f"gates `{name}` (no house repository given, so its alias table was not read)"
 
 
 def _launch(run: RunDir, data: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -457,7 +463,8 @@ def _caveats(
         out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
     for g in record.evaluation.gates:
         if g.status == "advisory" and g.verdict is not Verdict.PASS:
-            out.append(f"Advisory `{g.key}` {g.verdict.value}: {once.say(reason_of(g), g.key)}")
+            count, text = reason_parts(g)
+            out.append(f"Advisory `{g.key}` {g.verdict.value}: {count}{once.say(text, g.key)}")
     out += [
         f"Waived, not passed: {w.gate} by {w.signer} (key {str(w.signer_keyid)[:16]}), "
         f"ticket {w.ticket}, until {w.expires}."
@@ -635,7 +642,7 @@ def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[s
         "failed": _failed_attempts(record, once),
         "caveats": _caveats(record, info, data, once),
         "gate_summary": _gate_summary(record),
-        "evidence_dirs": {k: _rel(run, v) for k, v in dirs.items()},
+        "record_written": (here / "decision.json").is_file(),
     }
 
 

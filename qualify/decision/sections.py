@@ -375,9 +375,9 @@ def fidelity(data: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         lanes = _dict(f.get("lanes"))
         chunk = [
-            _dict(v).get("chunk_counting_error_pct")
+            float(e)
             for v in lanes.values()
-            if isinstance(_dict(v).get("chunk_counting_error_pct"), int | float)
+            if isinstance(e := _dict(v).get("chunk_counting_error_pct"), int | float)
         ]
         out.append(
             {
@@ -397,9 +397,9 @@ def card_minimums(data: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for c in (_dict(x) for x in _list(data.get("cards"))):
         frees = [
-            _dict(v).get("min_free_mib")
+            float(f)
             for v in _dict(c.get("stages")).values()
-            if isinstance(_dict(v).get("min_free_mib"), int | float)
+            if isinstance(f := _dict(v).get("min_free_mib"), int | float)
         ]
         low = min(frees) if frees else None
         ok = None if low is None or not isinstance(reserve, int | float) else low >= reserve * 1024

@@ -1,5 +1,9 @@
 """Server lifecycle: launch (local process or container), wait for health, capture logs, stop.
 
+A container runs attached (`<runtime> run --name qualify-<run>-<lane>-<n>`, no `-d`), so its
+output is the server log and the `run` process lives exactly as long as the container; it is
+stopped and removed through the runtime by name.
+
 Logs go straight into the evidence (split at the size limit). A failed start keeps its logs
 (and its container) and says where. A launch whose command and base URL name `{port}` gets a
 port the OS reports free at launch, so two runs on one host never ask for the same one. Every
@@ -14,6 +18,7 @@ import atexit
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +30,7 @@ from typing import IO
 
 import httpx
 
-from qualify.candidate import LoadedCandidate
+from qualify.candidate import ContainerLaunch, LoadedCandidate
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import Attempt, ChunkedWriter
 from qualify.serving.local import LocalPaths
@@ -99,6 +104,48 @@ def expand(
     return out
 
 
+def gpu_flags(runtime: str, gpus: str | None) -> list[str]:
+    """The runtime's own way to hand the container GPUs: docker's `--gpus` (NVIDIA Container
+    Toolkit), podman's CDI devices (`nvidia.com/gpu=<index|all>`)."""
+    if not gpus:
+        return []
+    if runtime == "docker":
+        return ["--gpus", gpus if gpus == "all" else f'"device={gpus}"']
+    return [a for g in gpus.split(",") for a in ("--device", f"nvidia.com/gpu={g.strip()}")]
+
+
+def container_command(
+    c: ContainerLaunch, loaded: LoadedCandidate, name: str, port: int | None = None
+) -> list[str]:
+    """`<runtime> run` in the foreground (its output is the server's log), named, by digest,
+    never removed on exit (a failed start keeps its container), with GPUs, network, ports,
+    volumes and environment; `{port}` and the other placeholders filled."""
+
+    def fill(args: list[str], where: str) -> list[str]:
+        return expand(args, loaded, where, port)
+
+    cmd = [c.runtime, "run", "--name", name, "--network", c.network]
+    cmd += gpu_flags(c.runtime, c.gpus)
+    for p in fill(c.ports, "server.container.ports"):
+        cmd += ["-p", p]
+    for v in fill(c.volumes, "server.container.volumes"):
+        cmd += ["-v", v]
+    for k, v in c.env.items():
+        cmd += ["-e", f"{k}={v}"]
+    cmd += fill(c.extra_run_args, "server.container.extra_run_args")
+    return [*cmd, c.image, *fill(c.args, "server.container.args")]
+
+
+def runtime_missing(runtime: str) -> str | None:
+    """Why the container runtime cannot be run here, in one line; None when it is on PATH."""
+    if shutil.which(runtime) is None:
+        return (
+            f"container runtime {runtime!r} is not installed here (not on PATH); "
+            "server.container.runtime names it (docker or podman)"
+        )
+    return None
+
+
 @dataclass(eq=False)
 class ServerProcess:
     """One launch of the candidate's (or the control's) server."""
@@ -141,32 +188,29 @@ class ServerProcess:
             if (self.attempt.path / name).is_file()
         )
 
+    def container_name(self) -> str:
+        """The name the container runs under: the run, the lane and the server attempt."""
+        raw = f"qualify-{self.attempt.path.parent.parent.name}-{self.lane}-{self.attempt.number}"
+        return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)
+
     def command(self) -> list[str]:
         s = self.server
         if s.launch is not None:
             return expand(s.launch.command, self.loaded, "server.launch.command", self.port)
         assert s.container is not None
-        c = s.container
-        cmd = [c.runtime, "run", "-d", "--network", "host"]
-        if c.gpus:
-            cmd += ["--gpus", c.gpus]
-        for v in c.volumes:
-            cmd += ["-v", v]
-        for k, v in c.env.items():
-            cmd += ["-e", f"{k}={v}"]
-        return [
-            *cmd,
-            *c.extra_run_args,
-            c.image,
-            *expand(c.args, self.loaded, "server.container.args", self.port),
-        ]
+        return container_command(s.container, self.loaded, self.container_name(), self.port)
 
     def start(self) -> None:
         cmd = self.command()
         launch = {"lane": self.lane, "command": cmd, "base_url": self.base_url, "port": self.port}
+        c = self.server.container
+        if c is not None:
+            launch["container"] = self.container_name()
         self.attempt.write_json("launch.json", launch)
         out, err = self.attempt.stream("stdout"), self.attempt.stream("stderr")
         self._sinks = [out, err]
+        if c is not None and (missing := runtime_missing(c.runtime)):
+            raise StartFailed(missing)
         s = self.server
         env = {**os.environ, **(s.launch.env if s.launch else {})}
         cwd = s.launch.cwd if s.launch and s.launch.cwd else None
@@ -186,6 +230,8 @@ class ServerProcess:
                 f"could not launch {cmd[0]}: {exc}; logs in {self.attempt.path}"
             ) from None
         self.started_at = time.monotonic()
+        if c is not None:
+            self.container_id = self.container_name()
         _LIVE.add(self)
         lock = threading.Lock()
         for stream, sink in ((self.proc.stdout, out), (self.proc.stderr, err)):
@@ -195,32 +241,21 @@ class ServerProcess:
             self._threads.append(t)
 
     def alive(self) -> bool:
-        if self.proc is None:
-            return False
-        if s := self.server.container:
-            if self.proc.poll() is None:
-                return True
-            if self.container_id is None:
-                self.container_id = self._container_id()
-            if not self.container_id:
-                return False
-            r = subprocess.run(
-                [s.runtime, "inspect", "-f", "{{.State.Running}}", self.container_id],
-                capture_output=True,
-                text=True,
-            )
-            return r.stdout.strip() == "true"
-        return self.proc.poll() is None
+        """The server is running: for a container, the attached `run` still is (it exits with
+        the container)."""
+        return self.proc is not None and self.proc.poll() is None
 
-    def _container_id(self) -> str | None:
-        if self.proc is None or self.proc.poll() is None:
-            return None
-        for sink in self._sinks[:1]:
-            for name in sink.files:
-                text = (self.attempt.path / name).read_text(errors="replace").strip()
-                if text:
-                    return text.splitlines()[-1].strip()
-        return None
+    def last_error_line(self) -> str:
+        """The last non-blank line the server (or its runtime) wrote to stderr."""
+        for sink in self._sinks[1:]:
+            for name in reversed(sink.files):
+                path = self.attempt.path / name
+                lines = (
+                    path.read_text(errors="replace").strip().splitlines() if path.is_file() else []
+                )
+                if lines:
+                    return lines[-1].strip()[:300]
+        return ""
 
     async def wait_healthy(self) -> float:
         """Poll the health path until 200; raise StartFailed at the timeout or if it dies."""
@@ -230,11 +265,15 @@ class ServerProcess:
         last = "no answer yet"
         async with httpx.AsyncClient(timeout=5.0) as http:
             while time.monotonic() < deadline:
-                if s.launch is not None and not self.alive():
+                if not self.alive():
                     code = self.proc.returncode if self.proc else None
+                    for t in self._threads:
+                        t.join(timeout=2)
+                    said = self.last_error_line()
                     raise StartFailed(
-                        f"{self.lane} server exited with code {code} before it was healthy; "
-                        f"its logs are in {self.attempt.path}"
+                        f"{self.lane} server exited with code {code} before it was healthy"
+                        + (f" ({said})" if said else "")
+                        + f"; its logs are in {self.attempt.path}"
                     )
                 try:
                     r = await http.get(url)
@@ -256,12 +295,16 @@ class ServerProcess:
         """SIGTERM, then SIGKILL after the grace period; returns the exit code."""
         grace = self.server.stop_grace_s
         code: int | None = None
-        if self.server.container and not keep_container:
-            cid = self.container_id or self._container_id()
-            if cid:
-                rt = self.server.container.runtime
-                subprocess.run([rt, "stop", "-t", str(int(grace)), cid], capture_output=True)
-                subprocess.run([rt, "rm", cid], capture_output=True)
+        c = self.server.container
+        if c is not None and self.container_id is not None:
+            # The runtime stops the container (its attached `run` then exits); kept after a
+            # failed start, so its state can be looked at.
+            stop = [c.runtime, "stop", "-t", str(int(grace)), self.container_id]
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(stop, capture_output=True, timeout=grace + 30)
+                if not keep_container:
+                    rm = [c.runtime, "rm", "-f", self.container_id]
+                    subprocess.run(rm, capture_output=True, timeout=60)
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)

@@ -370,7 +370,8 @@ def test_container_launch_command(tmp_path: Path) -> None:
     loaded = load_candidate(ROOT / "examples" / "deepseek-v4-flash-0731" / "candidate.toml")
     attempt = EvidenceStore(tmp_path).new_run("c").new_attempt("server-candidate")
     cmd = ServerProcess(loaded, attempt).command()
-    assert cmd[:5] == ["docker", "run", "-d", "--network", "host"]
+    assert cmd[:2] == ["docker", "run"] and "-d" not in cmd  # attached: its output is the log
+    assert cmd[cmd.index("--network") + 1] == "host"
     assert "--gpus" in cmd and "dsv4-models:/models" in cmd
     image = loaded.candidate.server.container.image  # type: ignore[union-attr]
     assert cmd[cmd.index(image) + 1 : cmd.index(image) + 3] == ["vllm", "serve"]

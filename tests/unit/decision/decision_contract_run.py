@@ -145,8 +145,45 @@ def _vram() -> tuple[list[GateResult], dict[str, Any]]:
     return [g("vram", "reserve@0", F), g("vram", "reserve@1", INC)], data
 
 
+def _quality() -> tuple[list[GateResult], dict[str, Any]]:
+    gates = [g("quality", "json-recipe", P, "off"), g("quality", "diff-pager", F, "off")]
+    table = [
+        {"task": "json-recipe", "lane": "candidate", "level": "off", "attempts": ["pass"] * 3},
+        {"task": "diff-pager", "lane": "candidate", "level": "off", "attempts": ["wrong", "cut"]},
+    ]
+    failures = [
+        {
+            "task": "diff-pager",
+            "lane": "candidate",
+            "level": "off",
+            "attempt": n,
+            "outcome": out,
+            "reasons": ["the diff does not apply"],
+            "evidence": [f"quality/attempt-001/000{n}-off-diff-pager.json"],
+        }
+        for n, out in ((1, "wrong"), (2, "cut"))
+    ]
+    budgets = [
+        {"task": "json-recipe", "visible_tokens": 128, "reasoning_tokens": 0, "max_tokens": 128},
+        {"task": "diff-pager", "visible_tokens": 512, "reasoning_tokens": 4096, "max_tokens": 4608},
+    ]
+    data = {
+        "levels": ["off"],
+        "scope": "2 tasks (json, diff), up to 3 attempts each, at off: a bounded local slice.",
+        "budget_scale": 1.0,
+        "budgets": budgets,
+        "lines": ["quality: 3/5 at off (1 wrong, 1 cut by the budget)"],
+        "table": table,
+        "failures": failures,
+    }
+    return gates, data
+
+
 def _write(run: RunDir, stage: str, gates: list[GateResult], data: dict[str, Any]) -> None:
     att = run.new_attempt(stage)
+    for f in data.get("failures", []):
+        for rel in f["evidence"]:
+            att.write_text(rel.rsplit("/", 1)[-1], '{"answer": "a long answer kept here"}\n')
     verdicts = [x.verdict for x in gates]
     from qualify.records import worst
 
@@ -176,7 +213,7 @@ def build(root: Path) -> RunDir:
         "candidate_sha256": "ab" * 32,
         "control_path": "/srv/recipes/smollm2/control.toml",
         "control_sha256": "cd" * 32,
-        "stages": ["identity", "preflight", "context", "ab", "vram"],
+        "stages": ["identity", "preflight", "quality", "context", "ab", "vram"],
         "tool_version": "0.1.0",
         "git": {"repository": "/srv/recipes", "commit": "1e9c9c34", "dirty": True},
         "created_at": T0,
@@ -198,6 +235,7 @@ def build(root: Path) -> RunDir:
     for stage, make in (
         ("identity", _identity),
         ("preflight", _preflight),
+        ("quality", _quality),
         ("context", _context),
         ("ab", _ab),
         ("vram", _vram),

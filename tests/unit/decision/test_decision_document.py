@@ -64,21 +64,22 @@ def test_contract_shaped_run_renders_every_section(tmp_path: Path) -> None:
     text = _contract_text(tmp_path)
     check_golden("decision-contract.md", text)
     for needle in (
-        "| off | smoke, json, typed-tools passed |",
-        "### Cold pass",
-        "### Warm pass",
-        "| 7,936 | 7,929 | 7.20 s / 7.22 s | 1,101 tok/s | 71.5 tok/s | 50% found, 99% missed |",
-        "The 16,384-token target was clamped to 7,936 planned tokens",
-        "| Per-request decode p50 | 130.7 tok/s | 64.9 tok/s | +101.4% |",
-        "| E2E p50 | 1.60 s | 3.88 s | 58.8% lower |",
-        "| TTFO p50 | 334 ms | 315 ms | 6.0% higher (within noise) |",
+        "- preflight: 3/3 passed at off",
+        "- preflight: 2/3 passed at think (not passed: typed-tools)",
+        "- quality: 3/5 at off (1 wrong, 1 cut by the budget)",
+        "| cold | 7,936 | 7,929 | 7.20 s / 7.22 s | 1,101 tok/s | 71.5 tok/s | 50% found, "
+        "99% missed | fail |",
+        "The context rung named 16,384 (its gate keys too) measured 7,936 planned tokens",
+        "| Per-request decode p50 | 130.7 tok/s | 64.9 tok/s | +101.4% | none |",
+        "| E2E p50 | 1.60 s | 3.88 s | 58.8% lower | none |",
+        "| TTFO p50 | 334 ms | 315 ms | 6.0% higher (within noise) | none |",
         "4,865 accepted of 8,830 drafted tokens: 55.1% acceptance",
-        "| context | 1,179 MiB / 240.50 W | 5,031 MiB / 240.50 W | fail on 1 of 2 |",
-        "identity attempt 1: aborted, error: the server exited during the stage; superseded by "
-        "attempt 2",
-        "preflight/typed-tools@think: try 1 fail, try 2 fail (final verdict fail)",
-        "- control run 2, p3: reasoning only",
-        "| Git commit | 1e9c9c34 (dirty) |",
+        "| context | 1,179 MiB / 240.5 W | 5,031 MiB / 240.5 W | fail on 1 of 2 |",
+        "identity attempt 1 (aborted): the server exited during the stage",
+        "preflight/typed-tools@think (tries 1 fail, 2 fail): the reason of "
+        "`preflight/typed-tools@think` under Blocking",
+        "control run 2 p3 (reasoning only)",
+        "git 1e9c9c34 (dirty)",
     ):
         assert needle in text, needle
 
@@ -91,7 +92,10 @@ def test_missing_stages_say_not_run_and_why(tmp_path: Path) -> None:
     text = render_run(run, setup(None))
     assert "A/B: not run (no attempt was recorded)." in text
     assert "VRAM: not run (no attempt was recorded)." in text
-    assert "ab/*: required, but no gate matches (ab not run: no attempt was recorded)" in text
+    assert (
+        "- `ab/*` missing: required, but no gate matches (ab not run: no attempt was recorded) "
+        "([evidence](../../run.json))" in text
+    )
     assert "**no-promote**" in text
 
 
