@@ -55,7 +55,9 @@ class Identity(StrictModel):
     quantization: str
     kv_dtype: str
     parallelism: Parallelism = Field(default_factory=Parallelism)
-    context_length: PositiveInt
+    context_length: PositiveInt = Field(
+        description="the context one request may use (llama-server: -c / -np, per slot)"
+    )
     max_num_seqs: PositiveInt = 1
     speculation: Speculation = Field(default_factory=lambda: Speculation(method="none"))
 

@@ -10,6 +10,11 @@ from qualify.cli.common import add_evidence
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="qualify a candidate: every stage, evidence, decision")
     p.add_argument("candidate", help="candidate TOML file")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="dry run: print every request each stage would send, send none, write no evidence",
+    )
     p.add_argument("--resume", metavar="RUN", help="continue RUN, skipping finished stages")
     p.add_argument("--key", help="ed25519 private key to sign the decision with")
     p.add_argument(
@@ -23,6 +28,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from qualify.pipeline import execute
+
+    if args.plan:
+        import sys
+
+        from qualify.pipeline import plan
+        from qualify.plan import print_plan
+
+        p = plan(args.candidate)
+        print_plan(p.loaded, p.control, p.stages, sys.stdout)
+        return 0
 
     return execute(
         args.candidate, args.evidence, resume=args.resume, key=args.key, house=args.house

@@ -90,15 +90,12 @@ async def window_of(
 
     llama-server splits `-c` over its `-np` slots: a request gets `n_ctx` of one slot
     (`/props` `default_generation_settings.n_ctx`, `/v1/models` `meta.n_ctx`), never the total.
-    A pinned `identity.context_length` (the total, for llama.cpp) is divided by the slots."""
-    slots = 1
+    With no report, the pinned `identity.context_length` (what one request may use)."""
     if adapter(engine).context_per_slot:
         ex = await client.get("/props")
         keep("props", ex)
         props = ex.body if ex.ok and isinstance(ex.body, dict) else {}
         gen = props.get("default_generation_settings")
-        if isinstance(props.get("total_slots"), int) and props["total_slots"] > 0:
-            slots = int(props["total_slots"])
         if isinstance(gen, dict) and isinstance(gen.get("n_ctx"), int):
             return int(gen["n_ctx"]), "/props default_generation_settings.n_ctx (per slot)"
     ex = await client.get("/v1/models")
@@ -110,9 +107,7 @@ async def window_of(
         ):
             if isinstance(value, int):
                 return value, f"/v1/models {key}"
-    if slots > 1:
-        return pinned // slots, f"identity.context_length / {slots} slots (server reports none)"
-    return pinned, "identity.context_length (server reports none)"
+    return pinned, "identity.context_length, per request (server reports none)"
 
 
 @dataclass

@@ -10,7 +10,6 @@ from qualify.candidate import LoadedCandidate, resolve_path
 from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared
 from qualify.records import GateResult, StageResult, Verdict
-from qualify.serving.engines import adapter
 from qualify.stage import StageContext, finish, stage, validator
 
 DEFAULT_GATES = Path(qualify.__file__).resolve().parent.parent / "gates"
@@ -47,9 +46,9 @@ def _gate_files(loaded: LoadedCandidate) -> list[str]:
 
 
 def window(loaded: LoadedCandidate) -> int:
-    """The context one request may use: llama-server splits `-c` across its slots."""
-    ident = loaded.candidate.identity
-    return adapter(ident.engine).request_window(ident.context_length, ident.max_num_seqs)
+    """The context one request may use: the pin means exactly that, on every engine (identity
+    checks it against what the server gives one request, e.g. llama-server's per-slot n_ctx)."""
+    return loaded.candidate.identity.context_length
 
 
 def _data(loaded: LoadedCandidate, gates: list[LoadedGate]) -> dict[str, Any]:

@@ -35,7 +35,9 @@ def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
     from qualify.vram.select import choose
 
     s = loaded.candidate.stages.vram
-    choice = choose(s.source, s.interval_ms, s.dcgm_urls, s.gpus)
+    choice = choose(
+        s.source, s.interval_ms, s.dcgm_urls, s.gpus, s.prometheus_url, s.prometheus_selector
+    )
     log = SampleLog(run)
     sampler = Sampler(choice.source, s.interval_ms, choice.why_none, choice.problems, log)
     return sampler.start()

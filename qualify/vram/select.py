@@ -1,6 +1,7 @@
 """Choosing the telemetry source the candidate asks for (`stages.vram.source`).
 
-`auto` takes NVML if it initialises, else the DCGM URLs if any are given, else none; every
+`auto` takes NVML if it initialises, else the DCGM URLs if any are given, else the Prometheus
+server if one is named (`qualify.vram.prometheus`), else none; every
 source tried and why it failed is kept, so "no telemetry" always says what was looked for.
 (There is no nvidia-smi source: it reads the same NVML library, so it works exactly where NVML
 does; see docs/gpu-sampler.md.)
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 
 from qualify.vram.dcgm import DcgmSource, DcgmUnavailable
 from qualify.vram.nvml import NvmlSource, NvmlUnavailable
+from qualify.vram.prometheus import PrometheusSource, PrometheusUnavailable
 from qualify.vram.sampler import Source
 
 
@@ -27,23 +29,35 @@ class Choice:
 
 
 def choose(
-    kind: str, interval_ms: int, dcgm_urls: list[str], gpus: list[int] | None = None
+    kind: str,
+    interval_ms: int,
+    dcgm_urls: list[str],
+    gpus: list[int] | None = None,
+    prometheus_url: str | None = None,
+    prometheus_selector: str = "",
 ) -> Choice:
     """The first source of `kind` (or of auto's order) that opens."""
     if kind == "none":
         return Choice(None, ['stages.vram.source is "none"'])
-    order = ["nvml", "dcgm"] if kind == "auto" else [kind]
+    order = ["nvml", "dcgm", "prometheus"] if kind == "auto" else [kind]
     choice = Choice(None)
     for name in order:
         try:
             if name == "nvml":
                 choice.source = NvmlSource(gpus)
+            elif name == "prometheus":
+                if not prometheus_url:
+                    choice.tried.append("prometheus: stages.vram.prometheus_url is not set")
+                else:
+                    choice.source = PrometheusSource(
+                        prometheus_url, interval_ms, prometheus_selector
+                    )
             elif not dcgm_urls:
                 choice.tried.append("DCGM: stages.vram.dcgm_urls is empty")
             else:
                 dcgm = DcgmSource(dcgm_urls, interval_ms)
                 choice.source, choice.problems = dcgm, dcgm.problems
-        except (NvmlUnavailable, DcgmUnavailable) as exc:
+        except (NvmlUnavailable, DcgmUnavailable, PrometheusUnavailable) as exc:
             choice.tried.append(f"{name}: {exc}")
         if choice.source is not None:
             return choice

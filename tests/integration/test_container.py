@@ -98,7 +98,7 @@ def test_container_by_digest_logs_kept_digest_checked_and_removed(
     cand = _container_candidate(tmp_path, local_server, image)
     runner = stage_runner(cand)
     result = runner.stage("identity")  # type: ignore[attr-defined]
-    gates = {g.key: g for g in result.gates}
+    gates = {g.gate: g for g in result.gates}
     assert gates["pin@image_digest"].verdict is Verdict.PASS, gates["pin@image_digest"].reasons
     assert result.data["launch"]["kind"] == "container"
     (server,) = sorted((runner.run.path / "server-candidate").iterdir())  # type: ignore[attr-defined]

@@ -176,8 +176,15 @@ LEAN = {
     "targets = [1024, 3072, 16384]": "targets = [256]",
     "max_tokens = 64": "max_tokens = 16",
     "runs = 3\nmax_tokens = 128": LEAN_AB,
+    "budget_scale = 0.0625": 'budget_scale = 0.0625\ntasks = ["bullets-risks"]\ncontrol = false',
+    "lengths = [256, 2048]\nconcurrency = [1, 2]\nruns = 3": (
+        "lengths = [128]\nconcurrency = [1]\nruns = 1\nincumbent = false"
+    ),
+    'kinds = ["prose", "code", "json", "list"]\nkind_depths = [1024]': (
+        'kinds = ["prose"]\nkind_depths = [128]'
+    ),
 }
-ORDER = ["identity", "preflight", "context", "ab", "vram"]
+ORDER = ["identity", "preflight", "quality", "context", "ab", "capacity", "vram"]
 
 
 def _lean_prompts(cand: Path) -> None:

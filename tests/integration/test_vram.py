@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpu"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "vram"))
 
 from qualify.evidence.store import EvidenceStore, RunDir
 from qualify.pipeline import Runner, plan
@@ -23,7 +23,7 @@ from qualify.records import StageResult, Verdict
 
 pytestmark = pytest.mark.integration
 
-DATA = Path(__file__).resolve().parents[1] / "unit" / "gpu" / "data"
+DATA = Path(__file__).resolve().parents[1] / "unit" / "vram" / "data"
 SERVER_PORT = 18680
 EXPORTER_PORT = 18681
 

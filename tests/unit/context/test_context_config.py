@@ -69,13 +69,13 @@ def test_llamacpp_window_is_per_request_not_per_server(
     assert plan_targets([16384], window, 256)[0].planned == 7936
 
 
-def test_pinned_context_is_divided_over_the_slots_when_the_server_is_silent(
+def test_pinned_context_is_per_request_when_the_server_is_silent(
     fake: FakeLlama, fake_client: Callable[[], Client]
 ) -> None:
-    """Without an n_ctx from the server, a pinned llama.cpp context (all slots) is split."""
+    """Without an n_ctx from the server, the pin is used as it is: what one request may use."""
     fake.n_ctx, fake.total_slots = None, 4
-    window, source = asyncio.run(window_of("llama.cpp", 32768, fake_client(), _keep))
-    assert (window, source) == (8192, "identity.context_length / 4 slots (server reports none)")
+    window, source = asyncio.run(window_of("llama.cpp", 8192, fake_client(), _keep))
+    assert (window, source) == (8192, "identity.context_length, per request (server reports none)")
 
 
 def test_unknown_level_is_bad_input(tmp_path: Path) -> None:

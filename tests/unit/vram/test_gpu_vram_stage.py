@@ -182,7 +182,8 @@ def test_auto_tries_every_source_and_says_why(monkeypatch: pytest.MonkeyPatch) -
     assert choice.source is None
     assert choice.why_none == (
         "nvml: NVML did not initialise: NVML Shared Library Not Found; "
-        "DCGM: stages.vram.dcgm_urls is empty"
+        "DCGM: stages.vram.dcgm_urls is empty; "
+        "prometheus: stages.vram.prometheus_url is not set"
     )
     assert choose("none", 250, []).why_none == 'stages.vram.source is "none"'
 
