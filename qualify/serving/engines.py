@@ -350,10 +350,6 @@ class EngineAdapter:
                 return value
         return ""
 
-    def request_window(self, total: int, slots: int) -> int:
-        """The context one request may use, of a server launched with `total` and `slots`."""
-        return total // max(1, slots) if self.context_per_slot else total
-
     def error(self, body: Any) -> EngineError | None:
         """An error body in either shape, with the window and prompt size an over-length
         message names; None when the body is not an error."""

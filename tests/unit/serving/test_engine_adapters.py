@@ -229,10 +229,8 @@ def test_reasoning_field_per_engine() -> None:
 def test_sizing_and_window_per_engine() -> None:
     assert adapter("llama.cpp").sizing == "apply-template+tokenize"
     assert adapter("vllm").sizing == adapter("sglang").sizing == "tokenize"
-    assert adapter("llama.cpp").request_window(8192, 4) == 2048
-    assert (
-        adapter("vllm").request_window(8192, 4) == adapter("sglang").request_window(8192, 4) == 8192
-    )
+    assert adapter("llama.cpp").context_per_slot
+    assert not adapter("vllm").context_per_slot and not adapter("sglang").context_per_slot
 
 
 def test_vllm_identity_from_models_and_version() -> None:
