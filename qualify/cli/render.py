@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _render(args: argparse.Namespace) -> int:
     from qualify.decision.render import render_run
+    from qualify.errors import BadInput
     from qualify.evidence.store import EvidenceStore
 
     run = EvidenceStore(args.evidence).open_run(args.run)
@@ -29,7 +30,13 @@ def _render(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(text)
         return 0
-    with args.out.open("x") as fh:  # a rendering never replaces a file
-        fh.write(text)
+    try:
+        with args.out.open("x") as fh:  # a rendering never replaces a file
+            fh.write(text)
+    except FileExistsError:
+        raise BadInput(
+            f"{args.out} exists",
+            [f"--out: expected a path that does not exist (got {args.out}, which does)"],
+        ) from None
     print(f"{args.out}: decision document of run {run.run_id}")
     return 0

@@ -174,7 +174,20 @@ def _blocking(run: RunDir, record: DecisionRecord, once: Once) -> list[dict[str,
         path = problem.split(":", 1)[0]
         link = path if (run.path / path).is_file() else "run.json"
         out.append({"key": "evidence", "tag": "integrity", "why": short(problem), "link": link})
-    return out
+    first = ("integrity", "vetoes", "missing")
+    return sorted(out, key=lambda b: first.index(b["tag"]) if b["tag"] in first else len(first))
+
+
+FIRST_SCREEN_REASONS = 12
+"""Blocking reasons shown on the first screen; the rest follow it, each still written once."""
+
+
+def _counts_by_stage(keys: list[str]) -> str:
+    counts: dict[str, int] = {}
+    for k in keys:
+        stage = k.partition("/")[0]
+        counts[stage] = counts.get(stage, 0) + 1
+    return ", ".join(f"{s} {n}" for s, n in counts.items())
 
 
 def _by_stage(keys: list[str]) -> str:
@@ -625,6 +638,8 @@ def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[s
         "hardware": _hardware(data, info, run),
         "figures": _figures(data, gates),
         "blocking": blocking,
+        "first_screen_reasons": FIRST_SCREEN_REASONS,
+        "more_by_stage": _counts_by_stage([b["key"] for b in blocking[FIRST_SCREEN_REASONS:]]),
         "exit": _exit(record),
         "policy": _policy(record),
         "launch": _launch(run, data),

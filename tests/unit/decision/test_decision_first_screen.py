@@ -23,14 +23,15 @@ from qualify.evidence.store import RunDir
 from qualify.records import Verdict
 
 ROOT = Path(__file__).resolve().parents[3]
-GPU_TGZ = ROOT / "docs" / "gpu" / "evidence.tgz"
+# The roomy run an H200 recorded on 2026-12-02 (as once published in docs/gpu), kept as a fixture.
+GPU_TGZ = ROOT / "tests" / "golden" / "recorded" / "gpu-roomy-20261202.tgz"
 ROOMY = "evidence/smollm2-135m-gpu-roomy/20261202T210104Z-744939"
 CELL_BOUND = 200
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def _roomy(tmp: Path) -> RunDir:
-    """The roomy run recorded on an H200 (docs/gpu), unpacked."""
+    """The roomy run recorded on an H200, unpacked."""
     with tarfile.open(GPU_TGZ) as tgz:
         members = [m for m in tgz.getmembers() if m.name.startswith(ROOMY)]
         tgz.extractall(tmp, members=members, filter="data")
@@ -228,3 +229,28 @@ def test_no_data_no_plot() -> None:
     plan = plots.plan(RunDir(Path("/nonexistent/x/y")), {})
     assert all(p.empty for p in plan)
     assert plots.drawn(plan) == []
+
+
+def test_many_blocking_reasons_keep_the_first_screen_short(tmp_path: Path) -> None:
+    """The published H200 roomy run has dozens of blocking gates: the first screen shows the
+    vetoes first and a count by stage; every other reason follows it, each written once."""
+    tgz = ROOT / "docs" / "gpu" / "evidence.tgz"
+    with tarfile.open(tgz) as tf:
+        names = [m.name for m in tf.getmembers() if m.name.endswith("/run.json")]
+        top = next(n.rsplit("/", 1)[0] for n in names if "gpu-roomy" in n)
+        tf.extractall(
+            tmp_path, members=[m for m in tf.getmembers() if m.name.startswith(top)], filter="data"
+        )
+    run = RunDir(tmp_path / top)
+    record = preview(run, setup(None))
+    text = document.render(run, record, run_info(run))
+    first = _first_screen(text)
+    assert len(first.splitlines()) < 40
+    blocking = [g for g in record.evaluation.gates if g.status in ("blocks", "vetoes")]
+    assert len(blocking) > document.FIRST_SCREEN_REASONS
+    assert "## More blocking reasons" in text and "more (" in first
+    lines = [x for x in text.splitlines() if x.startswith("- `")]
+    for g in blocking:
+        assert sum(x.startswith(f"- `{g.key}` ") for x in lines) == 1, g.key
+    vetoes = [g.key for g in blocking if g.status == "vetoes"]
+    assert all(f"- `{k}` vetoes" in first for k in vetoes)
