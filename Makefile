@@ -33,11 +33,14 @@ check: $(STAMP)
 	$(BIN)/ruff check qualify tests bench
 	$(BIN)/mypy qualify
 
+# Unit tests run on two workers (they share nothing); the integration tests one at a time,
+# since two busy llama-servers on two cores slow each other tenfold.
 test-unit: $(STAMP)
-	$(BIN)/pytest tests/unit -q
+	$(BIN)/pytest tests/unit -q -n 2
 
 test: server
-	$(BIN)/pytest -q
+	$(BIN)/pytest tests/unit -q -n 2
+	$(BIN)/pytest tests/integration -q
 
 # The trust set-up first: a scratch house repository with the demo house policy, and the demo
 # key pinned to sign decisions (a fresh key each time, so a fresh house).

@@ -108,6 +108,20 @@ def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
     return (None if problems else LoadedGate(path, digest, gate, params)), problems
 
 
+_PARSED: dict[tuple[Path, Path, int, int], tuple[LoadedGate | None, list[str]]] = {}
+
+
+def _parse_once(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
+    """`_parse`, once per file version: every stage's loader walks the same folder, and
+    `validate` loads it for each candidate. A file that changes (mtime or size) is read again."""
+    st = path.stat()
+    key = (path.resolve(), gates_dir.resolve(), st.st_mtime_ns, st.st_size)
+    if key not in _PARSED:
+        _PARSED[key] = _parse(path, gates_dir)
+    loaded, problems = _PARSED[key]
+    return loaded, list(problems)
+
+
 def default_gates_dir() -> Path:
     """The project's `gates/` folder."""
     import qualify
@@ -143,7 +157,7 @@ def load_gates(gates_dir: Path, stage: str = "preflight") -> tuple[list[LoadedGa
     problems: list[str] = []
     seen: dict[str, Path] = {}
     for path in sorted(gates_dir.rglob("*.yaml")):
-        loaded, bad = _parse(path, gates_dir)
+        loaded, bad = _parse_once(path, gates_dir)
         problems.extend(bad)
         if loaded is None or loaded.gate.stage != stage:
             continue

@@ -47,7 +47,7 @@ class FakeEngine:
 
     tokens_per_chunk: int = 1
     chunks: int = 16
-    gap_s: float = 0.004
+    gap_s: float = 0.001
     spec_counters: bool = False
     draft_len: int = 4
     reasoning_only: set[str] = field(default_factory=set)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -62,14 +63,15 @@ def replay(*answers: dict[str, Any]) -> tuple[Handler, list[dict[str, Any]]]:
     return handler, seen
 
 
-def run(task_id: str, *answers: dict[str, Any], scale: float = 1.0) -> GateResult:
-    """Run one real task file against recorded answers; every attempt gets the next answer."""
-    result, _ = run_seen(task_id, *answers, scale=scale)
+def run(task_id: str, *answers: dict[str, Any], scale: float = 1.0, **params: Any) -> GateResult:
+    """Run one real task file against recorded answers; every attempt gets the next answer.
+    `params` replace the task's own params (a shorter time limit keeps a hang test short)."""
+    result, _ = run_seen(task_id, *answers, scale=scale, **params)
     return result
 
 
 def run_seen(
-    task_id: str, *answers: dict[str, Any], scale: float = 1.0
+    task_id: str, *answers: dict[str, Any], scale: float = 1.0, **params: Any
 ) -> tuple[GateResult, list[dict[str, Any]]]:
     handler, seen = replay(*answers)
     client = Client("http://mock", transport=httpx.MockTransport(handler), timeout_s=5.0)
@@ -85,7 +87,10 @@ def run_seen(
 
     async def go() -> GateResult:
         try:
-            return await run_gate(task(task_id), ctx)
+            loaded = task(task_id)
+            if params:
+                loaded = dataclasses.replace(loaded, params=loaded.params.model_copy(update=params))
+            return await run_gate(loaded, ctx)
         finally:
             await client.aclose()
 
