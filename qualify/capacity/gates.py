@@ -197,9 +197,13 @@ def _regression(row: dict[str, Any], margin: float) -> tuple[Verdict, str | None
 def incumbent(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
     """Per cell: fail when the candidate is slower than the incumbent (aggregate or per-stream
     decode) by more than `ab_max_regression_pct` with the whole interval beyond it. No incumbent
-    is `skipped`; an incumbent that could not be measured is `inconclusive`."""
+    is `skipped` (the comparison was switched off, or the alias already names this candidate),
+    except for a first qualification (the alias points at nothing: nothing to regress against,
+    a pass that says so); an incumbent that could not be measured is `inconclusive`."""
     info = data.get("incumbent") or {}
     status = info.get("status", "none")
+    if status == "first":
+        return [Judged(Verdict.PASS, [f"first qualification: {info.get('why', '')}"])]
     if status in ("none", "same"):
         return [Judged(Verdict.SKIPPED, [f"no incumbent: {info.get('why', 'not looked for')}"])]
     if status != "measured":

@@ -45,7 +45,7 @@ def find_incumbent(loaded: LoadedCandidate) -> tuple[LoadedCandidate | None, dic
     except BadInput as exc:
         return None, {**info, "status": "unusable", "why": f"{exc.headline}: {exc.problems}"}
     if not target:
-        return None, {**info, "status": "none", "why": f"alias {alias.name!r} points at nothing"}
+        return None, {**info, "status": "first", "why": f"alias {alias.name!r} points at nothing"}
     path = Path(str(target.get("candidate_path", "")))
     info.update(candidate=target.get("candidate"), candidate_path=str(path))
     info["decision_sha256"] = target.get("decision_sha256")

@@ -145,7 +145,7 @@ def test_the_default_house_policy_is_no_promote_naming_every_missing_stage(
         assert any(r.startswith(f"{stage}/*: required, but no gate matches") for r in reasons)
     md = (run.path / "decision/attempt-001/decision.md").read_text()
     assert "VRAM: not run (not listed in stages.run)." in md
-    assert "## Policy" in md and "House policy: `" in md
+    assert "## Gates and policy" in md and "House policy: `" in md
     assert all(t["action"] == "opened" for t in record["tickets"])
 
 

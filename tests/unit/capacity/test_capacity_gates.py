@@ -143,10 +143,16 @@ def test_incumbent_regression_fails_only_beyond_the_margin_and_interval() -> Non
 
 
 def test_incumbent_absent_is_skipped_and_unreachable_inconclusive() -> None:
-    none = gates.incumbent(
-        {"incumbent": {"status": "none", "why": "alias x points at nothing"}}, gates.NoParams(), T
+    off = gates.incumbent(
+        {"incumbent": {"status": "none", "why": "stages.capacity.incumbent is false"}},
+        gates.NoParams(),
+        T,
     )
-    assert none[0].verdict is Verdict.SKIPPED and "points at nothing" in none[0].reasons[0]
+    assert off[0].verdict is Verdict.SKIPPED and "is false" in off[0].reasons[0]
+    first = gates.incumbent(
+        {"incumbent": {"status": "first", "why": "alias x points at nothing"}}, gates.NoParams(), T
+    )
+    assert first[0].verdict is Verdict.PASS and "first qualification" in first[0].reasons[0]
     down = gates.incumbent(
         {"incumbent": {"status": "unreachable", "why": "refused"}}, gates.NoParams(), T
     )

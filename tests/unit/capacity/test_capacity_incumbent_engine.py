@@ -44,7 +44,7 @@ def test_incumbent_found_changed_same_and_absent(
     monkeypatch.setenv(ENV, str(tmp_path / "house"))
     cand, old = _files(tmp_path)
     loaded = load_candidate(cand)
-    assert find_incumbent(loaded)[1]["status"] == "none"  # no table beside it, none at home
+    assert find_incumbent(loaded)[1]["status"] == "first"  # no table beside it, none at home
     _table(tmp_path / "aliases.toml", old)
     inc, info = find_incumbent(loaded)
     assert info["status"] == "found" and inc is not None and inc.candidate.name == "smollm2-old"
