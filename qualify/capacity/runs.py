@@ -15,47 +15,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from qualify.ab.acceptance import SpecCounters, acceptance
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
-from qualify.httpclient.load import drive
+from qualify.httpclient.load import Messages, Sender, drive
 from qualify.httpclient.timing import median, percentile, timing
 from qualify.serving.engines import Dialect, MetricsSnapshot, busy
 from qualify.serving.idle import IdleReport, wait_idle
 
-Messages = list[dict[str, str]]
-Keep = Callable[[str, Exchange], list[str]]
 AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
 QUEUE_POLL_S = 0.5
-
-
-@dataclass
-class Sender:
-    """How one lane is asked: its client, dialect, request fields and evidence keeper."""
-
-    client: Client
-    dialect: Dialect
-    body: dict[str, Any]
-    timeout_s: float
-    idle_wait_s: float
-    keep: Keep
-
-    def request(self, msgs: Messages) -> dict[str, Any]:
-        return {
-            **self.body,
-            "messages": msgs,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-
-    async def send(self, msgs: Messages, label: str) -> tuple[ChatOutcome, list[str]]:
-        ex = await self.client.stream("/v1/chat/completions", self.request(msgs), self.timeout_s)
-        return from_stream(ex), self.keep(label, ex)
 
 
 def _failure(ex: Exchange, o: ChatOutcome) -> tuple[str | None, str | None]:

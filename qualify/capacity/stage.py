@@ -24,10 +24,11 @@ from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.plot import svg
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.runs import Sender, timed_run
+from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
+from qualify.httpclient.load import Sender
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.serving.lanes import api_key

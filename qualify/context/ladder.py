@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from qualify.context.corpus import Needles
-from qualify.httpclient.chat import ChatOutcome, from_stream
-from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
+from qualify.httpclient.load import Messages, Sender
 from qualify.httpclient.timing import RequestTiming, median, timing
 from qualify.records import Verdict
-from qualify.serving.engines import Dialect
 from qualify.serving.idle import IdleReport, wait_idle
 
-Messages = list[dict[str, str]]
-Keep = Callable[[str, Exchange], list[str]]
 # After the last byte of a stream the engine may take a moment to free the slot.
 AFTER_GRACE_S = 5.0
 # Figures of the prompt, over every stream; figures of the answer, over non-degenerate ones.
@@ -46,30 +42,6 @@ class Cell:
     sized_tokens: int
     prompts: list[Messages]
     needles: Needles
-
-
-@dataclass
-class Driver:
-    """How to send it: the client, the engine's dialect and the request fields."""
-
-    client: Client
-    dialect: Dialect
-    body: dict[str, Any]
-    timeout_s: float
-    idle_wait_s: float
-    keep: Keep
-
-    def request(self, msgs: Messages) -> dict[str, Any]:
-        return {
-            **self.body,
-            "messages": msgs,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-
-    async def send(self, msgs: Messages, label: str) -> tuple[ChatOutcome, list[str]]:
-        ex = await self.client.stream("/v1/chat/completions", self.request(msgs), self.timeout_s)
-        return from_stream(ex), self.keep(label, ex)
 
 
 def stream_problem(o: ChatOutcome) -> str | None:
@@ -185,7 +157,7 @@ def _idle_error(row: dict[str, Any], when: str, report: IdleReport) -> dict[str,
     return row
 
 
-async def run_cell(drv: Driver, cell: Cell) -> dict[str, Any]:
+async def run_cell(drv: Sender, cell: Cell) -> dict[str, Any]:
     """Run one cell and return its row (figures, needles, idle checks, evidence files)."""
     row = _base_row(cell)
     before = await wait_idle(drv.client, drv.dialect, drv.idle_wait_s)

@@ -18,10 +18,11 @@ from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
-from qualify.context.ladder import Cell, Driver, Messages, public, run_cell, stream_problem
+from qualify.context.ladder import Cell, public, run_cell, stream_problem
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
 from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.load import Messages, Sender
 from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
 from qualify.records import StageResult
 from qualify.serving.engines import adapter, dialect
@@ -115,7 +116,7 @@ class Ladder:
     ctx: StageContext
     settings: ContextSettings
     counter: Counter
-    drv: Driver
+    drv: Sender
     rng: random.Random
     seed: int
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -217,7 +218,7 @@ async def context(ctx: StageContext) -> StageResult:
     rungs = plan_targets(s.targets, window, s.completion_margin)
     seed = secrets.randbits(32)
     body = {"model": ident.model, "max_tokens": s.max_tokens, "temperature": 0, **fields}
-    drv = Driver(client, dialect(ident.engine), body, s.timeout_s, s.idle_wait_s, ctx.keep)
+    drv = Sender(client, dialect(ident.engine), body, s.timeout_s, s.idle_wait_s, ctx.keep)
     ladder = Ladder(
         ctx, s, Counter(client, ident.engine, ident.model, fields), drv, random.Random(seed), seed
     )

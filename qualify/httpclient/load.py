@@ -11,13 +11,17 @@ request sent to the last response ended).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from qualify.httpclient.chat import from_stream
+from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.timing import RequestTiming, median, percentile, timing
+from qualify.serving.engines import Dialect
+
+Messages = list[dict[str, str]]
+Keep = Callable[[str, Exchange], list[str]]
 
 CHAT = "/v1/chat/completions"
 
@@ -91,3 +95,28 @@ def figures(exchanges: Sequence[Exchange], concurrency: int) -> LoadFigures:
         decode_tok_s_p95=percentile(decodes, 95),
         per_stream_decode_tok_s=per_stream,
     )
+
+
+@dataclass
+class Sender:
+    """How a timed stage asks one server: its client, the engine's dialect, the request fields
+    and the evidence keeper. Every request streams, with usage."""
+
+    client: Client
+    dialect: Dialect
+    body: dict[str, Any]
+    timeout_s: float
+    idle_wait_s: float
+    keep: Keep
+
+    def request(self, msgs: Messages) -> dict[str, Any]:
+        return {
+            **self.body,
+            "messages": msgs,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+
+    async def send(self, msgs: Messages, label: str) -> tuple[ChatOutcome, list[str]]:
+        ex = await self.client.stream("/v1/chat/completions", self.request(msgs), self.timeout_s)
+        return from_stream(ex), self.keep(label, ex)

@@ -20,11 +20,12 @@ from qualify.context.gates import (
     idle,
     needles,
 )
-from qualify.context.ladder import Cell, Driver, public, run_cell
+from qualify.context.ladder import Cell, public, run_cell
 from qualify.context.stage import degenerate_streams, fidelity_summary, speed_summary
 from qualify.gates.registry import Judged
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.load import Sender
 from qualify.records import Verdict
 from qualify.serving.engines import LLAMACPP
 
@@ -54,9 +55,9 @@ def _keep(label: str, ex: Exchange) -> list[str]:
     return [label]
 
 
-def _driver(client: Client, idle_wait_s: float = 3.0) -> Driver:
+def _driver(client: Client, idle_wait_s: float = 3.0) -> Sender:
     body = {"model": "m", "max_tokens": 32, "temperature": 0}
-    return Driver(client, LLAMACPP, body, 30.0, idle_wait_s, _keep)
+    return Sender(client, LLAMACPP, body, 30.0, idle_wait_s, _keep)
 
 
 def _prompts(seed: int = 1) -> tuple[Needles, list[dict[str, str]], Callable[[], Any]]:
