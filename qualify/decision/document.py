@@ -203,10 +203,15 @@ def _exit(record: DecisionRecord) -> str:
     ev = record.evaluation
     sha = record.policy_sha256[:16]
     blocking = [g.key for g in ev.gates if g.status in ("blocks", "vetoes")] + ev.missing
+    listed = (
+        _by_stage(blocking)
+        if len(blocking) <= FIRST_SCREEN_REASONS
+        else f"{_counts_by_stage(blocking)}; each listed above"
+    )
     if not record.promote:
         text = (
             f"A fresh run of {record.candidate} (a new run, not a resume of {record.run_id}) "
-            f"passes {len(blocking)} gate(s) now blocking ({_by_stage(blocking)}) under policy "
+            f"passes {len(blocking)} gate(s) now blocking ({listed}) under policy "
             f"{sha}, or the house policy is reviewed and changed before that run, never after "
             "seeing this result."
         )
