@@ -105,11 +105,12 @@ def test_kinds_engine_capacity_and_plot(capacity: tuple[StageResult, Path]) -> N
 
 def test_no_range_and_no_incumbent_are_said(capacity: tuple[StageResult, Path]) -> None:
     """Without declared ranges the range gate is inconclusive ("no range"), and the demo alias
-    points at nothing, so the incumbent gate is skipped and data says why."""
+    points at nothing: a first qualification, so the incumbent gate passes saying so."""
     result, _ = capacity
     rng = _gate(result, "expected-range")
     assert rng.verdict is Verdict.INCONCLUSIVE and "no range" in rng.reasons[0]
-    assert _gate(result, "incumbent").verdict is Verdict.SKIPPED
-    assert result.data["incumbent"]["status"] == "none"
+    inc = _gate(result, "incumbent")
+    assert inc.verdict is Verdict.PASS and "first qualification" in inc.reasons[0]
+    assert result.data["incumbent"]["status"] == "first"
     for name in ("requests", "measured", "engine"):
         assert _gate(result, name).verdict is Verdict.PASS, _gate(result, name).reasons
