@@ -70,9 +70,12 @@ def _delta(m: dict[str, Any]) -> str:
 
 
 def short(value: Any, limit: int = LINE_MAX) -> str:
-    """One line of at most `limit` characters; the rest lives in the evidence."""
+    """One line of at most `limit` characters; the rest lives in the evidence. A `<` is written
+    `&lt;`, so that quoted markup (`<tool_response>`) shows instead of vanishing as an HTML tag
+    when the document is rendered."""
     text = " ".join(str(value).split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    text = text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return text.replace("<", "&lt;")
 
 
 def _cell(value: Any) -> str:

@@ -181,6 +181,8 @@ def test_a_long_reason_is_one_short_line() -> None:
     assert document.short("a\nb " * 200, 50).endswith("…")
     assert len(document.short("x" * 500, 50)) == 50
     assert "\n" not in document.short("a\nb")
+    # quoted markup shows when rendered instead of vanishing as an HTML tag
+    assert document.short("echoes ['<tool_response>']") == "echoes ['&lt;tool_response>']"
 
 
 def test_plots_show_the_figures_of_the_tables(roomy: tuple[RunDir, DecisionRecord, str]) -> None:
