@@ -57,6 +57,18 @@ def _judged_gate_files(loaded: LoadedCandidate) -> list[str]:
     return problems
 
 
+def unknown_level(loaded: LoadedCandidate, stage_name: str, level: str | None) -> list[str]:
+    """`stages.<stage>.level` must name one of the candidate's reasoning levels (when the stage
+    runs and names one): one line if it does not."""
+    cand = loaded.candidate
+    if stage_name not in cand.stages.run or level is None or level in cand.reasoning:
+        return []
+    return [
+        f"stages.{stage_name}.level: {level!r} is not a reasoning level (expected one of "
+        f"{sorted(cand.reasoning)})"
+    ]
+
+
 def stage(name: str) -> Callable[[StageFn], StageFn]:
     """Register a stage under its name (the name used in `stages.run` and the evidence)."""
 

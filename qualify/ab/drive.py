@@ -22,7 +22,8 @@ from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.timing import RequestTiming, median, timing
-from qualify.serving.engines import Dialect, MetricsSnapshot, busy
+from qualify.serving.engines import Dialect, busy
+from qualify.serving.idle import scrape
 
 __all__ = [
     "PER_REQUEST",
@@ -157,16 +158,6 @@ _TIMING_FIELDS = tuple(f.name for f in fields(RequestTiming))
 def timing_of(record: dict[str, Any]) -> RequestTiming:
     """A request record's timing, as `qualify.httpclient.timing.timing` measured it."""
     return RequestTiming(**{k: record[k] for k in _TIMING_FIELDS})
-
-
-async def scrape(client: Client) -> MetricsSnapshot | None:
-    ex = await client.get("/metrics", timeout_s=10.0)
-    if not ex.ok or ex.text is None:
-        return None
-    try:
-        return MetricsSnapshot.parse(ex.text, time.monotonic())
-    except ValueError:
-        return None
 
 
 async def wait_idle(client: Client, d: Dialect, wait_s: float) -> tuple[dict[str, Any], Any]:

@@ -353,19 +353,28 @@ def _lane_acceptance(lane: str, block: dict[str, Any], floor: float) -> tuple[Ve
     return Verdict.PASS, ""
 
 
+def _drafting_lanes(data: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[Judged]]:
+    """The lanes, those that draft, and what to report at once when nothing can be judged
+    (a lane is missing: error; neither drafts: skipped)."""
+    missing = _no_lanes(data)
+    if missing:
+        return {}, [], missing
+    lanes = data["lanes"]
+    spec = [lane for lane in LANES if drafts(lanes[lane])]
+    if not spec:
+        why = "neither lane uses speculative decoding (identity.speculation.method)"
+        return lanes, [], [Judged(Verdict.SKIPPED, [why])]
+    return lanes, spec, []
+
+
 @judge(STAGE, "ab-acceptance", NoParams)
 def acceptance(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
     """Fail when a drafting lane's acceptance rate, counted over its timed runs, is below
     `acceptance_floor`; inconclusive when the server's counters cannot give it (the reason says
     which); skipped when neither lane drafts."""
-    missing = _no_lanes(data)
-    if missing:
-        return missing
-    lanes = data["lanes"]
-    spec = [lane for lane in LANES if drafts(lanes[lane])]
-    if not spec:
-        why = "neither lane uses speculative decoding (identity.speculation.method)"
-        return [Judged(Verdict.SKIPPED, [why])]
+    lanes, spec, early = _drafting_lanes(data)
+    if early:
+        return early
     floor = thresholds.acceptance_floor
     found = [_lane_acceptance(lane, lanes[lane], floor) for lane in spec]
     metrics = {"floor": floor, **{lane: lanes[lane].get("acceptance") for lane in spec}}
@@ -401,14 +410,9 @@ def draft_length(data: dict[str, Any], params: NoParams, thresholds: Thresholds)
     counters show (the length of the per-position curve, which vLLM and llama.cpp size to the
     configured maximum draft) differs from `identity.speculation.draft_tokens`; inconclusive
     where the server has no such counters or nothing was drafted."""
-    missing = _no_lanes(data)
-    if missing:
-        return missing
-    lanes = data["lanes"]
-    spec = [lane for lane in LANES if drafts(lanes[lane])]
-    if not spec:
-        why = "neither lane uses speculative decoding (identity.speculation.method)"
-        return [Judged(Verdict.SKIPPED, [why])]
+    lanes, spec, early = _drafting_lanes(data)
+    if early:
+        return early
     return [_lane_draft_length(lane, lanes[lane]) for lane in spec]
 
 

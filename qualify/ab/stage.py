@@ -21,6 +21,7 @@ from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.errors import BadInput
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
+from qualify.serving.idle import scrape
 from qualify.stage import StageContext, finish, stage, validator
 
 LANES = ("candidate", "control")
@@ -111,7 +112,7 @@ async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], dict[str,
             record = await drive.drive_run(client, ctx.keep, lane, plan, d)
             runs[lane].append(record)
             if lane not in kvs:
-                snap = await drive.scrape(client)
+                snap = await scrape(client)
                 kvs[lane] = kv.lane_kv(lc.identity.engine, d, snap, _server_log(ctx))
             task.advance(1, f"ab: {lane} run {run}")
     return order, {"runs": runs, "kv": kvs}

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from qualify.ab.kv import from_log
-from qualify.capacity.runs import scrape
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import ADAPTERS
+from qualify.serving.idle import scrape
 
 Keep = Callable[[str, Exchange], list[str]]
 

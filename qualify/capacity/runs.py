@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import Any
 
 from qualify.ab.acceptance import SpecCounters, acceptance
@@ -23,8 +22,8 @@ from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages, Sender, drive
 from qualify.httpclient.timing import median, percentile, timing
-from qualify.serving.engines import Dialect, MetricsSnapshot, busy
-from qualify.serving.idle import IdleReport, wait_idle
+from qualify.serving.engines import Dialect, busy
+from qualify.serving.idle import IdleReport, scrape, wait_idle
 
 AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
 QUEUE_POLL_S = 0.5
@@ -100,16 +99,6 @@ class QueueWatch:
             "waiting_max": max(self.waiting) if self.waiting else None,
             "waiting_mean": sum(self.waiting) / len(self.waiting) if self.waiting else None,
         }
-
-
-async def scrape(client: Client) -> MetricsSnapshot | None:
-    ex = await client.get("/metrics", timeout_s=10.0)
-    if not ex.ok or ex.text is None:
-        return None
-    try:
-        return MetricsSnapshot.parse(ex.text, time.monotonic())
-    except ValueError:
-        return None
 
 
 def _delta(before: IdleReport, after: IdleReport, names: tuple[str, ...]) -> float | None:

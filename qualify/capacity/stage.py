@@ -33,7 +33,7 @@ from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.serving.lanes import api_key
 from qualify.serving.process import StartFailed
-from qualify.stage import StageContext, finish, stage, validator
+from qualify.stage import StageContext, finish, stage, unknown_level, validator
 
 INCUMBENT = "incumbent"
 PLOT = "aggregate-vs-concurrency.svg"
@@ -41,14 +41,7 @@ PLOT = "aggregate-vs-concurrency.svg"
 
 @validator
 def _check_level(loaded: LoadedCandidate) -> list[str]:
-    cand = loaded.candidate
-    lvl = cand.stages.capacity.level
-    if "capacity" not in cand.stages.run or lvl is None or lvl in cand.reasoning:
-        return []
-    return [
-        f"stages.capacity.level: {lvl!r} is not a reasoning level (expected one of "
-        f"{sorted(cand.reasoning)})"
-    ]
+    return unknown_level(loaded, "capacity", loaded.candidate.stages.capacity.level)
 
 
 def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from qualify.httpclient.load import Messages, Sender
 from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
 from qualify.records import StageResult
 from qualify.serving.engines import adapter, dialect
-from qualify.stage import StageContext, finish, stage, validator
+from qualify.stage import StageContext, finish, stage, unknown_level, validator
 
 
 @dataclass
@@ -74,14 +74,7 @@ def level_of(cand: Candidate, s: ContextSettings) -> tuple[str, dict[str, Any]]:
 
 @validator
 def _check_level(loaded: LoadedCandidate) -> list[str]:
-    cand = loaded.candidate
-    lvl = cand.stages.context.level
-    if "context" not in cand.stages.run or lvl is None or lvl in cand.reasoning:
-        return []
-    return [
-        f"stages.context.level: {lvl!r} is not a reasoning level (expected one of "
-        f"{sorted(cand.reasoning)})"
-    ]
+    return unknown_level(loaded, "context", loaded.candidate.stages.context.level)
 
 
 async def window_of(

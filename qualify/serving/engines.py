@@ -668,6 +668,13 @@ def _llamacpp_build(pinned: str, reported: str) -> Match:
     return False, ""
 
 
+def _context_from_models(models: list[dict[str, Any]], seen: dict[str, Seen]) -> None:
+    """vLLM and SGLang report the window of a request as `max_model_len` in `/v1/models`."""
+    lens = [m.get("max_model_len") for m in models if m.get("max_model_len")]
+    if lens:
+        seen["context_length"] = Seen(lens[0], "GET /v1/models max_model_len")
+
+
 class Vllm(EngineAdapter):
     name, owned_by, paths = "vllm", "vllm", ("/version",)
     metrics = VLLM
@@ -698,9 +705,7 @@ class Vllm(EngineAdapter):
         version = bodies.get("/version")
         if isinstance(version, dict) and version.get("version"):
             seen["engine_build"] = Seen(version["version"], "GET /version")
-        lens = [m.get("max_model_len") for m in models if m.get("max_model_len")]
-        if lens:
-            seen["context_length"] = Seen(lens[0], "GET /v1/models max_model_len")
+        _context_from_models(models, seen)
         if launch is None:
             for pin in ("revision", "quantization", "kv_dtype", "parallelism", "max_num_seqs"):
                 why[pin] = "attached to a running server: its launch flags are not known"
@@ -794,9 +799,7 @@ class Sglang(Vllm):
     ) -> None:
         raw = bodies.get("/server_info")
         info: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        lens = [m.get("max_model_len") for m in models if m.get("max_model_len")]
-        if lens:
-            seen["context_length"] = Seen(lens[0], "GET /v1/models max_model_len")
+        _context_from_models(models, seen)
         if info.get("version"):
             seen["engine_build"] = Seen(info["version"], "GET /server_info version")
         for pin, key in self._ARGS.items():

@@ -50,11 +50,17 @@ async def _scrape(client: Client) -> tuple[MetricsSnapshot | None, str]:
     ex = await client.get("/metrics", timeout_s=10.0)
     if not ex.ok:
         return None, ex.error or f"GET /metrics answered HTTP {ex.status}"
-    body = ex.text if ex.text is not None else ""
+    if ex.text is None:
+        return None, "GET /metrics answered no text"
     try:
-        return MetricsSnapshot.parse(body, time.monotonic()), ""
+        return MetricsSnapshot.parse(ex.text, time.monotonic()), ""
     except ValueError as exc:
         return None, f"GET /metrics is not Prometheus text: {exc}"
+
+
+async def scrape(client: Client) -> MetricsSnapshot | None:
+    """One scrape of the engine's `/metrics`; None when it cannot be read or parsed."""
+    return (await _scrape(client))[0]
 
 
 async def wait_idle(
