@@ -137,6 +137,21 @@ def declared(stage: str) -> dict[str, str]:
     return {g.gate.id: g.sha256 for g in gates}
 
 
+def pick(
+    gates: list[LoadedGate], wanted: list[str], field: str, where: object, noun: str = "gate"
+) -> tuple[list[LoadedGate], list[str]]:
+    """The gates a candidate names in `field` (all when it names none), and a line for each name
+    that is not a gate id in `where`. (The decision still counts every declared gate: naming a
+    subset makes a quicker run, never a promote.)"""
+    known = {g.gate.id: g for g in gates}
+    problems = [
+        f"{field}[{i}]: expected a {noun} id from {where} {sorted(known)} (got {gid!r})"
+        for i, gid in enumerate(wanted)
+        if gid not in known
+    ]
+    return ([known[g] for g in wanted if g in known] if wanted else gates), problems
+
+
 def load_all_gates(gates_dir: Path) -> tuple[list[LoadedGate], list[str]]:
     """Every gate file of every stage under `gates_dir`, with every problem found."""
     out: list[LoadedGate] = []

@@ -8,7 +8,7 @@ from typing import Any
 import qualify
 from qualify.candidate import LoadedCandidate, resolve_path
 from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
-from qualify.gates.files import declared
+from qualify.gates.files import declared, pick
 from qualify.records import GateResult, StageResult, Verdict
 from qualify.stage import StageContext, finish, stage, validator
 
@@ -25,16 +25,9 @@ def select(loaded: LoadedCandidate) -> tuple[list[LoadedGate], list[str]]:
     """The gates the candidate names (all when it names none), and every problem found."""
     where = gates_dir(loaded)
     gates, problems = load_gates(where)
-    wanted = loaded.candidate.stages.preflight.gates
-    known = {g.gate.id: g for g in gates}
-    for i, gid in enumerate(wanted):
-        if gid not in known:
-            problems.append(
-                f"{loaded.path}: stages.preflight.gates[{i}]: expected a gate id from {where} "
-                f"{sorted(known)} (got {gid!r})"
-            )
-    chosen = [known[g] for g in wanted if g in known] if wanted else gates
-    return chosen, problems
+    field = f"{loaded.path}: stages.preflight.gates"
+    chosen, unknown = pick(gates, loaded.candidate.stages.preflight.gates, field, where)
+    return chosen, problems + unknown
 
 
 @validator

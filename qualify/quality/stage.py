@@ -13,7 +13,7 @@ from typing import Any
 
 from qualify.candidate import LoadedCandidate
 from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
-from qualify.gates.files import declared, default_gates_dir
+from qualify.gates.files import declared, default_gates_dir, pick
 from qualify.httpclient.client import Client, Exchange
 from qualify.preflight import stage as preflight
 from qualify.quality import report
@@ -28,15 +28,10 @@ def select(loaded: LoadedCandidate) -> tuple[list[LoadedGate], list[str]]:
     """The tasks the candidate names (all when it names none), and every problem found."""
     where = default_gates_dir()
     gates, problems = load_gates(where, "quality")
+    field = f"{loaded.path}: stages.quality.tasks"
     wanted = loaded.candidate.stages.quality.tasks
-    known = {g.gate.id: g for g in gates}
-    for i, tid in enumerate(wanted):
-        if tid not in known:
-            problems.append(
-                f"{loaded.path}: stages.quality.tasks[{i}]: expected a task id from "
-                f"{where / 'quality'} {sorted(known)} (got {tid!r})"
-            )
-    return ([known[t] for t in wanted if t in known] if wanted else gates), problems
+    chosen, unknown = pick(gates, wanted, field, where / "quality", "task")
+    return chosen, problems + unknown
 
 
 @validator
