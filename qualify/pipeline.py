@@ -112,6 +112,9 @@ class Runner:
         self.lanes = Lanes(run, lanes)
         self.sampler: Any = None
         self.aborted: str | None = None
+        self.interrupted: str | None = None  # the signal that asked the run to stop
+        self._task: asyncio.Task[Any] | None = None
+        self._cancellable = False  # True while a stage runs: cleanup is never cancelled
         self.thresholds = Thresholds()  # the effective policy's, set by execute
 
     async def run_stage(self, name: str) -> StageResult:
@@ -130,8 +133,11 @@ class Runner:
             log.info("stage.start")
             try:
                 result = await self._invoke(fn, ctx)
+                if self.interrupted:  # the stage swallowed the cancellation: not finished
+                    raise asyncio.CancelledError(self.interrupted)
             except (asyncio.CancelledError, KeyboardInterrupt):
-                attempt.write_result(_aborted(name, attempt, ctx.started_at, "interrupted"))
+                why = f"interrupted ({self.interrupted or 'SIGINT'})"
+                attempt.write_result(_aborted(name, attempt, ctx.started_at, why))
                 attempt.seal()
                 raise
         attempt.write_result(result)
@@ -154,11 +160,7 @@ class Runner:
             return _aborted(ctx.name, ctx.attempt, ctx.started_at, f"internal error: {exc!r}")
         proc = self.lanes.process
         if proc is not None and self.lanes.died():
-            code = proc.proc.returncode if proc.proc else None
-            self.aborted = (
-                f"the {proc.lane} server exited during the stage (exit code {code}); "
-                f"its logs are in {proc.attempt.path}"
-            )
+            self.aborted = proc.death("during the stage")
             aborted = _aborted(ctx.name, ctx.attempt, ctx.started_at, self.aborted)
             aborted.gates = result.gates
             aborted.data = result.data
@@ -166,13 +168,32 @@ class Runner:
             return aborted
         return result
 
+    def interrupt(self, name: str) -> None:
+        """Ctrl-C or SIGTERM: the run stops. The flag decides the exit code (3) whatever a
+        library does with the cancellation; while a stage runs, the cancellation is repeated
+        each second until the stage has let go of it (a library may swallow one)."""
+        self.interrupted = self.interrupted or name
+        self._recancel()
+
+    def _recancel(self) -> None:
+        task = self._task
+        if task is None or task.done() or not self._cancellable:
+            return
+        task.cancel()
+        asyncio.get_running_loop().call_later(1.0, self._recancel)
+
+    def check_interrupted(self) -> None:
+        """Between steps: a run asked to stop starts nothing new."""
+        if self.interrupted:
+            raise asyncio.CancelledError(self.interrupted)
+
     async def execute(self, resume: bool) -> None:
         from qualify.vram import start_sampler
 
         loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        if task is not None:
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
+        self._task = asyncio.current_task()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.interrupt, sig.name)
         order = run_order(self.p.stages)
         start = resume_point(self.run, order) if resume else 0
         for name in order[:start]:
@@ -183,18 +204,27 @@ class Runner:
         if "vram" in todo:
             self.sampler = start_sampler(self.p.loaded, self.run)
         try:
+            self._cancellable = True
             for name in todo:
+                self.check_interrupted()
                 if name == "vram":
                     continue
                 if self.sampler is not None:
                     self.sampler.mark(name)
                 await self.run_stage(name)
+            self.check_interrupted()
         finally:
+            self._cancellable = False
             await self.lanes.stop()
             if self.sampler is not None:
                 self.sampler.stop()
         if "vram" in todo:
-            await self.run_stage("vram")
+            self._cancellable = True
+            try:
+                await self.run_stage("vram")
+            finally:
+                self._cancellable = False
+            self.check_interrupted()
 
 
 def run_order(stages: list[str]) -> list[str]:
@@ -253,27 +283,33 @@ def execute(
         run = store.new_run(p.loaded.candidate.name)
         _write_run_json(run, p)
     inv = run.new_attempt("run")
-    inv.write_bytes("candidate.toml", Path(p.loaded.path).read_bytes())
-    if p.control is not None:
-        inv.write_bytes("control.toml", Path(p.control.path).read_bytes())
-    inv.write_json("invocation.json", {"argv": sys.argv, "resume": bool(resume), "at": utc_now()})
-    logs.configure(inv.stream("log", "jsonl"))
-    progress.say(f"qualify {__version__}: run {run.run_id} of {p.loaded.candidate.name}")
-    progress.say(f"  evidence: {run.path}")
-    progress.say(
-        f"  policy: {decided.ref.root or 'built-in defaults'} (sha256 {rules.sha256[:16]})"
-    )
     runner = Runner(p, run, progress)
     runner.thresholds = rules.thresholds
     code, decision = 3, None
     try:
+        inv.write_bytes("candidate.toml", Path(p.loaded.path).read_bytes())
+        if p.control is not None:
+            inv.write_bytes("control.toml", Path(p.control.path).read_bytes())
+        inv.write_json(
+            "invocation.json", {"argv": sys.argv, "resume": bool(resume), "at": utc_now()}
+        )
+        logs.configure(inv.stream("log", "jsonl"))
+        progress.say(f"qualify {__version__}: run {run.run_id} of {p.loaded.candidate.name}")
+        progress.say(f"  evidence: {run.path}")
+        progress.say(
+            f"  policy: {decided.ref.root or 'built-in defaults'} (sha256 {rules.sha256[:16]})"
+        )
         asyncio.run(runner.execute(resume is not None))
+        if runner.interrupted:
+            raise KeyboardInterrupt(runner.interrupted)
         decision = conclude(run, decided, priv, record_attempt=f"run/{inv.path.name}")
         code = 0 if decision.promote else 1
         if runner.aborted:
             code = 3
     except (KeyboardInterrupt, asyncio.CancelledError):
-        runner.aborted = "interrupted (Ctrl-C or SIGTERM)"
+        how = runner.interrupted or "SIGINT"
+        runner.aborted = f"interrupted ({how}: Ctrl-C or a stop request)"
+        decision, code = None, 3
         progress.say("qualify: interrupted; servers stopped, evidence sealed")
     finally:
         stop_all()

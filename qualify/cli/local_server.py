@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,11 +19,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _local(args: argparse.Namespace) -> int:
     from qualify.serving import local as localserver
 
-    paths = (
-        localserver.ensure(args.flavour)
-        if args.action == "build"
-        else localserver.LocalPaths(args.flavour)
-    )
+    if args.action == "build":
+        try:
+            paths = localserver.ensure(args.flavour)
+        except localserver.BuildFailed as exc:
+            print(f"qualify local-server: {exc}", file=sys.stderr)
+            return 3
+    else:
+        paths = localserver.LocalPaths(args.flavour)
     for k, v in paths.placeholders().items():
         print(f"{k} = {v}")
+    rec = paths.record()
+    if rec is not None:
+        print(f"variant = {rec.get('variant')}")
+        print(f"checked = smoke decode on {rec.get('cpu_model')}")
+    elif args.action == "paths":
+        print(f"checked = no ({paths.unusable()})")
     return 0

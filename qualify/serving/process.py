@@ -33,7 +33,7 @@ import httpx
 from qualify.candidate import ContainerLaunch, LoadedCandidate
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import Attempt, ChunkedWriter
-from qualify.serving.local import LocalPaths
+from qualify.serving.local import LocalPaths, signal_name
 
 _LIVE: set[ServerProcess] = set()
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -245,6 +245,35 @@ class ServerProcess:
         the container)."""
         return self.proc is not None and self.proc.poll() is None
 
+    def log_tail(self, n: int = 5) -> tuple[list[str], str | None]:
+        """The last `n` non-blank lines the server wrote (stderr, else stdout), and that log's
+        path relative to the run."""
+        for sink in reversed(self._sinks):
+            for name in reversed(sink.files):
+                path = self.attempt.path / name
+                text = path.read_text(errors="replace") if path.is_file() else ""
+                lines = [ln.strip()[:300] for ln in text.splitlines() if ln.strip()]
+                if lines:
+                    run = self.attempt.path.parent.parent
+                    return lines[-n:], path.relative_to(run).as_posix()
+        return [], None
+
+    def death(self, during: str) -> str:
+        """What happened to a server that exited: the signal by name, the last lines of its
+        log quoted, the log named. The part before the first `;` is the cause in words."""
+        code = self.proc.returncode if self.proc else None
+        for t in self._threads:
+            t.join(timeout=2)
+        how = signal_name(code)
+        verb = "crashed" if code is not None and code < 0 else "exited"
+        lines, log = self.log_tail()
+        said = " | ".join(f"«{ln}»" for ln in lines)
+        return (
+            f"the {self.lane} server {verb} {during} ({how})"
+            + (f"; last log lines: {said}" if said else "; it wrote no log")
+            + f"; log: {log or self.attempt.path}"
+        )
+
     def last_error_line(self) -> str:
         """The last non-blank line the server (or its runtime) wrote to stderr."""
         for sink in self._sinks[1:]:
@@ -266,14 +295,8 @@ class ServerProcess:
         async with httpx.AsyncClient(timeout=5.0) as http:
             while time.monotonic() < deadline:
                 if not self.alive():
-                    code = self.proc.returncode if self.proc else None
-                    for t in self._threads:
-                        t.join(timeout=2)
-                    said = self.last_error_line()
                     raise StartFailed(
-                        f"{self.lane} server exited with code {code} before it was healthy"
-                        + (f" ({said})" if said else "")
-                        + f"; its logs are in {self.attempt.path}"
+                        self.death("during start-up") + f"; its logs are in {self.attempt.path}"
                     )
                 try:
                     r = await http.get(url)

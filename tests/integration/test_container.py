@@ -119,7 +119,7 @@ def test_container_that_dies_keeps_its_container_and_logs(
     runner = stage_runner(cand)
     result = runner.stage("identity")  # type: ignore[attr-defined]
     assert result.verdict is Verdict.ERROR
-    assert "exited with code" in result.reasons[0] and "before it was healthy" in result.reasons[0]
+    assert "exited during start-up (exit code" in result.reasons[0]
     (server,) = sorted((runner.run.path / "server-candidate").iterdir())  # type: ignore[attr-defined]
     name = json.loads((server / "launch.json").read_text())["container"]
     assert name in _podman("ps", "-a", "--format", "{{.Names}}").stdout.split()

@@ -135,7 +135,7 @@ def test_killed_server_aborts_with_error_and_keeps_evidence(
     assert proc.returncode == 3, err
     result = json.loads((run / "preflight" / "attempt-001" / "result.json").read_text())
     assert result["verdict"] == "error" and result["status"] == "aborted"
-    assert "server exited during the stage" in " ".join(result["reasons"])
+    assert "server crashed during the stage (SIGKILL)" in " ".join(result["reasons"])
     after = _digests(run)
     # The run's log is an append-only stream still open at the kill: it may only grow.
     changed = [f for f, d in before.items() if after.get(f) != d and f not in growing]

@@ -131,5 +131,5 @@ def test_runtime_that_fails_says_why(tmp_path: Path) -> None:
     finally:
         os.environ["PATH"] = old
     msg = str(exc.value)
-    assert "exited with code 125 before it was healthy" in msg
+    assert "server exited during start-up (exit code 125)" in msg
     assert "Cannot connect to the Docker daemon" in msg
