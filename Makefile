@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lock server check test test-unit demo clean-evidence
+.PHONY: setup lock server test-deps check test test-unit demo clean-evidence
 
 LOCK := requirements-dev.lock
 
@@ -28,17 +28,22 @@ lock:
 server: $(STAMP)
 	$(BIN)/qualify local-server build
 
+# cmake, g++ and Prometheus (Debian's packages) when missing: scripts/test-deps.sh says which.
+test-deps:
+	bash scripts/test-deps.sh
+
 check: $(STAMP)
 	$(BIN)/ruff format --check qualify tests bench
 	$(BIN)/ruff check qualify tests bench
 	$(BIN)/mypy qualify
+	$(BIN)/python scripts/size_check.py
 
 # Unit tests run on two workers (they share nothing); the integration tests one at a time,
 # since two busy llama-servers on two cores slow each other tenfold.
 test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q -n 2
 
-test: server
+test: test-deps server
 	$(BIN)/pytest tests/unit -q -n 2
 	$(BIN)/pytest tests/integration -q
 

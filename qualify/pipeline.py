@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import platform
 import signal
 import sys
@@ -24,6 +25,7 @@ from qualify.gates.thresholds import Thresholds
 from qualify.progress import Progress
 from qualify.records import StageResult, StageStatus, Verdict
 from qualify.serving.lanes import Lanes, api_key
+from qualify.serving.local import cpu_model
 from qualify.serving.process import stop_all
 from qualify.stage import STAGES, VALIDATORS, StageContext, StageFn, load_all
 
@@ -94,6 +96,7 @@ def _write_run_json(run: RunDir, p: Plan) -> None:
         "tool_version": __version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
         "git": git_state(Path(p.loaded.path)),
         "created_at": utc_now(),
     }

@@ -1,0 +1,1 @@
+"""Placeholder replaced by the size check (modules over 500 lines, functions over 60)."""
