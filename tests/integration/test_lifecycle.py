@@ -116,6 +116,18 @@ def test_startup_timeout_stops_the_process(candidate_factory, tmp_path: Path) ->
     assert _pids_on(port) == []
 
 
+STUBS = Path(__file__).parent / "stubs"
+
+
+def _growing(path: str) -> bool:
+    """Files still open for appending while the run goes on: the run's log and the logs of a
+    server that is still running. They may only grow."""
+    name = path.rsplit("/", 1)[-1]
+    return "/log." in path or (
+        path.startswith("server-") and name.startswith(("stdout.", "stderr."))
+    )
+
+
 def test_killed_server_aborts_with_error_and_keeps_evidence(
     candidate_factory, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -124,48 +136,128 @@ def test_killed_server_aborts_with_error_and_keeps_evidence(
     cand = candidate_factory("killed", stages=["identity", "preflight"])
     ev = tmp_path / "ev"
     proc = _start(cand, ev)
-    _wait_for(lambda: any(ev.glob("*/*/preflight/attempt-001/0002-*.json")))
+    _wait_for(lambda: any(ev.glob("*/*/preflight/attempt-001/0002-*.json")), timeout=600)
     run = _run_dir(ev)
     before = _digests(run)
-    growing = {f: (run / f).read_bytes() for f in before if "/log." in f}
+    growing = {f: (run / f).read_bytes() for f in before if _growing(f)}
     (port,) = _ports(run)
     (pid,) = _pids_on(port)
     os.kill(pid, signal.SIGKILL)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 3, err
     result = json.loads((run / "preflight" / "attempt-001" / "result.json").read_text())
     assert result["verdict"] == "error" and result["status"] == "aborted"
     assert "server crashed during the stage (SIGKILL)" in " ".join(result["reasons"])
     after = _digests(run)
-    # The run's log is an append-only stream still open at the kill: it may only grow.
     changed = [f for f, d in before.items() if after.get(f) != d and f not in growing]
     assert changed == []
     for f, head in growing.items():
-        assert (run / f).read_bytes().startswith(head)
+        assert (run / f).read_bytes().startswith(head), f
     server = run / "server-candidate" / "attempt-001"
     assert any(server.glob("stderr.*.log")) and (server / "manifest.json").exists()
 
     again = _start(cand, ev, "--resume", run.name)
-    _wait_for(lambda: (run / "preflight" / "attempt-002").exists())
+    _wait_for(lambda: (run / "preflight" / "attempt-002").exists(), timeout=600)
     again.send_signal(signal.SIGINT)
-    again.communicate(timeout=120)
+    again.communicate(timeout=300)
     assert not (run / "identity" / "attempt-002").exists()
     assert all(_pids_on(port) == [] for port in _ports(run))
 
 
-def test_ctrl_c_stops_the_server_and_seals(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Ctrl-C mid-run: exit 3, no server left running, every attempt sealed."""
-    cand = candidate_factory("ctrl-c", stages=["identity", "preflight"])
-    ev = tmp_path / "ev"
-    proc = _start(cand, ev)
-    _wait_for(lambda: any(ev.glob("*/*/preflight/attempt-001/0001-*.json")))
+def _interrupted(proc: subprocess.Popen[str], ev: Path) -> tuple[Path, str]:
+    """SIGINT to a running `qualify run`; it must exit 3 with no server left and every
+    attempt sealed."""
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 3, err
+    assert "interrupted" in err
     run = _run_dir(ev)
     assert all(_pids_on(port) == [] for port in _ports(run))
     attempts = [p for p in run.glob("*/attempt-*") if p.is_dir()]
-    assert attempts and all((p / "manifest.json").exists() for p in attempts)
+    assert attempts and all((p / "manifest.json").exists() for p in attempts), attempts
+    outcome = json.loads(next(run.glob("run/attempt-*/outcome.json")).read_text())
+    assert outcome["exit_code"] == 3 and "interrupted" in outcome["aborted"]
+    return run, err
+
+
+def test_ctrl_c_between_steps_stops_the_server_and_seals(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C between two preflight gates of the real server: exit 3, the stage aborted."""
+    cand = candidate_factory("ctrl-c", stages=["identity", "preflight"])
+    ev = tmp_path / "ev"
+    proc = _start(cand, ev)
+    _wait_for(lambda: any(ev.glob("*/*/preflight/attempt-001/0001-*.json")), timeout=600)
+    run, _ = _interrupted(proc, ev)
+    result = json.loads((run / "preflight" / "attempt-001" / "result.json").read_text())
+    assert result["status"] == "aborted"
+
+
+def test_ctrl_c_in_a_later_stage_stops_the_run(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C once the context stage has started on the real server: exit 3, nothing after."""
+    cand = candidate_factory("ctrl-c-ctx", stages=["identity", "context", "vram"])
+    ev = tmp_path / "ev"
+    proc = _start(cand, ev)
+    _wait_for(lambda: any(ev.glob("*/*/context/attempt-001")), timeout=600)
+    run, _ = _interrupted(proc, ev)
+    result = json.loads((run / "context" / "attempt-001" / "result.json").read_text())
+    assert result["status"] == "aborted"
+    assert not (run / "vram").exists() or _statuses(run, "vram") != ["finished"]
+
+
+def test_ctrl_c_during_start_up(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C while the server is starting (a process that never becomes healthy)."""
+    cand = candidate_factory("ctrl-c-start", stages=["identity", "preflight"])
+    _launch(
+        cand, f'["{sys.executable}", "-c", "import time; time.sleep(600)", "--port", "{{port}}"]'
+    )
+    ev = tmp_path / "ev"
+    proc = _start(cand, ev)
+    _wait_for(lambda: any(ev.glob("*/*/server-candidate/attempt-001/launch.json")), timeout=120)
+    run, _ = _interrupted(proc, ev)
+    assert not (run / "preflight" / "attempt-001" / "0001-smoke.json").exists()
+
+
+def test_ctrl_c_with_a_request_in_flight(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C while a request is in flight (a server that never answers a POST): exit 3 long
+    before the request timeout would have ended it."""
+    marks = tmp_path / "marks"
+    cand = candidate_factory("ctrl-c-flight", stages=["preflight"])
+    _launch(
+        cand,
+        f'["{sys.executable}", "{STUBS / "hanging_server.py"}", "--port", "{{port}}", '
+        f'"--marks", "{marks}"]',
+    )
+    ev = tmp_path / "ev"
+    proc = _start(cand, ev)
+    _wait_for(lambda: (marks / "posted-1").exists(), timeout=120)
+    run, _ = _interrupted(proc, ev)
+    result = json.loads((run / "preflight" / "attempt-001" / "result.json").read_text())
+    assert result["status"] == "aborted" and "interrupted" in " ".join(result["reasons"])
+
+
+def test_server_crash_at_start_up_is_named(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A server that dies of SIGSEGV at start-up: exit 3, the signal named, its last log lines
+    quoted, its log linked, and a document that says the candidate was not qualified."""
+    cand = candidate_factory("segv", stages=["identity", "preflight", "quality"])
+    _launch(cand, f'["{sys.executable}", "{STUBS / "segv_server.py"}", "--port", "{{port}}"]')
+    ev = tmp_path / "ev"
+    proc = _start(cand, ev)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 3, err
+    assert "crashed during start-up (SIGSEGV)" in err
+    run = _run_dir(ev)
+    result = json.loads((run / "identity" / "attempt-001" / "result.json").read_text())
+    why = " ".join(result["reasons"])
+    assert "the candidate server crashed during start-up (SIGSEGV)" in why
+    assert "«init: llama threadpool init, n_threads = 2»" in why
+    assert "server-candidate/attempt-001/stderr.000.log" in why
+    (doc,) = run.glob("decision/attempt-*/decision.md")
+    text = doc.read_text()
+    first = text.splitlines()[0]
+    assert "not qualified" in first and "SIGSEGV" in first, first
+    assert "no-promote" not in first
+    assert "init: llama threadpool init" in text
+    assert "server-candidate/attempt-001/stderr.000.log" in text
+    assert text.count("crashed during start-up") == 1, text
 
 
 # A lean demo: one preflight gate, one short context target, a two-run A/B on two prompts with
