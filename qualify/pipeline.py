@@ -185,8 +185,11 @@ class Runner:
         task.cancel()
         asyncio.get_running_loop().call_later(1.0, self._recancel)
 
-    def check_interrupted(self) -> None:
-        """Between steps: a run asked to stop starts nothing new."""
+    async def check_interrupted(self) -> None:
+        """Between steps: a run asked to stop starts nothing new. Two turns of the loop first,
+        so a signal that arrived while the last step ran without yielding is handled."""
+        for _ in range(2):
+            await asyncio.sleep(0)
         if self.interrupted:
             raise asyncio.CancelledError(self.interrupted)
 
@@ -209,13 +212,13 @@ class Runner:
         try:
             self._cancellable = True
             for name in todo:
-                self.check_interrupted()
+                await self.check_interrupted()
                 if name == "vram":
                     continue
                 if self.sampler is not None:
                     self.sampler.mark(name)
                 await self.run_stage(name)
-            self.check_interrupted()
+            await self.check_interrupted()
         finally:
             self._cancellable = False
             await self.lanes.stop()
@@ -227,7 +230,7 @@ class Runner:
                 await self.run_stage("vram")
             finally:
                 self._cancellable = False
-            self.check_interrupted()
+            await self.check_interrupted()
 
 
 def run_order(stages: list[str]) -> list[str]:
