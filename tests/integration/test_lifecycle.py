@@ -54,7 +54,7 @@ def _start(cand: Path, evidence: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for(cond: Callable[[], bool], timeout: float = 90.0) -> None:
+def _wait_for(cond: Callable[[], bool], timeout: float = 600.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -87,7 +87,7 @@ def test_failed_start_keeps_logs_and_exits_3(candidate_factory, tmp_path: Path) 
     _launch(cand, '["{llama_server}", "-m", "/nonexistent/model.gguf", "--port", "{port}"]')
     ev = tmp_path / "ev"
     proc = _start(cand, ev)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 3, err
     run = _run_dir(ev)
     attempt = run / "server-candidate" / "attempt-001"
@@ -109,7 +109,7 @@ def test_startup_timeout_stops_the_process(candidate_factory, tmp_path: Path) ->
     )
     ev = tmp_path / "ev"
     proc = _start(cand, ev)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 3, err
     assert "not healthy" in err and "after 2 s" in err
     (port,) = _ports(_run_dir(ev))
