@@ -1,0 +1,1 @@
+"""`qualify diff`: two signed qualifications compared, both verified first (see compare.py)."""

@@ -1,0 +1,181 @@
+"""`qualify diff`: two verified qualifications compared, gate by gate and figure by figure.
+
+`diff(a, b)` is the whole comparison as one JSON-able document (A is the baseline, B the run
+compared with it; deltas are B - A); `exit_code` reads it (0: no regression beyond the house's
+margins, 1: a regression); `summary` is the short form the decision document shows for a
+candidate whose alias already points at a qualified recipe.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qualify.decision.house import PolicyRules
+from qualify.decision.reading import candidate_in_run
+from qualify.diff.figures import compare_figures
+from qualify.diff.gates import compare_gates, policy_differences
+from qualify.diff.report import NAMES
+from qualify.diff.runs import Side
+
+EXIT_SAME = 0
+EXIT_REGRESSION = 1
+
+
+def engine_of(side: Side) -> str | None:
+    pins = side.identity()
+    if pins.get("engine"):
+        return str(pins["engine"])
+    cand = candidate_in_run(side.run, side.record.candidate_copy)
+    return cand.identity.engine if cand else None
+
+
+def hardware_of(side: Side) -> dict[str, Any]:
+    """The cards the VRAM stage saw (name and memory, by index) and the CPU run.json names."""
+    cards = [
+        {"gpu": c.get("gpu"), "name": c.get("name"), "total_mib": c.get("total_mib")}
+        for c in (side.data.get("vram") or {}).get("cards") or []
+        if isinstance(c, dict)
+    ]
+    cpu = side.info.get("cpu") if isinstance(side.info.get("cpu"), dict) else None
+    return {"cards": cards, "cpu": cpu}
+
+
+def _hardware_text(hw: dict[str, Any]) -> str:
+    parts = []
+    names: dict[str, int] = {}
+    for c in hw["cards"]:
+        label = f"{c['name']} ({c['total_mib']:,.0f} MiB)" if c.get("total_mib") else str(c["name"])
+        names[label] = names.get(label, 0) + 1
+    parts += [f"{n} x {label}" for label, n in names.items()]
+    if hw["cpu"]:
+        parts.append(f"CPU {hw['cpu'].get('model')} ({hw['cpu'].get('cores')} cores)")
+    return ", ".join(parts) or "not recorded"
+
+
+def _cpu_model(hw: dict[str, Any]) -> str | None:
+    model = (hw["cpu"] or {}).get("model")
+    return str(model) if model else None
+
+
+def run_reasons(a: Side, b: Side) -> tuple[list[str], list[str]]:
+    """(why no figure of the two runs is comparable, notes): another engine or hardware."""
+    reasons, notes = [], []
+    ea, eb = engine_of(a), engine_of(b)
+    if ea and eb and ea != eb:
+        reasons.append(f"the engine differs ({ea} in A, {eb} in B)")
+    ha, hb = hardware_of(a), hardware_of(b)
+    cards_a = sorted((str(c["name"]), c["total_mib"]) for c in ha["cards"])
+    cards_b = sorted((str(c["name"]), c["total_mib"]) for c in hb["cards"])
+    if ha["cards"] and hb["cards"] and cards_a != cards_b:
+        reasons.append(
+            f"the hardware differs ({_hardware_text(ha)} in A, {_hardware_text(hb)} in B)"
+        )
+    elif bool(ha["cards"]) != bool(hb["cards"]):
+        reasons.append(
+            "the hardware differs (GPU cards seen in " + ("A" if ha["cards"] else "B") + " only)"
+        )
+    if _cpu_model(ha) and _cpu_model(hb) and _cpu_model(ha) != _cpu_model(hb):
+        reasons.append(f"the CPU differs ({_cpu_model(ha)} in A, {_cpu_model(hb)} in B)")
+    if not ha["cards"] and not hb["cards"] and not (_cpu_model(ha) and _cpu_model(hb)):
+        notes.append("the hardware is not recorded in both runs: assumed the same")
+    return reasons, notes
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def recipe_changes(a: Side, b: Side) -> list[str]:
+    """The identity pins that differ (what the two recipes changed), as `pin A -> B`."""
+    pa, pb = _flat(a.identity()), _flat(b.identity())
+    return [
+        f"{k} {pa.get(k)!r} -> {pb.get(k)!r}"
+        for k in sorted(set(pa) | set(pb))
+        if pa.get(k) != pb.get(k)
+    ]
+
+
+def margin_of(a: Side, b: Side) -> tuple[float, str]:
+    """The house's margin for a figure: `ab_max_regression_pct` of the policy (the smaller of
+    the two policies when they differ, so a loosened policy never hides a regression)."""
+    ma = PolicyRules.model_validate(a.record.policy).thresholds.ab_max_regression_pct
+    mb = PolicyRules.model_validate(b.record.policy).thresholds.ab_max_regression_pct
+    if ma == mb:
+        return mb, "the policy's thresholds.ab_max_regression_pct"
+    m = min(ma, mb)
+    return m, f"thresholds.ab_max_regression_pct: the smaller of A's {ma:g}% and B's {mb:g}%"
+
+
+def diff(a: Side, b: Side) -> dict[str, Any]:
+    """The comparison of B against A as one document (see module docstring)."""
+    policy = policy_differences(a.record.policy, b.record.policy)
+    gates = compare_gates(a.record.evaluation.gates, b.record.evaluation.gates, policy)
+    reasons, notes = run_reasons(a, b)
+    margin, margin_source = margin_of(a, b)
+    figures = compare_figures(a.data, b.data, margin, reasons)
+    regressions = [
+        f"{f['group']} {f['cell']}: {NAMES.get(name, name)} {m['delta_pct']:+.1f}% (interval "
+        f"{m['ci95_pct'][0]:+.1f}% to {m['ci95_pct'][1]:+.1f}%)"
+        for f in figures
+        if f["comparable"]
+        for name, m in f["measures"].items()
+        if m["verdict"] == "regression"
+    ]
+    decision = None
+    if a.record.promote and not b.record.promote:
+        decision = f"the decision went from promote to {b.record.decision}"
+    return {
+        "version": 1,
+        "a": {**a.describe(), "engine": engine_of(a), "hardware": _hardware_text(hardware_of(a))},
+        "b": {**b.describe(), "engine": engine_of(b), "hardware": _hardware_text(hardware_of(b))},
+        "policy": {"same": not policy, "differences": policy},
+        "recipe_changes": recipe_changes(a, b),
+        "margin_pct": margin,
+        "margin_source": margin_source,
+        "not_comparable": reasons,
+        "notes": notes + [f"A: {n}" for n in a.notes] + [f"B: {n}" for n in b.notes],
+        "gates": gates,
+        "figures": figures,
+        "regressions": {
+            "decision": decision,
+            "gates": gates["regressions"],
+            "figures": regressions,
+        },
+        "regressed": bool(decision or gates["regressions"] or regressions),
+    }
+
+
+def exit_code(doc: dict[str, Any]) -> int:
+    return EXIT_REGRESSION if doc["regressed"] else EXIT_SAME
+
+
+def summary(doc: dict[str, Any]) -> dict[str, Any]:
+    """The few lines a decision shows: against what, regressed or not, and every regression."""
+    reg = doc["regressions"]
+    counts = doc["gates"]["counts"]
+    compared = sum(
+        1 for f in doc["figures"] if f["comparable"] for m in f["measures"].values() if m["ci95"]
+    )
+    lines = [
+        f"against {doc['a']['candidate']} (run {doc['a']['run_id']}, {doc['a']['headline']})",
+        f"gates: {counts.get('regressed', 0)} pass -> fail, {counts.get('fixed', 0)} fail -> "
+        f"pass, {counts.get('new', 0)} new, {counts.get('removed', 0)} removed",
+        f"figures: {compared} compared with an interval, {len(reg['figures'])} beyond the "
+        f"{doc['margin_pct']:g}% margin",
+    ]
+    if doc["not_comparable"]:
+        lines.append("not comparable: " + "; ".join(doc["not_comparable"]))
+    return {
+        "against": doc["a"]["run_id"],
+        "regressed": doc["regressed"],
+        "lines": lines,
+        "regressions": ([reg["decision"]] if reg["decision"] else [])
+        + [f"gate {g}: pass -> fail" for g in reg["gates"]]
+        + reg["figures"],
+    }

@@ -1,0 +1,94 @@
+"""Per gate, what changed between two signed decisions: pass -> fail, fail -> pass, new, removed.
+
+A gate is keyed as the decision keys it (`stage/gate@level`). A regression is a gate that passed
+in A and, in B, does not pass and blocks the decision (status `blocks` or `vetoes`); an advisory
+gate that stops passing is listed as changed, never counted. Under two different policies the
+verdicts answer different questions: the changes are listed, not counted, and the thresholds
+that differ are named.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qualify.decision.record import GateOutcome
+
+BLOCKING = ("blocks", "vetoes")
+
+
+def _brief(g: GateOutcome) -> dict[str, Any]:
+    return {
+        "verdict": g.verdict.value,
+        "status": g.status,
+        "reason": g.reasons[0] if g.reasons else "",
+    }
+
+
+def change(a: GateOutcome | None, b: GateOutcome | None) -> str:
+    """`regressed`, `fixed`, `changed`, `same`, `new` or `removed`."""
+    if a is None:
+        return "new"
+    if b is None:
+        return "removed"
+    if a.verdict == b.verdict:
+        return "same"
+    if a.verdict.value == "pass":
+        return "regressed"
+    if b.verdict.value == "pass":
+        return "fixed"
+    return "changed"
+
+
+def compare_gates(
+    a: list[GateOutcome], b: list[GateOutcome], policy_differs: list[str]
+) -> dict[str, Any]:
+    """Every gate of either decision with its change; `regressions` lists the counted ones."""
+    ga, gb = {g.key: g for g in a}, {g.key: g for g in b}
+    rows: list[dict[str, Any]] = []
+    for key in sorted(set(ga) | set(gb)):
+        x, y = ga.get(key), gb.get(key)
+        what = change(x, y)
+        blocking = y is not None and y.status in BLOCKING
+        counted = what == "regressed" and blocking and not policy_differs
+        rows.append(
+            {
+                "key": key,
+                "change": what,
+                "a": _brief(x) if x else None,
+                "b": _brief(y) if y else None,
+                "blocking_in_b": blocking,
+                "regression": counted,
+            }
+        )
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["change"]] = counts.get(r["change"], 0) + 1
+    return {
+        "comparable": not policy_differs,
+        "why_not": (
+            "the two decisions were made under different policies ("
+            + "; ".join(policy_differs)
+            + "): a verdict that changed may come from the policy, so none is counted"
+        )
+        if policy_differs
+        else None,
+        "counts": counts,
+        "rows": rows,
+        "regressions": [r["key"] for r in rows if r["regression"]],
+    }
+
+
+def policy_differences(pa: dict[str, Any], pb: dict[str, Any]) -> list[str]:
+    """The policy fields (thresholds by name) that differ, as `name A -> B`."""
+    out: list[str] = []
+    for key in sorted(set(pa) | set(pb)):
+        va, vb = pa.get(key), pb.get(key)
+        if key == "thresholds" and isinstance(va, dict) and isinstance(vb, dict):
+            out += [
+                f"thresholds.{t} {va.get(t)!r} -> {vb.get(t)!r}"
+                for t in sorted(set(va) | set(vb))
+                if va.get(t) != vb.get(t)
+            ]
+        elif va != vb:
+            out.append(f"{key} {va!r} -> {vb!r}")
+    return out

@@ -1,0 +1,188 @@
+"""The two sides of a diff: a run, its signed decision verified first, and what it measured.
+
+A side is read only after `qualify.decision.verify.verify` accepts its envelope (signature,
+every subject re-hashed, the verdict derived again): the figures compared come from the result
+files of the attempts the signed decision names, which verification has just re-hashed. The run
+being decided right now (no envelope yet) is a side too (`unsigned`), for the decision document.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from qualify.decision.record import DecisionRecord
+from qualify.decision.verify import VerifyReport, verify
+from qualify.errors import BadInput
+from qualify.evidence.store import RESULT, RunDir, sha256_file
+
+_ENVELOPE = re.compile(r"^attempt-(\d{3,})\.dsse\.json$")
+
+
+@dataclass
+class Side:
+    """One run as the diff reads it: verified (or the run being decided), its stage data."""
+
+    label: str
+    run: RunDir
+    record: DecisionRecord
+    info: dict[str, Any]
+    envelope: Path | None = None
+    signer: str | None = None
+    data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def verified(self) -> bool:
+        return self.envelope is not None
+
+    @property
+    def stages(self) -> list[str]:
+        """The stages whose authoritative attempt left a result."""
+        return list(self.data)
+
+    def identity(self) -> dict[str, Any]:
+        pins = (self.data.get("identity") or {}).get("pins")
+        return pins if isinstance(pins, dict) else {}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "run": str(self.run.path),
+            "run_id": self.run.run_id,
+            "candidate": self.record.candidate,
+            "decision": self.record.decision,
+            "headline": self.record.headline,
+            "decided_at": self.record.decided_at,
+            "envelope": str(self.envelope) if self.envelope else None,
+            "verified": self.verified,
+            "signer": self.signer,
+            "policy_sha256": self.record.policy_sha256,
+            "stages": self.stages,
+            "notes": self.notes,
+        }
+
+
+def latest_envelope(run: Path) -> Path | None:
+    """The run's newest decision envelope (`decision/attempt-NNN.dsse.json`)."""
+    d = run / "decision"
+    found = [(int(m.group(1)), p) for p in d.glob("*.dsse.json") if (m := _ENVELOPE.match(p.name))]
+    return max(found)[1] if found else None
+
+
+def locate(ref: Path) -> tuple[Path, Path]:
+    """(envelope, run) from a run directory (its newest envelope) or an envelope file inside
+    a run (`<run>/decision/attempt-NNN.dsse.json`)."""
+    if ref.is_dir():
+        if not (ref / "run.json").is_file():
+            raise BadInput(
+                f"{ref} is not a run directory",
+                [f"RUN: expected a directory holding run.json, or a decision envelope (got {ref})"],
+            )
+        env = latest_envelope(ref)
+        if env is None:
+            raise BadInput(
+                f"{ref} has no signed decision",
+                [
+                    f"RUN: expected {ref}/decision/attempt-NNN.dsse.json (sign the run with "
+                    "`qualify sign` first: an unsigned run is not compared)"
+                ],
+            )
+        return env, ref.resolve()
+    if ref.is_file():
+        return ref, ref.resolve().parent.parent
+    raise BadInput(f"{ref} does not exist", [f"RUN: expected a run directory or envelope ({ref})"])
+
+
+def _read_stages(run: RunDir, record: DecisionRecord) -> dict[str, dict[str, Any]]:
+    """`data` of each stage's authoritative attempt, as the decision counted it."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in record.evaluation.stages:
+        if s.authoritative is None:
+            continue
+        path = run.path / s.stage / f"attempt-{s.authoritative.attempt:03d}" / RESULT
+        try:
+            res = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        data = res.get("data") if isinstance(res, dict) else None
+        out[s.stage] = data if isinstance(data, dict) else {}
+    return out
+
+
+def _info(run: RunDir) -> dict[str, Any]:
+    try:
+        info = json.loads((run.path / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def verified(label: str, ref: Path, keys: list[Ed25519PublicKey]) -> Side:
+    """The side at `ref`, once its envelope verifies by one of `keys`; else one BadInput that
+    names every problem verification found (a doctored run is never compared)."""
+    envelope, run = locate(ref)
+    reports: list[VerifyReport] = [verify(envelope, k, run) for k in keys]
+    good = next((r for r in reports if r.ok), None)
+    if good is None or good.record is None:
+        signed = next((r for r in reports if r.statement is not None), None)
+        problems = (signed or reports[0]).problems if reports else ["no key to verify with"]
+        why = (
+            "it does not verify"
+            if signed
+            else "it is not signed by a key given (--key) or pinned in the house"
+        )
+        raise BadInput(
+            f"{label}: {envelope}: {why}; nothing is compared",
+            [f"{label}: {p}" for p in problems],
+        )
+    rd = RunDir(run)
+    side = Side(label, rd, good.record, _info(rd), envelope, good.signer)
+    side.notes = list(good.notes)
+    side.data = _read_stages(rd, good.record)
+    return side
+
+
+def unsigned(label: str, run: RunDir, record: DecisionRecord) -> Side:
+    """The run being decided, with the record the decision derives (not signed yet)."""
+    side = Side(label, run, record, _info(run))
+    side.notes.append("the run being decided: its decision is not signed yet")
+    side.data = _read_stages(run, record)
+    return side
+
+
+def alias_target(table: Path, name: str) -> dict[str, Any]:
+    """The alias's current target in the house table; BadInput when it points at nothing."""
+    from qualify.alias import read_table
+
+    target = read_table(table).get(name)
+    if not target:
+        raise BadInput(
+            f"alias {name!r} points at nothing in {table}",
+            [f"--against-alias: expected an alias set by `qualify alias set` (got {name!r})"],
+        )
+    return target
+
+
+def alias_run(target: dict[str, Any], evidence: Path) -> Path:
+    """The signed envelope the alias was set on: `<evidence>/<candidate>/<run_id>`, its newest
+    decision envelope whose sha256 is the one the alias table records."""
+    run_id, want = str(target.get("run_id")), str(target.get("decision_sha256"))
+    runs = [p for p in evidence.glob(f"*/{run_id}") if (p / "run.json").is_file()]
+    for run in runs:
+        for env in sorted((run / "decision").glob("attempt-*.dsse.json"), reverse=True):
+            if sha256_file(env) == want:
+                return env
+    where = f"{evidence}/*/{run_id}"
+    raise BadInput(
+        f"the qualification behind the alias is not under {evidence}",
+        [
+            f"--evidence: expected {where}/decision/attempt-NNN.dsse.json with sha256 "
+            f"{want[:16]} (found {len(runs)} run director{'y' if len(runs) == 1 else 'ies'})"
+        ],
+    )
