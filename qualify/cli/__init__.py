@@ -19,6 +19,7 @@ COMMANDS = (
     "keygen",
     "sign",
     "verify",
+    "diff",
     "alias",
     "house",
     "tickets",
