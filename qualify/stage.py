@@ -1,4 +1,8 @@
-"""The stage registry and what every stage is handed."""
+"""What every stage is handed (`StageContext`), how it registers its function (`@stage`) and its
+checks of the candidate file (`@validator`), and `finish`.
+
+Which stages exist, and in what order they run, is `qualify.registry`: `@stage` binds a function
+to a declared stage, and every list of stages here reads the registry."""
 
 from __future__ import annotations
 
@@ -9,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from qualify.candidate import LoadedCandidate
+from qualify.candidate import Candidate, LoadedCandidate
 from qualify.evidence.store import Attempt, RunDir, utc_now
 from qualify.gates.files import default_gates_dir, load_gates
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
 from qualify.records import GateResult, StageResult, Verdict, worst
+from qualify.registry import SPECS, judged_stages, stage_names
 
 if TYPE_CHECKING:
     from qualify.progress import Progress
@@ -25,19 +30,19 @@ StageFn = Callable[["StageContext"], Awaitable[StageResult]]
 Validator = Callable[[LoadedCandidate], list[str]]
 STAGES: dict[str, StageFn] = {}
 VALIDATORS: list[Validator] = []
-JUDGED_STAGES = ("identity", "quality", "context", "ab", "vram", "capacity")
-STAGE_MODULES = ("identity", "preflight", "quality", "context", "ab", "capacity", "vram")
 
 
 def load_all() -> None:
-    """Import every stage module that this build has, so each registers itself."""
+    """Import the stage module of every declared stage that this build has, in the registry's
+    order, so each registers its function and validators."""
     import importlib
 
-    for mod in STAGE_MODULES:
+    for spec in list(SPECS.values()):
+        name = spec.stage_module
         try:
-            importlib.import_module(f"qualify.{mod}.stage")
+            importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name not in (f"qualify.{mod}", f"qualify.{mod}.stage"):
+            if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
                 raise
 
 
@@ -47,12 +52,21 @@ def validator(fn: Validator) -> Validator:
     return fn
 
 
+def checked_here(loaded: LoadedCandidate) -> tuple[str, ...]:
+    """The stages whose project gate files `_gate_files` checks: every stage, except a probe
+    stage the candidate runs, which checks the gate files it selects in its own validator (the
+    candidate may name a subset, or preflight its own folder)."""
+    run = set(loaded.candidate.stages.run)
+    judged = set(judged_stages())
+    return tuple(n for n in stage_names() if n in judged or n not in run)
+
+
 @validator
-def _judged_gate_files(loaded: LoadedCandidate) -> list[str]:
-    """Every judged stage's gate files load (preflight's are checked by its own validator,
-    against the folder the candidate names)."""
+def _gate_files(loaded: LoadedCandidate) -> list[str]:
+    """The project's gate files load, each problem once: every file belongs to one stage (the
+    folder it sits in), and each stage's files are checked in one place."""
     problems: list[str] = []
-    for name in JUDGED_STAGES:
+    for name in checked_here(loaded):
         problems.extend(load_gates(default_gates_dir(), name)[1])
     return problems
 
@@ -70,7 +84,13 @@ def unknown_level(loaded: LoadedCandidate, stage_name: str, level: str | None) -
 
 
 def stage(name: str) -> Callable[[StageFn], StageFn]:
-    """Register a stage under its name (the name used in `stages.run` and the evidence)."""
+    """Bind the function of a declared stage (`qualify.registry`), under the name used in
+    `stages.run` and the evidence. A name the registry does not declare is refused."""
+    if name not in SPECS:
+        raise ValueError(
+            f"stage {name!r}: expected a stage declared in qualify.registry "
+            f"(declared: {', '.join(stage_names())})"
+        )
 
     def register(fn: StageFn) -> StageFn:
         STAGES[name] = fn
@@ -114,7 +134,7 @@ class StageContext:
         return gates
 
     @property
-    def candidate(self):  # type: ignore[no-untyped-def]
+    def candidate(self) -> Candidate:
         return self.loaded.candidate
 
     async def client(self, lane: str = "candidate") -> Client:

@@ -1,15 +1,54 @@
 """Gates: declared in `gates/<stage>/*.yaml`, run by small registered checks.
 
 `files` reads and validates gate files (and exports their JSON Schema), `registry` holds the
-checks (probes that talk to the server, judges that read a stage's data), `runner` runs them,
-`thresholds` is what the house policy lets judges compare against.
+checks (probes that talk to the server, judges that read a stage's data), `probe` is what a
+probe is handed (`GateContext`), `runner` runs them, `thresholds` is what the house policy lets
+judges compare against. Which stages exist, and which modules hold their checks, is
+`qualify.registry`.
+
+The names below are imported on first use, so that importing one module of the package (a
+stage's settings importing `thresholds`) does not import the others, nor what they import.
 """
 
-from qualify.gates.files import GateFile, LoadedGate, Params, gate_file_schema, load_gates
-from qualify.gates.registry import CHECKS, CheckSpec, Judged, Outcome, check, judge, load_checks
-from qualify.gates.runner import judge_gates, judge_stage, run_gate
-from qualify.gates.thresholds import Thresholds
-from qualify.preflight.probe import GateContext
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from qualify.gates.files import GateFile, LoadedGate, Params, gate_file_schema, load_gates
+    from qualify.gates.probe import GateContext
+    from qualify.gates.registry import (
+        CHECKS,
+        CheckSpec,
+        Judged,
+        Outcome,
+        check,
+        judge,
+        load_checks,
+    )
+    from qualify.gates.runner import judge_gates, judge_stage, run_gate
+    from qualify.gates.thresholds import Thresholds
+
+_HOME = {
+    "GateFile": "files",
+    "LoadedGate": "files",
+    "Params": "files",
+    "gate_file_schema": "files",
+    "load_gates": "files",
+    "GateContext": "probe",
+    "CHECKS": "registry",
+    "CheckSpec": "registry",
+    "Judged": "registry",
+    "Outcome": "registry",
+    "check": "registry",
+    "judge": "registry",
+    "load_checks": "registry",
+    "judge_gates": "runner",
+    "judge_stage": "runner",
+    "run_gate": "runner",
+    "Thresholds": "thresholds",
+}
 
 __all__ = [
     "CHECKS",
@@ -30,3 +69,10 @@ __all__ = [
     "load_gates",
     "run_gate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'qualify.gates' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"qualify.gates.{home}"), name)

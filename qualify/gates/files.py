@@ -11,11 +11,12 @@ from typing import Any, Literal
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from qualify.candidate import format_validation_error
 from qualify.gates.registry import CHECKS, load_checks
 from qualify.records import Severity, StrictModel
+from qualify.registry import SPECS, stage_names
 
 GATE_FILE_VERSION = 1
 
@@ -33,7 +34,7 @@ class GateFile(StrictModel):
     schema_version: Literal[1] = Field(description="bump on a breaking change of this model")
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="the gate's name in decisions")
     check: str = Field(description="a registered check (qualify.gates)")
-    stage: Literal["identity", "preflight", "quality", "context", "ab", "vram", "capacity"]
+    stage: str  # a stage declared in qualify.registry (the schema lists them)
     severity: Severity = "required"
     critical: bool = Field(
         default=False, description="a failure vetoes the decision on its own, whatever else passed"
@@ -41,6 +42,13 @@ class GateFile(StrictModel):
     attempts: int = Field(default=1, ge=1, le=20, description="every attempt must pass")
     description: str = ""
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("stage")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        if v not in SPECS:
+            raise ValueError(f"expected one of {list(stage_names())} (got {v!r})")
+        return v
 
 
 @dataclass(frozen=True)
@@ -76,28 +84,99 @@ def _sub(line: str) -> str:
     return line[len(top) :] if line.startswith(top) else f".{line}"
 
 
+Where = tuple[int, int]
+
+
+def _marks(node: yaml.Node | None) -> dict[tuple[str | int, ...], Where]:
+    """Where each field of a YAML document starts, `{("params", "max_tokens"): (line, column)}`
+    (1-based; a mapping's field at its key), so an error names the line a person must fix."""
+    out: dict[tuple[str | int, ...], Where] = {}
+
+    def walk(n: yaml.Node, loc: tuple[str | int, ...]) -> None:
+        out[loc] = (n.start_mark.line + 1, n.start_mark.column + 1)
+        if isinstance(n, yaml.MappingNode):
+            for key, value in n.value:
+                here = (*loc, str(key.value))
+                walk(value, here)
+                out[here] = (key.start_mark.line + 1, key.start_mark.column + 1)
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                walk(item, (*loc, i))
+
+    if node is not None:
+        walk(node, ())
+    return out
+
+
+def _at(marks: dict[tuple[str | int, ...], Where], loc: tuple[str | int, ...]) -> str:
+    """` (line L, column C)` of the field at `loc`, else of the nearest field above it."""
+    for n in range(len(loc), -1, -1):
+        where = marks.get(tuple(loc[:n]))
+        if where is not None:
+            return f" (line {where[0]}, column {where[1]})"
+    return ""
+
+
+def _errors(
+    exc: ValidationError, marks: dict[tuple[str | int, ...], Where], prefix: tuple[str, ...] = ()
+) -> list[str]:
+    """One line per problem (`format_validation_error`), each with where it is in the file."""
+    lines = format_validation_error(exc)
+    locs = [tuple(e["loc"]) for e in exc.errors()]
+    return [f"{line}{_at(marks, (*prefix, *loc))}" for line, loc in zip(lines, locs, strict=True)]
+
+
+def _folder_stage(path: Path, gates_dir: Path) -> str | None:
+    """The stage a gate file's folder names (`gates/<stage>/...`), or None for a file outside
+    a stage's folder (a candidate's own folder of preflight gates may be flat)."""
+    try:
+        parts = path.relative_to(gates_dir).parts
+    except ValueError:
+        return None
+    return parts[0] if len(parts) > 1 and parts[0] in SPECS else None
+
+
+def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    what = " ".join(str(x) for x in (getattr(exc, "problem", None),) if x)
+    what = what or str(exc).splitlines()[0]
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return f"{path}: expected YAML (got {what}){where}"
+
+
 def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
     data = path.read_bytes()
     try:
+        node = yaml.compose(data, Loader=yaml.SafeLoader)
         raw = yaml.safe_load(data)
     except yaml.YAMLError as exc:
-        return None, [f"{path}: expected YAML (got {str(exc).splitlines()[0]})"]
+        return None, [_yaml_problem(path, exc)]
+    marks = _marks(node)
     try:
         gate = GateFile.model_validate(raw)
     except ValidationError as exc:
-        return None, [f"{path}: {line}" for line in format_validation_error(exc)]
+        return None, [f"{path}: {line}" for line in _errors(exc, marks)]
+    folder = _folder_stage(path, gates_dir)
+    if folder is not None and gate.stage != folder:
+        return None, [
+            f"{path}: stage: expected {folder!r}, the stage of the folder it sits in "
+            f"(got {gate.stage!r}){_at(marks, ('stage',))}"
+        ]
     spec = CHECKS.get(gate.check)
     if spec is None:
-        return None, [f"{path}: check: expected one of {sorted(CHECKS)} (got {gate.check!r})"]
+        return None, [
+            f"{path}: check: expected one of {sorted(CHECKS)} (got {gate.check!r})"
+            f"{_at(marks, ('check',))}"
+        ]
     if spec.stage != gate.stage:
         return None, [
             f"{path}: check: expected a check of stage {gate.stage!r} "
-            f"(got {gate.check!r}, a check of stage {spec.stage!r})"
+            f"(got {gate.check!r}, a check of stage {spec.stage!r}){_at(marks, ('check',))}"
         ]
     try:
         params = spec.params.model_validate(gate.params)
     except ValidationError as exc:
-        lines = format_validation_error(exc)
+        lines = _errors(exc, marks, ("params",))
         return None, [f"{path}: params{_sub(line)}" for line in lines]
     if not isinstance(params, Params):
         raise TypeError(f"check {spec.name}: params model must derive from Params")
@@ -108,18 +187,38 @@ def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
     return (None if problems else LoadedGate(path, digest, gate, params)), problems
 
 
-_PARSED: dict[tuple[Path, Path, int, int], tuple[LoadedGate | None, list[str]]] = {}
+@dataclass(frozen=True)
+class _Parsed:
+    loaded: LoadedGate | None
+    problems: list[str]
+    owner: str | None  # the stage the file belongs to; None: it cannot tell (flat, unreadable)
 
 
-def _parse_once(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
-    """`_parse`, once per file version: every stage's loader walks the same folder, and
-    `validate` loads it for each candidate. A file that changes (mtime or size) is read again."""
+_PARSED: dict[tuple[Path, Path, int, int], _Parsed] = {}
+
+
+def _owner(path: Path, gates_dir: Path) -> str | None:
+    """The stage a gate file belongs to: its folder's, else the registered stage it declares."""
+    folder = _folder_stage(path, gates_dir)
+    if folder is not None:
+        return folder
+    try:
+        raw = yaml.safe_load(path.read_bytes())
+    except yaml.YAMLError:
+        return None
+    declared = raw.get("stage") if isinstance(raw, dict) else None
+    return declared if isinstance(declared, str) and declared in SPECS else None
+
+
+def _parse_once(path: Path, gates_dir: Path) -> _Parsed:
+    """`_parse`, once per file version: `validate` loads the folder for each candidate, and
+    each stage loads its own files. A file that changes (mtime or size) is read again."""
     st = path.stat()
     key = (path.resolve(), gates_dir.resolve(), st.st_mtime_ns, st.st_size)
     if key not in _PARSED:
-        _PARSED[key] = _parse(path, gates_dir)
-    loaded, problems = _PARSED[key]
-    return loaded, list(problems)
+        loaded, problems = _parse(path, gates_dir)
+        _PARSED[key] = _Parsed(loaded, problems, _owner(path, gates_dir))
+    return _PARSED[key]
 
 
 def default_gates_dir() -> Path:
@@ -153,10 +252,11 @@ def pick(
 
 
 def load_all_gates(gates_dir: Path) -> tuple[list[LoadedGate], list[str]]:
-    """Every gate file of every stage under `gates_dir`, with every problem found."""
+    """Every gate file of every registered stage under `gates_dir`, with every problem found
+    (each once)."""
     out: list[LoadedGate] = []
     problems: list[str] = []
-    for stage in ("identity", "preflight", "quality", "context", "ab", "vram", "capacity"):
+    for stage in stage_names():
         gates, bad = load_gates(gates_dir, stage)
         out.extend(gates)
         problems.extend(p for p in bad if p not in problems)
@@ -164,7 +264,10 @@ def load_all_gates(gates_dir: Path) -> tuple[list[LoadedGate], list[str]]:
 
 
 def load_gates(gates_dir: Path, stage: str = "preflight") -> tuple[list[LoadedGate], list[str]]:
-    """Every gate file of a stage under `gates_dir`, sorted by id, with every problem found."""
+    """Every gate file of a stage under `gates_dir`, sorted by id, with every problem found in
+    the stage's files: those in `gates_dir/<stage>/`, and, outside any stage's folder, those
+    that declare the stage (or whose stage cannot be read). A file in one stage's folder that
+    declares another stage is a problem of the folder's stage, and loads for neither."""
     load_checks()
     if not gates_dir.is_dir():
         return [], [f"{gates_dir}: expected a directory of gate files (it does not exist)"]
@@ -172,8 +275,11 @@ def load_gates(gates_dir: Path, stage: str = "preflight") -> tuple[list[LoadedGa
     problems: list[str] = []
     seen: dict[str, Path] = {}
     for path in sorted(gates_dir.rglob("*.yaml")):
-        loaded, bad = _parse_once(path, gates_dir)
-        problems.extend(bad)
+        parsed = _parse_once(path, gates_dir)
+        if parsed.owner not in (None, stage):
+            continue
+        problems.extend(parsed.problems)
+        loaded = parsed.loaded
         if loaded is None or loaded.gate.stage != stage:
             continue
         if loaded.gate.id in seen:
@@ -205,5 +311,6 @@ def gate_file_schema() -> dict[str, Any]:
             }
         )
     schema["properties"]["check"]["enum"] = sorted(CHECKS)
+    schema["properties"]["stage"]["enum"] = list(stage_names())
     schema["allOf"] = rules
     return schema

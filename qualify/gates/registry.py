@@ -14,24 +14,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qualify.records import StrictModel, Verdict
+from qualify.registry import SPECS
 
 if TYPE_CHECKING:
+    from qualify.gates.probe import GateContext
     from qualify.gates.thresholds import Thresholds
-    from qualify.preflight.probe import GateContext
 
 P = TypeVar("P", bound=StrictModel)
-JUDGE_STAGES = ("identity", "context", "ab", "vram", "quality", "capacity")
-CHECK_MODULES = (
-    "smoke",
-    "json_output",
-    "tool_calls",
-    "tool_result",
-    "responses_api",
-    "truncation",
-    "over_length",
-    "soft_empty",
-    "garble",
-)
 
 
 @dataclass
@@ -87,11 +76,28 @@ class CheckSpec:
 CHECKS: dict[str, CheckSpec] = {}
 
 
-def check(name: str, params: type[P]) -> Callable[[CheckFn], CheckFn]:
-    """Register a check: `fn(ctx, params) -> Outcome`, called once per attempt."""
+def _origin(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def register_check(spec: CheckSpec) -> None:
+    """Add a check; a name already taken by another function is refused (a gate file names its
+    check by name, so two checks of one name would leave which one runs to import order). The
+    same function registered again (its module imported again) replaces itself."""
+    old = CHECKS.get(spec.name)
+    if old is not None and _origin(old.fn) != _origin(spec.fn):
+        raise ValueError(
+            f"check {spec.name!r}: expected a new check name (got {_origin(spec.fn)}, "
+            f"already registered by {_origin(old.fn)})"
+        )
+    CHECKS[spec.name] = spec
+
+
+def check(name: str, params: type[P], stage: str = "preflight") -> Callable[[CheckFn], CheckFn]:
+    """Register a probe of `stage`: `fn(ctx, params) -> Outcome`, called once per attempt."""
 
     def register(fn: CheckFn) -> CheckFn:
-        CHECKS[name] = CheckSpec(name, params, fn, (fn.__doc__ or "").strip())
+        register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), stage))
         return fn
 
     return register
@@ -101,22 +107,37 @@ def judge(stage: str, name: str, params: type[P]) -> Callable[[JudgeFn], JudgeFn
     """Register a judge of `stage`: `fn(data, params, thresholds) -> list[Judged]`."""
 
     def register(fn: JudgeFn) -> JudgeFn:
-        CHECKS[name] = CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), stage, "judge")
+        register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), stage, "judge"))
         return fn
 
     return register
 
 
-def load_checks() -> dict[str, CheckSpec]:
-    """Import every check module so each registers itself; returns the registry."""
-    import importlib
+_IMPORTED: set[str] = set()
 
-    for mod in CHECK_MODULES:
-        importlib.import_module(f"qualify.preflight.checks.{mod}")
-    for stage in JUDGE_STAGES:
-        try:
-            importlib.import_module(f"qualify.{stage}.gates")
-        except ModuleNotFoundError as exc:
-            if exc.name not in (f"qualify.{stage}", f"qualify.{stage}.gates"):
-                raise
+
+def _import(name: str) -> None:
+    """Import a check module (a package with every module in it); one this build does not
+    have is skipped, an import error inside it is raised."""
+    import importlib
+    import pkgutil
+
+    try:
+        mod = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
+            raise
+        return
+    for info in pkgutil.iter_modules(getattr(mod, "__path__", [])):
+        importlib.import_module(f"{name}.{info.name}")
+
+
+def load_checks() -> dict[str, CheckSpec]:
+    """Import the check modules of every registered stage (`qualify.registry`), so each check
+    registers itself; returns the registry."""
+    for spec in list(SPECS.values()):
+        for name in spec.check_modules:
+            if name not in _IMPORTED:
+                _import(name)
+                _IMPORTED.add(name)
     return CHECKS

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from qualify.gates.files import LoadedGate, load_gates
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import CHECKS, Judged, Outcome, load_checks
 from qualify.gates.thresholds import Thresholds
-from qualify.preflight.probe import GateContext
 from qualify.records import AttemptRecord, GateResult, Verdict, worst
 
 
@@ -64,6 +64,7 @@ async def run_gate(gate: LoadedGate, ctx: GateContext) -> GateResult:
         stage=g.stage,
         level=ctx.level,
         severity=g.severity,
+        critical=g.critical,
         verdict=worst([r.verdict for r in records]),
         reasons=reasons,
         attempts=records,

@@ -1,0 +1,124 @@
+"""What a probe is handed: the server, the reasoning level, and a place to keep evidence.
+
+Every request goes through `chat` or `responses`, which merge the level's request fields, keep
+the whole exchange (request, response or raw SSE, timings) and, for chat, a summary with the
+reasoning and the visible content kept apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
+from qualify.httpclient.client import Client, Exchange
+
+Keep = Callable[[str, Exchange], list[str]]
+Write = Callable[[str, Any], list[str]]
+
+CHAT = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
+
+
+def outcome_summary(o: ChatOutcome) -> dict[str, Any]:
+    """The parsed answer as evidence: reasoning and visible content in separate fields."""
+    return {
+        "content": o.content,
+        "reasoning": o.reasoning,
+        "tool_calls": [c.as_dict() for c in o.tool_calls],
+        "finish_reason": o.finish_reason,
+        "usage": o.usage,
+        "timings": o.timings,
+        "http_status": o.http_status,
+        "error": o.error,
+        "error_kind": o.error_kind,
+        "sse_chunks": o.chunks,
+        "done": o.done,
+        "malformed": o.malformed,
+        "t_first_output_s": o.t_first_output,
+        "t_first_visible_s": o.t_first_visible,
+        "t_end_s": o.t_end,
+    }
+
+
+def responses_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Chat-style level fields in Responses form: `reasoning_effort` becomes `reasoning.effort`."""
+    out = dict(fields)
+    effort = out.pop("reasoning_effort", None)
+    if effort is not None:
+        out["reasoning"] = {"effort": effort}
+    return out
+
+
+@dataclass
+class GateContext:
+    """One probe gate at one reasoning level, one attempt at a time (`run_gate` sets `gate`,
+    `attempt` and `files` before each attempt)."""
+
+    client: Client
+    keep: Keep
+    write: Write
+    model: str
+    level: str | None = None
+    gate: str = "gate"
+    fields: dict[str, Any] = field(default_factory=dict)
+    gates_dir: Path = Path("gates")
+    max_tokens: int = 256
+    timeout_s: float = 120.0
+    temperature: float | None = 0.0
+    window: int | None = None
+    attempt: int = 1
+    files: list[str] = field(default_factory=list)
+    _json: dict[str, Any] = field(default_factory=dict)
+
+    def body(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        """A chat request: model, messages, the level's fields, then the check's own fields."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        body["max_tokens"] = self.max_tokens
+        body.update(self.fields)
+        body.update({k: v for k, v in extra.items() if v is not None})
+        return body
+
+    def _kept(self, label: str, ex: Exchange) -> list[str]:
+        names = self.keep(f"{self.level or 'default'}-{self.gate}-{label}", ex)
+        self.files.extend(names)
+        return names
+
+    async def chat(self, label: str, body: dict[str, Any], stream: bool = False) -> ChatOutcome:
+        """Send a chat completion (streamed or not); keep it and its parsed summary."""
+        if stream:
+            body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+            ex = await self.client.stream(CHAT, body, timeout_s=self.timeout_s)
+            out = from_stream(ex)
+        else:
+            ex = await self.client.post(CHAT, body, timeout_s=self.timeout_s)
+            out = from_response(ex)
+        names = self._kept(label, ex)
+        stem = names[0].removesuffix(".json") if names else label
+        self.files.extend(self.write(f"{stem}.outcome.json", outcome_summary(out)))
+        return out
+
+    async def responses(self, label: str, body: dict[str, Any], stream: bool = False) -> Exchange:
+        """Send a Responses API request with the level's fields in Responses form."""
+        full: dict[str, Any] = {"model": self.model, **responses_fields(self.fields), **body}
+        if self.temperature is not None:
+            full.setdefault("temperature", self.temperature)
+        if stream:
+            full["stream"] = True
+            ex = await self.client.stream(RESPONSES, full, timeout_s=self.timeout_s)
+        else:
+            ex = await self.client.post(RESPONSES, full, timeout_s=self.timeout_s)
+        self._kept(label, ex)
+        return ex
+
+    def load_json(self, rel: str | Path) -> Any:
+        """A JSON file named by a gate's params, relative to the gates directory."""
+        key = str(rel)
+        if key not in self._json:
+            self._json[key] = json.loads((self.gates_dir / rel).read_text())
+        return self._json[key]

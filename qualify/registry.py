@@ -1,0 +1,100 @@
+"""The stage registry: every stage, declared once, in the order stages run.
+
+Every list of stages reads this registry: the order `load_all` imports them in, the `stage`
+a gate file may name, the folders gate files are loaded from, the modules whose checks
+register themselves, the project's gate files `qualify validate` loads. It imports nothing of
+the stages themselves, so any module may read it (the gate machinery, the candidate model).
+
+A stage's package holds its settings, its stage function (`stage.py`, registered with
+`qualify.stage.stage`), its checks and its gate files (`gates/<name>/*.yaml`); adding a stage
+is its package and one `register_stage` line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+GateKind = Literal["probe", "judge"]
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage, declared.
+
+    `gates`: how its gate files run. `probe`: each asks the server, attempt by attempt
+    (`qualify.gates.runner.run_gate`), and the stage checks the gate files it selects in its own
+    validator; `judge`: each reads what the stage measured (`StageContext.judge`).
+    `default`: in a candidate's default `stages.run`.
+    `stage_module`: the module whose import registers the stage function.
+    `check_modules`: modules whose import registers its checks; a package is imported with every
+    module in it. A module this build does not have is skipped.
+    """
+
+    name: str
+    gates: GateKind = "judge"
+    default: bool = True
+    stage_module: str = ""
+    check_modules: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or not self.name.islower():
+            raise ValueError(f"stage name: expected a lower-case identifier (got {self.name!r})")
+        if not self.stage_module:
+            object.__setattr__(self, "stage_module", f"qualify.{self.name}.stage")
+        if not self.check_modules:
+            pkg = f"qualify.{self.name}"
+            object.__setattr__(self, "check_modules", (f"{pkg}.judges", f"{pkg}.gates"))
+
+
+SPECS: dict[str, StageSpec] = {}
+
+
+def register_stage(spec: StageSpec, before: str | None = None) -> StageSpec:
+    """Declare a stage, last in the order (or just before the stage `before`). A name declared
+    twice is refused: two stages of one name would share evidence and gate files."""
+    if spec.name in SPECS:
+        raise ValueError(f"stage {spec.name!r}: expected a new stage name (already registered)")
+    if before is not None and before not in SPECS:
+        raise ValueError(f"before: expected a registered stage (got {before!r})")
+    items = list(SPECS.items())
+    at = len(items) if before is None else [n for n, _ in items].index(before)
+    items.insert(at, (spec.name, spec))
+    SPECS.clear()
+    SPECS.update(items)
+    return spec
+
+
+def unregister_stage(name: str) -> None:
+    """Remove a declared stage (tests that declare a stage of their own)."""
+    SPECS.pop(name, None)
+
+
+def stage_names() -> tuple[str, ...]:
+    """Every declared stage, in the order stages run."""
+    return tuple(SPECS)
+
+
+def default_run() -> list[str]:
+    """The stages a candidate runs when its `stages.run` names none."""
+    return [s.name for s in SPECS.values() if s.default]
+
+
+def judged_stages() -> tuple[str, ...]:
+    """The stages whose gate files are judges over what the stage measured."""
+    return tuple(s.name for s in SPECS.values() if s.gates == "judge")
+
+
+def spec_of(name: str) -> StageSpec | None:
+    return SPECS.get(name)
+
+
+# The stages of this build, in the order they run: vram last, since it judges the sampler's
+# series of every stage before it.
+register_stage(StageSpec("identity"))
+register_stage(StageSpec("preflight", gates="probe", check_modules=("qualify.preflight.checks",)))
+register_stage(StageSpec("quality", gates="probe"))
+register_stage(StageSpec("context"))
+register_stage(StageSpec("ab"))
+register_stage(StageSpec("capacity", default=False))
+register_stage(StageSpec("vram"))
