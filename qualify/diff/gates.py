@@ -66,9 +66,10 @@ def compare_gates(
     return {
         "comparable": not policy_differs,
         "why_not": (
-            "the two decisions were made under different policies ("
-            + "; ".join(policy_differs)
-            + "): a verdict that changed may come from the policy, so none is counted"
+            f"the two decisions were made under different policies ({len(policy_differs)} "
+            f"field{'s' if len(policy_differs) > 1 else ''} differ, first "
+            f"{policy_differs[0]}): a verdict that changed may come from the policy, so none "
+            "is counted"
         )
         if policy_differs
         else None,
