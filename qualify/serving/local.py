@@ -384,6 +384,33 @@ def smoke_decode(binary: Path, model: Path, log: Path, timeout_s: float = 180.0)
                 proc.wait()
 
 
+# Instructions a variant promises to leave out, as objdump spells their operands or mnemonics.
+_FORBIDDEN = {
+    "avx512": ("%zmm", "%k1", "%k2", "%k3", "%k4", "%k5", "%k6", "%k7"),
+    "amx": ("ldtilecfg", "tileloadd", "tilestored", "tdpbssd", "tdpbf16ps", "tilerelease"),
+}
+
+
+def instruction_audit(binary: Path) -> dict[str, Any]:
+    """Count AVX-512 and AMX instructions in the binary's code (objdump); the x86-64 variants
+    must have none of either. `{"checked": False}` where objdump is not installed."""
+    if platform.machine().lower() not in ("x86_64", "amd64") or not shutil.which("objdump"):
+        return {"checked": False, "why": "no objdump, or not x86-64"}
+    counts = dict.fromkeys(_FORBIDDEN, 0)
+    with subprocess.Popen(
+        ["objdump", "-d", "--no-show-raw-insn", str(binary)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            for kind, marks in _FORBIDDEN.items():
+                if any(m in line for m in marks):
+                    counts[kind] += 1
+    return {"checked": proc.returncode == 0, "tool": "objdump -d", **counts}
+
+
 def _compile(tree: Path, build: Path, flags: list[str], jobs: int | None) -> Path:
     subprocess.run(["cmake", "-S", str(tree), "-B", str(build), *flags], check=True)
     n = str(jobs or os.cpu_count() or 2)
@@ -423,6 +450,16 @@ def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
         else:
             _log(f"smoke decode of {model.name} with the new binary")
             smoke = smoke_decode(binary, model, build / "smoke.log")
+        if smoke["ok"] and variant in CPU_VARIANTS:
+            audit = instruction_audit(binary)
+            smoke["instructions"] = audit
+            if audit.get("avx512") or audit.get("amx"):
+                smoke = {
+                    "ok": False,
+                    "cause": f"the {variant} binary contains AVX-512 or AMX instructions "
+                    f"({audit['avx512']} and {audit['amx']}): the variant flags did not apply",
+                    "last_lines": [],
+                }
         if smoke["ok"]:
             paths.home.mkdir(parents=True, exist_ok=True)
             tmp = paths.home / "llama-server.tmp"
