@@ -1,4 +1,7 @@
-"""`qualify validate CANDIDATE`: check the file and what it names; send nothing."""
+"""`qualify validate CANDIDATE`: check the file and what it names; send nothing.
+
+Each problem is printed once, with where it is (file, field path, and for a gate file its line
+and column), whatever number of checks came upon it."""
 
 from __future__ import annotations
 
@@ -29,5 +32,6 @@ def _validate(args: argparse.Namespace) -> int:
     for bad in failed:
         if args.debug:
             traceback.print_exception(bad)
-        print(bad.render(), file=sys.stderr)
+        once = BadInput(bad.headline, list(dict.fromkeys(bad.problems)))
+        print(once.render(), file=sys.stderr)
     return 2 if failed else 0

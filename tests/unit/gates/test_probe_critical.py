@@ -27,16 +27,16 @@ params:
 """
 
 
-def reasoning_only(request: httpx.Request) -> httpx.Response:
-    """A server whose answer is all reasoning, no visible content: smoke's failure."""
-    msg = {"role": "assistant", "content": "", "reasoning_content": "Paris, surely."}
+def no_usage(request: httpx.Request) -> httpx.Response:
+    """A server that answers but reports no `usage`: a smoke failure no real server gives on
+    demand."""
+    msg = {"role": "assistant", "content": "Paris."}
     return httpx.Response(
         200,
         json={
             "id": "c1",
             "object": "chat.completion",
             "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14},
         },
     )
 
@@ -51,7 +51,7 @@ def one_gate(tmp: Path, critical: bool) -> LoadedGate:
 
 def run(gate: LoadedGate) -> GateResult:
     async def go() -> GateResult:
-        client = Client("http://mock", transport=httpx.MockTransport(reasoning_only))
+        client = Client("http://mock", transport=httpx.MockTransport(no_usage))
         kept: list[Any] = []
         ctx = GateContext(
             client=client,

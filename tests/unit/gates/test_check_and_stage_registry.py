@@ -1,0 +1,71 @@
+"""The registries: a check name is taken once; every stage is declared once, in one place, and
+the gate machinery's lists of stages are that declaration."""
+
+from __future__ import annotations
+
+import pytest
+
+from qualify.gates.files import GateFile, gate_file_schema
+from qualify.gates.registry import CHECKS, Outcome, check, load_checks
+from qualify.preflight.checks.smoke import SmokeParams, smoke
+from qualify.registry import StageSpec, default_run, judged_stages, register_stage, stage_names
+from qualify.stage import STAGES, load_all, stage
+
+
+def test_a_duplicate_check_name_is_refused() -> None:
+    load_checks()
+    before = CHECKS["smoke"]
+
+    async def impostor(ctx: object, p: SmokeParams) -> Outcome:
+        return Outcome.passed()
+
+    with pytest.raises(ValueError, match="check 'smoke': expected a new check name"):
+        check("smoke", SmokeParams)(impostor)
+    assert CHECKS["smoke"] is before  # not overwritten
+
+
+def test_the_same_check_registered_again_is_not_a_duplicate() -> None:
+    """A module imported twice registers its own functions again: that is no conflict."""
+    load_checks()
+    check("smoke", SmokeParams)(smoke)
+    assert CHECKS["smoke"].fn is smoke
+
+
+def test_the_stages_in_order() -> None:
+    assert stage_names() == (
+        "identity",
+        "preflight",
+        "quality",
+        "context",
+        "ab",
+        "capacity",
+        "vram",
+    )
+    assert stage_names()[-1] == "vram"  # it judges the sampler's series of every stage
+    assert "capacity" not in default_run()
+    assert set(judged_stages()) == {"identity", "context", "ab", "capacity", "vram"}
+
+
+def test_every_declared_stage_has_its_function_and_checks() -> None:
+    load_all()
+    load_checks()
+    assert set(STAGES) == set(stage_names())
+    assert {spec.stage for spec in CHECKS.values()} == set(stage_names())
+
+
+def test_gate_files_and_their_schema_name_the_declared_stages() -> None:
+    assert gate_file_schema()["properties"]["stage"]["enum"] == list(stage_names())
+    with pytest.raises(ValueError, match="expected one of"):
+        GateFile.model_validate(
+            {"schema_version": 1, "id": "x", "check": "smoke", "stage": "contxt"}
+        )
+
+
+def test_a_stage_is_declared_once() -> None:
+    with pytest.raises(ValueError, match="stage 'context': expected a new stage name"):
+        register_stage(StageSpec("context"))
+
+
+def test_a_stage_function_needs_a_declared_stage() -> None:
+    with pytest.raises(ValueError, match=r"expected a stage declared in qualify\.registry"):
+        stage("contxt")
