@@ -1,38 +1,67 @@
 """Production aliases: changed only on a verified promote decision, logged in a hash chain.
 
-The table lives in the house repository (`qualify.decision.trust`): `aliases.toml` holds the
-current target of each alias; `aliases.log.jsonl` beside it holds every change (old target, new
-target, decision digest, time, previous entry's hash). Both are committed together with git,
-the message naming the decision digest. A change needs a decision that verifies by a decision
-key the house pins at HEAD (the requester's own key counts for nothing), that `verify` derives
-again, that was made under the house policy at HEAD (or one it still accepts), whose waivers
-are signed by pinned approvers, and whose signed in-run copy of the candidate is the file given.
+The table lives in the house repository (`qualify.decision.trust`): `aliases.log.jsonl` holds
+every change (the alias, its old and new target, the digest of the decision's signed payload,
+the time, the previous entry's hash) and is the authority; `aliases.toml` is the table that log
+derives, written beside it for people and tools to read. Both are committed together with git,
+the message naming the decision digest. Every read (`alias show`, `alias history`, `alias set`)
+checks, at HEAD and in the working tree, that:
+
+- neither file has an uncommitted change (an entry added by hand is never committed along);
+- the log's chain holds (each entry's hash, each previous-hash link, the sequence, each entry's
+  `old` the target the log had before it);
+- the log at HEAD extends the log at every earlier commit that touched it (an emptied log, a
+  log rewritten with fresh hashes, a reordered or dropped entry is named by that commit);
+- the table is exactly the one the log derives (an edited, added or removed alias is named);
+
+and refuses, naming each break, rather than read or write on top of it.
+
+A change needs a decision that verifies by a decision key the house pins at HEAD (the
+requester's own key counts for nothing), that `verify` derives again, made under the house
+policy at HEAD (or one it still accepts), younger than the house's `aliases.max_decision_age_days`,
+whose waivers are signed by approvers the house pins at HEAD, still committed in the house and
+unexpired now, whose signed in-run copy of the candidate names this alias in `[alias]` and is the
+file given, byte for byte (the file is read once).
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 import git
 
+from qualify.decision import waivers
 from qualify.decision.signing import canonical, keyid, load_public, sha256_bytes
-from qualify.decision.trust import Snapshot, house_dir, snapshot
+from qualify.decision.trust import (
+    Snapshot,
+    at_head,
+    house_dir,
+    repo_of,
+    snapshot,
+    uncommitted,
+)
 from qualify.decision.verify import VerifyReport, verify
 from qualify.errors import BadInput, Refused, RunAborted
-from qualify.evidence.store import sha256_file, utc_now, write_atomic
+from qualify.evidence.store import utc_now, write_atomic
 
 GENESIS = "0" * 64
 TARGET_KEYS = ("candidate", "candidate_path", "candidate_sha256", "decision_sha256", "run_id")
 TABLE = "aliases.toml"
+LOG = "aliases.log.jsonl"
+_TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def default_house() -> Path:
-    """$QUALIFY_HOUSE, else the root of the git repository holding the current directory."""
+    """$QUALIFY_HOUSE, else the root of the git repository holding the current directory.
+
+    Only for reading what an alias points at (the incumbent); a command that moves an alias
+    takes its house explicitly (`qualify.decision.trust.require_house`)."""
     found = house_dir(None)
     if found is not None:
         return found
@@ -48,26 +77,31 @@ def log_path(table: Path) -> Path:
 
 
 def read_table(table: Path) -> dict[str, dict[str, Any]]:
+    """The table file as it is on disk, unchecked: for showing what an alias points at."""
     if not table.is_file():
         return {}
+    return _parse_table(table.read_bytes(), str(table))
+
+
+def _parse_table(data: bytes, where: str) -> dict[str, dict[str, Any]]:
     try:
-        data = tomllib.loads(table.read_text())
+        parsed = tomllib.loads(data.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{table} is not valid TOML", [str(exc)]) from None
-    aliases = data.get("aliases", {})
+        raise BadInput(f"{where} is not valid TOML", [str(exc)]) from None
+    aliases = parsed.get("aliases", {})
     return aliases if isinstance(aliases, dict) else {}
 
 
-def _toml(aliases: dict[str, dict[str, Any]]) -> str:
+def render_table(aliases: dict[str, dict[str, Any]]) -> str:
     """The table as TOML; every value is a string, written as a JSON-escaped basic string."""
     lines = [
         "# Production aliases. Changed only by `qualify alias set`, which verifies a signed",
-        "# promote decision; every change is in the hash-chained log beside this file.",
+        "# promote decision; derived from the hash-chained log beside this file.",
         "version = 1",
     ]
     for name in sorted(aliases):
         lines += ["", f"[aliases.{json.dumps(name)}]"]
-        lines += [f"{k} = {json.dumps(str(v))}" for k, v in aliases[name].items()]
+        lines += [f"{k} = {json.dumps(str(v))}" for k, v in sorted(aliases[name].items())]
     return "\n".join(lines) + "\n"
 
 
@@ -75,31 +109,147 @@ def entry_hash(entry: dict[str, Any]) -> str:
     return sha256_bytes(canonical({k: v for k, v in entry.items() if k != "hash"}))
 
 
-def read_log(table: Path) -> list[dict[str, Any]]:
-    p = log_path(table)
-    if not p.is_file():
-        return []
-    out = []
-    for n, line in enumerate(p.read_text().splitlines(), 1):
+def _parse_log(data: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    out, problems = [], []
+    for n, line in enumerate(data.decode(errors="replace").splitlines(), 1):
         try:
-            out.append(json.loads(line))
+            e = json.loads(line)
         except ValueError:
-            raise Refused(f"{p} line {n} is not JSON: the alias log was altered") from None
-    return out
+            problems.append(f"{where} line {n}: not JSON")
+            continue
+        if not isinstance(e, dict):
+            problems.append(f"{where} line {n}: not a table")
+            continue
+        out.append(e)
+    return out, problems
+
+
+def read_log(table: Path) -> list[dict[str, Any]]:
+    """The log file's entries as they are on disk, unchecked (`state` checks them)."""
+    p = log_path(table)
+    return _parse_log(p.read_bytes(), str(p))[0] if p.is_file() else []
 
 
 def check_chain(entries: list[dict[str, Any]]) -> list[str]:
-    """Every break in the chain: an entry whose hash or previous-hash link does not hold."""
+    """Every break in the chain: a hash, a previous-hash link or a sequence number that does not
+    hold, or an entry whose `old` is not what the log had the alias point at before it."""
     problems, prev = [], GENESIS
+    targets: dict[str, Any] = {}
     for n, e in enumerate(entries, 1):
+        if e.get("seq") != n:
+            problems.append(f"entry {n}: sequence number {e.get('seq')}, expected {n}")
         if e.get("prev") != prev:
             problems.append(
                 f"entry {n}: previous hash {str(e.get('prev'))[:12]}, expected {prev[:12]}"
             )
         if e.get("hash") != entry_hash(e):
             problems.append(f"entry {n}: its hash does not match its content")
+        name, new = e.get("alias"), e.get("new")
+        if not isinstance(name, str) or not isinstance(new, dict):
+            problems.append(f"entry {n}: no alias name and new target")
+        else:
+            if e.get("old") != targets.get(name):
+                problems.append(f"entry {n}: its old target of {name} is not the log's")
+            targets[name] = _target(e)
         prev = str(e.get("hash"))
     return problems
+
+
+def _target(e: dict[str, Any]) -> dict[str, Any]:
+    return {**dict(e["new"]), "set_at": e.get("at")}
+
+
+def derive_table(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The table the log says: each alias at the target of its latest entry."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        if isinstance(e.get("alias"), str) and isinstance(e.get("new"), dict):
+            out[e["alias"]] = _target(e)
+    return out
+
+
+@dataclass
+class AliasState:
+    """The alias table of a house as its log derives it, and every way the two disagree."""
+
+    root: Path
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    aliases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def refuse(self, doing: str) -> None:
+        if self.problems:
+            raise Refused(
+                f"refused to {doing}: the alias table of {self.root} is not bound to its log: "
+                + "; ".join(self.problems)
+            )
+
+
+def _history(repo: git.Repo, head: list[dict[str, Any]]) -> list[str]:
+    """The log at HEAD must extend the log at every earlier commit that touched it."""
+    problems = []
+    try:
+        commits = repo.git.log("--format=%H", "--", LOG).split()
+    except git.GitCommandError:
+        return []
+    for sha in commits[1:] if commits and commits[0] == repo.head.commit.hexsha else commits:
+        try:
+            data = bytes((repo.commit(sha).tree / LOG).data_stream.read())
+        except KeyError:
+            continue  # the log did not exist there
+        earlier, _ = _parse_log(data, LOG)
+        if head[: len(earlier)] != earlier:
+            kept = next(
+                (i for i, (a, b) in enumerate(zip(earlier, head, strict=False)) if a != b),
+                min(len(earlier), len(head)),
+            )
+            problems.append(
+                f"{LOG}: commit {sha[:12]} had {len(earlier)} entries; HEAD has {len(head)} and "
+                f"differs from entry {kept + 1} on (the log was rewritten, emptied or reordered)"
+            )
+            break
+    return problems
+
+
+def state(root: Path) -> AliasState:
+    """The alias table of the house at `root`, checked against its log at HEAD, its history and
+    the working tree (see the module docstring)."""
+    repo = repo_of(root)
+    st = AliasState(root)
+    dirty = uncommitted(repo, [TABLE, LOG]) if repo.head.is_valid() else []
+    st.problems += [f"{p}: changed and not committed (alias changes are committed)" for p in dirty]
+    log_bytes = at_head(repo, LOG) or b""
+    st.entries, bad = _parse_log(log_bytes, f"{LOG} at HEAD")
+    st.problems += bad + [f"{LOG} at HEAD, {p}" for p in check_chain(st.entries)]
+    if repo.head.is_valid():
+        st.problems += _history(repo, st.entries)
+    st.aliases = derive_table(st.entries)
+    table_bytes = at_head(repo, TABLE)
+    if table_bytes is None:
+        if st.aliases:
+            st.problems.append(f"{TABLE}: missing at HEAD; its log sets {', '.join(st.aliases)}")
+        return st
+    try:
+        table = _parse_table(table_bytes, f"{TABLE} at HEAD")
+    except BadInput as exc:
+        st.problems.append(f"{exc.headline}")
+        return st
+    for name in sorted(set(table) | set(st.aliases)):
+        have, want = table.get(name), st.aliases.get(name)
+        if have == want:
+            continue
+        if want is None:
+            st.problems.append(f"{TABLE}: alias {name} is not set by any entry of its log")
+        elif have is None:
+            st.problems.append(f"{TABLE}: alias {name} is missing; its log sets it")
+        else:
+            keys = sorted(k for k in set(have) | set(want) if have.get(k) != want.get(k))
+            st.problems.append(f"{TABLE}: alias {name} differs from its log in {', '.join(keys)}")
+    if table_bytes.decode(errors="replace") != render_table(st.aliases) and not any(
+        p.startswith(TABLE) for p in st.problems
+    ):
+        st.problems.append(f"{TABLE}: not the table its log derives (edited outside `alias set`)")
+    return st
 
 
 @dataclass
@@ -112,7 +262,8 @@ class Change:
 
 
 def _signer(snap: Snapshot, envelope: Path, key: Path | None) -> tuple[str, VerifyReport]:
-    """The verification by the pinned decision key that signed; a `--key` must be pinned."""
+    """The verification by the pinned decision key that signed; a `--key` must be pinned.
+    Waivers are judged with the waiver keys the house pins, under the signed rules."""
     pinned = list(snap.keys.get("decision", {}).values())
     if key is not None:
         pub = load_public(key)
@@ -127,7 +278,7 @@ def _signer(snap: Snapshot, envelope: Path, key: Path | None) -> tuple[str, Veri
         raise Refused(
             f"refused: the house pins no decision key; trust is configured in {snap.where()}"
         )
-    reports = [(k.name, verify(envelope, k.pub)) for k in pinned]
+    reports = [(k.name, verify(envelope, k.pub, approvers=_approvers(snap))) for k in pinned]
     for name, report in reports:
         if report.statement is not None:
             return name, report
@@ -137,33 +288,92 @@ def _signer(snap: Snapshot, envelope: Path, key: Path | None) -> tuple[str, Veri
     )
 
 
-def _bound(snap: Snapshot, pred: dict[str, Any]) -> None:
-    """The decision was made under the house policy at HEAD, or one it still accepts."""
+def _approvers(snap: Snapshot) -> list[waivers.Approver]:
+    """Every waiver key the house pins at HEAD whose name its policy at HEAD lists."""
+    return waivers.pinned(snap, snap.policy.waivers)
+
+
+def _time(text: object) -> datetime | None:
+    try:
+        return datetime.strptime(str(text), _TIME).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _bound(snap: Snapshot, report: VerifyReport, now: datetime) -> None:
+    """Made under the house policy at HEAD (or one it still accepts), young enough, and every
+    waiver it relies on still good now: signed by a pinned approver, committed, unexpired."""
+    pred = report.predicate
     house = pred.get("house") or {}
     made = str(house.get("policy_sha256"))
-    now = snap.policy.rules().sha256
-    if made != now and made not in snap.policy.accept:
+    head_rules = snap.policy.rules().sha256
+    if made != head_rules and made not in snap.policy.accept:
         raise Refused(
             f"refused: the decision was made under house policy {made[:16]}; the house policy "
-            f"at HEAD ({str(snap.commit)[:12]}) is {now[:16]} and does not accept it "
+            f"at HEAD ({str(snap.commit)[:12]}) is {head_rules[:16]} and does not accept it "
             f"(list it in `accept` of {snap.root}/house-policy.toml to allow it)"
         )
-    for w in pred.get("waivers") or []:
-        if not w.get("accepted"):
+    decided = _time(pred.get("decided_at"))
+    days = snap.policy.aliases.max_decision_age_days
+    if decided is None or now - decided > timedelta(days=days):
+        raise Refused(
+            f"refused: the decision was made at {pred.get('decided_at')}; the house moves an "
+            f"alias only on a decision younger than {days} days (aliases.max_decision_age_days "
+            f"in {snap.root}/house-policy.toml): qualify the candidate again"
+        )
+    record = report.record
+    assert record is not None
+    committed = {sha256_bytes(raw) for _, raw in snap.waivers(record.candidate)}
+    keys = _approvers(snap)
+    bind = waivers.Binding(
+        candidate=record.candidate,
+        candidate_sha256=record.candidate_sha256,
+        policy_sha256=record.policy_sha256,
+        decided_at=now.strftime(_TIME),
+        rules=snap.policy.waivers,
+        run_signer=report.signer,
+    )
+    attempt = f"decision/attempt-{record.attempt:03d}"
+    for w in report.waivers:
+        if not w.accepted:
             continue
-        k = snap.by_keyid("waiver", str(w.get("signer_keyid")))
-        if k is None or not any(fnmatchcase(k.name, p) for p in snap.policy.waivers.approvers):
+        assert report.run is not None and w.evidence is not None
+        raw = (report.run / attempt / w.evidence).read_bytes()
+        if sha256_bytes(raw) not in committed:
             raise Refused(
-                f"refused: waiver {w.get('path')} is signed by key "
-                f"{str(w.get('signer_keyid'))[:16]}, not a waiver approver pinned in {snap.where()}"
+                f"refused: waiver {w.path} is no longer committed in {snap.root} at HEAD "
+                "(withdrawn or replaced); the decision relies on it"
             )
+        now_check = waivers.judge(w.path, raw, keys, bind)
+        if not now_check.accepted:
+            raise Refused(f"refused: waiver {w.path} does not hold now: {now_check.why}")
+        if not any(fnmatchcase(str(now_check.signer), p) for p in snap.policy.waivers.approvers):
+            raise Refused(f"refused: waiver {w.path} is not signed by an approver of the house")
+
+
+def _read_once(candidate: Path) -> bytes:
+    try:
+        return candidate.read_bytes()
+    except OSError as exc:
+        raise BadInput(
+            f"{candidate} cannot be read",
+            [f"CANDIDATE: expected the candidate file ({exc.strerror or exc})"],
+        ) from None
+
+
+def _declared_alias(data: bytes) -> str | None:
+    try:
+        alias = tomllib.loads(data.decode()).get("alias")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    return str(alias["name"]) if isinstance(alias, dict) and "name" in alias else None
 
 
 def _gate(
-    snap: Snapshot, envelope: Path, candidate: Path, key: Path | None, name: str
+    snap: Snapshot, envelope: Path, candidate: Path, key: Path | None, name: str, now: datetime
 ) -> dict[str, Any]:
     """The new target, once the decision verifies by a pinned key, promotes under the house
-    policy, and names this candidate file as it is now."""
+    policy, names this alias, and its signed candidate copy is this candidate file as it is."""
     signer, report = _signer(snap, envelope, key)
     if not report.ok:
         raise Refused(f"refused: {envelope} does not verify: " + "; ".join(report.problems))
@@ -172,67 +382,59 @@ def _gate(
         reasons = (pred.get("evaluation") or {}).get("reasons") or []
         why = "; ".join(str(r) for r in reasons) or "no reason recorded"
         raise Refused(f"refused: the decision is {pred.get('decision')}: {why}")
-    _bound(snap, pred)
-    copy = str(pred.get("candidate_copy"))
-    subject = next((s for s in report.subjects_with("candidate") if s.get("name") == copy), None)
-    if subject is None:
+    _bound(snap, report, now)
+    copy = pred.get("candidate_copy")
+    signed = report.digest_of(str(copy)) if copy else None
+    if signed is None or report.run is None:
         raise Refused("refused: the decision signs no in-run copy of the candidate file")
-    if not candidate.is_file():
-        raise BadInput(f"{candidate} cannot be read", ["CANDIDATE: expected the candidate file"])
-    declared = _declared_alias(candidate)
-    if declared is not None and declared != name:
-        raise Refused(f"refused: {candidate} declares alias {declared!r}, not {name!r}")
-    now, signed = sha256_file(candidate), subject["digest"]["sha256"]
-    if now != signed:
+    copy_bytes = (report.run / str(copy)).read_bytes()  # verified just now, read once
+    if sha256_bytes(copy_bytes) != signed:
+        raise Refused(f"refused: {copy} changed while the decision was being checked")
+    declared = _declared_alias(copy_bytes)
+    if declared is None:
         raise Refused(
-            f"refused: {candidate} has sha256 {now[:16]} now; the signed copy {copy} "
+            f"refused: the decision's candidate ({copy}) names no alias in [alias]; "
+            "a decision that gates no production alias moves none"
+        )
+    if declared != name:
+        raise Refused(f"refused: the decision's candidate gates alias {declared!r}, not {name!r}")
+    data = _read_once(candidate)
+    got = sha256_bytes(data)
+    if got != signed:
+        raise Refused(
+            f"refused: {candidate} has sha256 {got[:16]} now; the signed copy {copy} "
             f"has {signed[:16]}"
         )
     return {
         "candidate": str(pred.get("candidate")),
         "candidate_path": str(candidate),
-        "candidate_sha256": now,
-        "decision_sha256": sha256_file(envelope),
+        "candidate_sha256": got,
+        "decision_sha256": str(report.payload_sha256),
         "run_id": str(pred.get("run_id")),
         "signer": signer,
         "headline": str(pred.get("headline")),
     }
 
 
-def _declared_alias(candidate: Path) -> str | None:
-    try:
-        alias = tomllib.loads(candidate.read_text()).get("alias")
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return None  # its digest matched a verified decision; the name check is advisory
-    return str(alias["name"]) if isinstance(alias, dict) and "name" in alias else None
-
-
-def _repo(table: Path) -> git.Repo:
-    try:
-        return git.Repo(table.parent, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise BadInput(
-            f"{table} is not inside a git repository",
-            ["--table: expected a path in a git repository (alias changes are committed)"],
-        ) from None
-
-
 def set_alias(
-    name: str, candidate: Path, envelope: Path, house: Path, key: Path | None = None
+    name: str,
+    candidate: Path,
+    envelope: Path,
+    house: Path,
+    key: Path | None = None,
+    now: datetime | None = None,
 ) -> Change:
     """Point `name` at `candidate` on the strength of a verified promote decision, signed by a
-    key the house pins, made under the house policy at HEAD."""
+    key the house pins, made under the house policy at HEAD, on a table bound to its log."""
     snap = snapshot(house)
-    table = (house / TABLE).resolve()
-    repo = _repo(table)
-    new = _gate(snap, envelope, candidate.resolve(), key, name)
-    aliases, entries = read_table(table), read_log(table)
-    broken = check_chain(entries)
-    if broken:
-        raise Refused("refused: the alias log chain is broken: " + "; ".join(broken))
-    old = aliases.get(name)
+    repo = repo_of(house)
+    st = state(house)
+    st.refuse("move an alias")
+    new = _gate(snap, envelope, candidate.resolve(), key, name, now or datetime.now(UTC))
+    old = st.aliases.get(name)
     if old is not None and all(old.get(k) == new[k] for k in TARGET_KEYS):
         return Change(name, old, new, None, None)
+    entries = st.entries
     entry: dict[str, Any] = {
         "seq": len(entries) + 1,
         "alias": name,
@@ -243,22 +445,21 @@ def set_alias(
         "prev": entries[-1]["hash"] if entries else GENESIS,
     }
     entry["hash"] = entry_hash(entry)
-    aliases[name] = {**new, "set_at": entry["at"]}
-    write_atomic(table, _toml(aliases))
-    with log_path(table).open("a") as fh:
-        fh.write(json.dumps(entry, sort_keys=True) + "\n")
-    paths = [str(table), str(log_path(table))]
+    aliases = {**st.aliases, name: _target(entry)}
+    log_text = (at_head(repo, LOG) or b"").decode()
+    write_atomic(house / LOG, log_text + json.dumps(entry, sort_keys=True) + "\n")
+    write_atomic(house / TABLE, render_table(aliases))
     was = old["candidate"] if old else "nothing"
     message = (
         f"alias {name}: {was} -> {new['candidate']}\n\n"
-        f"Decision sha256 {new['decision_sha256']} (run {new['run_id']}); "
-        f"candidate sha256 {new['candidate_sha256']}."
+        f"Decision payload sha256 {new['decision_sha256']} (run {new['run_id']}); "
+        f"candidate sha256 {new['candidate_sha256']}; log entry {entry['hash']}."
     )
     try:
-        repo.git.add("--", *paths)
-        repo.git.commit("-m", message, "--", *paths)
+        repo.git.add("--", TABLE, LOG)
+        repo.git.commit("-m", message, "--", TABLE, LOG)
     except git.GitCommandError as exc:
         raise RunAborted(
-            f"{table} and its log were written but not committed: {exc.stderr.strip()}"
+            f"{house / TABLE} and its log were written but not committed: {exc.stderr.strip()}"
         ) from None
     return Change(name, old, new, entry, repo.head.commit.hexsha)

@@ -1,4 +1,8 @@
-"""`qualify alias set|show|history`: production aliases, gated by a verified promote decision."""
+"""`qualify alias set|show|history`: production aliases, gated by a verified promote decision.
+
+Each verb checks that the table is the one its hash-chained log derives, at HEAD and in the
+working tree, and refuses (exit 1, naming every break) rather than read or write on top of a
+table or log edited outside `alias set`."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("alias", help="gated changes to production aliases")
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     s = verbs.add_parser("set", help="point NAME at CANDIDATE, backed by a signed decision")
-    s.add_argument("name", help="alias name, e.g. prod-chat")
+    s.add_argument("name", help="alias name, e.g. prod-chat (the candidate's [alias] name)")
     s.add_argument("candidate", type=Path, help="the candidate file, as it is now")
     s.add_argument("--decision", type=Path, required=True, help="signed decision envelope")
     s.add_argument(
@@ -31,20 +35,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "--house",
             type=Path,
             help="house repository holding the alias table, the house policy and the pinned "
-            "keys (default: $QUALIFY_HOUSE, else the root of the git repository here)",
+            "keys (default: $QUALIFY_HOUSE; the current directory is never taken as the house)",
         )
 
 
 def _house(args: argparse.Namespace) -> Path:
-    from qualify.alias import default_house
+    from qualify.decision.trust import require_house
 
-    return Path(args.house).resolve() if args.house else default_house()
-
-
-def _table(args: argparse.Namespace) -> Path:
-    from qualify.alias import TABLE
-
-    return _house(args) / TABLE
+    return require_house(args.house)
 
 
 def _set(args: argparse.Namespace) -> int:
@@ -61,14 +59,22 @@ def _set(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace) -> int:
-    from qualify.alias import read_table
+def _broken(st) -> int:  # type: ignore[no-untyped-def]
+    print(f"qualify: the alias table of {st.root} is not bound to its log", file=sys.stderr)
+    for b in st.problems:
+        print(f"  {b}", file=sys.stderr)
+    return 1
 
-    table = _table(args)
-    aliases = read_table(table)
-    if not aliases:
-        print(f"{table}: no aliases")
-    for name, t in sorted(aliases.items()):
+
+def _show(args: argparse.Namespace) -> int:
+    from qualify.alias import state
+
+    st = state(_house(args))
+    if st.problems:
+        return _broken(st)
+    if not st.aliases:
+        print(f"{st.root}: no aliases")
+    for name, t in sorted(st.aliases.items()):
         print(f"{name} -> {t.get('candidate')} (run {t.get('run_id')}, set {t.get('set_at')})")
         print(f"  candidate {t.get('candidate_path')} sha256 {t.get('candidate_sha256')}")
         print(f"  decision sha256 {t.get('decision_sha256')}")
@@ -76,21 +82,17 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from qualify.alias import check_chain, read_log
+    from qualify.alias import state
 
-    entries = read_log(_table(args))
-    for e in entries:
+    st = state(_house(args))
+    for e in st.entries:
         if args.name and e.get("alias") != args.name:
             continue
         old = (e.get("old") or {}).get("candidate", "nothing")
         new = (e.get("new") or {}).get("candidate")
         print(f"{e.get('seq')}. {e.get('at')} {e.get('alias')}: {old} -> {new}")
         print(f"   decision {e.get('decision_sha256')}  hash {str(e.get('hash'))[:16]}")
-    broken = check_chain(entries)
-    if broken:
-        print("qualify: the alias log chain is broken", file=sys.stderr)
-        for b in broken:
-            print(f"  {b}", file=sys.stderr)
-        return 1
-    print(f"chain intact: {len(entries)} entries")
+    if st.problems:
+        return _broken(st)
+    print(f"chain intact and table bound to it: {len(st.entries)} entries")
     return 0

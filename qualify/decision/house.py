@@ -92,17 +92,29 @@ class PolicyRules(StrictModel):
         ]
 
 
+class AliasRules(StrictModel):
+    """What an alias change asks of a decision besides its verdict."""
+
+    max_decision_age_days: Annotated[int, Field(ge=0)] = Field(
+        7,
+        description="an alias moves only on a decision younger than this many days (its "
+        "waivers must also still hold at that moment)",
+    )
+
+
 class HousePolicy(PolicyRules):
-    """`house-policy.toml`: the rules, and the earlier policies still accepted."""
+    """`house-policy.toml`: the rules, the earlier policies still accepted, and what an alias
+    change asks of a decision (not part of the rules a decision is made under)."""
 
     version: Literal[1] = 1
     accept: list[Digest] = Field(
         default_factory=list,
         description="sha256 of earlier house rules (PolicyRules) that alias changes still accept",
     )
+    aliases: AliasRules = Field(default_factory=AliasRules)
 
     def rules(self) -> PolicyRules:
-        return PolicyRules.model_validate(self.model_dump(exclude={"version", "accept"}))
+        return PolicyRules.model_validate(self.model_dump(exclude={"version", "accept", "aliases"}))
 
 
 def _problems(exc: ValidationError, where: str) -> list[str]:
@@ -240,6 +252,10 @@ unverifiable_pins = []
 [waivers]
 approvers = ["*"]
 max_days = 14
+
+[aliases]
+# An alias moves only on a decision younger than this, with its waivers still valid then.
+max_decision_age_days = 7
 """
 
 

@@ -45,8 +45,40 @@ def house_dir(arg: Path | str | None) -> Path | None:
     return Path(value).expanduser().resolve() if value else None
 
 
+def require_house(arg: Path | str | None, flag: str = "--house") -> Path:
+    """The house a command that moves or trusts something works on: named with `--house` or
+    $QUALIFY_HOUSE, never guessed from the current directory."""
+    found = house_dir(arg)
+    if found is None:
+        raise BadInput(
+            "no house repository given",
+            [
+                f"{flag}: expected the house repository (or set ${ENV}); the current "
+                "directory's git repository is never taken as the house"
+            ],
+        )
+    return found
+
+
 def key_rel(role: str, name: str) -> str:
     return f"trust/{role}/{name}.pub"
+
+
+def repo_of(root: Path) -> git.Repo:
+    """The house's git repository; `root` must be its top."""
+    return _repo(root)
+
+
+def at_head(repo: git.Repo, rel: str) -> bytes | None:
+    """A file's bytes as committed at HEAD (None: not there)."""
+    return _at_head(repo, rel) if repo.head.is_valid() else None
+
+
+def uncommitted(repo: git.Repo, paths: list[str]) -> list[str]:
+    """Each path (file or folder) whose working tree or index differs from HEAD, or that holds
+    untracked files, as `git status` names it."""
+    out = repo.git.status("--porcelain", "--untracked-files=all", "--", *paths)
+    return [line[3:] for line in out.splitlines() if line.strip()]
 
 
 def _repo(root: Path) -> git.Repo:
@@ -132,10 +164,24 @@ def _pem(pub: Ed25519PublicKey) -> str:
     ).decode()
 
 
+def _clean(repo: git.Repo, root: Path) -> None:
+    """`pin` and `unpin` write only on top of a house whose trust folder is exactly HEAD's and
+    whose HEAD is consistent: an uncommitted hand-made entry or key is never committed along."""
+    dirty = uncommitted(repo, ["trust"])
+    if dirty:
+        raise Refused(
+            f"refused: {root}/trust has changes not committed through `qualify house pin`: "
+            + ", ".join(dirty)
+            + " (commit or remove them first; trust is read from HEAD)"
+        )
+    if repo.head.is_valid():
+        snapshot(root)  # refuses an inconsistent house
+
+
 def _append(repo: git.Repo, root: Path, entry: dict[str, Any], paths: list[str], msg: str) -> str:
     log = root / TRUST_LOG
-    text = log.read_text() if log.is_file() else ""
-    entries = _parse_log(text, str(log))
+    text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
+    entries = _parse_log(text, f"{log} (at HEAD)")
     entry = {"seq": len(entries) + 1, **entry, "at": utc_now()}
     entry["prev"] = entries[-1]["hash"] if entries else GENESIS
     entry["hash"] = entry_hash(entry)
@@ -156,6 +202,7 @@ def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str
     """Pin a public key for a role; logged and committed. Returns (keyid, commit)."""
     _check_name(role, name)
     repo = _repo(root)
+    _clean(repo, root)
     pub = load_public(pub_path)
     pem, kid = _pem(pub), keyid(pub)
     current = snapshot(root).keys.get(role, {}) if repo.head.is_valid() else {}
@@ -170,6 +217,7 @@ def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str
 def unpin(root: Path, role: str, name: str, why: str) -> str:
     _check_name(role, name)
     repo = _repo(root)
+    _clean(repo, root)
     if name not in snapshot(root).keys.get(role, {}):
         raise BadInput(f"no pinned {role} key {name!r}", ["NAME: see `qualify house show`"])
     (root / key_rel(role, name)).unlink()
@@ -179,15 +227,26 @@ def unpin(root: Path, role: str, name: str, why: str) -> str:
     )
 
 
-def add_waiver(root: Path, candidate: str, name: str, data: bytes) -> tuple[Path, str]:
-    """Commit a signed waiver under `waivers/<candidate>/`; it is written once."""
+def add_waiver(root: Path, candidate: str, stem: str, data: bytes) -> tuple[Path, str]:
+    """Commit a signed waiver under `waivers/<candidate>/`, written once: `<stem>.dsse.json`,
+    and a renewal of the same ticket beside it as `<stem>.renewal-N.dsse.json` (each waiver is
+    judged on its own; an expired one simply stops counting)."""
+    if not _NAME.match(candidate) or not _NAME.match(stem):
+        raise BadInput(f"bad waiver name {candidate}/{stem}", ["expected letters, digits, . _ -"])
     repo = _repo(root)
+    folder = root / WAIVERS / candidate
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        name = f"{stem}.dsse.json" if n == 1 else f"{stem}.renewal-{n}.dsse.json"
+        try:
+            with (folder / name).open("xb") as fh:
+                fh.write(data)
+            break
+        except FileExistsError:
+            n += 1
     rel = f"{WAIVERS}/{candidate}/{name}"
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("xb") as fh:
-        fh.write(data)
-    return path, _commit(repo, [rel], f"waiver: {candidate} {name}")
+    return folder / name, _commit(repo, [rel], f"waiver: {candidate} {name}")
 
 
 @dataclass
@@ -253,7 +312,25 @@ def snapshot(root: Path) -> Snapshot:
                     f"refused: {root / key_rel(role, name)} at HEAD is not the key the trust "
                     "log pins: keys change only through `qualify house pin`"
                 )
+    expected = {TRUST_LOG} | {key_rel(r, n) for r, named in keys.items() for n in named}
+    for rel in _tree_files(repo, "trust"):
+        if rel not in expected:
+            raise Refused(
+                f"refused: {root / rel} is committed at HEAD but the trust log pins no such "
+                "key: keys change only through `qualify house pin`"
+            )
     return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
+
+
+def _tree_files(repo: git.Repo, folder: str) -> list[str]:
+    """Every file committed at HEAD under `folder`, as a path in the repository."""
+    try:
+        tree = repo.head.commit.tree / folder
+    except (KeyError, ValueError):
+        return []
+    return sorted(
+        str(getattr(b, "path", "")) for b in tree.traverse() if getattr(b, "type", "") == "blob"
+    )
 
 
 def _pub(entry: dict[str, Any]) -> Ed25519PublicKey:

@@ -1,16 +1,28 @@
-"""`qualify verify`: the signature, every subject on disk, then the verdict derived again.
+"""`qualify verify`: the signature, the run exactly as sealed, then the verdict derived again.
 
-1. the signature over the exact payload bytes, before anything is parsed;
-2. every subject (all paths inside the run) re-hashed; files added to a signed attempt named;
-3. the decision derived again (`derive`) from the signed evidence under the signed policy, the
+1. the envelope: canonical (exactly the form `qualify` writes, one signature), and the
+   signature over the exact payload bytes, before anything is parsed;
+2. the run is exactly what was sealed: every entry under the run directory is a plain file or
+   directory (no symbolic link anywhere), every file is a signed subject (or a decision
+   envelope), every directory holds one, and every subject is re-hashed without following
+   links;
+3. every path the decision names and verify reads (the record, run.json, the candidate copy,
+   the waiver copies) is a signed subject inside the run;
+4. the decision derived again (`derive`) from the signed evidence under the signed policy, the
    signed house rules tightened by the signed candidate copy, and the signed waiver copies
-   judged again with this envelope's signer: a statement whose decision, verdicts or reasons
-   differ is refused even though its signature holds.
+   judged again with the waiver approver keys a house pins (`approvers`; never a key the record
+   carries) and this envelope's signer: a statement whose decision, verdicts or reasons differ
+   is refused even though its signature holds.
+
+Every failure is a problem in the report, never an exception: the input is hostile.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,19 +33,20 @@ from pydantic import ValidationError
 from qualify.decision import waivers
 from qualify.decision.derive import Basis, comparable, derive
 from qualify.decision.house import HousePolicy, PolicyRules, effective
-from qualify.decision.reading import (
-    ENVELOPE_RE,
-    Listing,
-    candidate_in_run,
-    check_manifests,
-    run_info,
-)
+from qualify.decision.reading import ENVELOPE_RE, Listing, candidate_in_run, check_manifests
 from qualify.decision.record import DecisionRecord, WaiverCheck
 from qualify.decision.settings import Policy
-from qualify.decision.signing import STATEMENT_TYPE, keyid, open_envelope, read_envelope
+from qualify.decision.signing import (
+    STATEMENT_TYPE,
+    envelope_bytes,
+    keyid,
+    open_envelope,
+    read_envelope,
+    sha256_bytes,
+)
 from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
-from qualify.errors import BadInput, Refused
-from qualify.evidence.store import MANIFEST, RunDir, sha256_file
+from qualify.errors import BadInput, QualifyError, Refused
+from qualify.evidence.store import MANIFEST, RunDir
 
 
 @dataclass
@@ -44,10 +57,12 @@ class VerifyReport:
     run: Path | None = None
     statement: dict[str, Any] | None = None
     signer: str | None = None
+    payload_sha256: str | None = None
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     subjects: int = 0
     record: DecisionRecord | None = None
+    waivers: list[WaiverCheck] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -59,8 +74,25 @@ class VerifyReport:
         return p if isinstance(p, dict) else {}
 
     def subjects_with(self, role: str) -> list[dict[str, Any]]:
-        subs = (self.statement or {}).get("subject") or []
-        return [s for s in subs if (s.get("annotations") or {}).get("role") == role]
+        return [s for s in self.subject_list() if s["role"] == role]
+
+    def subject_list(self) -> list[dict[str, Any]]:
+        """The signed subjects, each `{name, sha256, role}` (malformed ones left out; `verify`
+        names them)."""
+        out = []
+        for s in (self.statement or {}).get("subject") or []:
+            if not isinstance(s, dict):
+                continue
+            digest, ann = s.get("digest"), s.get("annotations")
+            sha = digest.get("sha256") if isinstance(digest, dict) else None
+            role = ann.get("role", "evidence") if isinstance(ann, dict) else "evidence"
+            if isinstance(s.get("name"), str) and isinstance(sha, str):
+                out.append({"name": s["name"], "sha256": sha, "role": str(role)})
+        return out
+
+    def digest_of(self, name: str) -> str | None:
+        """The signed sha256 of the subject `name`, None when it is not signed."""
+        return next((s["sha256"] for s in self.subject_list() if s["name"] == name), None)
 
 
 def _parse(payload: bytes) -> dict[str, Any]:
@@ -72,31 +104,102 @@ def _parse(payload: bytes) -> dict[str, Any]:
         raise Refused(f"the signed payload is not an in-toto Statement v1 ({STATEMENT_TYPE})")
     if stmt.get("predicateType") != PREDICATE_TYPE or not isinstance(stmt.get("subject"), list):
         raise Refused(f"the statement is not a qualify decision ({PREDICATE_TYPE})")
+    if not isinstance(stmt.get("predicate"), dict):
+        raise Refused("the statement's predicate is not a table")
     return stmt
 
 
-def _inside(run: Path, name: str) -> Path | None:
-    """The subject's file, or None when its name leaves the run (absolute, or with `..`)."""
+def _canonical(env: dict[str, Any], raw: bytes) -> str | None:
+    """Why the envelope is not exactly what `qualify` writes (one signature, its keyid, no
+    other field, the same bytes), None when it is; its unsigned parts cannot vary."""
+    if set(env) != {"payload", "payloadType", "signatures"}:
+        return f"it holds fields {sorted(env)}, expected payload, payloadType, signatures"
+    sigs = env.get("signatures")
+    if not isinstance(sigs, list) or len(sigs) != 1 or not isinstance(sigs[0], dict):
+        return "it holds other than exactly one signature"
+    if set(sigs[0]) != {"keyid", "sig"}:
+        return f"its signature holds fields {sorted(sigs[0])}, expected keyid, sig"
+    if raw != envelope_bytes(env):
+        return "its bytes are not the canonical form (reformatted)"
+    return None
+
+
+def name_in_run(name: object) -> str | None:
+    """Why a subject name is not a plain relative path inside the run, None when it is."""
+    if not isinstance(name, str) or not name:
+        return "not a path"
     p = Path(name)
-    if p.is_absolute() or ".." in p.parts or not name:
+    if p.is_absolute() or ".." in p.parts or p.as_posix() != name or "\\" in name:
+        return "a path that leaves the run or is not in its plain form"
+    return None
+
+
+def _hash(path: Path) -> str | None:
+    """sha256 of a regular file, opened without following a link; None when it is not one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
         return None
-    return run / p
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        h = hashlib.sha256()
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _walk(run: Path) -> tuple[dict[str, str], list[str]]:
+    """Every entry under the run without following links: ({rel: kind}, problems)."""
+    found: dict[str, str] = {}
+    problems: list[str] = []
+    stack = [run]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(f"{d}: cannot be listed ({exc.strerror or exc})")
+            continue
+        for e in entries:
+            rel = Path(e.path).relative_to(run).as_posix()
+            mode = e.stat(follow_symlinks=False).st_mode
+            if stat.S_ISLNK(mode):
+                problems.append(f"{rel}: a symbolic link (a sealed run holds plain files only)")
+            elif stat.S_ISDIR(mode):
+                found[rel] = "dir"
+                stack.append(Path(e.path))
+            elif stat.S_ISREG(mode):
+                found[rel] = "file"
+            else:
+                problems.append(f"{rel}: not a plain file or directory")
+    return found, problems
 
 
 def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     names: set[str] = set()
-    for s in report.statement["subject"] if report.statement else []:
-        name = str(s.get("name"))
-        role = (s.get("annotations") or {}).get("role", "evidence")
-        path = _inside(run, name)
+    for s in (report.statement or {}).get("subject") or []:
+        name = s.get("name") if isinstance(s, dict) else None
+        subs = [x for x in report.subject_list() if x["name"] == name]
+        if not subs:
+            report.problems.append(f"subject {str(s)[:80]}: not a name with a sha256 digest")
+            continue
+        role = subs[0]["role"]
+        why = name_in_run(name)
+        if why is not None:
+            report.problems.append(f"{name}: a subject outside the run ({role}: {why})")
+            continue
+        assert isinstance(name, str)
+        if name in names:
+            if len({x["sha256"] for x in subs}) > 1:
+                report.problems.append(f"{name}: signed twice with different digests")
+            continue
         names.add(name)
-        if path is None:
-            report.problems.append(f"{name}: a subject outside the run ({role})")
+        got = _hash(run / name)
+        if got is None:
+            report.problems.append(f"{name}: missing, or not a plain file ({role})")
             continue
-        if not path.is_file():
-            report.problems.append(f"{name}: missing ({role})")
-            continue
-        want, got = (s.get("digest") or {}).get("sha256"), sha256_file(path)
+        want = subs[0]["sha256"]
         if got != want:
             report.problems.append(
                 f"{name}: changed ({role}; signed sha256 {str(want)[:12]}, now {got[:12]})"
@@ -105,24 +208,32 @@ def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     return names
 
 
-def _check_coverage(report: VerifyReport, run: Path, names: set[str]) -> None:
-    """A file added to a signed attempt is a change; a later attempt is only noted."""
-    covered = {str(Path(n).parent) for n in names if "/" in n}
-    later: set[str] = set()
-    for p in RunDir(run).all_files():
-        rel = p.relative_to(run).as_posix()
-        if rel in names or ENVELOPE_RE.match(rel):
+def _check_exact(report: VerifyReport, run: Path, names: set[str]) -> None:
+    """Nothing in the run but what the decision sealed (and decision envelopes): a file, a
+    directory or a link added anywhere is named."""
+    found, problems = _walk(run)
+    report.problems += problems
+    parents = {p.as_posix() for n in names for p in Path(n).parents if p.as_posix() != "."}
+    for rel, kind in sorted(found.items()):
+        if kind == "file" and (rel in names or ENVELOPE_RE.match(rel)):
             continue
-        parent = str(Path(rel).parent)
-        if parent in covered or parent == ".":
-            report.problems.append(f"{rel}: added to a signed attempt after the decision")
-        else:
-            later.add(parent)
-    for d in sorted(later):
-        report.notes.append(f"{d}: not covered by this decision (written after it, or still open)")
+        if kind == "dir" and (rel in parents or rel == "decision"):
+            continue
+        what = "a file" if kind == "file" else "a directory"
+        report.problems.append(f"{rel}: {what} this decision did not seal (added after it)")
 
 
-def _rules(record: DecisionRecord, run: RunDir) -> tuple[PolicyRules, list[str]]:
+def _signed_path(report: VerifyReport, rel: str | None, what: str) -> str | None:
+    """`rel` when it names a signed subject inside the run; else a problem and None."""
+    if rel is None:
+        return None
+    if name_in_run(rel) is not None or report.digest_of(rel) is None:
+        report.problems.append(f"{what} {rel!r}: not a signed file of the run")
+        return None
+    return rel
+
+
+def _rules(record: DecisionRecord, run: RunDir, copy: str | None) -> tuple[PolicyRules, list[str]]:
     """The signed effective policy, checked against the signed house rules and candidate copy."""
     problems = []
     rules = PolicyRules.model_validate(record.policy)
@@ -131,7 +242,9 @@ def _rules(record: DecisionRecord, run: RunDir) -> tuple[PolicyRules, list[str]]
     house = HousePolicy.model_validate(record.house.rules)
     if house.rules().sha256 != record.house.policy_sha256:
         problems.append("the signed house rules are not the rules their digest names")
-    cand = candidate_in_run(run, record.candidate_copy)
+    cand = candidate_in_run(run, copy)
+    if copy is not None and cand is None:
+        problems.append(f"{copy}: the signed candidate copy is not a valid candidate")
     try:
         derived = effective(house, cand.policy if cand else Policy())
     except BadInput as exc:
@@ -146,31 +259,48 @@ def _rules(record: DecisionRecord, run: RunDir) -> tuple[PolicyRules, list[str]]
 
 
 def _waivers(
-    record: DecisionRecord, run: RunDir, rules: PolicyRules, signer: str | None
+    report: VerifyReport,
+    record: DecisionRecord,
+    run: RunDir,
+    rules: PolicyRules,
+    keys: list[waivers.Approver] | None,
 ) -> list[WaiverCheck]:
-    """Every waiver judged again from its signed copy, with this envelope's signer."""
+    """Every waiver judged again from its signed copy, with the house's pinned approver keys and
+    this envelope's signer; without a house, a waiver the decision accepted is a problem."""
     bind = waivers.Binding(
         candidate=record.candidate,
         candidate_sha256=record.candidate_sha256,
         policy_sha256=rules.sha256,
         decided_at=record.decided_at,
         rules=rules.waivers,
-        run_signer=signer,
+        run_signer=report.signer,
     )
-    keys = waivers.approvers(waivers.from_record(record.waivers), rules.waivers)
     out = []
     for c in record.waivers:
         if c.evidence is None:
+            if c.accepted:
+                report.problems.append(f"waiver {c.path}: accepted, but no signed copy in the run")
             out.append(c)
             continue
-        raw = (run.path / attempt_rel(record.attempt) / c.evidence).read_bytes()
-        again = waivers.judge(c.path, raw, keys, bind)
+        rel = _signed_path(report, f"{attempt_rel(record.attempt)}/{c.evidence}", "waiver copy")
+        if rel is None:
+            out.append(c)
+            continue
+        if keys is None:
+            if c.accepted:
+                report.problems.append(
+                    f"waiver {c.path}: the decision counts it, and its approver's key is checked "
+                    "only against the keys a house pins (pass --house)"
+                )
+            out.append(c)
+            continue
+        again = waivers.judge(c.path, (run.path / rel).read_bytes(), keys, bind)
         again.evidence = c.evidence
         out.append(again)
     return out
 
 
-def _rederive(report: VerifyReport, run: RunDir) -> None:
+def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | None) -> None:
     pred = {k: v for k, v in report.predicate.items() if k != "record"}
     try:
         record = DecisionRecord.model_validate(pred)
@@ -180,17 +310,28 @@ def _rederive(report: VerifyReport, run: RunDir) -> None:
         )
         return
     report.record = record
-    on_disk = run.path / str(report.predicate.get("record"))
-    if not on_disk.is_file() or json.loads(on_disk.read_text()) != record.model_dump(mode="json"):
-        report.problems.append(f"{report.predicate.get('record')}: not the signed record")
-    info = run_info(run)
-    copy = record.candidate_copy
-    if copy and sha256_file(run.path / copy) != info.get("candidate_sha256"):
+    rec = _signed_path(report, str(report.predicate.get("record")), "the record")
+    if rec is not None:
+        try:
+            same = json.loads((run.path / rec).read_text()) == record.model_dump(mode="json")
+        except ValueError:
+            same = False
+        if not same:
+            report.problems.append(f"{rec}: not the signed record")
+    info: dict[str, Any] = {}
+    if _signed_path(report, "run.json", "the run's") is not None:
+        try:
+            loaded = json.loads((run.path / "run.json").read_text())
+            info = loaded if isinstance(loaded, dict) else {}
+        except ValueError:
+            report.problems.append("run.json: not JSON")
+    copy = _signed_path(report, record.candidate_copy, "the candidate copy")
+    if copy and report.digest_of(copy) != info.get("candidate_sha256"):
         report.problems.append(f"{copy}: not the candidate file run.json names")
-    rules, problems = _rules(record, run)
+    rules, problems = _rules(record, run, copy)
     report.problems += problems
     listing = Listing(
-        files={str(s["name"]): s["digest"]["sha256"] for s in report.subjects_with("evidence")},
+        files={s["name"]: s["sha256"] for s in report.subjects_with("evidence")},
         unsealed=list(record.unsealed),
     )
     check_manifests(run, listing)
@@ -200,10 +341,11 @@ def _rederive(report: VerifyReport, run: RunDir) -> None:
         attempt=record.attempt,
         decided_at=record.decided_at,
         tool_version=record.tool_version,
-        waivers=_waivers(record, run, rules, report.signer),
+        waivers=_waivers(report, record, run, rules, keys),
         candidate_copy=copy,
         record_attempt=record.record_attempt,
     )
+    report.waivers = basis.waivers
     again = derive(run, listing, info, basis)
     want, got = comparable(record), comparable(again)
     for k in want:
@@ -222,31 +364,71 @@ def _short(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def verify(envelope_path: Path, pub: Ed25519PublicKey, run: Path | None = None) -> VerifyReport:
-    """Check the signature, re-hash every subject, and derive the decision again."""
+def verify(
+    envelope_path: Path,
+    pub: Ed25519PublicKey,
+    run: Path | None = None,
+    approvers: list[waivers.Approver] | None = None,
+) -> VerifyReport:
+    """Check the envelope and its signature, that the run is exactly what was sealed, and derive
+    the decision again. `approvers`: the waiver keys a house pins (None: no house, so a waiver
+    the decision counts cannot be checked and is a problem)."""
     report = VerifyReport(envelope=envelope_path)
     try:
-        payload = open_envelope(read_envelope(envelope_path), pub)
+        _verify(report, envelope_path, pub, run, approvers)
+    except (QualifyError, OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+        # hostile input reaching a reader not guarded above: a refusal, never a traceback
+        why = exc.render() if isinstance(exc, BadInput) else str(exc)
+        report.problems.append(f"could not be checked: {why.removeprefix('qualify: ')}")
+    return report
+
+
+def _verify(
+    report: VerifyReport,
+    envelope_path: Path,
+    pub: Ed25519PublicKey,
+    run: Path | None,
+    approvers: list[waivers.Approver] | None,
+) -> None:
+    try:
+        raw = envelope_path.read_bytes()
+        env = read_envelope(envelope_path)
+        payload = open_envelope(env, pub)
         report.statement = _parse(payload)
-    except Refused as exc:
-        report.problems.append(f"{envelope_path}: {str(exc).removeprefix('qualify: ')}")
-        return report
+    except (Refused, BadInput, OSError) as exc:
+        text = exc.render() if isinstance(exc, BadInput) else str(exc)
+        report.problems.append(f"{envelope_path}: {text.removeprefix('qualify: ')}")
+        report.statement = None
+        return
     report.signer = keyid(pub)
+    report.payload_sha256 = sha256_bytes(payload)
+    odd = _canonical(env, raw)
+    if odd is not None:
+        report.problems.append(f"{envelope_path}: not a canonical decision envelope: {odd}")
     run = run or envelope_path.resolve().parent.parent
     report.run = run
     if not (run / "run.json").is_file():
         report.problems.append(f"{run}: not a run directory (no run.json); pass --run")
-        return report
+        return
+    envelope_rel = _rel(envelope_path, run)
+    if envelope_rel is None or not ENVELOPE_RE.match(envelope_rel):
+        report.notes.append(f"{envelope_path}: the envelope is not kept in {run}/decision")
     if run.name != report.predicate.get("run_id"):
         report.notes.append(
             f"the run directory is named {run.name}, the statement names "
             f"{report.predicate.get('run_id')}"
         )
     names = _check_subjects(report, run)
-    _check_coverage(report, run, names)
+    _check_exact(report, run, names)
     rec = str(report.predicate.get("record", ""))
     if rec and f"{Path(rec).parent}/{MANIFEST}" not in names:
         report.problems.append(f"{rec}: its attempt's manifest is not signed")
     if not report.problems:  # derive only from files known to be the signed ones
-        _rederive(report, RunDir(run))
-    return report
+        _rederive(report, RunDir(run), approvers)
+
+
+def _rel(path: Path, run: Path) -> str | None:
+    try:
+        return path.resolve().relative_to(run.resolve()).as_posix()
+    except ValueError:
+        return None

@@ -6,8 +6,10 @@ key, the candidate file's sha256, the digest of the effective policy it was gran
 an expiry. It counts only when signed by a waiver key the house pins (`qualify house pin
 waiver`) whose name the house policy lists as an approver, by a key other than the one that
 signs the decision, within the house's longest term, and unexpired at the decision's time.
-Whether it counts depends on signed data alone, so `qualify verify` reaches the same answer from
-the run's copy. It only ever turns `inconclusive` into `waived`; a fail or an error stays.
+Whether it counts depends on signed data and the house's pinned keys alone: `qualify verify
+--house` and `qualify alias set` judge the run's signed copy again with the approver keys the
+house pins at HEAD, never with a key the record or the waiver carries. It only ever turns
+`inconclusive` into `waived`; a fail or an error stays.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -26,7 +28,6 @@ from qualify.decision.house import WaiverRules
 from qualify.decision.record import WaiverCheck
 from qualify.decision.signing import (
     envelope_bytes,
-    keyid,
     load_private,
     open_envelope,
     seal_envelope,
@@ -35,6 +36,9 @@ from qualify.decision.signing import (
 from qualify.errors import BadInput, QualifyError
 from qualify.evidence.store import utc_now
 from qualify.tickets import TicketStore
+
+if TYPE_CHECKING:
+    from qualify.decision.trust import Snapshot
 
 WAIVER_TYPE = "application/vnd.qualify.waiver+json"
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
@@ -87,7 +91,7 @@ def grant(
     from qualify.decision.trust import add_waiver
 
     candidate, data = make_waiver(store, ticket_id, reason, key, bound, days)
-    return add_waiver(house, candidate, f"{ticket_id}.dsse.json", data)
+    return add_waiver(house, candidate, ticket_id, data)
 
 
 @dataclass
@@ -181,12 +185,8 @@ def approvers(pinned: list[Approver], rules: WaiverRules) -> list[Approver]:
     return [a for a in pinned if any(fnmatchcase(a.name, p) for p in rules.approvers)]
 
 
-def from_record(checks: list[WaiverCheck]) -> list[Approver]:
-    """The approver keys a decision recorded, to re-judge its waivers offline."""
-    out = []
-    for c in checks:
-        if c.signer and c.signer_pem:
-            pub = serialization.load_pem_public_key(c.signer_pem.encode())
-            if isinstance(pub, Ed25519PublicKey):
-                out.append(Approver(c.signer, keyid(pub), pub))
-    return out
+def pinned(snap: Snapshot, rules: WaiverRules) -> list[Approver]:
+    """The waiver keys the house pins at its commit whose names `rules` lists as approvers: the
+    only keys a waiver is ever checked with (never a key a record or waiver carries)."""
+    found = [Approver(k.name, k.keyid, k.pub) for k in snap.keys.get("waiver", {}).values()]
+    return approvers(found, rules)

@@ -17,8 +17,9 @@ from qualify.decision import statement
 from qualify.decision.conclude import setup
 from qualify.decision.house import parse
 from qualify.decision.signing import envelope_bytes, load_private, load_public, seal_envelope
+from qualify.decision.trust import snapshot
 from qualify.decision.verify import verify
-from qualify.decision.waivers import grant
+from qualify.decision.waivers import Approver, grant, pinned
 from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 from qualify.records import Verdict
 from qualify.tickets import TicketStore
@@ -28,6 +29,11 @@ from qualify.tickets import TicketStore
 def _tickets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
     monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
+
+
+def approvers(house: Path) -> list[Approver]:
+    snap = snapshot(house)
+    return pinned(snap, snap.policy.waivers)
 
 
 def alias_set(cand: Path, env: Path, house: Path, key: Path | None = None) -> int:
@@ -218,7 +224,10 @@ def test_a_waiver_by_a_pinned_approver_promotes_shown_as_waived(
     assert "**promote with 1 waiver (vram/telemetry" in md
     assert "- vram: 0/1 passed; telemetry (waived)" in md
     assert "Waived, not passed: vram/telemetry" in md and "Every required gate passed." not in md
-    assert verify(env2, load_public(ci[1])).ok
+    pub = load_public(ci[1])
+    assert verify(env2, pub, approvers=approvers(house)).ok
+    bare = verify(env2, pub)
+    assert not bare.ok and "checked only against the keys a house pins" in bare.problems[0]
     assert alias_set(cand, env2, house) == 0, capsys.readouterr().err
 
 
@@ -261,5 +270,5 @@ def test_a_waiver_signed_later_by_its_approver_fails_verify(tmp_path: Path) -> N
     record, _ = h.decide(run2, inv, setup(house), None)
     assert record.decision == "promote"
     env2 = statement.sign_attempt(run2, 1, load_private(alice[0]))  # bypassing sign_decision
-    report = verify(env2, load_public(alice[1]))
+    report = verify(env2, load_public(alice[1]), approvers=approvers(house))
     assert not report.ok and any("a run cannot waive itself" in p for p in report.problems)
