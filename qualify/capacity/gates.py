@@ -245,3 +245,162 @@ def engine(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> li
     return [
         Judged(Verdict.INCONCLUSIVE, [why + (f" ({eng['note']})" if eng.get("note") else "")], m)
     ]
+
+
+def _load(data: dict[str, Any]) -> dict[str, Any]:
+    return data.get("load") or {}
+
+
+def _ci(ci: Any) -> str:
+    return f"{ci[0]:.0%}–{ci[1]:.0%}" if isinstance(ci, list | tuple) and len(ci) == 2 else "none"
+
+
+@judge(STAGE, "capacity-answers", NoParams)
+def answers(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Per load cell (matrix, per-kind, open-loop, burst, soak): every answered request was
+    judged and none broke (degenerate, garble, JSON, tool calls, truncation); a cell whose
+    answers break fails however fast it was. Nothing judged at all is inconclusive."""
+    cells = (data.get("answers") or {}).get("cells", [])
+    out = []
+    for c in cells:
+        if c.get("lane", "candidate") != "candidate":
+            continue
+        bad = c.get("broken") or []
+        m = {"judged": c.get("judged", 0), "broken": len(bad), "kind": c.get("kind")}
+        if bad:
+            reasons = [
+                f"stream {b['stream']}: {'; '.join(b['problems'])}"[:300] for b in bad[:5]
+            ] + ([f"and {len(bad) - 5} more broken answers"] if len(bad) > 5 else [])
+            out.append(Judged(Verdict.FAIL, reasons, m, c["where"]))
+        elif not c.get("judged"):
+            out.append(
+                Judged(Verdict.INCONCLUSIVE, ["no answered request to judge"], m, c["where"])
+            )
+        else:
+            out.append(Judged(Verdict.PASS, [], m, c["where"]))
+    if not out:
+        return [Judged(Verdict.INCONCLUSIVE, ["no load cell's answers were judged"])]
+    return out
+
+
+@judge(STAGE, "capacity-goodput", NoParams)
+def goodput_knee(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """The knee: the highest Poisson rate whose goodput (share of requests meeting every SLO)
+    stays at or above the floor. Fails when no rate meets it, or when the house requires a
+    minimum rate (`capacity_min_goodput_rps`) and a saturated search found less; a search that
+    stopped at a bound before saturating is a lower bound (inconclusive below the minimum); a
+    harness error is `error`; no load run is `skipped`."""
+    load = _load(data)
+    knee = load.get("knee")
+    need = thresholds.capacity_min_goodput_rps
+    if not knee:
+        why = load.get("error") or "the open-loop load was not run (stages.capacity.load)"
+        return [Judged(Verdict.SKIPPED, [why])]
+    m = {
+        k: knee.get(k)
+        for k in ("rate_rps", "goodput", "goodput_ci95", "goodput_rps", "lower_bound", "stopped")
+    }
+    m.update(statement=knee.get("statement"), slo=knee.get("slo"), min_rps=need)
+    if knee.get("harness_error"):
+        return [Judged(Verdict.ERROR, [f"harness error, no figure: {knee['stopped']}"], m)]
+    rate = knee.get("rate_rps")
+    if not isinstance(rate, int | float):
+        return [Judged(Verdict.FAIL, [knee.get("statement") or "no rate met the floor"], m)]
+    if need is not None and rate < need:
+        why = f"{knee['statement']}: below the house's minimum {need:g} req/s"
+        if knee.get("lower_bound"):
+            why += f" (the search stopped at a bound, not at saturation: {knee['stopped']})"
+            return [Judged(Verdict.INCONCLUSIVE, [why], m)]
+        return [Judged(Verdict.FAIL, [why], m)]
+    return [Judged(Verdict.PASS, [knee["statement"]], m)]
+
+
+@judge(STAGE, "capacity-harness", NoParams)
+def harness(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Per open-loop cell and the soak: the client kept to its schedule and read the server in
+    time (p99 send lag and loop oversleep within `client_max_lag_ms`); when it did not, the cell
+    is a harness `error`: the load the server saw was not the load planned."""
+    load = _load(data)
+    rows = list(load.get("cells", [])) + (
+        [{**load["soak"], "cell": "soak"}] if load.get("soak") else []
+    )
+    out = []
+    for c in rows:
+        lag = c.get("lag") or {}
+        m = {**lag, "bound_ms": thresholds.client_max_lag_ms}
+        if c.get("harness_error"):
+            out.append(
+                Judged(Verdict.ERROR, [f"harness error: {c['harness_error']}"], m, c["cell"])
+            )
+        else:
+            out.append(Judged(Verdict.PASS, [], m, c["cell"]))
+    return out
+
+
+@judge(STAGE, "capacity-soak", NoParams)
+def soak_gate(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """The soak: the engine kept making progress (a hung engine, progress stopped with requests
+    in flight while /health may still answer, fails named as such), requests completed, and
+    TTFT drift, memory growth and engine error counters stayed within the house's bounds."""
+    s = _load(data).get("soak")
+    if not s:
+        return [Judged(Verdict.SKIPPED, ["the soak was not run (stages.capacity.soak)"])]
+    drift = (s.get("ttft_drift") or {}).get("drift_pct")
+    growth = (s.get("memory") or {}).get("growth_mib")
+    m = {
+        "rate_rps": s.get("rate_rps"),
+        "duration_s": s.get("duration_s"),
+        "completed": s.get("completed"),
+        "planned": s.get("planned"),
+        "ttft_drift_pct": drift,
+        "memory_growth_mib": growth,
+        "memory_source": (s.get("memory") or {}).get("source"),
+        "error_counters": s.get("error_counters"),
+        "detected_after_s": s.get("detected_after_s"),
+        "detection_bound_s": s.get("detection_bound_s"),
+        "goodput": s.get("goodput"),
+    }
+    if s.get("hung"):
+        return [Judged(Verdict.FAIL, [s["hung"]], m)]
+    reasons = []
+    if not s.get("completed"):
+        reasons.append(f"no request of {s.get('planned')} completed during the soak")
+    if s.get("unfinished"):
+        reasons.append(f"{s['unfinished']} requests did not finish within the soak's drain")
+    if isinstance(drift, int | float) and drift > thresholds.soak_max_ttft_drift_pct:
+        d = s["ttft_drift"]
+        reasons.append(
+            f"TTFT drifted {drift:+.0f}% (median {d['first_p50_s']:.3g} s in the first third, "
+            f"{d['last_p50_s']:.3g} s in the last; bound {thresholds.soak_max_ttft_drift_pct:g}%)"
+        )
+    if isinstance(growth, int | float) and growth > thresholds.soak_max_memory_growth_mib:
+        reasons.append(
+            f"{m['memory_source']} grew {growth:.0f} MiB over the soak "
+            f"(bound {thresholds.soak_max_memory_growth_mib:g} MiB)"
+        )
+    for name, delta in (s.get("error_counters") or {}).items():
+        reasons.append(f"engine error counter {name} rose by {delta:g}")
+    return [Judged(Verdict.FAIL if reasons else Verdict.PASS, reasons, m)]
+
+
+@judge(STAGE, "capacity-energy", NoParams)
+def energy(data: dict[str, Any], params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """J per output token per lane and cell, from the GPU sampler's power integrated over each
+    timed window; inconclusive ("unmeasured") without GPU power telemetry."""
+    rows = [(r["cell"], r["lane"], r.get("energy") or {}) for r in data.get("matrix", [])]
+    load = _load(data)
+    for c in load.get("cells", []) + (
+        [{**load["soak"], "cell": "soak"}] if load.get("soak") else []
+    ):
+        rows.append((c["cell"], load.get("lane", "candidate"), c.get("energy") or {}))
+    out = []
+    for cell, lane, e in rows:
+        part = cell if lane == "candidate" else f"{lane}-{cell}"
+        j = e.get("j_per_output_token")
+        m = {"j_per_output_token": j, "joules": e.get("joules"), "lane": lane}
+        if isinstance(j, int | float):
+            out.append(Judged(Verdict.PASS, [f"{j:.4g} J per output token"], m, part))
+        else:
+            why = e.get("why") or "unmeasured: no GPU telemetry"
+            out.append(Judged(Verdict.INCONCLUSIVE, [why], m, part))
+    return out

@@ -60,6 +60,8 @@ def median_of_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("waiting_max", "running_max"):
         vals = _nums([q.get(key) for q in queues])
         out[f"queue_{key}"] = max(vals) if vals else None
+    out["energy"] = cell_energy(counted)
+    out["j_per_output_token"] = out["energy"]["j_per_output_token"]
     out["runs"] = len(runs)
     out["counted_runs"] = len(counted)
     out["excluded_runs"] = [
@@ -71,6 +73,27 @@ def median_of_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
         for k in ("aggregate_output_tok_s", "decode_tok_s_p50")
     }
     return out
+
+
+def cell_energy(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """J per output token over runs: their joules over their completion tokens; unmeasured,
+    with the first reason, when a run's window has no energy."""
+    ens = [r.get("energy") for r in runs]
+    if not runs:
+        return {"j_per_output_token": None, "why": "no counted run"}
+    missing = [e for e in ens if not e or e.get("joules") is None]
+    if missing:
+        first = missing[0]
+        why = (first or {}).get("why") or "unmeasured: no GPU telemetry"
+        return {"j_per_output_token": None, "joules": None, "why": why}
+    joules = sum(float(e["joules"]) for e in ens if e)
+    tokens = sum(int(r.get("completion_tokens") or 0) for r in runs)
+    return {
+        "j_per_output_token": joules / tokens if tokens else None,
+        "joules": joules,
+        "completion_tokens": tokens,
+        "why": None if tokens else "no completion tokens",
+    }
 
 
 def saturation(cell: dict[str, Any], max_ttft_p95_s: float | None) -> str | None:
@@ -85,7 +108,7 @@ def saturation(cell: dict[str, Any], max_ttft_p95_s: float | None) -> str | None
 
 def public_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run records as kept in `data`: streams trimmed to what the decision needs."""
-    keep = ("failed", "cut", "degenerate", "finish_reason", "completion_tokens", "files")
+    keep = ("failed", "cut", "degenerate", "broken", "finish_reason", "completion_tokens", "files")
     out = []
     for r in runs:
         row = {k: v for k, v in r.items() if k not in ("streams", "ttft_s")}

@@ -1,82 +1,111 @@
-"""Aggregate output tok/s against concurrency, one line per prompt length, as a plain SVG.
+"""The capacity stage's plot (matplotlib, SVG): aggregate output tok/s against concurrency, one
+line per lane and prompt length (the incumbent dashed), each legend entry with its numbers
+(the figure at each concurrency), and the engine's slot limit as a vertical line: beyond it
+the server queues streams instead of running them, so the aggregate flattens there.
 
-Written by hand (no plotting library in the environment): axes with ticks, one polyline and
-marker per length, the incumbent dashed when there is one, and a legend.
+With an open-loop knee search, a second panel shows goodput against the offered rate, the
+house's floor as a horizontal line and the knee marked.
 """
 
 from __future__ import annotations
 
-from html import escape
+import io
 from typing import Any
 
-W, H = 640, 400
-LEFT, RIGHT, TOP, BOTTOM = 70, 160, 40, 50
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
+PLOT = "aggregate-vs-concurrency.svg"
 
 
-def _nice_max(v: float) -> float:
-    if v <= 0:
-        return 1.0
-    step = 10.0 ** len(str(int(v))) / 10
-    for m in (1, 2, 2.5, 5, 10):
-        if v <= m * step:
-            return float(m * step)
-    return float(10 * step)
+def _legend(lane: str, length: int, line: list[tuple[int, float]]) -> str:
+    vals = ", ".join(f"c{c} {v:.3g}" for c, v in line)
+    return f"{length} tok {lane}: {vals} tok/s"
 
 
-def svg(rows: list[dict[str, Any]], title: str) -> str:
-    """`rows` are matrix rows (`lane`, `length`, `concurrency`, `aggregate_output_tok_s`)."""
+def plot(
+    rows: list[dict[str, Any]],
+    title: str,
+    slots: float | None = None,
+    load: dict[str, Any] | None = None,
+) -> bytes:
+    """The SVG bytes; `rows` are matrix rows (`lane`, `length`, `concurrency`,
+    `aggregate_output_tok_s`), `slots` the engine's concurrent sequences, `load` the knee
+    search's record (`cells`, `knee`, `slo`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    matplotlib.rcParams["svg.hashsalt"] = "qualify-capacity"
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, and smaller
+    cells = [c for c in (load or {}).get("cells", []) if c.get("rate_rps")]
+    fig, axes = plt.subplots(1, 2 if cells else 1, figsize=(12 if cells else 8, 4.8), squeeze=False)
+    ax = axes[0][0]
     pts = [r for r in rows if isinstance(r.get("aggregate_output_tok_s"), int | float)]
-    levels = sorted({int(r["concurrency"]) for r in rows}) or [1]
-    ymax = _nice_max(max((float(r["aggregate_output_tok_s"]) for r in pts), default=1.0))
-    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
-
-    def x(c: int) -> float:
-        i = levels.index(c)
-        return LEFT + (pw * i / (len(levels) - 1) if len(levels) > 1 else pw / 2)
-
-    def y(v: float) -> float:
-        return TOP + ph - ph * v / ymax
-
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
-        f'font-family="sans-serif" font-size="12">',
-        f'<rect width="{W}" height="{H}" fill="white"/>',
-        f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>',
-        f'<line x1="{LEFT}" y1="{TOP + ph}" x2="{LEFT + pw}" y2="{TOP + ph}" stroke="black"/>',
-        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + ph}" stroke="black"/>',
-        f'<text x="{LEFT + pw / 2}" y="{H - 12}" text-anchor="middle">concurrency</text>',
-        f'<text x="16" y="{TOP + ph / 2}" text-anchor="middle" '
-        f'transform="rotate(-90 16 {TOP + ph / 2})">aggregate output tok/s</text>',
-    ]
-    for c in levels:
-        out.append(f'<text x="{x(c):.1f}" y="{TOP + ph + 18}" text-anchor="middle">{c}</text>')
-    for i in range(5):
-        v = ymax * i / 4
-        out.append(
-            f'<line x1="{LEFT - 4}" y1="{y(v):.1f}" x2="{LEFT + pw}" y2="{y(v):.1f}" '
-            f'stroke="#ddd"/><text x="{LEFT - 8}" y="{y(v) + 4:.1f}" text-anchor="end">{v:g}</text>'
-        )
     series = sorted({(str(r.get("lane", "candidate")), int(r["length"])) for r in pts})
     lengths = sorted({n for _, n in series})
-    for k, (lane, length) in enumerate(series):
-        colour = COLOURS[lengths.index(length) % len(COLOURS)]
-        dash = ' stroke-dasharray="6 4"' if lane != "candidate" else ""
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for lane, length in series:
         line = sorted(
             (int(r["concurrency"]), float(r["aggregate_output_tok_s"]))
             for r in pts
             if r.get("lane", "candidate") == lane and int(r["length"]) == length
         )
-        path = " ".join(f"{x(c):.1f},{y(v):.1f}" for c, v in line)
-        out.append(
-            f'<polyline points="{path}" fill="none" stroke="{colour}"{dash} stroke-width="2"/>'
+        ax.plot(
+            [c for c, _ in line],
+            [v for _, v in line],
+            marker="o",
+            linestyle="--" if lane != "candidate" else "-",
+            color=colours[lengths.index(length) % len(colours)],
+            label=_legend(lane, length, line),
         )
-        out += [f'<circle cx="{x(c):.1f}" cy="{y(v):.1f}" r="3" fill="{colour}"/>' for c, v in line]
-        ly = TOP + 16 * k
-        out.append(
-            f'<line x1="{W - RIGHT + 12}" y1="{ly}" x2="{W - RIGHT + 36}" y2="{ly}" '
-            f'stroke="{colour}"{dash} stroke-width="2"/>'
-            f'<text x="{W - RIGHT + 42}" y="{ly + 4}">{length} tok ({escape(lane)})</text>'
+    if isinstance(slots, int | float) and slots > 0:
+        ax.axvline(slots, color="grey", linestyle=":", label=f"slot limit: {slots:g} sequences")
+    levels = sorted({int(r["concurrency"]) for r in rows})
+    if levels:
+        ax.set_xticks(levels)
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("aggregate output tok/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    if series or slots:
+        ax.legend(fontsize=7, loc="best")
+    else:
+        ax.text(0.5, 0.5, "no cell measured", ha="center", transform=ax.transAxes)
+    if cells:
+        _goodput_panel(axes[0][1], cells, load or {})
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _goodput_panel(ax: Any, cells: list[dict[str, Any]], load: dict[str, Any]) -> None:
+    pts = sorted((float(c["rate_rps"]), c.get("goodput"), c.get("goodput_ci95")) for c in cells)
+    xs = [x for x, g, _ in pts if g is not None]
+    ys = [g for _, g, _ in pts if g is not None]
+    lo = [g - ci[0] for _, g, ci in pts if g is not None and ci]
+    hi = [ci[1] - g for _, g, ci in pts if g is not None and ci]
+    label = "goodput: " + ", ".join(f"{x:.3g}/s {y:.0%}" for x, y in zip(xs, ys, strict=True))
+    if len(lo) == len(xs):
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
+    else:
+        ax.plot(xs, ys, marker="o", label=label)
+    floor = (load.get("slo") or {}).get("goodput_floor")
+    if isinstance(floor, int | float):
+        ax.axhline(floor, color="red", linestyle=":", label=f"floor {floor:.0%}")
+    knee = load.get("knee") or {}
+    if isinstance(knee.get("rate_rps"), int | float):
+        ax.axvline(
+            knee["rate_rps"],
+            color="green",
+            linestyle="--",
+            label=f"knee {knee['rate_rps']:.3g} req/s",
         )
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    ax.set_xscale("log")
+    ax.set_xlabel("offered rate, req/s (Poisson)")
+    ax.set_ylabel("share of requests meeting every SLO")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"goodput under {(load.get('knee') or {}).get('slo', 'the SLOs')}", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 from typing import Any
 
 from qualify.ab.acceptance import SpecCounters, acceptance
+from qualify.capacity.answers import broken
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -44,10 +47,21 @@ def _failure(ex: Exchange, o: ChatOutcome) -> tuple[str | None, str | None]:
     return None, None
 
 
-def stream_record(ex: Exchange, files: list[str]) -> dict[str, Any]:
+def stream_record(
+    ex: Exchange, files: list[str], kind: str | None = None, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """One stream's figures; with `kind`, its answer judged (`broken`, empty when right)."""
     o = from_stream(ex)
     t = timing(o)
     failed, cut = _failure(ex, o)
+    answered = failed is None and cut is None
+    calls = [{"name": c.name, "arguments": c.arguments} for c in o.tool_calls]
+    budget = max_tokens if max_tokens is not None else _budget(ex)
+    judged = (
+        broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, calls)
+        if kind is not None and answered
+        else []
+    )
     return {
         "failed": failed,
         "cut": cut,
@@ -61,8 +75,16 @@ def stream_record(ex: Exchange, files: list[str]) -> dict[str, Any]:
         "e2e_s": t.e2e_s,
         "decode_tok_s": t.decode_tok_s,
         "answer": o.content[:200],
+        "broken": judged,
+        "tool_calls": len(calls),
         "files": files,
     }
+
+
+def _budget(ex: Exchange) -> int:
+    body = ex.request_body if isinstance(ex.request_body, dict) else {}
+    v = body.get("max_tokens") or body.get("max_completion_tokens")
+    return int(v) if isinstance(v, int) else 1 << 30
 
 
 class QueueWatch:
@@ -157,7 +179,13 @@ def exclusion(run: dict[str, Any]) -> str | None:
     return None
 
 
-async def timed_run(s: Sender, prompts: list[Messages], label: str) -> dict[str, Any]:
+async def timed_run(
+    s: Sender,
+    prompts: list[Messages],
+    label: str,
+    kind: str = "prose",
+    meter: Callable[[float, float], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Every prompt in flight at once between two idle checks; the run's record."""
     before = await wait_idle(s.client, s.dialect, s.idle_wait_s)
     run: dict[str, Any] = {"label": label, "idle": {"before": before.as_dict()}}
@@ -169,12 +197,17 @@ async def timed_run(s: Sender, prompts: list[Messages], label: str) -> dict[str,
     watch.start()
     try:
         bodies = [s.request(p) for p in prompts]
+        m0 = time.monotonic()
         exchanges = await drive(s.client, bodies, len(bodies), timeout_s=s.timeout_s)
+        m1 = time.monotonic()
     finally:
         run["queue"] = await watch.stop()
+    run["energy"] = meter(m0, m1) if meter is not None else None
     after = await wait_idle(s.client, s.dialect, AFTER_GRACE_S)
     run["idle"]["after"] = after.as_dict()
-    streams = [stream_record(ex, s.keep(f"{label}-s{i + 1}", ex)) for i, ex in enumerate(exchanges)]
+    streams = [
+        stream_record(ex, s.keep(f"{label}-s{i + 1}", ex), kind) for i, ex in enumerate(exchanges)
+    ]
     run["streams"] = streams
     run.update(summarize(streams, _window(exchanges)))
     generated = _delta(before, after, s.dialect.generated)

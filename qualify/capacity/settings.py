@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from qualify.capacity.slo import SloSettings
 from qualify.records import StrictModel
 
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -67,6 +68,53 @@ class ExpectedRange(StrictModel):
         return f"{self.cell} {self.metric} {lo}–{hi}"
 
 
+class LoadSettings(StrictModel):
+    """The open-loop knee search and the burst (`[stages.capacity.load]`)."""
+
+    enabled: bool = Field(True, description="run the knee search and the burst")
+    length: PositiveInt | None = Field(
+        None, description="prompt tokens of the load's requests (default: the first length)"
+    )
+    kind: DecodeKind = "prose"
+    start_rps: PositiveFloat = Field(0.5, description="the knee search's first rate (req/s)")
+    factor: Annotated[float, Field(gt=1, le=10)] = Field(
+        2.0, description="rate multiplier between steps (and divisor below a failing start)"
+    )
+    refine: Annotated[int, Field(ge=0, le=4)] = Field(
+        1, description="bisection steps between the last rate that held and the first that did not"
+    )
+    step_s: PositiveFloat = Field(
+        20.0, description="planned length of one step: rate × step_s requests (within bounds)"
+    )
+    min_requests: Annotated[int, Field(ge=2, le=1000)] = 8
+    max_requests_per_step: Annotated[int, Field(ge=2, le=4096)] = 64
+    max_steps: Annotated[int, Field(ge=1, le=20)] = 6
+    max_requests: Annotated[int, Field(ge=2)] = Field(
+        400, description="bound on the requests of the whole search"
+    )
+    max_total_s: PositiveFloat = Field(600.0, description="bound on the search's time (s)")
+    drain_s: Annotated[float, Field(ge=0)] = Field(
+        5.0, description="after the last send, the E2E SLO plus this before requests are cancelled"
+    )
+    burst: Annotated[int, Field(ge=0, le=4096)] = Field(
+        8, description="requests sent at once in the burst cell (0: no burst)"
+    )
+
+
+class SoakSettings(StrictModel):
+    """The soak (`[stages.capacity.soak]`); its duration and stall bound are the house's."""
+
+    enabled: bool = True
+    duration_s: PositiveFloat | None = Field(
+        None, description="longer than the house's soak_duration_s (never shorter)"
+    )
+    rate_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        0.5, description="soak rate as a share of the knee (of the lowest rate tried without one)"
+    )
+    rate_rps: PositiveFloat | None = Field(None, description="a fixed soak rate instead")
+    poll_s: Annotated[float, Field(gt=0, le=10)] = 1.0
+
+
 class CapacitySettings(StrictModel):
     """The capacity matrix and per-kind decode; every prompt is sized with the server's tokenizer
     and opens with a new nonce, so no request reuses another's cached prefix."""
@@ -111,6 +159,11 @@ class CapacitySettings(StrictModel):
     level: str | None = Field(
         None, description="reasoning level whose request fields every request carries"
     )
+    slo: SloSettings = Field(
+        default_factory=SloSettings, description="tightenings of the house's SLOs (never looser)"
+    )
+    load: LoadSettings = Field(default_factory=LoadSettings)
+    soak: SoakSettings = Field(default_factory=SoakSettings)
     timeout_s: PositiveFloat = 900.0
     idle_wait_s: PositiveFloat = 60.0
     max_tokenizer_counts: Annotated[int, Field(ge=2, le=32)] = 8

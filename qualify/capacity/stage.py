@@ -21,22 +21,27 @@ from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
+from qualify.capacity.knee import burst_cell, search
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
-from qualify.capacity.plot import svg
+from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
+from qualify.capacity.slo import effective, goodput
+from qualify.capacity.soak import rss_mib, soak
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
 from qualify.httpclient.load import Sender
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
+from qualify.serving.idle import wait_idle
 from qualify.serving.lanes import api_key
 from qualify.serving.process import StartFailed
 from qualify.stage import StageContext, finish, stage, unknown_level, validator
+from qualify.vram.energy import NO_TELEMETRY, window_energy
+from qualify.vram.sampler import Sampler
 
 INCUMBENT = "incumbent"
-PLOT = "aggregate-vs-concurrency.svg"
 
 
 @validator
@@ -114,6 +119,92 @@ class Capacity:
     s: CapacitySettings
     seed: int
     lanes: dict[str, Lane] = field(default_factory=dict)
+    slo: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.slo = effective(self.ctx.thresholds, self.s.slo)
+
+    def meter(self, t0: float, t1: float) -> dict[str, Any]:
+        """Energy over a monotonic window, from the run's GPU sampler (unmeasured without)."""
+        sampler = self.ctx.sampler
+        if isinstance(sampler, Sampler):
+            return sampler.energy(t0, t1)
+        return window_energy({}, t0, t1) | {"why": NO_TELEMETRY}
+
+    def memory(self) -> tuple[Any, str | None]:
+        """What the soak reads as the server's memory: GPU used memory, else the launched
+        server process's RSS, else nothing."""
+        sampler = self.ctx.sampler
+        if isinstance(sampler, Sampler) and sampler.used_mib() is not None:
+            return sampler.used_mib, "GPU used memory (sampler, every card)"
+        proc = getattr(self.ctx.lanes, "process", None)
+        pid = getattr(getattr(proc, "proc", None), "pid", None)
+        if pid is not None and rss_mib(pid) is not None:
+            return (lambda: rss_mib(pid)), "server process RSS (/proc)"
+        return (lambda: None), None
+
+    async def load(self, lane: Lane, task: Any) -> dict[str, Any]:
+        """The knee search, the burst and the soak on one lane, at one prompt length."""
+        s, t = self.s, self.ctx.thresholds
+        target = s.load.length or s.lengths[0]
+        (planned,) = plan_lengths([target], lane.window, s.max_tokens)
+        out: dict[str, Any] = {"length": planned, "slo": self.slo, "lane": lane.name}
+        out["kind"] = s.load.kind
+        if planned["errors"]:
+            out["error"] = "; ".join(planned["errors"])
+            return out
+        n = planned["planned_tokens"]
+        fresh_key = (s.load.kind, n) not in lane.prompts
+        p = await self.prompts(lane, s.load.kind, n)
+        if fresh_key:
+            await self.warm(lane, p, f"load-{lane.name}-{n}")
+        common: dict[str, Any] = {
+            "kind": s.load.kind,
+            "max_tokens": s.max_tokens,
+            "slo": self.slo,
+            "lag_bound_ms": t.client_max_lag_ms,
+            "meter": self.meter,
+        }
+        if s.load.enabled:
+            found = await search(
+                lane.sender,
+                p.fresh,
+                s.load,
+                seed=self.seed,
+                advance=lambda note: task.advance(note=note),
+                **common,
+            )
+            out.update(found)
+            if s.load.burst:
+                drain = float(self.slo.get("e2e_s") or 60.0) + s.load.drain_s
+                b = await burst_cell(lane.sender, p.fresh, s.load.burst, drain_s=drain, **common)
+                out["cells"].append(b)
+                task.advance(note=f"capacity burst of {s.load.burst}")
+        if s.soak.enabled:
+            rate = s.soak.rate_rps
+            if rate is None:
+                knee = (out.get("knee") or {}).get("rate_rps")
+                tried = [c["rate_rps"] for c in out.get("cells", []) if c.get("rate_rps")]
+                base = knee or (min(tried) if tried else s.load.start_rps)
+                rate = base * s.soak.rate_fraction
+            memory, source = self.memory()
+            cand: Candidate = self.ctx.lanes.loaded[lane.name].candidate
+            await wait_idle(lane.sender.client, lane.sender.dialect, s.idle_wait_s)
+            out["soak"] = await soak(
+                lane.sender,
+                p.fresh,
+                rate_rps=rate,
+                duration_s=max(t.soak_duration_s, s.soak.duration_s or 0.0),
+                stall_s=t.soak_stall_s,
+                health_path=cand.server.health_path,
+                seed=self.seed + 7919,
+                memory=memory,
+                memory_source=source,
+                poll_s=s.soak.poll_s,
+                **common,
+            )
+            task.advance(note="capacity soak")
+        return out
 
     async def lane(self, name: str) -> Lane:
         client = await self.ctx.client(name)
@@ -187,7 +278,7 @@ class Capacity:
                         task.advance()
                         continue
                     label = f"cap-{lane.name}-{planned}-c{c}-r{run}"
-                    rec = await timed_run(lane.sender, prompts, label)
+                    rec = await timed_run(lane.sender, prompts, label, "prose", self.meter)
                     rec["run"] = run
                     lane.runs.setdefault((planned, c), []).append(rec)
                     task.advance(note=f"capacity {lane.name} {planned} tokens c={c} run {run}")
@@ -214,7 +305,9 @@ class Capacity:
                     runs = []
                     for r in range(1, self.s.kind_runs + 1):
                         label = f"kind-{kind}-{d['planned_tokens']}-r{r}"
-                        rec = await timed_run(lane.sender, [await p.fresh()], label)
+                        rec = await timed_run(
+                            lane.sender, [await p.fresh()], label, kind, self.meter
+                        )
                         rec["run"] = r
                         runs.append(rec)
                         task.advance(note=f"capacity {kind} at {d['planned_tokens']} run {r}")
@@ -248,7 +341,16 @@ class Capacity:
         return rows
 
 
-def _rows(lane: Lane, s: CapacitySettings) -> list[dict[str, Any]]:
+def _goodput(runs: list[dict[str, Any]], slo: dict[str, Any]) -> dict[str, Any]:
+    """A closed-loop cell's goodput over every run (excluded ones too: a broken or failed
+    request is a request that missed), the rate over the runs' summed windows."""
+    streams = [st for r in runs for st in r.get("streams", [])]
+    windows = [r["window_s"] for r in runs if isinstance(r.get("window_s"), int | float)]
+    g = goodput(streams, slo, sum(windows) if windows else None)
+    return {k: g[k] for k in ("good", "goodput", "goodput_ci95", "goodput_rps", "slo_met")}
+
+
+def _rows(lane: Lane, s: CapacitySettings, slo: dict[str, Any]) -> list[dict[str, Any]]:
     kv = lane.engine.get("kv_tokens")
     out = []
     for length in (r for r in lane.lengths if not r["same_as"]):
@@ -267,6 +369,7 @@ def _rows(lane: Lane, s: CapacitySettings) -> list[dict[str, Any]]:
                     "target": length["target"],
                     "concurrency": c,
                     **median_of_runs(runs),
+                    **_goodput(runs, slo),
                     "kv_tokens_needed": need,
                     "kv_fits": None if not kv else need <= kv,
                     "saturated": stop["why"] if stop and stop["at"] == c else None,
@@ -307,6 +410,76 @@ def _degenerate(matrix: list[dict[str, Any]], kinds: list[dict[str, Any]]) -> li
     return found
 
 
+STREAM_KEYS = (
+    "failed",
+    "cut",
+    "unfinished",
+    "broken",
+    "finish_reason",
+    "completion_tokens",
+    "ttft_s",
+    "e2e_s",
+    "decode_tok_s",
+    "planned_s",
+    "lag_ms",
+    "files",
+)
+
+
+def _public_load(load: dict[str, Any]) -> dict[str, Any]:
+    """The load's record with each stream trimmed to what goodput and the gates read."""
+    out = dict(load)
+
+    def trim(cell: dict[str, Any]) -> dict[str, Any]:
+        return {**cell, "streams": [{k: st.get(k) for k in STREAM_KEYS} for st in cell["streams"]]}
+
+    if "cells" in out:
+        out["cells"] = [trim(c) for c in out["cells"]]
+    if out.get("soak"):
+        out["soak"] = trim(out["soak"])
+    return out
+
+
+def _answers(
+    matrix: list[dict[str, Any]], kinds: list[dict[str, Any]], load: dict[str, Any]
+) -> dict[str, Any]:
+    """Every answer judged: per load cell, how many were judged and which broke, and why."""
+    cells: list[dict[str, Any]] = []
+
+    def add(where: str, lane: str, kind: str, streams: list[dict[str, Any]]) -> None:
+        judged = [st for st in streams if not st.get("failed") and not st.get("cut")]
+        judged = [st for st in judged if not st.get("unfinished")]
+        bad = [
+            {"stream": i + 1, "problems": st["broken"], "files": st.get("files", [])}
+            for i, st in enumerate(streams)
+            if st.get("broken")
+        ]
+        cells.append(
+            {"where": where, "lane": lane, "kind": kind, "judged": len(judged), "broken": bad}
+        )
+
+    for row in matrix:
+        streams = [st for r in row.get("run_records", []) for st in r["streams"]]
+        add(row["cell"], row["lane"], "prose", streams)
+    for k in kinds:
+        streams = [st for r in k.get("run_records", []) for st in r["streams"]]
+        add(f"{k['kind']}@{k['depth']}", "candidate", k["kind"], streams)
+    for c in load.get("cells", []):
+        add(c["cell"], load.get("lane", "candidate"), load.get("kind", "prose"), c["streams"])
+    if load.get("soak"):
+        add(
+            "soak",
+            load.get("lane", "candidate"),
+            load.get("kind", "prose"),
+            load["soak"]["streams"],
+        )
+    return {
+        "cells": cells,
+        "judged": sum(c["judged"] for c in cells),
+        "broken": sum(len(c["broken"]) for c in cells),
+    }
+
+
 async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> dict[str, Any]:
     """Find the incumbent and add it as a lane; what was found goes in `data.incumbent`."""
     if not s.incumbent:
@@ -332,7 +505,10 @@ async def capacity(ctx: StageContext) -> StageResult:
     order = turns(s.runs, inc_info["status"] == "found")
     cells = len(s.lengths) * len(s.concurrency)
     total = len(s.kinds) * len(s.depths) * s.kind_runs + sum(cells * len(r) for _, r in order)
+    load_steps = (s.load.max_steps + s.load.refine + bool(s.load.burst)) * s.load.enabled
+    total += load_steps + s.soak.enabled
     kinds: list[dict[str, Any]] = []
+    load: dict[str, Any] = {}
     ran: list[str] = []
     try:
         with ctx.progress.task("capacity", total) as task:
@@ -351,20 +527,26 @@ async def capacity(ctx: StageContext) -> StageResult:
                     continue
                 await cap.matrix_turn(lane, runs, task)
                 ran.append(f"{name} run {','.join(map(str, runs))}")
+            if s.load.enabled or s.soak.enabled:
+                lane = await cap.lane("candidate")
+                load = await cap.load(lane, task)
+                ran.append("candidate load")
     finally:
         if INCUMBENT in ctx.lanes.loaded:
             if ctx.lanes.current == INCUMBENT:
                 await ctx.lanes.stop()
             del ctx.lanes.loaded[INCUMBENT]
-    matrix = [row for ln in cap.lanes.values() for row in _rows(ln, s)]
+    matrix = [row for ln in cap.lanes.values() for row in _rows(ln, s, cap.slo)]
     cand_cells = {r["cell"]: r for r in matrix if r["lane"] == "candidate"}
     comparison: list[dict[str, Any]] = []
     if INCUMBENT in cap.lanes and inc_info["status"] == "found":
         inc_cells = {r["cell"]: r for r in matrix if r["lane"] == INCUMBENT}
         comparison = compare(cand_cells, inc_cells, seed=cap.seed)
         inc_info.update(status="measured", engine=cap.lanes[INCUMBENT].engine)
-    plot = svg(matrix, f"{ctx.candidate.name}: aggregate output tok/s by concurrency")
-    ctx.attempt.write_bytes(PLOT, plot.encode())
+    engine = cap.lanes["candidate"].engine if "candidate" in cap.lanes else {}
+    title = f"{ctx.candidate.name}: aggregate output tok/s by concurrency"
+    slots = engine.get("slots") or getattr(ctx.candidate.identity, "max_num_seqs", None)
+    ctx.attempt.write_bytes(PLOT, plot(matrix, title, slots, load))
     data = {
         "settings": s.model_dump(mode="json"),
         "lengths": {name: ln.lengths for name, ln in cap.lanes.items()},
@@ -375,7 +557,10 @@ async def capacity(ctx: StageContext) -> StageResult:
         },
         "kinds": kinds,
         "degenerate": _degenerate(matrix, kinds),
-        "engine": cap.lanes["candidate"].engine if "candidate" in cap.lanes else {},
+        "engine": engine,
+        "slo": cap.slo,
+        "load": _public_load(load),
+        "answers": _answers(matrix, kinds, load),
         "expected": [r.model_dump(mode="json") for r in s.expected],
         "incumbent": inc_info,
         "comparison": comparison,

@@ -52,6 +52,57 @@ class Thresholds(StrictModel):
         description="capacity saturation: concurrency stops rising at a prompt length once a "
         "cell's p95 TTFT passes this (s); a candidate may set a tighter bound",
     )
+    slo_percentile: Annotated[float, Field(ge=50, lt=100)] = Field(
+        95.0,
+        description="capacity SLOs hold at this percentile of a load cell's requests (higher "
+        "is stricter)",
+    )
+    slo_ttft_s: Annotated[float, Field(gt=0)] | None = Field(
+        5.0, description="SLO: request sent to first visible token (s); lower is stricter"
+    )
+    slo_tpot_s: Annotated[float, Field(gt=0)] | None = Field(
+        0.2,
+        description="SLO: time per output token after the first, (last − first token) / "
+        "(completion tokens − 1) (s); lower is stricter",
+    )
+    slo_e2e_s: Annotated[float, Field(gt=0)] | None = Field(
+        60.0, description="SLO: request sent to response end (s); lower is stricter"
+    )
+    goodput_floor: Fraction = Field(
+        0.9,
+        description="share of a load cell's requests that must meet every SLO; the knee is the "
+        "highest rate whose goodput stays at or above it",
+    )
+    capacity_min_goodput_rps: Annotated[float, Field(gt=0)] | None = Field(
+        None,
+        description="the rate (req/s) the recipe must serve at the goodput floor under the "
+        "SLOs (none: no minimum); higher is stricter",
+    )
+    client_max_lag_ms: Annotated[float, Field(gt=0)] = Field(
+        200.0,
+        description="open-loop harness bound: p99 of (actual − intended send time) and of the "
+        "event loop's oversleep; beyond it the cell is a harness error, not a server figure",
+    )
+    soak_duration_s: Annotated[float, Field(gt=0)] = Field(
+        30.0,
+        description="steady load of the capacity soak (s); longer is stricter (a production "
+        "house sets minutes)",
+    )
+    soak_stall_s: Annotated[float, Field(gt=0)] = Field(
+        20.0,
+        description="a soak with requests in flight and no progress (no generated-token "
+        "counter step, no request completed) for this long is a hung engine (s)",
+    )
+    soak_max_ttft_drift_pct: Annotated[float, Field(ge=0)] = Field(
+        100.0,
+        description="soak: median TTFT of the last third of requests over the first third, "
+        "in per cent above 100 (lower is stricter)",
+    )
+    soak_max_memory_growth_mib: Annotated[float, Field(ge=0)] = Field(
+        1024.0,
+        description="soak: growth of the server's memory (GPU used memory, else the server "
+        "process's RSS) from start to end (MiB); lower is stricter",
+    )
     unverifiable_pins: list[str] = Field(
         default_factory=list,
         description="identity pins that may stay unverified (no server reports them) without "

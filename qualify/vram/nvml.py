@@ -98,6 +98,28 @@ class NvmlSource:
     def cards(self) -> list[Card]:
         return list(self._cards)
 
+    def system(self) -> dict[str, str | None]:
+        """The driver, the CUDA version the driver supports, and NVML's own version, where NVML
+        gives them (None where a call is missing or fails)."""
+
+        def ask(name: str) -> Any:
+            fn = getattr(self.nv, name, None)
+            if fn is None:
+                return None
+            try:
+                return fn()
+            except self.nv.NVMLError:
+                return None
+
+        cuda = ask("nvmlSystemGetCudaDriverVersion_v2") or ask("nvmlSystemGetCudaDriverVersion")
+        cuda_text = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda else None
+        driver, nvml = ask("nvmlSystemGetDriverVersion"), ask("nvmlSystemGetNVMLVersion")
+        return {
+            "driver_version": None if driver is None else _text(driver),
+            "cuda_driver_version": cuda_text,
+            "nvml_version": None if nvml is None else _text(nvml),
+        }
+
     def _memory(self, h: Any) -> Any:
         if self.memory_info == "v2":
             return self.nv.nvmlDeviceGetMemoryInfo(h, version=self.nv.nvmlMemory_v2)
@@ -147,6 +169,10 @@ class NvmlSource:
     def close(self) -> None:
         with contextlib.suppress(self.nv.NVMLError):
             self.nv.nvmlShutdown()
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _raw(gpu: str, t: float, mem: Any, power: float | None) -> dict[str, Any]:

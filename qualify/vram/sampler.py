@@ -16,6 +16,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Protocol
 
+from qualify.vram.energy import NO_TELEMETRY, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
 from qualify.vram.series import CardFigures, SampleLog, figures
 
@@ -52,6 +53,18 @@ class Track:
     lost: LostAt | None = None
 
 
+def hardware(src: Source | None) -> dict[str, object]:
+    """What the host runs on, for the hardware record: the CPU model, and the GPU driver and
+    CUDA versions where the source (NVML) gives them."""
+    from qualify.serving.local import cpu_model
+
+    system = getattr(src, "system", None)
+    out: dict[str, object] = {"cpu_model": cpu_model()}
+    if callable(system):
+        out.update(system())
+    return out
+
+
 def percentile(values: list[float], q: float) -> float | None:
     """The q-th percentile (0..100), linear between ranks; None for no values."""
     if not values:
@@ -82,6 +95,9 @@ class Sampler:
         self.problems = list(problems or [])
         self.failure: str | None = None
         self.tracks = {c.gpu: Track(c) for c in (source.cards() if source else [])}
+        # each card's power readings (monotonic s, W), for energy over a timed window
+        self.power: dict[str, tuple[array[float], array[float]]] = {}
+        self.latest: dict[str, Reading] = {}
         self.marks: list[tuple[float, str]] = []
         self.intervals = array("d")
         self.read_ms = array("d")
@@ -134,6 +150,7 @@ class Sampler:
                 for t in self.tracks.values()
             ],
             "start_problems": list(self.problems),
+            "system": hardware(src),
         }
 
     def stop(self) -> None:
@@ -221,6 +238,11 @@ class Sampler:
             self.intervals.append((r.t - track.last_t) * 1000)
         track.last_t = r.t
         track.samples += 1
+        self.latest[r.gpu] = r
+        if r.power_w is not None:
+            ts, ws = self.power.setdefault(r.gpu, (array("d"), array("d")))
+            ts.append(r.t)
+            ws.append(r.power_w)
         assert self.t0 is not None
         t_s = round(r.t - self.t0, 3)
         self.log.write([t_s, stage, r.gpu, r.free_mib, r.used_mib, r.power_w])
@@ -234,6 +256,28 @@ class Sampler:
         self.log.write(
             {"lost": lost.gpu, "stage": track.lost.stage, "t_s": round(t_s, 3), "why": lost.why}
         )
+
+    def used_mib(self) -> float | None:
+        """Memory used on every card now (the latest reading of each), MiB; None unknown."""
+        with self._lock:
+            used = [r.used_mib for r in self.latest.values()]
+        if not used or any(u is None for u in used):
+            return None
+        return float(sum(u for u in used if u is not None))
+
+    def energy(self, t0: float, t1: float) -> dict[str, object]:
+        """Joules of every card over the monotonic window [t0, t1] (`qualify.vram.energy`);
+        unmeasured, with why, when the source reads no power or the samples leave a gap."""
+        if self.source is None:
+            return window_energy({}, t0, t1) | {"why": NO_TELEMETRY + f" ({self.unavailable})"}
+        if self.source.power_field is None:
+            return window_energy({}, t0, t1) | {"why": "unmeasured: the source reads no power"}
+        with self._lock:
+            series = {g: (list(ts), list(ws)) for g, (ts, ws) in self.power.items()}
+        if not series:
+            return window_energy({}, t0, t1) | {"why": "unmeasured: no power sample yet"}
+        gap = max(1.0, 4 * self.interval)
+        return window_energy(series, t0, t1, gap) | {"power_field": self.source.power_field}
 
     def figures(self) -> dict[str, CardFigures]:
         """Per card, per stage, from what this sampler logged (as the vram stage reads it)."""

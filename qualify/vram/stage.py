@@ -15,7 +15,7 @@ from typing import Any
 from qualify.evidence.store import RESULT, RunDir
 from qualify.records import StageResult, Verdict
 from qualify.stage import StageContext, finish, stage
-from qualify.vram.sampler import Sampler
+from qualify.vram.sampler import Sampler, hardware
 from qualify.vram.series import Log, figures, marked_stages, read_logs
 
 STAGE = "vram"
@@ -89,6 +89,7 @@ def build_data(
         )
     return {
         "source": src.name if src else last.get("source"),
+        "hardware": last.get("system") or (hardware(src) if sampler else None),
         "power_field": src.power_field if src else last.get("power_field"),
         "reserve_gib": reserve_gib,
         "interval_ms": {

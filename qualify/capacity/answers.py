@@ -1,0 +1,156 @@
+"""Correctness under load: every answer of every load cell judged by the checks that apply.
+
+A fast server that answers wrongly under load is not fast, so each answered stream gets:
+
+- **degenerate** (`qualify.httpclient.degenerate`): a run or one n-gram over most of the answer;
+- **garble** (`qualify.preflight.checks.text.garble`): leaked reasoning or tool markup, special
+  tokens, a long run of one character, drift into another script (prose and lists only: code
+  and JSON are judged by their own rules);
+- **JSON** for the JSON kind: a finished answer (`finish_reason` stop) parses as JSON (a Markdown
+  fence around it is allowed); an answer cut by the budget must be a valid JSON *prefix*
+  (something could complete it), so a broken answer is caught even when it was cut;
+- **tool calls**, where the answer carries any: each has a name and JSON arguments, and the
+  request offered tools at all (a tool call nobody offered is broken);
+- **truncation**: an answer is empty, ended without a finish reason, or says `length` before
+  its budget was spent (the engine cut it, not the budget).
+
+`broken(...)` returns the problems of one answer (empty when it is right). The stage marks each
+stream with them; a broken answer never meets the SLOs, and `capacity-answers` fails the cell.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from qualify.httpclient.degenerate import degenerate
+from qualify.preflight.checks.text import garble
+
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?|\n?```\s*$")
+_CLOSE = {"[": "]", "{": "}"}
+_PARTIAL = re.compile(r"^\s*[A-Za-z0-9.+-]*$")
+
+
+def _unfence(text: str) -> str:
+    return _FENCE.sub("", text.strip()).strip()
+
+
+def _open_brackets(text: str) -> tuple[list[str], bool] | None:
+    """The brackets still open at the end of `text` and whether it ends inside a string; None
+    when a closing bracket does not match."""
+    stack: list[str] = []
+    in_str = esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in _CLOSE:
+            stack.append(ch)
+        elif ch in "]}" and (not stack or _CLOSE[stack.pop()] != ch):
+            return None
+    return stack, in_str
+
+
+def json_prefix_ok(text: str) -> bool:
+    """Whether some continuation makes `text` valid JSON: it is closed with the brackets still
+    open after, at most, finishing a string, a key or a partial literal."""
+    text = _unfence(text) if text.lstrip().startswith("```") else text.strip()
+    if not text:
+        return True
+    if text[0] not in "[{":
+        try:
+            json.loads(text)
+            return True
+        except ValueError:
+            return False
+    cuts = [len(text)]
+    last = max(text.rfind(c) for c in ",[{:")
+    if last >= 0 and _PARTIAL.match(text[last + 1 :]):
+        cuts.append(last + 1)  # drop a partial literal or number (`tru`, `12.`)
+    for cut in cuts:
+        head = text[:cut]
+        for mid in ("", '"', "null", '":null', ":null", "0", '"]', '"}'):
+            trial = head + mid
+            state = _open_brackets(trial)
+            if state is None:
+                continue
+            stack, in_str = state
+            if in_str:
+                continue
+            body = trial.rstrip()
+            if body.endswith(","):
+                body = body[:-1]
+            try:
+                json.loads(body + "".join(_CLOSE[b] for b in reversed(stack)))
+                return True
+            except ValueError:
+                continue
+    return False
+
+
+def json_problem(text: str, finished: bool) -> str | None:
+    """Why a JSON-kind answer is not JSON (a cut answer: not even a JSON prefix)."""
+    body = _unfence(text)
+    if finished:
+        try:
+            json.loads(body)
+            return None
+        except json.JSONDecodeError as exc:
+            return f"not JSON ({exc.msg} at {exc.pos}): {body[:60]!r}"
+    if json_prefix_ok(body):
+        return None
+    return f"cut at the budget and not a JSON prefix: {body[:60]!r}"
+
+
+def tool_problems(calls: list[dict[str, Any]], offered: bool) -> list[str]:
+    out = []
+    for c in calls:
+        name = c.get("name")
+        if not offered:
+            out.append(f"tool call {name!r} though no tool was offered")
+            continue
+        if not name:
+            out.append("tool call without a name")
+        try:
+            json.loads(c.get("arguments") or "{}")
+        except ValueError:
+            out.append(f"tool call {name!r}: arguments are not JSON: {c.get('arguments')!r:.80}")
+    return out
+
+
+def broken(
+    kind: str,
+    content: str,
+    finish_reason: str | None,
+    completion_tokens: int | None,
+    max_tokens: int,
+    tool_calls: list[dict[str, Any]] | None = None,
+    tools_offered: bool = False,
+) -> list[str]:
+    """Every problem of one answered stream; empty when the answer is right."""
+    out = []
+    calls = tool_calls or []
+    if not content.strip() and not calls:
+        out.append("empty answer")
+    if finish_reason is None:
+        out.append("truncated: no finish reason")
+    elif finish_reason == "length" and (completion_tokens or 0) < max_tokens:
+        out.append(
+            f"truncated: finish_reason length after {completion_tokens} of {max_tokens} tokens"
+        )
+    if why := degenerate(content):
+        out.append(f"degenerate: {why}")
+    if kind in ("prose", "list"):
+        out += [f"garble: {g}" for g in garble(content)]
+    finished = finish_reason == "stop"
+    if kind == "json" and content.strip() and (why := json_problem(content, finished)):
+        out.append(f"json: {why}")
+    out += tool_problems(calls, tools_offered)
+    return out

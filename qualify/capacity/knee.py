@@ -1,0 +1,293 @@
+"""Open-loop load cells and the knee search: the highest rate the recipe serves within its SLOs.
+
+A **cell** sends planned arrivals (`qualify.capacity.openloop`) of fresh cold prompts of one
+length, every answer judged (`qualify.capacity.answers`), the goodput computed under the
+effective SLOs (`qualify.capacity.slo`), the client's own lag measured, the energy over the
+cell's window integrated where the GPU sampler reads power. The engine must be idle before each
+cell; requests still running at the cell's deadline are cancelled and count as missing the SLOs.
+
+The **knee search** starts at `start_rps` and multiplies the rate by `factor` while the cell's
+goodput stays at or above the floor. It stops by itself:
+
+1. *saturated*: a cell's goodput falls below the floor (the knee is the last rate that held);
+   `refine` bisection steps (geometric midpoints) then narrow the bracket;
+2. *floor at the lowest rate*: the first cell already misses the floor; the rate is divided by
+   `factor` until one holds or `max_steps` cells have run (no knee: nothing meets the SLOs);
+3. *harness*: the client fell behind (`harness_lag`); the search ends, the cell is a harness
+   error, and no figure is claimed from it;
+4. *bounded*: `max_steps` cells, `max_requests` requests or `max_total_s` seconds spent before
+   saturation: the knee is then a lower bound ("at least R req/s"), said so.
+
+Each cell's size is `max(min_requests, rate × step_s)` requests (at most `max_requests_per_step`),
+so a higher rate is not a longer cell.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from qualify.capacity.openloop import OpenLoopRun, burst, harness_lag, poisson, send
+from qualify.capacity.runs import stream_record
+from qualify.capacity.slo import goodput, shown
+from qualify.httpclient.load import Messages, Sender
+from qualify.serving.idle import wait_idle
+
+Meter = Callable[[float, float], dict[str, Any]]
+Fresh = Callable[[], Awaitable[Messages]]
+
+
+def cell_streams(
+    run: OpenLoopRun, sender: Sender, label: str, kind: str, max_tokens: int
+) -> list[dict[str, Any]]:
+    """One record per planned request: judged when it was answered, else why not."""
+    out: list[dict[str, Any]] = []
+    for i, s in enumerate(run.sent):
+        if s.exchange is None:
+            out.append(
+                {
+                    "unfinished": s.unfinished or "never sent",
+                    "failed": None,
+                    "cut": None,
+                    "planned_s": round(s.planned_s, 4),
+                    "lag_ms": None if s.lag_s is None else round(s.lag_s * 1000, 2),
+                    "files": [],
+                }
+            )
+            continue
+        files = sender.keep(f"{label}-s{i + 1}", s.exchange)
+        rec = stream_record(s.exchange, files, kind, max_tokens)
+        rec["planned_s"] = round(s.planned_s, 4)
+        rec["lag_ms"] = None if s.lag_s is None else round(s.lag_s * 1000, 2)
+        out.append(rec)
+    return out
+
+
+async def open_cell(
+    sender: Sender,
+    fresh: Fresh,
+    offsets: list[float],
+    *,
+    label: str,
+    kind: str,
+    max_tokens: int,
+    slo: dict[str, Any],
+    lag_bound_ms: float,
+    drain_s: float,
+    meter: Meter | None = None,
+) -> dict[str, Any]:
+    """One open-loop cell between an idle check and the end of its last request."""
+    before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
+    prompts = [await fresh() for _ in offsets]  # sized before the clock starts
+    bodies = [sender.request(p) for p in prompts]
+    deadline = (offsets[-1] if offsets else 0.0) + drain_s
+    m0 = time.monotonic()
+    run = await send(sender.client, bodies, offsets, deadline, timeout_s=sender.timeout_s)
+    m1 = time.monotonic()
+    streams = cell_streams(run, sender, label, kind, max_tokens)
+    lag = run.lag()
+    span = offsets[-1] if offsets else 0.0
+    done = [s for s in streams if not s.get("unfinished")]
+    tokens = sum(s.get("completion_tokens") or 0 for s in done if not s.get("failed"))
+    cell: dict[str, Any] = {
+        "label": label,
+        "idle_before": before.as_dict(),
+        "requests": len(streams),
+        "completed": sum(1 for s in done if not s["failed"] and not s["cut"]),
+        "failed": sum(1 for s in streams if s.get("failed")),
+        "cut": sum(1 for s in streams if s.get("cut")),
+        "unfinished": sum(1 for s in streams if s.get("unfinished")),
+        "broken": sum(1 for s in streams if s.get("broken")),
+        "offered_rps": (len(offsets) - 1) / span if span > 0 else None,
+        "achieved_rps": len(done) / run.window_s if run.window_s else None,
+        "window_s": run.window_s,
+        "completion_tokens": tokens,
+        "output_tok_s": tokens / run.window_s if run.window_s and tokens else None,
+        "lag": lag,
+        "harness_error": harness_lag(lag, lag_bound_ms),
+        **goodput(streams, slo, run.window_s),
+        "energy": meter(m0, m1) if meter else None,
+        "streams": streams,
+    }
+    if cell["energy"] and tokens and cell["energy"].get("joules") is not None:
+        cell["energy"]["j_per_output_token"] = cell["energy"]["joules"] / tokens
+    return cell
+
+
+def step_size(rate: float, s: Any) -> int:
+    return int(min(s.max_requests_per_step, max(s.min_requests, math.ceil(rate * s.step_s))))
+
+
+async def search(
+    sender: Sender,
+    fresh: Fresh,
+    s: Any,
+    *,
+    kind: str,
+    max_tokens: int,
+    slo: dict[str, Any],
+    lag_bound_ms: float,
+    seed: int,
+    meter: Meter | None = None,
+    advance: Callable[[str], None] = lambda note: None,
+) -> dict[str, Any]:
+    """The bounded knee search over Poisson cells; its steps and why it stopped."""
+    floor = float(slo["goodput_floor"])
+    drain = float(slo.get("e2e_s") or s.step_s) + s.drain_s
+    t0 = time.perf_counter()
+    cells: list[dict[str, Any]] = []
+    good: dict[str, Any] | None = None
+    bad: dict[str, Any] | None = None
+    stopped = ""
+    rate = float(s.start_rps)
+    used = 0
+
+    async def run(r: float) -> dict[str, Any]:
+        nonlocal used
+        n = step_size(r, s)
+        used += n
+        label = f"load-poisson-{r:.4g}rps"
+        c = await open_cell(
+            sender,
+            fresh,
+            poisson(r, n, seed + len(cells)),
+            label=label,
+            kind=kind,
+            max_tokens=max_tokens,
+            slo=slo,
+            lag_bound_ms=lag_bound_ms,
+            drain_s=drain,
+            meter=meter,
+        )
+        c.update(arrival="poisson", rate_rps=r, cell=f"poisson-{r:.4g}rps", step=len(cells) + 1)
+        cells.append(c)
+        advance(f"capacity load {r:.3g} req/s: goodput {c['good']}/{c['requests']}")
+        return c
+
+    def budget_left(r: float) -> str | None:
+        if len(cells) >= s.max_steps:
+            return f"step bound: {s.max_steps} cells run"
+        if used + step_size(r, s) > s.max_requests:
+            return f"request bound: {used} of {s.max_requests} requests used"
+        if time.perf_counter() - t0 >= s.max_total_s:
+            return f"time bound: {time.perf_counter() - t0:.0f} s of {s.max_total_s:g} s used"
+        return None
+
+    while True:
+        if why := budget_left(rate):
+            stopped = why
+            break
+        c = await run(rate)
+        if c["harness_error"]:
+            stopped = f"harness: {c['harness_error']}"
+            break
+        ok = c["goodput"] is not None and c["goodput"] >= floor
+        if ok:
+            good = c
+            if bad is not None:
+                break  # came down from an over-floor start to a rate that holds
+            rate *= s.factor
+        else:
+            bad = c
+            if good is not None:
+                stopped = f"saturated: goodput {c['goodput']:.2f} < floor {floor:g} at {rate:.3g}"
+                break
+            rate /= s.factor
+    if good is not None and bad is not None and not stopped.startswith("harness"):
+        if not stopped:
+            stopped = f"saturated at {bad['rate_rps']:.3g} req/s (lower rates hold the floor)"
+        for _ in range(s.refine):
+            mid = math.sqrt(good["rate_rps"] * bad["rate_rps"])
+            if budget_left(mid):
+                break
+            c = await run(mid)
+            if c["harness_error"]:
+                stopped = f"harness: {c['harness_error']}"
+                break
+            if c["goodput"] is not None and c["goodput"] >= floor:
+                good = c
+            else:
+                bad = c
+    knee = _knee(good, bad, stopped, slo, floor)
+    return {
+        "cells": cells,
+        "knee": knee,
+        "requests": used,
+        "wall_s": round(time.perf_counter() - t0, 3),
+    }
+
+
+def _knee(
+    good: dict[str, Any] | None,
+    bad: dict[str, Any] | None,
+    stopped: str,
+    slo: dict[str, Any],
+    floor: float,
+) -> dict[str, Any]:
+    harness = stopped.startswith("harness")
+    bounded = bad is None and not harness
+    out: dict[str, Any] = {
+        "stopped": stopped,
+        "saturated": bad is not None and good is not None,
+        "lower_bound": bounded and good is not None,
+        "harness_error": harness,
+        "slo": shown(slo),
+        "goodput_floor": floor,
+        "first_over": bad["rate_rps"] if bad else None,
+    }
+    if good is None:
+        out.update(rate_rps=None, goodput=None, goodput_ci95=None, goodput_rps=None)
+        out["statement"] = (
+            f"no rate met goodput {floor:.0%} under SLO {shown(slo)} ({stopped})"
+            if not harness
+            else f"no figure: {stopped}"
+        )
+        return out
+    out.update(
+        rate_rps=good["rate_rps"],
+        goodput=good["goodput"],
+        goodput_ci95=good["goodput_ci95"],
+        goodput_rps=good["goodput_rps"],
+        goodput_rps_ci95=good["goodput_rps_ci95"],
+        requests=good["requests"],
+        cell=good["cell"],
+    )
+    lo, hi = good["goodput_ci95"] or (None, None)
+    ci = f" (95% interval {lo:.0%}–{hi:.0%}, {good['requests']} requests)" if lo is not None else ""
+    at_least = "at least " if out["lower_bound"] else ""
+    out["statement"] = (
+        f"serves {at_least}{good['rate_rps']:.3g} req/s at goodput {good['goodput']:.0%}{ci} "
+        f"under SLO {shown(slo)}"
+    )
+    return out
+
+
+async def burst_cell(
+    sender: Sender,
+    fresh: Fresh,
+    n: int,
+    *,
+    kind: str,
+    max_tokens: int,
+    slo: dict[str, Any],
+    lag_bound_ms: float,
+    drain_s: float,
+    meter: Meter | None = None,
+) -> dict[str, Any]:
+    """`n` requests at once: how the recipe absorbs a spike, under the same SLOs."""
+    c = await open_cell(
+        sender,
+        fresh,
+        burst(n),
+        label=f"load-burst-{n}",
+        kind=kind,
+        max_tokens=max_tokens,
+        slo=slo,
+        lag_bound_ms=lag_bound_ms,
+        drain_s=drain_s,
+        meter=meter,
+    )
+    c.update(arrival="burst", rate_rps=None, cell=f"burst-{n}")
+    return c

@@ -1,0 +1,192 @@
+"""Open-loop arrivals: requests sent at planned times whatever the server is doing.
+
+A closed loop (`qualify.httpclient.load.drive`) sends the next request only when one ends, so a
+slow server slows its own load and queueing never shows. Open loop plans the send times first,
+Poisson at a rate (exponential gaps from a seeded generator) or a burst (all at once), and sends
+each at its time on one event loop, however many are in flight.
+
+The client measures itself. For each request, **lag** is the actual send time (the client's
+monotonic clock when the request went out) minus the planned one; a **ticker** on the same loop
+sleeps 10 ms at a time and records how much longer each sleep took (the loop's oversleep). When
+either's p99 passes the house's `client_max_lag_ms`, the load the server saw was not the load
+planned, and its timestamps were read late: the cell is a harness error, not a server figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.timing import percentile
+
+CHAT = "/v1/chat/completions"
+TICK_S = 0.010
+
+
+def poisson(rate_rps: float, n: int, seed: int) -> list[float]:
+    """`n` send offsets (s) of a Poisson process at `rate_rps`; the first at 0."""
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(n):
+        if i:
+            t += rng.expovariate(rate_rps)
+        out.append(t)
+    return out
+
+
+def burst(n: int) -> list[float]:
+    return [0.0] * n
+
+
+@dataclass
+class Sent:
+    """One open-loop request: its planned and actual send offsets, and what came back."""
+
+    planned_s: float
+    sent_s: float | None = None
+    exchange: Exchange | None = None
+    unfinished: str | None = None
+
+    @property
+    def lag_s(self) -> float | None:
+        return None if self.sent_s is None else self.sent_s - self.planned_s
+
+
+@dataclass
+class OpenLoopRun:
+    sent: list[Sent]
+    started: float  # perf_counter at offset 0
+    window_s: float | None
+    oversleep_ms: list[float] = field(default_factory=list)
+
+    def lag(self) -> dict[str, Any]:
+        lags = [s.lag_s * 1000 for s in self.sent if s.lag_s is not None]
+        return {
+            "send_lag_ms_p50": percentile(lags, 50),
+            "send_lag_ms_p99": percentile(lags, 99),
+            "send_lag_ms_max": max(lags) if lags else None,
+            "loop_oversleep_ms_p99": percentile(self.oversleep_ms, 99),
+            "loop_oversleep_ms_max": max(self.oversleep_ms) if self.oversleep_ms else None,
+            "ticks": len(self.oversleep_ms),
+        }
+
+
+def harness_lag(lag: dict[str, Any], bound_ms: float) -> str | None:
+    """Why the client, not the server, fell behind in a cell; None when it kept up."""
+    for key in ("send_lag_ms_p99", "loop_oversleep_ms_p99"):
+        v = lag.get(key)
+        if isinstance(v, int | float) and v > bound_ms:
+            what = "sent requests late" if key.startswith("send") else "read the server late"
+            return f"the client {what}: {key} {v:.1f} ms > {bound_ms:g} ms"
+    return None
+
+
+async def _ticker(out: list[float]) -> None:
+    while True:
+        t = time.perf_counter()
+        await asyncio.sleep(TICK_S)
+        out.append(max(0.0, (time.perf_counter() - t - TICK_S) * 1000))
+
+
+@dataclass
+class Flight:
+    """What is in flight right now, for a watcher on the same loop (the soak's)."""
+
+    started: int = 0
+    completed: int = 0
+    last_completed: float | None = None  # perf_counter
+
+    @property
+    def in_flight(self) -> int:
+        return self.started - self.completed
+
+
+async def send(
+    client: Client,
+    bodies: Sequence[Any],
+    offsets: Sequence[float],
+    deadline_s: float,
+    timeout_s: float | None = None,
+    path: str = CHAT,
+    stop: asyncio.Event | None = None,
+    flight: Flight | None = None,
+) -> OpenLoopRun:
+    """Send `bodies[i]` at `offsets[i]` (s after start); requests still running `deadline_s`
+    after the start, or when `stop` is set, are cancelled and marked unfinished (requests not
+    yet sent when `stop` is set are never sent). Nothing here waits on an answer before sending
+    the next request."""
+    if len(bodies) != len(offsets):
+        raise ValueError(f"{len(bodies)} bodies for {len(offsets)} send times")
+    sent = [Sent(float(o)) for o in offsets]
+    oversleep: list[float] = []
+    stop = stop if stop is not None else asyncio.Event()
+    flight = flight if flight is not None else Flight()
+    tick = asyncio.create_task(_ticker(oversleep))
+    halt = asyncio.create_task(stop.wait())
+    t0 = time.perf_counter()
+
+    async def one(i: int) -> None:
+        sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
+        flight.started += 1
+        try:
+            ex = await client.stream(path, bodies[i], timeout_s)
+        finally:
+            flight.completed += 1
+            flight.last_completed = time.perf_counter()
+        sent[i].exchange = ex
+        sent[i].sent_s = ex.t_sent - t0
+
+    tasks: dict[int, asyncio.Task[None]] = {}
+    why = f"still running {deadline_s:g} s after the cell began"
+    try:
+        for i, off in enumerate(sent):
+            delay = t0 + off.planned_s - time.perf_counter()
+            if delay > 0:
+                await asyncio.wait([halt], timeout=delay)
+            if stop.is_set():
+                break
+            tasks[i] = asyncio.create_task(one(i))
+        pending = set(tasks.values())
+        while pending and not stop.is_set():
+            left = t0 + deadline_s - time.perf_counter()
+            if left <= 0:
+                break
+            waiting: set[asyncio.Task[Any]] = {*pending, halt}
+            _, still = await asyncio.wait(
+                waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
+            pending = {t for t in still if t is not halt}
+        if stop.is_set():
+            why = "stopped by the watcher"
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for i, s in enumerate(sent):
+            if i not in tasks:
+                s.unfinished = "never sent: stopped by the watcher"
+            elif tasks[i] in pending:
+                s.unfinished = why
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        for t in (tick, halt):
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+    ends = [
+        s.sent_s + s.exchange.t_end
+        for s in sent
+        if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
+    ]
+    window = max(ends) if ends else None
+    if any(s.unfinished for s in sent):
+        window = time.perf_counter() - t0
+    return OpenLoopRun(sent, t0, window, oversleep)

@@ -1,0 +1,163 @@
+"""Service-level objectives and goodput.
+
+The SLOs belong to the house (`thresholds.slo_ttft_s`, `slo_tpot_s`, `slo_e2e_s`, stated at
+`thresholds.slo_percentile`); a candidate's `[stages.capacity.slo]` may only tighten them: the
+effective bound of each is the tighter of the two, and a looser candidate value is recorded as
+ignored, never used.
+
+A request *meets the SLOs* when it was answered (not failed, not cut, not left unfinished), its
+answer is not broken (`qualify.capacity.answers`), and its TTFT, TPOT and E2E are each within
+their bound. A cell's **goodput** is the share of its requests that meet the SLOs, with a Wilson
+95% interval, and the rate of such requests (good requests / the cell's window) with the same
+interval scaled. The cell also states each figure at the SLO percentile, so "p95 TTFT 1.2 s
+under a 5 s SLO" is read beside the share.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from qualify.gates.thresholds import Thresholds
+from qualify.httpclient.timing import percentile
+from qualify.records import StrictModel
+
+Z95 = 1.959963984540054
+METRICS = ("ttft_s", "tpot_s", "e2e_s")
+
+
+class SloSettings(StrictModel):
+    """A candidate's tightening of the house's SLOs (`[stages.capacity.slo]`)."""
+
+    ttft_s: Annotated[float, Field(gt=0)] | None = None
+    tpot_s: Annotated[float, Field(gt=0)] | None = None
+    e2e_s: Annotated[float, Field(gt=0)] | None = None
+    percentile: Annotated[float, Field(ge=50, lt=100)] | None = None
+    goodput_floor: Annotated[float, Field(ge=0, le=1)] | None = None
+
+
+def effective(t: Thresholds, mine: SloSettings) -> dict[str, Any]:
+    """The SLOs a cell is judged under: the house's, tightened by the candidate's."""
+    out: dict[str, Any] = {"ignored": []}
+    for name in METRICS:
+        house = getattr(t, f"slo_{name}")
+        want = getattr(mine, name)
+        bound = house
+        if want is not None:
+            if house is None or want <= house:
+                bound = want
+            else:
+                out["ignored"].append(f"slo.{name} {want:g} is looser than the house's {house:g}")
+        out[name] = bound
+    pct, floor = t.slo_percentile, t.goodput_floor
+    if mine.percentile is not None:
+        if mine.percentile >= pct:
+            pct = mine.percentile
+        else:
+            out["ignored"].append(
+                f"slo.percentile {mine.percentile:g} is below the house's {pct:g}"
+            )
+    if mine.goodput_floor is not None:
+        if mine.goodput_floor >= floor:
+            floor = mine.goodput_floor
+        else:
+            out["ignored"].append(
+                f"slo.goodput_floor {mine.goodput_floor:g} is below the house's {floor:g}"
+            )
+    out["percentile"] = pct
+    out["goodput_floor"] = floor
+    return out
+
+
+def shown(slo: dict[str, Any]) -> str:
+    """`TTFT ≤ 5 s, TPOT ≤ 0.2 s, E2E ≤ 60 s (p95)`."""
+    names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
+    parts = [f"{names[m]} ≤ {slo[m]:g} s" for m in METRICS if slo.get(m) is not None]
+    return f"{', '.join(parts) or 'no latency bound'} (p{slo['percentile']:g})"
+
+
+def tpot(stream: dict[str, Any]) -> float | None:
+    """Seconds per output token after the first: 1 / per-stream decode."""
+    d = stream.get("decode_tok_s")
+    return 1.0 / d if isinstance(d, int | float) and d > 0 else None
+
+
+def misses(stream: dict[str, Any], slo: dict[str, Any]) -> list[str]:
+    """Why one request does not meet the SLOs (empty when it does)."""
+    if stream.get("unfinished"):
+        return [f"unfinished: {stream['unfinished']}"]
+    if stream.get("failed") or stream.get("cut"):
+        return [str(stream.get("failed") or stream.get("cut"))]
+    out = []
+    if stream.get("broken"):
+        out.append("broken answer: " + "; ".join(stream["broken"]))
+    values = {"ttft_s": stream.get("ttft_s"), "tpot_s": tpot(stream), "e2e_s": stream.get("e2e_s")}
+    for m in METRICS:
+        bound, v = slo.get(m), values[m]
+        if bound is None:
+            continue
+        if v is None:
+            if m == "tpot_s" and (stream.get("completion_tokens") or 0) <= 1:
+                continue  # one token has no time per output token
+            out.append(f"no {m}")
+        elif v > bound:
+            out.append(f"{m} {v:.3g} > {bound:g}")
+    return out
+
+
+def wilson(good: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval of a share; None for no trials."""
+    if n <= 0:
+        return None
+    p = good / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def goodput(
+    streams: list[dict[str, Any]], slo: dict[str, Any], window_s: float | None
+) -> dict[str, Any]:
+    """A cell's goodput: share and rate of requests meeting every SLO, with intervals, and each
+    latency at the SLO percentile over the answered requests."""
+    n = len(streams)
+    why = [misses(s, slo) for s in streams]
+    good = sum(1 for w in why if not w)
+    ci = wilson(good, n)
+    rate = good / window_s if window_s else None
+    answered = [s for s in streams if not (s.get("failed") or s.get("cut") or s.get("unfinished"))]
+    pct = float(slo["percentile"])
+
+    def at(values: list[Any]) -> float | None:
+        return percentile([float(v) for v in values if isinstance(v, int | float)], pct)
+
+    figures = {
+        "ttft_s": at([s.get("ttft_s") for s in answered]),
+        "tpot_s": at([tpot(s) for s in answered]),
+        "e2e_s": at([s.get("e2e_s") for s in answered]),
+    }
+    met = {
+        m: None if slo.get(m) is None or figures[m] is None else figures[m] <= slo[m]
+        for m in METRICS
+    }
+    counts: dict[str, int] = {}
+    for w in why:
+        for reason in w:
+            key = reason.split(" ", 1)[0].rstrip(":")
+            counts[key] = counts.get(key, 0) + 1
+    return {
+        "requests": n,
+        "good": good,
+        "goodput": good / n if n else None,
+        "goodput_ci95": list(ci) if ci else None,
+        "goodput_rps": rate,
+        "goodput_rps_ci95": [ci[0] * n / window_s, ci[1] * n / window_s]
+        if ci and window_s
+        else None,
+        "at_percentile": figures,
+        "slo_met": met,
+        "missed_by": counts,
+    }

@@ -1,0 +1,280 @@
+"""The soak: a steady open-loop load for the house's duration, watched for liveness and drift.
+
+A server whose `/health` answers 200 can still have stopped generating (a wedged scheduler, a
+dead worker behind a live front end, a frozen process behind a proxy). While the soak's Poisson
+arrivals run, a watcher on the same loop polls every `poll_s`:
+
+- **progress**: the engine's generated-token counter (`Dialect.generated`) and the requests the
+  client saw complete. With a request in flight and neither moving for `thresholds.soak_stall_s`,
+  the engine is **hung**: the soak stops at once (requests in flight cancelled, the rest never
+  sent) and says so, naming what `/health` answered meanwhile. A hang is therefore reported
+  within `soak_stall_s + poll_s + probe_timeout_s` of the last progress, whatever the server does;
+- `/health` status, and **engine error counters**: every counter whose name says error, fail,
+  abort or reject, and `finished_reason` labels `abort`/`error`, as deltas over the soak;
+- **memory**: GPU used memory from the sampler where there is one, else the resident memory of
+  the server process qualify launched; its growth from the first to the last reading;
+- **TTFT drift**: the median TTFT of the last third of the requests (in send order) over that of
+  the first third.
+
+Every answer is judged as in the other load cells, and the soak's goodput is computed under the
+same SLOs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qualify.capacity.knee import Fresh, Meter, cell_streams
+from qualify.capacity.openloop import Flight, harness_lag, poisson, send
+from qualify.capacity.slo import goodput
+from qualify.httpclient.load import Sender
+from qualify.httpclient.timing import median
+from qualify.serving.engines import MetricsSnapshot
+
+POLL_S = 1.0
+PROBE_TIMEOUT_S = 2.0
+TIMELINE_MAX = 600
+_ERROR_NAME = re.compile(r"(error|fail|abort|reject)", re.I)
+
+
+def error_counters(snap: MetricsSnapshot | None) -> dict[str, float]:
+    """The engine's error-like counters in one scrape, by name (and label for reasons)."""
+    if snap is None:
+        return {}
+    out: dict[str, float] = {}
+    for name, series in snap.samples.items():
+        if not name.endswith("_total"):
+            continue
+        if _ERROR_NAME.search(name):
+            out[name] = sum(series.values())
+            continue
+        for labels, v in series.items():
+            for key, value in labels:
+                if key in ("finished_reason", "reason") and value in ("abort", "error"):
+                    out[f"{name}{{{key}={value}}}"] = out.get(f"{name}{{{key}={value}}}", 0) + v
+    return out
+
+
+def rss_mib(pid: int | None) -> float | None:
+    """Resident memory of a process (Linux `/proc/PID/status` VmRSS), MiB; None if unknown."""
+    if pid is None:
+        return None
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    m = re.search(r"^VmRSS:\s+(\d+)\s+kB", text, re.M)
+    return int(m.group(1)) / 1024 if m else None
+
+
+def drift(streams: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median TTFT of the last third over the first third, by planned send time."""
+    ok = sorted(
+        (s for s in streams if isinstance(s.get("ttft_s"), int | float)),
+        key=lambda s: s.get("planned_s") or 0.0,
+    )
+    third = len(ok) // 3
+    if third < 2:
+        return {"first_p50_s": None, "last_p50_s": None, "drift_pct": None, "answered": len(ok)}
+    first = median([float(s["ttft_s"]) for s in ok[:third]])
+    last = median([float(s["ttft_s"]) for s in ok[-third:]])
+    pct = (last / first - 1) * 100 if first and last is not None else None
+    return {"first_p50_s": first, "last_p50_s": last, "drift_pct": pct, "answered": len(ok)}
+
+
+class Watcher:
+    """Polls progress, health, error counters and memory while the soak runs."""
+
+    def __init__(
+        self,
+        sender: Sender,
+        flight: Flight,
+        stop: asyncio.Event,
+        stall_s: float,
+        health_path: str,
+        memory: Callable[[], float | None],
+        poll_s: float = POLL_S,
+        probe_timeout_s: float = PROBE_TIMEOUT_S,
+    ) -> None:
+        self.s, self.flight, self.stop = sender, flight, stop
+        self.stall_s, self.health_path, self.memory = stall_s, health_path, memory
+        self.poll_s, self.probe_timeout_s = poll_s, probe_timeout_s
+        self.hung: str | None = None
+        self.detected_after_s: float | None = None
+        self.timeline: list[list[Any]] = []
+        self.generated: list[float] = []
+        self.errors_first: dict[str, float] | None = None
+        self.errors_last: dict[str, float] = {}
+        self.memory_mib: list[float] = []
+        self.health: dict[str, int] = {}
+        self.t0 = time.perf_counter()
+
+    async def _probe(self) -> tuple[MetricsSnapshot | None, str]:
+        c = self.s.client
+        metrics, health = await asyncio.gather(
+            c.get("/metrics", timeout_s=self.probe_timeout_s),
+            c.get(self.health_path, timeout_s=self.probe_timeout_s),
+        )
+        snap = None
+        if metrics.ok and metrics.text is not None:
+            with contextlib.suppress(ValueError):
+                snap = MetricsSnapshot.parse(metrics.text, time.monotonic())
+        said = f"HTTP {health.status}" if health.status is not None else "no answer"
+        if health.error_kind is not None:
+            said = f"no answer ({health.error_kind})"
+        return snap, said
+
+    async def run(self) -> None:
+        last_progress = time.perf_counter()
+        last_gen: float | None = None
+        last_done = self.flight.completed
+        while not self.stop.is_set():
+            snap, health = await self._probe()
+            now = time.perf_counter()
+            self.health[health] = self.health.get(health, 0) + 1
+            gen = None if snap is None else snap.first(self.s.dialect.generated)
+            moved = self.flight.completed != last_done or (
+                gen is not None and last_gen is not None and gen > last_gen
+            )
+            if gen is not None:
+                self.generated.append(gen)
+                last_gen = gen
+            last_done = self.flight.completed
+            if moved or self.flight.in_flight == 0:
+                last_progress = now
+            errs = error_counters(snap)
+            if snap is not None:
+                self.errors_first = errs if self.errors_first is None else self.errors_first
+                self.errors_last = errs
+            mem = self.memory()
+            if mem is not None:
+                self.memory_mib.append(mem)
+            if len(self.timeline) < TIMELINE_MAX:
+                self.timeline.append(
+                    [
+                        round(now - self.t0, 2),
+                        gen,
+                        self.flight.completed,
+                        self.flight.in_flight,
+                        health,
+                        None if mem is None else round(mem, 1),
+                    ]
+                )
+            stalled = now - last_progress
+            if self.flight.in_flight > 0 and stalled >= self.stall_s:
+                counter = "no generated-token counter" if gen is None else "no generated-token step"
+                self.hung = (
+                    f"hung engine: no progress for {stalled:.1f} s with {self.flight.in_flight} "
+                    f"requests in flight ({counter}, no request completed); /health meanwhile: "
+                    + ", ".join(f"{k} ×{v}" for k, v in self.health.items())
+                )
+                self.detected_after_s = stalled
+                self.stop.set()
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), self.poll_s)
+
+
+async def soak(
+    sender: Sender,
+    fresh: Fresh,
+    *,
+    rate_rps: float,
+    duration_s: float,
+    stall_s: float,
+    kind: str,
+    max_tokens: int,
+    slo: dict[str, Any],
+    lag_bound_ms: float,
+    health_path: str,
+    seed: int,
+    memory: Callable[[], float | None] = lambda: None,
+    memory_source: str | None = None,
+    meter: Meter | None = None,
+    poll_s: float = POLL_S,
+) -> dict[str, Any]:
+    """The steady load and its watcher; the soak's record."""
+    n = max(1, math.ceil(rate_rps * duration_s))
+    offsets = [o for o in poisson(rate_rps, n * 2, seed) if o < duration_s][: max(n, 1)] or [0.0]
+    prompts = [await fresh() for _ in offsets]
+    bodies = [sender.request(p) for p in prompts]
+    stop, flight = asyncio.Event(), Flight()
+    watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s)
+    drain = float(slo.get("e2e_s") or 60.0)
+    m0 = time.monotonic()
+    watch = asyncio.create_task(watcher.run())
+    try:
+        run = await send(
+            sender.client,
+            bodies,
+            offsets,
+            duration_s + drain,
+            timeout_s=sender.timeout_s,
+            stop=stop,
+            flight=flight,
+        )
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch
+    m1 = time.monotonic()
+    streams = cell_streams(run, sender, "soak", kind, max_tokens)
+    lag = run.lag()
+    first, last = watcher.errors_first or {}, watcher.errors_last
+    errors = {k: v - first.get(k, 0.0) for k, v in last.items() if v - first.get(k, 0.0) > 0}
+    mem = watcher.memory_mib
+    tokens = sum(s.get("completion_tokens") or 0 for s in streams if not s.get("unfinished"))
+    gen = watcher.generated
+    out: dict[str, Any] = {
+        "rate_rps": rate_rps,
+        "duration_s": duration_s,
+        "stall_s": stall_s,
+        "poll_s": poll_s,
+        "detection_bound_s": stall_s + poll_s + 2 * PROBE_TIMEOUT_S,
+        "planned": len(offsets),
+        "sent": sum(1 for s in run.sent if s.sent_s is not None),
+        "completed": sum(
+            1 for s in streams if not s.get("unfinished") and not s["failed"] and not s["cut"]
+        ),
+        "failed": sum(1 for s in streams if s.get("failed")),
+        "cut": sum(1 for s in streams if s.get("cut")),
+        "unfinished": sum(1 for s in streams if s.get("unfinished")),
+        "broken": sum(1 for s in streams if s.get("broken")),
+        "hung": watcher.hung,
+        "detected_after_s": watcher.detected_after_s,
+        "health": watcher.health,
+        "progress": {
+            "counter": sender.dialect.generated[0] if sender.dialect.generated else None,
+            "generated_delta": gen[-1] - gen[0] if len(gen) >= 2 else None,
+            "scrapes": len(gen),
+        },
+        "error_counters": errors,
+        "error_counters_seen": sorted(last),
+        "memory": {
+            "source": memory_source if mem else None,
+            "start_mib": mem[0] if mem else None,
+            "end_mib": mem[-1] if mem else None,
+            "max_mib": max(mem) if mem else None,
+            "growth_mib": mem[-1] - mem[0] if len(mem) >= 2 else None,
+        },
+        "ttft_drift": drift(streams),
+        "window_s": run.window_s,
+        "completion_tokens": tokens,
+        "lag": lag,
+        "harness_error": harness_lag(lag, lag_bound_ms),
+        **goodput(streams, slo, run.window_s),
+        "energy": meter(m0, m1) if meter else None,
+        "timeline_columns": ["t_s", "generated", "completed", "in_flight", "health", "memory_mib"],
+        "timeline": watcher.timeline,
+        "streams": streams,
+    }
+    if out["energy"] and tokens and out["energy"].get("joules") is not None:
+        out["energy"]["j_per_output_token"] = out["energy"]["joules"] / tokens
+    return out

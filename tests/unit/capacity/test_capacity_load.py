@@ -1,0 +1,313 @@
+"""SLOs and goodput, correctness under load, the open-loop sender and its lag, the knee search's
+stopping rules: each fed data that passes and data that fails."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from qualify.capacity import knee as knee_mod
+from qualify.capacity.answers import broken, json_prefix_ok
+from qualify.capacity.openloop import burst, harness_lag, poisson, send
+from qualify.capacity.settings import CapacitySettings, LoadSettings
+from qualify.capacity.slo import SloSettings, effective, goodput, misses, wilson
+from qualify.gates.thresholds import Thresholds
+from qualify.httpclient.client import Client
+
+T = Thresholds()
+
+
+def stream(**kw: Any) -> dict[str, Any]:
+    s = {
+        "failed": None,
+        "cut": None,
+        "broken": [],
+        "ttft_s": 0.5,
+        "e2e_s": 2.0,
+        "decode_tok_s": 50.0,
+        "completion_tokens": 64,
+    }
+    s.update(kw)
+    return s
+
+
+# --- SLOs -----------------------------------------------------------------------------------
+
+
+def test_candidate_may_only_tighten_the_house_slos() -> None:
+    slo = effective(T, SloSettings(ttft_s=1.0, e2e_s=600.0, percentile=99, goodput_floor=0.5))
+    assert slo["ttft_s"] == 1.0  # tighter: taken
+    assert slo["e2e_s"] == T.slo_e2e_s  # looser: ignored, said so
+    assert slo["percentile"] == 99 and slo["goodput_floor"] == T.goodput_floor
+    assert any("e2e_s 600" in w for w in slo["ignored"])
+    assert any("goodput_floor 0.5" in w for w in slo["ignored"])
+
+
+def test_a_request_misses_on_any_slo_or_a_broken_answer() -> None:
+    slo = effective(T, SloSettings(ttft_s=1.0, tpot_s=0.05, e2e_s=10.0))
+    assert misses(stream(), slo) == []
+    assert misses(stream(ttft_s=1.5), slo) == ["ttft_s 1.5 > 1"]
+    assert misses(stream(decode_tok_s=10.0), slo) == ["tpot_s 0.1 > 0.05"]
+    assert misses(stream(e2e_s=11.0), slo) == ["e2e_s 11 > 10"]
+    assert misses(stream(broken=["empty answer"]), slo) == ["broken answer: empty answer"]
+    assert misses(stream(unfinished="still running"), slo) == ["unfinished: still running"]
+    assert misses(stream(failed="HTTP 500: x"), slo) == ["HTTP 500: x"]
+
+
+def test_goodput_share_rate_and_interval() -> None:
+    slo = effective(T, SloSettings(ttft_s=1.0))
+    streams = [stream() for _ in range(8)] + [stream(ttft_s=3.0), stream(failed="refused")]
+    g = goodput(streams, slo, window_s=20.0)
+    assert g["good"] == 8 and g["goodput"] == 0.8
+    lo, hi = g["goodput_ci95"]
+    assert lo < 0.8 < hi and lo >= 0 and hi <= 1
+    assert g["goodput_rps"] == pytest.approx(0.4)
+    assert g["goodput_rps_ci95"] == pytest.approx([lo * 10 / 20, hi * 10 / 20])
+    assert g["slo_met"]["ttft_s"] is False  # p95 TTFT of the answered is 3 s > 1 s
+    assert g["missed_by"] == {"ttft_s": 1, "refused": 1}
+
+
+def test_wilson_interval_edges() -> None:
+    assert wilson(0, 0) is None
+    lo, hi = wilson(10, 10)  # type: ignore[misc]
+    assert hi == pytest.approx(1.0) and 0.6 < lo < 0.8
+    lo, hi = wilson(0, 10)  # type: ignore[misc]
+    assert lo == 0.0 and hi < 0.35
+
+
+# --- answers --------------------------------------------------------------------------------
+
+
+def test_a_right_prose_answer_is_not_broken() -> None:
+    text = "The document describes how rivers shape valleys over long periods of time. " * 2
+    assert broken("prose", text, "stop", 40, 64) == []
+    assert broken("prose", text, "length", 64, 64) == []  # cut by the budget: not truncation
+
+
+def test_broken_answers_each_say_why() -> None:
+    assert broken("prose", "", "stop", 0, 64) == ["empty answer"]
+    assert "truncated: no finish reason" in broken("prose", "fine words here", None, 5, 64)
+    assert broken("prose", "fine words", "length", 10, 64) == [
+        "truncated: finish_reason length after 10 of 64 tokens"
+    ]
+    deg = broken("prose", "1" * 100, "length", 64, 64)
+    assert any(p.startswith("degenerate:") for p in deg)
+    leak = broken("prose", "Sure <|im_end|> and then some more words to read", "stop", 20, 64)
+    assert any(p.startswith("garble: special tokens") for p in leak)
+    bad = broken("json", '{"a": 1,, }', "stop", 10, 64)
+    assert bad and bad[0].startswith("json: not JSON")
+    assert broken("json", '```json\n[{"id": 1}]\n```', "stop", 10, 64) == []
+
+
+def test_json_cut_by_the_budget_must_be_a_json_prefix() -> None:
+    prefixes = ['[{"id": 1, "title": "Riv', '[{"id": 1, "ti', '{"a": [1, 2', '[{"id": 1},', "[tru"]
+    for ok in prefixes:
+        assert json_prefix_ok(ok), ok
+    for bad in ['[{"id": 1}]]', "Here is the JSON: [", '{"a" 1', '[{"id": 1} {"id": 2}']:
+        assert not json_prefix_ok(bad), bad
+    assert broken("json", '[{"id": 1, "title": "Riv', "length", 64, 64) == []
+    cut = broken("json", "Here is the JSON you asked for: [", "length", 64, 64)
+    assert cut and "not a JSON prefix" in cut[0]
+
+
+def test_tool_calls_need_a_name_json_arguments_and_an_offer() -> None:
+    call = [{"name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+    assert broken("prose", "", "tool_calls", 12, 64, call, tools_offered=True) == []
+    assert broken("prose", "", "tool_calls", 12, 64, call) == [
+        "tool call 'get_weather' though no tool was offered"
+    ]
+    bad = broken("prose", "", "tool_calls", 12, 64, [{"name": "", "arguments": "{x"}], True)
+    assert "tool call without a name" in bad and any("not JSON" in p for p in bad)
+
+
+# --- open loop ------------------------------------------------------------------------------
+
+
+def test_arrivals_are_seeded_poisson_and_bursts() -> None:
+    a = poisson(2.0, 200, seed=1)
+    assert a == poisson(2.0, 200, seed=1) and a != poisson(2.0, 200, seed=2)
+    assert a[0] == 0.0 and all(y >= x for x, y in itertools.pairwise(a))
+    gaps = [y - x for x, y in itertools.pairwise(a)]
+    assert 0.35 < sum(gaps) / len(gaps) < 0.65  # mean gap 1/rate
+    assert burst(3) == [0.0, 0.0, 0.0]
+
+
+def sse_answer(text: str = "hello there") -> bytes:
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3}},
+    ]
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return body.encode()
+
+
+def sse_response() -> httpx.Response:
+    async def body() -> AsyncIterator[bytes]:
+        yield sse_answer()
+
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+
+def client(handler: Any) -> Client:
+    return Client("http://test", transport=httpx.MockTransport(handler))
+
+
+def test_open_loop_sends_on_schedule_whatever_the_server_does() -> None:
+    """A server that takes 0.3 s per answer does not delay the next send: open loop."""
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.3)
+        return sse_response()
+
+    async def go() -> Any:
+        c = client(handler)
+        try:
+            return await send(c, [{"n": i} for i in range(4)], [0.0, 0.05, 0.1, 0.15], 5.0)
+        finally:
+            await c.aclose()
+
+    run = asyncio.run(go())
+    assert all(s.exchange is not None and s.exchange.ok for s in run.sent)
+    sends = [s.sent_s for s in run.sent]
+    assert sends == sorted(sends) and sends[-1] is not None and sends[-1] < 0.3
+    assert run.lag()["ticks"] > 0 and run.lag()["send_lag_ms_p99"] is not None
+
+
+def test_requests_past_the_deadline_are_cancelled_and_unfinished() -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(10)
+        return httpx.Response(200)
+
+    async def go() -> Any:
+        c = client(handler)
+        try:
+            return await send(c, [{}, {}], [0.0, 0.0], deadline_s=0.3)
+        finally:
+            await c.aclose()
+
+    t0 = time.perf_counter()
+    run = asyncio.run(go())
+    assert time.perf_counter() - t0 < 5
+    assert all(s.unfinished and "still running" in s.unfinished for s in run.sent)
+
+
+def test_a_client_that_blocks_its_own_loop_is_a_harness_error() -> None:
+    """A handler that blocks the event loop (as a client starved of CPU would) makes sends late
+    and the loop oversleep: the cell is the harness's fault, named as such."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        time.sleep(0.3)  # blocks the loop on purpose
+        return sse_response()
+
+    async def go() -> Any:
+        c = client(handler)
+        try:
+            return await send(c, [{}] * 4, [0.0, 0.05, 0.1, 0.15], 10.0)
+        finally:
+            await c.aclose()
+
+    run = asyncio.run(go())
+    lag = run.lag()
+    why = harness_lag(lag, bound_ms=100.0)
+    assert why is not None and why.startswith("the client")
+    assert harness_lag({"send_lag_ms_p99": 5.0, "loop_oversleep_ms_p99": 2.0}, 100.0) is None
+
+
+# --- the knee search's stopping rules -------------------------------------------------------
+
+
+def fake_cells(monkeypatch: pytest.MonkeyPatch, good_up_to: float, lag_at: float | None = None):
+    calls: list[float] = []
+
+    async def open_cell(sender: Any, fresh: Any, offsets: list[float], **kw: Any) -> dict:
+        rate = (len(offsets) - 1) / offsets[-1] if offsets[-1] else 0.0
+        label = kw["label"]
+        r = float(label.split("-")[-1].removesuffix("rps"))
+        calls.append(r)
+        share = 1.0 if r <= good_up_to else 0.5
+        return {
+            "requests": len(offsets),
+            "good": int(share * len(offsets)),
+            "goodput": share,
+            "goodput_ci95": [share - 0.1, min(1.0, share + 0.1)],
+            "goodput_rps": share * rate,
+            "goodput_rps_ci95": None,
+            "harness_error": "the client sent requests late" if lag_at and r >= lag_at else None,
+        }
+
+    monkeypatch.setattr(knee_mod, "open_cell", open_cell)
+    return calls
+
+
+def search(s: LoadSettings) -> dict[str, Any]:
+    slo = effective(T, SloSettings())
+    return asyncio.run(
+        knee_mod.search(
+            None,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            s,
+            kind="prose",
+            max_tokens=64,
+            slo=slo,
+            lag_bound_ms=200.0,
+            seed=1,
+        )
+    )
+
+
+def test_the_search_stops_at_saturation_and_refines(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = fake_cells(monkeypatch, good_up_to=1.5)
+    out = search(LoadSettings(start_rps=0.5, factor=2.0, refine=1, step_s=5, min_requests=4))
+    assert calls[:3] == [0.5, 1.0, 2.0]  # 2.0 misses the floor: saturated
+    assert calls[3] == pytest.approx(2**0.5, rel=1e-3)  # one bisection between 1 and 2
+    k = out["knee"]
+    assert k["saturated"] and not k["lower_bound"] and k["stopped"].startswith("saturated")
+    assert k["rate_rps"] == pytest.approx(2**0.5) and k["first_over"] == 2.0
+    assert k["statement"].startswith("serves 1.41 req/s at goodput 100% (95% interval")
+
+
+def test_the_search_is_bounded_and_then_a_lower_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = fake_cells(monkeypatch, good_up_to=1e9)
+    out = search(LoadSettings(start_rps=1, max_steps=3, step_s=5, min_requests=4))
+    assert calls == [1, 2, 4]
+    k = out["knee"]
+    assert k["lower_bound"] and k["stopped"].startswith("step bound")
+    assert k["statement"].startswith("serves at least 4 req/s")
+    calls.clear()
+    out = search(LoadSettings(start_rps=1, step_s=5, min_requests=4, max_requests=10))
+    assert out["knee"]["stopped"].startswith("request bound") and out["requests"] <= 10
+
+
+def test_a_start_above_the_floor_comes_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = fake_cells(monkeypatch, good_up_to=0.3)
+    out = search(LoadSettings(start_rps=1, refine=0, step_s=5, min_requests=4))
+    assert calls == [1, 0.5, 0.25]
+    assert out["knee"]["rate_rps"] == 0.25 and out["knee"]["saturated"]
+    calls.clear()
+    none = search(LoadSettings(start_rps=1, max_steps=2, step_s=5, min_requests=4))
+    assert none["knee"]["rate_rps"] is None and none["knee"]["statement"].startswith("no rate")
+
+
+def test_a_lagging_client_ends_the_search_with_no_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cells(monkeypatch, good_up_to=1e9, lag_at=2.0)
+    out = search(LoadSettings(start_rps=1, step_s=5, min_requests=4))
+    k = out["knee"]
+    assert k["harness_error"] and k["stopped"].startswith("harness")
+    assert len(out["cells"]) == 2
+
+
+def test_load_and_soak_settings_validate() -> None:
+    s = CapacitySettings.model_validate({"load": {"start_rps": 0.2, "burst": 0}, "soak": {}})
+    assert s.load.start_rps == 0.2 and s.soak.enabled
+    with pytest.raises(ValueError):
+        CapacitySettings.model_validate({"load": {"factor": 1.0}})
+    with pytest.raises(ValueError):
+        CapacitySettings.model_validate({"slo": {"ttft": 1}})
