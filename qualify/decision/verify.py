@@ -109,7 +109,7 @@ def _parse(payload: bytes) -> dict[str, Any]:
     return stmt
 
 
-def _canonical(env: dict[str, Any], raw: bytes) -> str | None:
+def _canonical(env: dict[str, Any], raw: bytes, signer: str) -> str | None:
     """Why the envelope is not exactly what `qualify` writes (one signature, its keyid, no
     other field, the same bytes), None when it is; its unsigned parts cannot vary."""
     if set(env) != {"payload", "payloadType", "signatures"}:
@@ -119,6 +119,8 @@ def _canonical(env: dict[str, Any], raw: bytes) -> str | None:
         return "it holds other than exactly one signature"
     if set(sigs[0]) != {"keyid", "sig"}:
         return f"its signature holds fields {sorted(sigs[0])}, expected keyid, sig"
+    if sigs[0].get("keyid") != signer:
+        return f"its keyid is not the signer's ({signer[:16]})"
     if raw != envelope_bytes(env):
         return "its bytes are not the canonical form (reformatted)"
     return None
@@ -402,7 +404,7 @@ def _verify(
         return
     report.signer = keyid(pub)
     report.payload_sha256 = sha256_bytes(payload)
-    odd = _canonical(env, raw)
+    odd = _canonical(env, raw, report.signer)
     if odd is not None:
         report.problems.append(f"{envelope_path}: not a canonical decision envelope: {odd}")
     run = run or envelope_path.resolve().parent.parent
