@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -77,16 +78,48 @@ class LocalLaunch(StrictModel):
     cwd: str | None = None
 
 
+_NAMED_VOLUME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
 class ContainerLaunch(StrictModel):
-    """Start the server as a container pinned by digest."""
+    """Start the server as a container pinned by digest.
+
+    The defaults start vLLM and SGLang images as their documentation does: the host's IPC
+    namespace (`--ipc host`: tensor-parallel workers share memory through /dev/shm, which is
+    64 MiB in a container of its own), the image's own entrypoint, every GPU the runtime hands
+    over only when `gpus` says so."""
 
     runtime: Literal["docker", "podman"] = "docker"
     image: str
+    entrypoint: str | None = Field(
+        default=None,
+        description=(
+            "replaces the image's entrypoint (--entrypoint); empty clears it; unset keeps the "
+            "image's own: `args` then follow it (the vllm/vllm-openai image's entrypoint is "
+            "`vllm serve`, so its args begin with the model)"
+        ),
+    )
     args: list[str] = Field(default_factory=list)
-    volumes: list[str] = Field(default_factory=list)
+    volumes: list[str] = Field(
+        default_factory=list,
+        description=(
+            '"SOURCE:/container/path[:opts]": SOURCE an absolute host path, a path relative to '
+            "the candidate file (./ or ../), or a named volume (a bare name)"
+        ),
+    )
     env: dict[str, str] = Field(default_factory=dict)
     gpus: str | None = Field(
         default=None, pattern=r"^(all|\d+(,\d+)*)$", description='"all" or GPU indexes "0,1"'
+    )
+    ipc: str | None = Field(
+        default="host",
+        description='IPC namespace (--ipc): "host" (default), "private", "shareable"; none: the '
+        "runtime's default",
+    )
+    shm_size: str | None = Field(
+        default=None,
+        pattern=r"^\d+[bkmgBKMG]?$",
+        description='size of /dev/shm (--shm-size, e.g. "16g") when ipc is not "host"',
     )
     network: str = Field(default="host", description="the container's network (--network)")
     ports: list[str] = Field(
@@ -100,6 +133,31 @@ class ContainerLaunch(StrictModel):
         if "@sha256:" not in v:
             raise ValueError("expected an image pinned by digest (name@sha256:<hex>)")
         return v
+
+    @field_validator("volumes")
+    @classmethod
+    def _volumes(cls, v: list[str]) -> list[str]:
+        for i, spec in enumerate(v):
+            parts = spec.split(":")
+            if len(parts) not in (2, 3) or not parts[0] or not parts[1].startswith(("/", "{")):
+                raise ValueError(f"[{i}] expected SOURCE:/container/path[:opts] (got {spec!r})")
+            src = parts[0]
+            if not (src.startswith(("/", "./", "../", "{", "~")) or re.match(_NAMED_VOLUME, src)):
+                raise ValueError(
+                    f"[{i}] SOURCE must be an absolute path, ./ or ../ relative to the "
+                    f"candidate file, or a volume name (got {src!r})"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _shm(self) -> ContainerLaunch:
+        if self.shm_size is not None and self.ipc == "host":
+            raise ValueError(
+                'shm_size applies to a container\'s own IPC namespace: with ipc = "host" the '
+                'host\'s /dev/shm is used (podman refuses both); set ipc = "private" or drop '
+                "shm_size"
+            )
+        return self
 
 
 class Server(StrictModel):

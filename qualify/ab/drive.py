@@ -21,8 +21,9 @@ from qualify.ab.prompts import ABPrompt
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
-from qualify.httpclient.timing import RequestTiming, median, timing
+from qualify.httpclient.timing import RequestTiming, median, timing, with_server_window
 from qualify.serving.engines import Dialect, busy
+from qualify.serving.histograms import server_window
 from qualify.serving.idle import scrape
 
 __all__ = [
@@ -215,6 +216,20 @@ async def _timed(
     return [r for r, _ in done], [o for _, o in done], wall
 
 
+def server_side(
+    records: list[dict[str, Any]], before: Any, after: Any, d: Dialect
+) -> dict[str, Any]:
+    """The server's own figures for the run from its histograms (vLLM), as deltas between the
+    idle scrapes around it; each answered request's record then carries the run's comparison
+    (`qualify.httpclient.timing.with_server_window`). Records are changed in place."""
+    answered = [r for r in records if r["failed"] is None]
+    window = server_window(before, after, d, expected=len(answered))
+    filled, compared = with_server_window([timing_of(r) for r in answered], window)
+    for r, t in zip(answered, filled, strict=True):
+        r.update(t.as_dict())
+    return compared
+
+
 def _summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     counted = [r for r in records if r["excluded"] is None]
     answered = [r for r in records if r["failed"] is None]
@@ -264,6 +279,7 @@ async def drive_run(
     acc = None
     if before is not None and after is not None:
         acc = acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
+    server = server_side(records, before, after, d)
     return {
         "run": plan.run,
         **_summary(records, wall),
@@ -272,6 +288,7 @@ async def drive_run(
         "metrics_scraped": before is not None and after is not None,
         "idle_before": idle_before,
         "idle_after": idle_after,
+        "server_histograms": server,
         "request_digest": digest([q["sent"] for q in records]),
         "warmup_files": warm,
         "requests": records,

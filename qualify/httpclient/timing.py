@@ -21,10 +21,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from qualify.httpclient.chat import ChatOutcome
+from qualify.serving.histograms import ServerWindow
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -156,6 +157,67 @@ def timing(o: ChatOutcome) -> RequestTiming:
         ttft_minus_server_prompt_ms=ttft_gap,
         server_source=source,
     )
+
+
+def client_window(timings: Iterable[RequestTiming]) -> dict[str, Any]:
+    """The client's figures over a cell by the server histograms' definitions
+    (`qualify.serving.histograms`): decode tok/s = sum(n_i - 1) / sum(generation_i), and the
+    mean TTFO; `complete` is False when a request lacks either (the cell is then not compared)."""
+    ts = list(timings)
+    steps = sum((t.completion_tokens or 0) - 1 for t in ts)
+    gen = sum(t.generation_s or 0.0 for t in ts)
+    ttfo = [t.ttfo_s for t in ts if t.ttfo_s is not None]
+    complete = bool(ts) and all(
+        t.completion_tokens and t.generation_s is not None and t.ttfo_s is not None for t in ts
+    )
+    return {
+        "requests": len(ts),
+        "complete": complete,
+        "decode_tok_s": steps / gen if gen > 0 and steps > 0 else None,
+        "ttfo_ms_mean": sum(ttfo) / len(ttfo) * 1000.0 if ttfo else None,
+    }
+
+
+def with_server_window(
+    timings: list[RequestTiming], window: ServerWindow | None
+) -> tuple[list[RequestTiming], dict[str, Any]]:
+    """A cell's timings with the server's figures from its histograms, where the server gave
+    none per request (vLLM): every request of the cell carries the cell's comparison, the
+    client's cell decode tok/s over the server's and the client's mean TTFO minus the server's
+    mean TTFT, so `fidelity()` and the fidelity gates read it as they read per-request figures.
+    Returns the timings and what was compared (`why` when nothing was)."""
+    out: dict[str, Any] = {"window": None if window is None else window.as_dict()}
+    if window is None:
+        return timings, {**out, "why": "the server keeps no latency histograms"}
+    if any(t.server_source for t in timings):
+        return timings, {**out, "why": "the server reported per-request figures"}
+    client = client_window(timings)
+    out["client"] = client
+    if not window.ok:
+        return timings, {**out, "why": window.problem}
+    if not client["complete"]:
+        return timings, {**out, "why": "a request of the cell has no usage or no token times"}
+    server_decode, server_ttft = window.decode_tok_s, window.ttft_ms
+    ratio = (
+        client["decode_tok_s"] / server_decode if client["decode_tok_s"] and server_decode else None
+    )
+    gap = (
+        client["ttfo_ms_mean"] - server_ttft
+        if client["ttfo_ms_mean"] is not None and server_ttft is not None
+        else None
+    )
+    filled = [
+        replace(
+            t,
+            server_decode_tok_s=server_decode,
+            server_prompt_ms=server_ttft,
+            decode_ratio_client_over_server=ratio,
+            ttft_minus_server_prompt_ms=gap,
+            server_source=window.source,
+        )
+        for t in timings
+    ]
+    return filled, {**out, "decode_ratio": ratio, "ttft_minus_server_ms": gap, "why": None}
 
 
 def fidelity(timings: Iterable[RequestTiming]) -> dict[str, Any]:

@@ -3,6 +3,9 @@ own words (`qualify.serving.engines`), and whether the server answered at all.
 
 A pin nobody reports is *unverifiable*, with the reason: it makes its gate inconclusive unless
 the house lists it in `thresholds.unverifiable_pins`, when it passes marked `verified: false`.
+Every verified pin names its source and `proved_by`: `server` (the server's own report),
+`runtime` (the container runtime's), `launch` (qualify's own argv: what was asked for) or
+`server+launch` (the server proved part of it, the argv the rest).
 """
 
 from __future__ import annotations
@@ -49,8 +52,15 @@ def pins(data: dict[str, Any], params: PinsParams, thresholds: Thresholds) -> li
             )
             continue
         value, source = seen[pin].get("value"), str(seen[pin].get("source"))
+        by = str(seen[pin].get("by") or "server")
         same, note = engine.same(pin, pinned[pin], value)
-        metrics = {"pinned": pinned[pin], "reported": value, "source": source, "verified": True}
+        metrics = {
+            "pinned": pinned[pin],
+            "reported": value,
+            "source": source,
+            "proved_by": by,
+            "verified": True,
+        }
         if same is None:
             out.append(_unverified(pin, f"{source}: {note}", pinned[pin], thresholds))
         elif same:

@@ -10,20 +10,35 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 from typing import Any
 
 from qualify.candidate import Identity
 from qualify.httpclient.client import Client
 from qualify.records import StageResult
-from qualify.serving.engines import Launch, adapter
+from qualify.serving.engines import CHAT_PROBE, Launch, adapter, fingerprint
 from qualify.serving.process import ServerProcess
 from qualify.stage import StageContext, finish, stage
 
 
-async def _get(ctx: StageContext, client: Client, path: str) -> Any:
+def _label(path: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", path.strip("/")).strip("-") or "root"
+
+
+async def _get(ctx: StageContext, client: Client, path: str, text: bool = False) -> Any:
     ex = await client.get(path)
-    ctx.keep(path.strip("/").replace("/", "-") or "root", ex)
+    ctx.keep(_label(path), ex)
+    if not ex.ok:
+        return None
+    return ex.text if text else ex.body
+
+
+async def _probe(ctx: StageContext, client: Client, model: str) -> Any:
+    """One 1-token completion: what every answer carries (vLLM's `system_fingerprint`)."""
+    body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    ex = await client.post("/v1/chat/completions", body)
+    ctx.keep("probe-chat", ex)
     return ex.body if ex.ok else None
 
 
@@ -89,11 +104,14 @@ def gather(
     """The stage's `data`: each pin as pinned, as seen (value and source), or why unseen."""
     seen, why = adapter(pins.engine).observe(bodies, launch)
     pinned = pins.model_dump(mode="json")
+    fp = fingerprint(bodies.get(CHAT_PROBE))
     return {
         "engine": pins.engine,
         "unreachable": unreachable,
         "pins": pinned,
-        "seen": {p: {"value": s.value, "source": s.source} for p, s in seen.items()},
+        "seen": {p: {"value": s.value, "source": s.source, "by": s.by} for p, s in seen.items()},
+        "proved_by": {p: s.by for p, s in seen.items() if p in pinned},
+        "fingerprint": None if fp is None else {"version": fp[0], "config_hash": fp[1]},
         "unverifiable": {p: w for p, w in why.items() if p not in seen},
         "reported": {p: s.value for p, s in seen.items()},
         "not_reported": sorted(p for p in why if p not in seen and p in pinned),
@@ -113,7 +131,9 @@ async def identity(ctx: StageContext) -> StageResult:
     unreachable = None if models.ok else (models.error or f"HTTP {models.status}")
     if unreachable is None:
         for path in engine.paths:
-            bodies[path] = await _get(ctx, client, path)
+            bodies[path] = await _get(ctx, client, path, path in engine.text_paths)
+        if engine.probe_chat:
+            bodies[CHAT_PROBE] = await _probe(ctx, client, pins.model)
     launch = await launched(ctx)
     data = gather(pins, bodies, launch, unreachable)
     data["launches"] = ctx.lanes.launches

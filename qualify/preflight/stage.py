@@ -7,8 +7,9 @@ from typing import Any
 
 import qualify
 from qualify.candidate import LoadedCandidate, resolve_path
-from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
+from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, pick
+from qualify.preflight.budget import PreflightContext, allowance
 from qualify.records import GateResult, StageResult, Verdict
 from qualify.stage import StageContext, finish, stage, validator
 
@@ -45,8 +46,19 @@ def window(loaded: LoadedCandidate) -> int:
 
 
 def _data(loaded: LoadedCandidate, gates: list[LoadedGate]) -> dict[str, Any]:
+    s = loaded.candidate.stages.preflight
     return {
         "levels": list(loaded.candidate.reasoning),
+        "reasoning_allowance": {
+            level: dict(
+                zip(
+                    ("tokens", "from"),
+                    allowance(f.request_fields(), s.reasoning_tokens, level, s.reasoning_tokens_at),
+                    strict=True,
+                )
+            )
+            for level, f in loaded.candidate.reasoning.items()
+        },
         "gates_dir": str(gates_dir(loaded)),
         "gate_files": {g.gate.id: g.sha256 for g in gates},
         "declared_gate_files": declared("preflight"),
@@ -68,19 +80,25 @@ async def preflight(ctx: StageContext) -> StageResult:
     levels = ctx.candidate.reasoning
     with ctx.progress.task("preflight", len(levels) * len(gates)) as task:
         for level, fields in levels.items():
+            request_fields = fields.request_fields()
+            extra, source = allowance(
+                request_fields, settings.reasoning_tokens, level, settings.reasoning_tokens_at
+            )
             for gate in gates:
-                gctx = GateContext(
+                gctx = PreflightContext(
                     client=client,
                     keep=ctx.keep,
                     write=ctx.attempt.write_json,
                     model=ctx.candidate.identity.model,
                     level=level,
-                    fields=fields.request_fields(),
+                    fields=request_fields,
                     gates_dir=gates_dir(ctx.loaded),
                     max_tokens=settings.max_tokens,
                     timeout_s=settings.timeout_s,
                     temperature=settings.temperature,
                     window=window(ctx.loaded),
+                    reasoning_tokens=extra,
+                    reasoning_source=source,
                 )
                 result = await run_gate(gate, gctx)
                 ctx.log.info("gate.end", gate=result.key, verdict=result.verdict.value)

@@ -41,6 +41,9 @@ class Dialect:
     kv_capacity: tuple[str, ...] = ()
     means: frozenset[str] = frozenset()
     info_paths: tuple[str, ...] = field(default_factory=tuple)
+    # Latency histograms the server keeps (key -> family name without _sum/_count): decode,
+    # generation_tokens, ttft, prefill, queue, itl (`qualify.serving.histograms`).
+    histograms: tuple[tuple[str, str], ...] = ()
 
     def read(self, snap: MetricsSnapshot, name: str) -> float | None:
         """One series over its label sets: the mean for a fraction or last-batch gauge, else
@@ -74,6 +77,14 @@ VLLM = Dialect(
     kv_capacity=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     means=frozenset({"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}),
     info_paths=("/version",),
+    histograms=(
+        ("decode", "vllm:request_decode_time_seconds"),
+        ("generation_tokens", "vllm:request_generation_tokens"),
+        ("ttft", "vllm:time_to_first_token_seconds"),
+        ("prefill", "vllm:request_prefill_time_seconds"),
+        ("queue", "vllm:request_queue_time_seconds"),
+        ("itl", "vllm:inter_token_latency_seconds"),
+    ),
 )
 SGLANG = Dialect(
     name="sglang",
@@ -164,6 +175,12 @@ class MetricsSnapshot:
                 return v
         return None
 
+    def labels_of(self, name: str) -> dict[str, str]:
+        """The labels of an info series (`vllm:cache_config_info`, value 1): its first
+        label set."""
+        series = self.samples.get(name) or {}
+        return dict(next(iter(series))) if series else {}
+
     def by_label(self, name: str, label: str) -> dict[str, float]:
         out: dict[str, float] = {}
         for labels, value in (self.samples.get(name) or {}).items():
@@ -211,10 +228,13 @@ class Launch:
 
 @dataclass(frozen=True)
 class Seen:
-    """One pin as the server or the launch shows it: the value, and where it was read."""
+    """One pin as the server or the launch shows it: the value, where it was read, and which
+    kind of source proved it: `server` (the server's own report), `runtime` (the container
+    runtime's), or `launch` (qualify's own argv: what was asked for, not what the server did)."""
 
     value: Any
     source: str
+    by: str = "server"
 
 
 def flag(args: list[str], *names: str) -> str | None:
@@ -276,6 +296,13 @@ class EngineError:
 # (kind, pattern with named groups `limit` and `prompt`), per engine, as each words it.
 _VLLM_LENGTH: tuple[tuple[str, str], ...] = (
     (
+        # vLLM 0.26.0, recorded (chat and Responses alike): the prompt is tokenized only up to
+        # the window, so its size is a lower bound ("at least").
+        "over-length",
+        r"maximum context length is (?P<limit>\d+) tokens\. However, you requested \d+ output "
+        r"tokens and your prompt contains at least (?P<prompt>\d+) input tokens",
+    ),
+    (
         "over-length",
         r"maximum context length is (?P<limit>\d+) tokens\. However, your prompt contains "
         r"(?P<prompt>\d+) input tokens",
@@ -294,7 +321,10 @@ _VLLM_LENGTH: tuple[tuple[str, str], ...] = (
         r"maximum context length is (?P<limit>\d+) tokens\. However, you requested \d+ tokens "
         r"\((?P<prompt>\d+) in the messages",
     ),
-    ("over-request", r"max_tokens=\d+ cannot be greater than max_model_len=(?P<limit>\d+)"),
+    (
+        "over-request",
+        r"max_tokens=\d+ cannot be greater than max_model_len=(?:max_total_tokens=)?(?P<limit>\d+)",
+    ),
 )
 _SGLANG_LENGTH: tuple[tuple[str, str], ...] = (
     (
@@ -326,6 +356,8 @@ class EngineAdapter:
     name = ""
     owned_by = ""
     paths: tuple[str, ...] = ()  # GET paths read besides /v1/models
+    text_paths: tuple[str, ...] = ()  # of those, the ones read as text (Prometheus pages)
+    probe_chat = False  # one 1-token completion read for what every answer carries
     metrics: Dialect = VLLM
     # How a chat prompt is counted: `tokenize` posts the messages to /tokenize;
     # `apply-template+tokenize` renders them with /apply-template, then tokenizes the text.
@@ -420,12 +452,12 @@ class EngineAdapter:
         if launch is None:
             why["image_digest"] = "attached to a running server: no runtime reports its image"
         elif launch.kind == "local":
-            seen["image_digest"] = Seen(None, "launch: a local process, no image")
+            seen["image_digest"] = Seen(None, "launch: a local process, no image", "launch")
         elif launch.image is None or launch.image.get("error"):
             err = (launch.image or {}).get("error", "not inspected")
             why["image_digest"] = f"the container runtime did not report the image: {err}"
         else:
-            seen["image_digest"] = Seen(launch.image, "container runtime (inspect)")
+            seen["image_digest"] = Seen(launch.image, "container runtime (inspect)", "runtime")
 
     def same(self, pin: str, pinned: Any, seen: Any) -> Match:
         """Whether the pinned value and the seen one name the same thing (never raw strings)."""
@@ -586,11 +618,12 @@ class LlamaCpp(EngineAdapter):
         args, env = launch.args, launch.env
         k = flag(args, "-ctk", "--cache-type-k") or env.get("LLAMA_ARG_CACHE_TYPE_K") or "f16"
         v = flag(args, "-ctv", "--cache-type-v") or env.get("LLAMA_ARG_CACHE_TYPE_V") or "f16"
-        seen["kv_dtype"] = Seen(k if k == v else f"{k}/{v}", "launch flags -ctk/-ctv")
+        seen["kv_dtype"] = Seen(k if k == v else f"{k}/{v}", "launch flags -ctk/-ctv", "launch")
         split = flag(args, "-sm", "--split-mode") or env.get("LLAMA_ARG_SPLIT_MODE") or "layer"
         seen["parallelism"] = Seen(
             {"split_mode": split},
             "launch flag -sm (row or tensor split is tensor parallel over the visible GPUs)",
+            "launch",
         )
         spec = self._spec(args, env)
         # /props params show a request's defaults ("speculative.types": "none" whatever the
@@ -608,7 +641,7 @@ class LlamaCpp(EngineAdapter):
                 spec = {"method": "none", "draft_tokens": 0, "launched": spec["method"]}
             elif all(drafts) and spec["method"] == "none":
                 spec = {"method": "unknown", "draft_tokens": None, "why": "slots draft"}
-        seen["speculation"] = Seen(spec, source)
+        seen["speculation"] = Seen(spec, source, "server+launch" if drafts else "launch")
 
     def _spec(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         types = flag(args, "--spec-type") or env.get("LLAMA_ARG_SPEC_TYPE")
@@ -675,10 +708,32 @@ def _context_from_models(models: list[dict[str, Any]], seen: dict[str, Seen]) ->
         seen["context_length"] = Seen(lens[0], "GET /v1/models max_model_len")
 
 
+SERVER_INFO = "/server_info?config_format=json"
+CHAT_PROBE = "POST /v1/chat/completions"
+
+
 class Vllm(EngineAdapter):
-    name, owned_by, paths = "vllm", "vllm", ("/version",)
+    """vLLM: what the server itself reports comes first, the launch flags second.
+
+    Without `VLLM_SERVER_DEV_MODE=1` (when `/server_info` answers 404) the server reports, over
+    HTTP: the served name, `max_model_len` and the weights' path (`/v1/models` `id`,
+    `max_model_len`, `root`), its version (`/version`, and `system_fingerprint`
+    `vllm-<version>-<config hash>` on every completion), the KV cache's dtype, block size,
+    prefix caching and blocks (`vllm:cache_config_info` labels), the data-parallel engines
+    (the `engine` label), and speculative decoding: its series exist only with
+    `--speculative-config`, and `vllm:spec_decode_num_accepted_tokens_per_pos_total` has one
+    `position` per draft token. It does not report the revision, the quantization, tensor or
+    pipeline sizes, `max_num_seqs` or the speculative method; those come from `/server_info`
+    (dev mode: the whole resolved config) or from the flags qualify launched it with.
+    """
+
+    name, owned_by = "vllm", "vllm"
+    paths: tuple[str, ...] = ("/version", "/metrics", SERVER_INFO)
+    text_paths: tuple[str, ...] = ("/metrics",)
+    probe_chat = True
     metrics = VLLM
-    # 0.33 sends `reasoning` only; builds 0.11-0.2x send both, the same text.
+    # 0.33 sends `reasoning` only; builds 0.11-0.2x send both, the same text (0.26.0 recorded:
+    # `reasoning` only).
     reasoning_fields: tuple[str, ...] = ("reasoning", "reasoning_content")
     _length_errors = _VLLM_LENGTH
     kv_report = "startup-log"
@@ -687,7 +742,10 @@ class Vllm(EngineAdapter):
         ("max_concurrency", r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"),
         ("kv_memory_gib", r"Available KV cache memory: ([\d.]+) GiB"),
     )
-    kv_note = "kv_cache_usage_perc counts evictable prefix-cache blocks as used"
+    kv_note = (
+        "kv_cache_usage_perc is 1 - free blocks / total: evictable prefix-cache blocks (no "
+        "running request holds them) count as free"
+    )
     _METHOD_ALIASES: ClassVar[dict[str, str]] = {
         "deepseek_mtp": "mtp",
         "ernie_mtp": "mtp",
@@ -703,40 +761,168 @@ class Vllm(EngineAdapter):
         why: dict[str, str],
     ) -> None:
         version = bodies.get("/version")
+        fp = fingerprint(bodies.get(CHAT_PROBE))
         if isinstance(version, dict) and version.get("version"):
-            seen["engine_build"] = Seen(version["version"], "GET /version")
+            src = "GET /version"
+            if fp and fp[0] != str(version["version"]):
+                src += f" (system_fingerprint says {fp[0]!r})"
+            seen["engine_build"] = Seen(version["version"], src)
+        elif fp:
+            seen["engine_build"] = Seen(fp[0], "system_fingerprint of a completion")
         _context_from_models(models, seen)
-        if launch is None:
-            for pin in ("revision", "quantization", "kv_dtype", "parallelism", "max_num_seqs"):
-                why[pin] = "attached to a running server: its launch flags are not known"
-            why["speculation"] = why["revision"]
+        snap = _snapshot(bodies.get("/metrics"))
+        config = server_config(bodies.get(SERVER_INFO))
+        if config:
+            self._from_config(config, seen)
+        self._from_metrics(snap, seen, why)
+        root = next((m.get("root") for m in models if m.get("root")), None)
+        no_info = (
+            "GET /server_info answered nothing (vLLM serves it only with VLLM_SERVER_DEV_MODE=1)"
+        )
+        if launch is not None:
+            self._flags(launch.args, seen, why)
+        for pin, what in (
+            ("revision", "the weights' revision"),
+            ("quantization", "the quantization"),
+            ("parallelism", "tensor and pipeline sizes"),
+            ("max_num_seqs", "max_num_seqs"),
+        ):
+            if pin in seen:
+                continue
+            told = f"vLLM reports {what} nowhere but /server_info; {no_info}"
+            if pin == "revision" and root:
+                told = f"/v1/models root is {root!r}, no revision; {no_info}"
+            if launch is None:
+                told += "; attached, so no launch flags either"
+            why[pin] = why.get(pin) or told
+
+    def _from_config(self, config: dict[str, Any], seen: dict[str, Seen]) -> None:
+        """Pins from `/server_info` (dev mode): the resolved config, JSON or its text form."""
+        src = "GET /server_info vllm_config"
+        model = config.get("model_config") or {}
+        if "revision" in model:
+            seen["revision"] = Seen(model["revision"], f"{src} model_config.revision")
+        if "quantization" in model:
+            seen["quantization"] = Seen(model["quantization"], f"{src} model_config.quantization")
+        cache = config.get("cache_config") or {}
+        if cache.get("cache_dtype"):
+            seen["kv_dtype"] = Seen(cache["cache_dtype"], f"{src} cache_config.cache_dtype")
+        par = config.get("parallel_config") or {}
+        if "tensor_parallel_size" in par:
+            seen["parallelism"] = Seen(
+                {
+                    "tensor": par.get("tensor_parallel_size", 1),
+                    "pipeline": par.get("pipeline_parallel_size", 1),
+                    "data": par.get("data_parallel_size", 1),
+                    "decode_context": par.get("decode_context_parallel_size", 1),
+                    "expert": bool(par.get("enable_expert_parallel", False)),
+                },
+                f"{src} parallel_config",
+            )
+        sched = config.get("scheduler_config") or {}
+        if isinstance(sched.get("max_num_seqs"), int):
+            seen["max_num_seqs"] = Seen(sched["max_num_seqs"], f"{src} scheduler_config")
+        if "speculative_config" in config:
+            spec = config.get("speculative_config") or {}
+            method = spec.get("method") if isinstance(spec, dict) else None
+            seen["speculation"] = Seen(
+                {
+                    "method": method or "none",
+                    "draft_tokens": spec.get("num_speculative_tokens") if method else 0,
+                    "draft_model": spec.get("model") if method else None,
+                },
+                f"{src} speculative_config",
+            )
+
+    def _from_metrics(
+        self, snap: MetricsSnapshot | None, seen: dict[str, Seen], why: dict[str, str]
+    ) -> None:
+        """Pins from `/metrics`: `cache_config_info` labels and the spec-decode series."""
+        if snap is None:
+            for pin in ("kv_dtype", "speculation"):
+                why.setdefault(pin, "GET /metrics answered nothing readable")
             return
-        self._flags(launch.args, seen, why)
+        info = snap.labels_of("vllm:cache_config_info")
+        if "kv_dtype" not in seen and info.get("cache_dtype"):
+            seen["kv_dtype"] = Seen(
+                info["cache_dtype"], "GET /metrics vllm:cache_config_info cache_dtype"
+            )
+        if "speculation" in seen:
+            return
+        positions = snap.by_label(self.metrics.spec_per_pos or "", "position")
+        if not snap.has(self.metrics.spec_drafts or ""):
+            seen["speculation"] = Seen(
+                {"method": "none", "draft_tokens": 0},
+                "GET /metrics: no vllm:spec_decode_* series (vLLM registers them only with "
+                "--speculative-config)",
+            )
+        elif positions:
+            seen["speculation"] = Seen(
+                {
+                    "method": "unknown",
+                    "draft_tokens": len(positions),
+                    "why": "vLLM reports how many tokens it drafts but not the method",
+                },
+                "GET /metrics vllm:spec_decode_num_accepted_tokens_per_pos_total: "
+                f"{len(positions)} position labels",
+            )
 
     def _flags(self, args: list[str], seen: dict[str, Seen], why: dict[str, str]) -> None:
+        """The pins the server did not report, from qualify's own argv (proof by assertion:
+        what was asked for)."""
         for pin, names in (
             ("revision", ("--revision",)),
             ("quantization", ("--quantization", "-q")),
             ("max_num_seqs", ("--max-num-seqs",)),
         ):
-            value = flag(args, *names)
-            if value is None:
-                why[pin] = f"{self.name} does not report it and the launch sets no {names[0]}"
+            if pin in seen:
+                continue
+            given = flag(args, *names)
+            if given is None:
+                then = {
+                    "revision": "the server loads the default branch, or local weights",
+                    "quantization": "vLLM then reads it from the model's own config",
+                    "max_num_seqs": "vLLM then picks its default for the hardware",
+                }[pin]
+                why[pin] = (
+                    f"{self.name} does not report it and the launch sets no {names[0]} ({then})"
+                )
             else:
-                seen[pin] = Seen(value, f"launch flag {names[0]}")
-        kv = flag(args, "--kv-cache-dtype") or "auto"
-        seen["kv_dtype"] = Seen(kv, "launch flag --kv-cache-dtype")
-        seen["parallelism"] = Seen(
-            {
-                "tensor": _int(flag(args, "--tensor-parallel-size", "-tp"), 1),
-                "pipeline": _int(flag(args, "--pipeline-parallel-size", "-pp"), 1),
-                "data": _int(flag(args, "--data-parallel-size", "-dp"), 1),
-                "decode_context": _int(flag(args, "--decode-context-parallel-size", "-dcp"), 1),
-                "expert": "--enable-expert-parallel" in args or "-ep" in args,
-            },
-            "launch flags -tp/-pp/-dp/-dcp/--enable-expert-parallel",
-        )
-        seen["speculation"] = Seen(self._spec(args), "launch flag --speculative-config")
+                seen[pin] = Seen(given, f"launch flag {names[0]}", "launch")
+        if "kv_dtype" not in seen:
+            kv = flag(args, "--kv-cache-dtype") or "auto"
+            seen["kv_dtype"] = Seen(kv, "launch flag --kv-cache-dtype", "launch")
+            why.pop("kv_dtype", None)
+        if "parallelism" not in seen:
+            seen["parallelism"] = Seen(
+                {
+                    "tensor": _int(flag(args, "--tensor-parallel-size", "-tp"), 1),
+                    "pipeline": _int(flag(args, "--pipeline-parallel-size", "-pp"), 1),
+                    "data": _int(flag(args, "--data-parallel-size", "-dp"), 1),
+                    "decode_context": _int(flag(args, "--decode-context-parallel-size", "-dcp"), 1),
+                    "expert": "--enable-expert-parallel" in args or "-ep" in args,
+                },
+                "launch flags -tp/-pp/-dp/-dcp/--enable-expert-parallel",
+                "launch",
+            )
+        launched = self._spec(args)
+        reported = seen.get("speculation")
+        if reported is None:
+            seen["speculation"] = Seen(launched, "launch flag --speculative-config", "launch")
+            why.pop("speculation", None)
+        elif reported.value.get("method") == "unknown":
+            # The server proved the draft length; the method is the launch's word for it.
+            value: dict[str, Any] = dict(reported.value)
+            value.pop("why", None)
+            value["method"] = launched.get("method")
+            value["draft_model"] = launched.get("draft_model")
+            if launched.get("draft_tokens") not in (None, value["draft_tokens"]):
+                value["launched_draft_tokens"] = launched.get("draft_tokens")
+            seen["speculation"] = Seen(
+                value,
+                f"{reported.source} (draft tokens); launch flag --speculative-config (method)",
+                "server+launch",
+            )
 
     def _spec(self, args: list[str]) -> dict[str, Any]:
         raw = flag(args, "--speculative-config", "-sc")
@@ -755,6 +941,23 @@ class Vllm(EngineAdapter):
             out["why"] = "num_speculative_tokens not set: vLLM takes the draft's own block size"
         return out
 
+    def same(self, pin: str, pinned: Any, seen: Any) -> Match:
+        if pin == "quantization":
+            return _same_quant(str(pinned), seen)
+        if pin == "speculation" and dict(seen or {}).get("method") == "unknown":
+            p, s = dict(pinned or {}), dict(seen or {})
+            if self.method(str(p.get("method", "none"))) == "none":
+                return False, f"the server drafts {s.get('draft_tokens')} tokens"
+            if s.get("draft_tokens") != p.get("draft_tokens"):
+                return False, f"the server drafts {s.get('draft_tokens')} tokens"
+            return None, (
+                f"the server drafts {s.get('draft_tokens')} tokens, as pinned, but reports no "
+                "method"
+            )
+        if pin == "revision" and seen is None:
+            return None, "the server names no revision (local weights, or the default branch)"
+        return super().same(pin, pinned, seen)
+
     def _same_kv(self, pinned: str, seen: str) -> Match:
         p, s = pinned.strip().lower(), seen.strip().lower()
         if s == "auto" and p != "auto":
@@ -767,10 +970,85 @@ class Vllm(EngineAdapter):
         return self._METHOD_ALIASES.get(n, n)
 
 
+_UNQUANTIZED = {"none", "bf16", "bfloat16", "fp16", "float16", "fp32", "float32", "auto"}
+
+
+def _same_quant(pinned: str, seen: Any) -> Match:
+    """A quantization pin against the config's `quantization` (None: unquantized weights).
+    The pin's first word is compared, so `none (GGUF dequantized to bf16)` means none."""
+    words = pinned.strip().lower().replace("(", " ").split()
+    p = words[0] if words else ""
+    if seen is None or str(seen).lower() in ("none", ""):
+        return p in _UNQUANTIZED, "the server runs unquantized weights (quantization None)"
+    return p == str(seen).strip().lower(), ""
+
+
+def fingerprint(body: Any) -> tuple[str, str] | None:
+    """`system_fingerprint` `vllm-<version>-<hash>` of a completion: the version and the hash
+    of the serving config (the same recipe gives the same hash)."""
+    fp = body.get("system_fingerprint") if isinstance(body, dict) else None
+    m = re.fullmatch(r"vllm-(.+)-([0-9a-f]{6,})", str(fp or ""))
+    return (m.group(1), m.group(2)) if m else None
+
+
+def server_config(body: Any) -> dict[str, Any]:
+    """The resolved config of `GET /server_info` (dev mode), as sections of dicts: the JSON
+    form (`config_format=json`), or the text form read for the fields identity needs."""
+    if not isinstance(body, dict):
+        return {}
+    conf = body.get("vllm_config")
+    if isinstance(conf, dict):
+        return conf
+    if not isinstance(conf, str):
+        return {}
+
+    def value(key: str) -> Any:
+        m = re.search(rf"\b{key}=([^,)]+)", str(conf))
+        if m is None:
+            return "missing"
+        v = m.group(1).strip().strip("'\"")
+        return None if v == "None" else (int(v) if v.isdigit() else v)
+
+    out: dict[str, Any] = {"model_config": {}, "cache_config": {}, "parallel_config": {}}
+    for sec, key, name in (
+        ("model_config", "revision", "revision"),
+        ("model_config", "quantization", "quantization"),
+        ("cache_config", "cache_dtype", "kv_cache_dtype"),
+        ("parallel_config", "tensor_parallel_size", "tensor_parallel_size"),
+        ("parallel_config", "pipeline_parallel_size", "pipeline_parallel_size"),
+        ("parallel_config", "data_parallel_size", "data_parallel_size"),
+    ):
+        v = value(name)
+        if v != "missing":
+            out[sec][key] = v
+    spec = re.search(r"speculative_config=(None|SpeculativeConfig\(([^)]*)\))", conf)
+    if spec is not None:
+        inner = spec.group(2) or ""
+        method = re.search(r"method='?([\w-]+)", inner)
+        k = re.search(r"num_spec(?:ulative)?_tokens=(\d+)", inner)
+        out["speculative_config"] = (
+            {"method": method.group(1), "num_speculative_tokens": int(k.group(1)) if k else None}
+            if method
+            else None
+        )
+    return out
+
+
+def _snapshot(text: Any) -> MetricsSnapshot | None:
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        return MetricsSnapshot.parse(text)
+    except ValueError:
+        return None
+
+
 class Sglang(Vllm):
     """SGLang: `/server_info` returns the resolved server arguments; launch flags otherwise."""
 
     name, owned_by, paths = "sglang", "sglang", ("/server_info",)
+    text_paths = ()
+    probe_chat = False
     metrics = SGLANG
     reasoning_fields = ("reasoning_content",)
     error_shape = "flat"

@@ -33,6 +33,7 @@ import httpx
 from qualify.candidate import ContainerLaunch, LoadedCandidate
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import Attempt, ChunkedWriter
+from qualify.serving.command import volume
 from qualify.serving.local import LocalPaths, signal_name
 
 _LIVE: set[ServerProcess] = set()
@@ -118,18 +119,25 @@ def container_command(
     c: ContainerLaunch, loaded: LoadedCandidate, name: str, port: int | None = None
 ) -> list[str]:
     """`<runtime> run` in the foreground (its output is the server's log), named, by digest,
-    never removed on exit (a failed start keeps its container), with GPUs, network, ports,
-    volumes and environment; `{port}` and the other placeholders filled."""
+    never removed on exit (a failed start keeps its container), with GPUs, IPC (`--ipc host`
+    unless the candidate says otherwise; `--shm-size` for a private namespace), entrypoint,
+    network, ports, volumes and environment; `{port}` and the other placeholders filled."""
 
     def fill(args: list[str], where: str) -> list[str]:
         return expand(args, loaded, where, port)
 
     cmd = [c.runtime, "run", "--name", name, "--network", c.network]
     cmd += gpu_flags(c.runtime, c.gpus)
+    if c.ipc:
+        cmd += ["--ipc", c.ipc]
+    if c.shm_size:
+        cmd += ["--shm-size", c.shm_size]
+    if c.entrypoint is not None:
+        cmd += ["--entrypoint", c.entrypoint]
     for p in fill(c.ports, "server.container.ports"):
         cmd += ["-p", p]
     for v in fill(c.volumes, "server.container.volumes"):
-        cmd += ["-v", v]
+        cmd += ["-v", volume(v, loaded)]
     for k, v in c.env.items():
         cmd += ["-e", f"{k}={v}"]
     cmd += fill(c.extra_run_args, "server.container.extra_run_args")

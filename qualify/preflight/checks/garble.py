@@ -6,6 +6,7 @@ from pydantic import Field
 
 from qualify.gates.files import Params
 from qualify.gates.registry import Outcome, check
+from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import answer_metrics, chat_problem, pick, user
 from qualify.preflight.checks.text import garble as find_garble
 from qualify.preflight.probe import GateContext
@@ -24,9 +25,13 @@ class GarbleParams(Params):
 async def garble(ctx: GateContext, p: GarbleParams) -> Outcome:
     """Pass when the visible answer is clean text in the expected script."""
     prompt: str = pick(p.prompts, ctx.attempt)
-    o = await ctx.chat("garble", ctx.body([user(prompt)], max_tokens=p.max_tokens))
+    o = await ctx.chat(
+        "garble", ctx.body([user(prompt)], max_tokens=answer_budget(ctx, p.max_tokens))
+    )
     if bad := chat_problem(o, "garble request"):
         return bad
+    if only := reasoning_only(o, ctx, "garble"):
+        return only
     m = answer_metrics(o)
     if not o.content.strip():
         why = f"no visible text to judge (finish_reason={o.finish_reason}; see soft-empty)"

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from qualify.gates.files import Params
 from qualify.gates.registry import Outcome, check
+from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import answer_metrics, chat_problem, clip, schema_errors, user
 from qualify.preflight.probe import GateContext
 
@@ -27,10 +28,14 @@ async def json_schema(ctx: GateContext, p: JsonParams) -> Outcome:
     """Pass when the content is JSON that validates against the requested schema."""
     schema = ctx.load_json(p.schema_file)
     fmt = {"type": "json_schema", "json_schema": {"name": p.name, "schema": schema, "strict": True}}
-    body = ctx.body([user(p.prompt)], max_tokens=p.max_tokens, response_format=fmt)
+    body = ctx.body(
+        [user(p.prompt)], max_tokens=answer_budget(ctx, p.max_tokens), response_format=fmt
+    )
     o = await ctx.chat("json", body)
     if bad := chat_problem(o, "json request"):
         return bad
+    if only := reasoning_only(o, ctx, "json"):
+        return only
     m = answer_metrics(o)
     if not o.content.strip():
         return Outcome.failed(f"no visible content (finish_reason={o.finish_reason})", metrics=m)

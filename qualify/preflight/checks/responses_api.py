@@ -10,6 +10,7 @@ from pydantic import Field
 from qualify.gates.files import Params
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ToolCall
+from qualify.preflight.budget import answer_budget
 from qualify.preflight.checks.common import (
     clip,
     exchange_problem,
@@ -18,11 +19,14 @@ from qualify.preflight.checks.common import (
     tool_schemas,
 )
 from qualify.preflight.checks.responses_read import (
+    incomplete_reason,
     message_text,
     order_problems,
     output_items,
     parse_events,
+    reasoning_text,
     streamed_text,
+    terminal,
 )
 from qualify.preflight.checks.tool_result import CALL_ID, ToolCallSpec, judge_text
 from qualify.preflight.probe import GateContext
@@ -49,11 +53,32 @@ def _part(name: str, problems: list[str], verdict: Verdict = Verdict.FAIL) -> Ou
     return Outcome(verdict, [f"{name}: {p}" for p in problems])
 
 
+def _reasoning_only(name: str, cut: str | None, budget: int) -> Outcome:
+    how = (
+        f"the response is incomplete ({cut}) after {budget} output tokens, all of them reasoning"
+        if cut
+        else "the response holds reasoning and no message"
+    )
+    return Outcome(
+        Verdict.INCONCLUSIVE,
+        [f"{name}: reasoning-only completion, no visible answer to judge: {how}"],
+        {"reasoning_only": True, "incomplete": cut},
+    )
+
+
 async def plain(ctx: GateContext, p: ResponsesParams) -> Outcome:
-    ex = await ctx.responses("responses-plain", {"input": p.prompt, "max_output_tokens": 64})
+    budget = answer_budget(ctx, p.max_output_tokens)
+    body = {"input": p.prompt, "max_output_tokens": budget}
+    ex = await ctx.responses("responses-plain", body)
     if bad := exchange_problem(ex, "plain call"):
         return bad
-    problems = [] if message_text(ex.body).strip() else ["no output_text in a message item"]
+    cut = incomplete_reason(ex.body)
+    text = message_text(ex.body).strip()
+    if not text and reasoning_text(ex.body).strip():
+        return _reasoning_only("plain call", cut, budget)
+    problems = [] if text else ["no output_text in a message item"]
+    if cut is not None and cut != "max_output_tokens":
+        problems.append(f"the response is incomplete: incomplete_details.reason {cut!r}")
     if not isinstance(ex.body, dict) or not isinstance(ex.body.get("usage"), dict):
         problems.append("the response carries no usage")
     return _part("plain call", problems)
@@ -65,7 +90,7 @@ async def function_call(ctx: GateContext, p: ResponsesParams) -> Outcome:
         "input": p.call_prompt,
         "tools": flat_tools(tools),
         "tool_choice": "required",
-        "max_output_tokens": p.max_output_tokens,
+        "max_output_tokens": answer_budget(ctx, p.max_output_tokens),
     }
     ex = await ctx.responses("responses-function-call", body)
     if bad := exchange_problem(ex, "function call"):
@@ -101,16 +126,20 @@ async def continuation(ctx: GateContext, p: ResponsesParams) -> Outcome:
     body = {
         "input": items,
         "tools": flat_tools(ctx.load_json(p.tools)),
-        "max_output_tokens": p.max_output_tokens,
+        "max_output_tokens": answer_budget(ctx, p.max_output_tokens),
     }
     ex = await ctx.responses("responses-continuation", body)
     if bad := exchange_problem(ex, "function_call_output continuation"):
         return bad
+    if not message_text(ex.body).strip() and reasoning_text(ex.body).strip():
+        cut = incomplete_reason(ex.body)
+        spent = answer_budget(ctx, p.max_output_tokens)
+        return _reasoning_only("function_call_output continuation", cut, spent)
     return _part("function_call_output continuation", judge_text(message_text(ex.body), p.expect))
 
 
 async def streamed(ctx: GateContext, p: ResponsesParams) -> Outcome:
-    body = {"input": p.prompt, "max_output_tokens": 64}
+    body = {"input": p.prompt, "max_output_tokens": answer_budget(ctx, p.max_output_tokens)}
     ex = await ctx.responses("responses-stream", body, stream=True)
     if bad := exchange_problem(ex, "streamed call"):
         return bad
@@ -120,6 +149,10 @@ async def streamed(ctx: GateContext, p: ResponsesParams) -> Outcome:
         return _part("streamed call", [f"malformed stream: {why}"], Verdict.ERROR)
     problems = order_problems(parsed)
     joined, done = streamed_text(parsed)
+    types = {t for t, _ in parsed}
+    if not problems and not joined and "response.reasoning_text.delta" in types:
+        spent = answer_budget(ctx, p.max_output_tokens)
+        return _reasoning_only("streamed call", terminal(parsed)[1], spent)
     if done is not None and done != joined:
         problems.append("the joined text deltas differ from output_text.done")
     return _part("streamed call", problems)

@@ -26,6 +26,35 @@ def message_text(body: Any) -> str:
     return "".join(parts)
 
 
+def incomplete_reason(body: Any) -> str | None:
+    """`incomplete_details.reason` of a response whose `status` is `incomplete` (vLLM ends a
+    cut answer so: `max_output_tokens`), else None."""
+    if not isinstance(body, dict) or body.get("status") != "incomplete":
+        return None
+    details = body.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    return str(reason or "unknown")
+
+
+def reasoning_text(body: Any) -> str:
+    """The text of every `reasoning` output item (`reasoning_text` parts), joined."""
+    parts = []
+    for item in output_items(body, "reasoning"):
+        for c in item.get("content") or []:
+            if isinstance(c, dict) and c.get("type") == "reasoning_text":
+                parts.append(str(c.get("text") or ""))
+    return "".join(parts)
+
+
+def terminal(parsed: list[tuple[str, dict[str, Any]]]) -> tuple[str | None, str | None]:
+    """The last event's type and, for `response.incomplete`, its reason."""
+    if not parsed:
+        return None, None
+    kind, data = parsed[-1]
+    reason = incomplete_reason(data.get("response")) if kind == "response.incomplete" else None
+    return kind, reason
+
+
 def parse_events(events: list[SSEEvent]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """(type, payload) per event, the type from the `event:` line or the payload; and the bad."""
     out, bad = [], []
@@ -55,8 +84,14 @@ def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:
     problems = []
     if types[0] != "response.created":
         problems.append(f"the first event is {types[0]!r}, expected 'response.created'")
-    if types[-1] != "response.completed":
-        problems.append(f"the last event is {types[-1]!r}, expected 'response.completed'")
+    last, why = terminal(parsed)
+    if last == "response.incomplete" and why == "max_output_tokens":
+        pass  # a cut answer ends so: the answer is judged from what it holds
+    elif types[-1] != "response.completed":
+        problems.append(
+            f"the last event is {types[-1]!r}, expected 'response.completed' (or "
+            "'response.incomplete' with incomplete_details.reason max_output_tokens)"
+        )
     early = [t for t in types[:-1] if t in TERMINAL]
     if early:
         problems.append(f"{early[0]!r} arrived before the end of the stream")
@@ -64,7 +99,9 @@ def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:
     first_delta = _index(types, "response.output_text.delta")
     last_delta = _index(types, "response.output_text.delta", last=True)
     done = _index(types, "response.output_item.done", last=True)
-    if first_delta is None:
+    if first_delta is None and "response.reasoning_text.delta" in types:
+        pass  # reasoning only: named by the caller, not an order problem
+    elif first_delta is None:
         problems.append("no response.output_text.delta event")
     elif added is None or added > first_delta:
         problems.append("text deltas arrived before response.output_item.added")

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from qualify.gates.files import Params
 from qualify.gates.registry import Outcome, check
+from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import answer_metrics, chat_problem, user
 from qualify.preflight.probe import GateContext
 
@@ -18,9 +19,13 @@ class SmokeParams(Params):
 @check("smoke", params=SmokeParams)
 async def smoke(ctx: GateContext, p: SmokeParams) -> Outcome:
     """Pass when a short question gets visible content and `usage.completion_tokens`."""
-    o = await ctx.chat("smoke", ctx.body([user(p.prompt)], max_tokens=p.max_tokens))
+    o = await ctx.chat(
+        "smoke", ctx.body([user(p.prompt)], max_tokens=answer_budget(ctx, p.max_tokens))
+    )
     if bad := chat_problem(o, "smoke request"):
         return bad
+    if only := reasoning_only(o, ctx, "smoke"):
+        return only
     problems = []
     if not o.content.strip():
         problems.append(

@@ -7,6 +7,7 @@ from pydantic import Field
 from qualify.gates.files import Params
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
+from qualify.preflight.budget import answer_budget
 from qualify.preflight.checks.common import answer_metrics, chat_problem, user
 from qualify.preflight.probe import GateContext
 
@@ -40,7 +41,9 @@ def judge(o: ChatOutcome) -> list[str]:
 @check("soft_empty", params=SoftEmptyParams)
 async def soft_empty(ctx: GateContext, p: SoftEmptyParams) -> Outcome:
     """Pass when the answer has visible content; fail when reasoning took all of it."""
-    o = await ctx.chat("soft-empty", ctx.body([user(p.prompt)], max_tokens=p.max_tokens))
+    o = await ctx.chat(
+        "soft-empty", ctx.body([user(p.prompt)], max_tokens=answer_budget(ctx, p.max_tokens))
+    )
     if bad := chat_problem(o, "soft-empty request"):
         return bad
     problems = judge(o)

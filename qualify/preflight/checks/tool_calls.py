@@ -10,6 +10,7 @@ from pydantic import Field
 from qualify.gates.files import Params
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
+from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import (
     answer_metrics,
     chat_problem,
@@ -57,7 +58,10 @@ async def run_case(
     tools = ctx.load_json(p.tools)
     case: ToolCase = pick(p.cases, ctx.attempt)
     body = ctx.body(
-        [user(case.prompt)], max_tokens=p.max_tokens, tools=tools, tool_choice=p.tool_choice
+        [user(case.prompt)],
+        max_tokens=answer_budget(ctx, p.max_tokens),
+        tools=tools,
+        tool_choice=p.tool_choice,
     )
     label = f"tools-{p.tool_choice}{'-stream' if stream else ''}-{case.expect_tool}"
     o = await ctx.chat(label, body, stream=stream)
@@ -66,6 +70,9 @@ async def run_case(
     if bad := chat_problem(o, "tool request", streamed=stream):
         bad.metrics = metrics
         return bad, o
+    if only := reasoning_only(o, ctx, "tool request"):
+        only.metrics = {**metrics, **only.metrics}
+        return only, o
     problems = judge_answer(o, tool_schemas(tools), case)
     return Outcome.failed(*problems, metrics=metrics) if problems else Outcome.passed(metrics), o
 

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from qualify.gates.files import Params
 from qualify.gates.registry import Outcome, check
+from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import answer_metrics, chat_problem, clip, user
 from qualify.preflight.checks.text import leaked_markup
 from qualify.preflight.probe import GateContext
@@ -74,10 +75,14 @@ def messages(p: ToolResultParams) -> list[dict[str, Any]]:
 @check("tool_result", params=ToolResultParams)
 async def tool_result(ctx: GateContext, p: ToolResultParams) -> Outcome:
     """Pass when the answer after a `role: tool` turn states a value only the result holds."""
-    body = ctx.body(messages(p), max_tokens=p.max_tokens, tools=ctx.load_json(p.tools))
+    body = ctx.body(
+        messages(p), max_tokens=answer_budget(ctx, p.max_tokens), tools=ctx.load_json(p.tools)
+    )
     o = await ctx.chat("tool-result", body)
     if bad := chat_problem(o, "continuation request"):
         return bad
+    if only := reasoning_only(o, ctx, "tool result"):
+        return only
     problems = judge_text(o.content, p.expect)
     m = answer_metrics(o)
     return Outcome.failed(*problems, metrics=m) if problems else Outcome.passed(m)

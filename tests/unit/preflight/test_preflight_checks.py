@@ -26,13 +26,18 @@ def answer(obj: dict[str, Any]) -> Any:
 
 
 @pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
-def test_smoke_passes_visible_answer_and_fails_reasoning_only(field: str) -> None:
-    """A visible answer passes; an answer that is all reasoning fails, in vLLM and SGLang names."""
+def test_smoke_passes_visible_answer_and_names_reasoning_only(field: str) -> None:
+    """A visible answer passes; an answer that is all reasoning is named reasoning-only and left
+    inconclusive (not a wrong answer: soft-empty is the gate that fails it), in vLLM and SGLang
+    names; an empty answer with no reasoning fails."""
     ok = run("smoke", answer(chat("Paris is the capital.", reasoning="think", field=field)))
     assert ok.verdict is Verdict.PASS, ok.reasons
-    bad = run("smoke", answer(chat("", reasoning="The capital is Paris.", field=field)))
-    assert bad.verdict is Verdict.FAIL
-    assert "no visible answer" in bad.reasons[0] and "21 characters of reasoning" in bad.reasons[0]
+    only = run("smoke", answer(chat("", reasoning="The capital is Paris.", field=field)))
+    assert only.verdict is Verdict.INCONCLUSIVE
+    assert "reasoning-only completion" in only.reasons[0]
+    assert only.metrics["reasoning_only"] is True
+    empty = run("smoke", answer(chat("", field=field)))
+    assert empty.verdict is Verdict.FAIL and "no visible answer" in empty.reasons[0]
 
 
 def test_smoke_without_usage_fails() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from qualify.candidate import load_candidate
 from qualify.evidence.store import EvidenceStore
+from qualify.serving.command import doubled_entrypoint, shell_line
 from qualify.serving.process import ServerProcess, StartFailed, gpu_flags
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -57,6 +58,7 @@ def test_docker_command_is_exact(tmp_path: Path) -> None:
     assert proc.command() == [
         "docker", "run", "--name", name, "--network", "bridge",
         "--gpus", '"device=0,1"',
+        "--ipc", "host",
         "-p", f"{proc.port}:8080",
         "-v", f"{tmp_path}:/work:ro",
         "-e", "A=1",
@@ -133,3 +135,91 @@ def test_runtime_that_fails_says_why(tmp_path: Path) -> None:
     msg = str(exc.value)
     assert "server exited during start-up (exit code 125)" in msg
     assert "Cannot connect to the Docker daemon" in msg
+
+
+def _with(tmp_path: Path, runtime: str, extra: str) -> ServerProcess:
+    """The container candidate with more `[server.container]` lines."""
+    cand = tmp_path / "candidate.toml"
+    text = CONTAINER.replace("{runtime}", runtime).replace("{gpus}", "1")
+    if "volumes" in extra:
+        text = text.replace('volumes = ["{candidate_dir}:/work:ro"]\n', "")
+    cand.write_text(
+        text.replace('args = ["--port", "8080"]', f'args = ["--port", "8080"]\n{extra}')
+    )
+    run = EvidenceStore(tmp_path / "ev").new_run("c")
+    return ServerProcess(load_candidate(cand), run.new_attempt("server-candidate"))
+
+
+def test_private_ipc_with_shm_size_entrypoint_and_named_volumes(tmp_path: Path) -> None:
+    """The launch fields, each in the argv where the runtime reads it: a private IPC namespace
+    with its /dev/shm size, the entrypoint replaced, a named volume passed as written and a
+    candidate-relative path made absolute."""
+    extra = (
+        'ipc = "private"\nshm_size = "16g"\nentrypoint = "python3"\n'
+        'volumes = ["hf-cache:/root/.cache/huggingface", "./models:/models:ro"]'
+    )
+    proc = _with(tmp_path, "podman", extra)
+    name = proc.container_name()
+    assert proc.command() == [
+        "podman", "run", "--name", name, "--network", "bridge",
+        "--device", "nvidia.com/gpu=1",
+        "--ipc", "private", "--shm-size", "16g",
+        "--entrypoint", "python3",
+        "-p", f"{proc.port}:8080",
+        "-v", "hf-cache:/root/.cache/huggingface",
+        "-v", f"{(tmp_path / 'models').resolve()}:/models:ro",
+        "-e", "A=1",
+        "--ulimit", "nofile=1024:1024",
+        f"localhost/q@{DIGEST}", "--port", "8080",
+    ]  # fmt: skip
+
+
+def test_cleared_entrypoint_and_runtime_default_ipc(tmp_path: Path) -> None:
+    cmd = _with(tmp_path, "docker", 'entrypoint = ""\nipc = "private"').command()
+    assert cmd[cmd.index("--entrypoint") + 1] == ""
+    assert cmd[cmd.index("--ipc") + 1] == "private" and "--shm-size" not in cmd
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ('shm_size = "16g"', "shm_size applies to a container's own IPC namespace"),
+        ('shm_size = "lots"', "server.container.shm_size"),
+        ('volumes = ["models"]', "expected SOURCE:/container/path"),
+        ('volumes = ["my models:/m"]', "SOURCE must be an absolute path"),
+    ],
+)
+def test_bad_container_fields_are_refused(tmp_path: Path, extra: str, field: str) -> None:
+    from qualify.errors import BadInput
+
+    with pytest.raises(BadInput) as exc:
+        _with(tmp_path, "docker", extra)
+    assert field in exc.value.render()
+
+
+def test_an_entrypoint_that_already_serves_is_caught() -> None:
+    """The vllm/vllm-openai image's entrypoint is `vllm serve`: args that begin with it again
+    would run `vllm serve vllm serve MODEL`; the seed recipe's args do."""
+    loaded = load_candidate(SEED)
+    c = loaded.candidate.server.container
+    assert c is not None
+    why = doubled_entrypoint(c, ["vllm", "serve"])
+    assert why is not None and "vllm serve vllm serve" in why
+    assert doubled_entrypoint(c, ["/bin/sh", "-c"]) is None
+    assert doubled_entrypoint(c, None) is None
+    assert doubled_entrypoint(c.model_copy(update={"entrypoint": ""}), ["vllm", "serve"]) is None
+
+
+def test_launch_line_is_shell_quoted(tmp_path: Path) -> None:
+    """The printed command pastes into a shell as launched: JSON and spaces survive."""
+    import shlex
+
+    loaded = load_candidate(SEED)
+    proc = ServerProcess(loaded, EvidenceStore(tmp_path).new_run("s").new_attempt("server-x"))
+    cmd = proc.command()
+    line = shell_line(cmd)
+    assert shlex.split(line) == cmd
+    assert (
+        """'{"method":"dspark","num_speculative_tokens":5,"draft_sample_method":"probabilistic"}'"""
+        in line
+    )

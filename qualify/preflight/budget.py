@@ -1,0 +1,107 @@
+"""Output budgets that fit thinking models, and the reasoning-only completion named as such.
+
+A gate's `max_tokens` is the budget of its *answer*. At a level that reasons, the request gets
+that plus the level's reasoning allowance: the level's own thinking budget
+(`thinking_token_budget` / `thinking_budget_tokens`) when it sets one, nothing when it turns
+reasoning off (`reasoning_effort = "none"`, `chat_template_kwargs.enable_thinking = false` or
+`thinking = false`), `stages.preflight.reasoning_tokens_at.<level>` when the candidate sets
+it, `stages.preflight.reasoning_tokens` when the level asks for reasoning (an effort, or the
+template switch on), and nothing for a level that says nothing of reasoning. Budgets meant
+to cut an answer short (truncation, over-length) stay exact.
+
+A completion whose tokens all went to reasoning (no visible content, no tool call) is not a
+wrong answer: the gates that judge answers report it as `reasoning-only` and inconclusive,
+with the budget it had; `soft-empty` is the gate that fails it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from qualify.gates.probe import GateContext
+from qualify.gates.registry import Outcome
+from qualify.httpclient.chat import ChatOutcome
+from qualify.records import Verdict
+
+__all__ = ["PreflightContext", "allowance", "answer_budget", "reasoning_only", "turns_off"]
+
+
+@dataclass
+class PreflightContext(GateContext):
+    """A gate's context with the level's reasoning allowance (tokens) and where it came from."""
+
+    reasoning_tokens: int = 0
+    reasoning_source: str = ""
+
+
+def asks(fields: dict[str, Any]) -> bool:
+    """True when a level's request fields ask for reasoning (an effort, a template switch on)."""
+    kwargs = fields.get("chat_template_kwargs") or {}
+    return bool(fields.get("reasoning_effort")) or any(
+        kwargs.get(k) is True for k in ("enable_thinking", "thinking")
+    )
+
+
+def turns_off(fields: dict[str, Any]) -> bool:
+    """True when a level's request fields switch reasoning off."""
+    if str(fields.get("reasoning_effort") or "").lower() == "none":
+        return True
+    kwargs = fields.get("chat_template_kwargs") or {}
+    return any(kwargs.get(k) is False for k in ("enable_thinking", "thinking"))
+
+
+def allowance(
+    fields: dict[str, Any],
+    default: int,
+    level: str | None = None,
+    by_level: dict[str, int] | None = None,
+) -> tuple[int, str]:
+    """The reasoning tokens a level's requests get on top of each answer budget, and why."""
+    for key in ("thinking_token_budget", "thinking_budget_tokens"):
+        if isinstance(fields.get(key), int):
+            return int(fields[key]), f"the level's {key}"
+    if turns_off(fields):
+        return 0, "the level turns reasoning off"
+    if by_level and level in by_level:
+        return by_level[level], f"stages.preflight.reasoning_tokens_at.{level}"
+    if not asks(fields):
+        return 0, "the level asks for no reasoning"
+    return default, "stages.preflight.reasoning_tokens"
+
+
+def answer_budget(ctx: GateContext, n: int | None) -> int:
+    """`max_tokens` for a request whose answer needs `n` tokens (the context's default when
+    None), with the level's reasoning allowance added."""
+    return (n or ctx.max_tokens) + int(getattr(ctx, "reasoning_tokens", 0))
+
+
+def reasoning_only(o: ChatOutcome, ctx: GateContext, what: str) -> Outcome | None:
+    """`inconclusive`, named reasoning-only, when the completion is reasoning and nothing else;
+    None when it has visible content, a tool call, or no reasoning either."""
+    if o.content.strip() or o.tool_calls or not o.reasoning.strip():
+        return None
+    allowed = int(getattr(ctx, "reasoning_tokens", 0))
+    src = getattr(ctx, "reasoning_source", "") or "no reasoning allowance"
+    spent = o.completion_tokens
+    if o.finish_reason == "length":
+        how = (
+            f"the budget was exhausted in reasoning ({spent} completion tokens; "
+            f"{allowed} of them allowed for reasoning, from {src})"
+        )
+    else:
+        how = (
+            f"the answer ended inside reasoning (finish_reason={o.finish_reason}, {spent} "
+            "completion tokens): the reasoning parser found no end of reasoning"
+        )
+    return Outcome(
+        Verdict.INCONCLUSIVE,
+        [f"{what}: reasoning-only completion, no visible answer to judge: {how}"],
+        {
+            "reasoning_only": True,
+            "finish_reason": o.finish_reason,
+            "completion_tokens": spent,
+            "reasoning_chars": len(o.reasoning),
+            "reasoning_allowance": allowed,
+        },
+    )
