@@ -1,4 +1,7 @@
-"""Structured logs: one JSON line per event into the run's evidence (structlog)."""
+"""Structured logs: one JSON line per event into the run's evidence (structlog).
+
+Each event is scrubbed of the run's known secrets as a value (before JSON escaping could hide
+one) and again as bytes by the stream it is written to."""
 
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ class _EvidenceSink:
         self.writer = writer
 
     def __call__(self, _logger: Any, _name: str, event: dict[str, Any]) -> str:
-        self.writer.write((json.dumps(event, default=str) + "\n").encode())
+        clean = self.writer.redactor.scrub(event)
+        self.writer.write((json.dumps(clean, default=str) + "\n").encode())
         raise structlog.DropEvent
 
 

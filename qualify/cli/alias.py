@@ -94,5 +94,5 @@ def _history(args: argparse.Namespace) -> int:
         print(f"   decision {e.get('decision_sha256')}  hash {str(e.get('hash'))[:16]}")
     if st.problems:
         return _broken(st)
-    print(f"chain intact and table bound to it: {len(st.entries)} entries")
+    print(f"chain intact: {len(st.entries)} entries; the table is the one the log derives")
     return 0

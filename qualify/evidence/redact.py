@@ -1,4 +1,9 @@
-"""Redaction of secrets from everything that enters the evidence."""
+"""Redaction of secrets from everything that enters the evidence.
+
+Every byte the run writes goes through one `Redactor` per run: JSON and text files
+(`Attempt.write_json`, `write_text`), raw files (`write_bytes`), and the streams (the servers'
+stdout and stderr, the run log: `ChunkedWriter`), where a secret split across two writes is
+held back until it is whole and then replaced."""
 
 from __future__ import annotations
 
@@ -20,9 +25,27 @@ class Redactor:
             self.secrets.add(value)
 
     def scrub_text(self, text: str) -> str:
-        for s in self.secrets:
+        for s in sorted(self.secrets, key=len, reverse=True):
             text = text.replace(s, REDACTED)
         return text
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """Every known secret replaced in raw bytes (its UTF-8 form)."""
+        for s in sorted(self.secrets, key=len, reverse=True):
+            data = data.replace(s.encode(), REDACTED.encode())
+        return data
+
+    def held_back(self, data: bytes) -> int:
+        """How many trailing bytes of `data` could begin a secret that the next write completes
+        (a stream keeps them until it knows)."""
+        longest = 0
+        for s in self.secrets:
+            b = s.encode()
+            for n in range(min(len(b) - 1, len(data)), longest, -1):
+                if data.endswith(b[:n]):
+                    longest = n
+                    break
+        return longest
 
     def headers(self, headers: dict[str, str]) -> dict[str, str]:
         return {

@@ -77,7 +77,12 @@ class ChunkedWriter:
         self._part = -1
         self._fd: int | None = None
         self._size = 0
+        self._pending = b""
         self.files: list[str] = []
+
+    @property
+    def redactor(self) -> Redactor:
+        return self._attempt.redactor
 
     def _roll(self) -> None:
         self._close_fd()
@@ -89,7 +94,20 @@ class ChunkedWriter:
         self.files.append(name)
 
     def write(self, data: bytes) -> None:
-        """Append; a line is never split across parts unless it alone exceeds the limit."""
+        """Append, with every known secret replaced (a secret split across writes is held
+        back until it is whole); a line is never split across parts unless it alone exceeds
+        the limit."""
+        red = self._attempt.redactor
+        if not red.secrets:
+            self._emit(self._pending + data)
+            self._pending = b""
+            return
+        data = red.scrub_bytes(self._pending + data)
+        keep = red.held_back(data)
+        self._pending = data[len(data) - keep :] if keep else b""
+        self._emit(data[: len(data) - keep])
+
+    def _emit(self, data: bytes) -> None:
         while data:
             if self._fd is None or (self._size and self._size + len(data) > self._limit):
                 self._roll()
@@ -106,6 +124,9 @@ class ChunkedWriter:
             self._fd = None
 
     def close(self) -> None:
+        if self._pending:  # no secret begins here after all: the stream ended
+            self._emit(self._attempt.redactor.scrub_bytes(self._pending))
+            self._pending = b""
         self._close_fd()
         self._attempt.release(self)
 
@@ -133,7 +154,10 @@ class Attempt:
         return self.path / name
 
     def write_bytes(self, name: str, data: bytes) -> list[str]:
-        """Write a file once; over the size limit it becomes `name.partNNN` files."""
+        """Write a file once, every known secret replaced; over the size limit it becomes
+        `name.partNNN` files."""
+        if self.redactor.secrets:
+            data = self.redactor.scrub_bytes(data)
         if len(data) <= MAX_FILE_BYTES:
             _write_once(self.reserve(name), data)
             return [name]

@@ -77,7 +77,9 @@ def test_an_intact_table_and_log_read_clean(
     house, _cand, _env, _env2 = two_changes(tmp_path)
     capsys.readouterr()
     assert main(["alias", "history", "--house", str(house)]) == 0
-    assert "chain intact and table bound to it: 2 entries" in capsys.readouterr().out
+    assert (
+        "chain intact: 2 entries; the table is the one the log derives" in capsys.readouterr().out
+    )
     assert main(["alias", "show", "--house", str(house)]) == 0
     assert state(house).problems == []
 
