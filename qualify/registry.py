@@ -1,4 +1,4 @@
-"""The stage registry: every stage, declared once, in the order stages run.
+"""The stage registry: every stage, declared once, in its order (the default `stages.run`).
 
 Every list of stages reads this registry: the order `load_all` imports them in, the `stage`
 a gate file may name, the folders gate files are loaded from, the modules whose checks
@@ -71,7 +71,7 @@ def unregister_stage(name: str) -> None:
 
 
 def stage_names() -> tuple[str, ...]:
-    """Every declared stage, in the order stages run."""
+    """Every declared stage, in the registry's order."""
     return tuple(SPECS)
 
 
@@ -89,8 +89,8 @@ def spec_of(name: str) -> StageSpec | None:
     return SPECS.get(name)
 
 
-# The stages of this build, in the order they run: vram last, since it judges the sampler's
-# series of every stage before it.
+# The stages of this build, in the order of the default `stages.run`: vram last, since it
+# judges the sampler's series of every stage before it.
 register_stage(StageSpec("identity"))
 register_stage(StageSpec("preflight", gates="probe", check_modules=("qualify.preflight.checks",)))
 register_stage(StageSpec("quality", gates="probe"))
