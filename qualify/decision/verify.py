@@ -38,6 +38,7 @@ from qualify.decision.record import DecisionRecord, WaiverCheck
 from qualify.decision.settings import Policy
 from qualify.decision.signing import (
     STATEMENT_TYPE,
+    canonical,
     envelope_bytes,
     keyid,
     open_envelope,
@@ -236,13 +237,18 @@ def _signed_path(report: VerifyReport, rel: str | None, what: str) -> str | None
 
 
 def _rules(record: DecisionRecord, run: RunDir, copy: str | None) -> tuple[PolicyRules, list[str]]:
-    """The signed effective policy, checked against the signed house rules and candidate copy."""
+    """The signed effective policy, checked against the signed house rules and candidate copy.
+
+    Each digest is checked over the signed table itself (canonical JSON), so a later version of
+    the rules' model, with fields the decision predates, still reads an earlier decision; the
+    policy is then compared, as this version reads them, with the house rules tightened by the
+    candidate copy."""
     problems = []
     rules = PolicyRules.model_validate(record.policy)
-    if rules.sha256 != record.policy_sha256:
+    if sha256_bytes(canonical(record.policy)) != record.policy_sha256:
         problems.append("the signed policy is not the policy its digest names")
     house = HousePolicy.model_validate(record.house.rules)
-    if house.rules().sha256 != record.house.policy_sha256:
+    if sha256_bytes(canonical(record.house.rules)) != record.house.policy_sha256:
         problems.append("the signed house rules are not the rules their digest names")
     cand = candidate_in_run(run, copy)
     if copy is not None and cand is None:
@@ -349,6 +355,8 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
     )
     report.waivers = basis.waivers
     again = derive(run, listing, info, basis)
+    if not problems:  # the signed policy is the derived one, as this version reads both
+        again.policy_sha256 = record.policy_sha256
     want, got = comparable(record), comparable(again)
     for k in want:
         if want[k] != got[k]:
