@@ -26,6 +26,8 @@ class StageSpec:
     (`qualify.gates.runner.run_gate`), and the stage checks the gate files it selects in its own
     validator; `judge`: each reads what the stage measured (`StageContext.judge`).
     `default`: in a candidate's default `stages.run`.
+    `last`: runs after every other stage a candidate names, whatever its place in `stages.run`
+    (vram: it judges the sampler's series of every stage before it).
     `stage_module`: the module whose import registers the stage function.
     `check_modules`: modules whose import registers its checks; a package is imported with every
     module in it. A module this build does not have is skipped.
@@ -34,6 +36,7 @@ class StageSpec:
     name: str
     gates: GateKind = "judge"
     default: bool = True
+    last: bool = False
     stage_module: str = ""
     check_modules: tuple[str, ...] = ()
 
@@ -85,6 +88,17 @@ def judged_stages() -> tuple[str, ...]:
     return tuple(s.name for s in SPECS.values() if s.gates == "judge")
 
 
+def probe_stages() -> tuple[str, ...]:
+    """The stages whose gate files each ask the server, attempt by attempt."""
+    return tuple(s.name for s in SPECS.values() if s.gates == "probe")
+
+
+def run_order(names: list[str]) -> list[str]:
+    """The stages a candidate names, in the order they run: as listed, the `last` ones last."""
+    last = {s.name for s in SPECS.values() if s.last}
+    return [n for n in names if n not in last] + [n for n in names if n in last]
+
+
 def spec_of(name: str) -> StageSpec | None:
     return SPECS.get(name)
 
@@ -97,4 +111,4 @@ register_stage(StageSpec("quality", gates="probe"))
 register_stage(StageSpec("context"))
 register_stage(StageSpec("ab"))
 register_stage(StageSpec("capacity", default=False))
-register_stage(StageSpec("vram"))
+register_stage(StageSpec("vram", last=True))

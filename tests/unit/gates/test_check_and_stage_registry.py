@@ -8,7 +8,15 @@ import pytest
 from qualify.gates.files import GateFile, gate_file_schema
 from qualify.gates.registry import CHECKS, Outcome, check, load_checks
 from qualify.preflight.checks.smoke import SmokeParams, smoke
-from qualify.registry import StageSpec, default_run, judged_stages, register_stage, stage_names
+from qualify.registry import (
+    StageSpec,
+    default_run,
+    judged_stages,
+    probe_stages,
+    register_stage,
+    run_order,
+    stage_names,
+)
 from qualify.stage import STAGES, load_all, stage
 
 
@@ -44,6 +52,12 @@ def test_the_stages_in_order() -> None:
     assert stage_names()[-1] == "vram"  # it judges the sampler's series of every stage
     assert "capacity" not in default_run()
     assert set(judged_stages()) == {"identity", "context", "ab", "capacity", "vram"}
+    assert probe_stages() == ("preflight", "quality")
+
+
+def test_vram_runs_last_wherever_it_is_listed() -> None:
+    assert run_order(["vram", "identity", "ab"]) == ["identity", "ab", "vram"]
+    assert run_order(["context", "identity"]) == ["context", "identity"]
 
 
 def test_every_declared_stage_has_its_function_and_checks() -> None:
