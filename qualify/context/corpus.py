@@ -71,6 +71,12 @@ class Needles:
         return cls((shallow, deep))
 
     @property
+    def ask(self) -> str:
+        """The needles' question in a numbered list of several (`tasks.combined_question`)."""
+        a, b = (n.subject for n in self.pair)
+        return f"What are {a} and {b}? Give both numbers."
+
+    @property
     def question(self) -> str:
         a, b = (n.subject for n in self.pair)
         return (
@@ -134,13 +140,22 @@ def _insert_at(body: str, pos: int, line: str) -> tuple[str, int]:
     return f"{body[:at]}\n{line}\n{body[at:].lstrip(chr(10))}", at
 
 
-def document(source: Source, chars: int, needles: Needles) -> Document:
-    """A body of about `chars` characters with the needles at their depths (by character)."""
+def document(
+    source: Source,
+    chars: int,
+    needles: Needles,
+    extra: list[tuple[int, str]] | tuple[tuple[int, str], ...] = (),
+) -> Document:
+    """A body of about `chars` characters with the needles at their depths (by character), and
+    any `extra` lines (depth %, text: the tasks of `qualify.context.tasks`) at theirs."""
     raw, passes = source.take(max(chars, 1))
-    deep, shallow = needles.pair[1], needles.pair[0]
-    # Insert the deeper needle first, so the shallower insertion does not move its anchor.
-    body, _ = _insert_at(raw, int(len(raw) * deep.depth / 100), deep.line(source.kind))
-    body, _ = _insert_at(body, int(len(raw) * shallow.depth / 100), shallow.line(source.kind))
+    prefix = _PREFIX[source.kind]
+    placed = [(n.depth, n.line(source.kind)) for n in needles.pair]
+    placed += [(d, f"{prefix}{line}") for d, line in extra]
+    # Deepest first, so a shallower insertion never moves a deeper one's anchor.
+    body = raw
+    for depth, line in sorted(placed, key=lambda p: -p[0]):
+        body, _ = _insert_at(body, int(len(raw) * depth / 100), line)
     total = len(body)
     depths = {str(n.depth): round(body.find(n.line(source.kind)) / total, 4) for n in needles.pair}
     return Document(body, passes, depths)
@@ -151,8 +166,12 @@ def system_prompt(nonce: str) -> str:
     return f"Reference {nonce}. Answer using only the document the user provides."
 
 
-def messages(doc: Document, needles: Needles, nonce: str) -> list[dict[str, str]]:
+def messages(
+    doc: Document, needles: Needles, nonce: str, question: str | None = None
+) -> list[dict[str, str]]:
+    """The system message (nonce first) and the document with its question (the needles'
+    unless another is given: the rung's numbered questions, or one task's)."""
     return [
         {"role": "system", "content": system_prompt(nonce)},
-        {"role": "user", "content": f"{doc.body}\n\n{needles.question}"},
+        {"role": "user", "content": f"{doc.body}\n\n{question or needles.question}"},
     ]

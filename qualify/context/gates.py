@@ -16,10 +16,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from qualify.context.battery import CaseName, judge_case
+from qualify.context.tasks import TASK_KINDS, TaskKind
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.timing import fidelity_reasons
+from qualify.preflight.checks.text import garble as find_garble
 from qualify.records import Verdict, worst
 
 STAGE = "context"
@@ -282,3 +285,176 @@ def degenerate(
         for d in flagged
     ]
     return [Judged(Verdict.FAIL, reasons, metrics)]
+
+
+# --- the audits: RULER-style tasks, garble over every answer, the deep tool battery ----------
+
+
+class TasksParams(Params):
+    kinds: list[TaskKind] = Field(
+        default_factory=lambda: list(TASK_KINDS),
+        min_length=1,
+        description="task kinds every timed answer of a rung must get right",
+    )
+
+
+def _task_answers(
+    data: dict[str, Any], rung: dict[str, Any]
+) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(where, pass, kind, check) for every judged task answer at the rung."""
+    out = []
+    for row in data.get("rows", []):
+        if row["target"] != rung["target"] or row["verdict"] == Verdict.ERROR.value:
+            continue
+        for i, s in enumerate(row.get("streams", [])):
+            if s.get("problem"):
+                continue
+            for kind, check in (s.get("tasks") or {}).items():
+                where = f"{_where(row)} stream {i + 1} (numbered answer)"
+                out.append((where, row["pass"], kind, check))
+    for content, info in (rung.get("contents") or {}).items():
+        for a in info.get("asked") or []:
+            if not a.get("problem"):
+                out.append((f"warm {content} (own question)", "warm", a["kind"], a["check"]))
+    return out
+
+
+def _check_text(kind: str, check: dict[str, Any]) -> str:
+    if kind == "aggregation":
+        return f"counted {check.get('said')}, expected {check.get('expected')}"
+    parts = []
+    if check.get("missed"):
+        parts.append(f"missed {check['missed']}")
+    if check.get("wrong"):
+        parts.append(f"named the decoys {check['wrong']}")
+    return ", ".join(parts) or "wrong"
+
+
+@judge(STAGE, "context-tasks", TasksParams)
+def tasks(data: dict[str, Any], params: TasksParams, thresholds: Thresholds) -> list[Judged]:
+    """Per rung: pass when every judged answer got every task of `params.kinds` right, warm
+    and cold (published apart in `data.audits.by_kind`); one wrong answer fails; a rung too
+    small to hold the tasks, or where none was asked, is inconclusive."""
+    out: list[Judged] = []
+    by_kind = (data.get("audits") or {}).get("by_kind") or []
+    for rung in _rungs(data):
+        rows, reasons, metrics = _rung_frame(data, rung)
+        verdicts = [Verdict.ERROR] if rung["errors"] else []
+        reasons.extend(rung["errors"])
+        seen = {k: 0 for k in params.kinds}
+        for where, _, kind, check in _task_answers(data, rung):
+            if kind not in seen:
+                continue
+            seen[kind] += 1
+            if check.get("passed"):
+                verdicts.append(Verdict.PASS)
+            else:
+                verdicts.append(Verdict.FAIL)
+                reasons.append(f"{where}: {kind} {_check_text(kind, check)}")
+        if any(r["verdict"] == Verdict.ERROR.value for r in rows):
+            verdicts.append(Verdict.ERROR)
+            reasons.append("a cell of this rung broke (see context/needles)")
+        missing = [k for k, n in seen.items() if n == 0]
+        if missing:
+            verdicts.append(Verdict.INCONCLUSIVE)
+            notes = [(c or {}).get("tasks_note") for c in (rung.get("contents") or {}).values()]
+            why = next((n for n in notes if n), "no answer judged")
+            reasons.append(f"{', '.join(missing)}: {why}")
+        metrics["by_kind"] = [
+            {k: e[k] for k in ("content", "kind", "pass", "form", "depths", "asked", "passed")}
+            for e in by_kind
+            if e.get("planned_tokens") == rung["planned_tokens"] and e.get("kind") in seen
+        ]
+        out.append(Judged(worst(verdicts), reasons, metrics, part=_part(rung)))
+    return out
+
+
+class GarbleParams(Params):
+    run_limit: Annotated[int, Field(ge=2)] = Field(
+        18, description="this many of one character in a row fails"
+    )
+    script: str = Field("LATIN", description="the expected script (a Unicode name prefix)")
+    max_foreign_share: Annotated[float, Field(ge=0, le=1)] = 0.2
+
+
+def _rung_answers(data: dict[str, Any], rung: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, visible text) for every answer given at the rung: warm-ups, cells, tasks, the
+    tool battery."""
+    out: list[tuple[str, str]] = []
+    for content, info in (rung.get("contents") or {}).items():
+        for w in info.get("warmups") or []:
+            out.append((f"{content} warm-up {w['n']}", w.get("answer") or ""))
+        for a in info.get("asked") or []:
+            out.append((f"warm {content} task {a['kind']}", a.get("answer") or ""))
+    for row in data.get("rows", []):
+        if row["target"] == rung["target"]:
+            for i, s in enumerate(row.get("streams", [])):
+                out.append((f"{_where(row)} stream {i + 1}", s.get("answer") or ""))
+    bat = data.get("battery") or {}
+    if bat.get("target") == rung["target"]:
+        for c in bat.get("cases") or []:
+            out.append((f"tool battery {c['case']}", c.get("answer") or ""))
+    return out
+
+
+@judge(STAGE, "context-garble", GarbleParams)
+def garbled(data: dict[str, Any], params: GarbleParams, thresholds: Thresholds) -> list[Judged]:
+    """Per rung: pass when every visible answer given at the rung is clean text (no leaked
+    markup or special tokens, no long run of one character, no drift into another script);
+    a rung with no visible answer at all is inconclusive."""
+    out: list[Judged] = []
+    for rung in _rungs(data):
+        _, reasons, metrics = _rung_frame(data, rung)
+        answers = [(w, t) for w, t in _rung_answers(data, rung) if t.strip()]
+        bad = [
+            (w, p)
+            for w, t in answers
+            for p in find_garble(t, params.run_limit, params.script, params.max_foreign_share)
+        ]
+        reasons.extend(f"{w}: {p}" for w, p in bad)
+        metrics.update(answers=len(answers), garbled=len({w for w, _ in bad}))
+        if not answers:
+            reasons.append("no visible answer at this rung")
+            verdict = Verdict.INCONCLUSIVE
+        else:
+            verdict = Verdict.FAIL if bad else Verdict.PASS
+        out.append(Judged(verdict, reasons, metrics, part=_part(rung)))
+    return out
+
+
+class ToolsParams(Params):
+    case: CaseName = Field(description="which request of the battery the gate judges")
+
+
+@judge(STAGE, "context-tools", ToolsParams)
+def deep_tools(data: dict[str, Any], params: ToolsParams, thresholds: Thresholds) -> list[Judged]:
+    """At the deepest rung: pass when the battery's `case` answered right (a valid typed call,
+    reassembled from a stream with its id, or an answer using the tool's result); a broken
+    exchange or an unsized prompt is `error`; a battery that did not run is inconclusive."""
+    bat = data.get("battery")
+    if not bat:
+        return [Judged(Verdict.INCONCLUSIVE, ["the tool battery did not run (no rung ran)"])]
+    part = str(bat.get("planned_tokens") or bat.get("target"))
+    metrics = {
+        "target": bat.get("target"),
+        "planned_tokens": bat.get("planned_tokens"),
+        "sizing": bat.get("sizing"),
+    }
+    if bat.get("errors"):
+        return [Judged(Verdict.ERROR, list(bat["errors"]), metrics, part=part)]
+    rec = next((c for c in bat.get("cases") or [] if c["case"] == params.case), None)
+    if rec is None:
+        return [Judged(Verdict.INCONCLUSIVE, [f"{params.case}: not asked"], metrics, part=part)]
+    metrics.update(
+        {k: rec.get(k) for k in ("finish_reason", "prompt_tokens", "cached_tokens", "tool_calls")}
+    )
+    metrics["files"] = rec.get("files")
+    if rec.get("problem"):
+        return [Judged(Verdict.ERROR, [f"{params.case}: {rec['problem']}"], metrics, part=part)]
+    status = rec.get("http_status")
+    if isinstance(status, int) and status >= 400:
+        why = f"{params.case}: rejected with HTTP {status} at {bat.get('planned_tokens')} tokens"
+        return [Judged(Verdict.FAIL, [why], metrics, part=part)]
+    problems = judge_case(rec, bat.get("tools") or [])
+    verdict = Verdict.FAIL if problems else Verdict.PASS
+    return [Judged(verdict, [f"{params.case}: {p}" for p in problems], metrics, part=part)]

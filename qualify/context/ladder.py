@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qualify.context.corpus import Needles
+from qualify.context.tasks import Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages, Sender
@@ -42,6 +43,7 @@ class Cell:
     sized_tokens: int
     prompts: list[Messages]
     needles: Needles
+    tasks: Tasks | None = None
 
 
 def stream_problem(o: ChatOutcome) -> str | None:
@@ -60,7 +62,7 @@ def stream_problem(o: ChatOutcome) -> str | None:
 
 
 def _stream_row(
-    o: ChatOutcome, t: RequestTiming, needles: Needles, files: list[str]
+    o: ChatOutcome, t: RequestTiming, needles: Needles, files: list[str], tasks: Tasks | None
 ) -> dict[str, Any]:
     return {
         "actual_prompt_tokens": t.prompt_tokens,
@@ -71,6 +73,7 @@ def _stream_row(
         "chunks_per_token": t.chunks_per_token,
         "finish_reason": o.finish_reason,
         "needles": needles.found(o.content),
+        "tasks": judge_combined(o.content, tasks) if tasks and tasks.items else {},
         "answer": o.content,
         "degenerate": degenerate(o.content),
         "reasoning": o.reasoning,
@@ -177,7 +180,8 @@ async def run_cell(drv: Sender, cell: Cell) -> dict[str, Any]:
     row["idle"]["after"] = after.as_dict()
     timings = [timing(o) for o, _ in sent]
     streams = [
-        _stream_row(o, t, cell.needles, files) for (o, files), t in zip(sent, timings, strict=True)
+        _stream_row(o, t, cell.needles, files, cell.tasks)
+        for (o, files), t in zip(sent, timings, strict=True)
     ]
     row["streams"] = streams
     # Kept in memory for the fidelity summary (`public` drops it): only streams that count.

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from qualify.context.tasks import TASK_KINDS, TaskKind
 from qualify.records import StrictModel
 
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -38,6 +39,16 @@ class ContextSettings(StrictModel):
     max_tokenizer_counts: Annotated[int, Field(ge=2, le=32)] = Field(
         8, description="most prompt counts spent sizing one rung"
     )
+    tasks: list[TaskKind] = Field(
+        default_factory=lambda: list(TASK_KINDS),
+        description="RULER-style task kinds hidden in every rung's document (none: needles only)",
+    )
+    tool_battery: bool = Field(
+        True, description="ask typed, streamed and tool-result calls at the deepest rung"
+    )
+    battery_max_tokens: PositiveInt = Field(
+        96, description="answer budget of the tool battery's requests; at most the margin"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ContextSettings:
@@ -46,7 +57,12 @@ class ContextSettings(StrictModel):
                 f"completion_margin ({self.completion_margin}) must be at least "
                 f"max_tokens ({self.max_tokens}), or the answer would not fit the window"
             )
-        for name in ("targets", "content", "concurrency"):
+        if self.tool_battery and self.battery_max_tokens > self.completion_margin:
+            raise ValueError(
+                f"battery_max_tokens ({self.battery_max_tokens}) must be at most "
+                f"completion_margin ({self.completion_margin}), or the tool call would not fit"
+            )
+        for name in ("targets", "content", "concurrency", "tasks"):
             values = getattr(self, name)
             if len(set(values)) != len(values):
                 raise ValueError(f"{name} lists a value twice ({values}); expected distinct values")

@@ -52,22 +52,31 @@ class Counter:
             raise SizingError(f"POST {path} failed: {ex.error}")
         return ex
 
-    async def count(self, msgs: Messages) -> int:
+    async def count(self, msgs: Messages, tools: list[dict[str, Any]] | None = None) -> int:
+        """The tokens of the chat prompt `msgs` (with `tools` declared, when given)."""
         if not self.method:
             self.method = adapter(self.engine).sizing
         if self.method == "apply-template+tokenize":
-            n = await self._llamacpp(msgs)
+            n = await (self._llamacpp(msgs) if tools is None else self._rendered(msgs, tools))
         elif self.method == "tokenize":
-            n = await self._tokenize_messages(msgs)
+            n = await self._tokenize_messages(msgs, tools)
         else:
-            n = await self._usage(msgs)
+            n = await self._usage(msgs, tools)
         if n is None:
             self.method = "usage.prompt_tokens"
-            n = await self._usage(msgs)
+            n = await self._usage(msgs, tools)
         return n
 
-    async def _render(self, msgs: Messages) -> str | None:
-        ex = await self._call("/apply-template", {"messages": msgs, **self.fields})
+    async def _rendered(self, msgs: Messages, tools: list[dict[str, Any]]) -> int | None:
+        """llama.cpp with tools: the whole prompt rendered with them, then tokenized."""
+        prompt = await self._render(msgs, tools)
+        return None if prompt is None else await self._tokens(prompt)
+
+    async def _render(
+        self, msgs: Messages, tools: list[dict[str, Any]] | None = None
+    ) -> str | None:
+        extra = {"tools": tools} if tools else {}
+        ex = await self._call("/apply-template", {"messages": msgs, **extra, **self.fields})
         prompt = ex.body.get("prompt") if ex.ok and isinstance(ex.body, dict) else None
         return prompt if isinstance(prompt, str) else None
 
@@ -87,13 +96,20 @@ class Counter:
             prompt = f"{head}{msgs[0]['content']}{mid}{msgs[1]['content']}{tail}"
         if prompt is None:
             return None
+        return await self._tokens(prompt)
+
+    async def _tokens(self, prompt: str) -> int | None:
         body = {"content": prompt, "add_special": True, "parse_special": True}
         ex = await self._call("/tokenize", body)
         tokens = ex.body.get("tokens") if ex.ok and isinstance(ex.body, dict) else None
         return len(tokens) if isinstance(tokens, list) else None
 
-    async def _tokenize_messages(self, msgs: Messages) -> int | None:
+    async def _tokenize_messages(
+        self, msgs: Messages, tools: list[dict[str, Any]] | None = None
+    ) -> int | None:
         body: dict[str, Any] = {"model": self.model, "messages": msgs}
+        if tools:
+            body["tools"] = tools
         if "chat_template_kwargs" in self.fields:
             body["chat_template_kwargs"] = self.fields["chat_template_kwargs"]
         ex = await self._call("/tokenize", body)
@@ -105,8 +121,9 @@ class Counter:
             return count
         return len(tokens) if isinstance(tokens, list) else None
 
-    async def _usage(self, msgs: Messages) -> int:
-        body = {"model": self.model, "messages": msgs, "max_tokens": 1, **self.fields}
+    async def _usage(self, msgs: Messages, tools: list[dict[str, Any]] | None = None) -> int:
+        extra = {"tools": tools} if tools else {}
+        body = {"model": self.model, "messages": msgs, "max_tokens": 1, **extra, **self.fields}
         ex = await self._call("/v1/chat/completions", body)
         usage = ex.body.get("usage") if isinstance(ex.body, dict) else None
         n = usage.get("prompt_tokens") if isinstance(usage, dict) else None

@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate
+from qualify.context import battery
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
 from qualify.context.ladder import Cell, public, run_cell, stream_problem
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
+from qualify.context.tasks import Tasks, combined_question
+from qualify.httpclient.chat import from_response, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.load import Messages, Sender
 from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
@@ -114,16 +117,38 @@ class Ladder:
     seed: int
     rows: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[int, list[RequestTiming]] = field(default_factory=dict)
+    battery: dict[str, Any] | None = None
 
-    async def rung(self, r: Rung, kind: Kind) -> None:
+    def tasks_for(self, r: Rung, kind: Kind, needles: Needles) -> tuple[Tasks, str | None]:
+        """The rung's tasks, or none with why: a rung too small to hold their lines twice over
+        keeps the needles alone."""
+        if not self.settings.tasks:
+            return Tasks(), None
+        avoid = {n.value for n in needles.pair}
+        tasks = Tasks.draw(self.rng, list(self.settings.tasks), avoid)
+        chars = sum(len(line) + 3 for _, line in tasks.lines())
+        chars += len(combined_question(needles.ask, tasks))
+        need = int(2 * chars / CHARS_PER_TOKEN[kind])
+        if r.planned < need:
+            return Tasks(), (
+                f"no tasks at {r.planned} tokens: their lines and questions take about "
+                f"{need // 2} tokens, more than half the prompt"
+            )
+        return tasks, None
+
+    async def rung(self, r: Rung, kind: Kind, deepest: bool = False) -> None:
         needles = Needles.draw(self.rng)
         source = Source(kind, self.seed)
         warm_nonce = new_nonce()
+        tasks, no_tasks = self.tasks_for(r, kind, needles)
+        question = combined_question(needles.ask, tasks) if tasks.items else None
+        extra = tasks.lines()
+
+        def build(chars: int, nonce: str, q: str | None = question) -> Messages:
+            return messages(document(source, chars, needles, extra), needles, nonce, q)
 
         async def count(chars: int) -> int:
-            return await self.counter.count(
-                messages(document(source, chars, needles), needles, warm_nonce)
-            )
+            return await self.counter.count(build(chars, warm_nonce))
 
         calls0 = self.counter.calls
         try:
@@ -135,17 +160,20 @@ class Ladder:
             r.errors.append(f"{kind}: sizing failed: {exc}")
             return
         r.tokenizer_calls += self.counter.calls - calls0
-        doc = document(source, sized.chars, needles)
-        info = {
+        doc = document(source, sized.chars, needles, extra)
+        info: dict[str, Any] = {
             "sizing": sized.as_dict(),
             "tokenizer_calls": self.counter.calls - calls0,
             "method": self.counter.method,
             "passes": doc.passes,
             "needle_depths": doc.depths,
             "needles": needles.as_dict(),
+            "tasks": tasks.as_dict(),
+            "tasks_note": no_tasks,
+            "question": question,
         }
         self.ctx.attempt.write_json(f"sizing-{r.target}-{kind}.json", info)
-        warm = messages(doc, needles, warm_nonce)
+        warm = build(sized.chars, warm_nonce)
         info["warmups"] = [
             await self._warmup(r, kind, warm, i) for i in range(self.settings.warmups)
         ]
@@ -158,39 +186,129 @@ class Ladder:
                 else:
                     calls0 = self.counter.calls
                     try:
-                        prompts = [await self.cold(source, needles, sized, info) for _ in range(c)]
+                        prompts = [await self.cold(build, sized, info) for _ in range(c)]
                     except SizingError as exc:
                         r.errors.append(f"{kind}: sizing a cold prompt failed: {exc}")
                         continue
                     finally:
                         r.cold_tokenizer_calls += self.counter.calls - calls0
-                cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles)
+                cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles, tasks)
                 row = await run_cell(self.drv, cell)
                 if row["verdict"] != "error":
                     self.timings.setdefault(c, []).extend(row.get("_timings", []))
                 self.rows.append(warm_note(public(row)))
+            if pass_ == "warm" and tasks.items:
+                # One question per task behind the same document: the prefix cache serves it.
+                info["asked"] = [
+                    await self.ask(r, kind, build(sized.chars, warm_nonce, t.question), t)
+                    for t in tasks.items
+                ]
+        if deepest and self.settings.tool_battery:
+            self.battery = await self.tool_battery(r, kind, source, needles)
+
+    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Any) -> dict[str, Any]:
+        """One task asked on its own (warm: the document is in the prefix cache)."""
+        o, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
+        return {
+            "kind": task.kind,
+            "pass": "warm",
+            "form": "own question",
+            "problem": stream_problem(o),
+            "finish_reason": o.finish_reason,
+            "prompt_tokens": o.prompt_tokens,
+            "cached_tokens": o.cached_tokens,
+            "completion_tokens": o.completion_tokens,
+            "answer": o.content,
+            "check": task.check(o.content),
+            "files": files,
+        }
+
+    async def tool_battery(
+        self, r: Rung, kind: Kind, source: Source, needles: Needles
+    ) -> dict[str, Any]:
+        """Typed, streamed and tool-result calls behind the deepest rung's document, the
+        prompt with its tools sized to the rung's planned tokens (`qualify.context.battery`)."""
+        tools = battery.load_tools(self.ctx.gates_dir)
+        nonce = new_nonce()
+        out: dict[str, Any] = {
+            "target": r.target,
+            "planned_tokens": r.planned,
+            "content": kind,
+            "tools": tools,
+            "cases": [],
+            "errors": [],
+        }
+
+        def first(chars: int, prompt: str) -> Messages:
+            return messages(document(source, chars, needles), needles, nonce, prompt)
+
+        async def count(chars: int) -> int:
+            msgs = battery.continuation(first(chars, battery.RESULT_PROMPT))
+            return await self.counter.count(msgs, tools)
+
+        calls0 = self.counter.calls
+        try:
+            sized = await size(
+                count, r.planned, CHARS_PER_TOKEN[kind], self.settings.max_tokenizer_counts
+            )
+            typed_tokens = await self.counter.count(first(sized.chars, battery.CALL_PROMPT), tools)
+        except SizingError as exc:
+            out["errors"].append(f"sizing the battery's prompt failed: {exc}")
+            return out
+        finally:
+            out["tokenizer_calls"] = self.counter.calls - calls0
+        out["sizing"] = {**sized.as_dict(), "typed_tokens": typed_tokens}
+        base = {
+            **self.drv.body,
+            "max_tokens": self.settings.battery_max_tokens,
+            "tools": tools,
+        }
+        call = {**base, "messages": first(sized.chars, battery.CALL_PROMPT)}
+        call["tool_choice"] = "required"
+        client, timeout = self.drv.client, self.settings.timeout_s
+        label = f"ctx-{r.target}-{kind}-tools"
+        ex = await client.post("/v1/chat/completions", call, timeout)
+        o = from_response(ex)
+        out["cases"].append(
+            battery.record("typed", o, self.ctx.keep(f"{label}-typed", ex), _problem(o))
+        )
+        ex = await client.stream(
+            "/v1/chat/completions",
+            {**call, "stream": True, "stream_options": {"include_usage": True}},
+            timeout,
+        )
+        o = from_stream(ex)
+        out["cases"].append(
+            battery.record("streaming", o, self.ctx.keep(f"{label}-streaming", ex), _problem(o))
+        )
+        msgs = battery.continuation(first(sized.chars, battery.RESULT_PROMPT))
+        ex = await client.post("/v1/chat/completions", {**base, "messages": msgs}, timeout)
+        o = from_response(ex)
+        out["cases"].append(
+            battery.record("tool-result", o, self.ctx.keep(f"{label}-tool-result", ex), _problem(o))
+        )
+        return out
 
     async def cold(
-        self, source: Source, needles: Needles, sized: Sized, info: dict[str, Any]
+        self, build: Callable[[int, str], Messages], sized: Sized, info: dict[str, Any]
     ) -> Messages:
         """The rung's document behind a new nonce, with exactly the warm prompt's tokens."""
 
         async def count(nonce: str, chars: int) -> int:
-            return await self.counter.count(
-                messages(document(source, chars, needles), needles, nonce)
-            )
+            return await self.counter.count(build(chars, nonce))
 
         fitted = await fit(
             count, sized.tokens, sized.chars, new_nonce, self.settings.max_tokenizer_counts
         )
         info["cold_fits"].append(fitted.as_dict())
-        return messages(document(source, fitted.chars, needles), needles, fitted.nonce)
+        return build(fitted.chars, fitted.nonce)
 
     async def _warmup(self, r: Rung, kind: str, msgs: Any, i: int) -> dict[str, Any]:
         o, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
         return {
             "n": i + 1,
             "problem": stream_problem(o),
+            "answer": o.content,
             "prompt_tokens": o.prompt_tokens,
             "cached_tokens": o.cached_tokens,
             "e2e_s": o.t_end,
@@ -215,6 +333,8 @@ async def context(ctx: StageContext) -> StageResult:
     ladder = Ladder(
         ctx, s, Counter(client, ident.engine, ident.model, fields), drv, random.Random(seed), seed
     )
+    runnable = [r for r in rungs if r.planned > 0 and r.same_as is None]
+    deepest = max(runnable, key=lambda r: r.planned) if runnable else None
     with ctx.progress.task("context ladder", len(rungs) * len(s.content)) as task:
         for r in rungs:
             t0 = time.perf_counter()
@@ -225,8 +345,8 @@ async def context(ctx: StageContext) -> StageResult:
             elif r.same_as is not None:
                 task.advance(len(s.content), note=f"context {r.target}: same as {r.same_as}")
             else:
-                for kind in s.content:
-                    await ladder.rung(r, kind)
+                for i, kind in enumerate(s.content):
+                    await ladder.rung(r, kind, deepest=r is deepest and i == 0)
                     task.advance(note=f"context {r.planned} tokens ({kind})")
             r.wall_s = time.perf_counter() - t0
     data = {
@@ -237,6 +357,8 @@ async def context(ctx: StageContext) -> StageResult:
         "fidelity": fidelity_summary(ident.engine, ladder.timings),
         "degenerate": degenerate_streams(ladder.rows),
         "speed": speed_summary(ladder.rows),
+        "audits": audit_summary(rungs, ladder.rows),
+        "battery": ladder.battery,
         "level": level,
         "window": window,
         "window_source": window_source,
@@ -318,3 +440,64 @@ def speed_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "decode_tok_s_median_by_rung": {p: median(v) for p, v in by_rung.items()},
         }
     return out
+
+
+def audit_summary(rungs: list[Rung], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per rung, content, task kind and pass, how many timed answers got the task right: the
+    numbered answers of the warm and cold cells (`combined`), and the warm task asked on its
+    own (`own question`). Cold and warm are never added together."""
+    by: dict[tuple[int, str, str, str, str], dict[str, Any]] = {}
+
+    def add(r: Rung, content: str, kind: str, pass_: str, form: str, ok: bool) -> None:
+        key = (r.planned, content, kind, pass_, form)
+        e = by.setdefault(
+            key,
+            {
+                "target": r.target,
+                "planned_tokens": r.planned,
+                "content": content,
+                "kind": kind,
+                "pass": pass_,
+                "form": form,
+                "depths": next(
+                    (
+                        t["depths"]
+                        for t in (r.contents.get(content) or {}).get("tasks", [])
+                        if t["kind"] == kind
+                    ),
+                    [],
+                ),
+                "asked": 0,
+                "passed": 0,
+            },
+        )
+        e["asked"] += 1
+        e["passed"] += int(ok)
+
+    planned = {r.target: r for r in rungs}
+    for row in rows:
+        r = planned.get(row["target"])
+        if r is None or row["verdict"] == "error":
+            continue
+        for s in row.get("streams", []):
+            if s["problem"]:
+                continue
+            for kind, check in (s.get("tasks") or {}).items():
+                add(r, row["content"], kind, row["pass"], "combined", bool(check["passed"]))
+    for r in rungs:
+        for content, info in r.contents.items():
+            for a in info.get("asked") or []:
+                if not a["problem"]:
+                    add(r, content, a["kind"], "warm", "own question", bool(a["check"]["passed"]))
+    return {"by_kind": list(by.values())}
+
+
+def _problem(o: Any) -> str | None:
+    """Why a battery exchange cannot be judged (transport, HTTP 5xx), or None."""
+    if o.error_kind in ("connect", "timeout", "dropped", "transport"):
+        return f"request failed: {o.error}"
+    if o.http_status is None:
+        return f"no response ({o.error or 'nothing received'})"
+    if o.http_status >= 500:
+        return f"server error HTTP {o.http_status}"
+    return None

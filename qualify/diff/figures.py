@@ -200,8 +200,13 @@ def context_cells(data: dict[str, Any]) -> list[Cell]:
     for a in _l(_d(data.get("audits")).get("by_kind")):
         if not isinstance(a, dict):
             continue
-        key = f"{a.get('planned_tokens')} {a.get('pass')} {a.get('kind')}"
-        setting = {k: a.get(k) for k in ("planned_tokens", "pass", "kind", "depths")}
+        key = (
+            f"{a.get('planned_tokens')} {a.get('pass')} {a.get('content')} {a.get('kind')} "
+            f"({a.get('form')})"
+        )
+        setting = {
+            k: a.get(k) for k in ("planned_tokens", "pass", "content", "kind", "form", "depths")
+        }
         c = Cell("context tasks", key, {**setting, "level": level})
         c.measures["checks passed"] = Measure(
             "rate", "higher", counts=(int(a.get("passed") or 0), int(a.get("asked") or 0))
