@@ -2,7 +2,9 @@
 
 The house holds the alias table, the house policy (`house-policy.toml`) and the public keys it
 trusts to sign decisions and waivers. Keys change only through `pin` and `unpin`, which log
-the change in `trust/trust.log.jsonl` and commit it.
+the change in `trust/trust.log.jsonl` and commit it, on top of a trust folder that is exactly
+HEAD's and a house that reads consistently (else they refuse, naming what is in the way).
+`show` refuses what a decision or an alias change would refuse.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         v.add_argument(
             "--house",
             type=Path,
-            help="house repository (default: $QUALIFY_HOUSE, else the git repository here)",
+            help="house repository (default: $QUALIFY_HOUSE; the current directory is never "
+            "taken as the house)",
         )
 
 
@@ -57,9 +60,9 @@ def setup_of(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from qualify.alias import default_house
+    from qualify.decision.trust import require_house
 
-    return Path(args.house).resolve() if args.house else default_house()
+    return require_house(args.house)
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -73,9 +76,10 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from qualify.decision.trust import snapshot
+    from qualify.decision.trust import repo_of, snapshot, uncommitted
 
-    snap = snapshot(_root(args))
+    root = _root(args)
+    snap = snapshot(root)  # refuses whatever the house would refuse (exit 1, naming it)
     rules = snap.policy.rules()
     print(f"house {snap.root} at {str(snap.commit)[:12]}: policy sha256 {rules.sha256}")
     for line in rules.lines():
@@ -85,6 +89,8 @@ def _show(args: argparse.Namespace) -> int:
     for role, keys in snap.keys.items():
         names = ", ".join(f"{k.name} ({k.keyid[:16]})" for k in keys.values()) or "none"
         print(f"{role} keys: {names}")
+    for path in uncommitted(repo_of(root), ["."]):
+        print(f"  note: {path} is not committed and counts for nothing (trust is read at HEAD)")
     return 0
 
 

@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--house",
         type=Path,
         help="house repository to commit the waiver to, under waivers/<candidate>/ "
-        "(default: $QUALIFY_HOUSE, else the git repository here)",
+        "(default: $QUALIFY_HOUSE; the current directory is never taken as the house); "
+        "waiving the same ticket again commits a renewal beside the earlier waiver",
     )
     waive.add_argument(
         "--run",
@@ -80,10 +81,11 @@ def _waive(args: argparse.Namespace) -> int:
     if record is None or record.candidate_sha256 is None:
         raise BadInput(f"{args.run} has no decision", ["--run: expected a run directory"])
     bound = {"candidate_sha256": record.candidate_sha256, "policy_sha256": record.policy_sha256}
-    from qualify.alias import default_house
+    from qualify.decision.trust import require_house
 
-    house = Path(args.house).resolve() if args.house else default_house()
+    house = require_house(args.house)
     out, commit = grant(_store(args), house, args.id, args.reason, args.key, bound, args.days)
-    print(f"{out}: waiver of {args.id} for {args.days} days (commit {commit[:12]})")
+    renewal = " (a renewal, beside the earlier one)" if ".renewal-" in out.name else ""
+    print(f"{out}: waiver of {args.id} for {args.days} days{renewal} (commit {commit[:12]})")
     print("  it counts only when signed by a waiver key the house pins, not the run's own key")
     return 0
