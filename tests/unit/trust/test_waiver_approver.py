@@ -57,3 +57,24 @@ def test_a_throwaway_keys_waiver_passed_off_as_the_approvers_is_refused(
     assert any("no pinned waiver approver key verifies it" in p for p in report.problems)
     assert alias_set(cand, env2, house) == 1
     assert "no pinned waiver approver key verifies it" in capsys.readouterr().err
+
+
+def test_verify_judges_waivers_with_the_houses_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`qualify verify`: a waived promote verifies with --house (its pinned approver) and not
+    without one, saying why."""
+    run, _env, house, ci, cand = h.decided(tmp_path, vram=Verdict.INCONCLUSIVE)
+    alice = h.keypair(tmp_path, "alice")
+    h.pin_waiver(house, alice[1], "alice")
+    record = json.loads((run.path / "decision/attempt-001/decision.json").read_text())
+    (ticket,) = [t for t in record["tickets"] if t["gate"] == "vram/telemetry"]
+    bound = {k: record[k] for k in ("candidate_sha256", "policy_sha256")}
+    grant(TicketStore(tmp_path / "tickets"), house, ticket["id"], "x", alice[0], bound, 7)
+    run2, inv = h.make_run(tmp_path / "second", cand, Verdict.INCONCLUSIVE)
+    _rec, env2 = h.decide(run2, inv, setup(house), ci[0])
+    from qualify.cli import main
+
+    assert main(["verify", str(env2), "--house", str(house)]) == 0, capsys.readouterr().err
+    assert main(["verify", str(env2), "--key", str(ci[1])]) == 1
+    assert "pass --house" in capsys.readouterr().err
