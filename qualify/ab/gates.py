@@ -4,7 +4,8 @@
 - `ab-paired`: both lanes ran every run, idle, and were sent the same request bodies (as sent,
   field by field, `model` included unless the gate file lists it in `may_differ`).
 - `ab-speed`: one metric (decode, E2E) per gate file: fail when the candidate is slower than
-  the control by more than `ab_max_regression_pct` with the whole bootstrap interval beyond it.
+  the control by more than `ab_max_regression_pct` with the whole paired bootstrap interval
+  beyond it; inconclusive when that interval is too wide to say anything ("too few samples").
 - `ab-spec-speedup`: when speculative decoding is the variable, the candidate's median decode
   must be faster by at least `spec_min_speedup_pct`.
 - `ab-acceptance`: every drafting lane's acceptance rate, counted over its timed runs, is at
@@ -201,14 +202,34 @@ def paired(data: dict[str, Any], params: PairedParams, thresholds: Thresholds) -
 
 
 def slowdown_pct(row: dict[str, Any]) -> tuple[float, tuple[float, float]] | None:
-    """How much slower the candidate is than the control, in per cent of the control, with the
-    bootstrap interval in the same terms (positive = slower); None without figures."""
+    """How much slower the candidate is than the control, in per cent (positive = slower),
+    with its 95% interval in the same terms: from the paired per-request differences when the
+    row has them (`paired`), else from the delta of the lane figures and `ci95`; None without
+    figures or without an interval."""
+    sign = -1.0 if row.get("better") == "higher" else 1.0
+    paired = row.get("paired")
+    if isinstance(paired, dict):
+        med, ci = paired.get("median_pct"), paired.get("ci95_pct")
+        if med is None or ci is None:
+            return None
+        ends = sorted(sign * float(v) for v in ci)
+        return sign * float(med), (ends[0], ends[1])
     base, delta, ci = row.get("control"), row.get("delta"), row.get("ci95")
     if not isinstance(base, int | float) or base == 0 or delta is None or ci is None:
         return None
-    sign = -1.0 if row.get("better") == "higher" else 1.0
     ends = sorted(sign * 100.0 * v / base for v in ci)
     return sign * 100.0 * delta / base, (ends[0], ends[1])
+
+
+def too_few(row: dict[str, Any]) -> str | None:
+    """Why a row's paired interval says nothing ("too few samples"), or None when it does."""
+    paired = row.get("paired")
+    if not isinstance(paired, dict) or not paired.get("too_few"):
+        return None
+    return (
+        f"too few samples: {paired.get('pairs')} request pair(s) over {paired.get('prompts')} "
+        f"prompt(s); {paired.get('why') or 'no interval'}"
+    )
 
 
 def _row(data: dict[str, Any], metric: str) -> dict[str, Any] | None:
@@ -218,9 +239,10 @@ def _row(data: dict[str, Any], metric: str) -> dict[str, Any] | None:
 @judge(STAGE, "ab-speed", SpeedParams)
 def speed(data: dict[str, Any], params: SpeedParams, thresholds: Thresholds) -> list[Judged]:
     """Fail when the candidate is slower than the control by more than
-    `ab_max_regression_pct` with the whole bootstrap 95% interval beyond that bound;
-    inconclusive when the median is beyond it but the interval is not, or when either lane has
-    no interval (fewer than two runs); pass otherwise."""
+    `ab_max_regression_pct` with the whole 95% interval of the paired per-request differences
+    beyond that bound; inconclusive when the median is beyond it but the interval is not, when
+    there is no interval, or when the interval is wider than the control's figure ("too few
+    samples"); pass otherwise."""
     missing = _no_lanes(data)
     if missing:
         return missing
@@ -234,8 +256,12 @@ def speed(data: dict[str, Any], params: SpeedParams, thresholds: Thresholds) -> 
         "control": row.get("control"),
         "delta_pct": row.get("delta_pct"),
         "ci95": row.get("ci95"),
+        "paired": row.get("paired"),
         "max_regression_pct": bound,
     }
+    few = too_few(row)
+    if few is not None:
+        return [Judged(Verdict.INCONCLUSIVE, [f"{params.metric}: {few}: inconclusive"], metrics)]
     if slow is None:
         runs = row.get("runs") or {}
         return [
@@ -251,9 +277,15 @@ def speed(data: dict[str, Any], params: SpeedParams, thresholds: Thresholds) -> 
         ]
     median_slow, (lo, hi) = slow
     metrics.update(slowdown_pct=median_slow, slowdown_ci95_pct=[lo, hi])
+    paired = row.get("paired") if isinstance(row.get("paired"), dict) else None
+    what = (
+        f"paired median over {paired.get('pairs')} request pairs, {paired.get('prompts')} prompts"
+        if paired
+        else "median of run-level figures"
+    )
     said = (
         f"{params.metric}: the candidate is {median_slow:.1f}% slower than the control "
-        f"(interval of the slowdown {lo:.1f}% to {hi:.1f}%)"
+        f"({what}; 95% interval of the slowdown {lo:.1f}% to {hi:.1f}%)"
     )
     if lo > bound:
         return [
@@ -289,8 +321,17 @@ def spec_speedup(data: dict[str, Any], params: NoParams, thresholds: Thresholds)
         return [Judged(Verdict.SKIPPED, [why])]
     need = thresholds.spec_min_speedup_pct
     row = _row(data, "decode_tok_s") or {}
-    gain = row.get("delta_pct")
-    metrics = {"delta_pct": gain, "ci95": row.get("ci95"), "min_speedup_pct": need}
+    paired = row.get("paired") if isinstance(row.get("paired"), dict) else None
+    gain = paired.get("median_pct") if paired else row.get("delta_pct")
+    metrics = {
+        "delta_pct": row.get("delta_pct"),
+        "paired_median_pct": paired.get("median_pct") if paired else None,
+        "ci95": row.get("ci95"),
+        "min_speedup_pct": need,
+    }
+    few = too_few(row)
+    if few is not None and gain is not None and gain < need:
+        return [Judged(Verdict.INCONCLUSIVE, [f"decode_tok_s: {few}: inconclusive"], metrics)]
     if gain is None:
         return [Judged(Verdict.INCONCLUSIVE, ["no decode figure in one of the lanes"], metrics)]
     if gain < need:
@@ -298,7 +339,8 @@ def spec_speedup(data: dict[str, Any], params: NoParams, thresholds: Thresholds)
             Judged(
                 Verdict.FAIL,
                 [
-                    f"decode_tok_s: speculative decoding changed the median decode by "
+                    f"decode_tok_s: speculative decoding changed the "
+                    f"{'paired median' if paired else 'median'} decode by "
                     f"{gain:+.1f}%, short of the +{need:g}% speed-up required"
                 ],
                 metrics,

@@ -1,5 +1,14 @@
-"""Small statistics for paired comparisons: medians, run-to-run spread, a bootstrap CI, and
-the noise label read from that interval.
+"""Small statistics for paired comparisons: medians, run-to-run spread, the paired bootstrap
+interval, and the noise label read from that interval.
+
+The A/B pairs requests: the same prompt at the same position of the same run, answered by both
+lanes. Each pair gives one relative difference, `100 * (candidate - control) / control`; the
+interval is a percentile bootstrap of the median of those differences, resampling prompts
+(every pair of a drawn prompt comes along), so prompts that are long or short, easy or hard for
+the drafter, weigh as they occur. An interval wider than the control's own figure (more than
+100 percentage points) that does not even give the sign of the change says nothing about it:
+it is marked `too_few` ("too few samples") and the speed gates call it inconclusive; so is a
+comparison of fewer than two prompts, which has no interval. docs/ab.md states the method.
 
 The bootstrap uses the standard library's `random.Random` with a fixed seed, so the same
 evidence always yields the same interval.
@@ -8,10 +17,24 @@ evidence always yields the same interval.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from qualify.httpclient.timing import median, percentile
 
-__all__ = ["bootstrap_delta_ci", "delta_pct", "median", "spread", "within_noise"]
+__all__ = [
+    "TOO_WIDE_PCT",
+    "bootstrap_delta_ci",
+    "delta_pct",
+    "median",
+    "paired_summary",
+    "spread",
+    "within_noise",
+]
+
+TOO_WIDE_PCT = 100.0
+"""An interval of a relative difference wider than this (in percentage points, i.e. wider than
+the control's figure itself) is "too few samples", never a result."""
+MIN_PROMPTS = 2
 
 
 def spread(values: list[float]) -> tuple[float, float] | None:
@@ -64,3 +87,53 @@ def bootstrap_delta_ci(
     lo, hi = percentile(deltas, tail), percentile(deltas, 100.0 - tail)
     assert lo is not None and hi is not None
     return lo, hi
+
+
+def paired_summary(
+    pairs: list[tuple[str, float]],
+    resamples: int = 2000,
+    seed: int = 0,
+    level: float = 95.0,
+) -> dict[str, Any]:
+    """The median of paired relative differences (in %) and its bootstrap interval over
+    prompts. `pairs` holds (prompt id, difference in %), one entry per request pair.
+
+    Returns `pairs`, `prompts`, `median_pct`, `ci95_pct` (None with fewer than two prompts),
+    `too_few` (True when there is no interval, or it is wider than `TOO_WIDE_PCT`), `why` and
+    `method`."""
+    by_prompt: dict[str, list[float]] = {}
+    for prompt, d in pairs:
+        by_prompt.setdefault(prompt, []).append(float(d))
+    values = [d for ds in by_prompt.values() for d in ds]
+    out: dict[str, Any] = {
+        "pairs": len(values),
+        "prompts": len(by_prompt),
+        "median_pct": median(values),
+        "ci95_pct": None,
+        "too_few": True,
+        "why": None,
+        "method": f"percentile bootstrap over prompts, {resamples} resamples, seed {seed}",
+    }
+    if len(by_prompt) < MIN_PROMPTS:
+        out["why"] = f"{len(values)} pair(s) over {len(by_prompt)} prompt(s): no interval"
+        return out
+    rng = random.Random(seed)
+    groups = list(by_prompt.values())
+    meds: list[float] = []
+    for _ in range(resamples):
+        drawn = [d for g in rng.choices(groups, k=len(groups)) for d in g]
+        m = median(drawn)
+        assert m is not None
+        meds.append(m)
+    tail = (100.0 - level) / 2.0
+    lo, hi = percentile(meds, tail), percentile(meds, 100.0 - tail)
+    assert lo is not None and hi is not None
+    out["ci95_pct"] = [lo, hi]
+    if hi - lo > TOO_WIDE_PCT and lo <= 0.0 <= hi:
+        out["why"] = (
+            f"the interval ({lo:+.1f}% to {hi:+.1f}%) is wider than the control's own figure "
+            "and does not even give the sign"
+        )
+    else:
+        out["too_few"] = False
+    return out

@@ -1,15 +1,16 @@
-"""Lane figures (median of run-level p50s), deltas, spreads and bootstrap intervals."""
+"""Lane figures (median of run-level p50s), deltas, spreads, and the paired per-request
+differences with their bootstrap interval over prompts (`qualify.ab.stats.paired_summary`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from qualify.ab.drive import timing_of
-from qualify.ab.stats import bootstrap_delta_ci, delta_pct, spread, within_noise
+from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
 from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
 
-__all__ = ["METRICS", "fidelity", "lane_figures", "metric_rows", "run_values"]
+__all__ = ["METRICS", "fidelity", "lane_figures", "metric_rows", "pairs", "run_values"]
 
 # (name, unit, which direction is better)
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -48,17 +49,53 @@ def lane_figures(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, 
     return figure, spreads
 
 
+def _counted(q: dict[str, Any]) -> bool:
+    return not q.get("failed") and not q.get("excluded") and not q.get("degenerate")
+
+
+def pairs(
+    cand: list[dict[str, Any]], ctrl: list[dict[str, Any]], metric: str
+) -> list[tuple[str, float]]:
+    """(prompt, relative difference in %) for every request both lanes answered and counted at
+    the same run and prompt; for the aggregate output, one pair per run (prompt `run N`)."""
+    out: list[tuple[str, float]] = []
+    theirs = {r.get("run"): r for r in ctrl}
+    for r in cand:
+        other = theirs.get(r.get("run"))
+        if other is None:
+            continue
+        if metric == "aggregate_output_tok_s":
+            a, b = r.get(metric), other.get(metric)
+            if isinstance(a, int | float) and isinstance(b, int | float) and b > 0:
+                out.append((f"run {r.get('run')}", 100.0 * (a - b) / b))
+            continue
+        base = {q.get("prompt"): q for q in other.get("requests") or [] if _counted(q)}
+        for q in r.get("requests") or []:
+            k = base.get(q.get("prompt"))
+            if k is None or not _counted(q):
+                continue
+            a, b = q.get(metric), k.get(metric)
+            if isinstance(a, int | float) and isinstance(b, int | float) and b > 0:
+                out.append((str(q.get("prompt")), 100.0 * (a - b) / b))
+    return out
+
+
 def metric_rows(
     cand: list[dict[str, Any]], ctrl: list[dict[str, Any]], resamples: int, seed: int
 ) -> list[dict[str, Any]]:
-    """One row per metric: both lane figures, the delta, its percentage, CI and noise label
-    (within noise only when the interval includes zero; None without an interval)."""
+    """One row per metric: both lane figures (median of run-level values, with how many runs
+    gave one), the delta and its percentage, and `paired`: the median of the per-request
+    relative differences with its bootstrap interval over prompts. `ci95` is that interval in
+    the metric's unit (per cent of the control's figure); `within_noise` is read from it, and
+    is None when the interval is missing or too wide to say anything ("too few samples")."""
     rows = []
     for i, (name, unit, better) in enumerate(METRICS):
         a, b = run_values(cand, name), run_values(ctrl, name)
         fa, fb = median(a), median(b)
         delta = fa - fb if fa is not None and fb is not None else None
-        ci = bootstrap_delta_ci(a, b, resamples, seed + i)
+        paired = paired_summary(pairs(cand, ctrl, name), resamples, seed + i)
+        ci_pct = paired["ci95_pct"]
+        ci = [fb * x / 100.0 for x in ci_pct] if ci_pct is not None and fb is not None else None
         rows.append(
             {
                 "metric": name,
@@ -68,9 +105,10 @@ def metric_rows(
                 "control": fb,
                 "delta": delta,
                 "delta_pct": delta_pct(delta, fb),
-                "ci95": list(ci) if ci is not None else None,
-                "within_noise": within_noise(ci),
+                "ci95": ci,
+                "within_noise": None if paired["too_few"] else within_noise(ci),
                 "runs": {"candidate": len(a), "control": len(b)},
+                "paired": paired,
             }
         )
     return rows

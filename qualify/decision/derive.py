@@ -9,6 +9,7 @@ listing gives the same record on any machine.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +69,47 @@ def _result(run: RunDir, attempt_rel: str, listed: bool) -> StageResult | None:
         return None
 
 
+NOT_QUALIFIED = "not qualified"
+_EARLIER = re.compile(r"^(?:not run: )?the run was aborted earlier \((.*)\)$", re.S)
+
+
+def judged(ev: Evaluation) -> bool:
+    """Whether the run judged the candidate at all: some stage finished, or some gate said pass
+    or fail. A run where every stage aborted or was not run, and no gate judged, never
+    qualified anything, whatever its policy concludes."""
+    return any(s.ran for s in ev.stages) or any(
+        g.verdict in (Verdict.PASS, Verdict.FAIL) for g in ev.gates
+    )
+
+
+def stop_reason(ev: Evaluation) -> str | None:
+    """The reason the run stopped, said once: the first aborted stage attempt's own reason (the
+    stages after it only say "the run was aborted earlier (...)", which is unwrapped)."""
+    found: list[str] = []
+    for s in ev.stages:
+        for a in [*s.superseded, *([s.authoritative] if s.authoritative else [])]:
+            if a.status != "aborted" or not a.reasons:
+                continue
+            text = a.reasons[0]
+            m = _EARLIER.match(text)
+            if m is None:
+                return text
+            found.append(m.group(1))
+    return found[0] if found else None
+
+
+def cause_of(reason: str) -> str:
+    """The cause in words: a stop reason up to its first `;` (ServerProcess.death's shape)."""
+    return reason.split(";", 1)[0].strip()
+
+
 def headline(ev: Evaluation, waivers: list[WaiverCheck]) -> str:
-    """The verdict line: `promote`, `promote with N waiver(s) (...)`, or `no-promote`."""
+    """The verdict line: `promote`, `promote with N waiver(s) (...)`, `no-promote`, or
+    `not qualified: <cause>` when no gate judged the candidate (every stage aborted or not run);
+    the record's `decision` stays no-promote then, so no alias moves."""
+    if not ev.promote and not judged(ev):
+        why = stop_reason(ev)
+        return f"{NOT_QUALIFIED}: {cause_of(why) if why else 'no stage reached a judged gate'}"
     if not ev.promote:
         return "no-promote"
     if not ev.waived:

@@ -18,7 +18,8 @@ from typing import Any
 
 import jinja2
 
-from qualify.decision import plots, sections
+from qualify.decision import causes, plots, sections
+from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
 from qualify.decision.house import PolicyRules
 from qualify.decision.reading import candidate_in_run
 from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
@@ -181,47 +182,72 @@ def _blocking(run: RunDir, record: DecisionRecord, once: Once) -> list[dict[str,
     return sorted(out, key=lambda b: first.index(b["tag"]) if b["tag"] in first else len(first))
 
 
-FIRST_SCREEN_REASONS = 12
-"""Blocking reasons shown on the first screen; the rest follow it, each still written once."""
+FIRST_SCREEN_CAUSES = 8
+"""Causes listed on the first screen; more are counted there and listed below it."""
 
 
-def _counts_by_stage(keys: list[str]) -> str:
+def _cause_rows(
+    run: RunDir, record: DecisionRecord, groups: list[causes.Cause], once: Once
+) -> list[dict[str, Any]]:
+    """Each cause as the document shows it: tag, what it is, how many gates, one reason said
+    once with its evidence link, the action, and every gate key with its own link."""
+    links = {b["key"]: b for b in _blocking(run, record, Once())}
+    out = []
+    for c in groups:
+        first = c.gates[0] if c.gates else None
+        if first is not None:
+            count, text = reason_parts(first)
+            why = count + once.say(text, first.key)
+            link = evidence_file(run, first)
+        else:
+            b = links.get(c.keys[0], {})
+            why, link = b.get("why", c.title), b.get("link", "run.json")
+        keys = c.keys
+        shown = ", ".join(f"`{k}`" for k in keys[:3]) + (
+            f" and {len(keys) - 3} more" if len(keys) > 3 else ""
+        )
+        out.append(
+            {
+                "tag": c.label,
+                "title": c.title,
+                "n": len(keys),
+                "shown": shown,
+                "why": why,
+                "link": link,
+                "action": c.action,
+                "all": [
+                    {
+                        "key": k,
+                        "verdict": links.get(k, {}).get("tag", "blocks"),
+                        "link": links.get(k, {}).get("link", "run.json"),
+                    }
+                    for k in keys
+                ],
+            }
+        )
+    return out
+
+
+def _tag_counts(groups: list[causes.Cause]) -> str:
     counts: dict[str, int] = {}
-    for k in keys:
-        stage = k.partition("/")[0]
-        counts[stage] = counts.get(stage, 0) + 1
-    return ", ".join(f"{s} {n}" for s, n in counts.items())
+    for c in groups:
+        counts[c.label] = counts.get(c.label, 0) + 1
+    return ", ".join(f"{n} {label}" for label, n in counts.items())
 
 
-def _by_stage(keys: list[str]) -> str:
-    groups: dict[str, list[str]] = {}
-    for k in keys:
-        stage, _, rest = k.partition("/")
-        groups.setdefault(stage, []).append(rest or k)
-    return "; ".join(f"{s}: {', '.join(v)}" for s, v in groups.items())
-
-
-def _exit(record: DecisionRecord) -> str:
-    """What must change, before which run, for the answer to change."""
+def _exit(record: DecisionRecord, groups: list[causes.Cause]) -> str:
+    """What must change, before which run, for the answer to change: the actions of the
+    causes, not a count of gates."""
     ev = record.evaluation
     sha = record.policy_sha256[:16]
-    blocking = [g.key for g in ev.gates if g.status in ("blocks", "vetoes")] + ev.missing
-    listed = (
-        _by_stage(blocking)
-        if len(blocking) <= FIRST_SCREEN_REASONS
-        else f"{_counts_by_stage(blocking)}; each listed above"
-    )
     if not record.promote:
-        text = (
-            f"A fresh run of {record.candidate} (a new run, not a resume of {record.run_id}) "
-            f"passes {len(blocking)} gate(s) now blocking ({listed}) under policy "
-            f"{sha}, or the house policy is reviewed and changed before that run, never after "
-            "seeing this result."
+        acts = list(dict.fromkeys(c.action for c in groups)) or ["every required gate passes"]
+        listed = "; ".join(f"({i}) {a}" for i, a in enumerate(acts, 1))
+        return (
+            f"a fresh run of {record.candidate} (a new run, not a resume of {record.run_id}) "
+            f"under policy {sha} after: {listed}. Or the house policy is reviewed and changed "
+            "before that run, never after seeing this result."
         )
-        if record.integrity:
-            text = "The evidence is restored to what its manifests seal, and " + text[0].lower()
-            text += text[1:]
-        return text
     if ev.waived:
         ends = sorted(str(w.expires) for w in record.waivers if w.accepted and w.expires)
         until = f" on {ends[0]}" if ends else ""
@@ -247,14 +273,15 @@ def _figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[
     """The headline figures, one short line each; 'no data' where a stage did not record one."""
     out = []
     ab = data.get("ab") or {}
-    for name, label in (("decode_tok_s", "decode p50"), ("e2e_s", "E2E p50")):
+    paired = sections.paired(ab)
+    for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
         m = _metric(ab, name)
         if m:
             unit = str(m.get("unit") or "")
             out.append(
                 f"A/B {label}: {_value(m.get('candidate'), unit)} vs "
-                f"{_value(m.get('control'), unit)} ({_delta(sections_delta(m))}; 95% interval "
-                f"{sections.interval(m)})"
+                f"{_value(m.get('control'), unit)} (median of {sections.runs_of(m)}); paired: "
+                f"{sections.paired_text(paired.get(name))}"
             )
     if not ab:
         out.append("A/B: not run")
@@ -285,11 +312,17 @@ def _figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[
         )
     else:
         out.append("minimum free VRAM: no GPU telemetry")
-    fid = sections.fidelity(data)
+    fid = sections.fidelity(data, gates)
     if fid:
         out.append(
-            "fidelity (client/server decode, median): "
-            + ", ".join(f"{f['stage']} {_num(f['decode_ratio'], 3)}" for f in fid)
+            "fidelity (client against server, median): "
+            + "; ".join(
+                f"{f['stage']} decode ratio {_num(f['decode_ratio'], 3)}, TTFT gap "
+                f"{_value(f['ttft_gap_ms'], 'ms')}"
+                + (f" ({f['ttft_lane']})" if f.get("ttft_lane") else "")
+                + f" ({f['verdict']})"
+                for f in fid
+            )
         )
     return out
 
@@ -303,20 +336,25 @@ def sections_delta(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _acceptance_short(acc: dict[str, Any], ab: dict[str, Any]) -> str:
-    rate, mean = acc.get("rate"), acc.get("mean_length")
+    rate, drafts = acc.get("rate"), acc.get("drafts")
     text = f"{100 * rate:.1f}%" if isinstance(rate, int | float) else "no rate"
-    if isinstance(mean, int | float):
-        text += f", {mean:.2f} tokens per draft"
+    text += f" ({_num(acc.get('accepted'), 0)} of {_num(acc.get('draft_tokens'), 0)} drafted)"
+    per = sections.accepted_per_draft(acc)
+    if per is not None:
+        text += f", {per:.1f} accepted tokens per draft over {_num(drafts, 0)} drafts"
         if _draft_overrun(acc, ab):
             text += " (implausible, see caveats)"
-    return text + f" ({_num(acc.get('accepted'), 0)} of {_num(acc.get('draft_tokens'), 0)})"
+    share = sections.draft_share(ab)
+    if share:
+        text += f"; {share}"
+    return text
 
 
 def _draft_overrun(acc: dict[str, Any], ab: dict[str, Any]) -> int | None:
-    """The pinned draft length when the counters' tokens per draft exceed it (+1 bonus)."""
+    """The pinned draft length when the counters' accepted tokens per draft exceed it."""
     spec = _d(_d(_d(ab.get("lanes")).get("candidate")).get("speculation"))
-    n, mean = spec.get("draft_tokens"), acc.get("mean_length")
-    if isinstance(n, int) and n > 0 and isinstance(mean, int | float) and mean > n + 1:
+    n, per = spec.get("draft_tokens"), sections.accepted_per_draft(acc)
+    if isinstance(n, int) and n > 0 and per is not None and per > n:
         return n
     return None
 
@@ -336,12 +374,23 @@ def _context_reached(ctx: dict[str, Any]) -> str:
     return "; ".join(parts) + " prompt tokens"
 
 
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v not in (None, "", [], {})), None)
+
+
 def _hardware(data: dict[str, dict[str, Any]], info: dict[str, Any], run: RunDir) -> list[str]:
+    """GPU, driver, CUDA and interconnect as the telemetry recorded them; CPU from run.json."""
     vram = data.get("vram") or {}
     cards = [_d(c) for c in _l(vram.get("cards"))]
     names = list(dict.fromkeys(str(c.get("name") or "unnamed") for c in cards))
-    host = _d(vram.get("host")) | {
-        k: vram[k] for k in ("driver", "cuda", "interconnect") if k in vram
+    host = _d(vram.get("host"))
+    tel = _d(next(iter(_l(vram.get("telemetry"))), {}))
+    found = {
+        "driver": _first(host.get("driver"), vram.get("driver"), tel.get("driver")),
+        "CUDA": _first(host.get("cuda"), vram.get("cuda"), tel.get("cuda")),
+        "interconnect": _first(
+            host.get("interconnect"), vram.get("interconnect"), tel.get("interconnect")
+        ),
     }
     if cards:
         totals = {c.get("total_mib") for c in cards}
@@ -349,11 +398,13 @@ def _hardware(data: dict[str, dict[str, Any]], info: dict[str, Any], run: RunDir
         gpu = f"{len(cards)} x {', '.join(names)}" + (
             f" ({_num(total, 0)} MiB each)" if isinstance(total, int | float) else ""
         )
-        extra = ", ".join(
-            f"{k} {host[k] if host.get(k) else 'not recorded'}"
-            for k in ("driver", "cuda", "interconnect")
-        )
-        gpu += f"; {extra} (telemetry: {vram.get('source') or 'unknown'})"
+        known = [f"{k} {sections.show(v)}" for k, v in found.items() if v is not None]
+        unknown = [k for k, v in found.items() if v is None]
+        if known:
+            gpu += "; " + ", ".join(known)
+        if unknown:
+            gpu += f"; {', '.join(unknown)} not in this run's telemetry"
+        gpu += f" (telemetry: {vram.get('source') or 'unknown'})"
     else:
         gpu = "no GPU telemetry"
     ident = data.get("identity") or {}
@@ -362,11 +413,14 @@ def _hardware(data: dict[str, dict[str, Any]], info: dict[str, Any], run: RunDir
         f"{pins['engine_build']} (pinned, not reported)" if pins.get("engine_build") else None
     )
     engine = f"{pins.get('engine') or 'engine not recorded'} build {build or 'not recorded'}"
-    cpu = host.get("cpu") or info.get("cpu")
+    cpu = _first(host.get("cpu"), info.get("cpu"))
+    if isinstance(cpu, dict):
+        cores = cpu.get("cores")
+        cpu = str(cpu.get("model") or "model not recorded") + (f", {cores} cores" if cores else "")
     plat = info.get("platform")
     return [
         f"GPU: {gpu}",
-        f"CPU: {cpu or 'not recorded'}" + (f"; platform {plat}" if plat else ""),
+        f"CPU: {cpu or 'not recorded in this run'}" + (f"; platform {plat}" if plat else ""),
         f"Engine: {engine}",
     ]
 
@@ -437,33 +491,62 @@ def _failed_attempts(record: DecisionRecord, once: Once) -> list[dict[str, str]]
     keys: dict[str, str] = {}
     for s in record.evaluation.stages:
         for a in s.superseded:
-            cause = short("; ".join(a.reasons) or f"{a.status}, no reason recorded")
+            said = "; ".join(a.reasons) or f"{a.status}, no reason recorded"
+            if "the run was aborted earlier (" in said:
+                said = "not run: the run had stopped on the cause above"
+            cause = short(said)
             label = f"{s.stage} attempt {a.attempt} ({a.status})"
             groups.setdefault(cause, []).append(label)
             keys.setdefault(cause, f"{s.stage} attempt {a.attempt}")
-    for g in record.evaluation.gates:
+    retried = [
+        g
+        for g in record.evaluation.gates
+        if len(g.tries) > 1 and any(t.verdict is not Verdict.PASS for t in g.tries)
+    ]
+    every = [
+        g
+        for g in retried
+        if g.status in ("blocks", "vetoes") and all(t.verdict is not Verdict.PASS for t in g.tries)
+    ]
+    if len(every) > 3:
+        counts = sorted({len(g.tries) for g in every})
+        label = f"{len(every)} blocking gates ({'/'.join(map(str, counts))} tries each)"
+        groups[label] = [label]
+        keys[label] = label  # a count, written as it is
+        retried = [g for g in retried if g not in every]
+    for g in retried:
         bad = [t for t in g.tries if t.verdict is not Verdict.PASS]
-        if bad and len(g.tries) > 1:
+        if bad:
             cause = short(_ATTEMPT_PREFIX.sub("", "; ".join(bad[0].reasons)) or "no reason")
             if g.status in ("blocks", "vetoes"):
-                cause = f"the reason of `{g.key}` under Blocking"
+                cause = f"the reason of `{g.key}`, among the blocking causes"
             tries = ", ".join(f"{t.number} {t.verdict.value}" for t in g.tries)
             groups.setdefault(cause, []).append(f"{g.key} (tries {tries})")
             keys.setdefault(cause, g.key)
-    return [
-        {"who": "; ".join(labels), "cause": once.say(cause, keys[cause])}
-        for cause, labels in groups.items()
-    ]
+    out = []
+    for cause, labels in groups.items():
+        if labels == [cause]:
+            out.append({"who": cause, "cause": "every try failed; the causes are above"})
+        else:
+            out.append({"who": "; ".join(labels), "cause": once.say(cause, keys[cause])})
+    return out
 
 
 def _caveats(
-    record: DecisionRecord, info: dict[str, Any], data: dict[str, dict[str, Any]], once: Once
+    record: DecisionRecord,
+    info: dict[str, Any],
+    data: dict[str, dict[str, Any]],
+    once: Once,
+    run_path: Path | None = None,
 ) -> list[str]:
     out = []
     git = _d(info.get("git"))
     if git.get("dirty"):
-        out.append("The repository holding the candidate had uncommitted changes at run time.")
-    if git.get("file_dirty"):
+        out.append(
+            "The repository holding the candidate had uncommitted changes at run time"
+            + (", the candidate file among them." if git.get("file_dirty") else ".")
+        )
+    elif git.get("file_dirty"):
         out.append("The candidate file itself differed from its committed version.")
     if git and git.get("commit") is None:
         out.append("The candidate was not in a git repository with a commit.")
@@ -475,11 +558,7 @@ def _caveats(
             + "."
         )
     out += _sanity(data)
-    if data.get("context"):
-        out.append(
-            "Effective prefill is prompt tokens divided by client-observed TTFO; it includes "
-            "queueing and scheduling, not kernel prefill alone."
-        )
+    out += _substance(run_path, record, data)
     if record.unsealed:
         out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
     for g in record.evaluation.gates:
@@ -498,6 +577,108 @@ def _caveats(
     return out
 
 
+_PER_REQUEST = re.compile(r"\btask \d+|\bid +\d+ \|")
+_WEIGHTY = re.compile(r"context|capp|exceed|overflow|memory|fall(?:s|ing)? ?back|offload", re.I)
+_WARNING = re.compile(r"^\S+ W (.*)$|^(?:.*\b)?(WARNING|Warning)[: ](.*)$")
+
+
+def server_warnings(run_path: Path) -> list[dict[str, Any]]:
+    """Distinct warnings the servers wrote to their logs (llama.cpp's ` W ` lines, `WARNING`
+    lines of other engines), each with the lane, how many starts said it and its first log."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for lane in ("candidate", "control"):
+        for d in sorted((run_path).glob(f"server-{lane}/attempt-*")):
+            for log in sorted(d.glob("std*.log")):
+                try:
+                    lines = log.read_text(errors="replace").splitlines()
+                except OSError:
+                    continue
+                for line in lines:
+                    m = _WARNING.match(line.strip())
+                    if not m:
+                        continue
+                    text = " ".join((m.group(1) or m.group(3) or "").split())
+                    if not text or _PER_REQUEST.search(text):
+                        continue
+                    item = found.setdefault(
+                        (lane, re.sub(r"\d+(?:\.\d+)?", "N", text)),
+                        {"lane": lane, "text": text, "starts": set(), "log": log},
+                    )
+                    item["starts"].add(d.name)
+    out = []
+    for item in found.values():
+        starts = {d.name for d in run_path.glob(f"server-{item['lane']}/attempt-*")}
+        item["of"] = len(starts)
+        item["starts"] = len(item["starts"])
+        item["log"] = item["log"].relative_to(run_path).as_posix()
+        out.append(item)
+    out = [w for w in out if _WEIGHTY.search(w["text"]) or w["starts"] == w["of"]]
+    out.sort(key=lambda w: (not _WEIGHTY.search(w["text"]), w["lane"] != "candidate"))
+    merged: dict[str, dict[str, Any]] = {}
+    for w in out:  # the same warning from both lanes is one caveat
+        key = re.sub(r"\d+(?:\.\d+)?", "N", w["text"])
+        if key in merged:
+            had = merged[key]
+            had["lane"] = f"{had['lane']} and {w['lane']}"
+            had["starts"] += w["starts"]
+            had["of"] += w["of"]
+        else:
+            merged[key] = dict(w)
+    return list(merged.values())[:2]
+
+
+def _substance(
+    run_path: Path | None, record: DecisionRecord, data: dict[str, dict[str, Any]]
+) -> list[str]:
+    """Caveats a reviewer needs to weigh the figures: what the servers warned about, whether
+    the model is fit for the tasks at all, scaled budgets, and the sample sizes."""
+    out = []
+    if run_path is not None:
+        for w in server_warnings(run_path):
+            out.append(
+                f"The {w['lane']} server{'s' if ' and ' in w['lane'] else ''} warned in "
+                f"{w['starts']} of {w['of']} starts: "
+                f"«{short(w['text'], 140)}» ([log]({UP}{w['log']}))."
+            )
+    gates = record.evaluation.gates
+    fit = [g for g in gates if g.stage in ("preflight", "quality")]
+    failed = [g for g in fit if g.verdict is not Verdict.PASS]
+    control = [g for g in failed if g.gate.startswith("control-")]
+    if fit and len(failed) * 2 > len(fit):
+        both = " on both lanes" if control else ""
+        out.append(
+            f"Model fitness: {len(failed)} of {len(fit)} tool, format and task gates fail"
+            f"{both}; at this size the model is not fit for these tasks, so their failures say "
+            "nothing about the change, and the speed figures stand on their own."
+        )
+    q = _d(data.get("quality"))
+    scale = q.get("budget_scale")
+    if isinstance(scale, int | float) and scale != 1:
+        cut = sum(
+            1
+            for r in (_d(x) for x in _l(q.get("table")))
+            for a in _l(r.get("attempts"))
+            if a == "cut"
+        )
+        total = sum(len(_l(_d(x).get("attempts"))) for x in _l(q.get("table")))
+        out.append(
+            f"Quality budgets were scaled to {scale:g} of the declared ones (the table shows "
+            f"both); {cut} of {total} attempts were cut by the budget sent."
+        )
+    ab = data.get("ab") or {}
+    p = sections.paired(ab).get("decode_tok_s")
+    if p:
+        acc = _d(ab.get("acceptance"))
+        runs = _d(_metric(ab, "decode_tok_s").get("runs")).get("candidate")
+        drafts = f", {acc['drafts']:,} drafts" if isinstance(acc.get("drafts"), int) else ""
+        out.append(
+            f"Sample size: the A/B compares {p.get('pairs')} request pairs over "
+            f"{p.get('prompts')} prompts and {runs} runs per lane{drafts}; an interval from so "
+            "few is wide, and one marked too few samples is no result."
+        )
+    return out
+
+
 def _sanity(data: dict[str, dict[str, Any]]) -> list[str]:
     """Figures the evidence itself contradicts, flagged where a reader would trust them."""
     out = []
@@ -506,8 +687,8 @@ def _sanity(data: dict[str, dict[str, Any]]) -> list[str]:
     n = _draft_overrun(acc, ab)
     if n is not None:
         out.append(
-            f"Implausible: the acceptance counters give {acc['mean_length']:.2f} tokens per "
-            f"draft, more than the pinned draft length of {n} (+1 bonus token); the counters' "
+            f"Implausible: the acceptance counters give {sections.accepted_per_draft(acc):.1f} "
+            f"accepted tokens per draft, more than the pinned draft length of {n}; the counters' "
             f"scope ({acc.get('source') or 'not recorded'}) is not one draft per request, so "
             "treat the acceptance figures as unverified."
         )
@@ -520,6 +701,7 @@ def _sanity(data: dict[str, dict[str, Any]]) -> list[str]:
             float(q["decode_tok_s"])
             for r in _l(info.get("runs"))
             for q in (_d(x) for x in _l(_d(r).get("requests")))
+            if not (q.get("failed") or q.get("excluded") or q.get("degenerate"))
             if isinstance(q.get("decode_tok_s"), int | float) and q["decode_tok_s"] > 2 * median
         ]
         if fast:
@@ -528,22 +710,9 @@ def _sanity(data: dict[str, dict[str, Any]]) -> list[str]:
                 f"the lane's median of {median:,.1f} tok/s (up to {max(fast):,.1f}); they are "
                 "in the medians and shown in the A/B plot."
             )
-    excluded = _l(ab.get("excluded"))
-    if excluded:
-        out.append(
-            f"{len(excluded)} A/B request(s) excluded from the figures (degenerate or "
-            "reasoning-only answers), listed in the A/B section."
-        )
     cap_deg = _l(_d(data.get("capacity")).get("degenerate"))
     if cap_deg:
         out.append(f"{len(cap_deg)} degenerate capacity answer(s) left out of every speed figure.")
-    for t in (_d(x) for x in _l(_d(data.get("context")).get("targets"))):
-        if t.get("clamped") is True:
-            out.append(
-                f"The context rung named {_num(t.get('target'), 0)} (its gate keys too) measured "
-                f"{_num(t.get('planned_tokens'), 0)} planned tokens: clamped to leave the "
-                f"completion margin inside the {_num(t.get('window'), 0)}-token window."
-            )
     return out
 
 
@@ -591,7 +760,13 @@ def _gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
             if not _passed(g)
         ]
         ok = sum(_passed(g) for g in mine)
-        out.append({"stage": stage, "passed": f"{ok}/{len(mine)}", "other": ", ".join(other)})
+        if len(other) > 6:
+            n = sum(g.status in ("blocks", "vetoes") for g in mine)
+            rest = len(other) - n
+            text = f"{n} block (listed by cause above)" + (f", {rest} other" if rest else "")
+        else:
+            text = ", ".join(other)
+        out.append({"stage": stage, "passed": f"{ok}/{len(mine)}", "other": text})
     return out
 
 
@@ -612,6 +787,134 @@ def _data(run: RunDir, record: DecisionRecord) -> tuple[dict[str, dict[str, Any]
     return data, dirs
 
 
+_LOG = re.compile(r"; log: ([^;]+)")
+_QUOTED = re.compile(r"«(.*?)»")
+
+
+def _not_qualified(run: RunDir, record: DecisionRecord) -> dict[str, Any] | None:
+    """For a run that judged nothing: the cause said once, the server's last log lines, the
+    log's link (inside the run), and what each planned stage did."""
+    if not record.headline.startswith(NOT_QUALIFIED):
+        return None
+    reason = stop_reason(record.evaluation) or ""
+    log = _LOG.search(reason)
+    rel = log.group(1).strip() if log else None
+    if rel and Path(rel).is_absolute():
+        try:
+            rel = Path(rel).resolve().relative_to(run.path.resolve()).as_posix()
+        except ValueError:
+            rel = None
+    link = rel if rel and (run.path / rel).is_file() else None
+    if link is None:
+        for lane in ("candidate", "control"):
+            for d in reversed(run.attempt_dirs(f"server-{lane}")):
+                logs = sorted(d.glob("stderr.*.log"))
+                if logs:
+                    link = _rel(run, logs[-1])
+                    break
+            if link:
+                break
+    stages = [f"{s.stage} ({_stopped(s)})" for s in record.evaluation.stages if s.planned]
+    return {
+        "cause": cause_of(reason) if reason else "no stage reached a judged gate",
+        "lines": [short(x, LINE_MAX) for x in _QUOTED.findall(reason)],
+        "log": link,
+        "stages": ", ".join(stages) or "none planned",
+    }
+
+
+def _stopped(s: StageOutcome) -> str:
+    """`aborted` for the stage the run stopped in, `not run` for those after it."""
+    said = [r for a in s.superseded for r in a.reasons]
+    if any(a.status == "aborted" for a in s.superseded) and not all(
+        r.startswith("not run:") for r in said
+    ):
+        return "aborted"
+    return "not run"
+
+
+def _ab_result(ab: dict[str, Any]) -> str:
+    """The A/B result for the candidate's change, in one sentence."""
+    m = _metric(ab, "decode_tok_s")
+    if not m:
+        return "no A/B ran, so the change was not measured against its control"
+    p = sections.paired(ab).get("decode_tok_s")
+    acc = _d(ab.get("acceptance"))
+    drafts = acc.get("drafts")
+    text = (
+        f"decode {_value(m.get('candidate'), 'tok/s')} against {_value(m.get('control'), 'tok/s')}"
+        f" ({_delta(sections_delta(m))}, median of {sections.runs_of(m)}); paired per request "
+        f"{sections.paired_text(p)}"
+    )
+    if isinstance(drafts, int):
+        text += f"; {drafts:,} drafts"
+    return text
+
+
+def _outcome(
+    record: DecisionRecord, data: dict[str, dict[str, Any]], groups: list[causes.Cause]
+) -> dict[str, str]:
+    """The outcome in words: verdict, what the change is, the A/B result, the causes."""
+    ab = data.get("ab") or {}
+    control = _lane_name(ab, "control") if ab.get("lanes") else None
+    variable = causes.variable_of(_d(ab.get("lanes")))
+    named = "what its control names: "
+    if not control:
+        change = f"{record.candidate} has no A/B control in this run"
+    elif variable.startswith(named):
+        change = (
+            f"{record.candidate} against its control `{control}` ({variable.removeprefix(named)})"
+        )
+    else:
+        change = f"{record.candidate} changes {variable} against its control `{control}`"
+    verdict = "Promote" if record.promote else "No-promote"
+    if record.promote and record.evaluation.waived:
+        verdict = f"Promote with {len(record.evaluation.waived)} waiver(s)"
+    gates = sum(len(c.keys) for c in groups)
+    why = (
+        f"{gates} blocking item(s) come down to {len(groups)} cause(s): {_tag_counts(groups)}."
+        if groups
+        else "Nothing blocks."
+    )
+    return {
+        "text": f"**{verdict}.** {change}: {_ab_result(ab)}. {why}",
+        "next": groups[0].action if groups else _exit(record, groups),
+        "variable": variable,
+    }
+
+
+def _decision(
+    record: DecisionRecord, groups: list[causes.Cause], alias: str, nq: dict[str, Any] | None
+) -> str:
+    """The closing paragraph, in the seed report's shape: what to do with the recipe, until
+    when, and what happens to the alias."""
+    if nq is not None:
+        return (
+            f"Nothing was decided about {record.candidate}: the run stopped before any stage "
+            f"judged it ({nq['cause']}). Fix that and run it again; this decision {alias}, "
+            "and it does not move."
+        )
+    if record.promote:
+        return (
+            f"Promote {record.candidate}: this decision {alias}; `qualify alias set` may point it "
+            f"at this run under policy {record.policy_sha256[:16]}. {_exit(record, groups)}"
+        )
+    titles = "; ".join(f"{c.title} ({c.label})" for c in groups[:FIRST_SCREEN_CAUSES])
+    return (
+        f"Keep {record.candidate} no-promote until a fresh run clears {len(groups)} cause(s): "
+        f"{titles}; or until the house policy is reviewed and changed before a run, never "
+        f"after seeing this result. This decision {alias}; it does not move."
+    )
+
+
+def _why_not(s: StageOutcome) -> str:
+    """Why a stage did not run, the stop reason shortened to its cause (said once above)."""
+    why = s.why_not or "not run"
+    if "aborted" in why:
+        return "the run stopped before it finished; the cause is under Failed attempts"
+    return why
+
+
 def attempt_dir(run: RunDir, record: DecisionRecord) -> Path:
     return run.path / "decision" / f"attempt-{record.attempt:03d}"
 
@@ -624,7 +927,9 @@ def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[s
     stages = _stages(record)
     times = [t for r in results.values() if r for t in (r.started_at, r.ended_at)]
     once = Once()
-    blocking = _blocking(run, record, once)
+    variable = causes.variable_of(_d(_d(data.get("ab")).get("lanes")))
+    groups = causes.group(record, variable)
+    rows = _cause_rows(run, record, groups, once)
     here = attempt_dir(run, record)
     plan = plots.plan(run, data, dirs.get("vram"))
     figures = {
@@ -636,19 +941,24 @@ def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[s
         }
         for p in plan
     }
+    alias = _alias(run, record, data)
+    nq = _not_qualified(run, record)
     return {
         "r": record,
         "up": UP,
+        "nq": nq,
         "prov": _provenance(record, info),
         "stage": stages,
+        "why_not": {k: _why_not(v) for k, v in stages.items()},
         "window": (min(times), max(times)) if times else None,
-        "alias": _alias(run, record, data),
+        "alias": alias,
         "hardware": _hardware(data, info, run),
         "figures": _figures(data, gates),
-        "blocking": blocking,
-        "first_screen_reasons": FIRST_SCREEN_REASONS,
-        "more_by_stage": _counts_by_stage([b["key"] for b in blocking[FIRST_SCREEN_REASONS:]]),
-        "exit": _exit(record),
+        "outcome": _outcome(record, data, groups),
+        "causes": rows,
+        "first_screen_causes": FIRST_SCREEN_CAUSES,
+        "exit": _exit(record, groups),
+        "decision": _decision(record, groups, alias, nq),
         "policy": _policy(record),
         "launch": _launch(run, data),
         "identity": sections.identity_rows(data.get("identity") or {}, gates),
@@ -660,12 +970,24 @@ def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[s
         "ab_lanes": sections.ab_lanes(data.get("ab") or {}),
         "ab_gates": [g for g in gates if g.stage == "ab"],
         "vram": sections.vram_rows(data.get("vram") or {}),
-        "fidelity": sections.fidelity(data),
+        "fidelity": sections.fidelity(data, gates),
         "plot": figures,
         "failed": _failed_attempts(record, once),
-        "caveats": _caveats(record, info, data, once),
+        "caveats": _caveats(record, info, data, once, run.path),
         "gate_summary": _gate_summary(record),
+        "tickets": _tickets(record),
         "record_written": (here / "decision.json").is_file(),
+    }
+
+
+def _tickets(record: DecisionRecord) -> dict[str, Any]:
+    """The tickets as a table when few, else counted by what this decision did to them."""
+    counts: dict[str, int] = {}
+    for t in record.tickets:
+        counts[t.action] = counts.get(t.action, 0) + 1
+    return {
+        "table": len(record.tickets) <= FIRST_SCREEN_CAUSES,
+        "summary": ", ".join(f"{n} {a}" for a, n in counts.items()),
     }
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.evidence.store import RunDir
+from qualify.httpclient.timing import median
 from qualify.vram.series import read_logs
 
 Point = tuple[float, float]
@@ -31,6 +32,11 @@ class Panel:
     hlines: dict[str, float] = field(default_factory=dict)
     bands: list[tuple[float, float, str]] = field(default_factory=list)
     scatter: bool = False
+    markers: dict[str, str] = field(default_factory=dict)
+    colors: dict[str, str] = field(default_factory=dict)
+    medians: dict[str, Point] = field(default_factory=dict)
+    note: str | None = None
+    zoom: bool = False
 
 
 @dataclass
@@ -60,8 +66,10 @@ def _l(x: Any) -> list[Any]:
 
 
 def ladder(context: dict[str, Any]) -> Plot:
-    """TTFT and decode against actual prompt tokens, cold and warm apart."""
+    """TTFT and decode against actual prompt tokens, cold and warm apart; the needles found
+    (o) and missed (x) at their depth, per pass."""
     ttft, decode = Panel("TTFT (s)"), Panel("decode (tok/s)")
+    needles = Panel("needle depth (%)", scatter=True)
     for r in (_d(x) for x in _l(context.get("rows"))):
         x = _num(r.get("actual_prompt_tokens"))
         if x is None:
@@ -70,9 +78,18 @@ def ladder(context: dict[str, Any]) -> Plot:
             y = _num(r.get(key))
             if y is not None:
                 panel.series.setdefault(str(r.get("pass")), []).append((x, y))
-    for p in (ttft, decode):
+        for depth, ok in sorted(_d(r.get("needles")).items()):
+            d = _num(float(depth)) if str(depth).replace(".", "", 1).isdigit() else None
+            if d is None:
+                continue
+            label = f"{r.get('pass')} {'found' if ok else 'missed'}"
+            needles.series.setdefault(label, []).append((x, d))
+            needles.markers[label] = "o" if r.get("pass") == "cold" else "^"
+            needles.colors[label] = "tab:green" if ok else "tab:red"
+    for p in (ttft, decode, needles):
         p.series = {k: sorted(v) for k, v in sorted(p.series.items())}
-    return Plot("context-ladder.png", "Context ladder", "prompt tokens", [ttft, decode])
+    panels = [ttft, decode] + ([needles] if needles.series else [])
+    return Plot("context-ladder.png", "Context ladder", "prompt tokens", panels)
 
 
 def ab_distributions(ab: dict[str, Any]) -> Plot:
@@ -86,21 +103,29 @@ def ab_distributions(ab: dict[str, Any]) -> Plot:
         name = str(info.get("name") or lane)
         ticks.append((float(i), name))
         for panel, key in zip(panels, ("decode_tok_s", "e2e_s"), strict=True):
-            pts = [
-                (float(i), y)
+            ys = [
+                y
                 for run in (_d(r) for r in _l(info.get("runs")))
                 for q in (_d(x) for x in _l(run.get("requests")))
-                if not q.get("failed") and not q.get("excluded")
+                if not q.get("failed") and not q.get("excluded") and not q.get("degenerate")
                 if (y := _num(q.get(key))) is not None
             ]
-            if pts:
-                panel.series[name] = pts
+            if ys:
+                panel.series[name] = [(float(i) + _jitter(k), y) for k, y in enumerate(ys)]
+                mid = median(ys)
+                assert mid is not None
+                panel.medians[name] = (float(i), mid)
             spread = _l(_d(info.get("spread")).get(key))
             if len(spread) == 2 and all(_num(s) is not None for s in spread):
                 panel.bands.append((float(spread[0]), float(spread[1]), name))
     plot = Plot("ab-distributions.png", "A/B per request", "lane", panels, xticks=ticks)
     plot.missing = "no per-request timings were recorded"
     return plot
+
+
+def _jitter(k: int) -> float:
+    """A fixed spread across the lane's column, so points that coincide stay visible."""
+    return ((k * 0.618034) % 1.0 - 0.5) * 0.36
 
 
 def acceptance(ab: dict[str, Any]) -> Plot:
@@ -110,6 +135,13 @@ def acceptance(ab: dict[str, Any]) -> Plot:
     pts = [(float(i + 1), p) for i, p in enumerate(per) if p is not None]
     if pts:
         panel.series["acceptance"] = pts
+    acc = _d(ab.get("acceptance"))
+    drafts, drafted, accepted = acc.get("drafts"), acc.get("draft_tokens"), acc.get("accepted")
+    if isinstance(drafts, int):
+        panel.note = (
+            f"{drafts:,} drafts, {drafted or 0:,} drafted tokens, {accepted or 0:,} accepted"
+            + (f"; position 1 reached by all {drafts:,}" if drafts else "")
+        )
     plot = Plot("acceptance-by-position.png", "Draft acceptance", "draft position", [panel])
     plot.missing = "no per-position acceptance counters were recorded"
     return plot
@@ -165,17 +197,30 @@ def _samples(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict[str, 
 
 def vram_series(run: RunDir, vram: dict[str, Any], here: Path | None = None) -> Plot:
     """Free memory and power against time per card, stage bands, the reserve line."""
-    free, power = Panel("free (MiB)"), Panel("power (W)")
     reserve = _num(vram.get("reserve_gib"))
+    base = reserve * 1024 if reserve is not None else 0.0
+    label = "headroom over the reserve (MiB)" if reserve is not None else "free (MiB)"
+    free, power = Panel(label, zoom=True), Panel("power (W)")
     if reserve is not None:
-        free.hlines["reserve"] = reserve * 1024
+        free.hlines["reserve"] = 0.0
+    lowest: tuple[float, str] | None = None
     for card, rows in _samples(run, vram, here).items():
-        free.series[card] = [(float(r[0]), float(r[2])) for r in rows if _num(r[2]) is not None]
+        free.series[card] = [
+            (float(r[0]), float(r[2]) - base) for r in rows if _num(r[2]) is not None
+        ]
+        for r in rows:
+            if _num(r[2]) is not None and (lowest is None or float(r[2]) - base < lowest[0]):
+                lowest = (float(r[2]) - base, f"{card}, {r[1]}")
         pw = [(float(r[0]), float(r[3])) for r in rows if _num(r[3]) is not None]
         if pw:
             power.series[card] = pw
         if not free.bands:
             free.bands = _stage_bands(rows)
+    if lowest is not None and reserve is not None:
+        word = "above" if lowest[0] >= 0 else "BELOW"
+        free.note = (
+            f"lowest: {abs(lowest[0]):,.0f} MiB {word} the {base:,.0f} MiB reserve ({lowest[1]})"
+        )
     plot = Plot("vram-series.png", "GPU memory and power", "seconds", [free, power])
     plot.missing = "no GPU telemetry was recorded"
     return plot
@@ -218,19 +263,34 @@ def draw(plot: Plot) -> bytes:
         for label, pts in panel.series.items():
             xs, ys = [p[0] for p in pts], [p[1] for p in pts]
             if panel.scatter:
-                ax.scatter(xs, ys, s=10, alpha=0.6, label=label)
+                mark = panel.markers.get(label, "o")
+                color = panel.colors.get(label)
+                ax.scatter(xs, ys, s=14, alpha=0.6, label=label, marker=mark, color=color)
             else:
                 ax.plot(xs, ys, marker="o", markersize=3, label=label)
+        for x, y in panel.medians.values():
+            ax.hlines(y, x - 0.25, x + 0.25, color="black", linewidth=2)
+            ax.annotate(f"median {y:,.4g}", (x + 0.26, y), fontsize=7, va="center")
         for lo, hi, label in panel.bands:
             if panel.scatter:
-                x = panel.series[label][0][0] if panel.series.get(label) else 0.0
+                x = panel.medians[label][0] if label in panel.medians else 0.0
                 ax.vlines(x + 0.15, lo, hi, linewidth=5, color="black", alpha=0.5)
             else:
                 ax.axvspan(lo, hi, alpha=0.06 if len(ax.patches) % 2 else 0.12, color="grey")
                 where = ax.get_xaxis_transform()
                 ax.text(lo, 0.98, label, transform=where, va="top", rotation=90, fontsize=7)
+        if panel.zoom:
+            ys = [p[1] for pts in panel.series.values() for p in pts]
+            if ys:
+                lo, hi = min(ys), max(ys)
+                pad = max((hi - lo) * 0.1, 1.0)
+                ax.set_ylim(lo - pad, hi + pad)
         for label, y in panel.hlines.items():
-            ax.axhline(y, color="red", linestyle="--", linewidth=1, label=label)
+            lo, hi = ax.get_ylim()
+            if not panel.zoom or lo <= y <= hi:
+                ax.axhline(y, color="red", linestyle="--", linewidth=1, label=label)
+        if panel.note:
+            ax.text(0.01, 0.03, panel.note, transform=ax.transAxes, fontsize=7, va="bottom")
         ax.set_ylabel(panel.ylabel)
         if panel.series or panel.hlines:
             ax.legend(fontsize=7, loc="best")

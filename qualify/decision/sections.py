@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from qualify.ab.stats import paired_summary
+from qualify.ab.table import pairs
 from qualify.decision.record import GateOutcome
 from qualify.records import Verdict
 
@@ -85,16 +87,24 @@ def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, 
     names = list(dict.fromkeys(g.gate for g in mine))
     cells = {(g.gate, g.level or "default"): g for g in mine}
     rows = []
+    passing = []
     for name in names:
         row = [shown(cells[(name, lv)]) if (name, lv) in cells else "absent" for lv in levels]
+        if len(names) > 6 and all(c == "pass" for c in row):
+            passing.append(name)
+            continue
         rows.append({"gate": name, "cells": row})
+    if passing:
+        rows.append({"gate": ", ".join(passing), "cells": ["pass"] * len(levels)})
     summary = []
     for lv in levels:
         here = [g for g in mine if (g.level or "default") == lv]
         passed = sum(g.verdict is Verdict.PASS for g in here)
         other = [g.gate for g in here if g.verdict is not Verdict.PASS]
         text = f"{passed}/{len(here)} passed"
-        summary.append({"level": lv, "text": text, "other": other})
+        summary.append(
+            {"level": lv, "text": text, "other": other, "passed": passed, "n": len(here)}
+        )
     return {"levels": levels, "rows": rows, "summary": summary}
 
 
@@ -116,18 +126,101 @@ def context_rows(data: dict[str, Any]) -> dict[str, Any]:
         return out
 
     clamped = [_dict(t) for t in _list(data.get("targets")) if _dict(t).get("clamped") is True]
+    planned = {
+        _dict(t).get("target"): _dict(t).get("planned_tokens")
+        for t in _list(data.get("targets"))
+        if _dict(t).get("clamped") is True
+    }
+    side: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+    for r in rows:
+        k = (r.get("target"), r.get("content"), r.get("concurrency"))
+        named = next((t for t, p in planned.items() if p == r.get("target")), None)
+        item = side.setdefault(
+            k,
+            {
+                "target": named if named is not None else r.get("target"),
+                "clamped_to": r.get("target")
+                if named is not None
+                else planned.get(r.get("target")),
+                "content": r.get("content"),
+                "concurrency": r.get("concurrency"),
+                "cold": None,
+                "warm": None,
+            },
+        )
+        if r.get("pass") in ("cold", "warm"):
+            item[str(r["pass"])] = norm(r) | {"prefill_note": prefill_note(r)}
     return {
         "cold": [norm(r) for r in rows if r.get("pass") == "cold"],
         "warm": [norm(r) for r in rows if r.get("pass") == "warm"],
+        "side": list(side.values()),
         "clamped": clamped,
     }
+
+
+def prefill_note(r: dict[str, Any]) -> str | None:
+    """Why a row's effective prefill is no prefill figure: most of its prompt was cached, so
+    prompt tokens over TTFO counts tokens the server never processed."""
+    prompt, cached = r.get("actual_prompt_tokens"), r.get("cached_tokens")
+    if (
+        isinstance(prompt, int | float)
+        and isinstance(cached, int | float)
+        and prompt > 0
+        and cached >= prompt / 2
+    ):
+        return f"n/a ({100 * cached / prompt:.0f}% cached)"
+    return None
+
+
+def runs_of(m: dict[str, Any]) -> str:
+    """How many run-level values a lane figure is the median of, in words."""
+    runs = _dict(m.get("runs"))
+    a, b = runs.get("candidate"), runs.get("control")
+    if a is None and b is None:
+        return "run-level values (count not recorded)"
+    n = f"{a}" if a == b else f"{a} / {b}"
+    return f"{n} run-level value{'s' if a != 1 or b != 1 else ''}"
+
+
+def paired(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per metric, the paired per-request summary: as the A/B stage recorded it, or computed
+    now from the per-request timings it kept (older evidence), by the same function."""
+    lanes = _dict(data.get("lanes"))
+    cand = [_dict(r) for r in _list(_dict(lanes.get("candidate")).get("runs"))]
+    ctrl = [_dict(r) for r in _list(_dict(lanes.get("control")).get("runs"))]
+    settings = _dict(data.get("settings"))
+    resamples = int(settings.get("bootstrap_resamples") or 2000)
+    seed = int(settings.get("seed") or 0)
+    out = {}
+    for i, m in enumerate(_dict(x) for x in _list(data.get("metrics"))):
+        name = str(m.get("metric"))
+        if isinstance(m.get("paired"), dict):
+            out[name] = _dict(m["paired"])
+        elif cand and ctrl:
+            out[name] = paired_summary(pairs(cand, ctrl, name), resamples, seed + i)
+    return out
+
+
+def paired_text(p: dict[str, Any] | None) -> str:
+    """A paired summary in a few words: the median difference with its interval and sample
+    sizes, or "too few samples" (inconclusive) when the interval says nothing."""
+    if not p:
+        return "no per-request pairs recorded"
+    pn, kn = p.get("pairs"), p.get("prompts")
+    n = f"{pn} pair{'' if pn == 1 else 's'} over {kn} prompt{'' if kn == 1 else 's'}"
+    med, ci = p.get("median_pct"), p.get("ci95_pct")
+    if p.get("too_few") or med is None or ci is None:
+        return f"too few samples ({n}): inconclusive"
+    return f"{med:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%, {n})"
 
 
 def ab_rows(data: dict[str, Any]) -> dict[str, Any]:
     lanes = _dict(data.get("lanes"))
     names = {k: _dict(lanes.get(k)).get("name") or k for k in ("candidate", "control")}
+    per = paired(data)
     metrics = []
     for m in (_dict(x) for x in _list(data.get("metrics"))):
+        p = per.get(str(m.get("metric")))
         metrics.append(
             {
                 "label": METRIC_LABELS.get(str(m.get("metric")), str(m.get("metric"))),
@@ -137,16 +230,20 @@ def ab_rows(data: dict[str, Any]) -> dict[str, Any]:
                 "control": m.get("control"),
                 "delta_pct": m.get("delta_pct"),
                 "within_noise": bool(m.get("within_noise")),
-                "interval": interval(m),
+                "runs": runs_of(m),
+                "paired": paired_text(p),
             }
         )
     excluded = [_dict(x) for x in _list(data.get("excluded"))]
+    first = next(iter(per.values()), None)
     return {
         "names": names,
         "variable": _dict(lanes.get("control")).get("variable"),
         "runs": data.get("runs"),
+        "pairs": first,
+        "method": (first or {}).get("method") or "percentile bootstrap over prompts",
         "metrics": metrics,
-        "acceptance_text": acceptance_text(data.get("acceptance")),
+        "acceptance_text": acceptance_text(data.get("acceptance"), data),
         "excluded": [
             {
                 "lane": x.get("lane"),
@@ -178,8 +275,18 @@ def vram_rows(data: dict[str, Any]) -> dict[str, Any]:
             else:
                 verdicts.append("pass" if free >= reserve * 1024 else "fail")
         rows.append({"stage": st, "cells": cells, "reserve": _reserve_word(verdicts)})
+    words = [r["reserve"] for r in rows]
+    overall = (
+        "pass on every card at every stage"
+        if words and all(w == "pass on all" for w in words)
+        else "fails: "
+        + "; ".join(f"{r['stage']} {r['reserve']}" for r in rows if r["reserve"] != "pass on all")
+        if words
+        else "no data"
+    )
     return {
         "source": data.get("source"),
+        "overall": overall,
         "interval_ms": _dict(data.get("interval_ms")).get("target"),
         "reserve_gib": reserve,
         "cards": [
@@ -201,7 +308,32 @@ def _reserve_word(verdicts: list[str]) -> str:
     return "no data"
 
 
-def acceptance_text(acc: Any) -> str:
+def accepted_per_draft(acc: dict[str, Any]) -> float | None:
+    """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
+    accepted, drafts = acc.get("accepted"), acc.get("drafts")
+    if isinstance(accepted, int | float) and isinstance(drafts, int | float) and drafts > 0:
+        return float(accepted) / float(drafts)
+    return None
+
+
+def draft_share(data: dict[str, Any]) -> str | None:
+    """How much of the candidate's timed output the drafts gave: what a high acceptance rate
+    over few drafts is worth."""
+    acc = _dict(data.get("acceptance"))
+    accepted = acc.get("accepted")
+    runs = _list(_dict(_dict(data.get("lanes")).get("candidate")).get("runs"))
+    reqs = [_dict(q) for r in runs for q in _list(_dict(r).get("requests"))]
+    counted = [q for q in reqs if not q.get("failed")]
+    tokens = sum(int(q.get("completion_tokens") or 0) for q in counted)
+    if not isinstance(accepted, int) or not tokens or not counted:
+        return None
+    return (
+        f"{acc.get('drafts')} drafts in {len(counted)} timed requests: accepted drafts gave "
+        f"{accepted:,} of {tokens:,} output tokens ({100 * accepted / tokens:.1f}%)"
+    )
+
+
+def acceptance_text(acc: Any, data: dict[str, Any] | None = None) -> str:
     """Draft acceptance from the server's counters, or why there is none."""
     if not isinstance(acc, dict):
         return "no acceptance counters were recorded."
@@ -211,8 +343,17 @@ def acceptance_text(acc: Any) -> str:
         text = f"{accepted:,} accepted of {drafted:,} drafted tokens: {rate} acceptance"
     else:
         text = "no drafted tokens were counted"
-    if isinstance(acc.get("mean_length"), int | float):
-        text += f", {acc['mean_length']:.2f} accepted tokens per draft"
+    per_draft = accepted_per_draft(acc)
+    if per_draft is not None:
+        text += f", {per_draft:.1f} accepted tokens per draft over {acc['drafts']:,} drafts"
+        mean = acc.get("mean_length")
+        if isinstance(mean, int | float) and abs(mean - per_draft - 1) < 0.01:
+            text += f" ({mean:.1f} counting the bonus token)"
+    elif isinstance(acc.get("mean_length"), int | float):
+        text += f", mean acceptance length {acc['mean_length']:.2f} (server's figure)"
+    share = draft_share(data or {}) if data else None
+    if share:
+        text += f"; {share}"
     per = [p for p in _list(acc.get("per_position")) if isinstance(p, int | float)]
     if per:
         shown = ", ".join(f"{p:.2f}" for p in per[:8])
@@ -293,20 +434,64 @@ def quality(data: dict[str, Any]) -> dict[str, Any]:
     budgets = [
         {
             "task": b.get("task"),
-            "visible": b.get("visible_tokens"),
-            "reasoning": b.get("reasoning_tokens"),
+            "visible": b.get("visible_budget", b.get("visible_tokens")),
+            "reasoning": b.get("reasoning_budget", b.get("reasoning_tokens")),
             "max_tokens": b.get("max_tokens"),
+            "declared": (
+                f"{b['visible_tokens']:,} / {b['reasoning_tokens']:,}"
+                if "visible_budget" in b
+                and isinstance(b.get("visible_tokens"), int)
+                and isinstance(b.get("reasoning_tokens"), int)
+                and (b["visible_tokens"], b["reasoning_tokens"])
+                != (b.get("visible_budget"), b.get("reasoning_budget"))
+                else None
+            ),
         }
         for b in (_dict(x) for x in _list(data.get("budgets")))
     ]
+    columns = list(dict.fromkeys((r["lane"], r["level"]) for r in rows))
+    by = {(r["task"], r["lane"], r["level"]): r for r in rows}
+    grid = []
+    for task in dict.fromkeys(r["task"] for r in rows):
+        b = next((x for x in budgets if x["task"] == task), None)
+        cells = []
+        for lane, level in columns:
+            got = by.get((task, lane, level))
+            if got is None:
+                cells.append({"text": "not run", "file": None})
+                continue
+            att = [a.strip() for a in str(got["attempts"]).split(",") if a.strip()]
+            bad = {a: att.count(a) for a in dict.fromkeys(att) if a != "pass"}
+            more = ", ".join(f"{n} {a}" for a, n in bad.items())
+            fail = failing.get((str(task), str(lane), str(level)))
+            cells.append(
+                {
+                    "text": str(got["passed"]) + (f" ({more})" if more else ""),
+                    "file": fail["file"] if fail else None,
+                }
+            )
+        grid.append({"task": task, "cells": cells, "budget": b})
     return {
         "lines": [str(x) for x in _list(data.get("lines"))],
         "scope": data.get("scope"),
+        "columns": [
+            lane_level if lane_level[0] != "candidate" else ("", lane_level[1])
+            for lane_level in columns
+        ],
+        "grid": grid,
         "rows": rows,
         "budgets": budgets,
         "budget_scale": data.get("budget_scale"),
         "failing": list(failing.values()),
     }
+
+
+def _first_number(d: dict[str, Any], *keys: str) -> float | None:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+    return None
 
 
 CAPACITY_KEYS = (
@@ -351,10 +536,18 @@ def capacity(data: dict[str, Any]) -> dict[str, Any]:
     )
     return {
         "rows": rows,
+        "grid": capacity_grid(rows, eng),
         "kinds": kinds,
+        "kind_grid": kind_grid(kinds),
         "engine": {
             "kv_tokens": eng.get("kv_tokens"),
-            "concurrency": eng.get("max_concurrency") or eng.get("concurrency_at_full_context"),
+            "concurrency": _first_number(
+                eng,
+                "max_concurrency_at_full_context",
+                "max_concurrency",
+                "concurrency_at_full_context",
+            ),
+            "slots": eng.get("slots"),
         },
         "incumbent": {
             "status": inc.get("status") or "not recorded",
@@ -366,26 +559,100 @@ def capacity(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def fidelity(data: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per timed stage: how far the client's timings are from the server's own."""
+def capacity_grid(rows: list[dict[str, Any]], eng: dict[str, Any]) -> dict[str, Any]:
+    """The candidate's matrix as prompt length x concurrency: aggregate tok/s (decode p50 per
+    stream) per cell; a concurrency above the engine's slots is marked (requests queue)."""
+    mine = [r for r in rows if r.get("lane") == "candidate"]
+    conc = sorted({r["concurrency"] for r in mine if isinstance(r.get("concurrency"), int)})
+    lengths = sorted({r["length"] for r in mine if isinstance(r.get("length"), int)})
+    slots = eng.get("slots")
+    cells = {(r.get("length"), r.get("concurrency")): r for r in mine}
+    grid = []
+    for n in lengths:
+        row = []
+        for c in conc:
+            r = cells.get((n, c))
+            row.append(
+                None
+                if r is None
+                else {
+                    "aggregate": r.get("aggregate_output_tok_s"),
+                    "decode": r.get("decode_tok_s_p50"),
+                    "failed": (r.get("failed") or 0) + (r.get("cut") or 0),
+                }
+            )
+        grid.append({"length": n, "cells": row})
+    heads = [f"c={c}" + (" (queued)" if isinstance(slots, int) and c > slots else "") for c in conc]
+    return {"heads": heads, "rows": grid, "slots": slots}
+
+
+def kind_grid(kinds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-kind decode as kind x depth."""
+    depths = sorted({k["depth"] for k in kinds if isinstance(k.get("depth"), int)})
+    names = list(dict.fromkeys(str(k.get("kind")) for k in kinds))
+    cells = {(str(k.get("kind")), k.get("depth")): k for k in kinds}
+    rows = [
+        {
+            "kind": n,
+            "cells": [
+                {
+                    "decode": cells[(n, d)].get("decode"),
+                    "acceptance": cells[(n, d)].get("acceptance"),
+                }
+                if (n, d) in cells
+                else None
+                for d in depths
+            ],
+        }
+        for n in names
+    ]
+    return {"depths": depths, "rows": rows}
+
+
+def fidelity(
+    data: dict[str, dict[str, Any]], gates: list[GateOutcome] | None = None
+) -> list[dict[str, Any]]:
+    """Per timed stage: how far the client's timings are from the server's own, the verdict of
+    the stage's fidelity gates (both halves: decode and TTFT), and the chunk-counting error of
+    the lane farthest from zero, sign kept."""
     out = []
     for stage in ("context", "ab", "capacity"):
         f = _dict(_dict(data.get(stage)).get("fidelity"))
         if not f:
             continue
         lanes = _dict(f.get("lanes"))
-        chunk = [
-            float(e)
-            for v in lanes.values()
+        chunk = {
+            lane: float(e)
+            for lane, v in lanes.items()
             if isinstance(e := _dict(v).get("chunk_counting_error_pct"), int | float)
-        ]
+        }
+        worst_lane = max(chunk, key=lambda k: abs(chunk[k]), default=None)
+        gaps = {
+            lane: float(v)
+            for lane, x in lanes.items()
+            if isinstance(v := _dict(x).get("ttft_minus_server_prompt_ms_median"), int | float)
+        }
+        gap_lane = max(gaps, key=lambda k: gaps[k], default=None)
+        mine = [g for g in gates or [] if g.stage == stage and "fidelity" in g.gate]
+        bad = [g for g in mine if g.verdict is not Verdict.PASS]
+        if not mine:
+            verdict = "no gate"
+        elif bad:
+            verdict = ", ".join(f"`{g.key}` {g.verdict.value}" for g in bad)
+        else:
+            verdict = "pass"
         out.append(
             {
                 "stage": stage,
                 "n": f.get("n"),
                 "decode_ratio": f.get("decode_ratio_median"),
-                "ttft_gap_ms": f.get("ttft_minus_server_prompt_ms_median"),
-                "chunk_error_pct": max(chunk) if chunk else None,
+                "ttft_gap_ms": gaps[gap_lane]
+                if gap_lane
+                else f.get("ttft_minus_server_prompt_ms_median"),
+                "ttft_lane": gap_lane,
+                "chunk_error_pct": chunk[worst_lane] if worst_lane else None,
+                "chunk_lane": worst_lane,
+                "verdict": verdict,
             }
         )
     return out

@@ -275,14 +275,45 @@ def test_speed_without_an_interval_is_inconclusive() -> None:
     assert got.verdict is Verdict.INCONCLUSIVE and "two runs" in got.reasons[0]
 
 
-def test_metric_rows_give_no_interval_and_no_noise_label_for_one_run() -> None:
-    """A lane with one run has no spread: no interval, within_noise None (never True)."""
-    runs = [{"p50": {"decode_tok_s": v}} for v in (742.99, 735.93, 679.14)]
-    ctrl = [{"p50": {"decode_tok_s": v}} for v in (754.17, 777.95, 763.61)]
-    row = metric_rows(runs, ctrl, 2000, 0)[0]
-    assert row["ci95"] is not None and row["within_noise"] is False
-    one = metric_rows(runs[:1], ctrl, 2000, 0)[0]
-    assert one["ci95"] is None and one["within_noise"] is None
+def _timed(run: int, values: dict[str, float], **over: Any) -> dict[str, Any]:
+    reqs = [
+        {"prompt": p, "decode_tok_s": v, "failed": None, "excluded": None, "degenerate": None}
+        | over.get(p, {})
+        for p, v in values.items()
+    ]
+    return {"run": run, "p50": {"decode_tok_s": sorted(values.values())[1]}, "requests": reqs}
+
+
+def test_metric_rows_pair_requests_by_run_and_prompt() -> None:
+    """The interval is over paired per-request differences: the same prompt in the same run on
+    both lanes; a degenerate answer on either side drops the pair; runs alone give no pairs."""
+    prompts = ("a", "b", "c", "d")
+    cand = [_timed(n, {p: 90.0 + i + n for i, p in enumerate(prompts)}) for n in (1, 2, 3)]
+    ctrl = [_timed(n, {p: 100.0 + i + n for i, p in enumerate(prompts)}) for n in (1, 2, 3)]
+    cand[0]["requests"][0]["degenerate"] = "'A:' repeated"
+    row = metric_rows(cand, ctrl, 2000, 0)[0]
+    paired = row["paired"]
+    assert (paired["pairs"], paired["prompts"]) == (11, 4)
+    lo, hi = paired["ci95_pct"]
+    assert lo <= paired["median_pct"] <= hi < 0 and paired["too_few"] is False
+    assert row["within_noise"] is False
+    alone = metric_rows([{"p50": {"decode_tok_s": 1.0}}], [{"p50": {"decode_tok_s": 2.0}}], 10, 0)
+    assert alone[0]["ci95"] is None and alone[0]["within_noise"] is None
+    assert alone[0]["paired"]["too_few"] is True
+
+
+def test_an_interval_wider_than_the_figure_is_too_few_samples() -> None:
+    """Two prompts, wildly apart: the interval is wider than the control's figure, so the
+    speed gates say "too few samples" and inconclusive, never a slowdown percentage."""
+    cand = [_timed(1, {"a": 10.0, "b": 500.0, "c": 600.0})]
+    ctrl = [_timed(1, {"a": 100.0, "b": 100.0, "c": 100.0})]
+    rows = metric_rows(cand, ctrl, 2000, 0)
+    assert rows[0]["paired"]["too_few"] is True and rows[0]["within_noise"] is None
+    data = _good()
+    data["metrics"][0] = rows[0]
+    got = _one(gates.speed(data, DECODE, T))
+    assert got.verdict is Verdict.INCONCLUSIVE
+    assert "too few samples" in got.reasons[0] and "slower" not in got.reasons[0]
 
 
 # -- spec speed-up --

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qualify.ab.stats import bootstrap_delta_ci, delta_pct, spread, within_noise
+from qualify.ab.stats import bootstrap_delta_ci, delta_pct, paired_summary, spread, within_noise
 
 
 def test_spread_is_min_and_max() -> None:
@@ -38,3 +38,18 @@ def test_bootstrap_is_reproducible_and_brackets_the_delta() -> None:
     assert overlap is not None and overlap[0] < 0 < overlap[1]
     assert bootstrap_delta_ci([], b) is None
     assert bootstrap_delta_ci([130.0], b) is None, "one run has no spread: no interval"
+
+
+def test_paired_bootstrap_resamples_prompts_and_is_seeded() -> None:
+    """Pairs of one prompt come and go together; the same pairs and seed give the same
+    interval; one prompt gives none; a tight set of differences is not "too few"."""
+    pairs = [(p, d + i) for i, p in enumerate("abcdef") for d in (-12.0, -11.0, -10.0)]
+    one = paired_summary(pairs, 2000, seed=3)
+    assert one == paired_summary(pairs, 2000, seed=3)
+    assert (one["pairs"], one["prompts"]) == (18, 6)
+    lo, hi = one["ci95_pct"]
+    assert lo <= one["median_pct"] <= hi and one["too_few"] is False
+    single = paired_summary([("a", -5.0), ("a", -6.0)])
+    assert single["ci95_pct"] is None and single["too_few"] is True
+    wide = paired_summary([("a", -90.0), ("b", 400.0)])
+    assert wide["too_few"] is True and "wider than the control" in wide["why"]

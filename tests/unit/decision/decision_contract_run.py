@@ -141,6 +141,7 @@ def _vram() -> tuple[list[GateResult], dict[str, Any]]:
         {"gpu": "1", "name": "H200", "total_mib": 143771.0, "stages": stages(5031.0)},
     ]
     data = {"source": "nvml", "power_field": "power.draw", "reserve_gib": 3.0, "cards": cards}
+    data |= {"host": {"driver": "580.159.04", "cuda": "13.0"}}
     data |= {"interval_ms": {"target": 250, "p50": 250.0, "p99": 262.0}, "series_files": []}
     return [g("vram", "reserve@0", F), g("vram", "reserve@1", INC)], data
 
@@ -216,6 +217,7 @@ def build(root: Path) -> RunDir:
         "stages": ["identity", "preflight", "quality", "context", "ab", "vram"],
         "tool_version": "0.1.0",
         "git": {"repository": "/srv/recipes", "commit": "1e9c9c34", "dirty": True},
+        "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+", "cores": 2},
         "created_at": T0,
     }
     (run.path / "run.json").write_text(json.dumps(info, indent=1) + "\n")
@@ -242,4 +244,55 @@ def build(root: Path) -> RunDir:
     ):
         gates, data = make()
         _write(run, stage, gates, data)
+    return run
+
+
+CRASH_LOG = [
+    "load_tensors: offloaded 31/31 layers to GPU",
+    "init: llama threadpool init, n_threads = 2",
+    "ggml_backend_amx_mul_mat: ldtilecfg",
+]
+
+
+def build_crashed(root: Path) -> RunDir:
+    """A run whose candidate server crashed during start-up: identity aborted with the
+    server's death (`ServerProcess.death`'s shape), every later stage not run."""
+    run = RunDir(root / "smollm2-135m-ngram" / RUN_ID)
+    run.path.mkdir(parents=True)
+    stages = ["identity", "preflight", "quality", "context", "ab", "vram"]
+    info = {
+        "version": 1,
+        "run_id": RUN_ID,
+        "candidate": "smollm2-135m-ngram",
+        "candidate_path": "/srv/recipes/smollm2/candidate.toml",
+        "candidate_sha256": "ab" * 32,
+        "stages": stages,
+        "tool_version": "0.1.0",
+        "created_at": T0,
+    }
+    (run.path / "run.json").write_text(json.dumps(info, indent=1) + "\n")
+    server = run.new_attempt("server-candidate")
+    server.write_text("stderr.000.log", "\n".join(CRASH_LOG) + "\n")
+    server.seal()
+    log = "server-candidate/attempt-001/stderr.000.log"
+    said = " | ".join(f"«{line}»" for line in CRASH_LOG[-2:])
+    why = (
+        "the candidate server crashed during start-up (SIGSEGV); "
+        f"last log lines: {said}; log: {log}; its logs are in {run.path / 'server-candidate'}"
+    )
+    for i, stage in enumerate(stages):
+        att = run.new_attempt(stage)
+        first = i == 0
+        att.write_result(
+            StageResult(
+                stage=stage,
+                attempt=1,
+                status="aborted",
+                verdict=Verdict.ERROR if first else Verdict.SKIPPED,
+                reasons=[why if first else f"not run: the run was aborted earlier ({why})"],
+                started_at=T0,
+                ended_at=T0,
+            )
+        )
+        att.seal()
     return run

@@ -1,0 +1,271 @@
+"""Blocking gates grouped by root cause, each cause tagged by what a reviewer does about it.
+
+A decision can block on dozens of gates that come down to a handful of causes. `group()` puts
+every blocking gate (and every missing required pattern, every integrity problem) into one
+`Cause`: a family of gates that fail for one reason (tool calls and formats, long-context
+needles, speed against the control, client/server timing, ...) and one tag:
+
+- `differs`: differs from the control: the candidate fails where its control passes, or the
+  A/B comparison against the control fails; the candidate's change caused it;
+- `same`: same on the control: the control fails the same gate, so the base recipe or model
+  is the cause, not the change;
+- `limit`: engine or policy limit: the engine cannot report or meet what the policy asks
+  (an unverifiable pin, a timing bound); no rerun clears it, the recipe or the policy changes;
+- `harness`: harness error: the harness broke (an internal error, a broken pairing, evidence
+  changed after sealing, a stage that aborted);
+- `alone`: not compared: only the candidate ran the gate, so the evidence cannot say whether
+  the change or the base is the cause.
+
+Each cause carries the action that clears it; the exit condition lists those actions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from qualify.decision.record import DecisionRecord, GateOutcome
+
+TAGS = {
+    "differs": "differs from the control",
+    "harness": "harness error",
+    "alone": "not compared with the control",
+    "same": "same on the control",
+    "limit": "engine or policy limit",
+}
+ORDER = tuple(TAGS)
+
+_CONTROL = re.compile(r"^control-(?:preflight-)?")
+_SPEED = {"decode", "e2e", "spec-speedup", "ttft", "ttfo", "aggregate"}
+_DRAFTING = {"acceptance", "draft-length"}
+_UNVERIFIABLE = ("cannot be verified", "unmeasurable", "not reported", "reports no ")
+
+
+@dataclass
+class Cause:
+    family: str
+    tag: str
+    title: str
+    action: str
+    keys: list[str] = field(default_factory=list)
+    gates: list[GateOutcome] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return TAGS[self.tag]
+
+
+def _base(g: GateOutcome) -> tuple[str, bool, str]:
+    """(gate name without level and control prefix, whether it is a control gate, its stage
+    as the candidate runs it: a control's preflight gate is a preflight gate)."""
+    name = g.gate.split("@", 1)[0]
+    if g.stage == "quality" and name.startswith("control-"):
+        stage = "preflight" if name.startswith("control-preflight-") else "quality"
+        return _CONTROL.sub("", name), True, stage
+    return name, False, g.stage
+
+
+def _counterparts(g: GateOutcome) -> list[str]:
+    """Keys of the same gate on the other lane (same level first, then any level)."""
+    name, is_control, stage = _base(g)
+    level = f"@{g.level}" if g.level else ""
+    if is_control:
+        return [f"{stage}/{name}{level}", f"{stage}/{name}"]
+    if stage == "preflight":
+        return [f"quality/control-preflight-{name}{level}", f"quality/control-preflight-{name}"]
+    if stage == "quality":
+        return [f"quality/control-{name}{level}", f"quality/control-{name}"]
+    return []
+
+
+def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
+    """`same`, `differs` or `alone` for a gate that both lanes may have run."""
+    wanted = _counterparts(g)
+    other = next((by_key[k] for k in wanted if k in by_key), None)
+    if other is None:
+        prefix = tuple(k.split("@", 1)[0] + "@" for k in wanted)
+        other = next((v for k, v in by_key.items() if prefix and k.startswith(prefix)), None)
+    if other is None:
+        return "alone"
+    return "differs" if other.status == "pass" else "same"
+
+
+def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Cause:
+    name, _, stage = _base(g)
+    said = " ".join(g.reasons).lower()
+    if "internal error" in said or (g.verdict.value == "error" and stage != "ab"):
+        return Cause("harness", "harness", "the harness broke", "fix the harness error and rerun")
+    if g.stage == "identity":
+        pin = g.gate.removeprefix("pin@")
+        if any(w in said for w in _UNVERIFIABLE):
+            return Cause(
+                "unverifiable-pins",
+                "limit",
+                "pins the engine cannot report",
+                "unpin them, or have the house list them in `unverifiable_pins` before the run",
+            )
+        return Cause(
+            "identity",
+            "alone",
+            "the server is not what the recipe pins",
+            f"serve what the recipe pins (or correct the pin `{pin}`)",
+        )
+    if "fidelity" in name:
+        return Cause(
+            "fidelity",
+            "limit",
+            "client and server timings disagree beyond the policy bound",
+            "find the client-side gap, or have the house set `fidelity_ttft_ms` for this engine "
+            "before the run (a rerun alone does not clear it)",
+        )
+    if name == "over-length":
+        tag = _against_control(g, by_key)
+        return Cause(
+            "over-length",
+            tag,
+            "the engine accepts prompts longer than its window",
+            "make the server refuse prompts over its window (or pin the window it enforces)",
+        )
+    if stage in ("preflight", "quality"):
+        tag = _against_control(g, by_key)
+        action = {
+            "same": "serve a model that calls tools and follows the formats within the budget "
+            "(the control fails the same way: the base model, not the change)",
+            "differs": "fix what the change breaks in tool calls and formats (the control "
+            "passes them)",
+            "alone": "serve a model that passes the tool and format gates",
+        }[tag]
+        return Cause(
+            "fitness", tag, "the model cannot call tools or follow formats in budget", action
+        )
+    if g.stage == "context" and name.startswith("needles"):
+        return Cause(
+            "needles",
+            "alone",
+            "the model misses needles in long prompts",
+            "a model or a context pin at which the needles are found",
+        )
+    if g.stage == "ab" and name in _SPEED:
+        return Cause(
+            "ab-speed",
+            "differs",
+            "the change is slower than the control",
+            f"make the change ({variable}) at least as fast as the control, or drop it",
+        )
+    if g.stage == "ab" and name in _DRAFTING:
+        return Cause(
+            "drafting",
+            "differs",
+            "the drafter does not behave as pinned",
+            "tune the drafter (acceptance, draft length) so it meets the pins and the floor",
+        )
+    if g.stage == "ab" and name == "paired":
+        return Cause(
+            "ab-paired", "harness", "the A/B lanes were not paired", "rerun the A/B paired"
+        )
+    if g.stage == "vram" and name.startswith("reserve"):
+        return Cause(
+            "vram-reserve",
+            "alone",
+            "a card keeps less free memory than the reserve, or could not be shown to",
+            "a recipe that leaves the reserve free on every card at every stage (or the house "
+            "reviews the reserve before the run)",
+        )
+    if g.stage == "capacity" and name == "expected-range":
+        return Cause(
+            "capacity-range",
+            "alone",
+            "capacity has no expected range to be judged against",
+            "declare the expected capacity range in the candidate (stages.capacity)",
+        )
+    if g.stage == "capacity" and name == "incumbent":
+        return Cause(
+            "capacity-incumbent",
+            "limit" if g.verdict.value == "skipped" else "alone",
+            "no incumbent to compare capacity with"
+            if g.verdict.value == "skipped"
+            else "capacity is below the incumbent's",
+            "point the alias at an incumbent first, or have the house stop requiring "
+            "`capacity/incumbent` of a first qualification"
+            if g.verdict.value == "skipped"
+            else "match the incumbent's capacity",
+        )
+    reason = (g.reasons or ["no reason recorded"])[0]
+    return Cause(
+        g.key,
+        "harness" if g.verdict.value == "error" else "alone",
+        f"`{g.key}` {g.verdict.value}",
+        f"`{g.key}` passes ({_first_clause(reason)})",
+    )
+
+
+def _first_clause(text: str) -> str:
+    text = re.sub(r"^attempt \d+/\d+: ", "", text)
+    return text.split(";", 1)[0].strip()[:100]
+
+
+def variable_of(lanes: dict[str, object]) -> str:
+    """What the candidate changes against its control, in a few words."""
+    cand = lanes.get("candidate") if isinstance(lanes.get("candidate"), dict) else {}
+    ctrl = lanes.get("control") if isinstance(lanes.get("control"), dict) else {}
+    assert isinstance(cand, dict) and isinstance(ctrl, dict)
+    a = cand.get("speculation") if isinstance(cand.get("speculation"), dict) else {}
+    b = ctrl.get("speculation") if isinstance(ctrl.get("speculation"), dict) else {}
+    assert isinstance(a, dict) and isinstance(b, dict)
+    changed = [f"{k}={a.get(k)}" for k in a if a.get(k) != b.get(k) and a.get(k) is not None]
+    if changed:
+        return "speculation " + ", ".join(changed)
+    var = ctrl.get("variable")
+    return f"what its control names: {var}" if var else "what is not recorded"
+
+
+def group(record: DecisionRecord, variable: str = "the change") -> list[Cause]:
+    """Every blocking item of the decision, one cause per (family, tag), in tag order then by
+    size; missing required patterns and integrity problems are causes too."""
+    ev = record.evaluation
+    by_key = {g.key: g for g in ev.gates}
+    causes: dict[tuple[str, str], Cause] = {}
+    for g in ev.gates:
+        if g.status not in ("blocks", "vetoes"):
+            continue
+        c = _family(g, by_key, variable)
+        have = causes.setdefault((c.family, c.tag), c)
+        have.keys.append(g.key)
+        have.gates.append(g)
+    for pattern in ev.missing:
+        why = next((r for r in ev.reasons if r.startswith(pattern)), pattern)
+        unlisted = "not listed in stages.run" in why
+        tag = "alone" if unlisted else "harness"
+        family = "unlisted" if unlisted else ("aborted" if "aborted" in why else "unrecorded")
+        title, action = {
+            "unlisted": ("required stages not run", "list the stages in stages.run"),
+            "aborted": ("required stages that did not finish", "rerun once the abort is fixed"),
+            "unrecorded": (
+                "required stages with no attempt in the evidence",
+                "a fresh run that records every planned stage",
+            ),
+        }[family]
+        c = causes.setdefault((family, tag), Cause(family, tag, title, action))
+        c.keys.append(pattern)
+    for problem in record.integrity:
+        c = causes.setdefault(
+            ("integrity", "harness"),
+            Cause(
+                "integrity",
+                "harness",
+                "evidence changed after it was sealed",
+                "restore the evidence to what its manifests seal",
+            ),
+        )
+        c.keys.append(problem.split(":", 1)[0])
+    for c in causes.values():
+        if c.family == "unlisted":
+            stages = ", ".join(dict.fromkeys(k.split("/", 1)[0] for k in c.keys))
+            c.action = f"list {stages} in stages.run"
+        if c.family == "unverifiable-pins":
+            pins = ", ".join(k.split("@", 1)[-1] for k in c.keys)
+            c.action = (
+                f"unpin {pins}, or have the house list {pins} in `unverifiable_pins` before "
+                "the run (the engine cannot report it)"
+            )
+    return sorted(causes.values(), key=lambda c: (ORDER.index(c.tag), -len(c.keys)))
