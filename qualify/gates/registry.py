@@ -73,23 +73,31 @@ class CheckSpec:
     kind: str = "probe"
 
 
-CHECKS: dict[str, CheckSpec] = {}
-
-
 def _origin(fn: Any) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
+class CheckRegistry(dict[str, CheckSpec]):
+    """Checks by name. A name already taken by another function is refused, however it is set
+    (a gate file names its check by name, so two checks of one name would leave which one runs
+    to import order); the same function registered again (its module imported again) replaces
+    itself."""
+
+    def __setitem__(self, name: str, spec: CheckSpec) -> None:
+        old = self.get(name)
+        if old is not None and _origin(old.fn) != _origin(spec.fn):
+            raise ValueError(
+                f"check {name!r}: expected a new check name (got {_origin(spec.fn)}, "
+                f"already registered by {_origin(old.fn)})"
+            )
+        super().__setitem__(name, spec)
+
+
+CHECKS = CheckRegistry()
+
+
 def register_check(spec: CheckSpec) -> None:
-    """Add a check; a name already taken by another function is refused (a gate file names its
-    check by name, so two checks of one name would leave which one runs to import order). The
-    same function registered again (its module imported again) replaces itself."""
-    old = CHECKS.get(spec.name)
-    if old is not None and _origin(old.fn) != _origin(spec.fn):
-        raise ValueError(
-            f"check {spec.name!r}: expected a new check name (got {_origin(spec.fn)}, "
-            f"already registered by {_origin(old.fn)})"
-        )
+    """Add a check under its name (refused when another check has it)."""
     CHECKS[spec.name] = spec
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from qualify.gates.files import GateFile, gate_file_schema
-from qualify.gates.registry import CHECKS, Outcome, check, load_checks
+from qualify.gates.registry import CHECKS, CheckSpec, Outcome, check, load_checks
 from qualify.preflight.checks.smoke import SmokeParams, smoke
 from qualify.registry import (
     StageSpec,
@@ -30,6 +30,9 @@ def test_a_duplicate_check_name_is_refused() -> None:
     with pytest.raises(ValueError, match="check 'smoke': expected a new check name"):
         check("smoke", SmokeParams)(impostor)
     assert CHECKS["smoke"] is before  # not overwritten
+    with pytest.raises(ValueError, match="check 'smoke': expected a new check name"):
+        CHECKS["smoke"] = CheckSpec("smoke", SmokeParams, impostor, "")  # however it is set
+    assert CHECKS["smoke"] is before
 
 
 def test_the_same_check_registered_again_is_not_a_duplicate() -> None:
