@@ -1,7 +1,7 @@
 """What every stage is handed (`StageContext`), how it registers its function (`@stage`) and its
 checks of the candidate file (`@validator`), and `finish`.
 
-Which stages exist, and in what order they run, is `qualify.registry`: `@stage` binds a function
+Which stages exist, and in what order, is `qualify.registry`: `@stage` binds a function
 to a declared stage, and every list of stages here reads the registry."""
 
 from __future__ import annotations
