@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from pydantic import BaseModel
 
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.evidence.store import Attempt, RunDir, utc_now
@@ -153,11 +154,14 @@ class StageContext:
 def finish(
     ctx: StageContext,
     gates: list[GateResult],
-    data: dict[str, Any] | None = None,
+    data: dict[str, Any] | BaseModel | None = None,
     reasons: list[str] | None = None,
     verdict: Verdict | None = None,
 ) -> StageResult:
-    """A finished stage result: the worst of its gates unless a verdict is given."""
+    """A finished stage result: the worst of its gates unless a verdict is given. `data` is what
+    the stage measured: a typed record (a pydantic model, stored as its JSON form) or a table."""
+    if isinstance(data, BaseModel):
+        data = data.model_dump(mode="json")
     v = verdict or worst([g.verdict for g in gates])
     why = list(reasons or [])
     for g in gates:

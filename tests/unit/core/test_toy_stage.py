@@ -31,7 +31,8 @@ REGISTRY_LINE = 'register_stage(StageSpec("toy"))'
 def blocks() -> dict[str, str]:
     """The files the guide shows, `{path: text}`, from blocks whose first line names a path."""
     found = {path: text for path, text in BLOCK.findall(GUIDE.read_text())}
-    assert set(found) == {"qualify/toy/judges.py", "qualify/toy/stage.py", "gates/toy/levels.yaml"}
+    toy = {"record.py", "judges.py", "stage.py"}
+    assert set(found) == {*(f"qualify/toy/{m}" for m in toy), "gates/toy/levels.yaml"}
     return found
 
 
@@ -84,7 +85,7 @@ def test_the_toy_stage_runs_and_its_gate_passes(toy: Path, tmp_path: Path) -> No
     result = run_toy(tmp_path, toy)
     assert result.stage == "toy" and result.verdict is Verdict.PASS, result.reasons
     assert [(g.key, g.verdict) for g in result.gates] == [("toy/levels", Verdict.PASS)]
-    assert result.data == {"levels": ["off", "think"]}
+    assert result.data == {"version": 1, "levels": ["off", "think"]}  # the record, as JSON
 
 
 def test_the_toy_gate_fails_on_failing_data(toy: Path, tmp_path: Path) -> None:
