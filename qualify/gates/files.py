@@ -138,8 +138,7 @@ def _folder_stage(path: Path, gates_dir: Path) -> str | None:
 
 def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
-    what = " ".join(str(x) for x in (getattr(exc, "problem", None),) if x)
-    what = what or str(exc).splitlines()[0]
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
     return f"{path}: expected YAML (got {what}){where}"
 
