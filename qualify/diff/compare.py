@@ -8,14 +8,20 @@ candidate whose alias already points at a qualified recipe.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from qualify.alias import TABLE, read_table
 from qualify.decision.house import PolicyRules
 from qualify.decision.reading import candidate_in_run
+from qualify.decision.record import DecisionRecord
+from qualify.decision.trust import snapshot
 from qualify.diff.figures import compare_figures
 from qualify.diff.gates import compare_gates, policy_differences
 from qualify.diff.report import NAMES
 from qualify.diff.runs import Side
+from qualify.errors import BadInput, Refused
+from qualify.evidence.store import RunDir
 
 EXIT_SAME = 0
 EXIT_REGRESSION = 1
@@ -179,3 +185,37 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
         + [f"gate {g}: pass -> fail" for g in reg["gates"]]
         + reg["figures"],
     }
+
+
+def decision_summary(
+    run: RunDir,
+    record: DecisionRecord,
+    alias: str | None,
+    house: Path | None,
+    evidence: Path | None = None,
+) -> dict[str, Any]:
+    """For the decision of `run` (its record derived, not signed yet): the diff's summary
+    against the qualification its alias points at now, verified by the decision keys the house
+    pins. Always a table with `status`: `compared` (and the summary's fields), `none` (no alias
+    or nothing behind it yet) or `unusable` (with why: not verifiable, not found)."""
+    from qualify.diff.runs import alias_run, alias_target, unsigned, verified
+
+    if alias is None or house is None:
+        return {"status": "none", "why": "no alias or no house to read it from"}
+    table = house / TABLE
+    try:
+        if not read_table(table).get(alias):
+            return {"status": "none", "why": f"alias {alias!r} points at nothing yet"}
+        target = alias_target(table, alias)
+        if target.get("run_id") == run.run_id:
+            return {"status": "none", "why": f"alias {alias!r} points at this very run"}
+        keys = [k.pub for k in snapshot(house).keys.get("decision", {}).values()]
+        if not keys:
+            return {"status": "unusable", "why": f"the house {house} pins no decision key"}
+        env = alias_run(target, evidence or run.path.parent.parent)
+        a = verified("A", env, keys)
+    except (BadInput, Refused) as exc:
+        why = str(exc).removeprefix("qualify: ").replace("\n", "; ")
+        return {"status": "unusable", "why": why}
+    doc = diff(a, unsigned("B", run, record))
+    return {"status": "compared", "why": "", **summary(doc)}

@@ -168,3 +168,45 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "is not a run directory" in err and "RUN: expected a directory holding run.json" in err
     assert main(["diff", str(tmp_path / "run"), "--key", str(KEY)]) == 2
     assert "RUN: expected RUN_A RUN_B" in capsys.readouterr().err
+
+
+def _alias_house(tmp: Path, run: Path, digest: str | None = None) -> Path:
+    from qualify.decision.trust import init, pin
+    from qualify.evidence.store import sha256_file
+
+    house = tmp / "house"
+    init(house)
+    pin(house, "decision", KEY, "gpu", "the GPU session signed the published runs")
+    env = run / "decision" / "attempt-001.dsse.json"
+    (house / "aliases.toml").write_text(
+        'version = 1\n\n[aliases."gpu-chat"]\n'
+        f'candidate = "smollm2-135m-gpu-roomy"\nrun_id = "{run.name}"\n'
+        f'decision_sha256 = "{digest or sha256_file(env)}"\n'
+    )
+    return house
+
+
+def test_the_decision_summary_against_the_alias(unpacked: Path, tmp_path: Path) -> None:
+    """A decision of the tight run, its alias pointing at the roomy run: the summary names the
+    roomy run, says it regressed, and lists the gates that broke."""
+    from qualify.diff.compare import decision_summary
+
+    house = _alias_house(tmp_path, unpacked / ROOMY)
+    side = _side("B", unpacked / TIGHT)
+    s = decision_summary(side.run, side.record, "gpu-chat", house, unpacked / "evidence")
+    assert s["status"] == "compared", s
+    assert s["against"] == "20261203T075044Z-b0366f" and s["regressed"]
+    assert "gate vram/reserve@0: pass -> fail" in s["regressions"]
+    assert decision_summary(side.run, side.record, None, house)["status"] == "none"
+    assert decision_summary(side.run, side.record, "other", house)["status"] == "none"
+
+
+def test_the_decision_summary_when_the_alias_cannot_be_verified(
+    unpacked: Path, tmp_path: Path
+) -> None:
+    from qualify.diff.compare import decision_summary
+
+    house = _alias_house(tmp_path, unpacked / ROOMY, digest="0" * 64)
+    side = _side("B", unpacked / TIGHT)
+    s = decision_summary(side.run, side.record, "gpu-chat", house, unpacked / "evidence")
+    assert s["status"] == "unusable" and "not under" in s["why"], s
