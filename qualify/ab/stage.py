@@ -2,7 +2,9 @@
 
 Runs alternate A B A B ..., one lane's server at a time, so drift spreads over both lanes. The
 lane figure of each metric is the median of its run-level p50s; each delta carries the lanes'
-run-to-run spread and a bootstrap 95% interval ("within noise" only when it includes zero).
+run-to-run spread and the paired statistic: the median of the per-request differences (same
+prompt, same run, both lanes) with a bootstrap 95% interval over prompts, "too few samples"
+when that interval says nothing (`qualify.ab.table.metric_rows`, docs/ab.md).
 Draft acceptance comes from the server's counters read before and after every run. Degenerate
 answers are kept, listed and left out of the speed figures. The gates `gates/ab/*.yaml`
 declares judge the result (`qualify.ab.gates`).

@@ -71,7 +71,16 @@ def test_lane_tables_and_deltas_are_filled(ab_result: StageResult) -> None:
     assert set(rows) == {name for name, _, _ in METRICS}
     for m in rows.values():
         assert m["delta"] == pytest.approx(m["candidate"] - m["control"])
-        assert m["ci95"] is not None and m["within_noise"] is (m["ci95"][0] <= 0 <= m["ci95"][1])
+        paired = m["paired"]
+        if m["metric"] == "aggregate_output_tok_s":
+            assert paired["pairs"] <= 2  # one pair per run: the runs are the samples
+        else:  # every prompt of both runs, paired by run and prompt, minus degenerate answers
+            assert paired["prompts"] >= 2 and paired["pairs"] >= paired["prompts"]
+        if paired["too_few"]:
+            assert m["within_noise"] is None
+        else:
+            lo, hi = m["ci95"]
+            assert m["within_noise"] is (lo <= 0 <= hi)
 
 
 def test_acceptance_from_real_counters(ab_result: StageResult) -> None:
@@ -117,4 +126,8 @@ def test_gates_judge_draft_length_speed_and_fidelity(ab_result: StageResult) -> 
         assert fid["n_decode"] > 0 and fid["source"] == "llama-server timings"
         assert gates[f"fidelity@{lane}"].verdict in (Verdict.PASS, Verdict.FAIL)
     for name in ("decode", "e2e"):
-        assert gates[name].metrics["ci95"] is not None, gates[name].reasons
+        paired = gates[name].metrics["paired"]
+        assert paired["pairs"] > 0, gates[name].reasons
+        if paired["too_few"]:
+            assert gates[name].verdict is Verdict.INCONCLUSIVE
+            assert "too few samples" in gates[name].reasons[0]

@@ -109,7 +109,8 @@ def test_a_real_run_is_signed_whole_and_verifies_anywhere(
     report = verify(envelope_of(run), pub)
     assert report.ok and report.notes == [], (report.problems, report.notes)
     md = (run.path / "decision/attempt-001/decision.md").read_text()
-    assert "**promote**" in md and "- required: identity/*; critical: identity/*" in md
+    assert "**promote**" in md and "): required: identity/*; critical: identity/*;" in md
+    assert md.splitlines()[2].startswith("**Promote.**") and "## Decision\n\nPromote " in md
     assert render_run(run, setup(None)) == md, "render from evidence reproduces the document"
     files = [p for p in run.all_files() if not p.name.endswith(".dsse.json")]
     assert {"run/attempt-001/outcome.json", "run/attempt-001/candidate.toml"} <= {
