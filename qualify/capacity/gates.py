@@ -15,7 +15,13 @@ answers), `engine` (what the engine reports), `incumbent` (what the alias points
 - `capacity-incumbent`: per cell, a regression against the incumbent beyond
   `ab_max_regression_pct`, with the whole interval beyond it, fails; no incumbent is `skipped`;
 - `capacity-degenerate`: degenerate answers, listed (left out of every speed figure);
-- `capacity-engine`: the engine reported its KV capacity (`inconclusive` when it did not).
+- `capacity-engine`: the engine reported its KV capacity (`inconclusive` when it did not);
+- `capacity-answers`: per load cell, every answer judged and none broken;
+- `capacity-goodput`: the knee ("serves R req/s at goodput G under SLO S"), and the house's
+  minimum rate when it sets one;
+- `capacity-harness`: per open-loop cell, the client kept to its schedule (else `error`);
+- `capacity-soak`: no hung engine, requests completed, drift and error counters within bounds;
+- `capacity-energy`: J per output token per lane and cell, `inconclusive` when unmeasured.
 """
 
 from __future__ import annotations

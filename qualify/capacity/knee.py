@@ -24,14 +24,16 @@ so a higher rate is not a longer cell.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from qualify.capacity.openloop import OpenLoopRun, burst, harness_lag, poisson, send
+from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, poisson, send
 from qualify.capacity.runs import stream_record
-from qualify.capacity.slo import goodput, shown
+from qualify.capacity.slo import goodput, misses, shown
 from qualify.httpclient.load import Messages, Sender
 from qualify.serving.idle import wait_idle
 
@@ -83,8 +85,25 @@ async def open_cell(
     prompts = [await fresh() for _ in offsets]  # sized before the clock starts
     bodies = [sender.request(p) for p in prompts]
     deadline = (offsets[-1] if offsets else 0.0) + drain_s
+    stop, flight = asyncio.Event(), Flight()
+    early = EarlyStop(len(offsets), slo, kind, max_tokens, stop, flight)
     m0 = time.monotonic()
-    run = await send(sender.client, bodies, offsets, deadline, timeout_s=sender.timeout_s)
+    watch = asyncio.create_task(early.watch())
+    try:
+        run = await send(
+            sender.client,
+            bodies,
+            offsets,
+            deadline,
+            timeout_s=sender.timeout_s,
+            stop=stop,
+            flight=flight,
+            on_done=early.done,
+        )
+    finally:
+        watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch
     m1 = time.monotonic()
     streams = cell_streams(run, sender, label, kind, max_tokens)
     lag = run.lag()
@@ -107,6 +126,7 @@ async def open_cell(
         "output_tok_s": tokens / run.window_s if run.window_s and tokens else None,
         "lag": lag,
         "harness_error": harness_lag(lag, lag_bound_ms),
+        "stopped_early": early.why,
         **goodput(streams, slo, run.window_s),
         "energy": meter(m0, m1) if meter else None,
         "streams": streams,
@@ -114,6 +134,48 @@ async def open_cell(
     if cell["energy"] and tokens and cell["energy"].get("joules") is not None:
         cell["energy"]["j_per_output_token"] = cell["energy"]["joules"] / tokens
     return cell
+
+
+class EarlyStop:
+    """Ends a cell as soon as its goodput can no longer reach the floor: more requests have
+    missed the SLOs (answered outside them, or still running past the E2E bound) than the floor
+    tolerates. A saturated cell then costs seconds, not its whole drain."""
+
+    def __init__(
+        self,
+        n: int,
+        slo: dict[str, Any],
+        kind: str,
+        max_tokens: int,
+        stop: asyncio.Event,
+        flight: Flight,
+    ) -> None:
+        self.allowed = math.floor(n * (1 - float(slo["goodput_floor"])) + 1e-9)
+        self.slo, self.kind, self.max_tokens = slo, kind, max_tokens
+        self.stop, self.flight = stop, flight
+        self.missed: set[int] = set()
+        self.why: str | None = None
+
+    def _check(self) -> None:
+        if len(self.missed) > self.allowed and not self.stop.is_set():
+            self.why = (
+                f"goodput can no longer reach the floor: {len(self.missed)} requests missed "
+                f"the SLOs (at most {self.allowed} may)"
+            )
+            self.stop.set()
+
+    def done(self, i: int, ex: Any) -> None:
+        if misses(stream_record(ex, [], self.kind, self.max_tokens), self.slo):
+            self.missed.add(i)
+            self._check()
+
+    async def watch(self) -> None:
+        bound = self.slo.get("e2e_s")
+        while bound is not None:
+            now = time.perf_counter()
+            self.missed.update(i for i, t in self.flight.running.items() if now - t > bound)
+            self._check()
+            await asyncio.sleep(0.2)
 
 
 def step_size(rate: float, s: Any) -> int:

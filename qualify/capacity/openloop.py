@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +101,7 @@ class Flight:
     started: int = 0
     completed: int = 0
     last_completed: float | None = None  # perf_counter
+    running: dict[int, float] = field(default_factory=dict)  # request -> perf_counter sent
 
     @property
     def in_flight(self) -> int:
@@ -116,6 +117,7 @@ async def send(
     path: str = CHAT,
     stop: asyncio.Event | None = None,
     flight: Flight | None = None,
+    on_done: Callable[[int, Exchange], None] | None = None,
 ) -> OpenLoopRun:
     """Send `bodies[i]` at `offsets[i]` (s after start); requests still running `deadline_s`
     after the start, or when `stop` is set, are cancelled and marked unfinished (requests not
@@ -134,13 +136,17 @@ async def send(
     async def one(i: int) -> None:
         sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
         flight.started += 1
+        flight.running[i] = time.perf_counter()
         try:
             ex = await client.stream(path, bodies[i], timeout_s)
         finally:
             flight.completed += 1
             flight.last_completed = time.perf_counter()
+            flight.running.pop(i, None)
         sent[i].exchange = ex
         sent[i].sent_s = ex.t_sent - t0
+        if on_done is not None:
+            on_done(i, ex)
 
     tasks: dict[int, asyncio.Task[None]] = {}
     why = f"still running {deadline_s:g} s after the cell began"
@@ -163,7 +169,7 @@ async def send(
             )
             pending = {t for t in still if t is not halt}
         if stop.is_set():
-            why = "stopped by the watcher"
+            why = "stopped early"
         for task in pending:
             task.cancel()
         for task in pending:
@@ -171,7 +177,7 @@ async def send(
                 await task
         for i, s in enumerate(sent):
             if i not in tasks:
-                s.unfinished = "never sent: stopped by the watcher"
+                s.unfinished = "never sent: stopped early"
             elif tasks[i] in pending:
                 s.unfinished = why
     finally:

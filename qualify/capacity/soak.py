@@ -4,8 +4,9 @@ A server whose `/health` answers 200 can still have stopped generating (a wedged
 dead worker behind a live front end, a frozen process behind a proxy). While the soak's Poisson
 arrivals run, a watcher on the same loop polls every `poll_s`:
 
-- **progress**: the engine's generated-token counter (`Dialect.generated`) and the requests the
-  client saw complete. With a request in flight and neither moving for `thresholds.soak_stall_s`,
+- **progress**: the engine's generated-token counter (`Dialect.generated`) and its step counters
+  (`STEP_COUNTERS`: llama-server's decode calls, prompt tokens), and the requests the client saw
+  complete. With a request in flight and neither moving for `thresholds.soak_stall_s`,
   the engine is **hung**: the soak stops at once (requests in flight cancelled, the rest never
   sent) and says so, naming what `/health` answered meanwhile. A hang is therefore reported
   within `soak_stall_s + poll_s + probe_timeout_s` of the last progress, whatever the server does;
@@ -42,6 +43,25 @@ POLL_S = 1.0
 PROBE_TIMEOUT_S = 2.0
 TIMELINE_MAX = 600
 _ERROR_NAME = re.compile(r"(error|fail|abort|reject)", re.I)
+# Counters that step while an engine works, besides its generated-token counter: llama-server
+# adds to tokens_predicted_total only when a request ends, but counts every decode call (prompt
+# batches included) in n_decode_total as it goes.
+STEP_COUNTERS = (
+    "llamacpp:n_decode_total",
+    "llamacpp:prompt_tokens_total",
+    "vllm:prompt_tokens_total",
+    "sglang:prompt_tokens_total",
+)
+
+
+def progress(snap: MetricsSnapshot | None, generated: tuple[str, ...]) -> float | None:
+    """One number that grows while the engine makes progress: the sum of its generated-token
+    and step counters in one scrape (None when it exposes none of them)."""
+    if snap is None:
+        return None
+    values = [snap.total(n) for n in (*generated, *STEP_COUNTERS)]
+    found = [v for v in values if v is not None]
+    return sum(found) if found else None
 
 
 def error_counters(snap: MetricsSnapshot | None) -> dict[str, float]:
@@ -133,19 +153,21 @@ class Watcher:
 
     async def run(self) -> None:
         last_progress = time.perf_counter()
-        last_gen: float | None = None
+        last_step: float | None = None
         last_done = self.flight.completed
         while not self.stop.is_set():
             snap, health = await self._probe()
             now = time.perf_counter()
             self.health[health] = self.health.get(health, 0) + 1
+            step = progress(snap, self.s.dialect.generated)
             gen = None if snap is None else snap.first(self.s.dialect.generated)
-            moved = self.flight.completed != last_done or (
-                gen is not None and last_gen is not None and gen > last_gen
-            )
             if gen is not None:
                 self.generated.append(gen)
-                last_gen = gen
+            moved = self.flight.completed != last_done or (
+                step is not None and last_step is not None and step > last_step
+            )
+            if step is not None:
+                last_step = step
             last_done = self.flight.completed
             if moved or self.flight.in_flight == 0:
                 last_progress = now
@@ -160,7 +182,7 @@ class Watcher:
                 self.timeline.append(
                     [
                         round(now - self.t0, 2),
-                        gen,
+                        step,
                         self.flight.completed,
                         self.flight.in_flight,
                         health,
@@ -169,7 +191,7 @@ class Watcher:
                 )
             stalled = now - last_progress
             if self.flight.in_flight > 0 and stalled >= self.stall_s:
-                counter = "no generated-token counter" if gen is None else "no generated-token step"
+                counter = "no progress counter" if step is None else "no progress counter step"
                 self.hung = (
                     f"hung engine: no progress for {stalled:.1f} s with {self.flight.in_flight} "
                     f"requests in flight ({counter}, no request completed); /health meanwhile: "
@@ -271,7 +293,7 @@ async def soak(
         "harness_error": harness_lag(lag, lag_bound_ms),
         **goodput(streams, slo, run.window_s),
         "energy": meter(m0, m1) if meter else None,
-        "timeline_columns": ["t_s", "generated", "completed", "in_flight", "health", "memory_mib"],
+        "timeline_columns": ["t_s", "progress", "completed", "in_flight", "health", "memory_mib"],
         "timeline": watcher.timeline,
         "streams": streams,
     }

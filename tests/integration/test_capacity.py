@@ -1,7 +1,8 @@
 """The capacity stage against the real local llama-server (one slot, a 2,048-token window).
 
-A 2 × 3 matrix (128 and 512 tokens × c = 1, 2, 4; one run and one warm-up each) and two kinds
-at one depth. One stage run serves every test here.
+A 2 × 3 matrix (128 and 512 tokens × c = 1, 2, 4; one run and one warm-up each), two kinds at
+one depth, the open-loop knee search at 128 tokens with a burst, and the house's soak. One
+stage run serves every test here.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ def capacity(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple
                 '"-c", "8192"': f'"-c", "{WINDOW}"',
                 "lengths = [256, 2048]": f"lengths = {LENGTHS}",
                 "concurrency = [1, 2]": f"concurrency = {LEVELS}",
-                "runs = 3\nwarmups = 1": "runs = 1\nwarmups = 1",
+                "runs = 2\nwarmups = 1": "runs = 1\nwarmups = 1",
                 'kinds = ["prose", "code", "json", "list"]': 'kinds = ["prose", "json"]',
                 "kind_depths = [1024]": "kind_depths = [512]",
-                "kind_runs = 3": "kind_runs = 1",
+                "load = { length = 256,": "load = { length = 128,",
             },
         )
         runner = stage_runner(cand)
@@ -100,7 +101,9 @@ def test_kinds_engine_capacity_and_plot(capacity: tuple[StageResult, Path]) -> N
     eng = result.data["engine"]
     assert eng["slots"] == 1 and eng["kv_tokens"] == WINDOW
     assert eng["max_concurrency_at_full_context"] == 1.0
-    assert (attempt / result.data["plot"]).read_text().startswith("<svg")
+    svg = (attempt / result.data["plot"]).read_text()
+    assert "<svg" in svg and "slot limit: 1 sequences" in svg
+    assert "128 tok candidate: c1 " in svg and "knee " in svg
 
 
 def test_no_range_and_no_incumbent_are_said(capacity: tuple[StageResult, Path]) -> None:
@@ -114,3 +117,73 @@ def test_no_range_and_no_incumbent_are_said(capacity: tuple[StageResult, Path]) 
     assert result.data["incumbent"]["status"] == "first"
     for name in ("requests", "measured", "engine"):
         assert _gate(result, name).verdict is Verdict.PASS, _gate(result, name).reasons
+
+
+def test_every_cell_has_goodput_under_the_house_slos(capacity: tuple[StageResult, Path]) -> None:
+    """Each matrix cell states its goodput (share, interval, rate) under the effective SLOs,
+    the candidate's tightening applied."""
+    result, _ = capacity
+    slo = result.data["slo"]
+    assert slo["ttft_s"] == 4.0 and slo["e2e_s"] == 15.0 and slo["percentile"] == 95
+    for r in result.data["matrix"]:
+        assert 0 <= r["goodput"] <= 1 and r["good"] <= r["requests"], r
+        lo, hi = r["goodput_ci95"]
+        assert lo <= r["goodput"] <= hi
+        assert r["goodput_rps"] is not None
+
+
+def test_the_knee_search_stops_by_itself(capacity: tuple[StageResult, Path]) -> None:
+    """Poisson steps from 0.2 req/s, doubling; the search stops at saturation or at its bound,
+    says which, and the goodput gate states "serves R req/s at goodput G" with its interval."""
+    result, _ = capacity
+    load = result.data["load"]
+    cells = [c for c in load["cells"] if c["arrival"] == "poisson"]
+    s = result.data["settings"]["load"]
+    assert 1 <= len(cells) <= s["max_steps"] + s["refine"]
+    assert load["requests"] <= s["max_requests"]
+    knee = load["knee"]
+    assert knee["stopped"].startswith(("saturated", "step bound", "time bound", "request bound"))
+    for c in cells:
+        assert c["requests"] >= s["min_requests"] and c["lag"]["ticks"] > 0
+        assert c["harness_error"] is None, c["lag"]
+        assert c["goodput_ci95"] is not None
+    gate = _gate(result, "goodput")
+    if knee["rate_rps"] is not None:
+        assert gate.verdict is Verdict.PASS
+        assert gate.reasons[0].startswith("serves ") and "95% interval" in gate.reasons[0]
+    else:
+        assert gate.verdict is Verdict.FAIL
+    for g in result.gates:
+        if g.gate.startswith("harness@"):
+            assert g.verdict is Verdict.PASS, g.reasons
+    (burst,) = [c for c in load["cells"] if c["arrival"] == "burst"]
+    assert burst["requests"] == 4 and burst["cell"] == "burst-4"
+
+
+def test_every_load_answer_is_judged(capacity: tuple[StageResult, Path]) -> None:
+    """Every answered request of every load cell carries its judgement; the answers gate has a
+    verdict per cell, failing only a cell whose answers broke, and saying why."""
+    result, _ = capacity
+    cells = result.data["answers"]["cells"]
+    wheres = {c["where"] for c in cells}
+    assert {r["cell"] for r in result.data["matrix"]} <= wheres
+    assert {c["cell"] for c in result.data["load"]["cells"]} <= wheres and "soak" in wheres
+    for c in cells:
+        gate = _gate(result, f"answers@{c['where']}")
+        assert gate.verdict is (Verdict.FAIL if c["broken"] else Verdict.PASS), gate.reasons
+        for b in c["broken"]:
+            assert b["problems"] and b["files"]
+
+
+def test_the_soak_watches_a_live_engine(capacity: tuple[StageResult, Path]) -> None:
+    """The house's soak (30 s by default) at half the knee: progress seen, requests completed,
+    the server's RSS read, no hang, energy unmeasured on a machine without a GPU."""
+    result, _ = capacity
+    soak = result.data["load"]["soak"]
+    assert soak["duration_s"] == 30.0 and soak["hung"] is None
+    assert soak["completed"] >= 1 and soak["progress"]["generated_delta"] > 0
+    assert soak["memory"]["source"] == "server process RSS (/proc)"
+    assert _gate(result, "soak").verdict is Verdict.PASS, _gate(result, "soak").reasons
+    energy = [g for g in result.gates if g.gate.startswith("energy")]
+    assert energy and all(g.verdict is Verdict.INCONCLUSIVE for g in energy)
+    assert all("unmeasured" in g.reasons[0] for g in energy)
