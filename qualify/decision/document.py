@@ -269,6 +269,9 @@ def _metric(ab: dict[str, Any], name: str) -> dict[str, Any]:
     return next((_d(m) for m in _l(ab.get("metrics")) if _d(m).get("metric") == name), {})
 
 
+_QUALITY = re.compile(r"^quality(?: \((\w+)\))?: ")
+
+
 def _figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[str]:
     """The headline figures, one short line each; 'no data' where a stage did not record one."""
     out = []
@@ -289,7 +292,9 @@ def _figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[
     if acc:
         out.append("acceptance: " + _acceptance_short(acc, ab))
     q = _d(data.get("quality"))
-    out += [str(x) for x in _l(q.get("lines"))] or ["quality: not run"]
+    lines = [str(x) for x in _l(q.get("lines"))]
+    parts = [_QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x) for x in lines]
+    out.append("quality: " + "; ".join(parts) if parts else "quality: not run")
     out.append("context reached: " + _context_reached(data.get("context") or {}))
     cap = sections.capacity(data.get("capacity") or {})
     best = cap["best"]
@@ -551,6 +556,8 @@ def _caveats(
     if git and git.get("commit") is None:
         out.append("The candidate was not in a git repository with a commit.")
     unreported = _l(_d(data.get("identity")).get("not_reported"))
+    blocking = {g.key for g in record.evaluation.gates if g.status in ("blocks", "vetoes")}
+    unreported = [u for u in unreported if f"identity/pin@{u}" not in blocking]
     if unreported:
         out.append(
             "Declared, not verified (the server does not report them): "
