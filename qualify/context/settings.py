@@ -43,6 +43,9 @@ class ContextSettings(StrictModel):
         default_factory=lambda: list(TASK_KINDS),
         description="RULER-style task kinds hidden in every rung's document (none: needles only)",
     )
+    task_max_tokens: PositiveInt = Field(
+        32, description="answer budget of a task asked on its own (a few codes, names or words)"
+    )
     tool_battery: bool = Field(
         True, description="ask typed, streamed and tool-result calls at the deepest rung"
     )

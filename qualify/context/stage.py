@@ -13,7 +13,7 @@ import random
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate
@@ -208,7 +208,8 @@ class Ladder:
 
     async def ask(self, r: Rung, kind: str, msgs: Messages, task: Any) -> dict[str, Any]:
         """One task asked on its own (warm: the document is in the prefix cache)."""
-        o, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
+        drv = replace(self.drv, body={**self.drv.body, "max_tokens": self.settings.task_max_tokens})
+        o, files = await drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
         return {
             "kind": task.kind,
             "pass": "warm",

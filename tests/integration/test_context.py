@@ -1,7 +1,9 @@
 """The context ladder against the real local llama-server.
 
 The server runs with a 2,048-token window so that the third target (4,096) must clamp and the
-ladder stays lean on a shared 2-core machine. One ladder run serves every test here.
+ladder stays lean on a shared 2-core machine. One ladder run serves every test here: needles
+and the RULER-style tasks at every rung, the garble sweep over every answer, and the tool
+battery at the deepest rung through llama-server's own tool parser.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from qualify.records import StageResult, Verdict
 pytestmark = pytest.mark.integration
 
 _RESULT: dict[str, tuple[StageResult, Path]] = {}
-TARGETS = [256, 768, 4096]
+TARGETS = [768, 1536, 4096]
 WINDOW = 2048
-MARGIN = 64
-SIZES = [256, 768, WINDOW - MARGIN]  # the size each target ran at: gates are named by it
+MARGIN = 128
+MAX_TOKENS = 96  # room for the numbered answers to six questions
+SIZES = [768, 1536, WINDOW - MARGIN]  # the size each target ran at: gates are named by it
+KINDS = ["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
 
 
 @pytest.fixture
@@ -35,9 +39,9 @@ def ladder(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple[S
             stages=["context"],
             replace={
                 '"-c", "8192"': f'"-c", "{WINDOW}"',
-                "targets = [1024, 3072, 16384]": f"targets = {TARGETS}",
+                "targets = [1024, 6144]": f"targets = {TARGETS}",
                 "completion_margin = 256": f"completion_margin = {MARGIN}",
-                "max_tokens = 64": "max_tokens = 64",
+                "max_tokens = 64\nwarmups": f"max_tokens = {MAX_TOKENS}\nwarmups",
             },
         )
         runner = stage_runner(cand)
@@ -59,9 +63,9 @@ def test_three_sizes_one_clamped_planned_and_actual_recorded(
     result, _ = ladder
     targets = result.data["targets"]
     assert [(t["target"], t["planned_tokens"], t["clamped"]) for t in targets] == [
-        (256, 256, False),
-        (768, 768, False),
-        (4096, WINDOW - MARGIN, True),
+        (TARGETS[0], SIZES[0], False),
+        (TARGETS[1], SIZES[1], False),
+        (TARGETS[2], WINDOW - MARGIN, True),
     ]
     assert all(t["window"] == WINDOW for t in targets)
     for row in result.data["rows"]:
@@ -69,7 +73,7 @@ def test_three_sizes_one_clamped_planned_and_actual_recorded(
         planned, actual = row["planned_tokens"], row["actual_prompt_tokens"]
         assert planned - 8 <= row["sized_tokens"] <= planned, row
         assert actual == row["sized_tokens"], row
-        assert row["completion_tokens"] and row["completion_tokens"] <= 64
+        assert row["completion_tokens"] and row["completion_tokens"] <= MAX_TOKENS
         assert row["ttfo_s"] > 0 and row["e2e_s"] >= row["ttfo_s"]
     calls = result.data["tokenizer_calls"]
     assert all(1 <= calls[str(t)] <= 8 for t in TARGETS), calls
@@ -128,8 +132,11 @@ def test_every_declared_gate_judged_and_named_by_the_size_run(
     timings, and degenerate answers are listed, never counted as speed."""
     result, _ = ladder
     names = {g.gate for g in result.gates}
-    rungs = {f"{g}@{size}" for g in ("needles", "cold-cache") for size in SIZES}
-    assert names == rungs | {"idle", "fidelity@c=1", "degenerate"}
+    per_rung = ("needles", "cold-cache", "ruler", "garble")
+    rungs = {f"{g}@{size}" for g in per_rung for size in SIZES}
+    deep = {f"{g}@{SIZES[-1]}" for g in ("deep-typed-tools", "deep-streaming-tools")}
+    deep.add(f"deep-tool-result@{SIZES[-1]}")
+    assert names == rungs | deep | {"idle", "fidelity@c=1", "degenerate"}
     clamped = next(g for g in result.gates if g.gate == f"needles@{SIZES[-1]}")
     assert clamped.reasons[0].startswith(f"target {TARGETS[-1]}, clamped to {SIZES[-1]}")
     fid = next(g for g in result.gates if g.gate == "fidelity@c=1")
@@ -156,3 +163,87 @@ def test_warmups_kept_not_counted(ladder: tuple[StageResult, Path]) -> None:
     fid = result.data["fidelity"]
     assert fid["n"] > 0 and fid["ttft_minus_server_prompt_ms_median"] is not None
     assert fid["by_concurrency"]["1"]["requests"] == len(result.data["rows"])
+
+
+def test_tasks_hidden_at_every_rung_judged_cold_and_warm_apart(
+    ladder: tuple[StageResult, Path],
+) -> None:
+    """Five RULER-style kinds at every rung, each over two depths or more of the document; the
+    warm and cold cells answer all of them numbered, and each is asked again on its own behind
+    the cached document. Every published count and every ruler verdict follows from the
+    recorded checks of the answers, and the kept exchanges hold those answers."""
+    result, attempt = ladder
+    by_kind = result.data["audits"]["by_kind"]
+    for t, size in zip(TARGETS, SIZES, strict=True):
+        info = next(x for x in result.data["targets"] if x["target"] == t)["contents"]["prose"]
+        assert [k["kind"] for k in info["tasks"]] == KINDS
+        assert all(len(k["depths"]) >= 2 for k in info["tasks"])
+        asked = info["asked"]
+        assert [a["kind"] for a in asked] == KINDS and all(a["problem"] is None for a in asked)
+        for a in asked:
+            kept = json.loads((attempt / a["files"][0]).read_text())
+            assert a["kind"] in json.dumps(kept) or a["answer"][:20] in json.dumps(kept)
+            # Behind the warm document: the server reused the cached prefix.
+            assert a["cached_tokens"] >= 0.8 * size, a
+        rows = {
+            (e["kind"], e["pass"], e["form"]): e for e in by_kind if e["planned_tokens"] == size
+        }
+        for kind in KINDS:
+            for key in ((kind, "warm", "combined"), (kind, "cold", "combined")):
+                assert rows[key]["asked"] == 1, (size, key)
+            assert rows[(kind, "warm", "own question")]["asked"] == 1
+        gate = next(g for g in result.gates if g.gate == f"ruler@{size}")
+        all_right = all(e["passed"] == e["asked"] for e in rows.values())
+        assert gate.verdict is (Verdict.PASS if all_right else Verdict.FAIL), gate.reasons
+        cold = [r for r in result.data["rows"] if r["target"] == t and r["pass"] == "cold"]
+        assert set(cold[0]["streams"][0]["tasks"]) == set(KINDS)
+
+
+def test_garble_judged_on_every_answer_of_every_rung(ladder: tuple[StageResult, Path]) -> None:
+    """Warm-ups, warm and cold cells, the five tasks, and at the deepest rung the battery's
+    visible answers: all of them read by the garble detector, rung by rung."""
+    from qualify.preflight.checks.text import garble
+
+    result, _ = ladder
+    for t, size in zip(TARGETS, SIZES, strict=True):
+        info = next(x for x in result.data["targets"] if x["target"] == t)["contents"]["prose"]
+        answers = [w["answer"] for w in info["warmups"]] + [a["answer"] for a in info["asked"]]
+        answers += [r["answer"] for r in result.data["rows"] if r["target"] == t]
+        if size == SIZES[-1]:
+            answers += [c["answer"] for c in result.data["battery"]["cases"]]
+        visible = [a for a in answers if a.strip()]
+        gate = next(g for g in result.gates if g.gate == f"garble@{size}")
+        assert gate.metrics["answers"] == len(visible)
+        clean = all(not garble(a) for a in visible)
+        assert gate.verdict is (Verdict.PASS if clean else Verdict.FAIL), gate.reasons
+
+
+def test_tool_battery_at_the_deepest_rung_through_the_servers_parser(
+    ladder: tuple[StageResult, Path],
+) -> None:
+    """At the deepest rung the prompt with its three typed tools is sized with the server's
+    tokenizer to the rung's size; the typed call, the same call streamed (served from the
+    prefix cache) and the tool-result continuation are kept and judged by the preflight's own
+    judges over what llama-server's tool parser returned."""
+    from qualify.context.battery import judge_case
+
+    result, attempt = ladder
+    bat = result.data["battery"]
+    assert bat["target"] == TARGETS[-1] and bat["planned_tokens"] == SIZES[-1]
+    assert bat["errors"] == [] and bat["sizing"]["within_tolerance"], bat["sizing"]
+    cases = {c["case"]: c for c in bat["cases"]}
+    assert set(cases) == {"typed", "streaming", "tool-result"}
+    for name, case in cases.items():
+        assert case["problem"] is None and case["http_status"] == 200, case
+        assert SIZES[-1] - 200 <= case["prompt_tokens"] <= WINDOW, case
+        assert (attempt / case["files"][0]).exists()
+        gate = next(g for g in result.gates if g.gate.startswith(f"deep-{_gate_of(name)}@"))
+        problems = judge_case(case, bat["tools"])
+        assert gate.verdict is (Verdict.FAIL if problems else Verdict.PASS), gate.reasons
+    streamed = cases["streaming"]
+    assert streamed["sse_chunks"] > 1
+    assert streamed["cached_tokens"] >= 0.9 * streamed["prompt_tokens"], "one prefill for both"
+
+
+def _gate_of(case: str) -> str:
+    return {"typed": "typed-tools", "streaming": "streaming-tools"}.get(case, case)
