@@ -4,8 +4,8 @@ A fast server that answers wrongly under load is not fast, so each answered stre
 
 - **degenerate** (`qualify.httpclient.degenerate`): a run or one n-gram over most of the answer;
 - **garble** (`qualify.preflight.checks.text.garble`): leaked reasoning or tool markup, special
-  tokens, a long run of one character, drift into another script (prose and lists only: code
-  and JSON are judged by their own rules);
+  tokens, drift into another script (prose and lists only: code and JSON are judged by their own
+  rules; runs of one character are the degenerate check's, so a Markdown rule is not garble);
 - **JSON** for the JSON kind: a finished answer (`finish_reason` stop) parses as JSON (a Markdown
   fence around it is allowed); an answer cut by the budget must be a valid JSON *prefix*
   (something could complete it), so a broken answer is caught even when it was cut;
@@ -148,7 +148,8 @@ def broken(
     if why := degenerate(content):
         out.append(f"degenerate: {why}")
     if kind in ("prose", "list"):
-        out += [f"garble: {g}" for g in garble(content)]
+        # runs of one character are the degenerate check's (a Markdown rule is not garble)
+        out += [f"garble: {g}" for g in garble(content, run_limit=1 << 30)]
     finished = finish_reason == "stop"
     if kind == "json" and content.strip() and (why := json_problem(content, finished)):
         out.append(f"json: {why}")

@@ -150,6 +150,7 @@ class EarlyStop:
         stop: asyncio.Event,
         flight: Flight,
     ) -> None:
+        self.n = n
         self.allowed = math.floor(n * (1 - float(slo["goodput_floor"])) + 1e-9)
         self.slo, self.kind, self.max_tokens = slo, kind, max_tokens
         self.stop, self.flight = stop, flight
@@ -159,8 +160,8 @@ class EarlyStop:
     def _check(self) -> None:
         if len(self.missed) > self.allowed and not self.stop.is_set():
             self.why = (
-                f"goodput can no longer reach the floor: {len(self.missed)} requests missed "
-                f"the SLOs (at most {self.allowed} may)"
+                f"goodput can no longer reach the floor: {len(self.missed)} of {self.n} "
+                f"requests missed the SLOs (at most {self.allowed} may)"
             )
             self.stop.set()
 

@@ -223,8 +223,9 @@ async def soak(
     poll_s: float = POLL_S,
 ) -> dict[str, Any]:
     """The steady load and its watcher; the soak's record."""
+    # every arrival of the Poisson process that falls within the duration
     n = max(1, math.ceil(rate_rps * duration_s))
-    offsets = [o for o in poisson(rate_rps, n * 2, seed) if o < duration_s][: max(n, 1)] or [0.0]
+    offsets = [o for o in poisson(rate_rps, 3 * n + 20, seed) if o < duration_s] or [0.0]
     prompts = [await fresh() for _ in offsets]
     bodies = [sender.request(p) for p in prompts]
     stop, flight = asyncio.Event(), Flight()

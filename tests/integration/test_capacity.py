@@ -103,7 +103,7 @@ def test_kinds_engine_capacity_and_plot(capacity: tuple[StageResult, Path]) -> N
     assert eng["max_concurrency_at_full_context"] == 1.0
     svg = (attempt / result.data["plot"]).read_text()
     assert "<svg" in svg and "slot limit: 1 sequences" in svg
-    assert "128 tok candidate: c1 " in svg and "knee " in svg
+    assert "128 tok candidate: c1 " in svg and "floor 90%" in svg
 
 
 def test_no_range_and_no_incumbent_are_said(capacity: tuple[StageResult, Path]) -> None:

@@ -311,3 +311,34 @@ def test_load_and_soak_settings_validate() -> None:
         CapacitySettings.model_validate({"load": {"factor": 1.0}})
     with pytest.raises(ValueError):
         CapacitySettings.model_validate({"slo": {"ttft": 1}})
+
+
+# --- the soak's readings --------------------------------------------------------------------
+
+
+def test_soak_reads_error_counters_progress_and_drift() -> None:
+    from qualify.capacity.soak import drift, error_counters, progress
+    from qualify.serving.engines import MetricsSnapshot
+
+    text = (
+        "# TYPE vllm:request_success_total counter\n"
+        'vllm:request_success_total{finished_reason="stop"} 10\n'
+        'vllm:request_success_total{finished_reason="abort"} 2\n'
+        "# TYPE engine_errors_total counter\n"
+        "engine_errors_total 3\n"
+        "# TYPE llamacpp:n_decode_total counter\n"
+        "llamacpp:n_decode_total 40\n"
+        "# TYPE llamacpp:tokens_predicted_total counter\n"
+        "llamacpp:tokens_predicted_total 7\n"
+    )
+    snap = MetricsSnapshot.parse(text)
+    assert error_counters(snap) == {
+        "engine_errors_total": 3.0,
+        "vllm:request_success_total{finished_reason=abort}": 2.0,
+    }
+    assert progress(snap, ("llamacpp:tokens_predicted_total",)) == 47.0
+    assert progress(MetricsSnapshot.parse("# TYPE x gauge\nx 1\n"), ()) is None
+    rows = [{"ttft_s": t, "planned_s": i} for i, t in enumerate([1, 1, 1, 1, 2, 2, 3, 3, 3])]
+    d = drift(rows)
+    assert d["first_p50_s"] == 1 and d["last_p50_s"] == 3 and d["drift_pct"] == 200
+    assert drift(rows[:5])["drift_pct"] is None  # too few to tell
