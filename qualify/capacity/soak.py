@@ -122,10 +122,13 @@ class Watcher:
         memory: Callable[[], float | None],
         poll_s: float = POLL_S,
         probe_timeout_s: float = PROBE_TIMEOUT_S,
+        e2e_s: float = 0.0,
     ) -> None:
         self.s, self.flight, self.stop = sender, flight, stop
         self.stall_s, self.health_path, self.memory = stall_s, health_path, memory
         self.poll_s, self.probe_timeout_s = poll_s, probe_timeout_s
+        self.e2e_s = e2e_s
+        self.bound_s = stall_s
         self.hung: str | None = None
         self.detected_after_s: float | None = None
         self.timeline: list[list[Any]] = []
@@ -190,7 +193,11 @@ class Watcher:
                     ]
                 )
             stalled = now - last_progress
-            if self.flight.in_flight > 0 and stalled >= self.stall_s:
+            # without a progress counter only a finished request shows progress, so a request
+            # may take up to the E2E bound before silence means anything
+            bound = self.stall_s if step is not None else max(self.stall_s, self.e2e_s)
+            self.bound_s = bound
+            if self.flight.in_flight > 0 and stalled >= bound:
                 counter = "no progress counter" if step is None else "no progress counter step"
                 self.hung = (
                     f"hung engine: no progress for {stalled:.1f} s with {self.flight.in_flight} "
@@ -229,8 +236,8 @@ async def soak(
     prompts = [await fresh() for _ in offsets]
     bodies = [sender.request(p) for p in prompts]
     stop, flight = asyncio.Event(), Flight()
-    watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s)
     drain = float(slo.get("e2e_s") or 60.0)
+    watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, e2e_s=drain)
     m0 = time.monotonic()
     watch = asyncio.create_task(watcher.run())
     try:
@@ -260,7 +267,8 @@ async def soak(
         "duration_s": duration_s,
         "stall_s": stall_s,
         "poll_s": poll_s,
-        "detection_bound_s": stall_s + poll_s + 2 * PROBE_TIMEOUT_S,
+        "stall_bound_s": watcher.bound_s,
+        "detection_bound_s": watcher.bound_s + poll_s + 2 * PROBE_TIMEOUT_S,
         "planned": len(offsets),
         "sent": sum(1 for s in run.sent if s.sent_s is not None),
         "completed": sum(
