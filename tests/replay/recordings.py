@@ -118,14 +118,16 @@ class ChatTemplates:
 
     @classmethod
     def load(cls, engine_dir: Path) -> ChatTemplates:
+        """The chunk kinds from the engine's recorded streams: `chat_stream_reasoning.sse`
+        (and `chat_stream.sse` where content is recorded apart, as on vLLM 0.26 with a model
+        that only reasons when asked) and `chat_stream_tool.sse` where a tool call was
+        recorded; otherwise the tool-call deltas are built from the recorded content chunk in
+        the engine's own shape (`_tool_chunks`)."""
         plain = [
             json.loads(d)
-            for _, d in sse_events(engine_dir / "chat_stream_reasoning.sse")
-            if d != "[DONE]"
-        ]
-        tools = [
-            json.loads(d)
-            for _, d in sse_events(engine_dir / "chat_stream_tool.sse")
+            for name in ("chat_stream_reasoning.sse", "chat_stream.sse")
+            if (engine_dir / name).is_file()
+            for _, d in sse_events(engine_dir / name)
             if d != "[DONE]"
         ]
 
@@ -135,33 +137,74 @@ class ChatTemplates:
         def first(chunks: list[dict[str, Any]], test: Any) -> dict[str, Any]:
             return next(c for c in chunks if test(c))
 
-        with_tools = [c for c in tools if c["choices"] and delta(c).get("tool_calls")]
+        content = first(plain, lambda c: c["choices"] and delta(c).get("content"))
+        finish = first(plain, lambda c: c["choices"] and c["choices"][0]["finish_reason"])
+        if (engine_dir / "chat_stream_tool.sse").is_file():
+            tools = [
+                json.loads(d)
+                for _, d in sse_events(engine_dir / "chat_stream_tool.sse")
+                if d != "[DONE]"
+            ]
+            with_tools = [c for c in tools if c["choices"] and delta(c).get("tool_calls")]
+            tool_first, tool_more = with_tools[0], with_tools[1]
+            tool_finish = first(tools, lambda c: c["choices"] and c["choices"][0]["finish_reason"])
+        else:
+            tool_first, tool_more, tool_finish = _tool_chunks(content, finish)
         return cls(
             role=first(plain, lambda c: c["choices"] and delta(c).get("role")),
             reasoning=first(
                 plain, lambda c: c["choices"] and any(delta(c).get(k) for k in REASONING_KEYS)
             ),
-            content=first(plain, lambda c: c["choices"] and delta(c).get("content")),
-            finish=first(plain, lambda c: c["choices"] and c["choices"][0]["finish_reason"]),
+            content=content,
+            finish=finish,
             usage=first(plain, lambda c: not c["choices"]),
-            tool_first=with_tools[0],
-            tool_more=with_tools[1],
-            tool_finish=first(tools, lambda c: c["choices"] and c["choices"][0]["finish_reason"]),
+            tool_first=tool_first,
+            tool_more=tool_more,
+            tool_finish=tool_finish,
             completion=json.loads((engine_dir / "chat_completion.json").read_text()),
         )
 
 
+def _tool_chunks(
+    content: dict[str, Any], finish: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Tool-call chunks in the recorded chunk envelope, with vLLM's tool-call delta (its
+    tool parsers, e.g. hermes_tool_parser.py: a first delta with `id`, `type`, `index` and
+    `function.name`, then `index` and `function.arguments` fragments; `finish_reason`
+    `tool_calls`). No recording holds one: vLLM 0.26 with SmolLM2 answered tool_choice
+    `required` with text (fixtures/engines/vllm/chat_tool_required.json)."""
+
+    def with_delta(template: dict[str, Any], d: dict[str, Any]) -> dict[str, Any]:
+        c = json.loads(json.dumps(template))
+        c["choices"][0]["delta"] = d
+        return c
+
+    head = {"id": "chatcmpl-tool-0", "type": "function", "index": 0, "function": {"name": ""}}
+    more = {"index": 0, "function": {"arguments": ""}}
+    done = with_delta(finish, {"content": ""})
+    done["choices"][0]["finish_reason"] = "tool_calls"
+    return (
+        with_delta(content, {"tool_calls": [head]}),
+        with_delta(content, {"tool_calls": [more]}),
+        done,
+    )
+
+
 def responses_templates(engine_dir: Path) -> dict[str, dict[str, Any]]:
-    """The first recorded event of each Responses event type, keyed by type."""
+    """The first recorded event of each Responses event type, keyed by type: the reasoning
+    item's events first (`responses_stream_reasoning.sse`, where recorded apart), then the
+    message item's (`responses_stream.sse`), whose `output_item.added`/`.done` are keyed
+    `#message`."""
     out: dict[str, dict[str, Any]] = {}
-    for name, data in sse_events(engine_dir / "responses_stream.sse"):
-        body = json.loads(data)
-        key = name or body["type"]
-        if key == "response.output_item.added" and key in out:
-            key = "response.output_item.added#message"
-        if key == "response.output_item.done" and key in out:
-            key = "response.output_item.done#message"
-        out.setdefault(key, body)
+    files = [engine_dir / "responses_stream_reasoning.sse", engine_dir / "responses_stream.sse"]
+    for path in (f for f in files if f.is_file()):
+        for name, data in sse_events(path):
+            body = json.loads(data)
+            key = name or body["type"]
+            item = body.get("item") if isinstance(body.get("item"), dict) else {}
+            if key.startswith("response.output_item.") and item.get("type") == "message":
+                key += "#message"
+            out.setdefault(key, body)
     return out
 
 

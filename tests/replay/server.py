@@ -3,7 +3,9 @@
 Endpoints, per engine (see docs/engines.md for the recordings behind each):
 - both: GET /health, GET /v1/models, GET /metrics, POST /tokenize (SGLang also /v1/tokenize),
   POST /v1/chat/completions (streamed or not), POST /v1/responses (streamed or not);
-- vLLM: GET /version; SGLang: GET /server_info, /get_server_info, /model_info, /get_model_info.
+- vLLM: GET /version, and GET /server_info with `dev_mode` (VLLM_SERVER_DEV_MODE=1; 404
+  otherwise, as recorded); SGLang: GET /server_info, /get_server_info, /model_info,
+  /get_model_info.
 
 Deterministic rules (the replay is not a model):
 - one token per whitespace-separated word. A prompt's tokens are the words of every text part of
@@ -11,9 +13,13 @@ Deterministic rules (the replay is not a model):
   so a client that sizes prompts through /tokenize lands where the server's length check does;
 - the answer comes from `Profile.answer(request)` (default: a short fixed reasoning and content);
   one SSE chunk per word, `chunk_interval_s` apart, the first after `first_chunk_delay_s`;
-- a prompt over the window gets the engine's 400: vLLM when prompt > max_model_len (and, on
-  /v1/responses, prompt >= max_model_len), SGLang when prompt >= max_model_len; SGLang also
-  rejects prompt + max_tokens > max_model_len, which vLLM 0.33 clamps silently;
+- a prompt over the window gets the engine's 400: vLLM 0.26 (recorded) when prompt + max_tokens
+  > max_model_len, on chat and Responses alike, naming "at least" the prompt size that fills
+  the window, and max_tokens > max_model_len apart; SGLang when prompt >= max_model_len, and
+  prompt + max_tokens > max_model_len apart;
+- vLLM's latency histograms (`_sum`/`_count` of queue, prefill, TTFT, decode, generation
+  tokens, inter-token latency) move when a request finishes, by the times the replay actually
+  sent its first and last token (queue 0); their buckets stay at their recorded values;
 - counters move when a request finishes, before its last chunk is written, so a scrape taken
   after the response is read always sees them; gauges show in-flight work and read 0 when idle;
 - speculative decoding (Profile.spec): each verify step emits 1 + the accepted drafts; with G
@@ -63,6 +69,7 @@ class Spec:
 
     num_speculative_tokens: int = 2
     acceptance: tuple[float, ...] = (0.7, 0.4)
+    method: str = "mtp"  # what a vLLM /server_info (dev mode) reports
 
 
 def default_answer(request: dict[str, Any]) -> Answer:
@@ -107,6 +114,7 @@ class Profile:
     chunk_interval_s: float = 0.002
     max_num_seqs: int = 256
     kv_capacity_tokens: int = 161721
+    dev_mode: bool = False  # vLLM: VLLM_SERVER_DEV_MODE=1, so /server_info answers
 
     @property
     def fixtures(self) -> Path:
@@ -114,12 +122,12 @@ class Profile:
 
 
 def vllm_profile(**kw: Any) -> Profile:
-    """vLLM 0.33: reasoning in `reasoning` only (PR #33402 dropped `reasoning_content`)."""
+    """vLLM 0.26.0 as recorded on the H200: reasoning in `reasoning` only."""
     base: dict[str, Any] = dict(
         engine="vllm",
         served_model="deepseek-v4-flash",
         max_model_len=8192,
-        version="0.33.0",
+        version="0.26.0",
         reasoning_keys=("reasoning",),
     )
     return Profile(**(base | kw))
@@ -188,6 +196,10 @@ class Finished:
     generated: int
     reason: str
     cached: int
+    arrived: float = 0.0  # when the request came in (time.monotonic)
+    first: float | None = None  # when its first token went out
+    last: float | None = None  # when its last token went out
+    steps: int = 0  # chunks that carried its tokens
 
 
 @dataclass
@@ -209,6 +221,13 @@ class Engine:
             [p.fixtures / "metrics_spec.prom"] if p.spec else []
         )
         self.page = MetricsPage.load(*files, model_name=p.served_model)
+        if p.spec is not None:  # one per-position series per draft token, as vLLM registers
+            k = p.spec.num_speculative_tokens
+            self.page.lines = [
+                ln
+                for ln in self.page.lines
+                if isinstance(ln, str) or int(ln.labels.get("position", 0)) < k
+            ]
         self.chat = ChatTemplates.load(p.fixtures)
         self.responses = responses_templates(p.fixtures)
         self._gauges()
@@ -217,29 +236,27 @@ class Engine:
     def check_length(self, prompt: int, max_tokens: int | None, route: str) -> None:
         p, n = self.profile, self.profile.max_model_len
         if p.engine == "vllm":
-            if route == "responses" and prompt >= n:
-                err = body(p.fixtures, "responses_error_overlength.json")
-                err["error"]["message"] = (
-                    f"The engine prompt length {prompt} exceeds the max_model_len {n}. "
-                    "Please reduce prompt."
-                )
-                raise HttpError(400, err)
-            if prompt > n:
-                err = body(p.fixtures, "error_overlength.json")
-                err["error"]["message"] = (
-                    f"This model's maximum context length is {n} tokens. However, your prompt "
-                    f"contains {prompt} input tokens, which exceeds this limit even without any "
-                    "output tokens. "
-                    "Please reduce the length of the input prompt."
-                )
-                raise HttpError(400, err)
+            # vLLM 0.26 (recorded, chat and Responses alike): max_tokens over the window, then
+            # a prompt that with the output asked for does not fit, its size a lower bound.
             if max_tokens is not None and max_tokens > n:
+                err = body(p.fixtures, "error_max_tokens.json")
+                err["error"]["message"] = (
+                    f"max_tokens={max_tokens} cannot be greater than max_model_len="
+                    f"max_total_tokens={n}. Please request fewer output tokens. "
+                    f"(parameter=max_tokens, value={max_tokens})"
+                )
+                raise HttpError(400, err)
+            out = max_tokens or 1
+            if prompt + out > n:
+                seen = n + 1 - out
                 err = body(p.fixtures, "error_overlength.json")
-                err["error"] |= {
-                    "message": f"max_tokens={max_tokens} cannot be greater than max_model_len={n}. "
-                    "Please request fewer output tokens.",
-                    "param": "max_tokens",
-                }
+                err["error"]["message"] = (
+                    f"This model's maximum context length is {n} tokens. However, you requested "
+                    f"{out} output tokens and your prompt contains at least {seen} input tokens, "
+                    f"for a total of at least {n + 1} tokens. Please reduce the length of the "
+                    "input prompt or the number of requested output tokens. "
+                    f"(parameter=input_tokens, value={seen})"
+                )
                 raise HttpError(400, err)
             return
         if prompt >= n:
@@ -297,6 +314,7 @@ class Engine:
             page.add("vllm:prefix_cache_queries_total", d.prompt)
             page.add("vllm:prefix_cache_hits_total", d.cached)
             page.add("vllm:prompt_tokens_cached_total", d.cached)
+            self._histograms(d)
             if p.spec is not None:
                 page.add("vllm:spec_decode_num_drafts_total", steps)
                 page.add(
@@ -320,6 +338,27 @@ class Engine:
             page.set("sglang:spec_num_steps", k)
             page.set("sglang:spec_num_draft_tokens", k + 1)
             page.add("sglang:spec_verify_calls_total", steps)
+
+    def _histograms(self, d: Finished) -> None:
+        """vLLM's latency histograms (`_sum`, `_count`), observed as vLLM does on a finished
+        request, from the times the replay actually sent its tokens: queue 0, prefill and TTFT
+        up to the first token, decode from the first token to the last."""
+        if d.first is None or d.generated == 0:
+            return
+        last = d.last if d.last is not None else d.first
+        page = self.page
+        for name, value in (
+            ("vllm:request_queue_time_seconds", 0.0),
+            ("vllm:request_prefill_time_seconds", d.first - d.arrived),
+            ("vllm:time_to_first_token_seconds", d.first - d.arrived),
+            ("vllm:request_decode_time_seconds", last - d.first),
+            ("vllm:request_generation_tokens", float(d.generated)),
+        ):
+            page.add(f"{name}_sum", value)
+            page.add(f"{name}_count", 1)
+        if d.steps > 1:
+            page.add("vllm:inter_token_latency_seconds_sum", last - d.first)
+            page.add("vllm:inter_token_latency_seconds_count", d.steps - 1)
 
     def _spec_steps(self, generated: int) -> tuple[int, list[int]]:
         spec = self.profile.spec
@@ -373,6 +412,8 @@ class Handler(BaseHTTPRequestHandler):
             self._json(200, models | {"data": [card]})
         elif path == "/version" and p.engine == "vllm":
             self._json(200, {"version": p.version})
+        elif path == "/server_info" and p.engine == "vllm" and p.dev_mode:
+            self._json(200, self._vllm_server_info())
         elif path in ("/server_info", "/get_server_info") and p.engine == "sglang":
             self._json(200, self._server_info())
         elif path in ("/model_info", "/get_model_info") and p.engine == "sglang":
@@ -407,6 +448,23 @@ class Handler(BaseHTTPRequestHandler):
             self._json(err.status, err.payload)
 
     # ---- routes ----
+    def _vllm_server_info(self) -> dict[str, Any]:
+        """The recorded dev-mode `/server_info` (JSON form), with this profile's window and
+        speculative decoding."""
+        p = self.engine.profile
+        info: dict[str, Any] = body(p.fixtures, "server_info.json")
+        conf = info["vllm_config"]
+        conf["model_config"]["max_model_len"] = p.max_model_len
+        conf["scheduler_config"]["max_num_seqs"] = p.max_num_seqs
+        spec = conf.get("speculative_config") or {}
+        if p.spec is None:
+            conf["speculative_config"] = None
+        else:
+            spec["num_speculative_tokens"] = p.spec.num_speculative_tokens
+            spec["method"] = p.spec.method
+            conf["speculative_config"] = spec
+        return info
+
     def _server_info(self) -> dict[str, Any]:
         p = self.engine.profile
         info: dict[str, Any] = body(p.fixtures, "server_info.json")
@@ -504,7 +562,7 @@ class Handler(BaseHTTPRequestHandler):
         cid = ("chatcmpl-" if p.engine == "vllm" else "") + uuid.uuid4().hex
         created = int(time.time())
         e.start(key, len(words))
-        done = Finished(len(words), len(pieces), reason, e.cached(words))
+        done = Finished(len(words), len(pieces), reason, e.cached(words), time.monotonic())
 
         def chunk(
             template: dict[str, Any], delta: dict[str, Any] | None = None, **choice: Any
@@ -528,7 +586,10 @@ class Handler(BaseHTTPRequestHandler):
             "completion_tokens": done.generated,
         }
         if not request.get("stream"):
-            time.sleep(p.first_chunk_delay_s + p.chunk_interval_s * len(pieces))
+            time.sleep(p.first_chunk_delay_s)
+            done.first = time.monotonic()
+            time.sleep(p.chunk_interval_s * len(pieces))
+            done.last, done.steps = time.monotonic(), len(pieces)
             e.finish(key, done)
             self._json(200, self._completion(cid, created, pieces, reason, answer, usage))
             return
@@ -544,6 +605,9 @@ class Handler(BaseHTTPRequestHandler):
             self._event(None, chunk(t.tool_first, {"tool_calls": [first]}))
         for kind, text in pieces:
             time.sleep(p.chunk_interval_s)
+            now = time.monotonic()
+            done.first = done.first or now
+            done.last, done.steps = now, done.steps + 1
             if kind == "tool":
                 more = copy.deepcopy(t.tool_more["choices"][0]["delta"]["tool_calls"][0])
                 more["function"]["arguments"] = text
@@ -608,7 +672,7 @@ class Handler(BaseHTTPRequestHandler):
         key, rid, created = id(request), "resp_" + uuid.uuid4().hex, int(time.time())
         rs_id, msg_id = "rs_" + uuid.uuid4().hex, "msg_" + uuid.uuid4().hex
         e.start(key, len(words))
-        done = Finished(len(words), len(pieces), reason, e.cached(words))
+        done = Finished(len(words), len(pieces), reason, e.cached(words), time.monotonic())
         usage = {
             "input_tokens": done.prompt,
             "input_tokens_details": {"cached_tokens": done.cached},
@@ -630,8 +694,13 @@ class Handler(BaseHTTPRequestHandler):
             "status": status,
             "usage": usage,
         }
+        if reason != "stop":
+            final["incomplete_details"] = {"reason": "max_output_tokens"}  # as recorded
         if not request.get("stream"):
-            time.sleep(p.first_chunk_delay_s + p.chunk_interval_s * len(pieces))
+            time.sleep(p.first_chunk_delay_s)
+            done.first = time.monotonic()
+            time.sleep(p.chunk_interval_s * len(pieces))
+            done.last, done.steps = time.monotonic(), len(pieces)
             e.finish(key, done)
             self._json(200, final)
             return
@@ -640,6 +709,12 @@ class Handler(BaseHTTPRequestHandler):
         def ev(kind: str, **fields: Any) -> None:
             b = copy.deepcopy(t[kind]) | fields | {"sequence_number": next(seq)}
             self._event(b["type"], b)
+
+        def tick() -> None:
+            time.sleep(p.chunk_interval_s)
+            now = time.monotonic()
+            done.first = done.first or now
+            done.last, done.steps = now, done.steps + 1
 
         self._start_stream()
         time.sleep(p.first_chunk_delay_s)
@@ -653,8 +728,10 @@ class Handler(BaseHTTPRequestHandler):
                 item=t["response.output_item.added"]["item"] | {"id": rs_id},
                 output_index=index,
             )
+            if "response.reasoning_part.added" in t:  # vLLM 0.26, recorded
+                ev("response.reasoning_part.added", item_id=rs_id, output_index=index)
             for w in reasoning:
-                time.sleep(p.chunk_interval_s)
+                tick()
                 ev("response.reasoning_text.delta", delta=w, item_id=rs_id, output_index=index)
             ev(
                 "response.reasoning_text.done",
@@ -662,6 +739,10 @@ class Handler(BaseHTTPRequestHandler):
                 item_id=rs_id,
                 output_index=index,
             )
+            if "response.reasoning_part.done" in t:
+                part = copy.deepcopy(t["response.reasoning_part.done"]["part"])
+                part["text"] = "".join(reasoning)
+                ev("response.reasoning_part.done", part=part, item_id=rs_id, output_index=index)
             ev("response.output_item.done", item=rs_item, output_index=index)
             index += 1
         ev(
@@ -671,7 +752,7 @@ class Handler(BaseHTTPRequestHandler):
         )
         ev("response.content_part.added", item_id=msg_id, output_index=index)
         for w in content:
-            time.sleep(p.chunk_interval_s)
+            tick()
             ev("response.output_text.delta", delta=w, item_id=msg_id, output_index=index)
         ev("response.output_text.done", text="".join(content), item_id=msg_id, output_index=index)
         part = copy.deepcopy(t["response.content_part.done"]["part"]) | {"text": "".join(content)}

@@ -47,12 +47,14 @@ def reasoning_text(body: Any) -> str:
 
 
 def terminal(parsed: list[tuple[str, dict[str, Any]]]) -> tuple[str | None, str | None]:
-    """The last event's type and, for `response.incomplete`, its reason."""
+    """The last event's type and, when its response is `incomplete`, the reason. vLLM 0.26
+    (recorded) ends a cut stream with `response.completed` whose response has status
+    `incomplete` and `incomplete_details.reason` `max_output_tokens`; the Responses API
+    documents a `response.incomplete` event for it: both are read."""
     if not parsed:
         return None, None
     kind, data = parsed[-1]
-    reason = incomplete_reason(data.get("response")) if kind == "response.incomplete" else None
-    return kind, reason
+    return kind, incomplete_reason(data.get("response"))
 
 
 def parse_events(events: list[SSEEvent]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
@@ -85,8 +87,10 @@ def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:
     if types[0] != "response.created":
         problems.append(f"the first event is {types[0]!r}, expected 'response.created'")
     last, why = terminal(parsed)
-    if last == "response.incomplete" and why == "max_output_tokens":
+    if last in ("response.incomplete", "response.completed") and why == "max_output_tokens":
         pass  # a cut answer ends so: the answer is judged from what it holds
+    elif last == "response.completed" and why is not None:
+        problems.append(f"the stream ends incomplete: incomplete_details.reason {why!r}")
     elif types[-1] != "response.completed":
         problems.append(
             f"the last event is {types[-1]!r}, expected 'response.completed' (or "

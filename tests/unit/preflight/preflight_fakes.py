@@ -12,6 +12,7 @@ import httpx
 from qualify.gates import GateContext, LoadedGate, load_gates
 from qualify.gates.runner import run_gate
 from qualify.httpclient.client import Client
+from qualify.preflight.budget import PreflightContext
 from qualify.preflight.stage import DEFAULT_GATES
 from qualify.records import GateResult
 
@@ -108,7 +109,10 @@ class Broken(httpx.AsyncByteStream):
 
 
 def context(
-    handler: Handler, level_fields: dict[str, Any] | None = None, timeout_s: float = 5.0
+    handler: Handler,
+    level_fields: dict[str, Any] | None = None,
+    timeout_s: float = 5.0,
+    reasoning_tokens: int = 0,
 ) -> tuple[GateContext, list[dict[str, Any]]]:
     """A gate context on a MockTransport; returns it and the list of kept exchanges."""
     kept: list[dict[str, Any]] = []
@@ -118,7 +122,7 @@ def context(
         return [f"{len(kept):04d}-{label}.json"]
 
     client = Client("http://mock", transport=httpx.MockTransport(handler), timeout_s=timeout_s)
-    ctx = GateContext(
+    ctx = PreflightContext(
         client=client,
         keep=keep,
         write=lambda name, obj: [name],
@@ -129,6 +133,8 @@ def context(
         max_tokens=64,
         timeout_s=timeout_s,
         window=8192,
+        reasoning_tokens=reasoning_tokens,
+        reasoning_source="the test",
     )
     return ctx, kept
 
