@@ -33,7 +33,6 @@ def capacity(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple
                 '"-c", "8192"': f'"-c", "{WINDOW}"',
                 "lengths = [256, 2048]": f"lengths = {LENGTHS}",
                 "concurrency = [1, 2]": f"concurrency = {LEVELS}",
-                "runs = 2\nwarmups = 1": "runs = 1\nwarmups = 1",
                 'kinds = ["prose", "code", "json", "list"]': 'kinds = ["prose", "json"]',
                 "kind_depths = [1024]": "kind_depths = [512]",
                 "load = { length = 256,": "load = { length = 128,",
