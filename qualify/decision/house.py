@@ -32,10 +32,28 @@ SCHEMA_FILE = Path("gates/schemas/house-policy.schema.json")
 Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 # For each threshold: which direction is stricter. Lists are subsets, tables are per key.
-_HIGHER_IS_STRICTER = {"vram_reserve_gib", "acceptance_floor", "spec_min_speedup_pct"}
-_LOWER_IS_STRICTER = {"vram_max_gap_fraction", "ab_max_regression_pct", "fidelity_decode_tolerance"}
-_OPTIONAL_LOWER_IS_STRICTER = {"capacity_max_ttft_p95_s"}  # None: no bound, the loosest
+_HIGHER_IS_STRICTER = {
+    "vram_reserve_gib",
+    "acceptance_floor",
+    "spec_min_speedup_pct",
+    "slo_percentile",
+    "goodput_floor",
+    "soak_duration_s",
+}
+_LOWER_IS_STRICTER = {
+    "vram_max_gap_fraction",
+    "ab_max_regression_pct",
+    "fidelity_decode_tolerance",
+    "client_max_lag_ms",
+    "soak_stall_s",
+    "soak_max_ttft_drift_pct",
+    "soak_max_memory_growth_mib",
+}
+# None: no bound, the loosest
+_OPTIONAL_LOWER_IS_STRICTER = {"capacity_max_ttft_p95_s", "slo_ttft_s", "slo_tpot_s", "slo_e2e_s"}
+_OPTIONAL_HIGHER_IS_STRICTER = {"capacity_min_goodput_rps"}
 _BY_KEY = {"unverifiable_pins", "fidelity_ttft_ms"}
+_OPTIONAL = _OPTIONAL_LOWER_IS_STRICTER | _OPTIONAL_HIGHER_IS_STRICTER
 
 
 class WaiverRules(StrictModel):
@@ -165,6 +183,9 @@ def _threshold_problems(house: Thresholds, mine: Thresholds, written: set[str]) 
         elif name in _OPTIONAL_LOWER_IS_STRICTER:
             if have is not None and (want is None or want > have):
                 out.append(f"{field}: {want} is looser than the house's {have} (only lowering it)")
+        elif name in _OPTIONAL_HIGHER_IS_STRICTER:
+            if have is not None and (want is None or want < have):
+                out.append(f"{field}: {want} is looser than the house's {have} (only raising it)")
         elif name == "unverifiable_pins":
             out += [
                 f"{field}: {p!r} is not among the house's unverifiable pins"
@@ -177,7 +198,7 @@ def _threshold_problems(house: Thresholds, mine: Thresholds, written: set[str]) 
                     out.append(f"{field}.{k}: the house sets no bound for {k!r} to lower")
                 elif v > have[k]:
                     out.append(f"{field}.{k}: {v} ms is above the house's {have[k]} ms")
-        elif name not in _HIGHER_IS_STRICTER | _LOWER_IS_STRICTER | _BY_KEY:
+        elif name not in _HIGHER_IS_STRICTER | _LOWER_IS_STRICTER | _BY_KEY | _OPTIONAL:
             out.append(f"{field}: qualify does not know which way tightens it; set it in the house")
     return out
 

@@ -166,6 +166,7 @@ def test_every_threshold_has_a_tightening_direction() -> None:
         house._HIGHER_IS_STRICTER
         | house._LOWER_IS_STRICTER
         | house._OPTIONAL_LOWER_IS_STRICTER
+        | house._OPTIONAL_HIGHER_IS_STRICTER
         | house._BY_KEY
     )
     assert set(Thresholds.model_fields) == known
