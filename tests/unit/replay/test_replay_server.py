@@ -51,7 +51,7 @@ def test_vllm_models_version_and_tokenize(replay: Replay) -> None:
         8192,
     )
     assert "permission" in card
-    assert httpx.get(f"{replay.base_url}/version").json() == {"version": "0.33.0"}
+    assert httpx.get(f"{replay.base_url}/version").json() == {"version": "0.26.0"}
     assert httpx.get(f"{replay.base_url}/server_info").status_code == 404
     tok = httpx.post(f"{replay.base_url}/tokenize", json={"prompt": "a b  c\nd"}).json()
     assert (tok["count"], tok["max_model_len"], len(tok["tokens"]), tok["token_strs"]) == (
@@ -268,7 +268,10 @@ def test_sglang_spec_gauges_and_counters(replay_factory: Start) -> None:
     assert after["sglang:num_running_reqs"] == 0 and after["sglang:num_queue_reqs"] == 0
 
 
-def test_vllm_over_length_400_and_clamp(replay_factory: Start) -> None:
+def test_vllm_over_length_400s_as_recorded_on_026(replay_factory: Start) -> None:
+    """vLLM 0.26.0 (recorded): prompt + max_tokens over the window is a 400 naming "at least"
+    the prompt that fills the window, on chat and Responses alike; max_tokens over the window
+    is its own 400."""
     r = replay_factory(vllm_profile(max_model_len=20))
     over = chat(r.base_url, " ".join(["w"] * 17))  # 17 + 4 = 21 > 20
     err = over.json()["error"]
@@ -279,17 +282,18 @@ def test_vllm_over_length_400_and_clamp(replay_factory: Start) -> None:
     )
     assert (
         "maximum context length is 20 tokens" in err["message"]
-        and "contains 21 input tokens" in err["message"]
+        and "your prompt contains at least 20 input tokens" in err["message"]
     )
-    assert (
-        chat(r.base_url, " ".join(["w"] * 16), max_tokens=10).status_code == 200
-    )  # clamped, not rejected
+    fits = chat(r.base_url, " ".join(["w"] * 6), max_tokens=10)  # 10 + 10 = 20
+    assert fits.status_code == 200
+    cut = chat(r.base_url, " ".join(["w"] * 16), max_tokens=10)  # 20 + 10 > 20: rejected
+    assert cut.status_code == 400 and "at least 11 input tokens" in cut.json()["error"]["message"]
     big = chat(r.base_url, "w", max_tokens=21)
     assert big.status_code == 400 and big.json()["error"]["param"] == "max_tokens"
     resp = httpx.post(
         f"{r.base_url}/v1/responses", json={"model": "m", "input": " ".join(["w"] * 16)}
     )
-    assert resp.status_code == 400 and resp.json()["error"]["param"] == "input"
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "input_tokens"
 
 
 def test_sglang_over_length_400s(replay_factory: Start) -> None:
