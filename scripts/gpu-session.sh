@@ -7,6 +7,7 @@
 #   scripts/gpu-session.sh model        join the model parts into qualify's cache
 #   scripts/gpu-session.sh wait         wait for the CUDA build to finish
 #   scripts/gpu-session.sh run OUT C... qualify each candidate, evidence and logs under OUT
+# A real vLLM (0.26.0, attach and launch mode) has its own script: scripts/gpu/vllm.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE=${QUALIFY_CACHE:-$HOME/.cache/qualify}
