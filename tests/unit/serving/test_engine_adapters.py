@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from qualify.ab.acceptance import SpecCounters
 from qualify.ab.kv import from_log, lane_kv
 from qualify.serving.engines import (
