@@ -1,6 +1,8 @@
-"""The real llama-server given an API key in its environment (LLAMA_API_KEY, which it enforces):
-a signed identity run under a house moves its alias, and the key is nowhere in the evidence,
-the run log and the servers' logs included."""
+"""Trust against the real llama-server: given an API key in its environment (LLAMA_API_KEY,
+which it enforces), a signed identity run under a house moves its alias and the key is nowhere
+in the evidence, the run log and the server's logs included; an identity result.json rewritten
+to pass and signed again is refused by `verify`, which judges identity again from the raw
+exchanges."""
 
 from __future__ import annotations
 
