@@ -26,6 +26,7 @@ from qualify.evidence.store import EvidenceStore, RunDir
 from qualify.httpclient.client import Client
 from qualify.progress import Progress
 from qualify.records import Verdict
+from qualify.serving.command import shell_line
 from qualify.serving.lanes import Lanes
 from qualify.serving.process import ServerProcess
 from qualify.stage import STAGES, StageContext
@@ -117,7 +118,7 @@ def _launch_line(loaded: LoadedCandidate, run: RunDir, lane: str) -> str:
     if srv.attach:
         return f"attach to {srv.base_url}"
     proc = ServerProcess(loaded, run.new_attempt(f"plan-server-{lane}"), lane)
-    return f"launch: {' '.join(proc.command())}  (health: GET {srv.health_path})"
+    return f"launch: {shell_line(proc.command())}  (health: GET {srv.health_path})"
 
 
 async def _stage(name: str, ctx: StageContext) -> str | None:

@@ -33,7 +33,7 @@ import httpx
 from qualify.candidate import ContainerLaunch, LoadedCandidate
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import Attempt, ChunkedWriter
-from qualify.serving.command import volume
+from qualify.serving.command import doubled_entrypoint, image_entrypoint, volume
 from qualify.serving.local import LocalPaths, signal_name
 
 _LIVE: set[ServerProcess] = set()
@@ -219,6 +219,8 @@ class ServerProcess:
         self._sinks = [out, err]
         if c is not None and (missing := runtime_missing(c.runtime)):
             raise StartFailed(missing)
+        if c is not None and (twice := doubled_entrypoint(c, image_entrypoint(c.runtime, c.image))):
+            raise StartFailed(twice)
         s = self.server
         env = {**os.environ, **(s.launch.env if s.launch else {})}
         cwd = s.launch.cwd if s.launch and s.launch.cwd else None

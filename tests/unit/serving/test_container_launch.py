@@ -199,10 +199,13 @@ def test_bad_container_fields_are_refused(tmp_path: Path, extra: str, field: str
 
 def test_an_entrypoint_that_already_serves_is_caught() -> None:
     """The vllm/vllm-openai image's entrypoint is `vllm serve`: args that begin with it again
-    would run `vllm serve vllm serve MODEL`; the seed recipe's args do."""
+    would run `vllm serve vllm serve MODEL`; the seed recipe's args do, so it clears the
+    image's entrypoint (`entrypoint = ""`)."""
     loaded = load_candidate(SEED)
-    c = loaded.candidate.server.container
-    assert c is not None
+    seed = loaded.candidate.server.container
+    assert seed is not None and seed.entrypoint == ""
+    assert doubled_entrypoint(seed, ["vllm", "serve"]) is None
+    c = seed.model_copy(update={"entrypoint": None})
     why = doubled_entrypoint(c, ["vllm", "serve"])
     assert why is not None and "vllm serve vllm serve" in why
     assert doubled_entrypoint(c, ["/bin/sh", "-c"]) is None
@@ -223,3 +226,30 @@ def test_launch_line_is_shell_quoted(tmp_path: Path) -> None:
         """'{"method":"dspark","num_speculative_tokens":5,"draft_sample_method":"probabilistic"}'"""
         in line
     )
+
+
+def test_an_entrypoint_that_would_run_twice_stops_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An image whose entrypoint is `vllm serve` and args that begin with `vllm serve`: the
+    start is refused before any container runs, saying how to fix the candidate."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    ran = tmp_path / "ran"
+    script = fake / "docker"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = image ]; then echo \'["vllm","serve"]\'; exit 0; fi\n'
+        f"touch {ran}\nexit 0\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    cand = tmp_path / "candidate.toml"
+    text = CONTAINER.replace("{runtime}", "docker").replace("{gpus}", "0")
+    cand.write_text(text.replace('args = ["--port", "8080"]', 'args = ["vllm", "serve", "m"]'))
+    run = EvidenceStore(tmp_path / "ev").new_run("c")
+    proc = ServerProcess(load_candidate(cand), run.new_attempt("server-candidate"))
+    with pytest.raises(StartFailed, match="would run vllm serve vllm serve") as exc:
+        proc.start()
+    assert "server.container.entrypoint" in str(exc.value)
+    assert proc.proc is None and not ran.exists()
