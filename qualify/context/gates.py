@@ -4,10 +4,14 @@
   (`needles@7936` for a target of 16384 clamped to the window), never by its target;
 - `context-idle`: the engine was idle around every timed cell;
 - `context-fidelity`: one verdict per concurrency, the client's timings against the server's;
-- `context-degenerate`: no answer a drafter could accept wholesale (advisory).
+- `context-degenerate`: no answer a drafter could accept wholesale (advisory);
+- `context-tasks`: per rung, the RULER-style tasks answered right, warm and cold;
+- `context-garble`: per rung, every visible answer given there is clean text;
+- `context-tools`: the deep tool battery's case (typed, streaming, tool-result) answered right.
 
 `data` is what `qualify.context.stage` stores: `targets` (rungs), `rows` (cells), `fidelity`
-(with `engine` and `by_concurrency`) and `degenerate` (the flagged streams).
+(with `engine` and `by_concurrency`), `degenerate` (the flagged streams), `audits` (the tasks'
+counts) and `battery` (the tool battery's exchanges).
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ kind: size a prompt with the server's tokenizer, send the warm-ups, then time a 
 warm-up prompt again) and a cold cell (the same document behind a new nonce, so the first cache
 block is new, re-counted so it has exactly the warm prompt's tokens), each between two idle
 checks. Cold and warm rows are published separately; the gates in `gates/context/` judge them.
+
+Every document also hides RULER-style tasks (`qualify.context.tasks`): the warm and cold cells
+ask them with the needles as one numbered list, and after the warm cell each is asked alone
+behind the cached document. At the deepest rung the tool battery (`qualify.context.battery`)
+asks typed, streamed and tool-result calls behind a document of the rung's size.
 """
 
 from __future__ import annotations
