@@ -197,21 +197,18 @@ def context_cells(data: dict[str, Any]) -> list[Cell]:
                 "rate", "higher", counts=(sum(needles), len(needles))
             )
         out.append(c)
+    tasks: dict[str, Cell] = {}
     for a in _l(_d(data.get("audits")).get("by_kind")):
         if not isinstance(a, dict):
             continue
-        key = (
-            f"{a.get('planned_tokens')} {a.get('pass')} {a.get('content')} {a.get('kind')} "
-            f"({a.get('form')})"
-        )
-        setting = {
-            k: a.get(k) for k in ("planned_tokens", "pass", "content", "kind", "form", "depths")
-        }
-        c = Cell("context tasks", key, {**setting, "level": level})
-        c.measures["checks passed"] = Measure(
+        key = f"{a.get('planned_tokens')} {a.get('pass')} {a.get('content')} ({a.get('form')})"
+        setting = {k: a.get(k) for k in ("planned_tokens", "pass", "content", "form")}
+        c = tasks.setdefault(key, Cell("context tasks", key, {**setting, "level": level}))
+        c.setting[f"depths {a.get('kind')}"] = a.get("depths")
+        c.measures[str(a.get("kind"))] = Measure(
             "rate", "higher", counts=(int(a.get("passed") or 0), int(a.get("asked") or 0))
         )
-        out.append(c)
+    out.extend(tasks.values())
     return out
 
 
