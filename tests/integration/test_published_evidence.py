@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -93,16 +94,35 @@ def _key(start: Path, stop: Path) -> Path:
         d = d.parent
 
 
-def _run_of(envelope: Path, stmt: dict[str, Any], clone: Path) -> Path | None:
-    """None when the envelope sits in its run (`<run>/decision/…`); else the unpacked run."""
-    if (envelope.parent.parent / "run.json").is_file():
-        return None
-    run_id = (stmt.get("predicate") or {}).get("run_id")
-    hits = [
+def _archived(run_id: Any, clone: Path) -> list[Path]:
+    return [
         p.parent for p in (clone.parent / "unpacked").rglob("run.json") if p.parent.name == run_id
     ]
+
+
+def _run_of(envelope: Path, stmt: dict[str, Any], clone: Path) -> Path | None:
+    """None when the envelope sits in its whole run (`<run>/decision/…`); else the run to
+    verify it against: the unpacked run, or for a published copy of a later decision (its
+    decision attempt and the files its document links, laid out as in the run) that run with
+    the copy put back in place, as a reader who unpacks the archive beside it would have it."""
+    run_id = (stmt.get("predicate") or {}).get("run_id")
+    home = envelope.parent.parent
+    inside = (clone.parent / "unpacked") in envelope.parents
+    if (home / "run.json").is_file() and (inside or not _archived(run_id, clone)):
+        return None
+    hits = _archived(run_id, clone)
     assert len(hits) == 1, f"{envelope.name}: run {run_id!r} is not in any published archive"
-    return hits[0]
+    if not (home / "run.json").is_file():
+        return hits[0]
+    merged = clone.parent / "merged" / str(run_id)
+    if not merged.exists():
+        shutil.copytree(hits[0], merged, symlinks=True)
+        for f in home.rglob("*"):
+            if f.is_file() and f.parent != home.parent:
+                dest = merged / f.relative_to(home)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, dest)
+    return merged
 
 
 def test_something_is_published() -> None:
