@@ -112,7 +112,7 @@ def _run_of(envelope: Path, stmt: dict[str, Any], clone: Path) -> Path | None:
         return None
     hits = _archived(run_id, clone)
     assert len(hits) == 1, f"{envelope.name}: run {run_id!r} is not in any published archive"
-    if not (home / "run.json").is_file():
+    if inside or home.name != run_id:
         return hits[0]
     merged = clone.parent / "merged" / str(run_id)
     if not merged.exists():
