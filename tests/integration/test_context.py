@@ -22,11 +22,11 @@ from qualify.records import StageResult, Verdict
 pytestmark = pytest.mark.integration
 
 _RESULT: dict[str, tuple[StageResult, Path]] = {}
-TARGETS = [768, 1536, 4096]
+TARGETS = [1024, 1536, 4096]  # 1024: the smallest rung that holds the five tasks
 WINDOW = 2048
 MARGIN = 128
 MAX_TOKENS = 96  # room for the numbered answers to six questions
-SIZES = [768, 1536, WINDOW - MARGIN]  # the size each target ran at: gates are named by it
+SIZES = [1024, 1536, WINDOW - MARGIN]  # the size each target ran at: gates are named by it
 KINDS = ["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
 
 
@@ -74,7 +74,9 @@ def test_three_sizes_one_clamped_planned_and_actual_recorded(
         assert planned - 8 <= row["sized_tokens"] <= planned, row
         assert actual == row["sized_tokens"], row
         assert row["completion_tokens"] and row["completion_tokens"] <= MAX_TOKENS
-        assert row["ttfo_s"] > 0 and row["e2e_s"] >= row["ttfo_s"]
+        assert row["ttfo_s"] > 0
+        # A row whose every answer is degenerate has no decode figures (docs/context.md).
+        assert row["e2e_s"] >= row["ttfo_s"] if not row["degenerate"] else True
     calls = result.data["tokenizer_calls"]
     assert all(1 <= calls[str(t)] <= 8 for t in TARGETS), calls
     assert result.data["sizing_method"] == "apply-template+tokenize"
@@ -207,7 +209,8 @@ def test_garble_judged_on_every_answer_of_every_rung(ladder: tuple[StageResult, 
     result, _ = ladder
     for t, size in zip(TARGETS, SIZES, strict=True):
         info = next(x for x in result.data["targets"] if x["target"] == t)["contents"]["prose"]
-        answers = [w["answer"] for w in info["warmups"]] + [a["answer"] for a in info["asked"]]
+        asked = info.get("asked", [])
+        answers = [w["answer"] for w in info["warmups"]] + [a["answer"] for a in asked]
         answers += [r["answer"] for r in result.data["rows"] if r["target"] == t]
         if size == SIZES[-1]:
             answers += [c["answer"] for c in result.data["battery"]["cases"]]
