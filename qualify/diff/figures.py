@@ -203,8 +203,8 @@ def context_cells(data: dict[str, Any]) -> list[Cell]:
             continue
         key = f"{a.get('planned_tokens')} {a.get('pass')} {a.get('content')} ({a.get('form')})"
         setting = {k: a.get(k) for k in ("planned_tokens", "pass", "content", "form")}
+        # The depths are not matched: aggregation's notes are placed at random per run.
         c = tasks.setdefault(key, Cell("context tasks", key, {**setting, "level": level}))
-        c.setting[f"depths {a.get('kind')}"] = a.get("depths")
         c.measures[str(a.get("kind"))] = Measure(
             "rate", "higher", counts=(int(a.get("passed") or 0), int(a.get("asked") or 0))
         )

@@ -8,6 +8,7 @@ being decided right now (no envelope yet) is a side too (`unsigned`), for the de
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from qualify.decision.record import DecisionRecord
+from qualify.decision.signing import sha256_bytes
 from qualify.decision.verify import VerifyReport, verify
 from qualify.errors import BadInput
 from qualify.evidence.store import RESULT, RunDir, sha256_file
@@ -170,13 +172,14 @@ def alias_target(table: Path, name: str) -> dict[str, Any]:
 
 
 def alias_run(target: dict[str, Any], evidence: Path) -> Path:
-    """The signed envelope the alias was set on: `<evidence>/<candidate>/<run_id>`, its newest
-    decision envelope whose sha256 is the one the alias table records."""
+    """The signed envelope the alias was set on: under `<evidence>/*/<run_id>`, the newest
+    decision envelope whose signed payload (or whole file) has the sha256 the alias table
+    records."""
     run_id, want = str(target.get("run_id")), str(target.get("decision_sha256"))
     runs = [p for p in evidence.glob(f"*/{run_id}") if (p / "run.json").is_file()]
     for run in runs:
         for env in sorted((run / "decision").glob("attempt-*.dsse.json"), reverse=True):
-            if sha256_file(env) == want:
+            if want in (sha256_file(env), _payload_sha256(env)):
                 return env
     where = f"{evidence}/*/{run_id}"
     raise BadInput(
@@ -186,3 +189,12 @@ def alias_run(target: dict[str, Any], evidence: Path) -> Path:
             f"{want[:16]} (found {len(runs)} run director{'y' if len(runs) == 1 else 'ies'})"
         ],
     )
+
+
+def _payload_sha256(envelope: Path) -> str | None:
+    """The sha256 of an envelope's signed payload (what the alias table records), or None."""
+    try:
+        env = json.loads(envelope.read_bytes())
+        return sha256_bytes(base64.b64decode(env["payload"], validate=True))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
