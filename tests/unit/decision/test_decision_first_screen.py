@@ -521,7 +521,8 @@ def test_the_published_copy_is_the_signed_document_and_its_links_work(
         here.with_name("attempt-002.dsse.json"), run.path / "decision/attempt-002.dsse.json"
     )
     report = verify(
-        run.path / "decision/attempt-002.dsse.json", load_public(ROOT / "docs/gpu/roomy/decision-2.pub")
+        run.path / "decision/attempt-002.dsse.json",
+        load_public(ROOT / "docs/gpu/roomy/decision-2.pub"),
     )
     assert report.ok, report.problems
     signed = json.loads((here / "statement.json").read_text())
