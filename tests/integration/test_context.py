@@ -39,7 +39,7 @@ def ladder(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple[S
             stages=["context"],
             replace={
                 '"-c", "8192"': f'"-c", "{WINDOW}"',
-                "targets = [1024, 6144]": f"targets = {TARGETS}",
+                "targets = [1024, 4096]": f"targets = {TARGETS}",
                 "completion_margin = 256": f"completion_margin = {MARGIN}",
                 "max_tokens = 64\nwarmups": f"max_tokens = {MAX_TOKENS}\nwarmups",
             },
