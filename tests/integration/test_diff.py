@@ -69,7 +69,7 @@ def two_runs(
         cand = candidate_factory(
             "diff",
             stages=["identity", "context"],
-            replace={"targets = [1024, 6144]": f"targets = [{RUNG}]"},
+            replace={"targets = [1024, 4096]": f"targets = [{RUNG}]"},
         )
         root = base / "evidence"
         runs = []

@@ -268,7 +268,7 @@ def test_server_crash_at_start_up_is_named(candidate_factory, tmp_path: Path) ->
 LEAN_AB = 'runs = 2\nmax_tokens = 16\nwarmups = 0\nprompts = "prompts.yaml"'
 LEAN = {
     "max_tokens = 192": 'gates = ["smoke"]\nmax_tokens = 32',
-    "targets = [1024, 3072, 16384]": "targets = [256]",
+    "targets = [1024, 4096]": "targets = [256]",
     "max_tokens = 64": "max_tokens = 16",
     "runs = 3\nmax_tokens = 128": LEAN_AB,
     "budget_scale = 0.0625": 'budget_scale = 0.0625\ntasks = ["bullets-risks"]\ncontrol = false',
