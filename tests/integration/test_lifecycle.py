@@ -268,13 +268,15 @@ def test_server_crash_at_start_up_is_named(candidate_factory, tmp_path: Path) ->
 LEAN_AB = 'runs = 2\nmax_tokens = 16\nwarmups = 0\nprompts = "prompts.yaml"'
 LEAN = {
     "max_tokens = 192": 'gates = ["smoke"]\nmax_tokens = 32',
-    "targets = [1024, 4096]": "targets = [256]",
+    "targets = [1024, 4096]": "targets = [1024]",
     "max_tokens = 64": "max_tokens = 16",
     "runs = 3\nmax_tokens = 128": LEAN_AB,
     "budget_scale = 0.0625": 'budget_scale = 0.0625\ntasks = ["bullets-risks"]\ncontrol = false',
-    "lengths = [256, 2048]\nconcurrency = [1, 2]\nruns = 3": (
+    "lengths = [256, 2048]\nconcurrency = [1, 2]\nruns = 1": (
         "lengths = [128]\nconcurrency = [1]\nruns = 1\nincumbent = false"
     ),
+    "load = { length = 256,": "load = { enabled = false, length = 256,",
+    "soak = { rate_fraction = 0.75 }": "soak = { enabled = false }",
     'kinds = ["prose", "code", "json", "list"]\nkind_depths = [1024]': (
         'kinds = ["prose"]\nkind_depths = [128]'
     ),
