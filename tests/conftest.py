@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from qualify.evidence.store import EvidenceStore, RunDir
@@ -14,6 +17,7 @@ from qualify.pipeline import Plan, Runner, plan
 from qualify.progress import Progress
 from qualify.records import StageResult
 from qualify.serving.local import LocalPaths
+from qualify.serving.process import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "smollm2"
@@ -94,3 +98,30 @@ def stage_runner(tmp_path: Path) -> Iterator[Callable[[Path], StageRunner]]:
     from qualify.serving.process import stop_all
 
     stop_all()
+
+
+def start_llama_server(paths: LocalPaths, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """The real llama-server with `args` (slots, context, metrics) on a port the OS reports
+    free; launched again on a fresh port if another process took that one before it bound."""
+    for _ in range(3):
+        port = free_port()
+        cmd = [str(paths.binary), "-m", str(paths.model), "--port", str(port)]
+        proc = subprocess.Popen(
+            [*cmd, "--host", "127.0.0.1", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while proc.poll() is None:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    return proc, url
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise AssertionError("llama-server did not become healthy")
+            time.sleep(0.5)
+    raise AssertionError("llama-server exited before it was healthy, three times")

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
+from conftest import start_llama_server
 
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.client import Client
 from qualify.httpclient.load import drive, figures, warm
 from qualify.httpclient.timing import fidelity, timing
 from qualify.serving.local import LocalPaths
-from qualify.serving.process import free_port
 
 pytestmark = pytest.mark.integration
 BODY: dict[str, Any] = {
@@ -31,30 +29,7 @@ BODY: dict[str, Any] = {
 
 
 def _start(local_server: LocalPaths) -> tuple[subprocess.Popen[bytes], str]:
-    """llama-server with two slots on a port the OS reports free; relaunched on a fresh port
-    if another process took that one before the server bound it."""
-    for _ in range(3):
-        port = free_port()
-        cmd = [str(local_server.binary), "-m", str(local_server.model), "--port", str(port)]
-        proc = subprocess.Popen(
-            [*cmd, "--host", "127.0.0.1", "-c", "4096", "-np", "2", "-t", "2"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while proc.poll() is None:
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    return proc, url
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
-                raise AssertionError("llama-server did not become healthy")
-            time.sleep(0.5)
-    raise AssertionError("llama-server exited before it was healthy, three times")
+    return start_llama_server(local_server, "-c", "4096", "-np", "2", "-t", "2")
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
+from conftest import start_llama_server
 
 from qualify.capacity.slo import SloSettings, effective
 from qualify.capacity.soak import rss_mib, soak
@@ -31,29 +31,7 @@ STALL_S = 4.0
 
 
 def _start(local_server: LocalPaths) -> tuple[subprocess.Popen[bytes], str]:
-    """llama-server with one slot and its metrics, on a port the OS reports free."""
-    for _ in range(3):
-        port = free_port()
-        cmd = [str(local_server.binary), "-m", str(local_server.model), "--port", str(port)]
-        proc = subprocess.Popen(
-            [*cmd, "--host", "127.0.0.1", "-c", "2048", "-np", "1", "-t", "2", "--metrics"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while proc.poll() is None:
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    return proc, url
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                proc.kill()
-                proc.wait()
-                raise AssertionError("llama-server did not become healthy")
-            time.sleep(0.5)
-    raise AssertionError("llama-server exited before it was healthy, three times")
+    return start_llama_server(local_server, "-c", "2048", "-np", "1", "-t", "2", "--metrics")
 
 
 @pytest.fixture
