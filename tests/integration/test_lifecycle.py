@@ -180,25 +180,26 @@ def _interrupted(proc: subprocess.Popen[str], ev: Path) -> tuple[Path, str]:
     return run, err
 
 
-def test_ctrl_c_between_steps_stops_the_server_and_seals(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Ctrl-C between two preflight gates of the real server: exit 3, the stage aborted."""
-    cand = candidate_factory("ctrl-c", stages=["identity", "preflight"])
+@pytest.mark.parametrize(
+    ("stages", "started", "stage"),
+    [
+        # between two preflight gates: the first gate's exchange is written
+        (["identity", "preflight"], "preflight/attempt-001/0001-*.json", "preflight"),
+        # once a later stage has started; nothing after it (vram) may finish
+        (["identity", "context", "vram"], "context/attempt-001", "context"),
+    ],
+    ids=["between-preflight-gates", "in-the-context-stage"],
+)
+def test_ctrl_c_on_the_real_server_stops_the_run(  # type: ignore[no-untyped-def]
+    candidate_factory, tmp_path: Path, stages: list[str], started: str, stage: str
+) -> None:
+    """Ctrl-C while a stage runs on the real server: exit 3, that stage aborted, none after."""
+    cand = candidate_factory(f"ctrl-c-{stage}", stages=stages)
     ev = tmp_path / "ev"
     proc = _start(cand, ev)
-    _wait_for(lambda: any(ev.glob("*/*/preflight/attempt-001/0001-*.json")), timeout=600)
+    _wait_for(lambda: any(ev.glob(f"*/*/{started}")), timeout=600)
     run, _ = _interrupted(proc, ev)
-    result = json.loads((run / "preflight" / "attempt-001" / "result.json").read_text())
-    assert result["status"] == "aborted"
-
-
-def test_ctrl_c_in_a_later_stage_stops_the_run(candidate_factory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """Ctrl-C once the context stage has started on the real server: exit 3, nothing after."""
-    cand = candidate_factory("ctrl-c-ctx", stages=["identity", "context", "vram"])
-    ev = tmp_path / "ev"
-    proc = _start(cand, ev)
-    _wait_for(lambda: any(ev.glob("*/*/context/attempt-001")), timeout=600)
-    run, _ = _interrupted(proc, ev)
-    result = json.loads((run / "context" / "attempt-001" / "result.json").read_text())
+    result = json.loads((run / stage / "attempt-001" / "result.json").read_text())
     assert result["status"] == "aborted"
     assert not (run / "vram").exists() or _statuses(run, "vram") != ["finished"]
 
