@@ -14,6 +14,17 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class StageRecord(StrictModel):
+    """What one stage measured, typed: written as `result.json`'s `data`, read back by the
+    stage's judges, the decision, its plots, `render`, `verify` and `diff`.
+
+    Each stage declares one subclass (`qualify.<stage>.record.Record`, named in the registry).
+    `record_version` is the version of that stage's record: a reader refuses a version it does
+    not know rather than guessing at its fields."""
+
+    record_version: int = 1
+
+
 class Verdict(StrEnum):
     PASS = "pass"
     SKIPPED = "skipped"

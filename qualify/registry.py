@@ -12,8 +12,12 @@ is its package and one `register_stage` line.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Literal
+from types import ModuleType
+from typing import Any, Literal
+
+from qualify.records import StageRecord
 
 GateKind = Literal["probe", "judge"]
 
@@ -31,6 +35,9 @@ class StageSpec:
     `stage_module`: the module whose import registers the stage function.
     `check_modules`: modules whose import registers its checks; a package is imported with every
     module in it. A module this build does not have is skipped.
+    `record`: `module:Class` of the typed record the stage writes (`qualify.records.StageRecord`).
+    `section`: the module that presents the stage in the decision document (its section and
+    plots), a pure function of the stage's record and gates.
     """
 
     name: str
@@ -39,6 +46,8 @@ class StageSpec:
     last: bool = False
     stage_module: str = ""
     check_modules: tuple[str, ...] = ()
+    record: str = ""
+    section: str = ""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -48,6 +57,10 @@ class StageSpec:
         if not self.check_modules:
             pkg = f"qualify.{self.name}"
             object.__setattr__(self, "check_modules", (f"{pkg}.judges", f"{pkg}.gates"))
+        if not self.record:
+            object.__setattr__(self, "record", f"qualify.{self.name}.record:Record")
+        if not self.section:
+            object.__setattr__(self, "section", f"qualify.{self.name}.section")
 
 
 SPECS: dict[str, StageSpec] = {}
@@ -101,6 +114,42 @@ def run_order(names: list[str]) -> list[str]:
 
 def spec_of(name: str) -> StageSpec | None:
     return SPECS.get(name)
+
+
+def _optional_module(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
+            raise
+        return None
+
+
+def record_model(name: str) -> type[StageRecord] | None:
+    """The typed record class a declared stage writes, or None when its package declares none."""
+    spec = SPECS.get(name)
+    if spec is None:
+        return None
+    module_name, _, attr = spec.record.partition(":")
+    module = _optional_module(module_name)
+    model = getattr(module, attr or "Record", None) if module else None
+    return model if isinstance(model, type) and issubclass(model, StageRecord) else None
+
+
+def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:
+    """`result.json`'s `data` of stage `name`, read into its typed record (validation errors
+    propagate: a record that does not read is never guessed at). None when the stage declares
+    no record or the data is empty (a stage that stopped before measuring)."""
+    model = record_model(name)
+    if model is None or not data:
+        return None
+    return model.model_validate(data)
+
+
+def section_module(name: str) -> ModuleType | None:
+    """The module that presents stage `name` in the decision document, if its package has one."""
+    spec = SPECS.get(name)
+    return _optional_module(spec.section) if spec else None
 
 
 # The stages of this build, in the order of the default `stages.run`: vram last, since it
