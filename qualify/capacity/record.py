@@ -1,0 +1,562 @@
+"""The capacity stage's record: what `qualify.capacity.stage` measured, typed (`data`).
+
+Every part is a `Part`: a field the stage did not write (a lane that stopped before measuring,
+a run excluded before it started, a record written before the load existed) reads as its
+default and is left out of the JSON again, so the JSON form is exactly what was written and a
+record of an earlier build still reads. The judges (`qualify.capacity.judges`), the plot and
+the decision's section read these attributes, never the raw JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
+
+from qualify.capacity.settings import CapacitySettings, ExpectedRange
+from qualify.records import StageRecord, StrictModel
+
+Number = int | float
+
+
+class Part(StrictModel):
+    """A part of the record: its JSON form holds only the fields that were written."""
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
+        return {k: v for k, v in out.items() if k in self.model_fields_set}
+
+
+# --- shared figures ---------------------------------------------------------------------------
+
+
+class CardEnergy(Part):
+    joules: float | None = None
+    why: str | None = None
+
+
+class Energy(Part):
+    """Energy over a window (`qualify.vram.energy.window_energy`) or over a cell's runs
+    (`qualify.capacity.matrix.cell_energy`); `joules` None means unmeasured, `why` says why."""
+
+    joules: float | None = None
+    mean_power_w: float | None = None
+    power_field: str | None = None
+    why: str | None = None
+    cards: dict[str, CardEnergy] = Field(default_factory=dict)
+    window_s: float | None = None
+    j_per_output_token: float | None = None
+    completion_tokens: int | None = None
+
+
+class Acceptance(Part):
+    """Draft acceptance over a run or a cell (`qualify.ab.acceptance`)."""
+
+    rate: float | None = None
+    mean_length: float | None = None
+    per_position: list[float] = Field(default_factory=list)
+    drafts: int | None = None
+    draft_tokens: int | None = None
+    accepted: int | None = None
+    accepted_per_position: list[int] = Field(default_factory=list)
+    source: str = ""
+    unmeasured: str | None = None
+
+
+class Idle(Part):
+    """One idle check (`qualify.serving.idle.IdleReport.as_dict`); `idle` None: unknown."""
+
+    idle: bool | None = None
+    running: float | None = None
+    waiting: float | None = None
+    waited_s: float = 0.0
+    polls: int = 0
+    reason: str = ""
+
+
+class IdleAround(Part):
+    before: Idle = Field(default_factory=Idle)
+    after: Idle | None = None
+
+
+class Queue(Part):
+    """The engine's running and waiting gauges polled while a run was in flight."""
+
+    scrapes: int = 0
+    running_max: float | None = None
+    waiting_max: float | None = None
+    waiting_mean: float | None = None
+
+
+class ClientWindow(Part):
+    requests: int = 0
+    complete: bool = False
+    decode_tok_s: float | None = None
+    ttfo_ms_mean: float | None = None
+
+
+class ServerFidelity(Part):
+    """The client's figures over a run against the server's latency histograms (vLLM), as
+    `qualify.httpclient.timing.with_server_window` compares them; `why` when nothing was."""
+
+    window: dict[str, float | str | None] | None = None
+    client: ClientWindow | None = None
+    decode_ratio: float | None = None
+    ttft_minus_server_ms: float | None = None
+    why: str | None = None
+
+
+class SloFigures(Part):
+    """One figure per SLO metric (TTFT, TPOT, E2E)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+
+class SloMet(Part):
+    ttft_s: bool | None = None
+    tpot_s: bool | None = None
+    e2e_s: bool | None = None
+
+
+class Slo(Part):
+    """The effective SLOs (`qualify.capacity.slo.effective`): the house's, tightened."""
+
+    ignored: list[str] = Field(default_factory=list)
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    percentile: float = 95.0
+    goodput_floor: float = 0.0
+
+
+class Goodput(Part):
+    """A cell's goodput (`qualify.capacity.slo.goodput`)."""
+
+    requests: int = 0
+    good: int = 0
+    goodput: float | None = None
+    goodput_ci95: list[float] | None = None
+    goodput_rps: float | None = None
+    goodput_rps_ci95: list[float] | None = None
+    at_percentile: SloFigures = Field(default_factory=SloFigures)
+    slo_met: SloMet = Field(default_factory=SloMet)
+    missed_by: dict[str, int] = Field(default_factory=dict)
+
+
+# --- the closed-loop matrix and the per-kind decode -------------------------------------------
+
+
+class RunStream(Part):
+    """One stream of a timed run, trimmed to what the decision reads."""
+
+    failed: str | None = None
+    cut: str | None = None
+    degenerate: str | None = None
+    broken: list[str] | None = None
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    files: list[str] = Field(default_factory=list)
+
+
+class RunRecord(Part):
+    """One timed run of a cell (`qualify.capacity.runs.timed_run`), as kept in the record."""
+
+    label: str = ""
+    idle: IdleAround = Field(default_factory=IdleAround)
+    queue: Queue | None = None
+    energy: Energy | None = None
+    requests: int = 0
+    failed: int = 0
+    cut: int = 0
+    degenerate: int = 0
+    completion_tokens: int = 0
+    window_s: float | None = None
+    aggregate_output_tok_s: float | None = None
+    decode_tok_s_p50: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    e2e_p50_s: float | None = None
+    chunks_per_token: float | None = None
+    prompt_tokens_p50: float | None = None
+    server_generated_tokens: float | None = None
+    server_aggregate_tok_s: float | None = None
+    server_window: ServerFidelity | None = None
+    acceptance: Acceptance | None = None
+    excluded: str | None = None
+    run: int | None = None
+    streams: list[RunStream] = Field(default_factory=list)
+
+
+class ExcludedRun(Part):
+    run: int | None = None
+    why: str = ""
+
+
+class RunValues(Part):
+    """The run-level figures behind a cell's medians (the incumbent's intervals)."""
+
+    aggregate_output_tok_s: list[float] = Field(default_factory=list)
+    decode_tok_s_p50: list[float] = Field(default_factory=list)
+
+
+class CellFigures(Part):
+    """A cell's figures over its counted runs (`qualify.capacity.matrix.median_of_runs`)."""
+
+    decode_tok_s_p50: float | None = None
+    aggregate_output_tok_s: float | None = None
+    ttft_p50_s: float | None = None
+    e2e_p50_s: float | None = None
+    chunks_per_token: float | None = None
+    prompt_tokens_p50: float | None = None
+    ttft_p95_s: float | None = None
+    server_ratio: float | None = None
+    failed: int = 0
+    cut: int = 0
+    requests: int = 0
+    queue_waiting_max: float | None = None
+    queue_running_max: float | None = None
+    energy: Energy | None = None
+    j_per_output_token: float | None = None
+    runs: int = 0
+    counted_runs: int = 0
+    excluded_runs: list[ExcludedRun] = Field(default_factory=list)
+    run_values: RunValues = Field(default_factory=RunValues)
+    idle_unknown: bool = False
+    run_records: list[RunRecord] = Field(default_factory=list)
+
+
+class MatrixRow(CellFigures):
+    """One lane's cell of the matrix: a prompt length at a concurrency."""
+
+    lane: str = "candidate"
+    cell: str
+    length: int
+    target: int | None = None
+    concurrency: int
+    good: int | None = None
+    goodput: float | None = None
+    goodput_ci95: list[float] | None = None
+    goodput_rps: float | None = None
+    slo_met: SloMet | None = None
+    kv_tokens_needed: int | None = None
+    kv_fits: bool | None = None
+    saturated: str | None = None
+
+
+class KindRow(CellFigures):
+    """Per-kind decode at one depth (c = 1); `error` when its prompts could not be sized."""
+
+    kind: str
+    depth: int
+    target: int | None = None
+    sized_tokens: int | None = None
+    acceptance_rate: float | None = None
+    acceptance: Acceptance | None = None
+    error: str | None = None
+
+    @property
+    def cell(self) -> str:
+        return f"{self.kind}@{self.depth}"
+
+
+class PlannedLength(Part):
+    """A target prompt length clamped to the window (`qualify.capacity.stage.plan_lengths`)."""
+
+    target: int
+    planned_tokens: int
+    clamped: bool = False
+    same_as: int | None = None
+    errors: list[str] = Field(default_factory=list)
+    sized_tokens: int | None = None
+
+
+class NotRun(Part):
+    lane: str
+    cell: str
+    why: str
+
+
+class Saturation(Part):
+    at: int
+    why: str
+
+
+class DegenerateAnswer(Part):
+    lane: str = "candidate"
+    where: str
+    run: int | None = None
+    stream: int
+    reason: str
+    files: list[str] = Field(default_factory=list)
+
+
+class Warmup(Part):
+    label: str
+    n: int
+    completion_tokens: int | None = None
+    files: list[str] = Field(default_factory=list)
+
+
+# --- the engine and the incumbent ------------------------------------------------------------
+
+
+class EngineDetails(Part):
+    log: dict[str, Number] = Field(default_factory=dict)
+    kv_cache_usage_perc: float | None = None
+    # SGLang's `/server_info` value as the server sent it (its shape varies by version)
+    max_running_requests: JsonValue = None
+
+
+class Engine(Part):
+    """What the engine says it can hold (`qualify.capacity.engine.engine_capacity`)."""
+
+    kv_tokens: int | None = None
+    kv_tokens_source: str | None = None
+    context_per_request: int | None = None
+    context_source: str | None = None
+    max_concurrency_at_full_context: float | None = None
+    max_concurrency_source: str | None = None
+    slots: int | None = None
+    details: EngineDetails = Field(default_factory=EngineDetails)
+    note: str | None = None
+    reported: bool = False
+    engine: str | None = None
+
+
+IncumbentStatus = Literal["none", "first", "same", "unusable", "found", "unreachable", "measured"]
+
+
+class Incumbent(Part):
+    """What the alias points at (`qualify.capacity.incumbent.find_incumbent`)."""
+
+    status: IncumbentStatus = "none"
+    why: str = ""
+    alias: str | None = None
+    table: str | None = None
+    candidate: str | None = None
+    candidate_path: str | None = None
+    decision_sha256: str | None = None
+    engine: Engine | None = None
+
+
+class Comparison(Part):
+    """Candidate against incumbent in one cell and metric (`qualify.capacity.incumbent`)."""
+
+    cell: str
+    metric: str
+    candidate: float | None = None
+    incumbent: float | None = None
+    delta_pct: float | None = None
+    delta_pct_ci95: list[float] | None = None
+    runs: list[int] = Field(default_factory=list)
+
+
+# --- the open-loop load, the knee and the soak -----------------------------------------------
+
+
+class Lag(Part):
+    """The client's own lag over an open-loop cell (`qualify.capacity.openloop`)."""
+
+    send_lag_ms_p50: float | None = None
+    send_lag_ms_p99: float | None = None
+    send_lag_ms_max: float | None = None
+    loop_oversleep_ms_p99: float | None = None
+    loop_oversleep_ms_max: float | None = None
+    ticks: int = 0
+
+
+class LoadStream(Part):
+    """One planned request of an open-loop cell or the soak, trimmed."""
+
+    failed: str | None = None
+    cut: str | None = None
+    unfinished: str | None = None
+    broken: list[str] | None = None
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_s: float | None = None
+    planned_s: float | None = None
+    lag_ms: float | None = None
+    files: list[str] = Field(default_factory=list)
+
+
+class OpenCell(Goodput):
+    """One open-loop cell (`qualify.capacity.knee.open_cell`): a Poisson step or the burst."""
+
+    label: str = ""
+    idle_before: Idle = Field(default_factory=Idle)
+    completed: int = 0
+    failed: int = 0
+    cut: int = 0
+    unfinished: int = 0
+    broken: int = 0
+    offered_rps: float | None = None
+    achieved_rps: float | None = None
+    window_s: float | None = None
+    completion_tokens: int = 0
+    output_tok_s: float | None = None
+    lag: Lag = Field(default_factory=Lag)
+    harness_error: str | None = None
+    stopped_early: str | None = None
+    energy: Energy | None = None
+    streams: list[LoadStream] = Field(default_factory=list)
+    arrival: Literal["poisson", "burst"] = "poisson"
+    rate_rps: float | None = None
+    cell: str = ""
+    step: int | None = None
+
+
+class Knee(Part):
+    """The knee search's result (`qualify.capacity.knee`): `statement` is the sentence the
+    decision shows ("serves R req/s at goodput G under SLO S")."""
+
+    stopped: str = ""
+    saturated: bool = False
+    lower_bound: bool = False
+    harness_error: bool = False
+    slo: str = ""
+    goodput_floor: float = 0.0
+    first_over: float | None = None
+    rate_rps: float | None = None
+    goodput: float | None = None
+    goodput_ci95: list[float] | None = None
+    goodput_rps: float | None = None
+    goodput_rps_ci95: list[float] | None = None
+    requests: int | None = None
+    cell: str | None = None
+    statement: str = ""
+
+
+class SoakProgress(Part):
+    counter: str | None = None
+    generated_delta: float | None = None
+    scrapes: int = 0
+
+
+class SoakMemory(Part):
+    source: str | None = None
+    start_mib: float | None = None
+    end_mib: float | None = None
+    max_mib: float | None = None
+    growth_mib: float | None = None
+
+
+class Drift(Part):
+    first_p50_s: float | None = None
+    last_p50_s: float | None = None
+    drift_pct: float | None = None
+    answered: int = 0
+
+
+class Soak(Goodput):
+    """The soak (`qualify.capacity.soak.soak`): liveness, drift, memory, error counters."""
+
+    rate_rps: float | None = None
+    duration_s: float | None = None
+    stall_s: float | None = None
+    poll_s: float | None = None
+    stall_bound_s: float | None = None
+    detection_bound_s: float | None = None
+    planned: int = 0
+    sent: int = 0
+    completed: int = 0
+    failed: int = 0
+    cut: int = 0
+    unfinished: int = 0
+    broken: int = 0
+    hung: str | None = None
+    detected_after_s: float | None = None
+    health: dict[str, int] = Field(default_factory=dict)
+    progress: SoakProgress = Field(default_factory=SoakProgress)
+    error_counters: dict[str, float] = Field(default_factory=dict)
+    error_counters_seen: list[str] = Field(default_factory=list)
+    memory: SoakMemory = Field(default_factory=SoakMemory)
+    ttft_drift: Drift = Field(default_factory=Drift)
+    window_s: float | None = None
+    completion_tokens: int = 0
+    lag: Lag = Field(default_factory=Lag)
+    harness_error: str | None = None
+    energy: Energy | None = None
+    timeline_columns: list[str] = Field(default_factory=list)
+    timeline: list[list[int | float | str | None]] = Field(default_factory=list)
+    streams: list[LoadStream] = Field(default_factory=list)
+
+
+class Load(Part):
+    """The open-loop load on the candidate: the knee search's cells, the burst, the soak."""
+
+    length: PlannedLength | None = None
+    slo: Slo | None = None
+    lane: str = "candidate"
+    kind: str = "prose"
+    error: str | None = None
+    cells: list[OpenCell] = Field(default_factory=list)
+    knee: Knee | None = None
+    requests: int = 0
+    wall_s: float | None = None
+    soak: Soak | None = None
+
+
+# --- every answer judged ---------------------------------------------------------------------
+
+
+class BrokenAnswer(Part):
+    stream: int
+    problems: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+
+
+class AnswerCell(Part):
+    where: str
+    lane: str = "candidate"
+    kind: str = "prose"
+    judged: int = 0
+    broken: list[BrokenAnswer] = Field(default_factory=list)
+
+
+class Answers(Part):
+    cells: list[AnswerCell] = Field(default_factory=list)
+    judged: int = 0
+    broken: int = 0
+
+
+# --- the record ------------------------------------------------------------------------------
+
+
+class Record(StageRecord):
+    """Everything the capacity stage measured, per lane and cell (`result.json`'s `data`)."""
+
+    settings: CapacitySettings = Field(default_factory=CapacitySettings)
+    lengths: dict[str, list[PlannedLength]] = Field(default_factory=dict)
+    matrix: list[MatrixRow] = Field(default_factory=list)
+    not_run: list[NotRun] = Field(default_factory=list)
+    saturation: dict[str, dict[str, Saturation]] = Field(default_factory=dict)
+    kinds: list[KindRow] = Field(default_factory=list)
+    degenerate: list[DegenerateAnswer] = Field(default_factory=list)
+    engine: Engine = Field(default_factory=Engine)
+    slo: Slo | None = None
+    load: Load = Field(default_factory=Load)
+    answers: Answers = Field(default_factory=Answers)
+    expected: list[ExpectedRange] = Field(default_factory=list)
+    incumbent: Incumbent = Field(default_factory=Incumbent)
+    comparison: list[Comparison] = Field(default_factory=list)
+    order: list[str] = Field(default_factory=list)
+    warmups: dict[str, list[Warmup]] = Field(default_factory=dict)
+    plot: str = ""
+    seed: int = 0
+    wall_s: float = 0.0
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
+        kept = self.model_fields_set | {"record_version"}
+        return {k: v for k, v in out.items() if k in kept}
+
+    def cells(self, lane: str = "candidate") -> list[MatrixRow]:
+        """The matrix rows of one lane."""
+        return [r for r in self.matrix if r.lane == lane]
