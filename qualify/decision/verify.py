@@ -350,6 +350,7 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
     )
     check_manifests(run, listing)
     _identity_again(report, run, listing, rules, copy)
+    _stages_again(report, run, listing, rules, copy)
     basis = Basis(
         rules=rules,
         house=record.house,
@@ -472,6 +473,22 @@ def _identity_again(
                 f"{attempt}/{RESULT}: its gates do not follow from the exchanges it kept "
                 f"(judged again: {_short(diff)})"
             )
+
+
+def _stages_again(
+    report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
+) -> None:
+    """The other re-judged stages (`qualify.decision.rejudge.REJUDGED`), each attempt judged
+    again from the exchanges it kept with the project's gate files and the signed thresholds."""
+    from qualify.decision.rejudge import control_in_run, rejudge_run
+
+    signed = {s["name"]: s["sha256"] for s in report.subject_list()}
+    control = control_in_run(run.path, copy, signed)
+    problems, notes = rejudge_run(
+        run.path, listing.files, rules.thresholds, candidate_in_run(run, copy), control
+    )
+    report.problems += problems
+    report.notes += notes
 
 
 def _short(value: Any) -> str:

@@ -1,0 +1,184 @@
+"""The A/B's judged data rebuilt from the exchanges an attempt kept (`verify` judges it again).
+
+Every timed request of every run is read back from its kept exchange (the SSE events with their
+arrival times, the usage and the server's own timings) and measured again exactly as the run
+measured it (`qualify.ab.drive.request_record`); the run summaries, lane figures, spreads, the
+paired table with its bootstrap intervals, the excluded and degenerate lists and the fidelity
+summary are computed again from those requests with the stage's own functions. The settings,
+the prompt set, the lane recipes and the number of runs must be what the signed candidate and
+control copies say, and every run of each lane must hold one request per prompt.
+
+Not kept raw, so taken from the sealed record (and said): each run's idle checks, the
+speculative-decoding counter deltas read from `/metrics` around it (`acceptance`), a server's
+histogram window (vLLM), the run's wall time (checked to be no shorter than its slowest
+request), and each lane's KV figures.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from qualify.ab import table
+from qualify.ab.acceptance import combine, response_drafts
+from qualify.ab.drive import _summary, request_record
+from qualify.ab.prompts import ABPrompt, load_prompts, shipped_path
+from qualify.ab.stats import bootstrap_delta_ci, within_noise
+from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.httpclient.chat import from_stream
+
+LANES = ("candidate", "control")
+# Filled from a server's histograms between the idle scrapes around a run, never kept raw.
+_WINDOW = (
+    "server_decode_tok_s",
+    "server_prompt_ms",
+    "decode_ratio_client_over_server",
+    "ttft_minus_server_prompt_ms",
+    "server_source",
+)
+
+
+def _request(view: AttemptView, q: dict[str, Any], prompts: dict[str, ABPrompt]) -> Any:
+    prompt = prompts.get(str(q.get("prompt")))
+    if prompt is None:
+        raise NotKept(f"request of prompt {q.get('prompt')!r}: not a prompt of the A/B's set")
+    name = str(q.get("file") or "")
+    ex = view.exchange(name)
+    o = from_stream(ex)
+    again = request_record(prompt, ex, o, name)
+    if again["server_source"] is None and q.get("server_source") is not None:
+        view.trust("a server's histogram window (its per-request figures)")
+        again.update({k: q.get(k) for k in _WINDOW})
+    return again, o
+
+
+def _run(
+    view: AttemptView, lane: str, r: dict[str, Any], prompts: dict[str, ABPrompt]
+) -> dict[str, Any]:
+    requests = r.get("requests") or []
+    ids = [q.get("prompt") for q in requests]
+    if sorted(map(str, ids)) != sorted(prompts):
+        raise NotKept(
+            f"{lane} run {r.get('run')}: its requests are prompts {ids}, the A/B's set is "
+            f"{sorted(prompts)}"
+        )
+    records, outcomes = [], []
+    for q in requests:
+        rec, o = _request(view, q, prompts)
+        records.append(rec)
+        outcomes.append(o)
+    wall = r.get("wall_s")
+    slowest = max((q["e2e_s"] or 0.0 for q in records), default=0.0)
+    if not isinstance(wall, int | float) or wall < slowest:
+        why = f"wall_s {wall} is shorter than its slowest request"
+        raise NotKept(f"{lane} run {r.get('run')}: {why}")
+    view.trust("each run's wall time, idle checks and /metrics counter deltas")
+    return {
+        **r,
+        **_summary(records, float(wall)),
+        "per_response_drafts": response_drafts(outcomes),
+        "requests": records,
+    }
+
+
+def _lane(view: AttemptView, lane: str, block: dict[str, Any], runs: list[dict[str, Any]]) -> Any:
+    recipe = view.candidate if lane == "candidate" else view.control
+    if recipe is None:
+        raise NotKept(f"the {lane} lane: no signed copy of its recipe in the run")
+    want = {
+        "name": recipe.name,
+        "variable": recipe.variable,
+        "engine": recipe.identity.engine,
+        "speculation": recipe.identity.speculation.model_dump(mode="json"),
+    }
+    figure, spreads = table.lane_figures(runs)
+    view.trust("each lane's KV figures")
+    return {
+        **block,
+        **want,
+        "runs": runs,
+        "figure": figure,
+        "spread": spreads,
+        "acceptance": combine([r.get("acceptance") for r in runs]),
+    }
+
+
+def _listed(runs: dict[str, list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
+    return [
+        {"lane": lane, "run": r["run"], **e} for lane in LANES for r in runs[lane] for e in r[key]
+    ]
+
+
+def _rows(
+    view: AttemptView,
+    sealed: dict[str, Any],
+    runs: dict[str, list[dict[str, Any]]],
+    resamples: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """The A/B table computed again. A row of the earlier form, with no paired statistic
+    (`paired`), is computed as that form defined it: the interval of the delta of the lanes'
+    run-level figures, resampling runs (`bootstrap_delta_ci`); which form a row takes is the
+    sealed record's (said in the notes: the figures are still the exchanges' own)."""
+    rows = table.metric_rows(runs["candidate"], runs["control"], resamples, seed)
+    old = [m for m in sealed.get("metrics") or [] if isinstance(m, dict) and "paired" not in m]
+    if not old:
+        return rows
+    view.trust("the A/B table's earlier form (run-level intervals, no paired statistic)")
+    for i, row in enumerate(rows):
+        a = table.run_values(runs["candidate"], row["metric"])
+        b = table.run_values(runs["control"], row["metric"])
+        ci = bootstrap_delta_ci(a, b, resamples, seed + i)
+        row.pop("paired")
+        row.update(ci95=list(ci) if ci is not None else None, within_noise=within_noise(ci))
+    return rows
+
+
+def _prompts(view: AttemptView, sealed: dict[str, Any]) -> dict[str, ABPrompt]:
+    """The prompt set the A/B recorded: the shipped one when the candidate names none (checked
+    against it), else the candidate's own file, which the run does not keep (taken as recorded)."""
+    recorded = [(str(p.get("id")), str(p.get("kind"))) for p in sealed.get("prompts") or []]
+    assert view.candidate is not None
+    if view.candidate.stages.ab.prompts is None:
+        shipped = load_prompts(shipped_path())
+        if recorded != [(p.id, p.kind) for p in shipped.prompts]:
+            raise NotKept("its prompts are not the shipped prompt set")
+        return {p.id: p for p in shipped.prompts}
+    view.trust("the prompt set of the candidate's own prompt file")
+    if not recorded:
+        raise NotKept("no prompt set recorded")
+    return {i: ABPrompt(id=i, kind=k, text="-") for i, k in recorded}
+
+
+def rebuild(view: AttemptView) -> dict[str, Any]:
+    """The A/B's `data` as its kept exchanges give it (see the module docstring)."""
+    sealed = copy.deepcopy(view.sealed)
+    if view.candidate is None:
+        raise NotKept("no signed candidate copy in the run")
+    s = view.candidate.stages.ab
+    lanes_in = sealed.get("lanes") or {}
+    if not lanes_in:
+        if view.control is not None:
+            raise NotKept("the run had a control, the A/B kept no lanes")
+        return sealed
+    if sealed.get("settings") != s.model_dump(mode="json"):
+        raise NotKept("its settings are not the signed candidate copy's stages.ab")
+    prompts = _prompts(view, sealed)
+    if sealed.get("order") != [lane for _ in range(s.runs) for lane in LANES]:
+        raise NotKept(f"its order is not the lanes in turn, {s.runs} runs each")
+    runs = {
+        lane: [_run(view, lane, r, prompts) for r in (lanes_in.get(lane) or {}).get("runs") or []]
+        for lane in LANES
+    }
+    lanes = {lane: _lane(view, lane, lanes_in.get(lane) or {}, runs[lane]) for lane in LANES}
+    engines = {lane: str(lanes[lane]["engine"]) for lane in LANES}
+    return {
+        **sealed,
+        "runs": s.runs,
+        "lanes": lanes,
+        "metrics": _rows(view, sealed, runs, s.bootstrap_resamples, s.seed or 0),
+        "acceptance": lanes["candidate"]["acceptance"],
+        "excluded": _listed(runs, "excluded"),
+        "degenerate": _listed(runs, "degenerate"),
+        "fidelity": table.fidelity(runs, engines, s.concurrency),
+    }

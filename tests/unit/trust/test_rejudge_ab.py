@@ -1,0 +1,89 @@
+"""The A/B judged again from its kept exchanges: a real run (docs/gpu, llama-server on an H200)
+decided honestly verifies; its `result.json` rewritten to pass, re-sealed and signed with the
+pinned decision key is refused, naming the gate and the figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rejudge_run import all_pass, checked, copy_run, decide, drop, house, reseal, unpack
+
+from qualify.decision.record import DecisionRecord
+
+HOUSE = """\
+version = 1
+required = ["ab/*"]
+critical = []
+"""
+AB = "ab/attempt-001"
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
+    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return unpack(tmp_path_factory.mktemp("published"))
+
+
+def _ab_blocks(record: DecisionRecord) -> bool:
+    return any(r.startswith("ab/") for r in record.evaluation.reasons)
+
+
+def test_the_honest_run_verifies_with_the_ab_judged_again(published: Path, tmp_path: Path) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    record, env = decide(run, root, ci[0])
+    assert _ab_blocks(record), "the real A/B fails spec-speedup and fidelity"
+    report = checked(env, ci[1])
+    assert report.ok, report.problems
+    assert any(n.startswith(f"{AB}: judged again from its exchanges") for n in report.notes)
+
+
+def test_an_ab_result_rewritten_to_pass_is_refused(published: Path, tmp_path: Path) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    reseal(run, AB, all_pass)
+    record, env = decide(run, root, ci[0])
+    assert not _ab_blocks(record), "the decision alone takes the rewritten A/B as passed"
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("gate ab/spec-speedup is pass, judged again" in p for p in report.problems), (
+        report.problems
+    )
+
+
+def _faster(result: dict[str, Any]) -> None:
+    """The candidate's decode figure doubled wherever the document shows it."""
+    data = result["data"]
+    data["lanes"]["candidate"]["figure"]["decode_tok_s"] *= 2
+    row = next(m for m in data["metrics"] if m["metric"] == "decode_tok_s")
+    row["candidate"] *= 2
+
+
+def test_a_speed_figure_rewritten_is_refused_naming_the_field(
+    published: Path, tmp_path: Path
+) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    reseal(run, AB, _faster)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("data.lanes.candidate.figure.decode_tok_s is" in p for p in report.problems)
+
+
+def test_an_ab_whose_exchange_was_removed_is_refused(published: Path, tmp_path: Path) -> None:
+    """Dropping the slowest candidate request (and sealing again) leaves the run short of it."""
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    drop(run, AB, "0003-candidate-run1-summarise-harbour.json")
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("cannot be judged again from the exchanges it kept" in p for p in report.problems)
