@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +51,7 @@ from qualify.decision.signing import (
 )
 from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
 from qualify.errors import BadInput, QualifyError, Refused
-from qualify.evidence.store import MANIFEST, RESULT, RunDir
-from qualify.records import StageResult
+from qualify.evidence.store import MANIFEST, RunDir
 
 
 @dataclass
@@ -349,8 +347,7 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
         unsealed=list(record.unsealed),
     )
     check_manifests(run, listing)
-    _identity_again(report, run, listing, rules, copy)
-    _stages_again(report, run, listing, rules, copy)
+    _again(report, run, listing, rules, copy)
     basis = Basis(
         rules=rules,
         house=record.house,
@@ -377,110 +374,18 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
             report.problems.append(f"waiver {a.path}: signed accepted={a.accepted}, now: {b.why}")
 
 
-_EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")
-
-
-def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, dict[str, Any]]:
-    """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files."""
-    out: dict[str, dict[str, Any]] = {}
-    for name in sorted(listing.files):
-        head, _, base = name.rpartition("/")
-        m = _EXCHANGE.match(base)
-        if head != attempt or not m:
-            continue
-        data = json.loads((run.path / name).read_text())
-        if isinstance(data, dict) and isinstance(data.get("response"), dict):
-            out[m.group(1)] = data
-    return out
-
-
-def _answer(ex: dict[str, Any], text: bool) -> Any:
-    r = ex["response"]
-    status = r.get("status")
-    ok = ex.get("error") is None and isinstance(status, int) and 200 <= status < 300
-    return (r.get("text") if text else r.get("body")) if ok else None
-
-
-def _identity_again(
+def _again(
     report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
 ) -> None:
-    """Identity judged again offline from the raw exchanges it kept: the bodies the server sent,
-    the launch qualify recorded, the signed candidate's pins, the project's identity gates and
-    the signed thresholds. A `result.json` whose gates differ is refused."""
-    from qualify.gates.files import default_gates_dir
-    from qualify.gates.runner import judge_stage
-    from qualify.identity.stage import _label, gather
-    from qualify.serving.engines import CHAT_PROBE, Launch, adapter
-
-    cand = candidate_in_run(run, copy)
-    attempts = sorted(a for a in listing.attempts() if a.startswith("identity/"))
-    if cand is None or not attempts:
-        return
-    launches = [
-        json.loads((run.path / n).read_text()).get("command")
-        for n in sorted(listing.files)
-        if re.match(r"^server-candidate/attempt-\d{3,}/launch\.json$", n)
-    ]
-    engine = adapter(cand.identity.engine)
-    for attempt in attempts:
-        if f"{attempt}/{RESULT}" not in listing.files:
-            continue
-        result = StageResult.model_validate_json((run.path / attempt / RESULT).read_text())
-        kept = _exchanges(run, attempt, listing)
-        if result.status != "finished" or "v1-models" not in kept:
-            continue
-        models = kept["v1-models"]
-        bodies: dict[str, Any] = {"/v1/models": _answer(models, False)}
-        r = models["response"]
-        unreachable = (
-            None
-            if bodies["/v1/models"] is not None
-            else (models.get("error") or f"HTTP {r.get('status')}")
-        )
-        wanted = list(engine.paths) if unreachable is None else []
-        labels = {_label(p): p for p in wanted}
-        if unreachable is None and engine.probe_chat:
-            labels["probe-chat"] = CHAT_PROBE
-        missing = [p for lab, p in labels.items() if lab not in kept]
-        if missing:
-            report.notes.append(
-                f"{attempt}: not judged again from its exchanges (it kept none for "
-                f"{', '.join(missing)}, which this version reads)"
-            )
-            continue
-        for lab, path in labels.items():
-            bodies[path] = _answer(kept[lab], path in engine.text_paths)
-        shown = result.data.get("launch")
-        launch = None
-        if isinstance(shown, dict):
-            if shown.get("kind") != "local":
-                report.notes.append(f"{attempt}: a container launch, not judged again offline")
-                continue
-            if shown.get("args") not in launches:
-                report.problems.append(
-                    f"{attempt}: its launch arguments are not any launch the run recorded"
-                )
-                continue
-            env = dict(cand.server.launch.env) if cand.server.launch else {}
-            launch = Launch("local", [str(a) for a in shown["args"]], env)
-        data = gather(cand.identity, bodies, launch, unreachable)
-        gates, _problems = judge_stage("identity", default_gates_dir(), data, rules.thresholds)
-        again = sorted((g.gate, g.verdict.value) for g in gates)
-        signed = sorted((g.gate, g.verdict.value) for g in result.gates if g.gate != "gate-files")
-        if again != signed:
-            diff = sorted(set(signed) ^ set(again))
-            report.problems.append(
-                f"{attempt}/{RESULT}: its gates do not follow from the exchanges it kept "
-                f"(judged again: {_short(diff)})"
-            )
-
-
-def _stages_again(
-    report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
-) -> None:
-    """The other re-judged stages (`qualify.decision.rejudge.REJUDGED`), each attempt judged
-    again from the exchanges it kept with the project's gate files and the signed thresholds."""
+    """Identity (`qualify.identity.rebuild`) and every other re-judged stage
+    (`qualify.decision.rejudge.REJUDGED`), each attempt judged again from the exchanges it kept
+    with the project's gate files and the signed thresholds."""
     from qualify.decision.rejudge import control_in_run, rejudge_run
+    from qualify.identity.rebuild import identity_again
+
+    problems, notes = identity_again(run, listing, rules.thresholds, copy)
+    report.problems += problems
+    report.notes += notes
 
     signed = {s["name"]: s["sha256"] for s in report.subject_list()}
     control = control_in_run(run.path, copy, signed)

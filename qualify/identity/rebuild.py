@@ -1,0 +1,138 @@
+"""Identity judged again offline from the raw exchanges an attempt kept (`verify`).
+
+The bodies the server sent (`/v1/models`, the engine's identity paths, the chat probe), the
+launch the run recorded, the signed candidate's pins, the project's identity gate files and the
+signed thresholds: a `result.json` whose gates differ is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from qualify.decision.reading import Listing, candidate_in_run
+from qualify.evidence.store import RESULT, RunDir
+from qualify.gates.thresholds import Thresholds
+from qualify.records import StageResult
+
+_EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")
+
+
+def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, dict[str, Any]]:
+    """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(listing.files):
+        head, _, base = name.rpartition("/")
+        m = _EXCHANGE.match(base)
+        if head != attempt or not m:
+            continue
+        data = json.loads((run.path / name).read_text())
+        if isinstance(data, dict) and isinstance(data.get("response"), dict):
+            out[m.group(1)] = data
+    return out
+
+
+def _answer(ex: dict[str, Any], text: bool) -> Any:
+    r = ex["response"]
+    status = r.get("status")
+    ok = ex.get("error") is None and isinstance(status, int) and 200 <= status < 300
+    return (r.get("text") if text else r.get("body")) if ok else None
+
+
+def _bodies(engine: Any, kept: dict[str, Any]) -> tuple[dict[str, Any], str | None, list[str]]:
+    """The bodies the server sent, by path, as the stage read them; why it was unreachable;
+    the paths this version reads that the attempt kept no exchange of."""
+    from qualify.identity.stage import _label
+    from qualify.serving.engines import CHAT_PROBE
+
+    models = kept["v1-models"]
+    bodies: dict[str, Any] = {"/v1/models": _answer(models, False)}
+    r = models["response"]
+    unreachable = (
+        None
+        if bodies["/v1/models"] is not None
+        else (models.get("error") or f"HTTP {r.get('status')}")
+    )
+    wanted = list(engine.paths) if unreachable is None else []
+    labels = {_label(p): p for p in wanted}
+    if unreachable is None and engine.probe_chat:
+        labels["probe-chat"] = CHAT_PROBE
+    missing = [p for lab, p in labels.items() if lab not in kept]
+    for lab, path in labels.items():
+        if lab in kept:
+            bodies[path] = _answer(kept[lab], path in engine.text_paths)
+    return bodies, unreachable, missing
+
+
+def _launches(run: RunDir, listing: Listing) -> list[Any]:
+    """The command of every candidate server launch the run recorded."""
+    return [
+        json.loads((run.path / n).read_text()).get("command")
+        for n in sorted(listing.files)
+        if re.match(r"^server-candidate/attempt-\d{3,}/launch\.json$", n)
+    ]
+
+
+def identity_again(
+    run: RunDir, listing: Listing, thresholds: Thresholds, copy: str | None
+) -> tuple[list[str], list[str]]:
+    """Identity judged again offline from the raw exchanges it kept: the bodies the server sent,
+    the launch qualify recorded, the signed candidate's pins, the project's identity gates and
+    the signed thresholds. A `result.json` whose gates differ is refused."""
+    from qualify.gates.files import default_gates_dir
+    from qualify.gates.runner import judge_stage
+    from qualify.identity.stage import gather
+    from qualify.serving.engines import Launch, adapter
+
+    problems: list[str] = []
+    notes: list[str] = []
+    cand = candidate_in_run(run, copy)
+    attempts = sorted(a for a in listing.attempts() if a.startswith("identity/"))
+    if cand is None or not attempts:
+        return problems, notes
+    launches = _launches(run, listing)
+    engine = adapter(cand.identity.engine)
+    for attempt in attempts:
+        if f"{attempt}/{RESULT}" not in listing.files:
+            continue
+        result = StageResult.model_validate_json((run.path / attempt / RESULT).read_text())
+        kept = _exchanges(run, attempt, listing)
+        if result.status != "finished" or "v1-models" not in kept:
+            continue
+        bodies, unreachable, missing = _bodies(engine, kept)
+        if missing:
+            notes.append(
+                f"{attempt}: not judged again from its exchanges (it kept none for "
+                f"{', '.join(missing)}, which this version reads)"
+            )
+            continue
+        shown = result.data.get("launch")
+        launch = None
+        if isinstance(shown, dict):
+            if shown.get("kind") != "local":
+                notes.append(f"{attempt}: a container launch, not judged again offline")
+                continue
+            if shown.get("args") not in launches:
+                problems.append(
+                    f"{attempt}: its launch arguments are not any launch the run recorded"
+                )
+                continue
+            env = dict(cand.server.launch.env) if cand.server.launch else {}
+            launch = Launch("local", [str(a) for a in shown["args"]], env)
+        data = gather(cand.identity, bodies, launch, unreachable)
+        gates, _problems = judge_stage("identity", default_gates_dir(), data, thresholds)
+        again = sorted((g.gate, g.verdict.value) for g in gates)
+        signed = sorted((g.gate, g.verdict.value) for g in result.gates if g.gate != "gate-files")
+        if again != signed:
+            diff = sorted(set(signed) ^ set(again))
+            problems.append(
+                f"{attempt}/{RESULT}: its gates do not follow from the exchanges it kept "
+                f"(judged again: {_short(diff)})"
+            )
+    return problems, notes
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 160 else text[:157] + "..."
