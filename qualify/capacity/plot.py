@@ -12,6 +12,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from qualify.capacity.record import Load, MatrixRow, OpenCell
+
 PLOT = "aggregate-vs-concurrency.svg"
 
 
@@ -21,14 +23,13 @@ def _legend(lane: str, length: int, line: list[tuple[int, float]]) -> str:
 
 
 def plot(
-    rows: list[dict[str, Any]],
+    rows: list[MatrixRow],
     title: str,
     slots: float | None = None,
-    load: dict[str, Any] | None = None,
+    load: Load | None = None,
 ) -> bytes:
-    """The SVG bytes; `rows` are matrix rows (`lane`, `length`, `concurrency`,
-    `aggregate_output_tok_s`), `slots` the engine's concurrent sequences, `load` the knee
-    search's record (`cells`, `knee`, `slo`)."""
+    """The SVG bytes; `rows` are the matrix rows (every lane), `slots` the engine's concurrent
+    sequences, `load` the knee search's record (its cells, knee and SLOs)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -36,18 +37,18 @@ def plot(
 
     matplotlib.rcParams["svg.hashsalt"] = "qualify-capacity"
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, and smaller
-    cells = [c for c in (load or {}).get("cells", []) if c.get("rate_rps")]
+    cells = [c for c in load.cells if c.rate_rps] if load is not None else []
     fig, axes = plt.subplots(1, 2 if cells else 1, figsize=(12 if cells else 8, 4.8), squeeze=False)
     ax = axes[0][0]
-    pts = [r for r in rows if isinstance(r.get("aggregate_output_tok_s"), int | float)]
-    series = sorted({(str(r.get("lane", "candidate")), int(r["length"])) for r in pts})
+    pts = [r for r in rows if r.aggregate_output_tok_s is not None]
+    series = sorted({(r.lane, r.length) for r in pts})
     lengths = sorted({n for _, n in series})
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for lane, length in series:
         line = sorted(
-            (int(r["concurrency"]), float(r["aggregate_output_tok_s"]))
+            (r.concurrency, float(r.aggregate_output_tok_s or 0.0))
             for r in pts
-            if r.get("lane", "candidate") == lane and int(r["length"]) == length
+            if r.lane == lane and r.length == length
         )
         ax.plot(
             [c for c, _ in line],
@@ -59,7 +60,7 @@ def plot(
         )
     if isinstance(slots, int | float) and slots > 0:
         ax.axvline(slots, color="grey", linestyle=":", label=f"slot limit: {slots:g} sequences")
-    levels = sorted({int(r["concurrency"]) for r in rows})
+    levels = sorted({r.concurrency for r in rows})
     if levels:
         ax.set_xticks(levels)
     ax.set_xlabel("concurrency")
@@ -71,8 +72,8 @@ def plot(
         ax.legend(fontsize=7, loc="best")
     else:
         ax.text(0.5, 0.5, "no cell measured", ha="center", transform=ax.transAxes)
-    if cells:
-        _goodput_panel(axes[0][1], cells, load or {})
+    if cells and load is not None:
+        _goodput_panel(axes[0][1], cells, load)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
@@ -80,32 +81,33 @@ def plot(
     return buf.getvalue()
 
 
-def _goodput_panel(ax: Any, cells: list[dict[str, Any]], load: dict[str, Any]) -> None:
-    pts = sorted((float(c["rate_rps"]), c.get("goodput"), c.get("goodput_ci95")) for c in cells)
-    xs = [x for x, g, _ in pts if g is not None]
-    ys = [g for _, g, _ in pts if g is not None]
-    lo = [g - ci[0] for _, g, ci in pts if g is not None and ci]
-    hi = [ci[1] - g for _, g, ci in pts if g is not None and ci]
+def _goodput_panel(ax: Any, cells: list[OpenCell], load: Load) -> None:
+    pts = sorted(
+        ((float(c.rate_rps or 0.0), c.goodput, c.goodput_ci95) for c in cells),
+        key=lambda p: p[0],
+    )
+    good = [(x, g, ci) for x, g, ci in pts if g is not None]
+    xs = [x for x, _, _ in good]
+    ys = [g for _, g, _ in good]
+    lo = [g - ci[0] for _, g, ci in good if ci]
+    hi = [ci[1] - g for _, g, ci in good if ci]
     label = "goodput: " + ", ".join(f"{x:.3g}/s {y:.0%}" for x, y in zip(xs, ys, strict=True))
     if len(lo) == len(xs):
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)
     else:
         ax.plot(xs, ys, marker="o", label=label)
-    floor = (load.get("slo") or {}).get("goodput_floor")
-    if isinstance(floor, int | float):
+    if load.slo is not None:
+        floor = load.slo.goodput_floor
         ax.axhline(floor, color="red", linestyle=":", label=f"floor {floor:.0%}")
-    knee = load.get("knee") or {}
-    if isinstance(knee.get("rate_rps"), int | float):
+    knee = load.knee
+    if knee is not None and knee.rate_rps is not None:
         ax.axvline(
-            knee["rate_rps"],
-            color="green",
-            linestyle="--",
-            label=f"knee {knee['rate_rps']:.3g} req/s",
+            knee.rate_rps, color="green", linestyle="--", label=f"knee {knee.rate_rps:.3g} req/s"
         )
     ax.set_xscale("log")
     ax.set_xlabel("offered rate, req/s (Poisson)")
     ax.set_ylabel("share of requests meeting every SLO")
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"goodput under {(load.get('knee') or {}).get('slo', 'the SLOs')}", fontsize=9)
+    ax.set_title(f"goodput under {knee.slo if knee is not None else 'the SLOs'}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower left")

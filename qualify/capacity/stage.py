@@ -25,6 +25,7 @@ from qualify.capacity.knee import burst_cell, search
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
+from qualify.capacity.record import Record
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import effective, goodput
@@ -544,9 +545,6 @@ async def capacity(ctx: StageContext) -> StageResult:
         comparison = compare(cand_cells, inc_cells, seed=cap.seed)
         inc_info.update(status="measured", engine=cap.lanes[INCUMBENT].engine)
     engine = cap.lanes["candidate"].engine if "candidate" in cap.lanes else {}
-    title = f"{ctx.candidate.name}: aggregate output tok/s by concurrency"
-    slots = engine.get("slots") or getattr(ctx.candidate.identity, "max_num_seqs", None)
-    ctx.attempt.write_bytes(PLOT, plot(matrix, title, slots, load))
     data = {
         "settings": s.model_dump(mode="json"),
         "lengths": {name: ln.lengths for name, ln in cap.lanes.items()},
@@ -570,4 +568,8 @@ async def capacity(ctx: StageContext) -> StageResult:
         "seed": cap.seed,
         "wall_s": round(time.perf_counter() - t0, 3),
     }
-    return finish(ctx, ctx.judge(data), data)
+    record = Record.model_validate(data)
+    title = f"{ctx.candidate.name}: aggregate output tok/s by concurrency"
+    slots = record.engine.slots or getattr(ctx.candidate.identity, "max_num_seqs", None)
+    ctx.attempt.write_bytes(PLOT, plot(record.matrix, title, slots, record.load))
+    return finish(ctx, ctx.judge(record), record)

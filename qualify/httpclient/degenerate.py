@@ -7,12 +7,16 @@ evidence, leave them out of speed figures and list them.
 
 `degenerate(text)` returns why an answer is degenerate, or None. The rules are deliberately
 narrow: a long run of one character or of digits, or one short n-gram covering most of the
-answer. Ordinary prose, code and lists pass.
+answer. Ordinary prose, code and lists pass. `degenerate_verdict` is the one rule a stage's
+gate decides its degenerate answers by.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+from qualify.records import Verdict
 
 MIN_CHARS = 64
 """Shorter answers are never judged degenerate: too little text to tell."""
@@ -68,3 +72,25 @@ def degenerate(text: str) -> str | None:
             share = covered / len(words)
             return f"{gram[:40]!r} repeated over {share:.0%} of {len(words)} words"
     return None
+
+
+def degenerate_verdict(
+    flagged: Sequence[str], counted: int, allowed: int = 0
+) -> tuple[Verdict, list[str]]:
+    """The one rule every stage judges its degenerate answers by: (verdict, reasons).
+
+    - no counted answer at all: `inconclusive` ("no counted stream to read"): a stage whose
+      every answer failed or was excluded has not shown that its answers are answers;
+    - more than `allowed` answers flagged: `fail`, each one listed (`flagged` holds one line
+      per answer: where it was and why it is degenerate); they are kept as evidence and left
+      out of every speed figure;
+    - otherwise `pass`.
+
+    The context ladder judged by this rule; the capacity stage passed a stage with nothing
+    counted. The two differ only there, and the stricter (context's) is kept: a pass must rest
+    on answers that were read."""
+    if counted <= 0:
+        return Verdict.INCONCLUSIVE, ["no counted stream to read"]
+    if len(flagged) <= allowed:
+        return Verdict.PASS, []
+    return Verdict.FAIL, [f"{line}; left out of the speed figures" for line in flagged]

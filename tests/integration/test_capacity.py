@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from qualify.capacity.record import Record
 from qualify.records import StageResult, Verdict
+from qualify.registry import parse_record
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +48,16 @@ def capacity(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple
 
 def _gate(result: StageResult, name: str) -> Any:
     return next(g for g in result.gates if g.gate == name)
+
+
+def test_the_stage_writes_its_typed_record(capacity: tuple[StageResult, Path]) -> None:
+    """The real stage's `data` reads into the capacity record and is exactly its JSON form."""
+    result, _ = capacity
+    record = parse_record("capacity", result.data)
+    assert isinstance(record, Record) and result.data["record_version"] == 1
+    assert record.model_dump(mode="json") == result.data
+    assert record.load.knee is not None and record.load.knee.statement
+    assert record.load.soak is not None and record.load.soak.hung is None
 
 
 def test_every_cell_has_every_figure(capacity: tuple[StageResult, Path]) -> None:

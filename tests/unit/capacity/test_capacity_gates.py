@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.capacity import gates
+import capacity_judging as gates
+
 from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict
 
@@ -159,18 +160,38 @@ def test_incumbent_absent_is_skipped_and_unreachable_inconclusive() -> None:
     assert down[0].verdict is Verdict.INCONCLUSIVE
 
 
+def _answered(n: int) -> list[dict[str, Any]]:
+    """A matrix cell whose one run holds `n` answered streams."""
+    streams = [{"failed": None, "cut": None, "files": []} for _ in range(n)]
+    return [cell(256, 1, run_records=[{"label": "r1", "streams": streams}])]
+
+
 def test_degenerate_answers_over_the_allowance_fail() -> None:
     found = [{"where": "256-c1", "stream": 1, "reason": "a run of 40 × '1'"}]
-    assert (
-        gates.degenerate_answers({"degenerate": []}, gates.DegenerateParams(), T)[0].verdict
-        is Verdict.PASS
+    ok = gates.degenerate_answers(
+        {"matrix": _answered(3), "degenerate": []}, gates.DegenerateParams(), T
     )
-    bad = gates.degenerate_answers({"degenerate": found}, gates.DegenerateParams(), T)
+    assert ok[0].verdict is Verdict.PASS and ok[0].metrics["streams"] == 3
+    bad = gates.degenerate_answers(
+        {"matrix": _answered(3), "degenerate": found}, gates.DegenerateParams(), T
+    )
     assert bad[0].verdict is Verdict.FAIL and "256-c1" in bad[0].reasons[0]
     allowed = gates.degenerate_answers(
-        {"degenerate": found}, gates.DegenerateParams(max_answers=1), T
+        {"matrix": _answered(3), "degenerate": found}, gates.DegenerateParams(max_answers=1), T
     )
     assert allowed[0].verdict is Verdict.PASS
+
+
+def test_degenerate_with_no_counted_answer_is_inconclusive() -> None:
+    """The one degenerate rule: nothing read is no pass (a stage whose streams all failed)."""
+    none = gates.degenerate_answers({"degenerate": []}, gates.DegenerateParams(), T)
+    assert none[0].verdict is Verdict.INCONCLUSIVE
+    failed = [{"failed": "request failed: refused", "cut": None, "files": []}]
+    rows = [cell(256, 1, run_records=[{"label": "r1", "streams": failed}])]
+    only_failed = gates.degenerate_answers(
+        {"matrix": rows, "degenerate": []}, gates.DegenerateParams(), T
+    )
+    assert only_failed[0].verdict is Verdict.INCONCLUSIVE
 
 
 def test_engine_capacity_reported_or_not() -> None:

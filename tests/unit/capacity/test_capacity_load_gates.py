@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qualify.capacity import gates
+import capacity_judging as gates
+
 from qualify.gates.files import load_gates
 from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict
@@ -147,12 +148,15 @@ def test_soak_fails_drift_memory_errors_and_no_completion() -> None:
     assert j.verdict is Verdict.SKIPPED
 
 
+CELL = {"cell": "256-c1", "length": 256, "concurrency": 1}
+
+
 def test_energy_is_unmeasured_without_telemetry_and_a_figure_with_it() -> None:
     data = {
         "matrix": [
-            {"cell": "256-c1", "lane": "candidate", "energy": {"j_per_output_token": 0.42}},
+            {**CELL, "lane": "candidate", "energy": {"j_per_output_token": 0.42}},
             {
-                "cell": "256-c1",
+                **CELL,
                 "lane": "incumbent",
                 "energy": {"j_per_output_token": None, "why": "unmeasured: no GPU telemetry"},
             },

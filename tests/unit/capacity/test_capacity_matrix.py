@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from qualify.capacity.matrix import median_of_runs, saturation
 from qualify.capacity.plot import plot
+from qualify.capacity.record import Load, MatrixRow
 from qualify.capacity.runs import exclusion, summarize
 from qualify.capacity.settings import CapacitySettings, ExpectedRange, parse_cell
 from qualify.capacity.stage import plan_lengths, turns
@@ -138,7 +139,9 @@ def test_plot_has_a_numeric_legend_and_the_slot_limit() -> None:
     """matplotlib SVG: one line per lane and length, each legend entry with its figures at
     every concurrency, the incumbent dashed, the engine's slot limit as a line."""
     rows = [
-        {"lane": lane, "length": n, "concurrency": c, "aggregate_output_tok_s": 10.0 * c}
+        MatrixRow(
+            lane=lane, cell=f"{n}-c{c}", length=n, concurrency=c, aggregate_output_tok_s=10.0 * c
+        )
         for lane in ("candidate", "incumbent")
         for n in (256, 2048)
         for c in (1, 2, 4)
@@ -152,15 +155,17 @@ def test_plot_has_a_numeric_legend_and_the_slot_limit() -> None:
 
 
 def test_plot_draws_goodput_against_rate_with_floor_and_knee() -> None:
-    load = {
-        "slo": {"goodput_floor": 0.9},
-        "knee": {"rate_rps": 0.5, "slo": "TTFT ≤ 5 s (p95)"},
-        "cells": [
-            {"rate_rps": 0.25, "goodput": 1.0, "goodput_ci95": [0.7, 1.0]},
-            {"rate_rps": 0.5, "goodput": 0.95, "goodput_ci95": [0.7, 1.0]},
-            {"rate_rps": 1.0, "goodput": 0.4, "goodput_ci95": [0.2, 0.6]},
-        ],
-    }
+    load = Load.model_validate(
+        {
+            "slo": {"goodput_floor": 0.9},
+            "knee": {"rate_rps": 0.5, "slo": "TTFT ≤ 5 s (p95)"},
+            "cells": [
+                {"rate_rps": 0.25, "goodput": 1.0, "goodput_ci95": [0.7, 1.0]},
+                {"rate_rps": 0.5, "goodput": 0.95, "goodput_ci95": [0.7, 1.0]},
+                {"rate_rps": 1.0, "goodput": 0.4, "goodput_ci95": [0.2, 0.6]},
+            ],
+        }
+    )
     out = plot([], "t", None, load).decode()
     assert "floor 90%" in out and "knee 0.5 req/s" in out
     assert "goodput: 0.25/s 100%, 0.5/s 95%, 1/s 40%" in out
