@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--house",
         type=Path,
         help="house repository: pinned decision keys and the alias table (default: "
-        "$QUALIFY_HOUSE, else the root of the git repository here)",
+        "$QUALIFY_HOUSE); needed without --key and with --against-alias, never guessed from "
+        "the current directory",
     )
     add_evidence(p)
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
@@ -49,14 +50,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _keys(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from qualify.alias import default_house
     from qualify.decision.signing import load_public
-    from qualify.decision.trust import snapshot
+    from qualify.decision.trust import require_house, snapshot
     from qualify.errors import BadInput
 
     if args.key:
         return [load_public(k) for k in args.key]
-    house = Path(args.house).resolve() if args.house else default_house()
+    house = require_house(args.house)
     try:
         pinned = list(snapshot(house).keys.get("decision", {}).values())
     except BadInput as exc:
@@ -76,7 +76,8 @@ def _keys(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from qualify.alias import TABLE, default_house
+    from qualify.alias import TABLE
+    from qualify.decision.trust import require_house
     from qualify.diff.compare import diff, exit_code
     from qualify.diff.report import markdown
     from qualify.diff.runs import alias_run, alias_target, verified
@@ -89,7 +90,7 @@ def _diff(args: argparse.Namespace) -> int:
                 "--against-alias compares one run with the alias's qualification",
                 [f"RUN: expected one run with --against-alias (got {len(args.runs)})"],
             )
-        house = Path(args.house).resolve() if args.house else default_house()
+        house = require_house(args.house)
         target = alias_target(house / TABLE, args.against_alias)
         ref_a, ref_b = alias_run(target, args.evidence), args.runs[0]
     else:

@@ -32,7 +32,7 @@ from qualify.decision.record import (
 )
 from qualify.decision.settings import Policy
 from qualify.decision.signing import keyid, load_private
-from qualify.errors import BadInput
+from qualify.errors import BadInput, QualifyError
 from qualify.evidence.store import RunDir, utc_now
 from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
 
@@ -281,13 +281,35 @@ def sign_decision(run: RunDir, record: DecisionRecord, priv: Ed25519PrivateKey) 
 
 
 def sign(run: RunDir, key: Path, s: Setup) -> tuple[Path, DecisionRecord]:
-    """Sign the latest decision if it still covers the run and is unsigned; else decide anew."""
+    """Sign the latest decision if it still covers the run and is unsigned; else decide anew.
+    A decision is signed once: when it is already signed by another key than `key`, nothing is
+    signed and that is bad input (exit 2), naming both keys."""
     priv: Ed25519PrivateKey = load_private(key)
     record = latest(run)
     if record is not None and covers_run(run, record):
         env = statement.envelope_path(run, record.attempt)
         if env.exists():
+            _signed_by(env, priv, key)
             return env, record
         return sign_decision(run, record, priv), record
     record = conclude(run, s, priv)
     return statement.envelope_path(run, record.attempt), record
+
+
+def _signed_by(env: Path, priv: Ed25519PrivateKey, key: Path) -> None:
+    """Refuse (exit 2) an envelope that `key` did not sign: signing it again is not possible."""
+    from qualify.decision.signing import open_envelope, read_envelope
+
+    mine = priv.public_key()
+    try:
+        open_envelope(read_envelope(env), mine)
+    except QualifyError:
+        sigs = read_envelope(env).get("signatures") or [{}]
+        other = str(sigs[0].get("keyid") if isinstance(sigs[0], dict) else "?")
+        raise BadInput(
+            f"{env} is already signed, by key {other[:16]}",
+            [
+                f"--key {key}: key {keyid(mine)[:16]} is not the key that signed it; a decision "
+                "is signed once, and nothing was signed now"
+            ],
+        ) from None

@@ -65,7 +65,12 @@ class WaiverCheck(StrictModel):
     expires: str | None = None
     signer: str | None = Field(default=None, description="name of the pinned approver key")
     signer_keyid: str | None = None
-    signer_pem: str | None = Field(default=None, description="so verify can check it offline")
+    signer_pem: str | None = Field(
+        default=None,
+        description="the approver key the waiver verified with at decision time, shown to a "
+        "reader only: `verify` and `alias set` judge the waiver again with the key the house "
+        "pins for its approver, never with this one",
+    )
     accepted: bool
     why: str
     evidence: str | None = Field(default=None, description="its copy in the decision attempt")

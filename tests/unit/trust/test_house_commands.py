@@ -80,6 +80,20 @@ def test_house_commands_need_an_explicit_house(
     assert "no house repository given" in capsys.readouterr().err
 
 
+def test_diff_takes_keys_and_the_alias_table_only_from_an_explicit_house(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a house, with neither --key nor --house: the current directory's repository is
+    not taken for the house whose keys verify the runs or whose alias table names A."""
+    run, _env, house, ci, _cand = h.decided(tmp_path)
+    monkeypatch.chdir(house)
+    assert main(["diff", str(run.path), str(run.path)]) == 2
+    assert "no house repository given" in capsys.readouterr().err
+    argv = ["diff", str(run.path), "--against-alias", "demo-chat", "--key", str(ci[1])]
+    assert main(argv) == 2
+    assert "no house repository given" in capsys.readouterr().err
+
+
 def test_a_run_signed_later_can_move_its_alias(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -102,8 +116,9 @@ def test_sign_with_another_key_signs_nothing_and_says_so(
     run, env, house, _ci, _cand = h.decided(tmp_path)
     before = env.read_bytes()
     other = h.keypair(tmp_path, "other")
-    assert main(["sign", str(run.path), "--key", str(other[0]), "--house", str(house)]) == 1
-    assert "already signed" in capsys.readouterr().err
+    assert main(["sign", str(run.path), "--key", str(other[0]), "--house", str(house)]) == 2
+    err = capsys.readouterr().err
+    assert "already signed" in err and "nothing was signed now" in err
     assert env.read_bytes() == before
 
 
