@@ -3,8 +3,9 @@
 The alias table (`qualify.alias`) maps the alias to the candidate file production runs, with
 that file's sha256 at the time it was qualified. The incumbent is usable when the file is still
 there, unchanged, loads, and is not this very candidate (then there is nothing to compare). Its
-table is `alias.table` relative to the candidate file when that file exists, else the house
-repository's (`qualify.alias.default_house()`: $QUALIFY_HOUSE, else the git root).
+table is `alias.table` relative to the candidate file when that file exists, else the table of
+the house the run was given (`house`); a run given no house falls back to
+`qualify.alias.default_house()` ($QUALIFY_HOUSE, else the git root).
 
 The comparison per cell holds the candidate's and the incumbent's medians, the delta in per cent
 of the incumbent's, and a bootstrap 95% interval of that delta over the runs.
@@ -25,20 +26,25 @@ from qualify.httpclient.timing import median
 COMPARED = ("aggregate_output_tok_s", "decode_tok_s_p50")
 
 
-def _table(loaded: LoadedCandidate) -> Path | None:
+def _table(loaded: LoadedCandidate, house: Path | None) -> Path | None:
     alias = loaded.candidate.alias
     if alias is None:
         return None
     near = resolve_path(loaded, alias.table)
-    return near if near.is_file() else default_house() / TABLE
+    if near.is_file():
+        return near
+    return (house if house is not None else default_house()) / TABLE
 
 
-def find_incumbent(loaded: LoadedCandidate) -> tuple[LoadedCandidate | None, dict[str, Any]]:
-    """The incumbent's candidate and a note saying what was found (always filled)."""
+def find_incumbent(
+    loaded: LoadedCandidate, house: Path | None = None
+) -> tuple[LoadedCandidate | None, dict[str, Any]]:
+    """The incumbent's candidate and a note saying what was found (always filled); `house` is
+    the house repository the run was given."""
     alias = loaded.candidate.alias
     if alias is None:
         return None, {"status": "none", "why": "the candidate names no alias"}
-    table = _table(loaded)
+    table = _table(loaded, house)
     info: dict[str, Any] = {"alias": alias.name, "table": str(table)}
     try:
         target = read_table(table).get(alias.name) if table is not None else None

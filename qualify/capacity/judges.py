@@ -7,7 +7,8 @@ record (`qualify.capacity.record.Record`).
 - `capacity-requests`: no timed request failed or was cut;
 - `capacity-measured`: every cell that was run has a counted run, with the engine idle around;
 - `capacity-fidelity`: per cell, the client's completion tokens agree with the server's own
-  generated-token counter over the same window, within `fidelity_decode_tolerance`;
+  generated-token counter over the same window, and (where the engine keeps latency histograms)
+  its decode tok/s with the server's, within `fidelity_decode_tolerance`;
 - `capacity-incumbent`: per cell, a regression against the incumbent beyond
   `ab_max_regression_pct`, with the whole interval beyond it, fails; no incumbent is `skipped`;
 - `capacity-degenerate`: degenerate answers, listed (left out of every speed figure), judged
@@ -147,23 +148,32 @@ def measured(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
 @judge(STAGE, "capacity-fidelity", NoParams)
 def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
     """Per cell: client completion tokens over the server's generated-token delta in the same
-    window is within the policy's fidelity tolerance of 1; no server counter: inconclusive."""
+    window, and where the server keeps latency histograms (vLLM) the client's decode tok/s over
+    the server's, are within the policy's fidelity tolerance of 1; no server counter:
+    inconclusive."""
     out = []
     tol = thresholds.fidelity_decode_tolerance
     for c in data.cells():
         if not c.counted_runs:
             continue
-        ratio = c.server_ratio
-        m = {"server_ratio": ratio, "tolerance": tol}
-        if ratio is None:
-            why = "the server reports no generated-token counter to check the aggregate against"
-            out.append(Judged(Verdict.INCONCLUSIVE, [why], m, c.cell))
-        elif abs(ratio - 1.0) > tol:
-            why = (
+        ratio, decode = c.server_ratio, c.server_decode_ratio
+        m = {"server_ratio": ratio, "server_decode_ratio": decode, "tolerance": tol}
+        reasons = []
+        if ratio is not None and abs(ratio - 1.0) > tol:
+            reasons.append(
                 f"client completion tokens are {ratio:.4f} × the server's count over the same "
                 f"window (expected within {tol:.0%})"
             )
-            out.append(Judged(Verdict.FAIL, [why], m, c.cell))
+        if decode is not None and abs(decode - 1.0) > tol:
+            reasons.append(
+                f"client decode tok/s is {decode:.4f} × the server's histograms over the same "
+                f"window (expected within {tol:.0%})"
+            )
+        if reasons:
+            out.append(Judged(Verdict.FAIL, reasons, m, c.cell))
+        elif ratio is None:
+            why = "the server reports no generated-token counter to check the aggregate against"
+            out.append(Judged(Verdict.INCONCLUSIVE, [why], m, c.cell))
         else:
             out.append(Judged(Verdict.PASS, [], m, c.cell))
     return out

@@ -11,7 +11,10 @@ A cell's figures (one row of `data.matrix`):
 - `chunks_per_token`: SSE token chunks per completion token (below 1 when a chunk carries
   several tokens, e.g. accepted drafts), median over counted runs;
 - `server_ratio`: client completion tokens over the server's generated-token counter delta over
-  the same window (1.0 when both agree), median over counted runs.
+  the same window (1.0 when both agree), median over counted runs;
+- `server_decode_ratio`: where the engine keeps latency histograms (vLLM), the client's decode
+  tok/s over the server's over the same window (`qualify.capacity.runs.server_fidelity`),
+  median over counted runs; None where it keeps none.
 
 Concurrency is raised in the listed order; once a cell saturates (a failed or cut request, or a
 p95 TTFT past `max_ttft_p95_s`) the higher levels at that length are not run, and the row says
@@ -53,6 +56,9 @@ def median_of_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {k: median(_nums([r.get(k) for r in counted])) for k in MEDIAN_KEYS}
     out["ttft_p95_s"] = percentile(_nums([t for r in counted for t in r.get("ttft_s", [])]), 95)
     out["server_ratio"] = median(_nums([_ratio(r) for r in counted]))
+    out["server_decode_ratio"] = median(
+        _nums([(r.get("server_window") or {}).get("decode_ratio") for r in counted])
+    )
     out["failed"] = sum(int(r.get("failed") or 0) for r in runs)
     out["cut"] = sum(int(r.get("cut") or 0) for r in runs)
     out["requests"] = sum(int(r.get("requests") or 0) for r in runs)

@@ -213,6 +213,7 @@ class CellFigures(Part):
     prompt_tokens_p50: float | None = None
     ttft_p95_s: float | None = None
     server_ratio: float | None = None
+    server_decode_ratio: float | None = None
     failed: int = 0
     cut: int = 0
     requests: int = 0

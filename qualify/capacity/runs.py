@@ -4,7 +4,9 @@ Before the run the engine must be idle (no running, no waiting request, from its
 counters read then and again once it is idle after the run give the server's own figures over
 the same window: generated tokens (for the aggregate cross-check) and draft acceptance. While
 the streams are in flight `/metrics` is polled for the engine's running and waiting gauges: the
-waiting gauge is the server-side queue.
+waiting gauge is the server-side queue. Where the engine keeps latency histograms (vLLM), the
+run's requests are compared with the server's own decode rate and TTFT over the same window
+(`server_window`), as the A/B's cells are.
 
 A run is *excluded* (kept, listed, never counted in the cell's medians) when the engine was not
 idle around it, a request failed or was cut, or an answer was degenerate.
@@ -24,8 +26,9 @@ from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages, Sender, drive
-from qualify.httpclient.timing import median, percentile, timing
+from qualify.httpclient.timing import median, percentile, timing, with_server_window
 from qualify.serving.engines import Dialect, busy
+from qualify.serving.histograms import server_window
 from qualify.serving.idle import IdleReport, scrape, wait_idle
 
 AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
@@ -223,5 +226,25 @@ async def timed_run(
             s.dialect.name,
         )
     run["acceptance"] = acc
+    run["server_window"] = server_fidelity(before, after, s.dialect, exchanges, streams)
     run["excluded"] = exclusion(run)
     return run
+
+
+def server_fidelity(
+    before: IdleReport,
+    after: IdleReport,
+    d: Dialect,
+    exchanges: list[Exchange],
+    streams: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The run's answered requests against the server's latency histograms over the same idle
+    window (vLLM keeps them; llama.cpp does not, said so): the client's cell decode tok/s over
+    the server's and its mean TTFO minus the server's mean TTFT
+    (`qualify.httpclient.timing.with_server_window`, as the A/B compares its cells)."""
+    answered = [
+        ex for ex, st in zip(exchanges, streams, strict=True) if not st["failed"] and not st["cut"]
+    ]
+    window = server_window(before.snapshot, after.snapshot, d, expected=len(answered))
+    _, compared = with_server_window([timing(from_stream(ex)) for ex in answered], window)
+    return compared

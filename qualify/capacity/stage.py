@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from qualify.ab.acceptance import combine
@@ -485,7 +486,9 @@ async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> dict[str, A
     """Find the incumbent and add it as a lane; what was found goes in `data.incumbent`."""
     if not s.incumbent:
         return {"status": "none", "why": "stages.capacity.incumbent is false"}
-    inc, info = find_incumbent(ctx.loaded)
+    # the house the run was given, once the stage context carries it (else the default house)
+    house: Path | None = getattr(ctx, "house", None)
+    inc, info = find_incumbent(ctx.loaded, house)
     if inc is None:
         return info
     try:

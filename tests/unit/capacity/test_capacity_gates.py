@@ -104,6 +104,22 @@ def test_fidelity_per_cell_within_the_policy_tolerance() -> None:
     assert got == {"256-c1": Verdict.PASS, "256-c2": Verdict.FAIL, "512-c1": Verdict.INCONCLUSIVE}
 
 
+def test_fidelity_holds_the_decode_rate_against_the_server_histograms() -> None:
+    """vLLM: the cell's decode tok/s over the server's histogram figure, within tolerance."""
+    data = {
+        "matrix": [
+            cell(256, 1, server_decode_ratio=1.02),
+            cell(256, 2, server_decode_ratio=1.3),
+            cell(512, 1, server_ratio=None, server_decode_ratio=0.5),
+        ]
+    }
+    found = {j.part: j for j in gates.fidelity(data, gates.NoParams(), T)}
+    assert found["256-c1"].verdict is Verdict.PASS
+    assert found["256-c2"].verdict is Verdict.FAIL
+    assert "histograms" in found["256-c2"].reasons[0]
+    assert found["512-c1"].verdict is Verdict.FAIL
+
+
 def _cmp(delta: float, ci: list[float] | None) -> dict[str, Any]:
     return {
         "cell": "256-c1",

@@ -55,6 +55,23 @@ def test_incumbent_found_changed_same_and_absent(
     assert find_incumbent(loaded)[1]["status"] == "same"
 
 
+def test_the_incumbent_is_read_from_the_house_the_run_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no table beside the candidate, the given house's table is read, not the current
+    directory's nor $QUALIFY_HOUSE's."""
+    monkeypatch.setenv(ENV, str(tmp_path / "elsewhere"))
+    cand, old = _files(tmp_path)
+    loaded = load_candidate(cand)
+    house = tmp_path / "house"
+    house.mkdir()
+    _table(house / "aliases.toml", old)
+    inc, info = find_incumbent(loaded, house)
+    assert inc is not None and inc.candidate.name == "smollm2-old"
+    assert info["status"] == "found" and info["table"] == str(house / "aliases.toml")
+    assert find_incumbent(loaded)[1]["status"] == "first"  # $QUALIFY_HOUSE holds no table
+
+
 def _cell(agg: list[float]) -> dict[str, Any]:
     return {"run_values": {"aggregate_output_tok_s": agg, "decode_tok_s_p50": [50.0, 50.0, 50.0]}}
 

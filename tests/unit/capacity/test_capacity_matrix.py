@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,9 +11,11 @@ from pydantic import ValidationError
 from qualify.capacity.matrix import median_of_runs, saturation
 from qualify.capacity.plot import plot
 from qualify.capacity.record import Load, MatrixRow
-from qualify.capacity.runs import exclusion, summarize
+from qualify.capacity.runs import exclusion, server_fidelity, summarize
 from qualify.capacity.settings import CapacitySettings, ExpectedRange, parse_cell
 from qualify.capacity.stage import plan_lengths, turns
+from qualify.serving.engines import VLLM, MetricsSnapshot, dialect
+from qualify.serving.idle import IdleReport
 
 IDLE = {"before": {"idle": True, "reason": "idle"}, "after": {"idle": True, "reason": "idle"}}
 
@@ -169,3 +172,23 @@ def test_plot_draws_goodput_against_rate_with_floor_and_knee() -> None:
     out = plot([], "t", None, load).decode()
     assert "floor 90%" in out and "knee 0.5 req/s" in out
     assert "goodput: 0.25/s 100%, 0.5/s 95%, 1/s 40%" in out
+
+
+FIX = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "engines" / "vllm"
+
+
+def _idle(page: str | None) -> IdleReport:
+    snap = MetricsSnapshot.parse((FIX / page).read_text()) if page else None
+    return IdleReport(True, 0.0, 0.0, 0.0, 1, "idle", snap)
+
+
+def test_each_run_is_held_against_the_servers_histograms() -> None:
+    """The vLLM fidelity hook: a run's window is read from the server's latency histograms
+    between its idle scrapes and checked against the requests the run sent (the recorded
+    window counted 11; a run of none is refused, not compared); llama.cpp keeps none."""
+    before, after = _idle("metrics_spec_idle.prom"), _idle("metrics_spec_after.prom")
+    got = server_fidelity(before, after, VLLM, [], [])
+    assert got["window"]["requests"] == 11 and "decode_ratio" not in got
+    assert "counted 11 requests" in got["why"]
+    none = server_fidelity(_idle(None), _idle(None), dialect("llama.cpp"), [], [])
+    assert none == {"window": None, "why": "the server keeps no latency histograms"}
