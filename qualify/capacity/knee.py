@@ -33,7 +33,7 @@ from typing import Any
 
 from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, poisson, send
 from qualify.capacity.runs import stream_record
-from qualify.capacity.slo import goodput, misses, shown
+from qualify.capacity.slo import Slo, goodput, misses, shown
 from qualify.httpclient.load import Messages, Sender
 from qualify.serving.idle import wait_idle
 
@@ -75,7 +75,7 @@ async def open_cell(
     label: str,
     kind: str,
     max_tokens: int,
-    slo: dict[str, Any],
+    slo: Slo,
     lag_bound_ms: float,
     drain_s: float,
     meter: Meter | None = None,
@@ -127,7 +127,7 @@ async def open_cell(
         "lag": lag,
         "harness_error": harness_lag(lag, lag_bound_ms),
         "stopped_early": early.why,
-        **goodput(streams, slo, run.window_s),
+        **goodput(streams, slo, run.window_s).model_dump(),
         "energy": meter(m0, m1) if meter else None,
         "streams": streams,
     }
@@ -144,14 +144,14 @@ class EarlyStop:
     def __init__(
         self,
         n: int,
-        slo: dict[str, Any],
+        slo: Slo,
         kind: str,
         max_tokens: int,
         stop: asyncio.Event,
         flight: Flight,
     ) -> None:
         self.n = n
-        self.allowed = math.floor(n * (1 - float(slo["goodput_floor"])) + 1e-9)
+        self.allowed = math.floor(n * (1 - slo.goodput_floor) + 1e-9)
         self.slo, self.kind, self.max_tokens = slo, kind, max_tokens
         self.stop, self.flight = stop, flight
         self.missed: set[int] = set()
@@ -171,7 +171,7 @@ class EarlyStop:
             self._check()
 
     async def watch(self) -> None:
-        bound = self.slo.get("e2e_s")
+        bound = self.slo.e2e_s
         while bound is not None:
             now = time.perf_counter()
             self.missed.update(i for i, t in self.flight.running.items() if now - t > bound)
@@ -190,15 +190,15 @@ async def search(
     *,
     kind: str,
     max_tokens: int,
-    slo: dict[str, Any],
+    slo: Slo,
     lag_bound_ms: float,
     seed: int,
     meter: Meter | None = None,
     advance: Callable[[str], None] = lambda note: None,
 ) -> dict[str, Any]:
     """The bounded knee search over Poisson cells; its steps and why it stopped."""
-    floor = float(slo["goodput_floor"])
-    drain = float(slo.get("e2e_s") or s.step_s) + s.drain_s
+    floor = slo.goodput_floor
+    drain = float(slo.e2e_s or s.step_s) + s.drain_s
     t0 = time.perf_counter()
     cells: list[dict[str, Any]] = []
     good: dict[str, Any] | None = None
@@ -286,7 +286,7 @@ def _knee(
     good: dict[str, Any] | None,
     bad: dict[str, Any] | None,
     stopped: str,
-    slo: dict[str, Any],
+    slo: Slo,
     floor: float,
 ) -> dict[str, Any]:
     harness = stopped.startswith("harness")
@@ -334,7 +334,7 @@ async def burst_cell(
     *,
     kind: str,
     max_tokens: int,
-    slo: dict[str, Any],
+    slo: Slo,
     lag_bound_ms: float,
     drain_s: float,
     meter: Meter | None = None,

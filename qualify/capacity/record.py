@@ -13,19 +13,12 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
+from qualify.capacity.parts import Part
 from qualify.capacity.settings import CapacitySettings, ExpectedRange
-from qualify.records import StageRecord, StrictModel
+from qualify.capacity.slo import Goodput, Slo, SloMet
+from qualify.records import StageRecord
 
 Number = int | float
-
-
-class Part(StrictModel):
-    """A part of the record: its JSON form holds only the fields that were written."""
-
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        return {k: v for k, v in out.items() if k in self.model_fields_set}
 
 
 # --- shared figures ---------------------------------------------------------------------------
@@ -105,45 +98,6 @@ class ServerFidelity(Part):
     decode_ratio: float | None = None
     ttft_minus_server_ms: float | None = None
     why: str | None = None
-
-
-class SloFigures(Part):
-    """One figure per SLO metric (TTFT, TPOT, E2E)."""
-
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    e2e_s: float | None = None
-
-
-class SloMet(Part):
-    ttft_s: bool | None = None
-    tpot_s: bool | None = None
-    e2e_s: bool | None = None
-
-
-class Slo(Part):
-    """The effective SLOs (`qualify.capacity.slo.effective`): the house's, tightened."""
-
-    ignored: list[str] = Field(default_factory=list)
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    e2e_s: float | None = None
-    percentile: float = 95.0
-    goodput_floor: float = 0.0
-
-
-class Goodput(Part):
-    """A cell's goodput (`qualify.capacity.slo.goodput`)."""
-
-    requests: int = 0
-    good: int = 0
-    goodput: float | None = None
-    goodput_ci95: list[float] | None = None
-    goodput_rps: float | None = None
-    goodput_rps_ci95: list[float] | None = None
-    at_percentile: SloFigures = Field(default_factory=SloFigures)
-    slo_met: SloMet = Field(default_factory=SloMet)
-    missed_by: dict[str, int] = Field(default_factory=dict)
 
 
 # --- the closed-loop matrix and the per-kind decode -------------------------------------------

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from qualify.capacity.parts import Part
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.timing import percentile
 from qualify.records import StrictModel
@@ -38,9 +39,56 @@ class SloSettings(StrictModel):
     goodput_floor: Annotated[float, Field(ge=0, le=1)] | None = None
 
 
-def effective(t: Thresholds, mine: SloSettings) -> dict[str, Any]:
+class Slo(Part):
+    """The effective SLOs a cell is judged under: the house's, tightened by the candidate's;
+    `ignored` says which of the candidate's were looser and so not used."""
+
+    ignored: list[str] = Field(default_factory=list)
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    percentile: float = 95.0
+    goodput_floor: float = 0.0
+
+    def bound(self, metric: str) -> float | None:
+        """The bound of one of `METRICS`."""
+        value: float | None = getattr(self, metric)
+        return value
+
+
+class SloFigures(Part):
+    """One figure per SLO metric (TTFT, TPOT, E2E)."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+
+
+class SloMet(Part):
+    ttft_s: bool | None = None
+    tpot_s: bool | None = None
+    e2e_s: bool | None = None
+
+
+class Goodput(Part):
+    """A cell's goodput: the share and rate of its requests meeting every SLO, with intervals,
+    each latency at the SLO percentile, whether it is met, and why requests missed."""
+
+    requests: int = 0
+    good: int = 0
+    goodput: float | None = None
+    goodput_ci95: list[float] | None = None
+    goodput_rps: float | None = None
+    goodput_rps_ci95: list[float] | None = None
+    at_percentile: SloFigures = Field(default_factory=SloFigures)
+    slo_met: SloMet = Field(default_factory=SloMet)
+    missed_by: dict[str, int] = Field(default_factory=dict)
+
+
+def effective(t: Thresholds, mine: SloSettings) -> Slo:
     """The SLOs a cell is judged under: the house's, tightened by the candidate's."""
-    out: dict[str, Any] = {"ignored": []}
+    ignored: list[str] = []
+    bounds: dict[str, float | None] = {}
     for name in METRICS:
         house = getattr(t, f"slo_{name}")
         want = getattr(mine, name)
@@ -49,33 +97,36 @@ def effective(t: Thresholds, mine: SloSettings) -> dict[str, Any]:
             if house is None or want <= house:
                 bound = want
             else:
-                out["ignored"].append(f"slo.{name} {want:g} is looser than the house's {house:g}")
-        out[name] = bound
+                ignored.append(f"slo.{name} {want:g} is looser than the house's {house:g}")
+        bounds[name] = bound
     pct, floor = t.slo_percentile, t.goodput_floor
     if mine.percentile is not None:
         if mine.percentile >= pct:
             pct = mine.percentile
         else:
-            out["ignored"].append(
-                f"slo.percentile {mine.percentile:g} is below the house's {pct:g}"
-            )
+            ignored.append(f"slo.percentile {mine.percentile:g} is below the house's {pct:g}")
     if mine.goodput_floor is not None:
         if mine.goodput_floor >= floor:
             floor = mine.goodput_floor
         else:
-            out["ignored"].append(
+            ignored.append(
                 f"slo.goodput_floor {mine.goodput_floor:g} is below the house's {floor:g}"
             )
-    out["percentile"] = pct
-    out["goodput_floor"] = floor
-    return out
+    return Slo(
+        ignored=ignored,
+        ttft_s=bounds["ttft_s"],
+        tpot_s=bounds["tpot_s"],
+        e2e_s=bounds["e2e_s"],
+        percentile=pct,
+        goodput_floor=floor,
+    )
 
 
-def shown(slo: dict[str, Any]) -> str:
+def shown(slo: Slo) -> str:
     """`TTFT ≤ 5 s, TPOT ≤ 0.2 s, E2E ≤ 60 s (p95)`."""
     names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
-    parts = [f"{names[m]} ≤ {slo[m]:g} s" for m in METRICS if slo.get(m) is not None]
-    return f"{', '.join(parts) or 'no latency bound'} (p{slo['percentile']:g})"
+    parts = [f"{names[m]} ≤ {b:g} s" for m in METRICS if (b := slo.bound(m)) is not None]
+    return f"{', '.join(parts) or 'no latency bound'} (p{slo.percentile:g})"
 
 
 def tpot(stream: dict[str, Any]) -> float | None:
@@ -84,7 +135,7 @@ def tpot(stream: dict[str, Any]) -> float | None:
     return 1.0 / d if isinstance(d, int | float) and d > 0 else None
 
 
-def misses(stream: dict[str, Any], slo: dict[str, Any]) -> list[str]:
+def misses(stream: dict[str, Any], slo: Slo) -> list[str]:
     """Why one request does not meet the SLOs (empty when it does)."""
     if stream.get("unfinished"):
         return [f"unfinished: {stream['unfinished']}"]
@@ -95,7 +146,7 @@ def misses(stream: dict[str, Any], slo: dict[str, Any]) -> list[str]:
         out.append("broken answer: " + "; ".join(stream["broken"]))
     values = {"ttft_s": stream.get("ttft_s"), "tpot_s": tpot(stream), "e2e_s": stream.get("e2e_s")}
     for m in METRICS:
-        bound, v = slo.get(m), values[m]
+        bound, v = slo.bound(m), values[m]
         if bound is None:
             continue
         if v is None:
@@ -118,46 +169,41 @@ def wilson(good: int, n: int, z: float = Z95) -> tuple[float, float] | None:
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def goodput(
-    streams: list[dict[str, Any]], slo: dict[str, Any], window_s: float | None
-) -> dict[str, Any]:
+def goodput(streams: list[dict[str, Any]], slo: Slo, window_s: float | None) -> Goodput:
     """A cell's goodput: share and rate of requests meeting every SLO, with intervals, and each
     latency at the SLO percentile over the answered requests."""
     n = len(streams)
     why = [misses(s, slo) for s in streams]
     good = sum(1 for w in why if not w)
     ci = wilson(good, n)
-    rate = good / window_s if window_s else None
     answered = [s for s in streams if not (s.get("failed") or s.get("cut") or s.get("unfinished"))]
-    pct = float(slo["percentile"])
 
     def at(values: list[Any]) -> float | None:
-        return percentile([float(v) for v in values if isinstance(v, int | float)], pct)
+        return percentile([float(v) for v in values if isinstance(v, int | float)], slo.percentile)
 
-    figures = {
-        "ttft_s": at([s.get("ttft_s") for s in answered]),
-        "tpot_s": at([tpot(s) for s in answered]),
-        "e2e_s": at([s.get("e2e_s") for s in answered]),
-    }
-    met = {
-        m: None if slo.get(m) is None or figures[m] is None else figures[m] <= slo[m]
-        for m in METRICS
-    }
+    figures = SloFigures(
+        ttft_s=at([s.get("ttft_s") for s in answered]),
+        tpot_s=at([tpot(s) for s in answered]),
+        e2e_s=at([s.get("e2e_s") for s in answered]),
+    )
+
+    def met(m: str) -> bool | None:
+        bound, value = slo.bound(m), getattr(figures, m)
+        return None if bound is None or value is None else bool(value <= bound)
+
     counts: dict[str, int] = {}
     for w in why:
         for reason in w:
             key = reason.split(" ", 1)[0].rstrip(":")
             counts[key] = counts.get(key, 0) + 1
-    return {
-        "requests": n,
-        "good": good,
-        "goodput": good / n if n else None,
-        "goodput_ci95": list(ci) if ci else None,
-        "goodput_rps": rate,
-        "goodput_rps_ci95": [ci[0] * n / window_s, ci[1] * n / window_s]
-        if ci and window_s
-        else None,
-        "at_percentile": figures,
-        "slo_met": met,
-        "missed_by": counts,
-    }
+    return Goodput(
+        requests=n,
+        good=good,
+        goodput=good / n if n else None,
+        goodput_ci95=list(ci) if ci else None,
+        goodput_rps=good / window_s if window_s else None,
+        goodput_rps_ci95=[ci[0] * n / window_s, ci[1] * n / window_s] if ci and window_s else None,
+        at_percentile=figures,
+        slo_met=SloMet(ttft_s=met("ttft_s"), tpot_s=met("tpot_s"), e2e_s=met("e2e_s")),
+        missed_by=counts,
+    )

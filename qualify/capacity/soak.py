@@ -34,7 +34,7 @@ from typing import Any
 
 from qualify.capacity.knee import Fresh, Meter, cell_streams
 from qualify.capacity.openloop import Flight, harness_lag, poisson, send
-from qualify.capacity.slo import goodput
+from qualify.capacity.slo import Slo, goodput
 from qualify.httpclient.load import Sender
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
@@ -220,7 +220,7 @@ async def soak(
     stall_s: float,
     kind: str,
     max_tokens: int,
-    slo: dict[str, Any],
+    slo: Slo,
     lag_bound_ms: float,
     health_path: str,
     seed: int,
@@ -236,7 +236,7 @@ async def soak(
     prompts = [await fresh() for _ in offsets]
     bodies = [sender.request(p) for p in prompts]
     stop, flight = asyncio.Event(), Flight()
-    drain = float(slo.get("e2e_s") or 60.0)
+    drain = float(slo.e2e_s or 60.0)
     watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, e2e_s=drain)
     m0 = time.monotonic()
     watch = asyncio.create_task(watcher.run())
@@ -300,7 +300,7 @@ async def soak(
         "completion_tokens": tokens,
         "lag": lag,
         "harness_error": harness_lag(lag, lag_bound_ms),
-        **goodput(streams, slo, run.window_s),
+        **goodput(streams, slo, run.window_s).model_dump(),
         "energy": meter(m0, m1) if meter else None,
         "timeline_columns": ["t_s", "progress", "completed", "in_flight", "health", "memory_mib"],
         "timeline": watcher.timeline,

@@ -29,7 +29,7 @@ from qualify.capacity.prompts import Prompts
 from qualify.capacity.record import Record
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
-from qualify.capacity.slo import effective, goodput
+from qualify.capacity.slo import Slo, effective, goodput
 from qualify.capacity.soak import rss_mib, soak
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
@@ -121,7 +121,7 @@ class Capacity:
     s: CapacitySettings
     seed: int
     lanes: dict[str, Lane] = field(default_factory=dict)
-    slo: dict[str, Any] = field(default_factory=dict)
+    slo: Slo = field(default_factory=Slo)
 
     def __post_init__(self) -> None:
         self.slo = effective(self.ctx.thresholds, self.s.slo)
@@ -178,7 +178,7 @@ class Capacity:
             )
             out.update(found)
             if s.load.burst:
-                drain = float(self.slo.get("e2e_s") or 60.0) + s.load.drain_s
+                drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
                 b = await burst_cell(lane.sender, p.fresh, s.load.burst, drain_s=drain, **common)
                 out["cells"].append(b)
                 task.advance(note=f"capacity burst of {s.load.burst}")
@@ -343,16 +343,16 @@ class Capacity:
         return rows
 
 
-def _goodput(runs: list[dict[str, Any]], slo: dict[str, Any]) -> dict[str, Any]:
+def _goodput(runs: list[dict[str, Any]], slo: Slo) -> dict[str, Any]:
     """A closed-loop cell's goodput over every run (excluded ones too: a broken or failed
     request is a request that missed), the rate over the runs' summed windows."""
     streams = [st for r in runs for st in r.get("streams", [])]
     windows = [r["window_s"] for r in runs if isinstance(r.get("window_s"), int | float)]
     g = goodput(streams, slo, sum(windows) if windows else None)
-    return {k: g[k] for k in ("good", "goodput", "goodput_ci95", "goodput_rps", "slo_met")}
+    return g.model_dump(include={"good", "goodput", "goodput_ci95", "goodput_rps", "slo_met"})
 
 
-def _rows(lane: Lane, s: CapacitySettings, slo: dict[str, Any]) -> list[dict[str, Any]]:
+def _rows(lane: Lane, s: CapacitySettings, slo: Slo) -> list[dict[str, Any]]:
     kv = lane.engine.get("kv_tokens")
     out = []
     for length in (r for r in lane.lengths if not r["same_as"]):

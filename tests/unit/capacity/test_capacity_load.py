@@ -43,11 +43,11 @@ def stream(**kw: Any) -> dict[str, Any]:
 
 def test_candidate_may_only_tighten_the_house_slos() -> None:
     slo = effective(T, SloSettings(ttft_s=1.0, e2e_s=600.0, percentile=99, goodput_floor=0.5))
-    assert slo["ttft_s"] == 1.0  # tighter: taken
-    assert slo["e2e_s"] == T.slo_e2e_s  # looser: ignored, said so
-    assert slo["percentile"] == 99 and slo["goodput_floor"] == T.goodput_floor
-    assert any("e2e_s 600" in w for w in slo["ignored"])
-    assert any("goodput_floor 0.5" in w for w in slo["ignored"])
+    assert slo.ttft_s == 1.0  # tighter: taken
+    assert slo.e2e_s == T.slo_e2e_s  # looser: ignored, said so
+    assert slo.percentile == 99 and slo.goodput_floor == T.goodput_floor
+    assert any("e2e_s 600" in w for w in slo.ignored)
+    assert any("goodput_floor 0.5" in w for w in slo.ignored)
 
 
 def test_a_request_misses_on_any_slo_or_a_broken_answer() -> None:
@@ -65,13 +65,13 @@ def test_goodput_share_rate_and_interval() -> None:
     slo = effective(T, SloSettings(ttft_s=1.0))
     streams = [stream() for _ in range(8)] + [stream(ttft_s=3.0), stream(failed="refused")]
     g = goodput(streams, slo, window_s=20.0)
-    assert g["good"] == 8 and g["goodput"] == 0.8
-    lo, hi = g["goodput_ci95"]
+    assert g.good == 8 and g.goodput == 0.8
+    lo, hi = g.goodput_ci95
     assert lo < 0.8 < hi and lo >= 0 and hi <= 1
-    assert g["goodput_rps"] == pytest.approx(0.4)
-    assert g["goodput_rps_ci95"] == pytest.approx([lo * 10 / 20, hi * 10 / 20])
-    assert g["slo_met"]["ttft_s"] is False  # p95 TTFT of the answered is 3 s > 1 s
-    assert g["missed_by"] == {"ttft_s": 1, "refused": 1}
+    assert g.goodput_rps == pytest.approx(0.4)
+    assert g.goodput_rps_ci95 == pytest.approx([lo * 10 / 20, hi * 10 / 20])
+    assert g.slo_met.ttft_s is False  # p95 TTFT of the answered is 3 s > 1 s
+    assert g.missed_by == {"ttft_s": 1, "refused": 1}
 
 
 def test_wilson_interval_edges() -> None:
