@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, poisson, send
+from qualify.capacity.record import Knee
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
 from qualify.httpclient.load import Messages, Sender
@@ -196,7 +197,8 @@ async def search(
     meter: Meter | None = None,
     advance: Callable[[str], None] = lambda note: None,
 ) -> dict[str, Any]:
-    """The bounded knee search over Poisson cells; its steps and why it stopped."""
+    """The bounded knee search over Poisson cells: its cells, the knee (`Knee`), the requests
+    and the time it used."""
     floor = slo.goodput_floor
     drain = float(slo.e2e_s or s.step_s) + s.drain_s
     t0 = time.perf_counter()
@@ -288,43 +290,52 @@ def _knee(
     stopped: str,
     slo: Slo,
     floor: float,
-) -> dict[str, Any]:
+) -> Knee:
     harness = stopped.startswith("harness")
     bounded = bad is None and not harness
-    out: dict[str, Any] = {
-        "stopped": stopped,
-        "saturated": bad is not None and good is not None,
-        "lower_bound": bounded and good is not None,
-        "harness_error": harness,
-        "slo": shown(slo),
-        "goodput_floor": floor,
-        "first_over": bad["rate_rps"] if bad else None,
-    }
+    base = Knee(
+        stopped=stopped,
+        saturated=bad is not None and good is not None,
+        lower_bound=bounded and good is not None,
+        harness_error=harness,
+        slo=shown(slo),
+        goodput_floor=floor,
+        first_over=bad["rate_rps"] if bad else None,
+    )
     if good is None:
-        out.update(rate_rps=None, goodput=None, goodput_ci95=None, goodput_rps=None)
-        out["statement"] = (
+        statement = (
             f"no rate met goodput {floor:.0%} under SLO {shown(slo)} ({stopped})"
             if not harness
             else f"no figure: {stopped}"
         )
-        return out
-    out.update(
-        rate_rps=good["rate_rps"],
-        goodput=good["goodput"],
-        goodput_ci95=good["goodput_ci95"],
-        goodput_rps=good["goodput_rps"],
-        goodput_rps_ci95=good["goodput_rps_ci95"],
-        requests=good["requests"],
-        cell=good["cell"],
-    )
+        return base.model_copy(
+            update={
+                "rate_rps": None,
+                "goodput": None,
+                "goodput_ci95": None,
+                "goodput_rps": None,
+                "statement": statement,
+            }
+        )
     lo, hi = good["goodput_ci95"] or (None, None)
     ci = f" (95% interval {lo:.0%}–{hi:.0%}, {good['requests']} requests)" if lo is not None else ""
-    at_least = "at least " if out["lower_bound"] else ""
-    out["statement"] = (
+    at_least = "at least " if base.lower_bound else ""
+    statement = (
         f"serves {at_least}{good['rate_rps']:.3g} req/s at goodput {good['goodput']:.0%}{ci} "
         f"under SLO {shown(slo)}"
     )
-    return out
+    return base.model_copy(
+        update={
+            "rate_rps": good["rate_rps"],
+            "goodput": good["goodput"],
+            "goodput_ci95": good["goodput_ci95"],
+            "goodput_rps": good["goodput_rps"],
+            "goodput_rps_ci95": good["goodput_rps_ci95"],
+            "requests": good["requests"],
+            "cell": good["cell"],
+            "statement": statement,
+        }
+    )
 
 
 async def burst_cell(

@@ -26,7 +26,7 @@ from qualify.capacity.knee import burst_cell, search
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Record
+from qualify.capacity.record import Knee, Record
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective, goodput
@@ -185,7 +185,8 @@ class Capacity:
         if s.soak.enabled:
             rate = s.soak.rate_rps
             if rate is None:
-                knee = (out.get("knee") or {}).get("rate_rps")
+                found_knee: Knee | None = out.get("knee")
+                knee = found_knee.rate_rps if found_knee is not None else None
                 tried = [c["rate_rps"] for c in out.get("cells", []) if c.get("rate_rps")]
                 base = knee or (min(tried) if tried else s.load.start_rps)
                 rate = base * s.soak.rate_fraction

@@ -269,9 +269,9 @@ def test_the_search_stops_at_saturation_and_refines(monkeypatch: pytest.MonkeyPa
     assert calls[:3] == [0.5, 1.0, 2.0]  # 2.0 misses the floor: saturated
     assert calls[3] == pytest.approx(2**0.5, rel=1e-3)  # one bisection between 1 and 2
     k = out["knee"]
-    assert k["saturated"] and not k["lower_bound"] and k["stopped"].startswith("saturated")
-    assert k["rate_rps"] == pytest.approx(2**0.5) and k["first_over"] == 2.0
-    assert k["statement"].startswith("serves 1.41 req/s at goodput 100% (95% interval")
+    assert k.saturated and not k.lower_bound and k.stopped.startswith("saturated")
+    assert k.rate_rps == pytest.approx(2**0.5) and k.first_over == 2.0
+    assert k.statement.startswith("serves 1.41 req/s at goodput 100% (95% interval")
 
 
 def test_the_search_is_bounded_and_then_a_lower_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -279,28 +279,28 @@ def test_the_search_is_bounded_and_then_a_lower_bound(monkeypatch: pytest.Monkey
     out = search(LoadSettings(start_rps=1, max_steps=3, step_s=5, min_requests=4))
     assert calls == [1, 2, 4]
     k = out["knee"]
-    assert k["lower_bound"] and k["stopped"].startswith("step bound")
-    assert k["statement"].startswith("serves at least 4 req/s")
+    assert k.lower_bound and k.stopped.startswith("step bound")
+    assert k.statement.startswith("serves at least 4 req/s")
     calls.clear()
     out = search(LoadSettings(start_rps=1, step_s=5, min_requests=4, max_requests=10))
-    assert out["knee"]["stopped"].startswith("request bound") and out["requests"] <= 10
+    assert out["knee"].stopped.startswith("request bound") and out["requests"] <= 10
 
 
 def test_a_start_above_the_floor_comes_down(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = fake_cells(monkeypatch, good_up_to=0.3)
     out = search(LoadSettings(start_rps=1, refine=0, step_s=5, min_requests=4))
     assert calls == [1, 0.5, 0.25]
-    assert out["knee"]["rate_rps"] == 0.25 and out["knee"]["saturated"]
+    assert out["knee"].rate_rps == 0.25 and out["knee"].saturated
     calls.clear()
     none = search(LoadSettings(start_rps=1, max_steps=2, step_s=5, min_requests=4))
-    assert none["knee"]["rate_rps"] is None and none["knee"]["statement"].startswith("no rate")
+    assert none["knee"].rate_rps is None and none["knee"].statement.startswith("no rate")
 
 
 def test_a_lagging_client_ends_the_search_with_no_figure(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_cells(monkeypatch, good_up_to=1e9, lag_at=2.0)
     out = search(LoadSettings(start_rps=1, step_s=5, min_requests=4))
     k = out["knee"]
-    assert k["harness_error"] and k["stopped"].startswith("harness")
+    assert k.harness_error and k.stopped.startswith("harness")
     assert len(out["cells"]) == 2
 
 
