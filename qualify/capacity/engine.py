@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from qualify.ab.kv import from_log
+from qualify.capacity.record import Engine
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import ADAPTERS
 from qualify.serving.idle import scrape
@@ -59,25 +60,25 @@ async def _model_len(client: Client, keep: Keep) -> int | None:
     return None
 
 
-def _result(**kw: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "kv_tokens": None,
-        "kv_tokens_source": None,
-        "context_per_request": None,
-        "context_source": None,
-        "max_concurrency_at_full_context": None,
-        "max_concurrency_source": None,
-        "slots": None,
-        "details": {},
-    }
-    out.update(kw)
-    out["reported"] = (
-        out["kv_tokens"] is not None or out["max_concurrency_at_full_context"] is not None
+def _result(**kw: Any) -> Engine:
+    out = Engine.model_validate(
+        {
+            "kv_tokens": None,
+            "kv_tokens_source": None,
+            "context_per_request": None,
+            "context_source": None,
+            "max_concurrency_at_full_context": None,
+            "max_concurrency_source": None,
+            "slots": None,
+            "details": {},
+            **kw,
+        }
     )
-    return out
+    reported = out.kv_tokens is not None or out.max_concurrency_at_full_context is not None
+    return out.model_copy(update={"reported": reported})
 
 
-async def _llamacpp(client: Client, keep: Keep, log: str) -> dict[str, Any]:
+async def _llamacpp(client: Client, keep: Keep, log: str) -> Engine:
     props = await _get(client, "/props", keep)
     slots_body = await _get(client, "/slots", keep)
     props = props if isinstance(props, dict) else {}
@@ -105,7 +106,7 @@ async def _llamacpp(client: Client, keep: Keep, log: str) -> dict[str, Any]:
     )
 
 
-async def _vllm(client: Client, keep: Keep, log: str) -> dict[str, Any]:
+async def _vllm(client: Client, keep: Keep, log: str) -> Engine:
     logged = from_log(log, "vllm")
     model_len = await _model_len(client, keep)
     kv = _int(logged.get("kv_tokens"))
@@ -126,7 +127,7 @@ async def _vllm(client: Client, keep: Keep, log: str) -> dict[str, Any]:
     )
 
 
-async def _sglang(client: Client, keep: Keep, log: str) -> dict[str, Any]:
+async def _sglang(client: Client, keep: Keep, log: str) -> Engine:
     snap = await scrape(client)
     kv = _int(snap.first(("sglang:max_total_num_tokens",))) if snap else None
     source = "gauge sglang:max_total_num_tokens" if kv else None
@@ -151,12 +152,11 @@ async def _sglang(client: Client, keep: Keep, log: str) -> dict[str, Any]:
     )
 
 
-async def engine_capacity(engine: str, client: Client, keep: Keep, log: str) -> dict[str, Any]:
+async def engine_capacity(engine: str, client: Client, keep: Keep, log: str) -> Engine:
     """The engine's own figures; a figure it does not report is None, never guessed."""
     how = ADAPTERS[engine].kv_report if engine in ADAPTERS else None
     read = {"slots": _llamacpp, "startup-log": _vllm, "pool-gauge": _sglang}.get(how or "")
     if read is None:
         return _result(note=f"no capacity source known for engine {engine!r}")
     out = await read(client, keep, log)
-    out["engine"] = engine
-    return out
+    return out.model_copy(update={"engine": engine})

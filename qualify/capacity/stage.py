@@ -26,7 +26,7 @@ from qualify.capacity.knee import burst_cell, search
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Knee, Record
+from qualify.capacity.record import Engine, Knee, Record
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective, goodput
@@ -102,7 +102,7 @@ class Lane:
     counter: Counter
     window: int
     lengths: list[dict[str, Any]]
-    engine: dict[str, Any]
+    engine: Engine
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
     runs: dict[tuple[int, int], list[dict[str, Any]]] = field(default_factory=dict)
     saturated: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -225,7 +225,7 @@ class Capacity:
         proc = getattr(self.ctx.lanes, "process", None)
         log = read_server_log(proc.attempt.path if proc is not None else None)
         eng = await engine_capacity(ident.engine, client, self.ctx.keep, log)
-        window = eng.get("context_per_request") or ident.context_length
+        window = eng.context_per_request or ident.context_length
         body = request_fields(cand, self.s)
         fields = {k: v for k, v in body.items() if k not in ("model", "max_tokens", "temperature")}
         d = dialect(ident.engine)
@@ -354,7 +354,7 @@ def _goodput(runs: list[dict[str, Any]], slo: Slo) -> dict[str, Any]:
 
 
 def _rows(lane: Lane, s: CapacitySettings, slo: Slo) -> list[dict[str, Any]]:
-    kv = lane.engine.get("kv_tokens")
+    kv = lane.engine.kv_tokens
     out = []
     for length in (r for r in lane.lengths if not r["same_as"]):
         planned = length["planned_tokens"]
@@ -548,7 +548,7 @@ async def capacity(ctx: StageContext) -> StageResult:
         inc_cells = {r["cell"]: r for r in matrix if r["lane"] == INCUMBENT}
         comparison = compare(cand_cells, inc_cells, seed=cap.seed)
         inc_info.update(status="measured", engine=cap.lanes[INCUMBENT].engine)
-    engine = cap.lanes["candidate"].engine if "candidate" in cap.lanes else {}
+    engine = cap.lanes["candidate"].engine if "candidate" in cap.lanes else Engine()
     data = {
         "settings": s.model_dump(mode="json"),
         "lengths": {name: ln.lengths for name, ln in cap.lanes.items()},

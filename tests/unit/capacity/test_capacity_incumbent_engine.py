@@ -14,6 +14,7 @@ import pytest
 from qualify.candidate import load_candidate
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
+from qualify.capacity.record import Engine
 from qualify.decision.trust import ENV
 from qualify.httpclient.client import Client
 
@@ -99,8 +100,8 @@ def _client(routes: dict[str, Any]) -> Client:
     return Client("http://fake", transport=httpx.MockTransport(handler))
 
 
-def _read(engine: str, routes: dict[str, Any], log: str = "") -> dict[str, Any]:
-    async def go() -> dict[str, Any]:
+def _read(engine: str, routes: dict[str, Any], log: str = "") -> Engine:
+    async def go() -> Engine:
         client = _client(routes)
         try:
             return await engine_capacity(engine, client, lambda _l, _e: [], log)
@@ -113,8 +114,8 @@ def _read(engine: str, routes: dict[str, Any], log: str = "") -> dict[str, Any]:
 def test_llamacpp_capacity_from_props_and_slots() -> None:
     props = {"default_generation_settings": {"n_ctx": 4096}, "total_slots": 2}
     got = _read("llama.cpp", {"/props": props, "/slots": [{"id": 0}, {"id": 1}]})
-    assert got["kv_tokens"] == 8192 and got["max_concurrency_at_full_context"] == 2.0
-    assert got["reported"] and got["slots"] == 2
+    assert got.kv_tokens == 8192 and got.max_concurrency_at_full_context == 2.0
+    assert got.reported and got.slots == 2
 
 
 def test_vllm_capacity_from_the_startup_log() -> None:
@@ -124,11 +125,11 @@ def test_vllm_capacity_from_the_startup_log() -> None:
     )
     models = {"data": [{"id": "m", "max_model_len": 1048576}]}
     got = _read("vllm", {"/v1/models": models, "/metrics": ""}, log)
-    assert got["kv_tokens"] == 1894867 and got["max_concurrency_at_full_context"] == 1.81
+    assert got.kv_tokens == 1894867 and got.max_concurrency_at_full_context == 1.81
     derived = _read("vllm", {"/v1/models": models}, "GPU KV cache size: 2,097,152 tokens")
-    assert derived["max_concurrency_at_full_context"] == 2.0
-    assert "max_model_len" in derived["max_concurrency_source"]
-    assert not _read("vllm", {"/v1/models": models})["reported"]
+    assert derived.max_concurrency_at_full_context == 2.0
+    assert "max_model_len" in str(derived.max_concurrency_source)
+    assert not _read("vllm", {"/v1/models": models}).reported
 
 
 def test_sglang_capacity_from_the_gauge() -> None:
@@ -138,7 +139,7 @@ def test_sglang_capacity_from_the_gauge() -> None:
     )
     models = {"data": [{"id": "m", "max_model_len": 131072}]}
     got = _read("sglang", {"/metrics": metrics, "/v1/models": models})
-    assert got["kv_tokens"] == 262144 and got["max_concurrency_at_full_context"] == 2.0
+    assert got.kv_tokens == 262144 and got.max_concurrency_at_full_context == 2.0
     info = {"internal_states": [{"max_total_num_tokens": 131072}]}
     got = _read("sglang", {"/server_info": info, "/v1/models": models})
-    assert got["kv_tokens"] == 131072 and got["kv_tokens_source"].startswith("/server_info")
+    assert got.kv_tokens == 131072 and str(got.kv_tokens_source).startswith("/server_info")
