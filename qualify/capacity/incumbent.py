@@ -19,6 +19,7 @@ from typing import Any
 from qualify.ab.stats import bootstrap_delta_ci, delta_pct
 from qualify.alias import TABLE, default_house, read_table
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
+from qualify.capacity.record import Comparison
 from qualify.errors import BadInput
 from qualify.evidence.store import sha256_file
 from qualify.httpclient.timing import median
@@ -76,7 +77,7 @@ def compare(
     inc: dict[str, dict[str, Any]],
     resamples: int = 2000,
     seed: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[Comparison]:
     """One row per cell both lanes measured and metric: medians, delta %, its 95% interval."""
     rows = []
     for key in (k for k in cand if k in inc):
@@ -89,14 +90,14 @@ def compare(
             if ci is not None and mb:
                 pct_ci = [100.0 * ci[0] / mb, 100.0 * ci[1] / mb]
             rows.append(
-                {
-                    "cell": key,
-                    "metric": metric,
-                    "candidate": ma,
-                    "incumbent": mb,
-                    "delta_pct": delta_pct(None if ma is None or mb is None else ma - mb, mb),
-                    "delta_pct_ci95": pct_ci,
-                    "runs": [len(a), len(b)],
-                }
+                Comparison(
+                    cell=key,
+                    metric=metric,
+                    candidate=ma,
+                    incumbent=mb,
+                    delta_pct=delta_pct(None if ma is None or mb is None else ma - mb, mb),
+                    delta_pct_ci95=pct_ci,
+                    runs=[len(a), len(b)],
+                )
             )
     return rows

@@ -26,7 +26,7 @@ from qualify.capacity.knee import burst_cell, search
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Engine, Knee, Record
+from qualify.capacity.record import Comparison, Engine, Knee, Record
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective, goodput
@@ -543,7 +543,7 @@ async def capacity(ctx: StageContext) -> StageResult:
             del ctx.lanes.loaded[INCUMBENT]
     matrix = [row for ln in cap.lanes.values() for row in _rows(ln, s, cap.slo)]
     cand_cells = {r["cell"]: r for r in matrix if r["lane"] == "candidate"}
-    comparison: list[dict[str, Any]] = []
+    comparison: list[Comparison] = []
     if INCUMBENT in cap.lanes and inc_info["status"] == "found":
         inc_cells = {r["cell"]: r for r in matrix if r["lane"] == INCUMBENT}
         comparison = compare(cand_cells, inc_cells, seed=cap.seed)

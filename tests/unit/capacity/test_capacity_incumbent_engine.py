@@ -79,12 +79,12 @@ def _cell(agg: list[float]) -> dict[str, Any]:
 
 def test_compare_gives_delta_and_interval_per_cell_and_metric() -> None:
     rows = compare({"256-c1": _cell([90.0, 91.0, 89.0])}, {"256-c1": _cell([100.0, 101.0, 99.0])})
-    agg = next(r for r in rows if r["metric"] == "aggregate_output_tok_s")
-    assert agg["delta_pct"] == -10.0 and agg["runs"] == [3, 3]
-    lo, hi = agg["delta_pct_ci95"]
+    agg = next(r for r in rows if r.metric == "aggregate_output_tok_s")
+    assert agg.delta_pct == -10.0 and agg.runs == [3, 3]
+    lo, hi = agg.delta_pct_ci95
     assert lo <= -10.0 <= hi and hi < 0
-    dec = next(r for r in rows if r["metric"] == "decode_tok_s_p50")
-    assert dec["delta_pct"] == 0.0
+    dec = next(r for r in rows if r.metric == "decode_tok_s_p50")
+    assert dec.delta_pct == 0.0
     assert compare({"256-c1": _cell([1.0])}, {"512-c1": _cell([1.0])}) == []
 
 
