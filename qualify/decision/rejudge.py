@@ -45,7 +45,7 @@ __all__ = [
 
 # The stages whose verdicts `verify` derives again from their kept exchanges, in order of value
 # (identity is judged again in `qualify.decision.verify`).
-REJUDGED = ("ab",)
+REJUDGED = ("ab", "context")
 
 _PART = re.compile(r"^(?P<name>.+)\.part(?P<n>\d{3})$")
 
@@ -66,6 +66,7 @@ class AttemptView:
     candidate: Candidate | None = None
     control: Candidate | None = None
     trusted: list[str] = field(default_factory=list)
+    earlier: dict[str, str] = field(default_factory=dict)
 
     @property
     def stage(self) -> str:
@@ -106,6 +107,12 @@ class AttemptView:
     def exchange(self, name: str) -> Exchange:
         """A kept exchange (`StageContext.keep`) read back as the `Exchange` it was."""
         return exchange_of(self.read_json(name), f"{self.attempt}/{name}")
+
+    def earlier_form(self, checks: list[str], why: str) -> None:
+        """The record is of an earlier form that had no gates of these checks: a gate of one of
+        them that the sealed result lacks is named in the notes, not judged."""
+        for c in checks:
+            self.earlier[c] = why
 
     def trust(self, what: str) -> None:
         """Say that `what` is taken from the sealed record (not kept raw)."""
@@ -166,7 +173,9 @@ def _walk(path: str, key: str, a: Any, b: Any) -> Iterator[str]:
             yield path
     elif isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):
-            if k not in a or k not in b:
+            if k not in a:  # a field the sealed record's form does not have: nothing it claims
+                continue
+            if k not in b:
                 yield f"{path}.{k}" if path else str(k)
                 continue
             yield from _walk(f"{path}.{k}" if path else str(k), str(k), a[k], b[k])
@@ -215,6 +224,13 @@ def rebuilder(stage: str) -> Rebuild | None:
     return fn
 
 
+def _checks(stage: str, gates_dir: Path) -> dict[str, str]:
+    """The check each of the stage's gate files names, by gate id."""
+    from qualify.gates.files import load_gates
+
+    return {g.gate.id: g.gate.check for g in load_gates(gates_dir, stage)[0]}
+
+
 def rejudge_attempt(
     view: AttemptView, gates_dir: Path, thresholds: Thresholds, most: int = 6
 ) -> list[str]:
@@ -241,6 +257,12 @@ def rejudge_attempt(
     again, _load_problems = judge_stage(view.stage, gates_dir, rebuilt, thresholds)
     signed = {g.gate: g.verdict.value for g in view.result.gates if g.gate != "gate-files"}
     judged = {g.gate: g.verdict.value for g in again}
+    checks = _checks(view.stage, gates_dir)
+    for gate in sorted(set(judged) - set(signed)):
+        why = view.earlier.get(checks.get(gate.split("@", 1)[0], ""))
+        if why is not None:
+            view.trust(f"no gate {view.stage}/{gate}: {why}")
+            del judged[gate]
     for gate in sorted(set(signed) | set(judged)):
         if signed.get(gate) != judged.get(gate):
             problems.append(

@@ -1,0 +1,114 @@
+"""The context ladder judged again from its kept exchanges: a real run (docs/gpu, llama-server
+on an H200) decided honestly verifies; its `result.json` rewritten to pass (the needles the
+model missed marked found, the answers rewritten to name them), re-sealed and signed with the
+pinned decision key, is refused naming the gate and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rejudge_run import all_pass, checked, copy_run, decide, house, reseal, unpack
+
+from qualify.decision.record import DecisionRecord
+
+HOUSE = """\
+version = 1
+required = ["context/*"]
+critical = []
+"""
+CONTEXT = "context/attempt-001"
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
+    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return unpack(tmp_path_factory.mktemp("published"))
+
+
+def _blocks(record: DecisionRecord) -> bool:
+    return any(r.startswith("context/") for r in record.evaluation.reasons)
+
+
+def test_the_honest_run_verifies_with_the_context_judged_again(
+    published: Path, tmp_path: Path
+) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    record, env = decide(run, root, ci[0])
+    assert _blocks(record), "the real ladder misses the 50% needle from 3072 tokens up"
+    report = checked(env, ci[1])
+    assert report.ok, report.problems
+    assert any(n.startswith(f"{CONTEXT}: judged again from its exchanges") for n in report.notes)
+
+
+def _found(result: dict[str, Any]) -> None:
+    """Every needle found, every answer naming both, every gate passed."""
+    all_pass(result)
+    for rung in result["data"]["targets"]:
+        values = " and ".join(n["value"] for n in rung["contents"]["prose"]["needles"])
+        for row in result["data"]["rows"]:
+            if row["target"] != rung["target"]:
+                continue
+            row["verdict"], row["reasons"] = "pass", []
+            row["needles"] = {"50": True, "99": True}
+            row["answer"] = values
+            for s in row["streams"]:
+                s["needles"] = {"50": True, "99": True}
+                s["answer"] = values
+
+
+@pytest.mark.parametrize("edit", [all_pass, _found], ids=["gates", "needles-and-answers"])
+def test_a_context_result_rewritten_to_pass_is_refused(
+    published: Path, tmp_path: Path, edit: Any
+) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    reseal(run, CONTEXT, edit)
+    record, env = decide(run, root, ci[0])
+    assert not _blocks(record), "the decision alone takes the rewritten ladder as passed"
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("gate context/needles@3072 is pass, judged again" in p for p in report.problems)
+    if edit is _found:
+        assert any(".answer is" in p for p in report.problems), report.problems
+
+
+def _cold_cached(result: dict[str, Any]) -> None:
+    """A cold stream's cached tokens and decode figure rewritten."""
+    row = next(r for r in result["data"]["rows"] if r["pass"] == "cold")
+    row["streams"][0]["decode_tok_s"] *= 2
+    row["decode_tok_s"] *= 2
+
+
+def test_a_context_figure_rewritten_is_refused_naming_the_field(
+    published: Path, tmp_path: Path
+) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    reseal(run, CONTEXT, _cold_cached)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("data.rows[1].decode_tok_s is" in p for p in report.problems), report.problems
+
+
+def test_a_cell_left_out_is_refused(published: Path, tmp_path: Path) -> None:
+    """Dropping the failing rows of a rung (and sealing again) leaves a cell with no row."""
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+
+    def drop_rows(result: dict[str, Any]) -> None:
+        result["data"]["rows"] = [r for r in result["data"]["rows"] if r["verdict"] == "pass"]
+
+    reseal(run, CONTEXT, drop_rows)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("cells the candidate names have no row" in p for p in report.problems)
