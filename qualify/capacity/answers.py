@@ -155,3 +155,67 @@ def broken(
         out.append(f"json: {why}")
     out += tool_problems(calls, tools_offered)
     return out
+
+
+def degenerate_answers(
+    matrix: list[dict[str, Any]], kinds: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Every degenerate answer of the matrix and the per-kind decode, where and why."""
+    found = []
+    for where, row in [(r["cell"], r) for r in matrix] + [
+        (f"{k['kind']}@{k['depth']}", k) for k in kinds
+    ]:
+        for run in row.get("run_records", []):
+            for i, st in enumerate(run["streams"]):
+                if st.get("degenerate"):
+                    found.append(
+                        {
+                            "lane": row.get("lane", "candidate"),
+                            "where": where,
+                            "run": run.get("run"),
+                            "stream": i + 1,
+                            "reason": st["degenerate"],
+                            "files": st["files"],
+                        }
+                    )
+    return found
+
+
+def judged_cells(
+    matrix: list[dict[str, Any]], kinds: list[dict[str, Any]], load: dict[str, Any]
+) -> dict[str, Any]:
+    """Every answer judged: per load cell, how many were judged and which broke, and why."""
+    cells: list[dict[str, Any]] = []
+
+    def add(where: str, lane: str, kind: str, streams: list[dict[str, Any]]) -> None:
+        judged = [st for st in streams if not st.get("failed") and not st.get("cut")]
+        judged = [st for st in judged if not st.get("unfinished")]
+        bad = [
+            {"stream": i + 1, "problems": st["broken"], "files": st.get("files", [])}
+            for i, st in enumerate(streams)
+            if st.get("broken")
+        ]
+        cells.append(
+            {"where": where, "lane": lane, "kind": kind, "judged": len(judged), "broken": bad}
+        )
+
+    for row in matrix:
+        streams = [st for r in row.get("run_records", []) for st in r["streams"]]
+        add(row["cell"], row["lane"], "prose", streams)
+    for k in kinds:
+        streams = [st for r in k.get("run_records", []) for st in r["streams"]]
+        add(f"{k['kind']}@{k['depth']}", "candidate", k["kind"], streams)
+    for c in load.get("cells", []):
+        add(c["cell"], load.get("lane", "candidate"), load.get("kind", "prose"), c["streams"])
+    if load.get("soak"):
+        add(
+            "soak",
+            load.get("lane", "candidate"),
+            load.get("kind", "prose"),
+            load["soak"]["streams"],
+        )
+    return {
+        "cells": cells,
+        "judged": sum(c["judged"] for c in cells),
+        "broken": sum(len(c["broken"]) for c in cells),
+    }

@@ -28,7 +28,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from qualify.capacity.record import CellFigures, Comparison, Energy, KindRow, MatrixRow, Record
+from qualify.capacity.parts import Energy
+from qualify.capacity.record import CellFigures, Comparison, KindRow, MatrixRow, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds

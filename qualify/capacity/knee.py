@@ -31,8 +31,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from qualify.capacity.loads import Knee
 from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, poisson, send
-from qualify.capacity.record import Knee
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
 from qualify.httpclient.load import Messages, Sender
@@ -197,8 +197,7 @@ async def search(
     meter: Meter | None = None,
     advance: Callable[[str], None] = lambda note: None,
 ) -> dict[str, Any]:
-    """The bounded knee search over Poisson cells: its cells, the knee (`Knee`), the requests
-    and the time it used."""
+    """The bounded knee search over Poisson cells; its cells, its `Knee`, what it used."""
     floor = slo.goodput_floor
     drain = float(slo.e2e_s or s.step_s) + s.drain_s
     t0 = time.perf_counter()
@@ -365,3 +364,33 @@ async def burst_cell(
     )
     c.update(arrival="burst", rate_rps=None, cell=f"burst-{n}")
     return c
+
+
+STREAM_KEYS = (
+    "failed",
+    "cut",
+    "unfinished",
+    "broken",
+    "finish_reason",
+    "completion_tokens",
+    "ttft_s",
+    "e2e_s",
+    "decode_tok_s",
+    "planned_s",
+    "lag_ms",
+    "files",
+)
+
+
+def public_load(load: dict[str, Any]) -> dict[str, Any]:
+    """The load's record with each stream trimmed to what goodput and the gates read."""
+    out = dict(load)
+
+    def trim(cell: dict[str, Any]) -> dict[str, Any]:
+        return {**cell, "streams": [{k: st.get(k) for k in STREAM_KEYS} for st in cell["streams"]]}
+
+    if "cells" in out:
+        out["cells"] = [trim(c) for c in out["cells"]]
+    if out.get("soak"):
+        out["soak"] = trim(out["soak"])
+    return out

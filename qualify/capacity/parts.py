@@ -1,8 +1,10 @@
-"""The base of every part of the capacity record (`qualify.capacity.record`)."""
+"""The base of every part of the capacity record (`qualify.capacity.record`), and the parts
+both the closed-loop matrix and the open-loop load write: energy, idle checks, planned
+lengths."""
 
 from __future__ import annotations
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from qualify.records import StrictModel
 
@@ -16,3 +18,44 @@ class Part(StrictModel):
     def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         out: dict[str, object] = handler(self)
         return {k: v for k, v in out.items() if k in self.model_fields_set}
+
+
+class CardEnergy(Part):
+    joules: float | None = None
+    why: str | None = None
+
+
+class Energy(Part):
+    """Energy over a window (`qualify.vram.energy.window_energy`) or over a cell's runs
+    (`qualify.capacity.matrix.cell_energy`); `joules` None means unmeasured, `why` says why."""
+
+    joules: float | None = None
+    mean_power_w: float | None = None
+    power_field: str | None = None
+    why: str | None = None
+    cards: dict[str, CardEnergy] = Field(default_factory=dict)
+    window_s: float | None = None
+    j_per_output_token: float | None = None
+    completion_tokens: int | None = None
+
+
+class Idle(Part):
+    """One idle check (`qualify.serving.idle.IdleReport.as_dict`); `idle` None: unknown."""
+
+    idle: bool | None = None
+    running: float | None = None
+    waiting: float | None = None
+    waited_s: float = 0.0
+    polls: int = 0
+    reason: str = ""
+
+
+class PlannedLength(Part):
+    """A target prompt length clamped to the window (`qualify.capacity.stage.plan_lengths`)."""
+
+    target: int
+    planned_tokens: int
+    clamped: bool = False
+    same_as: int | None = None
+    errors: list[str] = Field(default_factory=list)
+    sized_tokens: int | None = None

@@ -12,7 +12,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from qualify.capacity.record import Load, MatrixRow, OpenCell
+from qualify.capacity.loads import Load, OpenCell
+from qualify.capacity.record import MatrixRow
 
 PLOT = "aggregate-vs-concurrency.svg"
 

@@ -13,34 +13,16 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
-from qualify.capacity.parts import Part
+from qualify.capacity.loads import Load
+from qualify.capacity.parts import Energy, Idle, Part, PlannedLength
 from qualify.capacity.settings import CapacitySettings, ExpectedRange
-from qualify.capacity.slo import Goodput, Slo, SloMet
+from qualify.capacity.slo import Slo, SloMet
 from qualify.records import StageRecord
 
 Number = int | float
 
 
 # --- shared figures ---------------------------------------------------------------------------
-
-
-class CardEnergy(Part):
-    joules: float | None = None
-    why: str | None = None
-
-
-class Energy(Part):
-    """Energy over a window (`qualify.vram.energy.window_energy`) or over a cell's runs
-    (`qualify.capacity.matrix.cell_energy`); `joules` None means unmeasured, `why` says why."""
-
-    joules: float | None = None
-    mean_power_w: float | None = None
-    power_field: str | None = None
-    why: str | None = None
-    cards: dict[str, CardEnergy] = Field(default_factory=dict)
-    window_s: float | None = None
-    j_per_output_token: float | None = None
-    completion_tokens: int | None = None
 
 
 class Acceptance(Part):
@@ -55,17 +37,6 @@ class Acceptance(Part):
     accepted_per_position: list[int] = Field(default_factory=list)
     source: str = ""
     unmeasured: str | None = None
-
-
-class Idle(Part):
-    """One idle check (`qualify.serving.idle.IdleReport.as_dict`); `idle` None: unknown."""
-
-    idle: bool | None = None
-    running: float | None = None
-    waiting: float | None = None
-    waited_s: float = 0.0
-    polls: int = 0
-    reason: str = ""
 
 
 class IdleAround(Part):
@@ -217,17 +188,6 @@ class KindRow(CellFigures):
         return f"{self.kind}@{self.depth}"
 
 
-class PlannedLength(Part):
-    """A target prompt length clamped to the window (`qualify.capacity.stage.plan_lengths`)."""
-
-    target: int
-    planned_tokens: int
-    clamped: bool = False
-    same_as: int | None = None
-    errors: list[str] = Field(default_factory=list)
-    sized_tokens: int | None = None
-
-
 class NotRun(Part):
     lane: str
     cell: str
@@ -307,154 +267,6 @@ class Comparison(Part):
     delta_pct: float | None = None
     delta_pct_ci95: list[float] | None = None
     runs: list[int] = Field(default_factory=list)
-
-
-# --- the open-loop load, the knee and the soak -----------------------------------------------
-
-
-class Lag(Part):
-    """The client's own lag over an open-loop cell (`qualify.capacity.openloop`)."""
-
-    send_lag_ms_p50: float | None = None
-    send_lag_ms_p99: float | None = None
-    send_lag_ms_max: float | None = None
-    loop_oversleep_ms_p99: float | None = None
-    loop_oversleep_ms_max: float | None = None
-    ticks: int = 0
-
-
-class LoadStream(Part):
-    """One planned request of an open-loop cell or the soak, trimmed."""
-
-    failed: str | None = None
-    cut: str | None = None
-    unfinished: str | None = None
-    broken: list[str] | None = None
-    finish_reason: str | None = None
-    completion_tokens: int | None = None
-    ttft_s: float | None = None
-    e2e_s: float | None = None
-    decode_tok_s: float | None = None
-    planned_s: float | None = None
-    lag_ms: float | None = None
-    files: list[str] = Field(default_factory=list)
-
-
-class OpenCell(Goodput):
-    """One open-loop cell (`qualify.capacity.knee.open_cell`): a Poisson step or the burst."""
-
-    label: str = ""
-    idle_before: Idle = Field(default_factory=Idle)
-    completed: int = 0
-    failed: int = 0
-    cut: int = 0
-    unfinished: int = 0
-    broken: int = 0
-    offered_rps: float | None = None
-    achieved_rps: float | None = None
-    window_s: float | None = None
-    completion_tokens: int = 0
-    output_tok_s: float | None = None
-    lag: Lag = Field(default_factory=Lag)
-    harness_error: str | None = None
-    stopped_early: str | None = None
-    energy: Energy | None = None
-    streams: list[LoadStream] = Field(default_factory=list)
-    arrival: Literal["poisson", "burst"] = "poisson"
-    rate_rps: float | None = None
-    cell: str = ""
-    step: int | None = None
-
-
-class Knee(Part):
-    """The knee search's result (`qualify.capacity.knee`): `statement` is the sentence the
-    decision shows ("serves R req/s at goodput G under SLO S")."""
-
-    stopped: str = ""
-    saturated: bool = False
-    lower_bound: bool = False
-    harness_error: bool = False
-    slo: str = ""
-    goodput_floor: float = 0.0
-    first_over: float | None = None
-    rate_rps: float | None = None
-    goodput: float | None = None
-    goodput_ci95: list[float] | None = None
-    goodput_rps: float | None = None
-    goodput_rps_ci95: list[float] | None = None
-    requests: int | None = None
-    cell: str | None = None
-    statement: str = ""
-
-
-class SoakProgress(Part):
-    counter: str | None = None
-    generated_delta: float | None = None
-    scrapes: int = 0
-
-
-class SoakMemory(Part):
-    source: str | None = None
-    start_mib: float | None = None
-    end_mib: float | None = None
-    max_mib: float | None = None
-    growth_mib: float | None = None
-
-
-class Drift(Part):
-    first_p50_s: float | None = None
-    last_p50_s: float | None = None
-    drift_pct: float | None = None
-    answered: int = 0
-
-
-class Soak(Goodput):
-    """The soak (`qualify.capacity.soak.soak`): liveness, drift, memory, error counters."""
-
-    rate_rps: float | None = None
-    duration_s: float | None = None
-    stall_s: float | None = None
-    poll_s: float | None = None
-    stall_bound_s: float | None = None
-    detection_bound_s: float | None = None
-    planned: int = 0
-    sent: int = 0
-    completed: int = 0
-    failed: int = 0
-    cut: int = 0
-    unfinished: int = 0
-    broken: int = 0
-    hung: str | None = None
-    detected_after_s: float | None = None
-    health: dict[str, int] = Field(default_factory=dict)
-    progress: SoakProgress = Field(default_factory=SoakProgress)
-    error_counters: dict[str, float] = Field(default_factory=dict)
-    error_counters_seen: list[str] = Field(default_factory=list)
-    memory: SoakMemory = Field(default_factory=SoakMemory)
-    ttft_drift: Drift = Field(default_factory=Drift)
-    window_s: float | None = None
-    completion_tokens: int = 0
-    lag: Lag = Field(default_factory=Lag)
-    harness_error: str | None = None
-    energy: Energy | None = None
-    timeline_columns: list[str] = Field(default_factory=list)
-    timeline: list[list[int | float | str | None]] = Field(default_factory=list)
-    streams: list[LoadStream] = Field(default_factory=list)
-
-
-class Load(Part):
-    """The open-loop load on the candidate: the knee search's cells, the burst, the soak."""
-
-    length: PlannedLength | None = None
-    slo: Slo | None = None
-    lane: str = "candidate"
-    kind: str = "prose"
-    error: str | None = None
-    cells: list[OpenCell] = Field(default_factory=list)
-    knee: Knee | None = None
-    requests: int = 0
-    wall_s: float | None = None
-    soak: Soak | None = None
 
 
 # --- every answer judged ---------------------------------------------------------------------

@@ -20,13 +20,15 @@ from typing import Any
 from qualify.ab.acceptance import combine
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
+from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
-from qualify.capacity.knee import burst_cell, search
+from qualify.capacity.knee import burst_cell, public_load, search
+from qualify.capacity.loads import Knee
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Comparison, Engine, Knee, Record
+from qualify.capacity.record import Comparison, Engine, Record
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective, goodput
@@ -109,6 +111,10 @@ class Lane:
     warmups: list[dict[str, Any]] = field(default_factory=list)
 
 
+def _rate(knee: Knee | None) -> float | None:
+    return knee.rate_rps if knee is not None else None
+
+
 @dataclass
 class Capacity:
     @property
@@ -185,8 +191,7 @@ class Capacity:
         if s.soak.enabled:
             rate = s.soak.rate_rps
             if rate is None:
-                found_knee: Knee | None = out.get("knee")
-                knee = found_knee.rate_rps if found_knee is not None else None
+                knee = _rate(out.get("knee"))
                 tried = [c["rate_rps"] for c in out.get("cells", []) if c.get("rate_rps")]
                 base = knee or (min(tried) if tried else s.load.start_rps)
                 rate = base * s.soak.rate_fraction
@@ -392,97 +397,6 @@ def _not_run(lane: Lane, s: CapacitySettings) -> list[dict[str, Any]]:
     return out
 
 
-def _degenerate(matrix: list[dict[str, Any]], kinds: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    found = []
-    for where, row in [(r["cell"], r) for r in matrix] + [
-        (f"{k['kind']}@{k['depth']}", k) for k in kinds
-    ]:
-        for run in row.get("run_records", []):
-            for i, st in enumerate(run["streams"]):
-                if st.get("degenerate"):
-                    found.append(
-                        {
-                            "lane": row.get("lane", "candidate"),
-                            "where": where,
-                            "run": run.get("run"),
-                            "stream": i + 1,
-                            "reason": st["degenerate"],
-                            "files": st["files"],
-                        }
-                    )
-    return found
-
-
-STREAM_KEYS = (
-    "failed",
-    "cut",
-    "unfinished",
-    "broken",
-    "finish_reason",
-    "completion_tokens",
-    "ttft_s",
-    "e2e_s",
-    "decode_tok_s",
-    "planned_s",
-    "lag_ms",
-    "files",
-)
-
-
-def _public_load(load: dict[str, Any]) -> dict[str, Any]:
-    """The load's record with each stream trimmed to what goodput and the gates read."""
-    out = dict(load)
-
-    def trim(cell: dict[str, Any]) -> dict[str, Any]:
-        return {**cell, "streams": [{k: st.get(k) for k in STREAM_KEYS} for st in cell["streams"]]}
-
-    if "cells" in out:
-        out["cells"] = [trim(c) for c in out["cells"]]
-    if out.get("soak"):
-        out["soak"] = trim(out["soak"])
-    return out
-
-
-def _answers(
-    matrix: list[dict[str, Any]], kinds: list[dict[str, Any]], load: dict[str, Any]
-) -> dict[str, Any]:
-    """Every answer judged: per load cell, how many were judged and which broke, and why."""
-    cells: list[dict[str, Any]] = []
-
-    def add(where: str, lane: str, kind: str, streams: list[dict[str, Any]]) -> None:
-        judged = [st for st in streams if not st.get("failed") and not st.get("cut")]
-        judged = [st for st in judged if not st.get("unfinished")]
-        bad = [
-            {"stream": i + 1, "problems": st["broken"], "files": st.get("files", [])}
-            for i, st in enumerate(streams)
-            if st.get("broken")
-        ]
-        cells.append(
-            {"where": where, "lane": lane, "kind": kind, "judged": len(judged), "broken": bad}
-        )
-
-    for row in matrix:
-        streams = [st for r in row.get("run_records", []) for st in r["streams"]]
-        add(row["cell"], row["lane"], "prose", streams)
-    for k in kinds:
-        streams = [st for r in k.get("run_records", []) for st in r["streams"]]
-        add(f"{k['kind']}@{k['depth']}", "candidate", k["kind"], streams)
-    for c in load.get("cells", []):
-        add(c["cell"], load.get("lane", "candidate"), load.get("kind", "prose"), c["streams"])
-    if load.get("soak"):
-        add(
-            "soak",
-            load.get("lane", "candidate"),
-            load.get("kind", "prose"),
-            load["soak"]["streams"],
-        )
-    return {
-        "cells": cells,
-        "judged": sum(c["judged"] for c in cells),
-        "broken": sum(len(c["broken"]) for c in cells),
-    }
-
-
 async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> dict[str, Any]:
     """Find the incumbent and add it as a lane; what was found goes in `data.incumbent`."""
     if not s.incumbent:
@@ -498,6 +412,13 @@ async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> dict[str, A
         return {**info, "status": "unusable", "why": "; ".join(exc.problems)}
     ctx.lanes.loaded[INCUMBENT] = inc
     return {**info, "status": "found"}
+
+
+def _plot(ctx: StageContext, record: Record) -> None:
+    """The stage's plot, from its record, into the attempt's evidence."""
+    slots = record.engine.slots or getattr(ctx.candidate.identity, "max_num_seqs", None)
+    title = f"{ctx.candidate.name}: aggregate output tok/s by concurrency"
+    ctx.attempt.write_bytes(PLOT, plot(record.matrix, title, slots, record.load))
 
 
 @stage("capacity")
@@ -558,11 +479,11 @@ async def capacity(ctx: StageContext) -> StageResult:
             name: {str(k): v for k, v in ln.saturated.items()} for name, ln in cap.lanes.items()
         },
         "kinds": kinds,
-        "degenerate": _degenerate(matrix, kinds),
+        "degenerate": degenerate_answers(matrix, kinds),
         "engine": engine,
         "slo": cap.slo,
-        "load": _public_load(load),
-        "answers": _answers(matrix, kinds, load),
+        "load": public_load(load),
+        "answers": judged_cells(matrix, kinds, load),
         "expected": [r.model_dump(mode="json") for r in s.expected],
         "incumbent": inc_info,
         "comparison": comparison,
@@ -573,7 +494,5 @@ async def capacity(ctx: StageContext) -> StageResult:
         "wall_s": round(time.perf_counter() - t0, 3),
     }
     record = Record.model_validate(data)
-    title = f"{ctx.candidate.name}: aggregate output tok/s by concurrency"
-    slots = record.engine.slots or getattr(ctx.candidate.identity, "max_num_seqs", None)
-    ctx.attempt.write_bytes(PLOT, plot(record.matrix, title, slots, record.load))
+    _plot(ctx, record)
     return finish(ctx, ctx.judge(record), record)

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from qualify.capacity.loads import Load
 from qualify.capacity.matrix import median_of_runs, saturation
 from qualify.capacity.plot import plot
-from qualify.capacity.record import Load, MatrixRow
+from qualify.capacity.record import MatrixRow
 from qualify.capacity.runs import exclusion, server_fidelity, summarize
 from qualify.capacity.settings import CapacitySettings, ExpectedRange, parse_cell
 from qualify.capacity.stage import plan_lengths, turns
