@@ -15,6 +15,7 @@ from typing import Any
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
+from qualify.identity.record import Record
 from qualify.records import Verdict
 from qualify.serving.engines import PINS, adapter
 
@@ -36,23 +37,20 @@ def _unverified(pin: str, why: str, pinned: Any, thresholds: Thresholds) -> Judg
 
 
 @judge("identity", "identity-pins", PinsParams)
-def pins(data: dict[str, Any], params: PinsParams, thresholds: Thresholds) -> list[Judged]:
+def pins(record: Record, params: PinsParams, thresholds: Thresholds) -> list[Judged]:
     """One verdict per pin: the engine adapter compares the pin with what was seen."""
-    engine = adapter(str(data["engine"]))
-    pinned: dict[str, Any] = data.get("pins") or {}
-    seen: dict[str, dict[str, Any]] = data.get("seen") or {}
-    why: dict[str, str] = data.get("unverifiable") or {}
+    engine = adapter(record.engine or record.pins.engine)
+    pinned = record.pins.model_dump(mode="json")
     out: list[Judged] = []
     for pin in PINS:
         if pin not in pinned:
             continue
-        if pin not in seen:
-            out.append(
-                _unverified(pin, why.get(pin, "nothing reports it"), pinned[pin], thresholds)
-            )
+        seen = record.seen.get(pin)
+        if seen is None:
+            why = record.unverifiable.get(pin, "nothing reports it")
+            out.append(_unverified(pin, why, pinned[pin], thresholds))
             continue
-        value, source = seen[pin].get("value"), str(seen[pin].get("source"))
-        by = str(seen[pin].get("by") or "server")
+        value, source, by = seen.value, seen.source, seen.by
         same, note = engine.same(pin, pinned[pin], value)
         metrics = {
             "pinned": pinned[pin],
@@ -73,11 +71,8 @@ def pins(data: dict[str, Any], params: PinsParams, thresholds: Thresholds) -> li
 
 
 @judge("identity", "identity-reachable", ReachableParams)
-def reachable(
-    data: dict[str, Any], params: ReachableParams, thresholds: Thresholds
-) -> list[Judged]:
+def reachable(record: Record, params: ReachableParams, thresholds: Thresholds) -> list[Judged]:
     """`error` when the server did not answer `GET /v1/models`: nothing it says can be read."""
-    failed = data.get("unreachable")
-    if failed:
-        return [Judged(Verdict.ERROR, [f"GET /v1/models failed: {failed}"])]
+    if record.unreachable:
+        return [Judged(Verdict.ERROR, [f"GET /v1/models failed: {record.unreachable}"])]
     return [Judged(Verdict.PASS)]

@@ -3,7 +3,8 @@
 The stage only gathers: the server's own reports (`GET /v1/models` and the engine's info
 paths), the launch command qualify ran (the server attempt's `launch.json`) and, for a
 container, what the runtime says of the image. The engine's adapter turns them into pins seen
-(`qualify.serving.engines`); the gates in `gates/identity/` judge (`qualify.identity.gates`).
+(`qualify.serving.engines`) and the stage writes them as its record
+(`qualify.identity.record`); the gates in `gates/identity/` judge it (`qualify.identity.judges`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from qualify.candidate import Identity
 from qualify.httpclient.client import Client
+from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record, SeenPin
 from qualify.records import StageResult
 from qualify.serving.engines import CHAT_PROBE, Launch, adapter, fingerprint
 from qualify.serving.process import ServerProcess
@@ -99,24 +101,34 @@ async def launched(ctx: StageContext) -> Launch | None:
 
 
 def gather(
-    pins: Identity, bodies: dict[str, Any], launch: Launch | None, unreachable: str | None = None
-) -> dict[str, Any]:
-    """The stage's `data`: each pin as pinned, as seen (value and source), or why unseen."""
+    pins: Identity,
+    bodies: dict[str, Any],
+    launch: Launch | None,
+    unreachable: str | None = None,
+    launches: list[dict[str, object]] | None = None,
+) -> Record:
+    """The stage's record: each pin as pinned, as seen (value and source), or why unseen."""
     seen, why = adapter(pins.engine).observe(bodies, launch)
     pinned = pins.model_dump(mode="json")
     fp = fingerprint(bodies.get(CHAT_PROBE))
-    return {
-        "engine": pins.engine,
-        "unreachable": unreachable,
-        "pins": pinned,
-        "seen": {p: {"value": s.value, "source": s.source, "by": s.by} for p, s in seen.items()},
-        "proved_by": {p: s.by for p, s in seen.items() if p in pinned},
-        "fingerprint": None if fp is None else {"version": fp[0], "config_hash": fp[1]},
-        "unverifiable": {p: w for p, w in why.items() if p not in seen},
-        "reported": {p: s.value for p, s in seen.items()},
-        "not_reported": sorted(p for p in why if p not in seen and p in pinned),
-        "launch": None if launch is None else {"kind": launch.kind, "args": launch.args},
+    shown = {
+        p: SeenPin.model_validate({"value": s.value, "source": s.source, "by": s.by})
+        for p, s in seen.items()
     }
+    argv = None if launch is None else {"kind": launch.kind, "args": launch.args}
+    return Record(
+        engine=pins.engine,
+        unreachable=unreachable,
+        pins=pins,
+        seen=shown,
+        proved_by={p: s.by for p, s in shown.items() if p in pinned},
+        fingerprint=None if fp is None else Fingerprint(version=fp[0], config_hash=fp[1]),
+        unverifiable={p: w for p, w in why.items() if p not in seen},
+        reported={p: s.value for p, s in shown.items()},
+        not_reported=sorted(p for p in why if p not in seen and p in pinned),
+        launch=None if argv is None else LaunchShown.model_validate(argv),
+        launches=[Launched.model_validate(x) for x in launches or []],
+    )
 
 
 @stage("identity")
@@ -135,6 +147,5 @@ async def identity(ctx: StageContext) -> StageResult:
         if engine.probe_chat:
             bodies[CHAT_PROBE] = await _probe(ctx, client, pins.model)
     launch = await launched(ctx)
-    data = gather(pins, bodies, launch, unreachable)
-    data["launches"] = ctx.lanes.launches
-    return finish(ctx, ctx.judge(data), data)
+    record = gather(pins, bodies, launch, unreachable, ctx.lanes.launches)
+    return finish(ctx, ctx.judge(record), record)

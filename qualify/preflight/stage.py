@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import qualify
 from qualify.candidate import LoadedCandidate, resolve_path
 from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, pick
 from qualify.preflight.budget import PreflightContext, allowance
+from qualify.preflight.record import Allowance, Record
 from qualify.records import GateResult, StageResult, Verdict
 from qualify.stage import StageContext, finish, stage, validator
 
@@ -45,24 +45,21 @@ def window(loaded: LoadedCandidate) -> int:
     return loaded.candidate.identity.context_length
 
 
-def _data(loaded: LoadedCandidate, gates: list[LoadedGate]) -> dict[str, Any]:
+def _record(loaded: LoadedCandidate, gates: list[LoadedGate]) -> Record:
     s = loaded.candidate.stages.preflight
-    return {
-        "levels": list(loaded.candidate.reasoning),
-        "reasoning_allowance": {
-            level: dict(
-                zip(
-                    ("tokens", "from"),
-                    allowance(f.request_fields(), s.reasoning_tokens, level, s.reasoning_tokens_at),
-                    strict=True,
-                )
-            )
-            for level, f in loaded.candidate.reasoning.items()
-        },
-        "gates_dir": str(gates_dir(loaded)),
-        "gate_files": {g.gate.id: g.sha256 for g in gates},
-        "declared_gate_files": declared("preflight"),
-    }
+    allowances = {}
+    for level, f in loaded.candidate.reasoning.items():
+        tokens, source = allowance(
+            f.request_fields(), s.reasoning_tokens, level, s.reasoning_tokens_at
+        )
+        allowances[level] = Allowance(tokens=tokens, source=source)
+    return Record(
+        levels=list(loaded.candidate.reasoning),
+        reasoning_allowance=allowances,
+        gates_dir=str(gates_dir(loaded)),
+        gate_files={g.gate.id: g.sha256 for g in gates},
+        declared_gate_files=declared("preflight"),
+    )
 
 
 @stage("preflight")
@@ -73,7 +70,7 @@ async def preflight(ctx: StageContext) -> StageResult:
         bad = GateResult(
             gate="gate-files", stage="preflight", verdict=Verdict.ERROR, reasons=problems
         )
-        return finish(ctx, [bad], _data(ctx.loaded, gates))
+        return finish(ctx, [bad], _record(ctx.loaded, gates))
     settings = ctx.candidate.stages.preflight
     client = await ctx.client()
     results: list[GateResult] = []
@@ -104,4 +101,4 @@ async def preflight(ctx: StageContext) -> StageResult:
                 ctx.log.info("gate.end", gate=result.key, verdict=result.verdict.value)
                 results.append(result)
                 task.advance(note=f"preflight {result.key}")
-    return finish(ctx, results, _data(ctx.loaded, gates))
+    return finish(ctx, results, _record(ctx.loaded, gates))

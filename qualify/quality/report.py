@@ -1,4 +1,5 @@
-"""The quality stage's `data`: what the decision shows of the suite (see docs/quality.md).
+"""The parts of the quality stage's record (`qualify.quality.record`) that it computes from
+its gates: what the decision shows of the suite (see docs/quality.md).
 
 One line of totals per lane and level (`quality: 36/36 at low`), a table of tasks by attempts,
 the budgets, the suite's scope in one sentence, and the evidence of every failing attempt.
@@ -6,9 +7,10 @@ the budgets, the suite's scope in one sentence, and the evidence of every failin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast, get_args
 
 from qualify.gates.files import LoadedGate
+from qualify.quality.record import Failure, Outcome, Summary, TaskBudget, TaskRow
 from qualify.quality.tasks import TaskParams, budget
 from qualify.records import AttemptRecord, GateResult, Verdict
 
@@ -21,11 +23,16 @@ KINDS = {
     "bullets": "exact-format lists",
     "ordered_steps": "ordered operational plans",
 }
-OUTCOMES = ("pass", "wrong", "cut", "error", "not run")
-SAID = {"wrong": "wrong", "cut": "cut by the budget", "error": "error", "not run": "not run"}
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+SAID: dict[Outcome, str] = {
+    "wrong": "wrong",
+    "cut": "cut by the budget",
+    "error": "error",
+    "not run": "not run",
+}
 
 
-def task_budgets(gates: list[LoadedGate], scale: float) -> list[dict[str, Any]]:
+def task_budgets(gates: list[LoadedGate], scale: float) -> list[TaskBudget]:
     """Each task's declared budgets and the budgets sent (after the candidate's scale)."""
     rows = []
     for g in gates:
@@ -33,27 +40,27 @@ def task_budgets(gates: list[LoadedGate], scale: float) -> list[dict[str, Any]]:
         assert isinstance(p, TaskParams)
         b = budget(p, scale)
         rows.append(
-            {
-                "task": g.gate.id,
-                "check": g.gate.check,
-                "description": g.gate.description,
-                "attempts": g.gate.attempts,
-                "visible_tokens": p.visible_tokens,
-                "reasoning_tokens": p.reasoning_tokens,
-                "visible_budget": b.visible,
-                "reasoning_budget": b.reasoning,
-                "max_tokens": b.max_tokens,
-            }
+            TaskBudget(
+                task=g.gate.id,
+                check=g.gate.check,
+                description=g.gate.description,
+                attempts=g.gate.attempts,
+                visible_tokens=p.visible_tokens,
+                reasoning_tokens=p.reasoning_tokens,
+                visible_budget=b.visible,
+                reasoning_budget=b.reasoning,
+                max_tokens=b.max_tokens,
+            )
         )
     return rows
 
 
-def budget_lines(rows: list[dict[str, Any]], scale: float) -> list[str]:
+def budget_lines(rows: list[TaskBudget], scale: float) -> list[str]:
     head = f"quality budgets (declared, then sent at scale {scale:g}):"
     return [head] + [
-        f"  {r['task']}: {r['visible_tokens']} visible + {r['reasoning_tokens']} reasoning "
-        f"-> max_tokens {r['max_tokens']} ({r['visible_budget']} + {r['reasoning_budget']}), "
-        f"{r['attempts']} attempts"
+        f"  {r.task}: {r.visible_tokens} visible + {r.reasoning_tokens} reasoning "
+        f"-> max_tokens {r.max_tokens} ({r.visible_budget} + {r.reasoning_budget}), "
+        f"{r.attempts} attempts"
         for r in rows
     ]
 
@@ -69,14 +76,17 @@ def scope(gates: list[LoadedGate], levels: list[str]) -> str:
     )
 
 
-def outcome_of(a: AttemptRecord) -> str:
+def outcome_of(a: AttemptRecord) -> Outcome:
+    """The outcome the task's probe named (`metrics["outcome"]`), else the one its verdict
+    implies."""
     found = a.metrics.get("outcome")
-    if isinstance(found, str):
-        return found
-    return {Verdict.PASS: "pass", Verdict.ERROR: "error"}.get(a.verdict, "wrong")
+    if found in OUTCOMES:
+        return cast(Outcome, found)
+    implied: dict[Verdict, Outcome] = {Verdict.PASS: "pass", Verdict.ERROR: "error"}
+    return implied.get(a.verdict, "wrong")
 
 
-def attempt_outcomes(r: GateResult, declared: int) -> list[str]:
+def attempt_outcomes(r: GateResult, declared: int) -> list[Outcome]:
     got = [outcome_of(a) for a in r.attempts]
     return got + ["not run"] * (declared - len(got))
 
@@ -85,30 +95,30 @@ def summarise(
     results: list[tuple[str, str, GateResult]],
     declared: dict[str, int],
     evidence_prefix: str,
-) -> dict[str, Any]:
+) -> Summary:
     """Totals, table and failures from `(lane, task, result)` of the quality tasks."""
     table, failures = [], []
-    totals: dict[str, dict[str, dict[str, int]]] = {}
+    totals: dict[str, dict[str, dict[Outcome, int]]] = {}
     for lane, task, r in results:
         level = r.level or "default"
         outs = attempt_outcomes(r, declared[task])
-        table.append({"task": task, "lane": lane, "level": level, "attempts": outs})
+        table.append(TaskRow(task=task, lane=lane, level=level, attempts=outs))
         counts = totals.setdefault(lane, {}).setdefault(level, dict.fromkeys(OUTCOMES, 0))
         for o in outs:
-            counts[o if o in counts else "wrong"] += 1
+            counts[o] += 1
         for a in r.attempts:
             if a.verdict is Verdict.PASS:
                 continue
             failures.append(
-                {
-                    "task": task,
-                    "lane": lane,
-                    "level": level,
-                    "attempt": a.number,
-                    "outcome": outcome_of(a),
-                    "reasons": a.reasons,
-                    "evidence": [f"{evidence_prefix}/{f}" for f in a.files],
-                }
+                Failure(
+                    task=task,
+                    lane=lane,
+                    level=level,
+                    attempt=a.number,
+                    outcome=outcome_of(a),
+                    reasons=a.reasons,
+                    evidence=[f"{evidence_prefix}/{f}" for f in a.files],
+                )
             )
     lines = []
     for lane, levels in totals.items():
@@ -117,4 +127,4 @@ def summarise(
             name = "quality" if lane == "candidate" else f"quality ({lane})"
             rest = ", ".join(f"{c[o]} {SAID[o]}" for o in OUTCOMES[1:] if c[o])
             lines.append(f"{name}: {c['pass']}/{n} at {level}" + (f" ({rest})" if rest else ""))
-    return {"totals": totals, "lines": lines, "table": table, "failures": failures}
+    return Summary(totals=totals, lines=lines, table=table, failures=failures)

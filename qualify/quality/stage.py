@@ -17,6 +17,7 @@ from qualify.gates.files import declared, default_gates_dir, pick
 from qualify.httpclient.client import Client, Exchange
 from qualify.preflight import stage as preflight
 from qualify.quality import report
+from qualify.quality.record import Control, Record
 from qualify.quality.tasks import QualityContext
 from qualify.records import GateResult, StageResult, Verdict
 from qualify.stage import StageContext, finish, stage, validator
@@ -116,18 +117,18 @@ async def quality(ctx: StageContext) -> StageResult:
     gates, problems = select(ctx.loaded)
     levels = list(ctx.candidate.reasoning)
     budgets = report.task_budgets(gates, s.budget_scale)
-    data: dict[str, Any] = {
-        "levels": levels,
-        "scope": report.scope(gates, levels),
-        "budget_scale": s.budget_scale,
-        "budgets": budgets,
-        "gate_files": {g.gate.id: g.sha256 for g in gates},
-        "declared_gate_files": declared("quality"),
-    }
+    ran = Record(
+        levels=levels,
+        scope=report.scope(gates, levels),
+        budget_scale=s.budget_scale,
+        budgets=budgets,
+        gate_files={g.gate.id: g.sha256 for g in gates},
+        declared_gate_files=declared("quality"),
+    )
     if problems or not gates:
         why = problems or ["no task files in gates/quality/"]
         bad = GateResult(gate="gate-files", stage="quality", verdict=Verdict.ERROR, reasons=why)
-        return finish(ctx, [bad], data)
+        return finish(ctx, [bad], ran)
     for line in report.budget_lines(budgets, s.budget_scale):
         ctx.progress.say(line)
     control_level, why_not = control_plan(ctx)
@@ -157,17 +158,26 @@ async def quality(ctx: StageContext) -> StageResult:
                 results.append(_as_control(r, f"control-{r.gate}"))
                 bar.advance(note=f"quality control {r.gate}")
     where = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
-    data.update(report.summarise(tasks, {g.gate.id: g.gate.attempts for g in gates}, where))
-    data["control"] = {
-        "ran": control_level is not None,
-        "level": control_level,
-        "why_not": why_not or None,
-        "preflight": {
-            r.gate.removeprefix("control-preflight-"): r.verdict.value
+    summary = report.summarise(tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
+    control = Control(
+        ran=control_level is not None,
+        level=control_level,
+        why_not=why_not or None,
+        preflight={
+            r.gate.removeprefix("control-preflight-"): r.verdict
             for r in results
             if r.gate.startswith("control-preflight-")
         },
-    }
-    for line in data["lines"]:
+    )
+    record = ran.model_copy(
+        update={
+            "totals": summary.totals,
+            "lines": summary.lines,
+            "table": summary.table,
+            "failures": summary.failures,
+            "control": control,
+        }
+    )
+    for line in record.lines:
         ctx.progress.say(line)
-    return finish(ctx, results, data)
+    return finish(ctx, results, record)

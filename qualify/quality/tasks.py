@@ -20,11 +20,11 @@ from typing import Any, Literal, TypeVar
 from pydantic import Field, model_validator
 
 from qualify.gates.files import Params
-from qualify.gates.registry import CHECKS, CheckSpec, Outcome
+from qualify.gates.probe import GateContext
+from qualify.gates.registry import CheckSpec, Outcome, register_check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.preflight.checks.common import answer_metrics, chat_problem, clip
-from qualify.preflight.probe import GateContext
 from qualify.records import Verdict
 
 P = TypeVar("P", bound="TaskParams")
@@ -90,7 +90,7 @@ def quality_check(name: str, params: type[P]) -> Callable[[QualityFn], QualityFn
     """Register a probe of stage `quality`: `fn(ctx, params) -> Outcome`, once per attempt."""
 
     def register(fn: QualityFn) -> QualityFn:
-        CHECKS[name] = CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), "quality", "probe")
+        register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), "quality", "probe"))
         return fn
 
     return register

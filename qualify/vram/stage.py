@@ -4,17 +4,27 @@ The sampler ran in the background through the other stages, writing every sample
 run's `telemetry/` evidence as it went. This stage stops it and reads back *every* telemetry
 attempt of the run, this process's and any earlier one's (a `--resume` keeps the stages an
 earlier attempt ran, so their samples are judged too), and hands the per-card, per-stage
-figures to the gates in `gates/vram/` (`qualify.vram.gates`).
+figures, as its record (`qualify.vram.record`), to the gates in `gates/vram/`
+(`qualify.vram.judges`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from qualify.evidence.store import RESULT, RunDir
 from qualify.records import StageResult, Verdict
 from qualify.stage import StageContext, finish, stage
+from qualify.vram.record import (
+    Card,
+    Cost,
+    Hardware,
+    Interval,
+    Lost,
+    Record,
+    StageFigures,
+    Telemetry,
+)
 from qualify.vram.sampler import Sampler, hardware
 from qualify.vram.series import Log, figures, marked_stages, read_logs
 
@@ -56,27 +66,29 @@ def _listed(run: RunDir, fallback: list[str]) -> list[str]:
         return fallback
 
 
-def _telemetry(log: Log) -> dict[str, Any]:
+def _telemetry(log: Log) -> Telemetry:
     summary = log.summary or {}
-    return {
-        "attempt": log.attempt,
-        "source": log.header.get("source"),
-        "power_field": log.header.get("power_field"),
-        "memory_info": log.header.get("memory_info"),
-        "interval_ms": log.header.get("interval_ms"),
-        "start_problems": log.header.get("start_problems") or [],
-        "stopped": log.summary is not None,
-        "missed_scrapes": summary.get("missed_scrapes", 0),
-        "missed_examples": summary.get("missed_examples") or [],
-        "failure": summary.get("failure"),
-        "files": [f"telemetry/{log.path.name}/{f}" for f in log.files],
-    }
+    return Telemetry.model_validate(
+        {
+            "attempt": log.attempt,
+            "source": log.header.get("source"),
+            "power_field": log.header.get("power_field"),
+            "memory_info": log.header.get("memory_info"),
+            "interval_ms": log.header.get("interval_ms"),
+            "start_problems": log.header.get("start_problems") or [],
+            "stopped": log.summary is not None,
+            "missed_scrapes": summary.get("missed_scrapes", 0),
+            "missed_examples": summary.get("missed_examples") or [],
+            "failure": summary.get("failure"),
+            "files": [f"telemetry/{log.path.name}/{f}" for f in log.files],
+        }
+    )
 
 
-def build_data(
+def build_record(
     logs: list[Log], sampler: Sampler | None, stages: list[str], reserve_gib: float
-) -> dict[str, Any]:
-    """The stage's `data`: the figures of every card in every stage, over every attempt."""
+) -> Record:
+    """The stage's record: the figures of every card in every stage, over every attempt."""
     cards = figures(logs)
     src = sampler.source if sampler else None
     last = logs[-1].header if logs else {}
@@ -87,31 +99,35 @@ def build_data(
             if sampler is None
             else sampler.unavailable or "no stage ran while the sampler was on"
         )
-    return {
-        "source": src.name if src else last.get("source"),
-        "hardware": last.get("system") or (hardware(src) if sampler else None),
-        "power_field": src.power_field if src else last.get("power_field"),
-        "reserve_gib": reserve_gib,
-        "interval_ms": {
-            "target": sampler.interval_ms if sampler else last.get("interval_ms"),
-            **(sampler.interval_stats() if sampler else {"p50": None, "p99": None}),
-        },
-        "cost_ms": sampler.cost_stats() if sampler else None,
-        "stages": list(dict.fromkeys([*stages, *marked_stages(logs)])),
-        "no_telemetry": no_telemetry,
-        "telemetry": [_telemetry(log) for log in logs],
-        "cards": [
+    hw = last.get("system") or (hardware(src) if sampler else None)
+    telemetry = [_telemetry(log) for log in logs]
+    return Record(
+        source=src.name if src else last.get("source"),
+        hardware=None if hw is None else Hardware.model_validate(hw),
+        power_field=src.power_field if src else last.get("power_field"),
+        reserve_gib=reserve_gib,
+        interval_ms=Interval.model_validate(
             {
-                "gpu": c.gpu,
-                "name": c.name,
-                "total_mib": c.total_mib,
-                "stages": {s: st.as_dict() for s, st in c.stages.items()},
-                "lost": c.lost,
+                "target": sampler.interval_ms if sampler else last.get("interval_ms"),
+                **(sampler.interval_stats() if sampler else {}),
             }
+        ),
+        cost_ms=Cost.model_validate(sampler.cost_stats()) if sampler else None,
+        stages=list(dict.fromkeys([*stages, *marked_stages(logs)])),
+        no_telemetry=no_telemetry,
+        telemetry=telemetry,
+        cards=[
+            Card(
+                gpu=c.gpu,
+                name=c.name,
+                total_mib=c.total_mib,
+                stages={s: StageFigures.model_validate(st.as_dict()) for s, st in c.stages.items()},
+                lost=None if c.lost is None else Lost.model_validate(c.lost),
+            )
             for c in cards.values()
         ],
-        "series_files": [f for log in logs for f in _telemetry(log)["files"]],
-    }
+        series_files=[f for t in telemetry for f in t.files],
+    )
 
 
 @stage(STAGE)
@@ -121,5 +137,5 @@ async def vram(ctx: StageContext) -> StageResult:
     if sampler is not None:
         sampler.stop()  # idempotent: nothing appends any more, and its log is sealed
     stages = ran_stages(ctx.run, _listed(ctx.run, list(ctx.candidate.stages.run)))
-    data = build_data(read_logs(ctx.run), sampler, stages, ctx.thresholds.vram_reserve_gib)
-    return finish(ctx, ctx.judge(data), data)
+    record = build_record(read_logs(ctx.run), sampler, stages, ctx.thresholds.vram_reserve_gib)
+    return finish(ctx, ctx.judge(record), record)

@@ -24,8 +24,9 @@ from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict
 from qualify.serving.process import free_port
 from qualify.vram.dcgm import render
-from qualify.vram.gates import ReserveParams, reserve
+from qualify.vram.judges import ReserveParams, reserve
 from qualify.vram.prometheus import PrometheusSource
+from qualify.vram.record import Record
 from qualify.vram.sampler import Sampler
 from qualify.vram.series import figures
 
@@ -156,14 +157,21 @@ def test_every_card_of_every_node_through_a_real_prometheus(
     src.close()
 
     by_card = figures([log] if (log := sampler.log.read()) else [])
-    data = {
-        "stages": ["context"],
-        "cards": [
-            {"gpu": c.gpu, "name": c.name, "stages": {s: f.as_dict() for s, f in c.stages.items()},
-             "lost": c.lost}
-            for c in by_card.values()
-        ],
-    }  # fmt: skip
+    data = Record.model_validate(
+        {
+            "reserve_gib": 3.0,
+            "stages": ["context"],
+            "cards": [
+                {
+                    "gpu": c.gpu,
+                    "name": c.name,
+                    "stages": {s: f.as_dict() for s, f in c.stages.items()},
+                    "lost": c.lost,
+                }
+                for c in by_card.values()
+            ],
+        }
+    )
     verdicts = {j.part: j.verdict for j in reserve(data, ReserveParams(), Thresholds())}
     assert verdicts == {
         "node-a:0": Verdict.PASS,

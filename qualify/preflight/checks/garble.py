@@ -5,11 +5,11 @@ from __future__ import annotations
 from pydantic import Field
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import answer_metrics, chat_problem, pick, user
 from qualify.preflight.checks.text import garble as find_garble
-from qualify.preflight.probe import GateContext
 from qualify.records import Verdict
 
 

@@ -7,10 +7,10 @@ import json
 from pydantic import Field
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import answer_metrics, chat_problem, clip, schema_errors, user
-from qualify.preflight.probe import GateContext
 
 
 class JsonParams(Params):

@@ -7,11 +7,11 @@ import re
 from pydantic import Field
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.client import error_message
 from qualify.preflight.checks.common import chat_problem, clip, user
-from qualify.preflight.probe import GateContext
 from qualify.records import Verdict
 
 # Varied sentences: a repeated word would tokenize into a degenerate, unrepresentative prompt.

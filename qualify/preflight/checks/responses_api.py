@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ToolCall
 from qualify.preflight.budget import answer_budget
@@ -29,7 +30,6 @@ from qualify.preflight.checks.responses_read import (
     terminal,
 )
 from qualify.preflight.checks.tool_result import CALL_ID, ToolCallSpec, judge_text
-from qualify.preflight.probe import GateContext
 from qualify.records import Verdict, worst
 
 

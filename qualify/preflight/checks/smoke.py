@@ -5,10 +5,10 @@ from __future__ import annotations
 from pydantic import Field
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import answer_metrics, chat_problem, user
-from qualify.preflight.probe import GateContext
 
 
 class SmokeParams(Params):

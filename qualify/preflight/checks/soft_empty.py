@@ -5,11 +5,11 @@ from __future__ import annotations
 from pydantic import Field
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.preflight.budget import answer_budget
 from qualify.preflight.checks.common import answer_metrics, chat_problem, user
-from qualify.preflight.probe import GateContext
 
 
 class SoftEmptyParams(Params):

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.preflight.budget import answer_budget, reasoning_only
@@ -20,7 +21,6 @@ from qualify.preflight.checks.common import (
     tool_schemas,
     user,
 )
-from qualify.preflight.probe import GateContext
 
 
 class ToolCase(Params):

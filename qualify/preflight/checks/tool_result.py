@@ -8,11 +8,11 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import answer_metrics, chat_problem, clip, user
 from qualify.preflight.checks.text import leaked_markup
-from qualify.preflight.probe import GateContext
 
 CALL_ID = "call_qualify_1"
 

@@ -7,10 +7,10 @@ from typing import Literal
 from pydantic import Field
 
 from qualify.gates.files import Params
+from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.preflight.checks.common import answer_metrics, chat_problem, user
-from qualify.preflight.probe import GateContext
 from qualify.records import Verdict, worst
 
 

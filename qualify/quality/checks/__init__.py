@@ -1,1 +1,2 @@
-"""The quality stage's probes, one module per kind of answer (see `qualify.quality.gates`)."""
+"""The quality stage's probes, one module per kind of answer (imported by
+`qualify.quality.gates`)."""

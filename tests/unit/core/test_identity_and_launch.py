@@ -6,20 +6,33 @@ Each judge is fed data that should fail it and data that should pass it: the pin
 
 from __future__ import annotations
 
+import json
+import re
+import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from qualify.candidate import Identity, load_candidate
 from qualify.errors import BadInput
 from qualify.evidence.store import EvidenceStore
 from qualify.gates.files import load_gates
 from qualify.gates.thresholds import Thresholds
-from qualify.identity.gates import PinsParams, ReachableParams, pins, reachable
+from qualify.identity.judges import PinsParams, ReachableParams, pins, reachable
+from qualify.identity.record import Record
 from qualify.identity.stage import gather
 from qualify.records import Verdict
-from qualify.serving.engines import Launch, flag, llamacpp_quant_names
+from qualify.registry import parse_record
+from qualify.serving.engines import (
+    CHAT_PROBE,
+    Launch,
+    adapter,
+    fingerprint,
+    flag,
+    llamacpp_quant_names,
+)
 from qualify.serving.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -58,12 +71,12 @@ def _local(*args: str, env: dict[str, str] | None = None) -> Launch:
     return Launch("local", ["llama-server", "-m", "x.gguf", *args], env or {})
 
 
-def _judge(data: dict[str, Any], **thresholds: Any) -> dict[str, Any]:
+def _judge(data: Record, **thresholds: Any) -> dict[str, Any]:
     found = pins(data, PinsParams(), Thresholds(**thresholds))
     return {j.part: j for j in found}
 
 
-def _verdicts(data: dict[str, Any], **thresholds: Any) -> dict[str, Verdict]:
+def _verdicts(data: Record, **thresholds: Any) -> dict[str, Verdict]:
     return {k: j.verdict for k, j in _judge(data, **thresholds).items()}
 
 
@@ -74,7 +87,7 @@ def test_every_pin_is_judged_and_a_matching_llamacpp_launch_passes_all_it_can() 
     assert set(got) == set(Identity.model_fields)
     assert got.pop("revision") is Verdict.INCONCLUSIVE
     assert set(got.values()) == {Verdict.PASS}, got
-    assert data["not_reported"] == ["revision"]
+    assert data.not_reported == ["revision"]
 
 
 def test_unverifiable_pin_passes_only_when_policy_lists_it() -> None:
@@ -348,9 +361,10 @@ def test_deepseek_example_does_not_veto_itself_on_its_sha_pin() -> None:
 
 
 def test_reachable_judge() -> None:
-    (bad,) = reachable({"unreachable": "HTTP 503"}, ReachableParams(), Thresholds())
+    record = gather(_pins(), {"/v1/models": None}, None, "HTTP 503")
+    (bad,) = reachable(record, ReachableParams(), Thresholds())
     assert bad.verdict is Verdict.ERROR and "HTTP 503" in bad.reasons[0]
-    (good,) = reachable({"unreachable": None}, ReachableParams(), Thresholds())
+    (good,) = reachable(gather(_pins(), _llama(), _local()), ReachableParams(), Thresholds())
     assert good.verdict is Verdict.PASS
 
 
@@ -387,3 +401,104 @@ def test_unknown_placeholder_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(BadInput) as exc:
         ServerProcess(loaded, attempt).command()
     assert "server.launch.command[0]" in exc.value.render()
+
+
+def _published(stage: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every `<stage>/attempt-*/result.json` the repository holds: loose under docs/ and tests/,
+    and inside the published evidence archives."""
+    out = []
+    for base in ("docs", "tests"):
+        for p in sorted((ROOT / base).rglob(f"{stage}/attempt-*/result.json")):
+            out.append((str(p.relative_to(ROOT)), json.loads(p.read_text())))
+    for tar in sorted([*(ROOT / "docs").rglob("*.tgz"), *(ROOT / "tests").rglob("*.tgz")]):
+        with tarfile.open(tar) as t:
+            for m in t.getmembers():
+                if m.isfile() and re.search(rf"/{stage}/attempt-\d+/result\.json$", m.name):
+                    f = t.extractfile(m)
+                    assert f is not None
+                    out.append((f"{tar.relative_to(ROOT)}:{m.name}", json.loads(f.read())))
+    return out
+
+
+def _kept(out: Any, written: Any) -> bool:
+    """True when everything `written` holds is in `out`, unchanged (`out` may add the fields an
+    earlier build did not write, at their defaults)."""
+    if isinstance(written, dict):
+        return isinstance(out, dict) and all(
+            k in out and _kept(out[k], v) for k, v in written.items()
+        )
+    if isinstance(written, list):
+        return isinstance(out, list) and len(out) == len(written) and all(map(_kept, out, written))
+    return bool(out == written)
+
+
+PUBLISHED = _published("identity")
+
+
+def test_the_repository_holds_identity_results() -> None:
+    assert len(PUBLISHED) >= 5
+
+
+@pytest.mark.parametrize("name,result", PUBLISHED, ids=[n for n, _ in PUBLISHED])
+def test_every_published_identity_result_reads(name: str, result: dict[str, Any]) -> None:
+    record = parse_record("identity", result["data"])
+    assert isinstance(record, Record)
+    out = record.model_dump(mode="json")
+    assert out.pop("record_version") == 1
+    assert _kept(out, result["data"])
+    assert Record.model_validate(out) == record
+
+
+def _as_written_before(
+    pins: Identity, bodies: dict[str, Any], launch: Launch | None
+) -> dict[str, Any]:
+    """The stage's `data` as the stage wrote it as a plain table, before its typed record."""
+    seen, why = adapter(pins.engine).observe(bodies, launch)
+    pinned = pins.model_dump(mode="json")
+    fp = fingerprint(bodies.get(CHAT_PROBE))
+    return {
+        "engine": pins.engine,
+        "unreachable": None,
+        "pins": pinned,
+        "seen": {p: {"value": s.value, "source": s.source, "by": s.by} for p, s in seen.items()},
+        "proved_by": {p: s.by for p, s in seen.items() if p in pinned},
+        "fingerprint": None if fp is None else {"version": fp[0], "config_hash": fp[1]},
+        "unverifiable": {p: w for p, w in why.items() if p not in seen},
+        "reported": {p: s.value for p, s in seen.items()},
+        "not_reported": sorted(p for p in why if p not in seen and p in pinned),
+        "launch": None if launch is None else {"kind": launch.kind, "args": launch.args},
+        "launches": [{"lane": "candidate", "attempt": 1, "healthy_after_s": 0.5, "port": 8080}],
+    }
+
+
+@pytest.mark.parametrize("engine", ["llama.cpp", "vllm"])
+def test_the_record_writes_what_the_stage_wrote_before(engine: str) -> None:
+    """Same inputs, same JSON: the record's form is the table the stage wrote, plus its
+    version."""
+    if engine == "vllm":
+        pins_, bodies, launch = _vllm_pins(), _vllm(), Launch("local", VLLM_ARGS)
+    else:
+        pins_, bodies, launch = _pins(), _llama(), _local("--spec-type", "ngram-mod")
+    launches: list[dict[str, object]] = [
+        {"lane": "candidate", "attempt": 1, "healthy_after_s": 0.5, "port": 8080}
+    ]
+    record = gather(pins_, bodies, launch, None, launches)
+    want = _as_written_before(pins_, bodies, launch)
+    assert record.model_dump(mode="json") == {**want, "record_version": 1}
+
+
+def test_a_misspelt_identity_field_is_refused() -> None:
+    data = gather(_pins(), _llama(), _local()).model_dump(mode="json")
+    with pytest.raises(ValidationError, match="not_reportd"):
+        Record.model_validate({**data, "not_reportd": []})
+    data["seen"]["model"]["by"] = "rumour"
+    with pytest.raises(ValidationError, match="by"):
+        Record.model_validate(data)
+
+
+def test_a_published_identity_record_of_this_build_writes_back_exactly() -> None:
+    exact = 0
+    for _, result in PUBLISHED:
+        record = Record.model_validate(result["data"])
+        exact += record.model_dump(mode="json") == {**result["data"], "record_version": 1}
+    assert exact >= 2

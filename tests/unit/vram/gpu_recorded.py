@@ -13,9 +13,10 @@ from qualify.gates.runner import judge_gates
 from qualify.gates.thresholds import Thresholds
 from qualify.records import GateResult
 from qualify.vram.nvml import NvmlSource
+from qualify.vram.record import Record
 from qualify.vram.sampler import Sampler
 from qualify.vram.series import SampleLog
-from qualify.vram.stage import build_data
+from qualify.vram.stage import build_record
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,12 +72,12 @@ def replayed_sampler(
 
 def judged(
     sampler: Sampler | None, reserve_gib: float = 3.0, stages: list[str] | None = None, **th: Any
-) -> tuple[list[GateResult], dict[str, Any]]:
+) -> tuple[list[GateResult], Record]:
     """The vram gates (as gates/vram/ declares them) over what one sampler logged."""
     log = sampler.log.read() if sampler is not None else None
     logs = [log] if log is not None else []
     ran = stages if stages is not None else (sampler.stages() if sampler else [])
-    data = build_data(logs, sampler, ran, reserve_gib)
+    data = build_record(logs, sampler, ran, reserve_gib)
     gates, problems = load_gates(ROOT / "gates", "vram")
     assert problems == []
     return judge_gates(gates, data, Thresholds(vram_reserve_gib=reserve_gib, **th)), data

@@ -67,7 +67,7 @@ def test_scrapes_missed_and_lost(exporter: FakeExporter) -> None:
     reserve = next(g for g in gates if g.gate.startswith("reserve@"))
     assert reserve.verdict is Verdict.ERROR
     assert "no longer lists GPU 0" in reserve.reasons[0]
-    assert data["power_field"] == POWER
+    assert data.power_field == POWER
     src.close()
 
 

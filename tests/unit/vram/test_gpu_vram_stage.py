@@ -22,9 +22,11 @@ from qualify.evidence.store import EvidenceStore, RunDir
 from qualify.gates.thresholds import Thresholds
 from qualify.records import StageResult, Verdict
 from qualify.stage import StageContext
-from qualify.vram.gates import ReserveParams, TelemetryParams, reserve, telemetry
+from qualify.vram.judges import ReserveParams, TelemetryParams, reserve, telemetry
 from qualify.vram.nvml import NvmlUnavailable
 from qualify.vram.readings import Card, Poll, Reading
+from qualify.vram.record import Card as RecordCard
+from qualify.vram.record import Record, StageFigures, Telemetry
 from qualify.vram.sampler import Sampler
 from qualify.vram.select import choose
 from qualify.vram.series import SampleLog, read_logs
@@ -46,13 +48,13 @@ def test_h200_run_keeps_the_default_reserve() -> None:
         ("reserve@0", Verdict.PASS),
         ("telemetry", Verdict.PASS),
     ]
-    (card,) = data["cards"]
-    assert list(card["stages"]) == STAGES
-    low = card["stages"]["alloc-80GiB"]
-    assert low["min_free_mib"] == 60225.125 and low["samples"] == 16 and low["gaps"] == 0
-    assert data["source"] == "nvml" and data["power_field"] == "NVML_FI_DEV_POWER_INSTANT"
-    assert data["interval_ms"]["target"] == 250
-    p50 = data["interval_ms"]["p50"]
+    (card,) = data.cards
+    assert list(card.stages) == STAGES
+    low = card.stages["alloc-80GiB"]
+    assert low.min_free_mib == 60225.125 and low.samples == 16 and low.gaps == 0
+    assert data.source == "nvml" and data.power_field == "NVML_FI_DEV_POWER_INSTANT"
+    assert data.interval_ms.target == 250
+    p50 = data.interval_ms.p50
     assert p50 is not None and 240 < p50 < 260  # the H200's own timing, replayed
     assert gates[0].metrics["worst_stage"] == "alloc-80GiB"
 
@@ -94,20 +96,21 @@ def test_no_sampler_and_no_source_are_inconclusive_no_telemetry() -> None:
         ("telemetry", Verdict.INCONCLUSIVE),
     ]
     assert gates[1].reasons[0].startswith("no telemetry")
-    assert data["cards"] == [] and data["source"] is None
+    assert data.cards == [] and data.source is None
     s = Sampler(None, 250, unavailable="nvml: NVML did not initialise")
     s.mark("identity")
     gates, _ = judged(s, 3.0)
     assert _by_key(gates)["telemetry"].reasons == ["no telemetry: nvml: NVML did not initialise"]
 
 
-def _data(samples: int, missed: int, **card: Any) -> dict[str, Any]:
-    figs = {"min_free_mib": 9000.0, "samples": samples, "missed": missed, "gaps": int(missed > 0)}
-    return {
-        "stages": ["context"],
-        "cards": [{"gpu": "0", "name": "H200", "stages": {"context": figs}, **card}],
-        "telemetry": [{"attempt": 1, "failure": None, "start_problems": []}],
-    }
+def _data(samples: int, missed: int, reserve_gib: float = 3.0) -> Record:
+    figs = StageFigures(min_free_mib=9000.0, samples=samples, missed=missed, gaps=int(missed > 0))
+    return Record(
+        reserve_gib=reserve_gib,
+        stages=["context"],
+        cards=[RecordCard(gpu="0", name="H200", stages={"context": figs})],
+        telemetry=[Telemetry(attempt=1, stopped=True)],
+    )
 
 
 def test_gap_fraction_beyond_the_bound_is_inconclusive() -> None:
@@ -124,18 +127,18 @@ def test_gap_fraction_beyond_the_bound_is_inconclusive() -> None:
 
 def test_a_broken_sampler_is_error_and_a_start_problem_inconclusive() -> None:
     data = _data(10, 0)
-    data["telemetry"][0]["failure"] = "the sampler stopped: RuntimeError: driver went away"
+    data.telemetry[0].failure = "the sampler stopped: RuntimeError: driver went away"
     (broken,) = telemetry(data, TelemetryParams(), Thresholds())
     assert broken.verdict is Verdict.ERROR and "driver went away" in broken.reasons[0]
     data = _data(10, 0)
-    data["telemetry"][0]["start_problems"] = ["DCGM http://x/metrics did not answer"]
+    data.telemetry[0].start_problems = ["DCGM http://x/metrics did not answer"]
     (partial,) = telemetry(data, TelemetryParams(), Thresholds())
     assert partial.verdict is Verdict.INCONCLUSIVE
 
 
 def test_reserve_judge_reads_the_house_reserve_not_the_data() -> None:
     """9,000 MiB free: fails a 9 GiB reserve, passes 8 GiB, whatever `reserve_gib` data says."""
-    data = _data(10, 0) | {"reserve_gib": 0.0}
+    data = _data(10, 0, reserve_gib=0.0)
     (fail,) = reserve(data, ReserveParams(), Thresholds(vram_reserve_gib=9.0))
     assert fail.verdict is Verdict.FAIL and fail.part == "0"
     (ok,) = reserve(data, ReserveParams(), Thresholds(vram_reserve_gib=8.0))
@@ -152,8 +155,8 @@ def test_slow_source_gaps_reach_the_telemetry_gate() -> None:
     s.mark("slow", at=0.0)
     s.ingest(Poll([Reading("0", 0.75 * i + 0.1, 900.0, None, None) for i in range(20)], [], []))
     gates, data = judged(s, 0.5)
-    figs = data["cards"][0]["stages"]["slow"]
-    assert figs["samples"] == 20 and figs["missed"] == 38
+    figs = data.cards[0].stages["slow"]
+    assert figs.samples == 20 and figs.missed == 38
     assert _by_key(gates)["telemetry"].verdict is Verdict.INCONCLUSIVE
 
 
@@ -274,9 +277,9 @@ def test_resume_judges_every_attempt_from_the_evidence(tmp_path: Path) -> None:
     assert [t["stopped"] for t in result.data["telemetry"]] == [False, True]
     ctx.thresholds = Thresholds(vram_reserve_gib=5.0)
     # a passing house reserve over the same evidence
-    from qualify.vram.gates import reserve as reserve_judge
+    from qualify.vram.judges import reserve as reserve_judge
 
-    (ok,) = reserve_judge(result.data, ReserveParams(), ctx.thresholds)
+    (ok,) = reserve_judge(Record.model_validate(result.data), ReserveParams(), ctx.thresholds)
     assert ok.verdict is Verdict.PASS
 
 

@@ -50,7 +50,7 @@ def test_even_split_both_cards_keep_the_reserve() -> None:
     gates, data = judged(_two_card_sampler(shift_mib=1024), 3.0)
     verdicts = {g.gate: g.verdict for g in gates}
     assert verdicts["reserve@0"] is Verdict.PASS and verdicts["reserve@1"] is Verdict.PASS
-    assert [c["gpu"] for c in data["cards"]] == ["0", "1"]
+    assert [c.gpu for c in data.cards] == ["0", "1"]
 
 
 def test_uneven_split_fails_exactly_the_fuller_card_and_says_which() -> None:
@@ -63,5 +63,5 @@ def test_uneven_split_fails_exactly_the_fuller_card_and_says_which() -> None:
     (why,) = by["reserve@1"].reasons
     assert "GPU 1" in why and "stage alloc-80GiB" in why and "2,225 MiB" in why
     assert by["reserve@1"].metrics["worst_stage"] == "alloc-80GiB"
-    lows = {c["gpu"]: c["stages"]["alloc-80GiB"]["min_free_mib"] for c in data["cards"]}
+    lows = {c.gpu: c.stages["alloc-80GiB"].min_free_mib for c in data.cards}
     assert lows["0"] - lows["1"] == 58_000

@@ -1,0 +1,71 @@
+"""The identity stage's record: every pin as pinned, as seen (value, source, proof), or why it
+could not be seen, and how qualify launched the server (`data` of `identity/result.json`).
+
+Written by `qualify.identity.stage.gather`, read by the judges (`qualify.identity.judges`),
+the decision and `verify` (which judges it again from the kept exchanges).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from qualify.candidate import Engine, Identity
+from qualify.records import StageRecord, StrictModel
+
+# Which kind of source proved a pin (`qualify.serving.engines.Seen.by`): the server's own
+# report, the container runtime's, qualify's own argv (what was asked for), or the server one
+# part and the argv the rest.
+ProvedBy = Literal["server", "runtime", "launch", "server+launch"]
+
+
+class SeenPin(StrictModel):
+    """One pin as the server or the launch shows it. `value` is what the engine's adapter read
+    out of the server's raw JSON (or the argv), in the server's own words and shape: a model id
+    list, a build string, a speculation table; it is compared, never interpreted here."""
+
+    value: JsonValue = None
+    source: str
+    by: ProvedBy = "server"
+
+
+class Fingerprint(StrictModel):
+    """vLLM's `system_fingerprint` `vllm-<version>-<hash>`, split."""
+
+    version: str
+    config_hash: str
+
+
+class LaunchShown(StrictModel):
+    """How qualify started the server: local process or container, and its argv."""
+
+    kind: Literal["local", "container"]
+    args: list[str]
+
+
+class Launched(StrictModel):
+    """One server start of the run (`qualify.serving.lanes.Lanes.launches`)."""
+
+    lane: str
+    attempt: int
+    healthy_after_s: float
+    port: int | None = None
+
+
+class Record(StageRecord):
+    """What identity saw of the server, pin by pin."""
+
+    # The engine pinned (`pins.engine`); records of early builds did not write it.
+    engine: Engine | None = None
+    unreachable: str | None = None
+    pins: Identity
+    seen: dict[str, SeenPin] = Field(default_factory=dict)
+    proved_by: dict[str, ProvedBy] = Field(default_factory=dict)
+    fingerprint: Fingerprint | None = None
+    unverifiable: dict[str, str] = Field(default_factory=dict)
+    # The value of every pin seen, as in `seen` (the server's own words).
+    reported: dict[str, JsonValue] = Field(default_factory=dict)
+    not_reported: list[str] = Field(default_factory=list)
+    launch: LaunchShown | None = None
+    launches: list[Launched] = Field(default_factory=list)

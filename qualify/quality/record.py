@@ -1,0 +1,93 @@
+"""The quality stage's record: the suite's scope and budgets, the gate files it ran, one line of
+totals per lane and level, the table of tasks by attempts, every failing attempt's evidence and
+how the control ran (`data` of `quality/result.json`; see docs/quality.md).
+
+A stage that stopped at its gate files writes the first part only (levels to declared gate
+files): the JSON form holds the fields that were written, plus `record_version`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+
+from qualify.records import StageRecord, StrictModel, Verdict
+
+# What became of one attempt of a task (`qualify.quality.tasks`: `metrics["outcome"]`).
+Outcome = Literal["pass", "wrong", "cut", "error", "not run"]
+
+
+class TaskBudget(StrictModel):
+    """A task's declared budgets and the budgets sent (after the candidate's scale)."""
+
+    task: str
+    check: str
+    description: str
+    attempts: int
+    visible_tokens: int
+    reasoning_tokens: int
+    visible_budget: int
+    reasoning_budget: int
+    max_tokens: int
+
+
+class TaskRow(StrictModel):
+    """One task on one lane at one level: each declared attempt's outcome."""
+
+    task: str
+    lane: str
+    level: str
+    attempts: list[Outcome]
+
+
+class Failure(StrictModel):
+    """One attempt that did not pass, with the evidence files behind it."""
+
+    task: str
+    lane: str
+    level: str
+    attempt: int
+    outcome: Outcome
+    reasons: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list)
+
+
+class Summary(StrictModel):
+    """Totals (lane -> level -> outcome -> attempts), their lines, the table and failures."""
+
+    totals: dict[str, dict[str, dict[Outcome, int]]] = Field(default_factory=dict)
+    lines: list[str] = Field(default_factory=list)
+    table: list[TaskRow] = Field(default_factory=list)
+    failures: list[Failure] = Field(default_factory=list)
+
+
+class Control(StrictModel):
+    """Whether the control lane ran, at which level or why not, and its preflight verdicts."""
+
+    ran: bool
+    level: str | None = None
+    why_not: str | None = None
+    preflight: dict[str, Verdict] = Field(default_factory=dict)
+
+
+class Record(StageRecord):
+    """What the quality suite ran and how it went."""
+
+    levels: list[str] = Field(default_factory=list)
+    scope: str = ""
+    budget_scale: float = 1.0
+    budgets: list[TaskBudget] = Field(default_factory=list)
+    gate_files: dict[str, str] = Field(default_factory=dict)
+    declared_gate_files: dict[str, str] = Field(default_factory=dict)
+    totals: dict[str, dict[str, dict[Outcome, int]]] = Field(default_factory=dict)
+    lines: list[str] = Field(default_factory=list)
+    table: list[TaskRow] = Field(default_factory=list)
+    failures: list[Failure] = Field(default_factory=list)
+    control: Control | None = None
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
+        kept = self.model_fields_set | {"record_version"}
+        return {k: v for k, v in out.items() if k in kept}
