@@ -3,18 +3,108 @@
 Reasoning and visible content are kept apart (`reasoning` in vLLM, `reasoning_content` in
 SGLang and llama-server). Tool-call deltas are joined by index, id and argument fragments.
 Tokens are counted from `usage` only: SSE chunks are recorded, never counted as tokens.
+
+The client knows no engine: what differs between engines in reading an answer (the reasoning
+fields, how an over-length error is worded) reaches it as data, a `Quirks` the caller passes
+(`qualify.serving.engine.adapter(name).quirks`); without one, every engine's reasoning fields are
+read and an error body is read for its message, type and parameter only.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from qualify.httpclient.client import Exchange, error_message
-from qualify.serving.engines import REASONING_FIELDS
 
 json_loads = json.loads
+
+# Every field a chat message or delta may carry reasoning in, across the engines.
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+
+
+@dataclass(frozen=True)
+class ServerError:
+    """An error body, read: nested `{"error": {...}}` (vLLM since 0.10.1, llama-server) or flat
+    (SGLang). `kind` is `over-length` (the prompt alone is over the window), `over-request`
+    (prompt plus max_tokens is), or None (another error)."""
+
+    message: str
+    type: str | None
+    param: str | None
+    shape: str  # "nested" | "flat"
+    kind: str | None = None
+    limit: int | None = None
+    prompt_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Quirks:
+    """How one engine words what the client reads, as data.
+
+    `reasoning_fields`: the fields a message or delta carries reasoning in (the first holding
+    text is read). `length_errors`: (kind, pattern) pairs, each pattern with the named groups
+    `limit` and `prompt`, as the engine words an over-length or over-request error.
+    `window_fields`: the error's own fields for the window and the prompt's size, where the
+    engine sends them (llama-server: `n_ctx`, `n_prompt_tokens`): such an error is over-length.
+    """
+
+    reasoning_fields: tuple[str, ...] = REASONING_FIELDS
+    length_errors: tuple[tuple[str, str], ...] = ()
+    window_fields: tuple[str, str] | None = None
+
+    def reasoning(self, obj: dict[str, Any]) -> str:
+        """The reasoning text of a message or delta: vLLM 0.11-0.2x send both, the same text."""
+        for key in self.reasoning_fields:
+            value = obj.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return ""
+
+    def error(self, body: Any) -> ServerError | None:
+        """An error body in either shape, with the window and prompt size an over-length
+        message names; None when the body is not an error."""
+        if not isinstance(body, dict):
+            return None
+        nested = body.get("error")
+        if isinstance(nested, dict):
+            err, shape = nested, "nested"
+        elif body.get("object") == "error" or ("message" in body and "choices" not in body):
+            err, shape = body, "flat"
+        else:
+            return None
+        kind, param = err.get("type"), err.get("param")
+        out = ServerError(
+            str(err.get("message") or ""),
+            kind if isinstance(kind, str) else None,
+            param if isinstance(param, str) else None,
+            shape,
+        )
+        for length, pattern in self.length_errors:
+            m = re.search(pattern, out.message)
+            if m is not None:
+                prompt = m.groupdict().get("prompt")
+                out = replace(
+                    out,
+                    kind=length,
+                    limit=int(m.group("limit")),
+                    prompt_tokens=int(prompt) if prompt else None,
+                )
+                break
+        if self.window_fields is not None and isinstance(err.get(self.window_fields[0]), int):
+            n_prompt = err.get(self.window_fields[1])
+            out = replace(
+                out,
+                kind="over-length",
+                limit=err[self.window_fields[0]],
+                prompt_tokens=n_prompt if isinstance(n_prompt, int) else out.prompt_tokens,
+            )
+        return out
+
+
+ANY_ENGINE = Quirks()
 
 
 @dataclass
@@ -59,6 +149,7 @@ class ChatOutcome:
     error: str | None = None
     error_type: str | None = None
     error_kind: str | None = None
+    server_error: ServerError | None = None
     raw_body: Any = None
 
     @property
@@ -83,15 +174,6 @@ class ChatOutcome:
         return None
 
 
-def _reasoning_of(obj: dict[str, Any]) -> str:
-    """The first reasoning field holding text: vLLM 0.11-0.2x send both, with the same text."""
-    for key in REASONING_FIELDS:
-        value = obj.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
-
-
 def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None:
     idx = delta.get("index")
     if not isinstance(idx, int):
@@ -110,11 +192,11 @@ def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None
         call.arguments += fn["arguments"]
 
 
-def from_stream(ex: Exchange) -> ChatOutcome:
+def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
     """Join the recorded SSE events of a streamed chat completion."""
     out = _base(ex)
     if not ex.events and ex.body is not None:
-        return _fill_error(out, ex)
+        return _fill_error(out, ex, quirks)
     calls: dict[int, ToolCall] = {}
     for ev in ex.events:
         if ev.data.strip() == "[DONE]":
@@ -131,6 +213,7 @@ def from_stream(ex: Exchange) -> ChatOutcome:
             continue
         if "error" in chunk:
             out.error, out.error_type = error_message(chunk)
+            out.server_error = quirks.error(chunk)
             continue
         if isinstance(chunk.get("usage"), dict):
             out.usage = chunk["usage"]
@@ -141,7 +224,7 @@ def from_stream(ex: Exchange) -> ChatOutcome:
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             got_token = False
-            reasoning = _reasoning_of(delta)
+            reasoning = quirks.reasoning(delta)
             if reasoning:
                 out.reasoning += reasoning
                 got_token = True
@@ -169,16 +252,16 @@ def from_stream(ex: Exchange) -> ChatOutcome:
     return out
 
 
-def from_response(ex: Exchange) -> ChatOutcome:
+def from_response(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
     """Read a non-streamed chat completion."""
     out = _base(ex)
     body = ex.body
     if not ex.ok or not isinstance(body, dict) or "choices" not in body:
-        return _fill_error(out, ex)
+        return _fill_error(out, ex, quirks)
     choice = (body.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
     out.content = msg.get("content") or ""
-    out.reasoning = _reasoning_of(msg)
+    out.reasoning = quirks.reasoning(msg)
     for i, tc in enumerate(msg.get("tool_calls") or []):
         fn = tc.get("function") or {}
         args = fn.get("arguments")
@@ -207,9 +290,10 @@ def _base(ex: Exchange) -> ChatOutcome:
     return out
 
 
-def _fill_error(out: ChatOutcome, ex: Exchange) -> ChatOutcome:
+def _fill_error(out: ChatOutcome, ex: Exchange, quirks: Quirks) -> ChatOutcome:
     if ex.error:
         return out
+    out.server_error = quirks.error(ex.body)
     msg, typ = error_message(ex.body if ex.body is not None else ex.text)
     out.error = msg or f"HTTP {ex.status} with no usable body"
     out.error_type = typ

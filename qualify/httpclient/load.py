@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from qualify.httpclient.chat import ChatOutcome, from_stream
+from qualify.httpclient.chat import from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.timing import RequestTiming, median, percentile, timing
-from qualify.serving.engines import Dialect
+
+if TYPE_CHECKING:
+    from qualify.serving.sender import Sender as Sender
 
 Messages = list[dict[str, str]]
 Keep = Callable[[str, Exchange], list[str]]
@@ -97,26 +99,11 @@ def figures(exchanges: Sequence[Exchange], concurrency: int) -> LoadFigures:
     )
 
 
-@dataclass
-class Sender:
-    """How a timed stage asks one server: its client, the engine's dialect, the request fields
-    and the evidence keeper. Every request streams, with usage."""
+def __getattr__(name: str) -> Any:
+    # `Sender` pairs a client with an engine's dialect: it lives in `qualify.serving.sender`,
+    # above the client; this name is kept for the modules that still import it from here.
+    if name == "Sender":
+        from qualify.serving.sender import Sender
 
-    client: Client
-    dialect: Dialect
-    body: dict[str, Any]
-    timeout_s: float
-    idle_wait_s: float
-    keep: Keep
-
-    def request(self, msgs: Messages) -> dict[str, Any]:
-        return {
-            **self.body,
-            "messages": msgs,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-
-    async def send(self, msgs: Messages, label: str) -> tuple[ChatOutcome, list[str]]:
-        ex = await self.client.stream("/v1/chat/completions", self.request(msgs), self.timeout_s)
-        return from_stream(ex), self.keep(label, ex)
+        return Sender
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from qualify.serving.engines import Dialect, MetricsSnapshot
+from qualify.serving.dialects import Dialect, MetricsSnapshot
 
 __all__ = ["ServerWindow", "server_window"]
 

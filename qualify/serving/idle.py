@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qualify.httpclient.client import Client
-from qualify.serving.engines import Dialect, MetricsSnapshot, busy
+from qualify.serving.dialects import Dialect, MetricsSnapshot, busy
 
 __all__ = ["IdleReport", "wait_idle"]
 

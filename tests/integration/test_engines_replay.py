@@ -27,7 +27,7 @@ from qualify.evidence.store import EvidenceStore
 from qualify.pipeline import plan
 from qualify.preflight.stage import DEFAULT_GATES
 from qualify.records import StageResult, Verdict
-from qualify.serving.engines import adapter
+from qualify.serving.engine import adapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -275,7 +275,7 @@ def test_live_overlength_body_in_each_engines_shape(engine: str, shape: str) -> 
         words = " ".join(["word"] * 9000)
         body = {"model": "m", "messages": [{"role": "user", "content": words}]}
         resp = httpx.post(f"{r.base_url}/v1/chat/completions", json=body, timeout=10)
-    err = adapter(engine).error(resp.json())
+    err = adapter(engine).quirks.error(resp.json())
     assert resp.status_code == 400 and err is not None
     # vLLM 0.26 names the prompt size only up to the window ("at least 8192", recorded form).
     assert (err.shape, err.kind, err.limit, err.prompt_tokens) == (

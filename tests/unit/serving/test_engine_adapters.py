@@ -9,13 +9,10 @@ from typing import Any
 
 from qualify.ab.acceptance import SpecCounters
 from qualify.ab.kv import from_log, lane_kv
-from qualify.serving.engines import (
-    ADAPTERS,
-    REASONING_FIELDS,
-    MetricsSnapshot,
-    adapter,
-    busy,
-)
+from qualify.httpclient.chat import REASONING_FIELDS, from_response
+from qualify.httpclient.client import Exchange
+from qualify.serving.dialects import MetricsSnapshot, busy
+from qualify.serving.engine import ADAPTERS, adapter
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "engines"
 
@@ -113,7 +110,7 @@ def test_vllm_older_flat_overrequest_is_read_too() -> None:
         "param": None,
         "code": 400,
     }
-    err = adapter("vllm").error(flat)
+    err = adapter("vllm").quirks.error(flat)
     assert err is not None
     assert (err.shape, err.kind, err.limit, err.prompt_tokens) == (
         "flat",
@@ -125,8 +122,8 @@ def test_vllm_older_flat_overrequest_is_read_too() -> None:
 
 def test_sglang_overlength_and_overrequest_are_flat() -> None:
     a = adapter("sglang")
-    over = a.error(body("sglang", "error_overlength.json"))
-    req = a.error(body("sglang", "error_overrequest.json"))
+    over = a.quirks.error(body("sglang", "error_overlength.json"))
+    req = a.quirks.error(body("sglang", "error_overrequest.json"))
     assert over is not None and req is not None
     assert (over.shape, over.kind, over.limit, over.prompt_tokens) == (
         "flat",
@@ -135,11 +132,25 @@ def test_sglang_overlength_and_overrequest_are_flat() -> None:
         61709,
     )
     assert (req.kind, req.limit, req.prompt_tokens) == ("over-request", 16384, 13)
-    assert a.error_shape == "flat" and adapter("vllm").error_shape == "nested"
+    nested = adapter("vllm").quirks.error({"error": {"message": "no", "type": "BadRequest"}})
+    assert nested is not None and nested.shape == "nested"
+
+
+def test_the_client_reads_an_error_with_the_quirks_it_is_given() -> None:
+    """The engine's wording reaches the chat reader as data: with SGLang's quirks the 400 is an
+    over-length; with none, the same body is only a message."""
+    ex = Exchange("POST", "http://x/v1/chat/completions", {}, {}, status=400)
+    ex.body = body("sglang", "error_overlength.json")
+    read = from_response(ex, adapter("sglang").quirks)
+    assert read.server_error is not None and read.server_error.kind == "over-length"
+    assert (read.server_error.limit, read.server_error.prompt_tokens) == (40960, 61709)
+    plain = from_response(ex)
+    assert plain.server_error is not None and plain.server_error.kind is None
+    assert plain.error == read.error
 
 
 def test_llamacpp_overlength_reads_its_fields() -> None:
-    err = adapter("llama.cpp").error(
+    err = adapter("llama.cpp").quirks.error(
         {
             "error": {
                 "code": 400,
@@ -159,8 +170,8 @@ def test_llamacpp_overlength_reads_its_fields() -> None:
 
 
 def test_other_errors_and_answers_are_not_overlength() -> None:
-    assert adapter("vllm").error(body("vllm", "chat_completion.json")) is None
-    other = adapter("sglang").error({"object": "error", "message": "model not found"})
+    assert adapter("vllm").quirks.error(body("vllm", "chat_completion.json")) is None
+    other = adapter("sglang").quirks.error({"object": "error", "message": "model not found"})
     assert other is not None and other.kind is None and other.limit is None
 
 
@@ -170,7 +181,7 @@ def test_other_errors_and_answers_are_not_overlength() -> None:
 def _reasoning(engine: str) -> str:
     a = adapter(engine)
     return "".join(
-        a.reasoning(c["choices"][0]["delta"])
+        a.quirks.reasoning(c["choices"][0]["delta"])
         for c in sse(engine, "chat_stream_reasoning.sse")
         if c["choices"]
     )
@@ -179,9 +190,11 @@ def _reasoning(engine: str) -> str:
 def test_reasoning_field_per_engine() -> None:
     assert _reasoning("vllm").startswith("To find")  # `reasoning` only (0.26.0, recorded)
     assert _reasoning("sglang").startswith("2=")  # `reasoning_content`; `reasoning` absent
-    assert adapter("vllm").reasoning({"reasoning_content": "x"}) == "x"  # 0.11-era builds
-    assert adapter("sglang").reasoning({"reasoning": "x"}) == ""
-    assert set(REASONING_FIELDS) == {f for a in ADAPTERS.values() for f in a.reasoning_fields}
+    assert adapter("vllm").quirks.reasoning({"reasoning_content": "x"}) == "x"  # 0.11-era builds
+    assert adapter("sglang").quirks.reasoning({"reasoning": "x"}) == ""
+    assert set(REASONING_FIELDS) == {
+        f for a in ADAPTERS.values() for f in a.quirks.reasoning_fields
+    }
 
 
 # --- sizing, window, identity -----------------------------------------------------------------

@@ -14,18 +14,11 @@ import pytest
 
 from qualify.ab.acceptance import SpecCounters
 from qualify.httpclient.timing import RequestTiming, with_server_window
-from qualify.serving.engines import (
-    CHAT_PROBE,
-    SERVER_INFO,
-    VLLM,
-    Launch,
-    MetricsSnapshot,
-    adapter,
-    busy,
-    fingerprint,
-    server_config,
-)
+from qualify.serving.dialects import VLLM, MetricsSnapshot, busy
+from qualify.serving.engine import adapter
+from qualify.serving.engine.vllm import CHAT_PROBE, SERVER_INFO, fingerprint, server_config
 from qualify.serving.histograms import server_window
+from qualify.serving.identity import Launch
 
 ROOT = Path(__file__).resolve().parents[3]
 FIX = ROOT / "tests" / "fixtures" / "engines" / "vllm"
@@ -148,12 +141,12 @@ def test_overlength_shapes_as_recorded() -> None:
         ("responses_error_overlength.json", 8185),
         ("error_overrequest.json", 8177),
     ):
-        err = a.error(body(name))
+        err = a.quirks.error(body(name))
         assert err is not None, name
         assert (err.shape, err.kind, err.limit, err.prompt_tokens, err.param) == (
             "nested", "over-length", 8192, prompt, "input_tokens"
         ), name  # fmt: skip
-    mt = a.error(body("error_max_tokens.json"))
+    mt = a.quirks.error(body("error_max_tokens.json"))
     assert mt is not None and (mt.kind, mt.limit, mt.param) == ("over-request", 8192, "max_tokens")
 
 
