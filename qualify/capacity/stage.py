@@ -26,6 +26,7 @@ from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.knee import burst_cell, public_load, search
 from qualify.capacity.loads import Knee
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
+from qualify.capacity.parts import PlannedLength
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
 from qualify.capacity.record import Comparison, Engine, Record
@@ -64,22 +65,22 @@ def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, Any]:
     return body
 
 
-def plan_lengths(targets: list[int], window: int, max_tokens: int) -> list[dict[str, Any]]:
+def plan_lengths(targets: list[int], window: int, max_tokens: int) -> list[PlannedLength]:
     """Each target clamped to the window minus the answer's budget; a target that clamps to an
     earlier one's size names it in `same_as` and is not run twice."""
     room = window - max_tokens
-    out: list[dict[str, Any]] = []
+    out: list[PlannedLength] = []
     for t in targets:
         planned = min(t, room)
-        first = next((r for r in out if r["planned_tokens"] == planned and not r["same_as"]), None)
+        first = next((r for r in out if r.planned_tokens == planned and not r.same_as), None)
         out.append(
-            {
-                "target": t,
-                "planned_tokens": planned,
-                "clamped": t > room,
-                "same_as": first["target"] if first else None,
-                "errors": [] if planned > 0 else [f"window {window} leaves no room for a prompt"],
-            }
+            PlannedLength(
+                target=t,
+                planned_tokens=planned,
+                clamped=t > room,
+                same_as=first.target if first else None,
+                errors=[] if planned > 0 else [f"window {window} leaves no room for a prompt"],
+            )
         )
     return out
 
@@ -103,7 +104,7 @@ class Lane:
     sender: Sender
     counter: Counter
     window: int
-    lengths: list[dict[str, Any]]
+    lengths: list[PlannedLength]
     engine: Engine
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
     runs: dict[tuple[int, int], list[dict[str, Any]]] = field(default_factory=dict)
@@ -158,10 +159,10 @@ class Capacity:
         (planned,) = plan_lengths([target], lane.window, s.max_tokens)
         out: dict[str, Any] = {"length": planned, "slo": self.slo, "lane": lane.name}
         out["kind"] = s.load.kind
-        if planned["errors"]:
-            out["error"] = "; ".join(planned["errors"])
+        if planned.errors:
+            out["error"] = "; ".join(planned.errors)
             return out
-        n = planned["planned_tokens"]
+        n = planned.planned_tokens
         fresh_key = (s.load.kind, n) not in lane.prompts
         p = await self.prompts(lane, s.load.kind, n)
         if fresh_key:
@@ -263,16 +264,16 @@ class Capacity:
 
     async def matrix_turn(self, lane: Lane, runs: list[int], task: Any) -> None:
         levels = self.s.concurrency
-        for length in (r for r in lane.lengths if not r["same_as"] and not r["errors"]):
-            planned = length["planned_tokens"]
+        for length in (r for r in lane.lengths if not r.same_as and not r.errors):
+            planned = length.planned_tokens
             try:
                 p = await self.prompts(lane, "prose", planned)
                 await self.warm(lane, p, f"cap-{lane.name}-{planned}")
             except SizingError as exc:
-                length["errors"].append(f"sizing failed: {exc}")
+                length.errors.append(f"sizing failed: {exc}")
                 task.advance(len(levels) * len(runs))
                 continue
-            length["sized_tokens"] = p.sized.tokens if p.sized else None
+            length.sized_tokens = p.sized.tokens if p.sized else None
             for i, c in enumerate(levels):
                 stop = lane.saturated.get(planned)
                 if stop is not None and i > levels.index(stop["at"]):
@@ -282,7 +283,7 @@ class Capacity:
                     try:
                         prompts = [await p.fresh() for _ in range(c)]
                     except SizingError as exc:
-                        length["errors"].append(f"sizing a c={c} prompt failed: {exc}")
+                        length.errors.append(f"sizing a c={c} prompt failed: {exc}")
                         task.advance()
                         continue
                     label = f"cap-{lane.name}-{planned}-c{c}-r{run}"
@@ -298,27 +299,27 @@ class Capacity:
         rows = []
         depths = plan_lengths(self.s.depths, lane.window, self.s.max_tokens)
         warmed = False
-        for d in (x for x in depths if not x["same_as"] and not x["errors"]):
+        for d in (x for x in depths if not x.same_as and not x.errors):
             for kind in self.s.kinds:
                 row: dict[str, Any] = {
                     "kind": kind,
-                    "depth": d["planned_tokens"],
-                    "target": d["target"],
+                    "depth": d.planned_tokens,
+                    "target": d.target,
                 }
                 try:
-                    p = await self.prompts(lane, kind, d["planned_tokens"])
+                    p = await self.prompts(lane, kind, d.planned_tokens)
                     if not warmed:
-                        await self.warm(lane, p, f"kind-{kind}-{d['planned_tokens']}")
+                        await self.warm(lane, p, f"kind-{kind}-{d.planned_tokens}")
                         warmed = True
                     runs = []
                     for r in range(1, self.s.kind_runs + 1):
-                        label = f"kind-{kind}-{d['planned_tokens']}-r{r}"
+                        label = f"kind-{kind}-{d.planned_tokens}-r{r}"
                         rec = await timed_run(
                             lane.sender, [await p.fresh()], label, kind, self.meter
                         )
                         rec["run"] = r
                         runs.append(rec)
-                        task.advance(note=f"capacity {kind} at {d['planned_tokens']} run {r}")
+                        task.advance(note=f"capacity {kind} at {d.planned_tokens} run {r}")
                 except SizingError as exc:
                     rows.append(
                         {
@@ -361,8 +362,8 @@ def _goodput(runs: list[dict[str, Any]], slo: Slo) -> dict[str, Any]:
 def _rows(lane: Lane, s: CapacitySettings, slo: Slo) -> list[dict[str, Any]]:
     kv = lane.engine.kv_tokens
     out = []
-    for length in (r for r in lane.lengths if not r["same_as"]):
-        planned = length["planned_tokens"]
+    for length in (r for r in lane.lengths if not r.same_as):
+        planned = length.planned_tokens
         for c in s.concurrency:
             runs = lane.runs.get((planned, c))
             if not runs:
@@ -374,7 +375,7 @@ def _rows(lane: Lane, s: CapacitySettings, slo: Slo) -> list[dict[str, Any]]:
                     "lane": lane.name,
                     "cell": cell_key(planned, c),
                     "length": planned,
-                    "target": length["target"],
+                    "target": length.target,
                     "concurrency": c,
                     **median_of_runs(runs),
                     **_goodput(runs, slo),

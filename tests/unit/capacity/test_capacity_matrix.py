@@ -103,12 +103,12 @@ def test_summarize_excludes_degenerate_streams_from_decode() -> None:
 
 def test_plan_lengths_clamps_and_names_duplicates() -> None:
     plan = plan_lengths([256, 4096, 8192], 2048, 64)
-    assert [(p["planned_tokens"], p["clamped"], p["same_as"]) for p in plan] == [
+    assert [(p.planned_tokens, p.clamped, p.same_as) for p in plan] == [
         (256, False, None),
         (1984, True, None),
         (1984, True, 4096),
     ]
-    assert plan_lengths([256], 64, 64)[0]["errors"]
+    assert plan_lengths([256], 64, 64)[0].errors
 
 
 def test_turns_alternate_with_an_incumbent() -> None:
