@@ -32,7 +32,7 @@ from qualify.candidate import Candidate
 from qualify.evidence.store import RESULT
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Exchange, SSEEvent
-from qualify.records import StageResult
+from qualify.records import GateResult, StageResult
 
 __all__ = [
     "REJUDGED",
@@ -224,6 +224,11 @@ def rebuilder(stage: str) -> Rebuild | None:
     return fn
 
 
+def _key(g: GateResult) -> str:
+    """A gate's name within its stage, with its level: `decode`, `garble@off`."""
+    return g.gate + (f"@{g.level}" if g.level else "")
+
+
 def _checks(stage: str, gates_dir: Path) -> dict[str, str]:
     """The check each of the stage's gate files names, by gate id."""
     from qualify.gates.files import load_gates
@@ -255,8 +260,8 @@ def rejudge_attempt(
     if len(diff) > most:
         problems.append(f"{where}: {len(diff) - most} more fields differ from its exchanges")
     again, _load_problems = judge_stage(view.stage, gates_dir, rebuilt, thresholds)
-    signed = {g.gate: g.verdict.value for g in view.result.gates if g.gate != "gate-files"}
-    judged = {g.gate: g.verdict.value for g in again}
+    signed = {_key(g): g.verdict.value for g in view.result.gates if g.gate != "gate-files"}
+    judged = {_key(g): g.verdict.value for g in again}
     checks = _checks(view.stage, gates_dir)
     for gate in sorted(set(judged) - set(signed)):
         why = view.earlier.get(checks.get(gate.split("@", 1)[0], ""))

@@ -8,10 +8,11 @@
    links;
 3. every path the decision names and verify reads (the record, run.json, the candidate copy,
    the waiver copies) is a signed subject inside the run;
-4. identity judged again offline from the raw exchanges its attempts kept (the bodies the
-   server sent, the launch the run recorded, the signed candidate's pins, the project's gate
-   files, the signed thresholds): a `result.json` whose gates differ is refused; the other
-   stages' gates are taken from their `result.json`;
+4. the stages judged again offline from the raw exchanges their attempts kept, with the
+   project's gate files and the signed thresholds: identity (`qualify.identity.rebuild`), the
+   A/B and the context ladder (`qualify.decision.rejudge`, each stage's `rebuild`); a
+   `result.json` whose gates, or whose judged figures, differ from what its exchanges give is
+   refused. Preflight, quality, capacity and VRAM gates are taken from their `result.json`;
 5. the decision derived again (`derive`) from the signed evidence under the signed policy, the
    signed house rules tightened by the signed candidate copy, and the signed waiver copies
    judged again with the waiver approver keys a house pins (`approvers`; never a key the record
