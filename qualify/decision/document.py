@@ -21,9 +21,8 @@ import jinja2
 from qualify.decision import causes, plots, sections
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
 from qualify.decision.house import PolicyRules
-from qualify.decision.reading import candidate_in_run
 from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
-from qualify.errors import BadInput
+from qualify.diff.compare import AliasView, alias_view
 from qualify.evidence.store import RESULT, RunDir
 from qualify.records import StageResult, Verdict
 
@@ -430,20 +429,16 @@ def _hardware(data: dict[str, dict[str, Any]], info: dict[str, Any], run: RunDir
     ]
 
 
-def _alias(run: RunDir, record: DecisionRecord, data: dict[str, dict[str, Any]]) -> str:
-    """The alias this decision gates and what it points at now (the house table, read only)."""
-    cand = candidate_in_run(run, record.candidate_copy)
-    if cand is None or cand.alias is None:
+def _alias(view: AliasView, data: dict[str, dict[str, Any]]) -> str:
+    """The alias this decision gates and what it points at now (the house table, read once by
+    `qualify.diff.compare.alias_view` and handed in as a value)."""
+    if view.name is None:
         return "gates no production alias: the candidate names none"
-    name = cand.alias.name
-    if record.house.root:
-        from qualify.alias import TABLE, read_table
-
-        try:
-            target = read_table(Path(record.house.root) / TABLE).get(name)
-        except BadInput as exc:
-            why = short(exc.headline, 80)
-            return f"gates `{name}`; the house alias table could not be read ({why})"
+    name, target = view.name, view.target
+    if view.error is not None:
+        why = short(view.error, 80)
+        return f"gates `{name}`; the house alias table could not be read ({why})"
+    if view.house:
         if not target:
             return f"gates `{name}`, which points at nothing yet"
         return (
@@ -454,6 +449,14 @@ def _alias(run: RunDir, record: DecisionRecord, data: dict[str, dict[str, Any]])
     if inc.get("candidate"):
         return f"gates `{name}`, which pointed at {inc['candidate']} when capacity ran"
     return f"gates `{name}` (no house repository given, so its alias table was not read)"
+
+
+def _against(view: AliasView) -> dict[str, Any] | None:
+    """The diff's summary against the alias's current recipe, when there is one to show."""
+    s = view.summary
+    if s.get("status") not in ("compared", "unusable"):
+        return None
+    return {"name": view.name, **s}
 
 
 def _launch(run: RunDir, data: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -926,8 +929,11 @@ def attempt_dir(run: RunDir, record: DecisionRecord) -> Path:
     return run.path / "decision" / f"attempt-{record.attempt:03d}"
 
 
-def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[str, Any]:
-    """Everything the template shows, computed from the run and its decision record."""
+def context(
+    run: RunDir, record: DecisionRecord, info: dict[str, Any], view: AliasView | None = None
+) -> dict[str, Any]:
+    """Everything the template shows, computed from the run, its decision record and the alias
+    it gates (read from the house when not given)."""
     results = {s.stage: _result(run, s) for s in record.evaluation.stages}
     data, dirs = _data(run, record)
     gates = record.evaluation.gates
@@ -948,7 +954,8 @@ def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[s
         }
         for p in plan
     }
-    alias = _alias(run, record, data)
+    view = alias_view(run, record) if view is None else view
+    alias = _alias(view, data)
     nq = _not_qualified(run, record)
     return {
         "r": record,
@@ -959,6 +966,7 @@ def context(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> dict[s
         "why_not": {k: _why_not(v) for k, v in stages.items()},
         "window": (min(times), max(times)) if times else None,
         "alias": alias,
+        "against": _against(view),
         "hardware": _hardware(data, info, run),
         "figures": _figures(data, gates),
         "outcome": _outcome(record, data, groups),
@@ -998,8 +1006,10 @@ def _tickets(record: DecisionRecord) -> dict[str, Any]:
     }
 
 
-def render(run: RunDir, record: DecisionRecord, info: dict[str, Any]) -> str:
-    return environment().get_template(TEMPLATE).render(**context(run, record, info))
+def render(
+    run: RunDir, record: DecisionRecord, info: dict[str, Any], view: AliasView | None = None
+) -> str:
+    return environment().get_template(TEMPLATE).render(**context(run, record, info, view))
 
 
 def write_plots(run: RunDir, record: DecisionRecord) -> list[tuple[str, bytes]]:

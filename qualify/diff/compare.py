@@ -8,6 +8,7 @@ candidate whose alias already points at a qualified recipe.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +220,40 @@ def decision_summary(
         return {"status": "unusable", "why": why}
     doc = diff(a, unsigned("B", run, record))
     return {"status": "compared", "why": "", **summary(doc)}
+
+
+@dataclass(frozen=True)
+class AliasView:
+    """What the decision document shows of the alias a candidate gates, read once: its name
+    (None when the candidate names none), its current target in the house table (None when it
+    points at nothing or no table was read), why the table could not be read, whether a house
+    was given at all, and the diff's summary against the target (`decision_summary`)."""
+
+    name: str | None = None
+    target: dict[str, Any] | None = None
+    error: str | None = None
+    house: bool = False
+    summary: dict[str, Any] = field(default_factory=lambda: {"status": "none", "why": ""})
+
+
+def alias_view(
+    run: RunDir, record: DecisionRecord, house: Path | None = None, evidence: Path | None = None
+) -> AliasView:
+    """The alias of the decision of `run`, its target and the diff's summary against it; the
+    house is `house`, else the one the record was decided under."""
+    cand = candidate_in_run(run, record.candidate_copy)
+    if cand is None or cand.alias is None:
+        return AliasView()
+    name = cand.alias.name
+    root = house or (Path(record.house.root) if record.house.root else None)
+    if root is None:
+        return AliasView(name)
+    try:
+        target = read_table(root / TABLE).get(name)
+    except BadInput as exc:
+        return AliasView(name, error=exc.headline, house=True)
+    if not target:
+        return AliasView(name, house=True)
+    return AliasView(
+        name, target, house=True, summary=decision_summary(run, record, name, root, evidence)
+    )
