@@ -8,20 +8,21 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 
 from qualify.ab.settings import ABSettings
 from qualify.capacity.settings import CapacitySettings
 from qualify.context.settings import ContextSettings
 from qualify.decision.settings import AliasTarget, Policy, Signing
 from qualify.errors import BadInput
+from qualify.errors import format_validation_error as format_validation_error
 from qualify.preflight.settings import PreflightSettings
 from qualify.quality.settings import QualitySettings
 from qualify.records import StrictModel
+from qualify.registry import default_run, stage_names
 from qualify.vram.settings import VramSettings
 
 Engine = Literal["vllm", "sglang", "llama.cpp"]
-StageName = Literal["identity", "preflight", "quality", "context", "ab", "capacity", "vram"]
 Scalar = str | int | float | bool
 JSONValue = Scalar | list[Scalar] | dict[str, Scalar | list[Scalar] | dict[str, Scalar]]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -206,12 +207,20 @@ class ReasoningLevel(StrictModel):
         return fields
 
 
+def _declared(name: str) -> str:
+    names = stage_names()
+    if name not in names:
+        listed = ", ".join(map(repr, names[:-1])) + f" or {names[-1]!r}"
+        raise ValueError(f"Input should be {listed}, a declared stage (got {name!r})")
+    return name
+
+
+# A stage's name in `stages.run`: one the registry declares (`qualify/registry.py`).
+StageName = Annotated[str, AfterValidator(_declared)]
+
+
 class Stages(StrictModel):
-    run: list[StageName] = Field(
-        default_factory=lambda: list[StageName](
-            ["identity", "preflight", "quality", "context", "ab", "vram"]
-        )
-    )
+    run: list[StageName] = Field(default_factory=default_run)
     preflight: PreflightSettings = Field(default_factory=PreflightSettings)
     quality: QualitySettings = Field(default_factory=QualitySettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
@@ -286,25 +295,6 @@ def _find_secrets(raw: Any, path: str = "") -> list[str]:
                 )
             found.extend(_find_secrets(value, here))
     return found
-
-
-def format_validation_error(exc: ValidationError, skip: set[str] | None = None) -> list[str]:
-    """One line per problem: field path, reason, and the value found."""
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        if skip and loc in skip:
-            continue
-        msg = err["msg"].removeprefix("Value error, ")
-        got = err.get("input")
-        if err["type"] == "missing" or isinstance(got, dict) or err["type"] == "value_error":
-            lines.append(f"{loc}: {msg}")
-            continue
-        shown = repr(got)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        lines.append(f"{loc}: {msg} (got {shown})")
-    return lines
 
 
 def validate_raw(raw: dict[str, Any], path: Path) -> Candidate:

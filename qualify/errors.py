@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 EXIT_PROMOTE = 0
 EXIT_NO_PROMOTE = 1
 EXIT_REFUSED = 1
@@ -41,3 +46,22 @@ class Refused(QualifyError):
     """A gated action was refused (alias change, verification): exit 1."""
 
     exit_code = EXIT_REFUSED
+
+
+def format_validation_error(exc: ValidationError, skip: set[str] | None = None) -> list[str]:
+    """One line per problem: field path, reason, and the value found."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if skip and loc in skip:
+            continue
+        msg = err["msg"].removeprefix("Value error, ")
+        got = err.get("input")
+        if err["type"] == "missing" or isinstance(got, dict) or err["type"] == "value_error":
+            lines.append(f"{loc}: {msg}")
+            continue
+        shown = repr(got)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        lines.append(f"{loc}: {msg} (got {shown})")
+    return lines

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from qualify import logs
+from qualify import logs, registry
 from qualify._version import __version__
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.errors import BadInput, RunAborted
@@ -194,8 +194,6 @@ class Runner:
             raise asyncio.CancelledError(self.interrupted)
 
     async def execute(self, resume: bool) -> None:
-        from qualify.vram import start_sampler
-
         loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -207,13 +205,15 @@ class Runner:
             assert last is not None
             self.progress.verdict(f"{name} (kept from attempt {last.attempt})", last.verdict)
         todo = order[start:]
-        if "vram" in todo:
-            self.sampler = start_sampler(self.p.loaded, self.run)
+        last_ones = [n for n in todo if n in registry.last_stages()]
+        starter = next((registry.sampler_of(n) for n in todo if registry.sampler_of(n)), None)
+        if starter is not None:
+            self.sampler = starter(self.p.loaded, self.run)
         try:
             self._cancellable = True
             for name in todo:
                 await self.check_interrupted()
-                if name == "vram":
+                if name in last_ones:
                     continue
                 if self.sampler is not None:
                     self.sampler.mark(name)
@@ -224,18 +224,16 @@ class Runner:
             await self.lanes.stop()
             if self.sampler is not None:
                 self.sampler.stop()
-        if "vram" in todo:
+        for name in last_ones:  # after the servers stopped: they judge what came before
             self._cancellable = True
             try:
-                await self.run_stage("vram")
+                await self.run_stage(name)
             finally:
                 self._cancellable = False
             await self.check_interrupted()
 
 
-def run_order(stages: list[str]) -> list[str]:
-    """The stages in the order they run: as listed, VRAM (which judges the others) last."""
-    return [s for s in stages if s != "vram"] + (["vram"] if "vram" in stages else [])
+run_order = registry.run_order
 
 
 def resume_point(run: RunDir, order: list[str]) -> int:

@@ -26,6 +26,7 @@ from qualify.evidence.store import EvidenceStore, RunDir
 from qualify.httpclient.client import Client
 from qualify.progress import Progress
 from qualify.records import Verdict
+from qualify.registry import run_order
 from qualify.serving.command import shell_line
 from qualify.serving.lanes import Lanes
 from qualify.serving.process import ServerProcess
@@ -151,7 +152,7 @@ def print_plan(
         for lane, lc in lanes.items():
             print(f"  {lane}: {_launch_line(lc, run, lane)}", file=out)
         plan_lanes = PlanLanes(lanes, seen)
-        for name in [s for s in stages if s != "vram"] + (["vram"] if "vram" in stages else []):
+        for name in run_order(stages):
             if name not in STAGES:
                 print(f"\n[{name}] not in this build of qualify", file=out)
                 continue

@@ -13,11 +13,12 @@ is its package and one `register_stage` line.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
-from qualify.records import StageRecord
+from qualify.records import StageRecord, StrictModel
 
 GateKind = Literal["probe", "judge"]
 
@@ -38,6 +39,11 @@ class StageSpec:
     `record`: `module:Class` of the typed record the stage writes (`qualify.records.StageRecord`).
     `section`: the module that presents the stage in the decision document (its section and
     plots), a pure function of the stage's record and gates.
+    `settings`: `module:Class` of its `[stages.<name>]` table (a `StrictModel`); a stage whose
+    package has no such class has no table.
+    `sampler`: `module:function` started before the run's first stage when the stage runs, with
+    the candidate and the run; it is told each stage as it starts (`mark`), stopped before the
+    `last` stages, and handed to every stage (`StageContext.sampler`).
     """
 
     name: str
@@ -48,6 +54,8 @@ class StageSpec:
     check_modules: tuple[str, ...] = ()
     record: str = ""
     section: str = ""
+    settings: str = ""
+    sampler: str = ""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -61,6 +69,8 @@ class StageSpec:
             object.__setattr__(self, "record", f"qualify.{self.name}.record:Record")
         if not self.section:
             object.__setattr__(self, "section", f"qualify.{self.name}.section")
+        if not self.settings:
+            object.__setattr__(self, "settings", f"qualify.{self.name}.settings:Settings")
 
 
 SPECS: dict[str, StageSpec] = {}
@@ -106,9 +116,14 @@ def probe_stages() -> tuple[str, ...]:
     return tuple(s.name for s in SPECS.values() if s.gates == "probe")
 
 
+def last_stages() -> tuple[str, ...]:
+    """The stages that run after every other stage a candidate names."""
+    return tuple(s.name for s in SPECS.values() if s.last)
+
+
 def run_order(names: list[str]) -> list[str]:
     """The stages a candidate names, in the order they run: as listed, the `last` ones last."""
-    last = {s.name for s in SPECS.values() if s.last}
+    last = last_stages()
     return [n for n in names if n not in last] + [n for n in names if n in last]
 
 
@@ -125,14 +140,32 @@ def _optional_module(name: str) -> ModuleType | None:
         return None
 
 
+def _attribute(ref: str, default: str) -> Any:
+    module_name, _, attr = ref.partition(":")
+    module = _optional_module(module_name)
+    return getattr(module, attr or default, None) if module else None
+
+
+def settings_model(name: str) -> type[StrictModel] | None:
+    """The model of a declared stage's `[stages.<name>]` table, or None when it has none."""
+    spec = SPECS.get(name)
+    model = _attribute(spec.settings, "Settings") if spec else None
+    return model if isinstance(model, type) and issubclass(model, StrictModel) else None
+
+
+def sampler_of(name: str) -> Callable[..., Any] | None:
+    """The function that starts a declared stage's background sampler, or None."""
+    spec = SPECS.get(name)
+    start = _attribute(spec.sampler, "start") if spec and spec.sampler else None
+    return start if callable(start) else None
+
+
 def record_model(name: str) -> type[StageRecord] | None:
     """The typed record class a declared stage writes, or None when its package declares none."""
     spec = SPECS.get(name)
     if spec is None:
         return None
-    module_name, _, attr = spec.record.partition(":")
-    module = _optional_module(module_name)
-    model = getattr(module, attr or "Record", None) if module else None
+    model = _attribute(spec.record, "Record")
     return model if isinstance(model, type) and issubclass(model, StageRecord) else None
 
 
@@ -155,9 +188,27 @@ def section_module(name: str) -> ModuleType | None:
 # The stages of this build, in the order of the default `stages.run`: vram last, since it
 # judges the sampler's series of every stage before it.
 register_stage(StageSpec("identity"))
-register_stage(StageSpec("preflight", gates="probe", check_modules=("qualify.preflight.checks",)))
-register_stage(StageSpec("quality", gates="probe"))
-register_stage(StageSpec("context"))
-register_stage(StageSpec("ab"))
-register_stage(StageSpec("capacity", default=False))
-register_stage(StageSpec("vram", last=True))
+register_stage(
+    StageSpec(
+        "preflight",
+        gates="probe",
+        check_modules=("qualify.preflight.checks",),
+        settings="qualify.preflight.settings:PreflightSettings",
+    )
+)
+register_stage(
+    StageSpec("quality", gates="probe", settings="qualify.quality.settings:QualitySettings")
+)
+register_stage(StageSpec("context", settings="qualify.context.settings:ContextSettings"))
+register_stage(StageSpec("ab", settings="qualify.ab.settings:ABSettings"))
+register_stage(
+    StageSpec("capacity", default=False, settings="qualify.capacity.settings:CapacitySettings")
+)
+register_stage(
+    StageSpec(
+        "vram",
+        last=True,
+        settings="qualify.vram.settings:VramSettings",
+        sampler="qualify.vram:start_sampler",
+    )
+)

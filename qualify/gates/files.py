@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import Field, ValidationError, field_validator
 
-from qualify.candidate import format_validation_error
+from qualify.errors import format_validation_error
 from qualify.gates.registry import CHECKS, load_checks
 from qualify.records import Severity, StrictModel
 from qualify.registry import SPECS, stage_names

@@ -1,17 +1,15 @@
-"""The candidate model names the same stages as the registry, until it is built from it: a stage
-declared in `qualify/registry.py` and missing from `qualify/candidate.py` (or the other way
-round) fails here, naming which."""
+"""The candidate model reads its stages from the registry: `stages.run` accepts a declared stage
+and refuses another on one line (file path, field path, what was expected), its default is the
+registry's, and every settings table is a declared stage's."""
 
 from __future__ import annotations
 
-from typing import get_args
+import pytest
+from pydantic import ValidationError
 
-from qualify.candidate import StageName, Stages
-from qualify.registry import default_run, stage_names
-
-
-def test_stage_name_lists_the_declared_stages() -> None:
-    assert sorted(get_args(StageName)) == sorted(stage_names())
+from qualify.candidate import Stages
+from qualify.errors import format_validation_error
+from qualify.registry import StageSpec, default_run, register_stage, stage_names, unregister_stage
 
 
 def test_the_default_run_is_the_registrys() -> None:
@@ -21,3 +19,21 @@ def test_the_default_run_is_the_registrys() -> None:
 def test_every_settings_table_is_a_declared_stage() -> None:
     tables = set(Stages.model_fields) - {"run"}
     assert tables <= set(stage_names()), tables - set(stage_names())
+
+
+def test_run_refuses_an_undeclared_stage_on_one_line() -> None:
+    with pytest.raises(ValidationError) as info:
+        Stages(run=["identity", "contxt"])
+    (line,) = format_validation_error(info.value)
+    assert line.startswith("run.1: Input should be 'identity', 'preflight'")
+    assert line.endswith("(got 'contxt')")
+
+
+def test_run_accepts_a_stage_declared_by_its_registry_line_alone() -> None:
+    register_stage(StageSpec("toyrun", default=False), before="vram")
+    try:
+        assert Stages(run=["identity", "toyrun"]).run == ["identity", "toyrun"]
+    finally:
+        unregister_stage("toyrun")
+    with pytest.raises(ValidationError):
+        Stages(run=["toyrun"])
