@@ -18,7 +18,8 @@ arrivals run, a watcher on the same loop polls every `poll_s`:
   the first third.
 
 Every answer is judged as in the other load cells, and the soak's goodput is computed under the
-same SLOs.
+same SLOs. Once the load has ended (not after a hang) the watcher scrapes once more, so the
+progress and error-counter deltas cover the whole soak.
 """
 
 from __future__ import annotations
@@ -209,6 +210,18 @@ class Watcher:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), self.poll_s)
+        await self._final()
+
+    async def _final(self) -> None:
+        """One scrape once the last request has ended: llama-server adds a request's tokens to
+        its generated-token counter only when the request ends, so the soak's progress delta
+        would otherwise miss the requests that ended after the last poll."""
+        snap, _ = await self._probe()
+        gen = None if snap is None else snap.first(self.s.dialect.generated)
+        if gen is not None:
+            self.generated.append(gen)
+        if snap is not None:
+            self.errors_last = error_counters(snap)
 
 
 async def soak(
