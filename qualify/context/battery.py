@@ -17,9 +17,11 @@ it fits the same window. The stage records what the server answered (`data.batte
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from qualify.context.record import Case
 from qualify.gates.files import default_gates_dir
 from qualify.httpclient.chat import ChatOutcome, ToolCall
 from qualify.preflight.checks.common import judge_calls, tool_schemas
@@ -85,10 +87,11 @@ def record(case: CaseName, o: ChatOutcome, files: list[str], problem: str | None
     }
 
 
-def judge_case(rec: dict[str, Any], tools: list[dict[str, Any]]) -> list[str]:
+def judge_case(case: Case | dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> list[str]:
     """Why one case's answer is wrong (empty when it is right), by the preflight's judges."""
-    said = (rec.get("answer") or "").strip()
-    if rec["case"] == "tool-result":
+    rec = case if isinstance(case, Case) else Case.model_validate(case)
+    said = rec.answer.strip()
+    if rec.case == "tool-result":
         if not said:
             return ["no visible answer after the tool result"]
         problems = [
@@ -100,19 +103,16 @@ def judge_case(rec: dict[str, Any], tools: list[dict[str, Any]]) -> list[str]:
         if found := leaked_markup(said):
             problems.append(f"the answer echoes tool markup {found} instead of using the result")
         return problems
-    calls = [ToolCall(**c) for c in rec.get("tool_calls") or []]
+    calls = [ToolCall(**c.model_dump()) for c in rec.tool_calls]
     if not calls:
         shown = said[:80] or "nothing visible"
-        return [
-            f"no tool call (finish_reason={rec.get('finish_reason')}; the answer was {shown!r})"
-        ]
-    problems = judge_calls(calls, tool_schemas(tools), EXPECT_TOOL)
-    if not problems and rec.get("finish_reason") != "tool_calls":
+        return [f"no tool call (finish_reason={rec.finish_reason}; the answer was {shown!r})"]
+    problems = judge_calls(calls, tool_schemas([dict(t) for t in tools]), EXPECT_TOOL)
+    if not problems and rec.finish_reason != "tool_calls":
         problems.append(
-            f"finish_reason is {rec.get('finish_reason')!r} after a tool call, "
-            "expected 'tool_calls'"
+            f"finish_reason is {rec.finish_reason!r} after a tool call, expected 'tool_calls'"
         )
-    if rec["case"] == "streaming":
+    if rec.case == "streaming":
         problems += [
             f"tool call {c.index} ({c.name}): no id in any of its deltas" for c in calls if not c.id
         ]

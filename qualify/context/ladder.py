@@ -20,8 +20,9 @@ from qualify.context.tasks import Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages, Sender
-from qualify.httpclient.timing import RequestTiming, median, timing
+from qualify.httpclient.timing import RequestTiming, median, timing, with_server_window
 from qualify.records import Verdict
+from qualify.serving.histograms import server_window
 from qualify.serving.idle import IdleReport, wait_idle
 
 # After the last byte of a stream the engine may take a moment to free the slot.
@@ -184,8 +185,13 @@ async def run_cell(drv: Sender, cell: Cell) -> dict[str, Any]:
         for (o, files), t in zip(sent, timings, strict=True)
     ]
     row["streams"] = streams
+    counted = [t for t, s in zip(timings, streams, strict=True) if not s["problem"]]
+    # An engine that reports no figures per request (vLLM) is compared over the cell from its
+    # latency histograms, between the idle scrapes around it.
+    window = server_window(before.snapshot, after.snapshot, drv.dialect, expected=len(counted))
+    counted, row["server_window"] = with_server_window(counted, window)
     # Kept in memory for the fidelity summary (`public` drops it): only streams that count.
-    row["_timings"] = [t for t, s in zip(timings, streams, strict=True) if not s["problem"]]
+    row["_timings"] = counted
     _summarize(row, streams, span)
     row["cached_tokens_metric_delta"] = _delta(before, after, drv.dialect.prompt_cached)
     _verdict(row, streams)

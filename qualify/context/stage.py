@@ -4,12 +4,11 @@ For every target (clamped to the per-request window minus the completion margin)
 kind: size a prompt with the server's tokenizer, send the warm-ups, then time a warm cell (the
 warm-up prompt again) and a cold cell (the same document behind a new nonce, so the first cache
 block is new, re-counted so it has exactly the warm prompt's tokens), each between two idle
-checks. Cold and warm rows are published separately; the gates in `gates/context/` judge them.
-
-Every document also hides RULER-style tasks (`qualify.context.tasks`): the warm and cold cells
-ask them with the needles as one numbered list, and after the warm cell each is asked alone
-behind the cached document. At the deepest rung the tool battery (`qualify.context.battery`)
-asks typed, streamed and tool-result calls behind a document of the rung's size.
+checks. Cold and warm rows are published apart in the typed record (`context.record.Record`).
+Every document also hides RULER-style tasks (`qualify.context.tasks`), asked in the warm and
+cold cells with the needles as one numbered list, then each alone behind the cached document.
+At the deepest rung the tool battery (`qualify.context.battery`) asks typed, streamed and
+tool-result calls behind a document of the rung's size.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from qualify.candidate import Candidate, LoadedCandidate
 from qualify.context import battery
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
 from qualify.context.ladder import Cell, public, run_cell, stream_problem
+from qualify.context.record import Record
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
 from qualify.context.tasks import Tasks, combined_question
@@ -372,7 +372,7 @@ async def context(ctx: StageContext) -> StageResult:
         "seed": seed,
         "wall_s": round(time.perf_counter() - t_start, 3),
     }
-    return finish(ctx, ctx.judge(data), data)
+    return finish(ctx, ctx.judge(record := Record.model_validate(data)), record)
 
 
 def warm_note(row: dict[str, Any]) -> dict[str, Any]:

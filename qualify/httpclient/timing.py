@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
 from qualify.httpclient.chat import ChatOutcome
+from qualify.records import StrictModel, Verdict
 from qualify.serving.histograms import ServerWindow
 
 
@@ -249,14 +252,118 @@ def fidelity(timings: Iterable[RequestTiming]) -> dict[str, Any]:
     }
 
 
+class Written(StrictModel):
+    """A part of a stage record whose JSON form holds only the fields that were written: a
+    field an earlier build did not write reads as its default and stays out of the JSON again,
+    so a record reads every published result and writes back exactly what was written."""
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
+        return {k: v for k, v in out.items() if k in written_keys(self)}
+
+
+def written_keys(model: StrictModel, always: tuple[str, ...] = ()) -> set[str]:
+    """The JSON keys of the fields `model` was given (by their alias where they have one)."""
+    fields = type(model).model_fields
+    names = model.model_fields_set | set(always)
+    return {fields[n].serialization_alias or fields[n].alias or n for n in names}
+
+
+class FidelitySummary(Written):
+    """A `fidelity()` summary as a stage record keeps it (the context ladder per concurrency,
+    the A/B per lane)."""
+
+    n: int = 0
+    requests: int = 0
+    source: str | None = None
+    n_decode: int = 0
+    decode_ratio_median: float | None = None
+    decode_ratio_p5: float | None = None
+    decode_ratio_p95: float | None = None
+    n_ttft: int = 0
+    ttft_minus_server_prompt_ms_median: float | None = None
+    ttft_minus_server_prompt_ms_p95: float | None = None
+    ttft_minus_server_prompt_ms_min: float | None = None
+    ttft_below_server_prompt: int = 0
+
+
+class WindowFigures(Written):
+    """`qualify.serving.histograms.ServerWindow.as_dict`: the server's histograms over a cell."""
+
+    source: str = ""
+    requests: float = 0.0
+    generated_tokens: float | None = None
+    decode_s: float | None = None
+    ttft_n: float | None = None
+    ttft_s: float | None = None
+    prefill_n: float | None = None
+    prefill_s: float | None = None
+    queue_n: float | None = None
+    queue_s: float | None = None
+    itl_n: float | None = None
+    itl_s: float | None = None
+    problem: str | None = None
+    decode_tok_s: float | None = None
+    ttft_ms_mean: float | None = None
+    prefill_ms_mean: float | None = None
+    queue_ms_mean: float | None = None
+    itl_ms_mean_per_step: float | None = None
+
+
+class ClientWindow(Written):
+    """`client_window`: the client's figures over a cell by the histograms' definitions."""
+
+    requests: int = 0
+    complete: bool = False
+    decode_tok_s: float | None = None
+    ttfo_ms_mean: float | None = None
+
+
+class ServerComparison(Written):
+    """What `with_server_window` compared over a cell; `why` when nothing was."""
+
+    window: WindowFigures | None = None
+    client: ClientWindow | None = None
+    decode_ratio: float | None = None
+    ttft_minus_server_ms: float | None = None
+    why: str | None = None
+
+
+def fidelity_verdict(
+    summary: FidelitySummary, decode_tolerance: float, ttft_bound_ms: float
+) -> tuple[Verdict, list[str]]:
+    """The one rule every stage's fidelity gate decides by: (verdict, reasons).
+
+    `fail` when the client disagrees with the server (`fidelity_reasons`: the median decode
+    ratio off by more than `decode_tolerance`, the median TTFT gap outside
+    [0, `ttft_bound_ms`], a client TTFT below the server's prompt time); else `inconclusive`
+    when the server reported no decode rate or no prompt time for the requests; else `pass`."""
+    reasons = fidelity_reasons(summary, decode_tolerance, ttft_bound_ms)
+    if reasons:
+        return Verdict.FAIL, reasons
+    missing = [
+        f"the server reported no {what} for {summary.requests} timed requests"
+        for what, n in (("decode rate", summary.n_decode), ("prompt time", summary.n_ttft))
+        if not n
+    ]
+    if missing:
+        return Verdict.INCONCLUSIVE, missing
+    return Verdict.PASS, []
+
+
 def fidelity_reasons(
-    summary: dict[str, Any], decode_tolerance: float = 0.03, ttft_slack_ms: float = 15.0
+    summary: Mapping[str, Any] | FidelitySummary,
+    decode_tolerance: float = 0.03,
+    ttft_slack_ms: float = 15.0,
 ) -> list[str]:
     """Where a `fidelity()` summary disagrees with the server; empty when it agrees.
 
     The TTFT slack holds at concurrency 1 only: with requests queued behind others, the
     client's TTFT includes waiting that the server's prompt time does not.
     """
+    if isinstance(summary, FidelitySummary):
+        summary = summary.model_dump()
     out: list[str] = []
     ratio = summary.get("decode_ratio_median")
     if ratio is not None and abs(ratio - 1.0) > decode_tolerance:

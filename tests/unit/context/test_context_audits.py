@@ -9,7 +9,7 @@ from typing import Any
 
 from qualify.context.battery import RESULT, judge_case
 from qualify.context.corpus import Needles, Source, document, messages
-from qualify.context.gates import (
+from qualify.context.judges import (
     GarbleParams,
     TasksParams,
     ToolsParams,
@@ -17,6 +17,7 @@ from qualify.context.gates import (
     garbled,
     tasks,
 )
+from qualify.context.record import Record
 from qualify.context.tasks import (
     TASK_KINDS,
     Tasks,
@@ -155,12 +156,12 @@ def _audited(cold_agg: bool = True, garble: str = "") -> dict[str, Any]:
 
 
 def test_tasks_gate_passes_every_kind_right_cold_and_warm() -> None:
-    (j,) = tasks(_audited(), TasksParams(), T)
+    (j,) = tasks(Record.model_validate(_audited()), TasksParams(), T)
     assert j.verdict == "pass" and j.part == "4096", j.reasons
 
 
 def test_tasks_gate_fails_one_wrong_cold_count() -> None:
-    (j,) = tasks(_audited(cold_agg=False), TasksParams(), T)
+    (j,) = tasks(Record.model_validate(_audited(cold_agg=False)), TasksParams(), T)
     assert j.verdict == "fail"
     assert j.reasons == [
         "cold prose c=1 stream 1 (numbered answer): aggregation counted 9, expected 4"
@@ -173,17 +174,17 @@ def test_tasks_gate_a_rung_without_tasks_is_inconclusive_saying_why() -> None:
         "targets": [_rung(512, 512, contents={"prose": {"tasks_note": why}})],
         "rows": [],
     }
-    (j,) = tasks(data, TasksParams(), T)
+    (j,) = tasks(Record.model_validate(data), TasksParams(), T)
     assert j.verdict == "inconclusive" and why in j.reasons[-1]
 
 
 def test_garble_gate_judges_every_answer_of_the_rung() -> None:
-    (j,) = garbled(_audited(), GarbleParams(), T)
+    (j,) = garbled(Record.model_validate(_audited()), GarbleParams(), T)
     assert j.verdict == "pass" and j.metrics["answers"] == 2 + 2 + 5
-    (j,) = garbled(_audited(garble="0" * 40), GarbleParams(), T)
+    (j,) = garbled(Record.model_validate(_audited(garble="0" * 40)), GarbleParams(), T)
     assert j.verdict == "fail"
     assert j.reasons == ["prose warm-up 2: character '0' repeated 40 times in a row (limit 17)"]
-    (j,) = garbled(_audited(garble="ok <|im_end|>"), GarbleParams(), T)
+    (j,) = garbled(Record.model_validate(_audited(garble="ok <|im_end|>")), GarbleParams(), T)
     assert j.verdict == "fail" and "special tokens" in j.reasons[0]
 
 
@@ -235,7 +236,7 @@ def _battery(*cases: dict[str, Any]) -> dict[str, Any]:
 def test_deep_tools_pass_a_valid_call_a_streamed_one_and_a_used_result() -> None:
     data = _battery(_case("typed"), _case("streaming"), _case("tool-result"))
     for case in ("typed", "streaming", "tool-result"):
-        (j,) = deep_tools(data, ToolsParams(case=case), T)  # type: ignore[arg-type]
+        (j,) = deep_tools(Record.model_validate(data), ToolsParams(case=case), T)  # type: ignore[arg-type]
         assert j.verdict == "pass" and j.part == "4096", (case, j.reasons)
 
 
@@ -252,15 +253,19 @@ def test_deep_tools_fail_on_the_wrong_data() -> None:
         (ignored, "does not contain '13.4'"),
         (echoed, "echoes tool markup"),
     ):
-        (j,) = deep_tools(_battery(rec), ToolsParams(case=rec["case"]), T)
+        (j,) = deep_tools(Record.model_validate(_battery(rec)), ToolsParams(case=rec["case"]), T)
         assert j.verdict == "fail" and any(want in r for r in j.reasons), (want, j.reasons)
     rejected = _case("typed", http_status=400)
-    (j,) = deep_tools(_battery(rejected), ToolsParams(case="typed"), T)
+    (j,) = deep_tools(Record.model_validate(_battery(rejected)), ToolsParams(case="typed"), T)
     assert j.verdict == "fail" and "HTTP 400 at 4096 tokens" in j.reasons[0]
     broken = _case("typed", problem="request failed: timeout")
-    (j,) = deep_tools(_battery(broken), ToolsParams(case="typed"), T)
+    (j,) = deep_tools(Record.model_validate(_battery(broken)), ToolsParams(case="typed"), T)
     assert j.verdict == "error"
-    (j,) = deep_tools({"targets": [], "rows": [], "battery": None}, ToolsParams(case="typed"), T)
+    (j,) = deep_tools(
+        Record.model_validate({"targets": [], "rows": [], "battery": None}),
+        ToolsParams(case="typed"),
+        T,
+    )
     assert j.verdict == "inconclusive"
     assert judge_case(_case("typed"), _tools()) == []
 

@@ -10,7 +10,7 @@ from typing import Any
 from context_fake import FakeLlama  # type: ignore[import-not-found]
 
 from qualify.context.corpus import Needles, Source, document, messages, new_nonce
-from qualify.context.gates import (
+from qualify.context.judges import (
     ColdCacheParams,
     FidelityParams,
     IdleParams,
@@ -21,6 +21,7 @@ from qualify.context.gates import (
     needles,
 )
 from qualify.context.ladder import Cell, public, run_cell
+from qualify.context.record import Record
 from qualify.context.stage import degenerate_streams, fidelity_summary, speed_summary
 from qualify.gates.registry import Judged
 from qualify.gates.thresholds import Thresholds
@@ -37,17 +38,17 @@ def _data(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def needles_gate(rows: list[dict[str, Any]]) -> Judged:
-    [j] = needles(_data(rows), NeedlesParams(), Thresholds())
+    [j] = needles(Record.model_validate(_data(rows)), NeedlesParams(), Thresholds())
     return j
 
 
 def cold_cache_gate(rows: list[dict[str, Any]]) -> Judged:
-    [j] = cold_cache(_data(rows), ColdCacheParams(), Thresholds())
+    [j] = cold_cache(Record.model_validate(_data(rows)), ColdCacheParams(), Thresholds())
     return j
 
 
 def idle_gate(rows: list[dict[str, Any]]) -> Judged:
-    [j] = idle(_data(rows), IdleParams(), Thresholds())
+    [j] = idle(Record.model_validate(_data(rows)), IdleParams(), Thresholds())
     return j
 
 
@@ -255,6 +256,6 @@ def test_a_client_that_disagrees_with_the_server_fails_fidelity(
     data = {"fidelity": fidelity_summary("llama.cpp", timings)}
     assert data["fidelity"]["requests"] == 3 and data["fidelity"]["engine"] == "llama.cpp"
     assert sorted(data["fidelity"]["by_concurrency"]) == ["1", "2"]
-    judged = fidelity(data, FidelityParams(), Thresholds())
+    judged = fidelity(Record.model_validate(data), FidelityParams(), Thresholds())
     assert [(j.part, j.verdict) for j in judged] == [("c=1", Verdict.FAIL), ("c=2", Verdict.FAIL)]
     assert "decode_ratio_median" in judged[0].reasons[0]

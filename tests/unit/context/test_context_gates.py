@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from qualify.context.gates import (
+from qualify.context.judges import (
     ColdCacheParams,
     DegenerateParams,
     FidelityParams,
@@ -18,6 +18,7 @@ from qualify.context.gates import (
     idle,
     needles,
 )
+from qualify.context.record import Record
 from qualify.gates.files import default_gates_dir
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
@@ -89,20 +90,20 @@ def ladder(*streams: dict[str, Any], target: int = 16384) -> dict[str, Any]:
 
 def test_needles_named_by_the_size_run_and_say_the_target() -> None:
     """A clamped rung is judged as `needles@7936`, and says which target it stands for."""
-    [j] = needles(ladder(stream()), NeedlesParams(), T)
+    [j] = needles(Record.model_validate(ladder(stream())), NeedlesParams(), T)
     assert j.verdict is Verdict.PASS and j.part == "7936"
     assert j.metrics["target"] == 16384 and j.metrics["clamped"] is True
     assert j.reasons[0].startswith("target 16384, clamped to 7936")
 
 
 def test_needles_an_unclamped_rung_is_named_by_its_target() -> None:
-    [j] = needles(ladder(stream(), target=1024), NeedlesParams(), T)
+    [j] = needles(Record.model_validate(ladder(stream(), target=1024)), NeedlesParams(), T)
     assert j.part == "1024" and j.reasons == [] and j.verdict is Verdict.PASS
 
 
 def test_needles_one_missed_needle_fails_naming_it() -> None:
     """The deep needle alone is not enough: the stream that missed the 50% one fails the rung."""
-    [j] = needles(ladder(stream(found=(False, True))), NeedlesParams(), T)
+    [j] = needles(Record.model_validate(ladder(stream(found=(False, True)))), NeedlesParams(), T)
     assert j.verdict is Verdict.FAIL
     assert "cold prose c=1 stream 1 missed the 50% needle (12345)" in j.reasons[1]
     assert j.metrics["found_50"] == 1 and j.metrics["found_99"] == 2
@@ -110,30 +111,34 @@ def test_needles_one_missed_needle_fails_naming_it() -> None:
 
 def test_needles_depths_param_chooses_what_is_required() -> None:
     """A gate that asks only for the deep needle passes the same streams."""
-    [j] = needles(ladder(stream(found=(False, True))), NeedlesParams(depths=[99]), T)
+    [j] = needles(
+        Record.model_validate(ladder(stream(found=(False, True)))), NeedlesParams(depths=[99]), T
+    )
     assert j.verdict is Verdict.PASS
 
 
 def test_needles_a_broken_cell_or_rung_is_error() -> None:
     data = ladder(stream())
     data["rows"][1].update(verdict="error", reasons=["stream 1: HTTP 500"])
-    assert needles(data, NeedlesParams(), T)[0].verdict is Verdict.ERROR
+    assert needles(Record.model_validate(data), NeedlesParams(), T)[0].verdict is Verdict.ERROR
     data = ladder(stream())
     data["targets"][0]["errors"] = ["prose: sizing failed: no prompt"]
-    assert needles(data, NeedlesParams(), T)[0].verdict is Verdict.ERROR
+    assert needles(Record.model_validate(data), NeedlesParams(), T)[0].verdict is Verdict.ERROR
 
 
 def test_needles_a_rung_with_nothing_run_is_inconclusive() -> None:
     data = ladder(stream())
     data["rows"] = []
-    assert needles(data, NeedlesParams(), T)[0].verdict is Verdict.INCONCLUSIVE
+    assert (
+        needles(Record.model_validate(data), NeedlesParams(), T)[0].verdict is Verdict.INCONCLUSIVE
+    )
 
 
 def test_a_target_clamped_to_an_earlier_rung_is_not_judged_twice() -> None:
     """Two targets clamped to the same size make one gate, which names both targets."""
     data = ladder(stream())
     data["targets"].append(rung(32768, 7936, same_as=16384))
-    [j] = needles(data, NeedlesParams(), T)
+    [j] = needles(Record.model_validate(data), NeedlesParams(), T)
     assert j.part == "7936" and j.metrics["targets"] == [16384, 32768]
 
 
@@ -142,27 +147,35 @@ def test_a_target_clamped_to_an_earlier_rung_is_not_judged_twice() -> None:
 
 def test_cold_cache_flattered_fails() -> None:
     """A cold stream served from the prefix cache fails the rung."""
-    [j] = cold_cache(ladder(stream(cached=7000)), ColdCacheParams(), T)
+    [j] = cold_cache(Record.model_validate(ladder(stream(cached=7000))), ColdCacheParams(), T)
     assert j.verdict is Verdict.FAIL and j.part == "7936"
     assert "the prefix cache flattered it" in j.reasons[-1]
 
 
 def test_cold_cache_a_role_header_passes_and_the_limit_is_a_param() -> None:
     """A few cached tokens (the role header) pass; a tighter allowance fails the same data."""
-    assert cold_cache(ladder(stream(cached=30)), ColdCacheParams(), T)[0].verdict is Verdict.PASS
+    assert (
+        cold_cache(Record.model_validate(ladder(stream(cached=30))), ColdCacheParams(), T)[
+            0
+        ].verdict
+        is Verdict.PASS
+    )
     tight = ColdCacheParams(min_allowance=8, max_cached_share=0.0)
-    assert cold_cache(ladder(stream(cached=30)), tight, T)[0].verdict is Verdict.FAIL
+    assert (
+        cold_cache(Record.model_validate(ladder(stream(cached=30))), tight, T)[0].verdict
+        is Verdict.FAIL
+    )
 
 
 def test_cold_cache_no_count_is_inconclusive() -> None:
-    [j] = cold_cache(ladder(stream(cached=None)), ColdCacheParams(), T)
+    [j] = cold_cache(Record.model_validate(ladder(stream(cached=None))), ColdCacheParams(), T)
     assert j.verdict is Verdict.INCONCLUSIVE
 
 
 def test_cold_cache_falls_back_to_the_counter_delta() -> None:
     data = ladder(stream(cached=None))
     data["rows"][1]["cached_tokens_metric_delta"] = 7000.0
-    assert cold_cache(data, ColdCacheParams(), T)[0].verdict is Verdict.FAIL
+    assert cold_cache(Record.model_validate(data), ColdCacheParams(), T)[0].verdict is Verdict.FAIL
 
 
 # idle
@@ -170,9 +183,9 @@ def test_cold_cache_falls_back_to_the_counter_delta() -> None:
 
 def test_idle_busy_around_a_cell_is_error_and_quiet_passes() -> None:
     data = ladder(stream())
-    assert idle(data, IdleParams(), T)[0].verdict is Verdict.PASS
+    assert idle(Record.model_validate(data), IdleParams(), T)[0].verdict is Verdict.PASS
     data["rows"][1]["idle"]["after"] = {"idle": False, "waited_s": 5.0, "reason": "1 running"}
-    [j] = idle(data, IdleParams(), T)
+    [j] = idle(Record.model_validate(data), IdleParams(), T)
     assert j.verdict is Verdict.ERROR and "1 running" in j.reasons[0]
     assert j.metrics == {"checks": 4, "max_waited_s": 5.0}
 
@@ -180,7 +193,7 @@ def test_idle_busy_around_a_cell_is_error_and_quiet_passes() -> None:
 def test_idle_unknown_is_inconclusive() -> None:
     data = ladder(stream())
     data["rows"][0]["idle"]["before"] = {"idle": None, "waited_s": 0.0, "reason": "no gauges"}
-    assert idle(data, IdleParams(), T)[0].verdict is Verdict.INCONCLUSIVE
+    assert idle(Record.model_validate(data), IdleParams(), T)[0].verdict is Verdict.INCONCLUSIVE
 
 
 # fidelity
@@ -203,19 +216,19 @@ def fid(*per_c: tuple[int, dict[str, Any]], engine: str = "llama.cpp") -> dict[s
 
 
 def test_fidelity_agreeing_passes_per_concurrency() -> None:
-    [j] = fidelity(fid((1, summary())), FidelityParams(), T)
+    [j] = fidelity(Record.model_validate(fid((1, summary()))), FidelityParams(), T)
     assert j.verdict is Verdict.PASS and j.part == "c=1"
     assert j.metrics["ttft_bound_ms"] == 15.0 and j.metrics["decode_tolerance"] == 0.03
 
 
 def test_fidelity_decode_off_by_more_than_the_tolerance_fails() -> None:
-    [j] = fidelity(fid((1, summary(ratio=1.05))), FidelityParams(), T)
+    [j] = fidelity(Record.model_validate(fid((1, summary(ratio=1.05)))), FidelityParams(), T)
     assert j.verdict is Verdict.FAIL and "decode_ratio_median is 1.0500" in j.reasons[0]
 
 
 @pytest.mark.parametrize("gap", [-2.0, 40.0])
 def test_fidelity_ttft_gap_outside_the_bound_fails(gap: float) -> None:
-    [j] = fidelity(fid((1, summary(gap=gap))), FidelityParams(), T)
+    [j] = fidelity(Record.model_validate(fid((1, summary(gap=gap)))), FidelityParams(), T)
     assert j.verdict is Verdict.FAIL and "ttft_minus_server_prompt_ms_median" in j.reasons[0]
 
 
@@ -223,16 +236,24 @@ def test_fidelity_ttft_bound_comes_from_the_policy_per_engine_and_concurrency() 
     """At c=4 a queue adds waiting: the policy's looser bound for that concurrency applies."""
     policy = Thresholds(fidelity_ttft_ms={"*": 15.0, "llama.cpp@c=4": 60.0})
     one, four = fidelity(
-        fid((1, summary(gap=40.0)), (4, summary(gap=40.0))), FidelityParams(), policy
+        Record.model_validate(fid((1, summary(gap=40.0)), (4, summary(gap=40.0)))),
+        FidelityParams(),
+        policy,
     )
     assert (one.part, one.verdict) == ("c=1", Verdict.FAIL)
     assert (four.part, four.verdict) == ("c=4", Verdict.PASS)
 
 
 def test_fidelity_without_server_figures_is_inconclusive() -> None:
-    [j] = fidelity(fid((1, summary(ratio=None, gap=None))), FidelityParams(), T)
+    [j] = fidelity(
+        Record.model_validate(fid((1, summary(ratio=None, gap=None)))), FidelityParams(), T
+    )
     assert j.verdict is Verdict.INCONCLUSIVE and "reported no decode rate" in j.reasons[0]
-    [j] = fidelity({"fidelity": {"engine": "vllm", "by_concurrency": {}}}, FidelityParams(), T)
+    [j] = fidelity(
+        Record.model_validate({"fidelity": {"engine": "vllm", "by_concurrency": {}}}),
+        FidelityParams(),
+        T,
+    )
     assert j.verdict is Verdict.INCONCLUSIVE
 
 
@@ -240,25 +261,37 @@ def test_fidelity_without_server_figures_is_inconclusive() -> None:
 
 
 def flagged(data: dict[str, Any], n: int) -> dict[str, Any]:
-    item = {"planned_tokens": 7936, "pass": "warm", "content": "prose", "concurrency": 1}
+    item = {
+        "target": 16384,
+        "planned_tokens": 7936,
+        "pass": "warm",
+        "content": "prose",
+        "concurrency": 1,
+    }
     data["degenerate"] = [{**item, "stream": 1, "reason": "a run of 60 digits"}] * n
     return data
 
 
 def test_degenerate_answer_fails_the_advisory_gate_and_none_passes() -> None:
-    [j] = degenerate(flagged(ladder(stream()), 1), DegenerateParams(), T)
+    [j] = degenerate(Record.model_validate(flagged(ladder(stream()), 1)), DegenerateParams(), T)
     assert j.verdict is Verdict.FAIL and "a run of 60 digits" in j.reasons[0]
-    assert degenerate(flagged(ladder(stream()), 0), DegenerateParams(), T)[0].verdict is (
-        Verdict.PASS
-    )
+    assert degenerate(Record.model_validate(flagged(ladder(stream()), 0)), DegenerateParams(), T)[
+        0
+    ].verdict is (Verdict.PASS)
     tolerant = DegenerateParams(max_streams=1)
-    assert degenerate(flagged(ladder(stream()), 1), tolerant, T)[0].verdict is Verdict.PASS
+    assert (
+        degenerate(Record.model_validate(flagged(ladder(stream()), 1)), tolerant, T)[0].verdict
+        is Verdict.PASS
+    )
 
 
 def test_degenerate_with_no_counted_stream_is_inconclusive() -> None:
     data = flagged(ladder(stream(problem="HTTP 500")), 0)
     data["rows"][0]["streams"] = []
-    assert degenerate(data, DegenerateParams(), T)[0].verdict is Verdict.INCONCLUSIVE
+    assert (
+        degenerate(Record.model_validate(data), DegenerateParams(), T)[0].verdict
+        is Verdict.INCONCLUSIVE
+    )
 
 
 # the shipped gate files
