@@ -1,4 +1,7 @@
-"""The candidate file: a pydantic model of `candidate.toml`, and the control derived from it."""
+"""The candidate file: a pydantic model of `candidate.toml`, and the control derived from it.
+
+Its `[stages]` table is assembled from the registry (`qualify.assembled`): this module imports
+no stage."""
 
 from __future__ import annotations
 
@@ -8,19 +11,14 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from qualify.ab.settings import ABSettings
-from qualify.capacity.settings import CapacitySettings
-from qualify.context.settings import ContextSettings
+from qualify.assembled import StageName as StageName
+from qualify.assembled import Stages as Stages
 from qualify.decision.settings import AliasTarget, Policy, Signing
 from qualify.errors import BadInput
 from qualify.errors import format_validation_error as format_validation_error
-from qualify.preflight.settings import PreflightSettings
-from qualify.quality.settings import QualitySettings
 from qualify.records import StrictModel
-from qualify.registry import default_run, stage_names
-from qualify.vram.settings import VramSettings
 
 Engine = Literal["vllm", "sglang", "llama.cpp"]
 Scalar = str | int | float | bool
@@ -205,28 +203,6 @@ class ReasoningLevel(StrictModel):
         fields = self.model_dump(exclude_none=True, exclude={"extra_body"})
         fields.update(self.extra_body)
         return fields
-
-
-def _declared(name: str) -> str:
-    names = stage_names()
-    if name not in names:
-        listed = ", ".join(map(repr, names[:-1])) + f" or {names[-1]!r}"
-        raise ValueError(f"Input should be {listed}, a declared stage (got {name!r})")
-    return name
-
-
-# A stage's name in `stages.run`: one the registry declares (`qualify/registry.py`).
-StageName = Annotated[str, AfterValidator(_declared)]
-
-
-class Stages(StrictModel):
-    run: list[StageName] = Field(default_factory=default_run)
-    preflight: PreflightSettings = Field(default_factory=PreflightSettings)
-    quality: QualitySettings = Field(default_factory=QualitySettings)
-    context: ContextSettings = Field(default_factory=ContextSettings)
-    ab: ABSettings = Field(default_factory=ABSettings)
-    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
-    vram: VramSettings = Field(default_factory=VramSettings)
 
 
 class Candidate(StrictModel):
