@@ -12,13 +12,19 @@ from pathlib import Path
 import pytest
 
 import qualify
-from qualify.candidate import load_candidate
+from qualify.candidate import Stages, load_candidate
 from qualify.evidence.store import EvidenceStore
 from qualify.gates import registry as checks
 from qualify.gates.files import gate_file_schema, load_all_gates, load_gates
 from qualify.progress import Progress
 from qualify.records import StageResult, Verdict
-from qualify.registry import StageSpec, register_stage, stage_names, unregister_stage
+from qualify.registry import (
+    StageSpec,
+    parse_record,
+    register_stage,
+    stage_names,
+    unregister_stage,
+)
 from qualify.serving.lanes import Lanes
 from qualify.stage import STAGES, StageContext, load_all
 
@@ -78,6 +84,7 @@ def test_the_registry_line_declares_the_stage_everywhere(toy: Path) -> None:
     gates, problems = load_gates(toy, "toy")
     assert problems == [] and [g.gate.id for g in gates] == ["levels"]
     assert load_all_gates(toy)[1] == []
+    assert Stages(run=["identity", "toy"]).run == ["identity", "toy"]  # a candidate may name it
 
 
 def test_the_toy_stage_runs_and_its_gate_passes(toy: Path, tmp_path: Path) -> None:
@@ -85,7 +92,9 @@ def test_the_toy_stage_runs_and_its_gate_passes(toy: Path, tmp_path: Path) -> No
     result = run_toy(tmp_path, toy)
     assert result.stage == "toy" and result.verdict is Verdict.PASS, result.reasons
     assert [(g.key, g.verdict) for g in result.gates] == [("toy/levels", Verdict.PASS)]
-    assert result.data == {"version": 1, "levels": ["off", "think"]}  # the record, as JSON
+    assert result.data == {"record_version": 1, "levels": ["off", "think"]}  # the record
+    record = parse_record("toy", result.data)  # read back by the class the registry names
+    assert record is not None and type(record).__module__ == "qualify.toy.record"
 
 
 def test_the_toy_gate_fails_on_failing_data(toy: Path, tmp_path: Path) -> None:
