@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
+from qualify.httpclient.chat import ANY_ENGINE, ChatOutcome, Quirks, from_response, from_stream
 from qualify.httpclient.client import Client, Exchange
 
 Keep = Callable[[str, Exchange], list[str]]
@@ -72,6 +72,9 @@ class GateContext:
     window: int | None = None
     attempt: int = 1
     files: list[str] = field(default_factory=list)
+    # How the server's engine words its answers (`qualify.serving.engine.adapter(e).quirks`):
+    # its reasoning fields, its over-length errors (`ChatOutcome.server_error`).
+    quirks: Quirks = ANY_ENGINE
     _json: dict[str, Any] = field(default_factory=dict)
 
     def body(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -94,10 +97,10 @@ class GateContext:
         if stream:
             body = {**body, "stream": True, "stream_options": {"include_usage": True}}
             ex = await self.client.stream(CHAT, body, timeout_s=self.timeout_s)
-            out = from_stream(ex)
+            out = from_stream(ex, self.quirks)
         else:
             ex = await self.client.post(CHAT, body, timeout_s=self.timeout_s)
-            out = from_response(ex)
+            out = from_response(ex, self.quirks)
         names = self._kept(label, ex)
         stem = names[0].removesuffix(".json") if names else label
         self.files.extend(self.write(f"{stem}.outcome.json", outcome_summary(out)))
