@@ -19,8 +19,10 @@ from qualify.gates import load_gates
 from qualify.gates.files import default_gates_dir
 from qualify.httpclient.client import Client
 from qualify.progress import Progress
+from qualify.quality.record import Record
 from qualify.quality.stage import quality, select
 from qualify.records import StageResult, Verdict
+from qualify.registry import parse_record
 from qualify.stage import StageContext
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -107,26 +109,37 @@ def test_stage_runs_every_task_at_every_level_then_the_control(tmp_path: Path) -
     assert lanes.switches == ["candidate", "control"]
     assert result.verdict is not Verdict.PASS
 
-    data = result.data
-    assert data["lines"][:2] == [
+    record = parse_record("quality", result.data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == {**result.data, "record_version": 1}
+    assert record.lines[:2] == [
         "quality: 3/36 at off (33 wrong)",
         "quality: 3/36 at think (33 wrong)",
     ]
-    assert data["lines"][2] == "quality (control): 3/36 at off (33 wrong)"
-    assert data["control"]["ran"] is True and data["control"]["level"] == "off"
-    row = next(r for r in data["table"] if r["task"] == "recall-build" and r["level"] == "think")
-    assert row["attempts"] == ["pass", "pass", "pass"]
-    budgets = {b["task"]: b for b in data["budgets"]}
-    assert budgets["diff-pager"]["visible_tokens"] == 512
-    assert budgets["diff-pager"]["max_tokens"] == 32 + 128
-    assert data["scope"].startswith("12 agent-shaped tasks written for this project (")
+    assert record.lines[2] == "quality (control): 3/36 at off (33 wrong)"
+    assert record.control is not None
+    assert record.control.ran is True and record.control.level == "off"
+    assert record.control.preflight["smoke"] is not None
+    row = next(r for r in record.table if r.task == "recall-build" and r.level == "think")
+    assert row.attempts == ["pass", "pass", "pass"]
+    budgets = {b.task: b for b in record.budgets}
+    assert budgets["diff-pager"].visible_tokens == 512
+    assert budgets["diff-pager"].max_tokens == 32 + 128
+    assert record.scope.startswith("12 agent-shaped tasks written for this project (")
+    assert record.totals["candidate"]["off"] == {
+        "pass": 3,
+        "wrong": 33,
+        "cut": 0,
+        "error": 0,
+        "not run": 0,
+    }
     # Every failing attempt names its evidence, and the evidence is there.
-    assert len(data["failures"]) == 33 * 3
-    for failure in data["failures"]:
-        assert failure["evidence"], failure
-        for rel in failure["evidence"]:
+    assert len(record.failures) == 33 * 3
+    for failure in record.failures:
+        assert failure.evidence, failure
+        for rel in failure.evidence:
             assert (ctx.run.path / rel).is_file(), rel
-    kept = json.loads((ctx.run.path / data["failures"][0]["evidence"][0]).read_text())
+    kept = json.loads((ctx.run.path / record.failures[0].evidence[0]).read_text())
     assert kept["request"]["body"]["max_tokens"] > 0
 
 
@@ -163,6 +176,16 @@ def test_unknown_task_id_is_named(tmp_path: Path) -> None:
     assert problems[0].endswith("(got 'nope')")
     result = run_stage(ctx)
     assert result.verdict is Verdict.ERROR and result.gates[0].gate == "gate-files"
+    # a stage stopped at its gate files writes what it knew, nothing it did not measure
+    assert list(result.data) == [
+        "record_version",
+        "levels",
+        "scope",
+        "budget_scale",
+        "budgets",
+        "gate_files",
+        "declared_gate_files",
+    ]
 
 
 @pytest.mark.parametrize(
