@@ -67,6 +67,7 @@ class AttemptView:
     control: Candidate | None = None
     trusted: list[str] = field(default_factory=list)
     earlier: dict[str, str] = field(default_factory=dict)
+    said: list[str] = field(default_factory=list)
 
     @property
     def stage(self) -> str:
@@ -266,7 +267,13 @@ def rejudge_attempt(
     for gate in sorted(set(judged) - set(signed)):
         why = view.earlier.get(checks.get(gate.split("@", 1)[0], ""))
         if why is not None:
-            view.trust(f"no gate {view.stage}/{gate}: {why}")
+            view.said.append(f"no gate {view.stage}/{gate}: {why}")
+            del judged[gate]
+        elif judged[gate] == "pass":
+            # A gate file newer than the run: the run never judged it, and it passes now, so
+            # leaving it out of the sealed result gains nothing (a gate that would fail, left
+            # out, is a refusal below).
+            view.said.append(f"gate {view.stage}/{gate} passes now, the sealed result has none")
             del judged[gate]
     for gate in sorted(set(signed) | set(judged)):
         if signed.get(gate) != judged.get(gate):
@@ -303,11 +310,12 @@ def rejudge_run(
             continue
         view = AttemptView(run, attempt, files, result, candidate, control)
         problems += rejudge_attempt(view, default_gates_dir(), thresholds)
-        if view.trusted and result.status == "finished":
+        if result.status == "finished":
+            taken = f"; taken as recorded (not kept raw): {'; '.join(view.trusted)}"
             notes.append(
-                f"{attempt}: judged again from its exchanges; taken as recorded (not kept "
-                f"raw): {'; '.join(view.trusted)}"
+                f"{attempt}: judged again from its exchanges{taken if view.trusted else ''}"
             )
+            notes += [f"{attempt}: {n}" for n in view.said]
     return problems, notes
 
 

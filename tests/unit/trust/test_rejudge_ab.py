@@ -87,3 +87,17 @@ def test_an_ab_whose_exchange_was_removed_is_refused(published: Path, tmp_path: 
     report = checked(env, ci[1])
     assert not report.ok
     assert any("cannot be judged again from the exchanges it kept" in p for p in report.problems)
+
+
+def test_a_failing_gate_left_out_of_the_result_is_refused(published: Path, tmp_path: Path) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+
+    def drop_failing(result: dict[str, Any]) -> None:
+        result["gates"] = [g for g in result["gates"] if g["gate"] != "spec-speedup"]
+
+    reseal(run, AB, drop_failing)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("gate ab/spec-speedup is absent, judged again" in p for p in report.problems)
