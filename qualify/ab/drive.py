@@ -22,15 +22,16 @@ from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.timing import RequestTiming, median, timing, with_server_window
-from qualify.serving.engines import Dialect, busy
+from qualify.serving.engines import Dialect, MetricsSnapshot
 from qualify.serving.histograms import server_window
-from qualify.serving.idle import scrape
+from qualify.serving.idle import wait_idle
 
 __all__ = [
     "PER_REQUEST",
     "RunPlan",
     "body_for",
     "drive_run",
+    "energy_of",
     "field_digests",
     "nonce_line",
     "request_record",
@@ -161,18 +162,30 @@ def timing_of(record: dict[str, Any]) -> RequestTiming:
     return RequestTiming(**{k: record[k] for k in _TIMING_FIELDS})
 
 
-async def wait_idle(client: Client, d: Dialect, wait_s: float) -> tuple[dict[str, Any], Any]:
-    """Poll until no request is running or waiting; the last scrape comes back with it."""
-    t0 = time.monotonic()
-    while True:
-        snap = await scrape(client)
-        running, waiting = busy(snap, d) if snap is not None else (None, None)
-        idle = None if running is None or waiting is None else running == 0 and waiting == 0
-        waited = time.monotonic() - t0
-        if idle is not False or waited >= wait_s:
-            state = {"idle": idle, "running": running, "waiting": waiting, "waited_s": waited}
-            return state, snap
-        await asyncio.sleep(0.5)
+async def idle_state(
+    client: Client, d: Dialect, wait_s: float
+) -> tuple[dict[str, Any], MetricsSnapshot | None]:
+    """Wait for the engine to go idle (`qualify.serving.idle.wait_idle`); the run records the
+    gauges it read, and the last scrape comes back with them for the counters."""
+    rep = await wait_idle(client, d, wait_s, poll_s=0.5)
+    state = {"idle": rep.idle, "running": rep.running, "waiting": rep.waiting}
+    return {**state, "waited_s": rep.waited_s}, rep.snapshot
+
+
+Meter = Callable[[float, float], dict[str, Any]]
+
+
+def energy_of(meter: Meter | None, t0: float, t1: float, tokens: int) -> dict[str, Any] | None:
+    """The energy of a run's timed window with J per output token; None without a meter."""
+    if meter is None:
+        return None
+    e = dict(meter(t0, t1))
+    joules = e.get("joules")
+    e["completion_tokens"] = tokens
+    e["j_per_output_token"] = (
+        joules / tokens if isinstance(joules, int | float) and tokens else None
+    )
+    return e
 
 
 Keep = Callable[[str, Exchange], list[str]]
@@ -201,7 +214,7 @@ async def _warm_up(client: Client, keep: Keep, lane: str, plan: RunPlan) -> list
 
 async def _timed(
     client: Client, keep: Keep, lane: str, plan: RunPlan
-) -> tuple[list[dict[str, Any]], list[ChatOutcome], float]:
+) -> tuple[list[dict[str, Any]], list[ChatOutcome], float, tuple[float, float]]:
     gate = asyncio.Semaphore(plan.concurrency)
 
     async def one(i: int, p: ABPrompt) -> tuple[dict[str, Any], ChatOutcome]:
@@ -210,10 +223,10 @@ async def _timed(
             ex, o, f = await _send(client, keep, label, plan.bodies[i], plan.timeout_s)
             return request_record(p, ex, o, f), o
 
-    t0 = time.perf_counter()
+    t0, m0 = time.perf_counter(), time.monotonic()
     done = await asyncio.gather(*(one(i, p) for i, p in enumerate(plan.prompts)))
-    wall = time.perf_counter() - t0
-    return [r for r, _ in done], [o for _, o in done], wall
+    wall, m1 = time.perf_counter() - t0, time.monotonic()
+    return [r for r, _ in done], [o for _, o in done], wall, (m0, m1)
 
 
 def server_side(
@@ -269,26 +282,30 @@ def _summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
 
 
 async def drive_run(
-    client: Client, keep: Keep, lane: str, plan: RunPlan, d: Dialect
+    client: Client, keep: Keep, lane: str, plan: RunPlan, d: Dialect, meter: Meter | None = None
 ) -> dict[str, Any]:
-    """Warm up, check idle, read counters, send every prompt, read counters again."""
+    """Warm up, check idle, read counters, send every prompt, read counters again; the energy
+    of the timed window from `meter` (the run's GPU sampler), when given."""
     warm = await _warm_up(client, keep, lane, plan)
-    idle_before, before = await wait_idle(client, d, plan.idle_wait_s)
-    records, outcomes, wall = await _timed(client, keep, lane, plan)
-    idle_after, after = await wait_idle(client, d, plan.idle_wait_s)
+    idle_before, before = await idle_state(client, d, plan.idle_wait_s)
+    records, outcomes, wall, window = await _timed(client, keep, lane, plan)
+    idle_after, after = await idle_state(client, d, plan.idle_wait_s)
     acc = None
     if before is not None and after is not None:
         acc = acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
     server = server_side(records, before, after, d)
+    summary = _summary(records, wall)
+    energy = energy_of(meter, *window, summary["completion_tokens"])
     return {
         "run": plan.run,
-        **_summary(records, wall),
+        **summary,
         "acceptance": acc,
         "per_response_drafts": response_drafts(outcomes),
         "metrics_scraped": before is not None and after is not None,
         "idle_before": idle_before,
         "idle_after": idle_after,
         "server_histograms": server,
+        **({"energy": energy} if energy is not None else {}),
         "request_digest": digest([q["sent"] for q in records]),
         "warmup_files": warm,
         "requests": records,

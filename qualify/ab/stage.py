@@ -6,8 +6,10 @@ run-to-run spread and the paired statistic: the median of the per-request differ
 prompt, same run, both lanes) with a bootstrap 95% interval over prompts, "too few samples"
 when that interval says nothing (`qualify.ab.table.metric_rows`, docs/ab.md).
 Draft acceptance comes from the server's counters read before and after every run. Degenerate
-answers are kept, listed and left out of the speed figures. The gates `gates/ab/*.yaml`
-declares judge the result (`qualify.ab.gates`).
+answers are kept, listed and left out of the speed figures. The energy of each run's timed
+window comes from the run's GPU sampler, and each lane's J per output token from its runs
+(unmeasured, with why, without power telemetry). The stage writes its typed record
+(`qualify.ab.record.Record`); the judges `gates/ab/*.yaml` declares read it (`qualify.ab.judges`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from qualify.ab import drive, kv, table
 from qualify.ab.acceptance import combine
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
+from qualify.ab.record import Record
 from qualify.ab.settings import ABSettings
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.errors import BadInput
@@ -25,6 +28,7 @@ from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.serving.idle import scrape
 from qualify.stage import StageContext, finish, stage, validator
+from qualify.vram.energy import NO_TELEMETRY, window_energy
 
 LANES = ("candidate", "control")
 
@@ -111,13 +115,43 @@ async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], dict[str,
             plan.base["model"] = lc.identity.model
             for b in plan.bodies:
                 b["model"] = lc.identity.model
-            record = await drive.drive_run(client, ctx.keep, lane, plan, d)
+            record = await drive.drive_run(client, ctx.keep, lane, plan, d, _meter(ctx))
             runs[lane].append(record)
             if lane not in kvs:
                 snap = await scrape(client)
                 kvs[lane] = kv.lane_kv(lc.identity.engine, d, snap, _server_log(ctx))
             task.advance(1, f"ab: {lane} run {run}")
     return order, {"runs": runs, "kv": kvs}
+
+
+def _meter(ctx: StageContext) -> drive.Meter:
+    """Energy over a monotonic window from the run's GPU sampler; unmeasured, with why, when
+    the run has no sampler (`qualify.vram.sampler.Sampler.energy` says why when it has one)."""
+    sampler = ctx.sampler
+    energy = getattr(sampler, "energy", None)
+
+    def meter(t0: float, t1: float) -> dict[str, Any]:
+        if callable(energy):
+            return dict(energy(t0, t1))
+        return window_energy({}, t0, t1) | {"why": f"{NO_TELEMETRY} (no sampler in this run)"}
+
+    return meter
+
+
+def lane_energy(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A lane's J per output token over its timed runs: their joules over their completion
+    tokens; unmeasured, with the first run's why, unless every run was measured."""
+    energies = [r.get("energy") or {} for r in runs]
+    tokens = sum(int(e.get("completion_tokens") or 0) for e in energies)
+    out: dict[str, Any] = {"runs": len(runs), "completion_tokens": tokens}
+    why = next(
+        (e.get("why") or "no energy kept" for e in energies if e.get("joules") is None), None
+    )
+    if not runs or why is not None:
+        return {**out, "joules": None, "j_per_output_token": None, "why": why or "no timed run"}
+    joules = sum(float(e["joules"]) for e in energies)
+    per_token = joules / tokens if tokens else None
+    return {**out, "joules": joules, "j_per_output_token": per_token, "why": None}
 
 
 def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: Any) -> Any:
@@ -133,13 +167,15 @@ def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: A
         "spread": spreads,
         "acceptance": combine([r["acceptance"] for r in runs]),
         "kv": kvd,
+        "energy": lane_energy(runs),
     }
 
 
 def _no_control(ctx: StageContext) -> StageResult:
     why = "stages.ab.control is not set: there is no control lane to pair with"
     data = {"runs": 0, "order": [], "lanes": {}, "metrics": [], "no_control": why}
-    return finish(ctx, ctx.judge(data), data)
+    record = Record.model_validate(data)
+    return finish(ctx, ctx.judge(record), record)
 
 
 def _listed(runs: dict[str, list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
@@ -176,4 +212,5 @@ async def ab(ctx: StageContext) -> StageResult:
         "degenerate": _listed(runs, "degenerate"),
         "fidelity": table.fidelity(runs, engines, s.concurrency),
     }
-    return finish(ctx, ctx.judge(data), data)
+    record = Record.model_validate(data)
+    return finish(ctx, ctx.judge(record), record)

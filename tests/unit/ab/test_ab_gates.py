@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from qualify.ab import gates
+from qualify.ab import judges
 from qualify.ab.drive import field_digests
+from qualify.ab.record import Record
 from qualify.ab.table import metric_rows
 from qualify.gates.files import default_gates_dir, load_gates
 from qualify.gates.runner import judge_gates
@@ -112,12 +113,12 @@ def _row(metric: str, better: str, cand: float, ctrl: float, ci: tuple[float, fl
     }
 
 
-def _one(found: list[gates.Judged]) -> gates.Judged:
+def _one(found: list[judges.Judged]) -> judges.Judged:
     assert len(found) == 1, found
     return found[0]
 
 
-PAIRED = gates.PairedParams()
+PAIRED = judges.PairedParams()
 
 
 def test_gate_files_declare_every_ab_judge() -> None:
@@ -132,6 +133,8 @@ def test_gate_files_declare_every_ab_judge() -> None:
         "ab-acceptance",
         "ab-draft-length",
         "ab-fidelity",
+        "ab-draft-overrun",
+        "ab-decode-outliers",
     }
     results = judge_gates(loaded, _good(), T)
     assert {r.gate: r.verdict for r in results} == {
@@ -143,6 +146,9 @@ def test_gate_files_declare_every_ab_judge() -> None:
         "fidelity@control": Verdict.PASS,
         "paired": Verdict.PASS,
         "spec-speedup": Verdict.PASS,
+        "draft-overrun@candidate": Verdict.PASS,
+        "decode-outliers@candidate": Verdict.INCONCLUSIVE,
+        "decode-outliers@control": Verdict.INCONCLUSIVE,
     }
 
 
@@ -150,7 +156,7 @@ def test_gate_files_declare_every_ab_judge() -> None:
 
 
 def test_paired_passes_identical_bodies() -> None:
-    got = _one(gates.paired(_good(), PAIRED, T))
+    got = _one(judges.paired(Record.model_validate(_good()), PAIRED, T))
     assert got.verdict is Verdict.PASS, got.reasons
     digests = got.metrics["sent_digest"]
     assert digests["candidate"] == digests["control"]
@@ -170,7 +176,7 @@ def test_paired_fails_when_sent_bodies_differ(field: str, over: dict[str, Any]) 
     """What each lane actually sent is compared field by field, `model` included."""
     data = _good()
     data["lanes"]["control"]["runs"][1] = _run(2, **over)
-    got = _one(gates.paired(data, PAIRED, T))
+    got = _one(judges.paired(Record.model_validate(data), PAIRED, T))
     assert got.verdict is Verdict.FAIL
     assert any(f"run 2: 'code' was sent with different {field}" in r for r in got.reasons)
     assert got.metrics["sent_digest"]["candidate"] != got.metrics["sent_digest"]["control"]
@@ -181,9 +187,9 @@ def test_paired_allows_only_the_listed_fields() -> None:
     data = _good()
     for r in data["lanes"]["control"]["runs"]:
         r["requests"] = [_request(p, r["run"], model="served-as-other") for p in PROMPTS]
-    assert _one(gates.paired(data, PAIRED, T)).verdict is Verdict.FAIL
-    loose = gates.PairedParams(may_differ=["model"])
-    assert _one(gates.paired(data, loose, T)).verdict is Verdict.PASS
+    assert _one(judges.paired(Record.model_validate(data), PAIRED, T)).verdict is Verdict.FAIL
+    loose = judges.PairedParams(may_differ=["model"])
+    assert _one(judges.paired(Record.model_validate(data), loose, T)).verdict is Verdict.PASS
 
 
 def test_paired_fails_on_missing_prompts_runs_and_a_drafting_control() -> None:
@@ -191,7 +197,7 @@ def test_paired_fails_on_missing_prompts_runs_and_a_drafting_control() -> None:
     data["lanes"]["control"]["runs"][0]["requests"].pop()
     data["lanes"]["control"]["runs"].pop()
     data["lanes"]["control"]["acceptance"] = _acc(3, 48, 20, 16)
-    got = _one(gates.paired(data, PAIRED, T))
+    got = _one(judges.paired(Record.model_validate(data), PAIRED, T))
     assert got.verdict is Verdict.FAIL
     text = "\n".join(got.reasons)
     assert "control: 2 of 3 runs ran" in text
@@ -203,7 +209,7 @@ def test_paired_fails_on_missing_prompts_runs_and_a_drafting_control() -> None:
 def test_paired_error_on_failed_request_and_inconclusive_when_busy() -> None:
     data = _good()
     data["lanes"]["candidate"]["runs"][0]["failed"] = [{"prompt": "code", "why": "HTTP 500"}]
-    assert _one(gates.paired(data, PAIRED, T)).verdict is Verdict.ERROR
+    assert _one(judges.paired(Record.model_validate(data), PAIRED, T)).verdict is Verdict.ERROR
     data = _good()
     data["lanes"]["control"]["runs"][2]["idle_after"] = {
         "idle": False,
@@ -211,19 +217,21 @@ def test_paired_error_on_failed_request_and_inconclusive_when_busy() -> None:
         "waiting": 0,
         "waited_s": 30.0,
     }
-    assert _one(gates.paired(data, PAIRED, T)).verdict is Verdict.INCONCLUSIVE
+    assert (
+        _one(judges.paired(Record.model_validate(data), PAIRED, T)).verdict is Verdict.INCONCLUSIVE
+    )
 
 
 def test_without_a_control_every_judge_is_inconclusive() -> None:
     data = {"runs": 0, "lanes": {}, "metrics": [], "no_control": "stages.ab.control is not set"}
-    decode = gates.SpeedParams(metric="decode_tok_s")
+    decode = judges.SpeedParams(metric="decode_tok_s")
     for found in (
-        gates.paired(data, PAIRED, T),
-        gates.speed(data, decode, T),
-        gates.spec_speedup(data, gates.NoParams(), T),
-        gates.acceptance(data, gates.NoParams(), T),
-        gates.draft_length(data, gates.NoParams(), T),
-        gates.fidelity(data, gates.NoParams(), T),
+        judges.paired(Record.model_validate(data), PAIRED, T),
+        judges.speed(Record.model_validate(data), decode, T),
+        judges.spec_speedup(Record.model_validate(data), judges.NoParams(), T),
+        judges.acceptance(Record.model_validate(data), judges.NoParams(), T),
+        judges.draft_length(Record.model_validate(data), judges.NoParams(), T),
+        judges.fidelity(Record.model_validate(data), judges.NoParams(), T),
     ):
         got = _one(found)
         assert got.verdict is Verdict.INCONCLUSIVE and "control is not set" in got.reasons[0]
@@ -231,15 +239,15 @@ def test_without_a_control_every_judge_is_inconclusive() -> None:
 
 # -- speed --
 
-DECODE = gates.SpeedParams(metric="decode_tok_s")
-E2E = gates.SpeedParams(metric="e2e_s")
+DECODE = judges.SpeedParams(metric="decode_tok_s")
+E2E = judges.SpeedParams(metric="e2e_s")
 
 
 def test_speed_fails_when_the_whole_interval_is_beyond_the_bound() -> None:
     """Decode 10% slower, interval [-14, -6] tok/s on 200: all of it beyond -3%."""
     data = _good()
     data["metrics"][0] = _row("decode_tok_s", "higher", 180.0, 200.0, (-28.0, -12.0))
-    got = _one(gates.speed(data, DECODE, T))
+    got = _one(judges.speed(Record.model_validate(data), DECODE, T))
     assert got.verdict is Verdict.FAIL
     assert "10.0% slower" in got.reasons[0] and "6.0% to 14.0%" in got.reasons[0]
 
@@ -248,8 +256,8 @@ def test_e2e_slower_is_a_regression_too() -> None:
     """For E2E lower is better: a longer E2E with the interval beyond +3% fails."""
     data = _good()
     data["metrics"][1] = _row("e2e_s", "lower", 0.90, 0.80, (0.05, 0.15))
-    assert _one(gates.speed(data, E2E, T)).verdict is Verdict.FAIL
-    assert _one(gates.speed(_good(), E2E, T)).verdict is Verdict.PASS
+    assert _one(judges.speed(Record.model_validate(data), E2E, T)).verdict is Verdict.FAIL
+    assert _one(judges.speed(Record.model_validate(_good()), E2E, T)).verdict is Verdict.PASS
 
 
 def test_roomy_decode_is_beyond_the_bound_but_not_wholly() -> None:
@@ -259,19 +267,22 @@ def test_roomy_decode_is_beyond_the_bound_but_not_wholly() -> None:
     data = _good()
     row = _row("decode_tok_s", "higher", 735.93, 763.61, (-98.81, -11.18))
     data["metrics"][0] = row
-    got = _one(gates.speed(data, DECODE, T))
+    got = _one(judges.speed(Record.model_validate(data), DECODE, T))
     assert got.verdict is Verdict.INCONCLUSIVE
     lo, hi = got.metrics["slowdown_ci95_pct"]
     assert lo == pytest.approx(1.46, abs=0.01) and hi == pytest.approx(12.94, abs=0.01)
-    assert _one(gates.spec_speedup(data, gates.NoParams(), T)).verdict is Verdict.FAIL
+    assert (
+        _one(judges.spec_speedup(Record.model_validate(data), judges.NoParams(), T)).verdict
+        is Verdict.FAIL
+    )
     tight = Thresholds(ab_max_regression_pct=1.0)
-    assert _one(gates.speed(data, DECODE, tight)).verdict is Verdict.FAIL
+    assert _one(judges.speed(Record.model_validate(data), DECODE, tight)).verdict is Verdict.FAIL
 
 
 def test_speed_without_an_interval_is_inconclusive() -> None:
     data = _good()
     data["metrics"][0]["ci95"] = None
-    got = _one(gates.speed(data, DECODE, T))
+    got = _one(judges.speed(Record.model_validate(data), DECODE, T))
     assert got.verdict is Verdict.INCONCLUSIVE and "two runs" in got.reasons[0]
 
 
@@ -311,7 +322,7 @@ def test_an_interval_wider_than_the_figure_is_too_few_samples() -> None:
     assert rows[0]["paired"]["too_few"] is True and rows[0]["within_noise"] is None
     data = _good()
     data["metrics"][0] = rows[0]
-    got = _one(gates.speed(data, DECODE, T))
+    got = _one(judges.speed(Record.model_validate(data), DECODE, T))
     assert got.verdict is Verdict.INCONCLUSIVE
     assert "too few samples" in got.reasons[0] and "slower" not in got.reasons[0]
 
@@ -321,9 +332,12 @@ def test_an_interval_wider_than_the_figure_is_too_few_samples() -> None:
 
 def test_spec_speedup_requires_the_threshold() -> None:
     data = _good()  # +5% decode
-    assert _one(gates.spec_speedup(data, gates.NoParams(), T)).verdict is Verdict.PASS
+    assert (
+        _one(judges.spec_speedup(Record.model_validate(data), judges.NoParams(), T)).verdict
+        is Verdict.PASS
+    )
     strict = Thresholds(spec_min_speedup_pct=10.0)
-    got = _one(gates.spec_speedup(data, gates.NoParams(), strict))
+    got = _one(judges.spec_speedup(Record.model_validate(data), judges.NoParams(), strict))
     assert got.verdict is Verdict.FAIL and "+5.0%" in got.reasons[0]
 
 
@@ -331,7 +345,10 @@ def test_spec_speedup_skipped_when_speculation_is_not_the_variable() -> None:
     data = _good()
     data["lanes"]["control"]["speculation"] = data["lanes"]["candidate"]["speculation"]
     data["metrics"][0] = _row("decode_tok_s", "higher", 150.0, 200.0, (-60.0, -40.0))
-    assert _one(gates.spec_speedup(data, gates.NoParams(), T)).verdict is Verdict.SKIPPED
+    assert (
+        _one(judges.spec_speedup(Record.model_validate(data), judges.NoParams(), T)).verdict
+        is Verdict.SKIPPED
+    )
 
 
 # -- acceptance --
@@ -340,9 +357,12 @@ def test_spec_speedup_skipped_when_speculation_is_not_the_variable() -> None:
 def test_acceptance_below_the_floor_fails() -> None:
     data = _good()
     data["lanes"]["candidate"]["acceptance"] = _acc(10, 640, 128)  # 0.2
-    got = _one(gates.acceptance(data, gates.NoParams(), T))
+    got = _one(judges.acceptance(Record.model_validate(data), judges.NoParams(), T))
     assert got.verdict is Verdict.FAIL and "below the floor 0.3" in got.reasons[0]
-    assert _one(gates.acceptance(_good(), gates.NoParams(), T)).verdict is Verdict.PASS
+    assert (
+        _one(judges.acceptance(Record.model_validate(_good()), judges.NoParams(), T)).verdict
+        is Verdict.PASS
+    )
 
 
 @pytest.mark.parametrize(
@@ -360,14 +380,17 @@ def test_acceptance_below_the_floor_fails() -> None:
 def test_acceptance_unmeasured_is_inconclusive(acc: Any, words: str) -> None:
     data = _good()
     data["lanes"]["candidate"]["acceptance"] = acc
-    got = _one(gates.acceptance(data, gates.NoParams(), T))
+    got = _one(judges.acceptance(Record.model_validate(data), judges.NoParams(), T))
     assert got.verdict is Verdict.INCONCLUSIVE and words in got.reasons[0]
 
 
 def test_acceptance_skipped_when_no_lane_drafts() -> None:
     data = _good()
     data["lanes"]["candidate"]["speculation"] = {"method": "none", "draft_tokens": 0}
-    assert _one(gates.acceptance(data, gates.NoParams(), T)).verdict is Verdict.SKIPPED
+    assert (
+        _one(judges.acceptance(Record.model_validate(data), judges.NoParams(), T)).verdict
+        is Verdict.SKIPPED
+    )
 
 
 # -- draft length --
@@ -377,20 +400,23 @@ def test_draft_length_fails_when_the_pin_is_shorter_than_the_counters() -> None:
     """The examples pinned 16 while ngram-mod drafts up to 64 (64 per-position series)."""
     data = _good()
     data["lanes"]["candidate"]["speculation"]["draft_tokens"] = 16
-    got = _one(gates.draft_length(data, gates.NoParams(), T))
+    got = _one(judges.draft_length(Record.model_validate(data), judges.NoParams(), T))
     assert got.verdict is Verdict.FAIL and got.part == "candidate"
     assert "drafts up to 64 tokens" in got.reasons[0] and "pins 16" in got.reasons[0]
-    assert _one(gates.draft_length(_good(), gates.NoParams(), T)).verdict is Verdict.PASS
+    assert (
+        _one(judges.draft_length(Record.model_validate(_good()), judges.NoParams(), T)).verdict
+        is Verdict.PASS
+    )
 
 
 def test_draft_length_unmeasurable_on_sglang_and_unknown_without_series() -> None:
     data = _good()
     data["lanes"]["candidate"]["engine"] = "sglang"
-    got = _one(gates.draft_length(data, gates.NoParams(), T))
+    got = _one(judges.draft_length(Record.model_validate(data), judges.NoParams(), T))
     assert got.verdict is Verdict.INCONCLUSIVE and "unmeasurable by this server" in got.reasons[0]
     data = _good()
     data["lanes"]["candidate"]["acceptance"] = _acc(0, 0, 0, 0)
-    got = _one(gates.draft_length(data, gates.NoParams(), T))
+    got = _one(judges.draft_length(Record.model_validate(data), judges.NoParams(), T))
     assert got.verdict is Verdict.INCONCLUSIVE
 
 
@@ -403,8 +429,8 @@ def _fid(**over: Any) -> dict[str, Any]:
     return data
 
 
-def _control_fidelity(data: dict[str, Any], t: Thresholds = T) -> gates.Judged:
-    found = {j.part: j for j in gates.fidelity(data, gates.NoParams(), t)}
+def _control_fidelity(data: dict[str, Any], t: Thresholds = T) -> judges.Judged:
+    found = {j.part: j for j in judges.fidelity(Record.model_validate(data), judges.NoParams(), t)}
     assert found["candidate"].verdict is Verdict.PASS
     return found["control"]
 

@@ -129,7 +129,13 @@ def test_gates_are_the_declared_ones(tmp_path: Path) -> None:
         "draft-length@candidate",
         "fidelity@candidate",
         "fidelity@control",
+        "draft-overrun@candidate",
+        "decode-outliers@candidate",
+        "decode-outliers@control",
     }
+    # the advisory checks of implausible figures pass on plausible evidence
+    assert got["draft-overrun@candidate"].severity == "advisory"
+    assert got["decode-outliers@control"].verdict is Verdict.PASS, got["decode-outliers@control"]
     # four tokens a chunk against one: the candidate decodes far faster
     assert got["decode"].verdict is Verdict.PASS and got["spec-speedup"].verdict is Verdict.PASS
     assert got["draft-length@candidate"].verdict is Verdict.PASS
@@ -161,10 +167,10 @@ def test_lanes_sent_different_bodies_fail_paired(
     """`paired` judges what each lane actually sent, not the plan they share."""
     real = drive.drive_run
 
-    async def skewed(client: Any, keep: Any, lane: str, plan: Any, d: Any) -> Any:
+    async def skewed(client: Any, keep: Any, lane: str, plan: Any, d: Any, meter: Any) -> Any:
         if lane == "control":
             plan.bodies = [{**b, **change} for b in plan.bodies]
-        return await real(client, keep, lane, plan, d)
+        return await real(client, keep, lane, plan, d, meter)
 
     monkeypatch.setattr(ab_stage.drive, "drive_run", skewed)
     result, _ = _run(tmp_path, _spec(), _plain())
@@ -253,3 +259,56 @@ def test_identical_outputs_are_counted(tmp_path: Path) -> None:
     assert same == {"pairs": 9, "identical": 0}
     twin, _ = _run(tmp_path / "twin", _plain(), _plain())
     assert twin.data["fidelity"]["identical_outputs"] == {"pairs": 9, "identical": 9}
+
+
+def test_the_stage_writes_its_typed_record_and_it_round_trips(tmp_path: Path) -> None:
+    """`data` is the typed record's JSON form: it reads back into the same record."""
+    from qualify.ab.record import Record
+    from qualify.registry import parse_record
+
+    result, _ = _run(tmp_path, _spec(), _plain())
+    record = parse_record("ab", result.data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == result.data
+    assert Record.model_validate(record.model_dump(mode="json")) == record
+    assert record.lanes["candidate"].drafts and not record.lanes["control"].drafts
+
+
+def test_energy_is_unmeasured_without_a_sampler(tmp_path: Path) -> None:
+    """No sampler in the run: each lane's J per output token is unmeasured, saying why."""
+    result, _ = _run(tmp_path, _spec(), _plain())
+    for lane in ("candidate", "control"):
+        energy = result.data["lanes"][lane]["energy"]
+        assert energy["j_per_output_token"] is None and energy["joules"] is None
+        assert "no GPU telemetry" in energy["why"] and "no sampler" in energy["why"]
+        run = result.data["lanes"][lane]["runs"][0]["energy"]
+        assert run["joules"] is None and run["completion_tokens"] == 3 * 32
+
+
+class _Sampler:
+    """A sampler reading a steady 100 W over every window it is asked about."""
+
+    def __init__(self) -> None:
+        self.windows: list[tuple[float, float]] = []
+
+    def energy(self, t0: float, t1: float) -> dict[str, object]:
+        self.windows.append((t0, t1))
+        j = 100.0 * (t1 - t0)
+        return {"joules": j, "mean_power_w": 100.0, "why": None, "cards": {"0": {"joules": j}}}
+
+
+def test_energy_per_output_token_integrates_each_timed_window(tmp_path: Path) -> None:
+    """Each run's timed window is metered; a lane's J per token is its joules over its tokens."""
+    from ab_fakes import context as make_context
+
+    ctx = make_context(tmp_path, {"candidate": _spec(), "control": _plain()})
+    ctx.sampler = _Sampler()
+    result = asyncio.run(ab(ctx))
+    assert len(ctx.sampler.windows) == 6 and all(t1 > t0 for t0, t1 in ctx.sampler.windows)
+    for lane in ("candidate", "control"):
+        block = result.data["lanes"][lane]
+        energy = block["energy"]
+        joules = sum(r["energy"]["joules"] for r in block["runs"])
+        assert energy["joules"] == pytest.approx(joules) and energy["why"] is None
+        assert energy["completion_tokens"] == 3 * 3 * 32
+        assert energy["j_per_output_token"] == pytest.approx(joules / (3 * 3 * 32))

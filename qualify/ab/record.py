@@ -1,0 +1,360 @@
+"""The A/B stage's record: what `qualify.ab.stage` measured, typed (`data`).
+
+Every part is `Written` (`qualify.httpclient.timing`): a field an earlier build did not write
+reads as its default and stays out of the JSON again, so the JSON form is exactly what was
+written. The judges (`qualify.ab.judges`) and the decision read these attributes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+
+from qualify.httpclient.timing import FidelitySummary, ServerComparison, Written, written_keys
+from qualify.records import StageRecord
+
+LaneName = Literal["candidate", "control"]
+
+
+class Acceptance(Written):
+    """Draft acceptance over a run or a lane (`qualify.ab.acceptance`)."""
+
+    rate: float | None = None
+    mean_length: float | None = None
+    per_position: list[float] = Field(default_factory=list)
+    drafts: int | None = None
+    draft_tokens: int | None = None
+    accepted: int | None = None
+    accepted_per_position: list[int] = Field(default_factory=list)
+    source: str = ""
+    unmeasured: str | None = None
+
+
+class ResponseDrafts(Written):
+    """`qualify.ab.acceptance.response_drafts`: llama.cpp's per-response draft counts."""
+
+    responses: int = 0
+    responses_with_drafts: int = 0
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+    rate: float | None = None
+
+
+class IdleState(Written):
+    """The engine's running and waiting gauges around a timed run; `idle` None: unknown."""
+
+    idle: bool | None = None
+    running: float | None = None
+    waiting: float | None = None
+    waited_s: float = 0.0
+
+
+class Request(Written):
+    """One timed request (`qualify.ab.drive.request_record`)."""
+
+    prompt: str
+    kind: str = ""
+    file: str = ""
+    sent: dict[str, str] = Field(default_factory=dict)
+    failed: str | None = None
+    excluded: str | None = None
+    degenerate: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    sse_chunks: int = 0
+    token_chunks: int = 0
+    chunks_per_token: float | None = None
+    ttfo_s: float | None = None
+    ttft_s: float | None = None
+    generation_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_s: float | None = None
+    effective_prefill_tok_s: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p95_ms: float | None = None
+    server_decode_tok_s: float | None = None
+    server_prompt_ms: float | None = None
+    decode_ratio_client_over_server: float | None = None
+    ttft_minus_server_prompt_ms: float | None = None
+    server_source: str | None = None
+    network_chunks: int = 0
+    decode_tok_s_if_chunks_counted: float | None = None
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+    content_sha256: str = ""
+    visible_chars: int = 0
+    reasoning_chars: int = 0
+
+
+class RunP50(Written):
+    decode_tok_s: float | None = None
+    ttfo_s: float | None = None
+    ttft_s: float | None = None
+    generation_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_s_if_chunks_counted: float | None = None
+
+
+class PromptWhy(Written):
+    """A request left out of a run's figures (failed, excluded), and why."""
+
+    prompt: str
+    why: str
+
+
+class DegenerateAnswer(Written):
+    prompt: str
+    why: str
+    file: str = ""
+
+
+class CardEnergy(Written):
+    joules: float | None = None
+    why: str | None = None
+
+
+class Energy(Written):
+    """Energy over a lane's timed window (`qualify.vram.energy.window_energy`), per output
+    token; `joules` None means unmeasured and `why` says why."""
+
+    joules: float | None = None
+    mean_power_w: float | None = None
+    power_field: str | None = None
+    why: str | None = None
+    cards: dict[str, CardEnergy] = Field(default_factory=dict)
+    window_s: float | None = None
+    completion_tokens: int | None = None
+    j_per_output_token: float | None = None
+
+
+class Run(Written):
+    """One timed run of one lane (`qualify.ab.drive.drive_run`)."""
+
+    run: int
+    p50: RunP50 = Field(default_factory=RunP50)
+    aggregate_output_tok_s: float | None = None
+    wall_s: float = 0.0
+    counted: int = 0
+    failed: list[PromptWhy] = Field(default_factory=list)
+    excluded: list[PromptWhy] = Field(default_factory=list)
+    degenerate: list[DegenerateAnswer] = Field(default_factory=list)
+    sse_chunks: int = 0
+    token_chunks: int = 0
+    completion_tokens: int = 0
+    chunks_per_token: float | None = None
+    acceptance: Acceptance | None = None
+    per_response_drafts: ResponseDrafts = Field(default_factory=ResponseDrafts)
+    metrics_scraped: bool = False
+    idle_before: IdleState = Field(default_factory=IdleState)
+    idle_after: IdleState = Field(default_factory=IdleState)
+    server_histograms: ServerComparison | None = None
+    energy: Energy | None = None
+    request_digest: str = ""
+    warmup_files: list[str] = Field(default_factory=list)
+    requests: list[Request] = Field(default_factory=list)
+
+
+class Speculation(Written):
+    """The lane's pinned `identity.speculation`, as dumped."""
+
+    method: str = "none"
+    draft_tokens: int | None = None
+    draft_model: str | None = None
+
+
+class Figures(Written):
+    """One value per metric of `qualify.ab.table.METRICS`."""
+
+    decode_tok_s: float | None = None
+    aggregate_output_tok_s: float | None = None
+    ttfo_s: float | None = None
+    ttft_s: float | None = None
+    generation_s: float | None = None
+    e2e_s: float | None = None
+
+
+class Spreads(Written):
+    """The run-to-run range [min, max] per metric; None without a run-level value."""
+
+    decode_tok_s: list[float] | None = None
+    aggregate_output_tok_s: list[float] | None = None
+    ttfo_s: list[float] | None = None
+    ttft_s: list[float] | None = None
+    generation_s: list[float] | None = None
+    e2e_s: list[float] | None = None
+
+
+class KvLog(Written):
+    """Figures from the startup log (`qualify.ab.kv.from_log`, the engine adapter's
+    `kv_log` patterns): a whole number reads as an int, else a float."""
+
+    n_slots: int | float | None = None
+    n_ctx_slot: int | float | None = None
+    kv_buffer_mib: int | float | None = None
+    k_size_gb: int | float | None = None
+    v_size_gb: int | float | None = None
+    kv_tokens: int | float | None = None
+    kv_memory_gib: int | float | None = None
+    max_concurrency: int | float | None = None
+    max_total_num_tokens: int | float | None = None
+
+
+class Kv(Written):
+    """What one lane reports about its KV cache (`qualify.ab.kv.lane_kv`)."""
+
+    gauges: dict[str, float] = Field(default_factory=dict)
+    log: KvLog = Field(default_factory=KvLog)
+    reported: bool = False
+    note: str = ""
+
+
+class LaneEnergy(Written):
+    """A lane's energy over all its timed runs: J per output token, or why unmeasured."""
+
+    joules: float | None = None
+    completion_tokens: int = 0
+    j_per_output_token: float | None = None
+    runs: int = 0
+    why: str | None = None
+
+
+class Lane(Written):
+    """One lane: its recipe, its runs, their figures, spread, acceptance and KV report."""
+
+    name: str = ""
+    variable: str | None = None
+    engine: str = ""
+    speculation: Speculation = Field(default_factory=Speculation)
+    runs: list[Run] = Field(default_factory=list)
+    figure: Figures = Field(default_factory=Figures)
+    spread: Spreads = Field(default_factory=Spreads)
+    acceptance: Acceptance | None = None
+    kv: Kv | None = None
+    energy: LaneEnergy | None = None
+
+    @property
+    def drafts(self) -> bool:
+        """Whether the lane's recipe uses speculative decoding."""
+        return self.speculation.method.lower() not in ("none", "")
+
+
+class Paired(Written):
+    """`qualify.ab.stats.paired_summary`: the paired per-request differences and interval."""
+
+    pairs: int = 0
+    prompts: int = 0
+    median_pct: float | None = None
+    ci95_pct: list[float] | None = None
+    too_few: bool = True
+    why: str | None = None
+    method: str = ""
+
+
+class RunsCounted(Written):
+    candidate: int = 0
+    control: int = 0
+
+
+class MetricRow(Written):
+    """One metric of the A/B table (`qualify.ab.table.metric_rows`)."""
+
+    metric: str
+    unit: str = ""
+    better: Literal["higher", "lower"] = "higher"
+    candidate: float | None = None
+    control: float | None = None
+    delta: float | None = None
+    delta_pct: float | None = None
+    ci95: list[float] | None = None
+    within_noise: bool | None = None
+    runs: RunsCounted = Field(default_factory=RunsCounted)
+    paired: Paired | None = None
+
+
+class Listed(Written):
+    """A run's excluded or degenerate request, naming its lane and run."""
+
+    lane: LaneName
+    run: int
+    prompt: str
+    why: str
+    file: str | None = None
+
+
+class Identical(Written):
+    pairs: int = 0
+    identical: int = 0
+
+
+class LaneFidelity(FidelitySummary):
+    """A lane's fidelity summary with its engine and what counting chunks would have said."""
+
+    engine: str | None = None
+    completion_tokens: int = 0
+    token_chunks: int = 0
+    chunks_per_token: float | None = None
+    decode_tok_s: float | None = None
+    decode_tok_s_if_chunks_counted: float | None = None
+    chunk_counting_error_pct: float | None = None
+
+
+class Fidelity(FidelitySummary):
+    """`qualify.ab.table.fidelity`: over both lanes, and per lane."""
+
+    concurrency: int = 1
+    identical_outputs: Identical = Field(default_factory=Identical)
+    lanes: dict[LaneName, LaneFidelity] = Field(default_factory=dict)
+
+
+class Settings(Written):
+    """`stages.ab` as the run used it (`qualify.ab.settings.ABSettings`)."""
+
+    control: str | None = None
+    runs: int = 3
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+    prompts: str | None = None
+    level: str | None = None
+    concurrency: int = 1
+    warmups: int = 2
+    nonce: bool = True
+    bootstrap_resamples: int = 2000
+    idle_wait_s: float = 30.0
+    timeout_s: float = 300.0
+    # an earlier build's setting, read back as written
+    min_acceptance_rate: float | None = None
+
+
+class PromptRef(Written):
+    id: str
+    kind: str = ""
+
+
+class Record(StageRecord):
+    """Both lanes, in turn, on the same prompts: their runs, the table and the cross-checks."""
+
+    runs: int = 0
+    order: list[LaneName] = Field(default_factory=list)
+    settings: Settings | None = None
+    prompts: list[PromptRef] = Field(default_factory=list)
+    prompt_file: str = ""
+    lanes: dict[LaneName, Lane] = Field(default_factory=dict)
+    metrics: list[MetricRow] = Field(default_factory=list)
+    acceptance: Acceptance | None = None
+    excluded: list[Listed] = Field(default_factory=list)
+    degenerate: list[Listed] = Field(default_factory=list)
+    fidelity: Fidelity | None = None
+    no_control: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
+        kept = written_keys(self, ("record_version",))
+        return {k: v for k, v in out.items() if k in kept}
+
+    def row(self, metric: str) -> MetricRow | None:
+        return next((m for m in self.metrics if m.metric == metric), None)
