@@ -74,3 +74,33 @@ def test_reasons_name_each_disagreement() -> None:
     assert any(
         "ttft_minus_server_prompt_ms_median is 20.00 ms" in r for r in fidelity_reasons(late)
     )
+
+
+def test_one_verdict_rule_for_every_fidelity_gate() -> None:
+    """`fidelity_verdict`: a disagreement fails, no server figure is inconclusive, else pass;
+    the context ladder's and the A/B's gates both decide by it."""
+    from qualify.httpclient.timing import FidelitySummary, fidelity_verdict
+    from qualify.records import Verdict
+
+    ok = fidelity([timing(outcome({"predicted_per_second": 101.0, "prompt_ms": 110.0}))])
+    assert fidelity_verdict(FidelitySummary.model_validate(ok), 0.03, 15.0) == (Verdict.PASS, [])
+    off = fidelity([timing(outcome({"predicted_per_second": 90.0, "prompt_ms": 110.0}))])
+    verdict, reasons = fidelity_verdict(FidelitySummary.model_validate(off), 0.03, 15.0)
+    assert verdict is Verdict.FAIL and "decode_ratio_median is 1.1111" in reasons[0]
+    none = FidelitySummary.model_validate(fidelity([timing(outcome(None))]))
+    verdict, reasons = fidelity_verdict(none, 0.03, 15.0)
+    assert verdict is Verdict.INCONCLUSIVE
+    assert reasons == [
+        "the server reported no decode rate for 1 timed requests",
+        "the server reported no prompt time for 1 timed requests",
+    ]
+
+
+def test_a_summary_writes_back_only_the_fields_it_was_given() -> None:
+    """A summary an earlier build kept with fewer fields reads, and writes the same JSON."""
+    from qualify.httpclient.timing import FidelitySummary
+
+    old = {"n": 3, "decode_ratio_median": 1.0, "ttft_minus_server_prompt_ms_median": 4.0}
+    assert FidelitySummary.model_validate(old).model_dump(mode="json") == old
+    full = fidelity([timing(outcome({"predicted_per_second": 100.0, "prompt_ms": 115.0}))])
+    assert FidelitySummary.model_validate(full).model_dump(mode="json") == full
