@@ -90,106 +90,170 @@ def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
     return "differs" if other.status == "pass" else "same"
 
 
-def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Cause:
-    name, _, stage = _base(g)
+FAMILIES: dict[str, tuple[str, str, str]] = {
+    # family: (tag, title, action); tag `control` is decided against the control lane
+    "harness": ("harness", "the harness broke", "fix the harness error and rerun"),
+    "unverifiable-pins": (
+        "limit",
+        "pins the engine cannot report",
+        "unpin them, or have the house list them in `unverifiable_pins` before the run",
+    ),
+    "fidelity": (
+        "limit",
+        "client and server timings disagree beyond the policy bound",
+        "find the client-side gap, or have the house set `fidelity_ttft_ms` for this engine "
+        "before the run (a rerun alone does not clear it)",
+    ),
+    "over-length": (
+        "control",
+        "the engine accepts prompts longer than its window",
+        "make the server refuse prompts over its window (or pin the window it enforces)",
+    ),
+    "reasoning-only": (
+        "control",
+        "the answer ends inside reasoning, with nothing visible to judge",
+        "make the engine's reasoning parser find the end of reasoning, or give the level a "
+        "reasoning budget its answers end within",
+    ),
+    "needles": (
+        "alone",
+        "the model misses needles in long prompts",
+        "a model or a context pin at which the needles are found",
+    ),
+    "ruler": (
+        "alone",
+        "the model gets RULER-style retrieval tasks wrong in long prompts",
+        "a model or a context pin at which the retrieval tasks are answered",
+    ),
+    "deep-tools": (
+        "alone",
+        "the model cannot call tools behind a long prompt",
+        "serve a model and tool parser that call tools at the deepest rung",
+    ),
+    "garble": (
+        "alone",
+        "answers garble in long prompts",
+        "a model or a context pin at which the answers stay clean",
+    ),
+    "ab-speed": (
+        "differs",
+        "the change is slower than the control",
+        "make the change ({variable}) at least as fast as the control, or drop it",
+    ),
+    "drafting": (
+        "differs",
+        "the drafter does not behave as pinned",
+        "tune the drafter (acceptance, draft length) so it meets the pins and the floor",
+    ),
+    "ab-paired": ("harness", "the A/B lanes were not paired", "rerun the A/B paired"),
+    "vram-reserve": (
+        "alone",
+        "a card keeps less free memory than the reserve, or could not be shown to",
+        "a recipe that leaves the reserve free on every card at every stage (or the house "
+        "reviews the reserve before the run)",
+    ),
+    "capacity-range": (
+        "alone",
+        "capacity has no expected range to be judged against",
+        "declare the expected capacity range in the candidate (stages.capacity)",
+    ),
+    "capacity-first": (
+        "limit",
+        "no incumbent to compare capacity with",
+        "point the alias at an incumbent first, or have the house stop requiring "
+        "`capacity/incumbent` of a first qualification",
+    ),
+    "capacity-incumbent": (
+        "alone",
+        "capacity is below the incumbent's",
+        "match the incumbent's capacity",
+    ),
+    "load-answers": (
+        "alone",
+        "answers break under load",
+        "serve answers that stay valid under load (a cell whose answers break fails however "
+        "fast it was)",
+    ),
+    "goodput": (
+        "alone",
+        "goodput under the house's SLOs stays below the floor",
+        "a recipe that meets the SLOs at the rate the house requires",
+    ),
+    "soak": (
+        "alone",
+        "the engine stops making progress under steady load",
+        "fix what stalls the engine under steady load, then soak it again",
+    ),
+    "load-harness": (
+        "harness",
+        "the load client fell behind its own schedule",
+        "rerun where the client keeps to its send times (a harness error, not the server's)",
+    ),
+}
+_FITNESS = {
+    "same": "serve a model that calls tools and follows the formats within the budget "
+    "(the control fails the same way: the base model, not the change)",
+    "differs": "fix what the change breaks in tool calls and formats (the control passes them)",
+    "alone": "serve a model that passes the tool and format gates",
+}
+_BY_NAME = {
+    ("context", "needles"): "needles",
+    ("context", "ruler"): "ruler",
+    ("context", "garble"): "garble",
+    ("context", "deep-typed-tools"): "deep-tools",
+    ("context", "deep-streaming-tools"): "deep-tools",
+    ("context", "deep-tool-result"): "deep-tools",
+    ("ab", "paired"): "ab-paired",
+    ("capacity", "expected-range"): "capacity-range",
+    ("capacity", "answers"): "load-answers",
+    ("capacity", "goodput"): "goodput",
+    ("capacity", "soak"): "soak",
+    ("capacity", "harness"): "load-harness",
+}
+
+
+def _which(g: GateOutcome, name: str, stage: str) -> str | None:
+    """The family of a blocking gate, or None for one of its own."""
     said = " ".join(g.reasons).lower()
     if "internal error" in said or (g.verdict.value == "error" and stage != "ab"):
-        return Cause("harness", "harness", "the harness broke", "fix the harness error and rerun")
+        return "harness"
     if g.stage == "identity":
+        return "unverifiable-pins" if any(w in said for w in _UNVERIFIABLE) else "identity"
+    if "fidelity" in name:
+        return "fidelity"
+    if name == "over-length":
+        return "over-length"
+    if stage in ("preflight", "quality"):
+        return "reasoning-only" if g.metrics.get("reasoning_only") is True else "fitness"
+    if g.stage == "ab":
+        return "ab-speed" if name in _SPEED else "drafting" if name in _DRAFTING else None
+    if g.stage == "vram" and (name == "telemetry" or name.startswith("reserve")):
+        return "vram-reserve"
+    if g.stage == "capacity" and name == "incumbent":
+        return "capacity-first" if g.verdict.value == "skipped" else "capacity-incumbent"
+    return _BY_NAME.get((g.stage, name))
+
+
+def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Cause:
+    name, _, stage = _base(g)
+    family = _which(g, name, stage)
+    if family == "identity":
         pin = g.gate.removeprefix("pin@")
-        if any(w in said for w in _UNVERIFIABLE):
-            return Cause(
-                "unverifiable-pins",
-                "limit",
-                "pins the engine cannot report",
-                "unpin them, or have the house list them in `unverifiable_pins` before the run",
-            )
         return Cause(
             "identity",
             "alone",
             "the server is not what the recipe pins",
             f"serve what the recipe pins (or correct the pin `{pin}`)",
         )
-    if "fidelity" in name:
-        return Cause(
-            "fidelity",
-            "limit",
-            "client and server timings disagree beyond the policy bound",
-            "find the client-side gap, or have the house set `fidelity_ttft_ms` for this engine "
-            "before the run (a rerun alone does not clear it)",
-        )
-    if name == "over-length":
+    if family == "fitness":
         tag = _against_control(g, by_key)
-        return Cause(
-            "over-length",
-            tag,
-            "the engine accepts prompts longer than its window",
-            "make the server refuse prompts over its window (or pin the window it enforces)",
-        )
-    if stage in ("preflight", "quality"):
-        tag = _against_control(g, by_key)
-        action = {
-            "same": "serve a model that calls tools and follows the formats within the budget "
-            "(the control fails the same way: the base model, not the change)",
-            "differs": "fix what the change breaks in tool calls and formats (the control "
-            "passes them)",
-            "alone": "serve a model that passes the tool and format gates",
-        }[tag]
-        return Cause(
-            "fitness", tag, "the model cannot call tools or follow formats in budget", action
-        )
-    if g.stage == "context" and name.startswith("needles"):
-        return Cause(
-            "needles",
-            "alone",
-            "the model misses needles in long prompts",
-            "a model or a context pin at which the needles are found",
-        )
-    if g.stage == "ab" and name in _SPEED:
-        return Cause(
-            "ab-speed",
-            "differs",
-            "the change is slower than the control",
-            f"make the change ({variable}) at least as fast as the control, or drop it",
-        )
-    if g.stage == "ab" and name in _DRAFTING:
-        return Cause(
-            "drafting",
-            "differs",
-            "the drafter does not behave as pinned",
-            "tune the drafter (acceptance, draft length) so it meets the pins and the floor",
-        )
-    if g.stage == "ab" and name == "paired":
-        return Cause(
-            "ab-paired", "harness", "the A/B lanes were not paired", "rerun the A/B paired"
-        )
-    if g.stage == "vram" and name.startswith("reserve"):
-        return Cause(
-            "vram-reserve",
-            "alone",
-            "a card keeps less free memory than the reserve, or could not be shown to",
-            "a recipe that leaves the reserve free on every card at every stage (or the house "
-            "reviews the reserve before the run)",
-        )
-    if g.stage == "capacity" and name == "expected-range":
-        return Cause(
-            "capacity-range",
-            "alone",
-            "capacity has no expected range to be judged against",
-            "declare the expected capacity range in the candidate (stages.capacity)",
-        )
-    if g.stage == "capacity" and name == "incumbent":
-        return Cause(
-            "capacity-incumbent",
-            "limit" if g.verdict.value == "skipped" else "alone",
-            "no incumbent to compare capacity with"
-            if g.verdict.value == "skipped"
-            else "capacity is below the incumbent's",
-            "point the alias at an incumbent first, or have the house stop requiring "
-            "`capacity/incumbent` of a first qualification"
-            if g.verdict.value == "skipped"
-            else "match the incumbent's capacity",
-        )
+        title = "the model cannot call tools or follow formats in budget"
+        return Cause("fitness", tag, title, _FITNESS[tag])
+    if family is not None:
+        tag, title, action = FAMILIES[family]
+        if tag == "control":
+            tag = _against_control(g, by_key)
+        return Cause(family, tag, title, action.replace("{variable}", variable))
     reason = (g.reasons or ["no reason recorded"])[0]
     return Cause(
         g.key,

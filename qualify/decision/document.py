@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from qualify.capacity import section as capacity_section
 from qualify.decision import causes, plots, sections
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
 from qualify.decision.house import PolicyRules
@@ -295,7 +296,7 @@ def _figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[
     parts = [_QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x) for x in lines]
     out.append("quality: " + "; ".join(parts) if parts else "quality: not run")
     out.append("context reached: " + _context_reached(data.get("context") or {}))
-    cap = sections.capacity(data.get("capacity") or {})
+    cap = capacity_section.capacity(data.get("capacity") or {})
     best = cap["best"]
     if best:
         out.append(
@@ -314,8 +315,6 @@ def _figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[
             )
             + f" against a {reserve} MiB reserve"
         )
-    else:
-        out.append("minimum free VRAM: no GPU telemetry")
     fid = sections.fidelity(data, gates)
     if fid:
         out.append(
@@ -346,21 +345,10 @@ def _acceptance_short(acc: dict[str, Any], ab: dict[str, Any]) -> str:
     per = sections.accepted_per_draft(acc)
     if per is not None:
         text += f", {per:.1f} accepted tokens per draft over {_num(drafts, 0)} drafts"
-        if _draft_overrun(acc, ab):
-            text += " (implausible, see caveats)"
     share = sections.draft_share(ab)
     if share:
         text += f"; {share}"
     return text
-
-
-def _draft_overrun(acc: dict[str, Any], ab: dict[str, Any]) -> int | None:
-    """The pinned draft length when the counters' accepted tokens per draft exceed it."""
-    spec = _d(_d(_d(ab.get("lanes")).get("candidate")).get("speculation"))
-    n, per = spec.get("draft_tokens"), sections.accepted_per_draft(acc)
-    if isinstance(n, int) and n > 0 and per is not None and per > n:
-        return n
-    return None
 
 
 def _context_reached(ctx: dict[str, Any]) -> str:
@@ -387,11 +375,11 @@ def _hardware(data: dict[str, dict[str, Any]], info: dict[str, Any], run: RunDir
     vram = data.get("vram") or {}
     cards = [_d(c) for c in _l(vram.get("cards"))]
     names = list(dict.fromkeys(str(c.get("name") or "unnamed") for c in cards))
-    host = _d(vram.get("host"))
+    host, hw = _d(vram.get("host")), _d(vram.get("hardware"))
     tel = _d(next(iter(_l(vram.get("telemetry"))), {}))
     found = {
-        "driver": _first(host.get("driver"), vram.get("driver"), tel.get("driver")),
-        "CUDA": _first(host.get("cuda"), vram.get("cuda"), tel.get("cuda")),
+        "driver": _first(hw.get("driver_version"), host.get("driver"), tel.get("driver")),
+        "CUDA": _first(hw.get("cuda_driver_version"), host.get("cuda"), tel.get("cuda")),
         "interconnect": _first(
             host.get("interconnect"), vram.get("interconnect"), tel.get("interconnect")
         ),
@@ -417,7 +405,7 @@ def _hardware(data: dict[str, dict[str, Any]], info: dict[str, Any], run: RunDir
         f"{pins['engine_build']} (pinned, not reported)" if pins.get("engine_build") else None
     )
     engine = f"{pins.get('engine') or 'engine not recorded'} build {build or 'not recorded'}"
-    cpu = _first(host.get("cpu"), info.get("cpu"))
+    cpu = _first(host.get("cpu"), info.get("cpu"), hw.get("cpu_model"))
     if isinstance(cpu, dict):
         cores = cpu.get("cores")
         cpu = str(cpu.get("model") or "model not recorded") + (f", {cores} cores" if cores else "")
@@ -567,14 +555,10 @@ def _caveats(
             + ", ".join(str(u) for u in unreported)
             + "."
         )
-    out += _sanity(data)
     out += _substance(run_path, record, data)
     if record.unsealed:
         out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
-    for g in record.evaluation.gates:
-        if g.status == "advisory" and g.verdict is not Verdict.PASS:
-            count, text = reason_parts(g)
-            out.append(f"Advisory `{g.key}` {g.verdict.value}: {count}{once.say(text, g.key)}")
+    out += _advisory(record, once)
     out += [
         f"Waived, not passed: {w.gate} by {w.signer} (key {str(w.signer_keyid)[:16]}), "
         f"ticket {w.ticket}, until {w.expires}."
@@ -584,6 +568,31 @@ def _caveats(
     out += [
         f"Waiver {w.path} not accepted: {short(w.why)}." for w in record.waivers if not w.accepted
     ]
+    return out
+
+
+def _advisory(record: DecisionRecord, once: Once) -> list[str]:
+    """Advisory gates that did not pass, as caveats: the parts of one gate that said the same
+    thing (every cell's `capacity/energy` unmeasured for one reason) are one line."""
+    said: dict[tuple[str, str, str], list[GateOutcome]] = {}
+    for g in record.evaluation.gates:
+        if g.status == "advisory" and g.verdict is not Verdict.PASS:
+            base = f"{g.stage}/{g.gate.split('@', 1)[0]}"
+            said.setdefault((base, g.verdict.value, "".join(reason_parts(g))), []).append(g)
+    out = []
+    for (base, verdict, _), gates in said.items():
+        count, text = reason_parts(gates[0])
+        if len(gates) == 1:
+            out.append(
+                f"Advisory `{gates[0].key}` {verdict}: {count}{once.say(text, gates[0].key)}"
+            )
+            continue
+        parts = ", ".join(g.key.removeprefix(base).lstrip("@") for g in gates)
+        key = f"{base}@*"
+        out.append(
+            f"Advisory `{key}` {verdict} at {len(gates)} parts ({parts}): "
+            f"{count}{once.say(text, key)}"
+        )
     return out
 
 
@@ -686,43 +695,6 @@ def _substance(
             f"{p.get('prompts')} prompts and {runs} runs per lane{drafts}; an interval from so "
             "few is wide, and one marked too few samples is no result."
         )
-    return out
-
-
-def _sanity(data: dict[str, dict[str, Any]]) -> list[str]:
-    """Figures the evidence itself contradicts, flagged where a reader would trust them."""
-    out = []
-    ab = data.get("ab") or {}
-    acc = _d(ab.get("acceptance"))
-    n = _draft_overrun(acc, ab)
-    if n is not None:
-        out.append(
-            f"Implausible: the acceptance counters give {sections.accepted_per_draft(acc):.1f} "
-            f"accepted tokens per draft, more than the pinned draft length of {n}; the counters' "
-            f"scope ({acc.get('source') or 'not recorded'}) is not one draft per request, so "
-            "treat the acceptance figures as unverified."
-        )
-    for lane in ("candidate", "control"):
-        info = _d(_d(ab.get("lanes")).get(lane))
-        median = _d(info.get("figure")).get("decode_tok_s")
-        if not isinstance(median, int | float) or median <= 0:
-            continue
-        fast = [
-            float(q["decode_tok_s"])
-            for r in _l(info.get("runs"))
-            for q in (_d(x) for x in _l(_d(r).get("requests")))
-            if not (q.get("failed") or q.get("excluded") or q.get("degenerate"))
-            if isinstance(q.get("decode_tok_s"), int | float) and q["decode_tok_s"] > 2 * median
-        ]
-        if fast:
-            out.append(
-                f"Implausible: {len(fast)} {_lane_name(ab, lane)} request(s) decoded above twice "
-                f"the lane's median of {median:,.1f} tok/s (up to {max(fast):,.1f}); they are "
-                "in the medians and shown in the A/B plot."
-            )
-    cap_deg = _l(_d(data.get("capacity")).get("degenerate"))
-    if cap_deg:
-        out.append(f"{len(cap_deg)} degenerate capacity answer(s) left out of every speed figure.")
     return out
 
 
@@ -944,16 +916,7 @@ def context(
     groups = causes.group(record, variable)
     rows = _cause_rows(run, record, groups, once)
     here = attempt_dir(run, record)
-    plan = plots.plan(run, data, dirs.get("vram"))
-    figures = {
-        p.name.removesuffix(".png").replace("-", "_"): {
-            "name": p.name,
-            "title": p.title,
-            "drawn": (here / p.name).is_file(),
-            "missing": p.missing if p.empty else "not drawn: a preview draws no plots",
-        }
-        for p in plan
-    }
+    figures = _plots(plots.plan(run, data, dirs.get("vram")), here)
     view = alias_view(run, record) if view is None else view
     alias = _alias(view, data)
     nq = _not_qualified(run, record)
@@ -980,7 +943,8 @@ def context(
         "functional": sections.functional(gates),
         "quality": sections.quality(data.get("quality") or {}),
         "context": sections.context_rows(data.get("context") or {}),
-        "capacity": sections.capacity(data.get("capacity") or {}),
+        "capacity": capacity_section.capacity(data.get("capacity") or {}),
+        "load": capacity_section.load(data.get("capacity") or {}, gates),
         "ab": sections.ab_rows(data.get("ab") or {}),
         "ab_lanes": sections.ab_lanes(data.get("ab") or {}),
         "ab_gates": [g for g in gates if g.stage == "ab"],
@@ -992,6 +956,19 @@ def context(
         "gate_summary": _gate_summary(record),
         "tickets": _tickets(record),
         "record_written": (here / "decision.json").is_file(),
+    }
+
+
+def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, Any]]:
+    """Each plot by its template name: drawn into the decision attempt, or why not."""
+    return {
+        p.name.removesuffix(".png").replace("-", "_"): {
+            "name": p.name,
+            "title": p.title,
+            "drawn": (here / p.name).is_file(),
+            "missing": p.missing if p.empty else "not drawn: a preview draws no plots",
+        }
+        for p in plan
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs
+from qualify.capacity.section import energy_text
 from qualify.decision.record import GateOutcome
 from qualify.records import Verdict
 
@@ -244,6 +245,7 @@ def ab_rows(data: dict[str, Any]) -> dict[str, Any]:
         "method": (first or {}).get("method") or "percentile bootstrap over prompts",
         "metrics": metrics,
         "acceptance_text": acceptance_text(data.get("acceptance"), data),
+        "energy_why": ab_energy_why(data),
         "excluded": [
             {
                 "lane": x.get("lane"),
@@ -377,9 +379,21 @@ def ab_lanes(data: dict[str, Any]) -> list[dict[str, Any]]:
                 "speculation": show(_dict(lane.get("speculation"))) or "none",
                 "kv": kv_text(kv),
                 "runs": len(_list(lane.get("runs"))),
+                "energy": energy_text(_dict(lane.get("energy"))),
             }
         )
     return out
+
+
+def ab_energy_why(data: dict[str, Any]) -> str | None:
+    """Why a lane's energy per output token is unmeasured (said once for both lanes)."""
+    lanes = [_dict(_dict(data.get("lanes")).get(k)) for k in ("candidate", "control")]
+    unmeasured = [_dict(x.get("energy")) for x in lanes if x]
+    unmeasured = [e for e in unmeasured if energy_text(e) == "unmeasured"]
+    if not unmeasured:
+        return None
+    why = next((str(e["why"]) for e in unmeasured if e.get("why")), None)
+    return "this A/B recorded no energy" if why is None else why.removeprefix("unmeasured: ")
 
 
 def kv_text(kv: dict[str, Any]) -> str:
@@ -484,129 +498,6 @@ def quality(data: dict[str, Any]) -> dict[str, Any]:
         "budget_scale": data.get("budget_scale"),
         "failing": list(failing.values()),
     }
-
-
-def _first_number(d: dict[str, Any], *keys: str) -> float | None:
-    for k in keys:
-        v = d.get(k)
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return float(v)
-    return None
-
-
-CAPACITY_KEYS = (
-    "length",
-    "concurrency",
-    "decode_tok_s_p50",
-    "aggregate_output_tok_s",
-    "ttft_p50_s",
-    "ttft_p95_s",
-    "e2e_p50_s",
-    "failed",
-    "cut",
-)
-
-
-def capacity(data: dict[str, Any]) -> dict[str, Any]:
-    """The matrix, per-kind decode, the engine's own capacity and the incumbent."""
-    matrix = [_dict(r) for r in _list(data.get("matrix"))]
-    rows = [
-        {"lane": r.get("lane") or "candidate"} | {k: r.get(k) for k in CAPACITY_KEYS}
-        for r in matrix
-    ]
-    kinds = [
-        {
-            "kind": k.get("kind"),
-            "depth": k.get("depth"),
-            "decode": k.get("decode_tok_s_p50"),
-            "acceptance": k.get("acceptance_rate"),
-        }
-        for k in (_dict(x) for x in _list(data.get("kinds")))
-    ]
-    eng = _dict(data.get("engine"))
-    inc = _dict(data.get("incumbent"))
-    best = max(
-        (
-            r
-            for r in rows
-            if r["lane"] == "candidate" and isinstance(r.get("aggregate_output_tok_s"), int | float)
-        ),
-        key=lambda r: float(r["aggregate_output_tok_s"]),
-        default=None,
-    )
-    return {
-        "rows": rows,
-        "grid": capacity_grid(rows, eng),
-        "kinds": kinds,
-        "kind_grid": kind_grid(kinds),
-        "engine": {
-            "kv_tokens": eng.get("kv_tokens"),
-            "concurrency": _first_number(
-                eng,
-                "max_concurrency_at_full_context",
-                "max_concurrency",
-                "concurrency_at_full_context",
-            ),
-            "slots": eng.get("slots"),
-        },
-        "incumbent": {
-            "status": inc.get("status") or "not recorded",
-            "why": inc.get("why"),
-            "candidate": inc.get("candidate"),
-        },
-        "best": best,
-        "not_run": [_dict(x) for x in _list(data.get("not_run"))],
-    }
-
-
-def capacity_grid(rows: list[dict[str, Any]], eng: dict[str, Any]) -> dict[str, Any]:
-    """The candidate's matrix as prompt length x concurrency: aggregate tok/s (decode p50 per
-    stream) per cell; a concurrency above the engine's slots is marked (requests queue)."""
-    mine = [r for r in rows if r.get("lane") == "candidate"]
-    conc = sorted({r["concurrency"] for r in mine if isinstance(r.get("concurrency"), int)})
-    lengths = sorted({r["length"] for r in mine if isinstance(r.get("length"), int)})
-    slots = eng.get("slots")
-    cells = {(r.get("length"), r.get("concurrency")): r for r in mine}
-    grid = []
-    for n in lengths:
-        row = []
-        for c in conc:
-            r = cells.get((n, c))
-            row.append(
-                None
-                if r is None
-                else {
-                    "aggregate": r.get("aggregate_output_tok_s"),
-                    "decode": r.get("decode_tok_s_p50"),
-                    "failed": (r.get("failed") or 0) + (r.get("cut") or 0),
-                }
-            )
-        grid.append({"length": n, "cells": row})
-    heads = [f"c={c}" + (" (queued)" if isinstance(slots, int) and c > slots else "") for c in conc]
-    return {"heads": heads, "rows": grid, "slots": slots}
-
-
-def kind_grid(kinds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-kind decode as kind x depth."""
-    depths = sorted({k["depth"] for k in kinds if isinstance(k.get("depth"), int)})
-    names = list(dict.fromkeys(str(k.get("kind")) for k in kinds))
-    cells = {(str(k.get("kind")), k.get("depth")): k for k in kinds}
-    rows = [
-        {
-            "kind": n,
-            "cells": [
-                {
-                    "decode": cells[(n, d)].get("decode"),
-                    "acceptance": cells[(n, d)].get("acceptance"),
-                }
-                if (n, d) in cells
-                else None
-                for d in depths
-            ],
-        }
-        for n in names
-    ]
-    return {"depths": depths, "rows": rows}
 
 
 def fidelity(

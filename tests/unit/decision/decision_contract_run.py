@@ -141,7 +141,13 @@ def _vram() -> tuple[list[GateResult], dict[str, Any]]:
         {"gpu": "1", "name": "H200", "total_mib": 143771.0, "stages": stages(5031.0)},
     ]
     data = {"source": "nvml", "power_field": "power.draw", "reserve_gib": 3.0, "cards": cards}
-    data |= {"host": {"driver": "580.159.04", "cuda": "13.0"}}
+    data |= {
+        "hardware": {
+            "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+            "driver_version": "580.159.04",
+            "cuda_driver_version": "13.0",
+        }
+    }
     data |= {"interval_ms": {"target": 250, "p50": 250.0, "p99": 262.0}, "series_files": []}
     return [g("vram", "reserve@0", F), g("vram", "reserve@1", INC)], data
 
