@@ -63,3 +63,13 @@ def test_a_misspelt_or_mistyped_field_is_refused() -> None:
     bad["lanes"]["referee"] = bad["lanes"]["control"]
     with pytest.raises(ValidationError, match="referee"):
         Record.model_validate(bad)
+
+
+def test_the_record_keeps_every_setting_the_stage_has() -> None:
+    """`settings` is `stages.ab` as dumped: the record names every field ABSettings has."""
+    from qualify.ab.record import Settings
+    from qualify.ab.settings import ABSettings
+
+    dumped = ABSettings(control="control.toml").model_dump(mode="json")
+    assert set(ABSettings.model_fields) <= set(Settings.model_fields)
+    assert Settings.model_validate(dumped).model_dump(mode="json") == dumped
