@@ -12,12 +12,13 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from qualify.ab.acceptance import SpecCounters, acceptance, response_drafts
 from qualify.ab.prompts import ABPrompt
+from qualify.ab.record import Energy
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -172,20 +173,17 @@ async def idle_state(
     return {**state, "waited_s": rep.waited_s}, rep.snapshot
 
 
-Meter = Callable[[float, float], dict[str, Any]]
+Meter = Callable[[float, float], Mapping[str, object]]
 
 
-def energy_of(meter: Meter | None, t0: float, t1: float, tokens: int) -> dict[str, Any] | None:
-    """The energy of a run's timed window with J per output token; None without a meter."""
+def energy_of(meter: Meter | None, t0: float, t1: float, tokens: int) -> Energy | None:
+    """The energy of a run's timed window (`qualify.vram.energy.window_energy`'s figures) with
+    J per output token; None without a meter."""
     if meter is None:
         return None
-    e = dict(meter(t0, t1))
-    joules = e.get("joules")
-    e["completion_tokens"] = tokens
-    e["j_per_output_token"] = (
-        joules / tokens if isinstance(joules, int | float) and tokens else None
-    )
-    return e
+    e = Energy.model_validate(dict(meter(t0, t1)))
+    per = e.joules / tokens if e.joules is not None and tokens else None
+    return e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
 
 
 Keep = Callable[[str, Exchange], list[str]]

@@ -14,13 +14,14 @@ window comes from the run's GPU sampler, and each lane's J per output token from
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from qualify.ab import drive, kv, table
 from qualify.ab.acceptance import combine
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
-from qualify.ab.record import Record
+from qualify.ab.record import Energy, LaneEnergy, Record
 from qualify.ab.settings import ABSettings
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.errors import BadInput
@@ -127,31 +128,36 @@ async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], dict[str,
 def _meter(ctx: StageContext) -> drive.Meter:
     """Energy over a monotonic window from the run's GPU sampler; unmeasured, with why, when
     the run has no sampler (`qualify.vram.sampler.Sampler.energy` says why when it has one)."""
-    sampler = ctx.sampler
-    energy = getattr(sampler, "energy", None)
+    energy = getattr(ctx.sampler, "energy", None)
 
-    def meter(t0: float, t1: float) -> dict[str, Any]:
+    def meter(t0: float, t1: float) -> Mapping[str, object]:
         if callable(energy):
-            return dict(energy(t0, t1))
+            out: Mapping[str, object] = energy(t0, t1)
+            return out
         return window_energy({}, t0, t1) | {"why": f"{NO_TELEMETRY} (no sampler in this run)"}
 
     return meter
 
 
-def lane_energy(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
     """A lane's J per output token over its timed runs: their joules over their completion
     tokens; unmeasured, with the first run's why, unless every run was measured."""
-    energies = [r.get("energy") or {} for r in runs]
-    tokens = sum(int(e.get("completion_tokens") or 0) for e in energies)
-    out: dict[str, Any] = {"runs": len(runs), "completion_tokens": tokens}
-    why = next(
-        (e.get("why") or "no energy kept" for e in energies if e.get("joules") is None), None
-    )
+    energies = [e or Energy(why="no energy kept") for e in runs]
+    tokens = sum(e.completion_tokens or 0 for e in energies)
+    why = next((e.why or "no energy kept" for e in energies if e.joules is None), None)
     if not runs or why is not None:
-        return {**out, "joules": None, "j_per_output_token": None, "why": why or "no timed run"}
-    joules = sum(float(e["joules"]) for e in energies)
-    per_token = joules / tokens if tokens else None
-    return {**out, "joules": joules, "j_per_output_token": per_token, "why": None}
+        return LaneEnergy(
+            joules=None,
+            completion_tokens=tokens,
+            j_per_output_token=None,
+            runs=len(runs),
+            why=why or "no timed run",
+        )
+    joules = sum(e.joules or 0.0 for e in energies)
+    per = joules / tokens if tokens else None
+    return LaneEnergy(
+        joules=joules, completion_tokens=tokens, j_per_output_token=per, runs=len(runs), why=None
+    )
 
 
 def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: Any) -> Any:
@@ -167,7 +173,7 @@ def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: A
         "spread": spreads,
         "acceptance": combine([r["acceptance"] for r in runs]),
         "kv": kvd,
-        "energy": lane_energy(runs),
+        "energy": lane_energy([r.get("energy") for r in runs]),
     }
 
 
