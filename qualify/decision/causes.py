@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from qualify.decision.record import DecisionRecord, GateOutcome
+from qualify.registry import probe_stages
 
 TAGS = {
     "differs": "differs from the control",
@@ -223,7 +224,7 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
         return "fidelity"
     if name == "over-length":
         return "over-length"
-    if stage in ("preflight", "quality"):
+    if stage in probe_stages():
         return "reasoning-only" if g.metrics.get("reasoning_only") is True else "fitness"
     if g.stage == "ab":
         return "ab-speed" if name in _SPEED else "drafting" if name in _DRAFTING else None

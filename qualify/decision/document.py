@@ -22,10 +22,12 @@ from qualify.capacity import section as capacity_section
 from qualify.decision import causes, plots, sections
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
 from qualify.decision.house import PolicyRules
+from qualify.decision.reading import RunView, run_view
 from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.diff.compare import AliasView, alias_view
 from qualify.evidence.store import RESULT, RunDir
-from qualify.records import StageResult, Verdict
+from qualify.records import Verdict
+from qualify.registry import probe_stages, stage_names
 
 TEMPLATE = "decision.md.j2"
 CELL_MAX = 120
@@ -95,16 +97,6 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(num=_num, dur=_dur, value=_value, delta=_delta, cell=_cell)
     return env
-
-
-def _result(run: RunDir, s: StageOutcome) -> StageResult | None:
-    if s.authoritative is None:
-        return None
-    f = run.path / s.stage / f"attempt-{s.authoritative.attempt:03d}" / RESULT
-    try:
-        return StageResult.model_validate_json(f.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _d(x: Any) -> dict[str, Any]:
@@ -660,7 +652,7 @@ def _substance(
                 f"«{short(w['text'], 140)}» ([log]({UP}{w['log']}))."
             )
     gates = record.evaluation.gates
-    fit = [g for g in gates if g.stage in ("preflight", "quality")]
+    fit = [g for g in gates if g.stage in probe_stages()]
     failed = [g for g in fit if g.verdict is not Verdict.PASS]
     control = [g for g in failed if g.gate.startswith("control-")]
     if fit and len(failed) * 2 > len(fit):
@@ -698,13 +690,10 @@ def _substance(
     return out
 
 
-STANDARD_STAGES = ("identity", "preflight", "quality", "context", "capacity", "ab", "vram")
-
-
 def _stages(record: DecisionRecord) -> dict[str, StageOutcome]:
-    """Every standard stage, so a stage that was never planned still says why it is absent."""
+    """Every registered stage, so a stage that was never planned still says why it is absent."""
     found = {s.stage: s for s in record.evaluation.stages}
-    for name in STANDARD_STAGES:
+    for name in stage_names():
         found.setdefault(
             name,
             StageOutcome(stage=name, planned=False, ran=False, why_not="not listed in stages.run"),
@@ -752,21 +741,16 @@ def _gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
     return out
 
 
-def plot_plan(run: RunDir, record: DecisionRecord) -> list[plots.Plot]:
+def plot_plan(run: RunDir, record: DecisionRecord, view: RunView | None = None) -> list[plots.Plot]:
     """The plots of this decision, with their points (nothing drawn)."""
-    data, dirs = _data(run, record)
-    return plots.plan(run, data, dirs.get("vram"))
+    view = run_view(run, record) if view is None else view
+    return plots.plan(run, _data(view, record), view.dirs().get("vram"))
 
 
-def _data(run: RunDir, record: DecisionRecord) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
-    results = {s.stage: _result(run, s) for s in record.evaluation.stages}
-    data = {k: (r.data if r else {}) for k, r in results.items()}
-    dirs = {
-        s.stage: run.path / s.stage / f"attempt-{s.authoritative.attempt:03d}"
-        for s in record.evaluation.stages
-        if s.authoritative is not None
-    }
-    return data, dirs
+def _data(view: RunView, record: DecisionRecord) -> dict[str, dict[str, Any]]:
+    """Each stage's `data`, as the run view read it once; {} for a stage with none."""
+    have = view.data()
+    return {s.stage: have.get(s.stage, {}) for s in record.evaluation.stages}
 
 
 _LOG = re.compile(r"; log: ([^;]+)")
@@ -906,17 +890,17 @@ def context(
 ) -> dict[str, Any]:
     """Everything the template shows, computed from the run, its decision record and the alias
     it gates (read from the house when not given)."""
-    results = {s.stage: _result(run, s) for s in record.evaluation.stages}
-    data, dirs = _data(run, record)
+    seen = run_view(run, record)
+    data = _data(seen, record)
     gates = record.evaluation.gates
     stages = _stages(record)
-    times = [t for r in results.values() if r for t in (r.started_at, r.ended_at)]
+    times = [t for v in seen.stages.values() for t in (v.result.started_at, v.result.ended_at)]
     once = Once()
     variable = causes.variable_of(_d(_d(data.get("ab")).get("lanes")))
     groups = causes.group(record, variable)
     rows = _cause_rows(run, record, groups, once)
     here = attempt_dir(run, record)
-    figures = _plots(plots.plan(run, data, dirs.get("vram")), here)
+    figures = _plots(plot_plan(run, record, seen), here)
     view = alias_view(run, record) if view is None else view
     alias = _alias(view, data)
     nq = _not_qualified(run, record)

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tomllib
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from qualify.candidate import Candidate
-from qualify.evidence.store import MANIFEST, RunDir, sha256_file
+from qualify.evidence.store import MANIFEST, RESULT, RunDir, sha256_file
+from qualify.records import StageRecord, StageResult
+from qualify.registry import parse_record
+
+if TYPE_CHECKING:
+    from qualify.decision.record import DecisionRecord
 
 DECISION = "decision"
 ENVELOPE_RE = re.compile(r"^decision/attempt-(\d{3,})\.dsse\.json$")
@@ -106,3 +113,68 @@ def evidence_listing(run: RunDir, skip: set[str] | None = None) -> Listing:
         listing.files[name] = sha256_file(p)
     check_manifests(run, listing)
     return listing
+
+
+@dataclass
+class StageView:
+    """One stage's authoritative attempt as the decision reads it: its `result.json`, read once
+    and checked against the attempt's manifest, and its `data` read into the stage's typed
+    record (`qualify.registry.parse_record`) where the stage declares one and the data reads."""
+
+    stage: str
+    dir: Path
+    result: StageResult
+    record: StageRecord | None = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.result.data
+
+
+@dataclass
+class RunView:
+    """Every stage's authoritative result of a run, each read once and hash-checked; a result
+    that does not match its seal is left out and named in `problems`."""
+
+    run: RunDir
+    stages: dict[str, StageView] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def data(self) -> dict[str, dict[str, Any]]:
+        return {name: v.data for name, v in self.stages.items()}
+
+    def dirs(self) -> dict[str, Path]:
+        return {name: v.dir for name, v in self.stages.items()}
+
+
+def _sealed_digest(attempt: Path, name: str) -> str | None:
+    try:
+        manifest = json.loads((attempt / MANIFEST).read_text())
+        return str(manifest["files"][name]["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def run_view(run: RunDir, record: DecisionRecord) -> RunView:
+    """The run as the decision document reads it (see `RunView`). An attempt without a
+    manifest (still open) is read unchecked, as the decision lists it unsealed."""
+    view = RunView(run)
+    for s in record.evaluation.stages:
+        if s.authoritative is None:
+            continue
+        here = run.path / s.stage / f"attempt-{s.authoritative.attempt:03d}"
+        try:
+            raw = (here / RESULT).read_bytes()
+            result = StageResult.model_validate_json(raw)
+        except (OSError, ValueError):
+            continue
+        sealed = _sealed_digest(here, RESULT)
+        if sealed is not None and sealed != hashlib.sha256(raw).hexdigest():
+            view.problems.append(f"{s.stage}/{here.name}/{RESULT}: differs from its manifest")
+            continue
+        try:
+            typed = parse_record(s.stage, result.data)
+        except ValidationError:
+            typed = None  # evidence of an older build: its dict is what it recorded
+        view.stages[s.stage] = StageView(s.stage, here, result, typed)
+    return view

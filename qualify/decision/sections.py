@@ -13,6 +13,7 @@ from qualify.ab.table import pairs
 from qualify.capacity.section import energy_text
 from qualify.decision.record import GateOutcome
 from qualify.records import Verdict
+from qualify.registry import stage_names
 
 PIN_LABELS = {
     "model": "Model",
@@ -507,7 +508,7 @@ def fidelity(
     the stage's fidelity gates (both halves: decode and TTFT), and the chunk-counting error of
     the lane farthest from zero, sign kept."""
     out = []
-    for stage in ("context", "ab", "capacity"):
+    for stage in stage_names():  # the timed stages are the ones whose record has fidelity
         f = _dict(_dict(data.get(stage)).get("fidelity"))
         if not f:
             continue

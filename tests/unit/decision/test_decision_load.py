@@ -117,17 +117,21 @@ def _capacity(joules: float | None) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _render(tmp: Path, joules: float | None = None, lane_energy: bool = False) -> str:
-    run = contract_run.build(tmp)
+    plain = contract_run._ab
+
+    def ab() -> tuple[list[Any], dict[str, Any]]:
+        gates, data = plain()
+        energy = {"joules": 120.0, "completion_tokens": 300, "j_per_output_token": 0.4}
+        data["lanes"]["candidate"]["energy"] = energy | {"runs": 3}
+        return gates, data
+
+    contract_run._ab = ab if lane_energy else plain
+    try:
+        run = contract_run.build(tmp)
+    finally:
+        contract_run._ab = plain
     gates, data = _capacity(joules)
     contract_run._write(run, "capacity", gates, data)
-    if lane_energy:
-        ab = run.path / "ab" / "attempt-001" / "result.json"
-        text = ab.read_text().replace(
-            '"variable": null,',
-            '"variable": null, "energy": {"joules": 120.0, "completion_tokens": 300, '
-            '"j_per_output_token": 0.4, "runs": 3},',
-        )
-        ab.write_text(text)
     record = preview(run, setup(None))
     return document.render(run, record, run_info(run))
 
@@ -178,8 +182,7 @@ def test_energy_per_token_is_shown_where_measured(tmp_path: Path) -> None:
     )
     assert (
         "`smollm2-135m-nospec` speculation none, KV not reported, 0 runs, energy unmeasured "
-        "(this A/B recorded no energy)"
-        in lanes
+        "(this A/B recorded no energy)" in lanes
     )
 
 
