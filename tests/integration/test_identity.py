@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from qualify.identity.record import Record
 from qualify.records import Verdict
+from qualify.registry import parse_record
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +26,13 @@ def test_identity_checks_every_pin(candidate_factory: Callable[..., Path], stage
     assert {"pin@quantization", "pin@context_length", "pin@speculation", "reachable"} <= set(
         verdicts
     )
-    assert result.data["seen"]["speculation"]["value"]["draft_tokens"] == 64
+    record = parse_record("identity", result.data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == result.data
+    speculation = record.seen["speculation"]
+    assert isinstance(speculation.value, dict) and speculation.value["draft_tokens"] == 64
+    assert record.launch is not None and record.launch.kind == "local"
+    assert [x.lane for x in record.launches] == ["candidate"]
     assert result.verdict is Verdict.INCONCLUSIVE
 
 

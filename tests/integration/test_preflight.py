@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from qualify.preflight.record import Record
 from qualify.records import GateResult, StageResult, Verdict
+from qualify.registry import parse_record
 
 pytestmark = pytest.mark.integration
 
@@ -32,8 +34,12 @@ def test_preflight_both_levels(
     runner = stage_runner(candidate_factory(18101, stages=["preflight"], replace=SLOW))
     result = runner.stage("preflight")
     g = gates_of(result)
-    assert result.data["levels"] == ["off", "think"]
-    ids = set(result.data["gate_files"])
+    record = parse_record("preflight", result.data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == result.data
+    assert record.levels == ["off", "think"]
+    assert record.reasoning_allowance["off"].tokens == 0
+    ids = set(record.gate_files)
     assert set(g) == {f"preflight/{i}@{lv}" for i in ids for lv in ("off", "think")}
     errors = {k: v.reasons for k, v in g.items() if v.verdict is Verdict.ERROR}
     assert not errors, errors

@@ -20,6 +20,8 @@ from qualify.evidence.store import EvidenceStore, RunDir
 from qualify.pipeline import Runner, plan
 from qualify.progress import Progress
 from qualify.records import StageResult, Verdict
+from qualify.registry import parse_record
+from qualify.vram.record import Record
 
 pytestmark = pytest.mark.integration
 
@@ -69,8 +71,11 @@ def test_no_gpu_means_inconclusive_no_telemetry(
     (why,) = gates["vram/telemetry"].reasons
     assert why.startswith("no telemetry: nvml: ")
     assert "DCGM: stages.vram.dcgm_urls is empty" in why
-    assert vram.data["cards"] == [] and vram.data["source"] is None
-    assert vram.data["reserve_gib"] == 3.0
+    record = parse_record("vram", vram.data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == vram.data
+    assert record.cards == [] and record.source is None
+    assert record.reserve_gib == 3.0
 
 
 def test_remote_gpus_through_a_dcgm_exporter(
@@ -96,11 +101,14 @@ def test_remote_gpus_through_a_dcgm_exporter(
         ("vram/reserve@127.0.0.1:0", Verdict.PASS),
         ("vram/telemetry", Verdict.PASS),
     ]
-    (card,) = vram.data["cards"]
-    ident = card["stages"]["identity"]
-    assert ident["samples"] >= 1 and ident["min_free_mib"] == 60225.0
-    assert ident["peak_power_w"] == 915.047
-    assert vram.data["source"] == "dcgm" and exporter.hits >= 2
-    (series,) = vram.data["series_files"]
+    record = parse_record("vram", vram.data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == vram.data
+    (card,) = record.cards
+    ident = card.stages["identity"]
+    assert ident.samples >= 1 and ident.min_free_mib == 60225.0
+    assert ident.peak_power_w == 915.047
+    assert record.source == "dcgm" and exporter.hits >= 2
+    (series,) = record.series_files
     assert series.startswith("telemetry/attempt-001/")
     assert (run.path / series).stat().st_size > 0
