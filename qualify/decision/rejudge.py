@@ -269,11 +269,13 @@ def rejudge_attempt(
         if why is not None:
             view.said.append(f"no gate {view.stage}/{gate}: {why}")
             del judged[gate]
-        elif judged[gate] == "pass":
-            # A gate file newer than the run: the run never judged it, and it passes now, so
-            # leaving it out of the sealed result gains nothing (a gate that would fail, left
-            # out, is a refusal below).
-            view.said.append(f"gate {view.stage}/{gate} passes now, the sealed result has none")
+        else:
+            # The run records no list of the gate files it judged with, so a gate file newer
+            # than the run cannot be told from a gate left out of its result: named, not judged.
+            view.said.append(
+                f"gate {view.stage}/{gate} is not in the sealed result (judged now: "
+                f"{judged[gate]}; a gate file newer than the run, or one left out)"
+            )
             del judged[gate]
     for gate in sorted(set(signed) | set(judged)):
         if signed.get(gate) != judged.get(gate):
