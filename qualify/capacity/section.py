@@ -10,9 +10,13 @@ recomputed here.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from qualify.decision.plots import Panel, Plot, num
 from qualify.decision.record import GateOutcome
+from qualify.decision.sections import energy_text
+from qualify.evidence.store import RunDir
 from qualify.records import Verdict
 
 
@@ -58,15 +62,6 @@ def slo_text(slo: dict[str, Any]) -> str:
     if ignored:
         text += f" (the candidate's looser {', '.join(ignored)} not used)"
     return text
-
-
-def energy_text(energy: dict[str, Any], j_per_token: Any = None) -> str:
-    """J per output token, or "unmeasured" (the why is said once, under the table)."""
-    j = _n(j_per_token) if _n(j_per_token) is not None else _n(energy.get("j_per_output_token"))
-    if j is None:
-        joules, tokens = _n(energy.get("joules")), _n(energy.get("completion_tokens"))
-        j = joules / tokens if joules is not None and tokens else None
-    return "unmeasured" if j is None else f"{j:.3g} J/tok"
 
 
 def _why_unmeasured(energies: list[dict[str, Any]]) -> str | None:
@@ -343,3 +338,25 @@ def left_out(data: dict[str, Any]) -> str | None:
     if not n:
         return None
     return f"{n} degenerate answer(s) left out of every speed figure (kept as evidence)."
+
+
+def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
+    """What the template's Capacity section shows."""
+    return {"capacity": capacity(data), "load": load(data, gates)}
+
+
+def plots(run: RunDir, data: dict[str, Any], here: Path | None) -> list[Plot]:
+    return [aggregate_plot(data)]
+
+
+def aggregate_plot(cap: dict[str, Any]) -> Plot:
+    """Aggregate output tok/s against concurrency, one line per lane and prompt length."""
+    panel = Panel("aggregate output (tok/s)")
+    for r in (_d(x) for x in _l(cap.get("matrix"))):
+        c, y = num(r.get("concurrency")), num(r.get("aggregate_output_tok_s"))
+        if c is None or y is None:
+            continue
+        label = f"{r.get('lane', 'candidate')} {r.get('length')} tok"
+        panel.series.setdefault(label, []).append((c, y))
+    panel.series = {k: sorted(v) for k, v in sorted(panel.series.items())}
+    return Plot("capacity-aggregate.png", "Capacity", "concurrency", [panel])

@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from qualify.ab import section as ab_section
 from qualify.capacity import section as capacity_section
 from qualify.decision import causes, plots, sections
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
@@ -27,7 +28,8 @@ from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.diff.compare import AliasView, alias_view
 from qualify.evidence.store import RESULT, RunDir
 from qualify.records import Verdict
-from qualify.registry import probe_stages, stage_names
+from qualify.registry import probe_stages, section_module, stage_names
+from qualify.vram import section as vram_section
 
 TEMPLATE = "decision.md.j2"
 CELL_MAX = 120
@@ -268,15 +270,15 @@ def _figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[
     """The headline figures, one short line each; 'no data' where a stage did not record one."""
     out = []
     ab = data.get("ab") or {}
-    paired = sections.paired(ab)
+    paired = ab_section.paired(ab)
     for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
         m = _metric(ab, name)
         if m:
             unit = str(m.get("unit") or "")
             out.append(
                 f"A/B {label}: {_value(m.get('candidate'), unit)} vs "
-                f"{_value(m.get('control'), unit)} (median of {sections.runs_of(m)}); paired: "
-                f"{sections.paired_text(paired.get(name))}"
+                f"{_value(m.get('control'), unit)} (median of {ab_section.runs_of(m)}); paired: "
+                f"{ab_section.paired_text(paired.get(name))}"
             )
     if not ab:
         out.append("A/B: not run")
@@ -296,7 +298,7 @@ def _figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[
             f"c={best.get('concurrency')}, {_num(best.get('length'), 0)}-token prompts"
         )
     vram = data.get("vram") or {}
-    cards = sections.card_minimums(vram)
+    cards = vram_section.card_minimums(vram)
     if cards:
         reserve = _num((vram.get("reserve_gib") or 0) * 1024, 0)
         out.append(
@@ -334,10 +336,10 @@ def _acceptance_short(acc: dict[str, Any], ab: dict[str, Any]) -> str:
     rate, drafts = acc.get("rate"), acc.get("drafts")
     text = f"{100 * rate:.1f}%" if isinstance(rate, int | float) else "no rate"
     text += f" ({_num(acc.get('accepted'), 0)} of {_num(acc.get('draft_tokens'), 0)} drafted)"
-    per = sections.accepted_per_draft(acc)
+    per = ab_section.accepted_per_draft(acc)
     if per is not None:
         text += f", {per:.1f} accepted tokens per draft over {_num(drafts, 0)} drafts"
-    share = sections.draft_share(ab)
+    share = ab_section.draft_share(ab)
     if share:
         text += f"; {share}"
     return text
@@ -677,7 +679,7 @@ def _substance(
             f"both); {cut} of {total} attempts were cut by the budget sent."
         )
     ab = data.get("ab") or {}
-    p = sections.paired(ab).get("decode_tok_s")
+    p = ab_section.paired(ab).get("decode_tok_s")
     if p:
         acc = _d(ab.get("acceptance"))
         runs = _d(_metric(ab, "decode_tok_s").get("runs")).get("candidate")
@@ -744,7 +746,7 @@ def _gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
 def plot_plan(run: RunDir, record: DecisionRecord, view: RunView | None = None) -> list[plots.Plot]:
     """The plots of this decision, with their points (nothing drawn)."""
     view = run_view(run, record) if view is None else view
-    return plots.plan(run, _data(view, record), view.dirs().get("vram"))
+    return plots.plan(run, _data(view, record), view.dirs())
 
 
 def _data(view: RunView, record: DecisionRecord) -> dict[str, dict[str, Any]]:
@@ -804,13 +806,13 @@ def _ab_result(ab: dict[str, Any]) -> str:
     m = _metric(ab, "decode_tok_s")
     if not m:
         return "no A/B ran, so the change was not measured against its control"
-    p = sections.paired(ab).get("decode_tok_s")
+    p = ab_section.paired(ab).get("decode_tok_s")
     acc = _d(ab.get("acceptance"))
     drafts = acc.get("drafts")
     text = (
         f"decode {_value(m.get('candidate'), 'tok/s')} against {_value(m.get('control'), 'tok/s')}"
-        f" ({_delta(sections_delta(m))}, median of {sections.runs_of(m)}); paired per request "
-        f"{sections.paired_text(p)}"
+        f" ({_delta(sections_delta(m))}, median of {ab_section.runs_of(m)}); paired per request "
+        f"{ab_section.paired_text(p)}"
     )
     if isinstance(drafts, int):
         text += f"; {drafts:,} drafts"
@@ -904,7 +906,7 @@ def context(
     view = alias_view(run, record) if view is None else view
     alias = _alias(view, data)
     nq = _not_qualified(run, record)
-    return {
+    return _stage_sections(data, gates) | {
         "r": record,
         "up": UP,
         "nq": nq,
@@ -923,16 +925,6 @@ def context(
         "decision": _decision(record, groups, alias, nq),
         "policy": _policy(record),
         "launch": _launch(run, data),
-        "identity": sections.identity_rows(data.get("identity") or {}, gates),
-        "functional": sections.functional(gates),
-        "quality": sections.quality(data.get("quality") or {}),
-        "context": sections.context_rows(data.get("context") or {}),
-        "capacity": capacity_section.capacity(data.get("capacity") or {}),
-        "load": capacity_section.load(data.get("capacity") or {}, gates),
-        "ab": sections.ab_rows(data.get("ab") or {}),
-        "ab_lanes": sections.ab_lanes(data.get("ab") or {}),
-        "ab_gates": [g for g in gates if g.stage == "ab"],
-        "vram": sections.vram_rows(data.get("vram") or {}),
         "fidelity": sections.fidelity(data, gates),
         "plot": figures,
         "failed": _failed_attempts(record, once),
@@ -954,6 +946,18 @@ def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, Any]]:
         }
         for p in plan
     }
+
+
+def _stage_sections(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> dict[str, Any]:
+    """What each registered stage's section module gives the template, from its `data` and the
+    decision's gates (`qualify.registry.section_module`)."""
+    out: dict[str, Any] = {}
+    for name in stage_names():
+        module = section_module(name)
+        build = getattr(module, "section", None)
+        if build is not None:
+            out |= build(data.get(name) or {}, gates)
+    return out
 
 
 def _tickets(record: DecisionRecord) -> dict[str, Any]:

@@ -10,14 +10,12 @@ headless Agg backend. `conclude` writes the PNGs into the decision attempt, besi
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qualify.evidence.store import RunDir
-from qualify.httpclient.timing import median
-from qualify.vram.series import read_logs
+from qualify.registry import section_module, stage_names
 
 Point = tuple[float, float]
 Series = list[list[Any]]
@@ -53,6 +51,11 @@ class Plot:
         return not any(pts for p in self.panels for pts in p.series.values())
 
 
+def num(v: Any) -> float | None:
+    """A number as a float; None for anything else (a bool is no number)."""
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
@@ -65,189 +68,19 @@ def _l(x: Any) -> list[Any]:
     return x if isinstance(x, list) else []
 
 
-def ladder(context: dict[str, Any]) -> Plot:
-    """TTFT and decode against actual prompt tokens, cold and warm apart; the needles found
-    (o) and missed (x) at their depth, per pass."""
-    ttft, decode = Panel("TTFT (s)"), Panel("decode (tok/s)")
-    needles = Panel("needle depth (%)", scatter=True)
-    for r in (_d(x) for x in _l(context.get("rows"))):
-        x = _num(r.get("actual_prompt_tokens"))
-        if x is None:
-            continue
-        for panel, key in ((ttft, "ttft_s"), (decode, "decode_tok_s")):
-            y = _num(r.get(key))
-            if y is not None:
-                panel.series.setdefault(str(r.get("pass")), []).append((x, y))
-        for depth, ok in sorted(_d(r.get("needles")).items()):
-            d = _num(float(depth)) if str(depth).replace(".", "", 1).isdigit() else None
-            if d is None:
-                continue
-            label = f"{r.get('pass')} {'found' if ok else 'missed'}"
-            needles.series.setdefault(label, []).append((x, d))
-            needles.markers[label] = "o" if r.get("pass") == "cold" else "^"
-            needles.colors[label] = "tab:green" if ok else "tab:red"
-    for p in (ttft, decode, needles):
-        p.series = {k: sorted(v) for k, v in sorted(p.series.items())}
-    panels = [ttft, decode] + ([needles] if needles.series else [])
-    return Plot("context-ladder.png", "Context ladder", "prompt tokens", panels)
-
-
-def ab_distributions(ab: dict[str, Any]) -> Plot:
-    """Per-request decode and E2E per lane (x: lane index); the bar beside each lane is the
-    run-to-run spread of the lane's figure (min and max of the run-level p50s)."""
-    lanes = _d(ab.get("lanes"))
-    panels = [Panel("decode (tok/s)", scatter=True), Panel("E2E (s)", scatter=True)]
-    ticks = []
-    for i, lane in enumerate(k for k in ("candidate", "control") if k in lanes):
-        info = _d(lanes[lane])
-        name = str(info.get("name") or lane)
-        ticks.append((float(i), name))
-        for panel, key in zip(panels, ("decode_tok_s", "e2e_s"), strict=True):
-            ys = [
-                y
-                for run in (_d(r) for r in _l(info.get("runs")))
-                for q in (_d(x) for x in _l(run.get("requests")))
-                if not q.get("failed") and not q.get("excluded") and not q.get("degenerate")
-                if (y := _num(q.get(key))) is not None
-            ]
-            if ys:
-                panel.series[name] = [(float(i) + _jitter(k), y) for k, y in enumerate(ys)]
-                mid = median(ys)
-                assert mid is not None
-                panel.medians[name] = (float(i), mid)
-            spread = _l(_d(info.get("spread")).get(key))
-            if len(spread) == 2 and all(_num(s) is not None for s in spread):
-                panel.bands.append((float(spread[0]), float(spread[1]), name))
-    plot = Plot("ab-distributions.png", "A/B per request", "lane", panels, xticks=ticks)
-    plot.missing = "no per-request timings were recorded"
-    return plot
-
-
-def _jitter(k: int) -> float:
-    """A fixed spread across the lane's column, so points that coincide stay visible."""
-    return ((k * 0.618034) % 1.0 - 0.5) * 0.36
-
-
-def acceptance(ab: dict[str, Any]) -> Plot:
-    """Acceptance rate by draft position, from the server's counters."""
-    per = [_num(p) for p in _l(_d(ab.get("acceptance")).get("per_position"))]
-    panel = Panel("accepted fraction")
-    pts = [(float(i + 1), p) for i, p in enumerate(per) if p is not None]
-    if pts:
-        panel.series["acceptance"] = pts
-    acc = _d(ab.get("acceptance"))
-    drafts, drafted, accepted = acc.get("drafts"), acc.get("draft_tokens"), acc.get("accepted")
-    if isinstance(drafts, int):
-        panel.note = (
-            f"{drafts:,} drafts, {drafted or 0:,} drafted tokens, {accepted or 0:,} accepted"
-            + (f"; position 1 reached by all {drafts:,}" if drafts else "")
-        )
-    plot = Plot("acceptance-by-position.png", "Draft acceptance", "draft position", [panel])
-    plot.missing = "no per-position acceptance counters were recorded"
-    return plot
-
-
-def capacity(cap: dict[str, Any]) -> Plot:
-    """Aggregate output tok/s against concurrency, one line per lane and prompt length."""
-    panel = Panel("aggregate output (tok/s)")
-    for r in (_d(x) for x in _l(cap.get("matrix"))):
-        c, y = _num(r.get("concurrency")), _num(r.get("aggregate_output_tok_s"))
-        if c is None or y is None:
-            continue
-        label = f"{r.get('lane', 'candidate')} {r.get('length')} tok"
-        panel.series.setdefault(label, []).append((c, y))
-    panel.series = {k: sorted(v) for k, v in sorted(panel.series.items())}
-    return Plot("capacity-aggregate.png", "Capacity", "concurrency", [panel])
-
-
-def _legacy_series(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict[str, Series]:
-    """Per card from an older layout: `series-gpu-N.jsonl` in the vram attempt, a header line
-    then rows `[t_s, stage, free_mib, used_mib, power_w, n]`."""
-    out: dict[str, Series] = {}
-    for name in (str(f) for f in _l(vram.get("series_files"))):
-        path = run.path / name if "/" in name or here is None else here / name
-        try:
-            lines = path.read_text().splitlines()
-        except OSError:
-            continue
-        head = json.loads(lines[0]) if lines else {}
-        cols = _l(_d(head).get("columns"))
-        if cols[:3] != ["t_s", "stage", "free_mib"]:
-            continue
-        rows = [json.loads(x) for x in lines[1:] if x.strip()]
-        card = f"GPU {head.get('gpu')}"
-        out[card] = [[r[0], r[1], r[2], r[4] if len(r) > 4 else None] for r in rows]
+def plan(
+    run: RunDir, data: dict[str, dict[str, Any]], dirs: dict[str, Path] | None = None
+) -> list[Plot]:
+    """Every plot of the decision, with its points: each registered stage's section module
+    (`qualify.registry.section_module`) plans its own from the stage's `data`; `dirs` maps a
+    stage to its authoritative attempt (older runs kept the VRAM series there)."""
+    out: list[Plot] = []
+    for name in stage_names():
+        module = section_module(name)
+        planner = getattr(module, "plots", None)
+        if planner is not None:
+            out += planner(run, data.get(name) or {}, (dirs or {}).get(name))
     return out
-
-
-def _samples(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict[str, Series]:
-    """`[t_s, stage, free_mib, power_w]` per card, over every telemetry attempt in turn."""
-    out: dict[str, Series] = {}
-    offset = 0.0
-    for log in read_logs(run):
-        end = offset
-        for line in log.lines:
-            if isinstance(line, list) and len(line) >= 6:
-                t = float(line[0]) + offset
-                out.setdefault(f"GPU {line[2]}", []).append([t, line[1], line[3], line[5]])
-                end = max(end, t)
-        offset = end
-    return out or _legacy_series(run, vram, here)
-
-
-def vram_series(run: RunDir, vram: dict[str, Any], here: Path | None = None) -> Plot:
-    """Free memory and power against time per card, stage bands, the reserve line."""
-    reserve = _num(vram.get("reserve_gib"))
-    base = reserve * 1024 if reserve is not None else 0.0
-    label = "headroom over the reserve (MiB)" if reserve is not None else "free (MiB)"
-    free, power = Panel(label, zoom=True), Panel("power (W)")
-    if reserve is not None:
-        free.hlines["reserve"] = 0.0
-    lowest: tuple[float, str] | None = None
-    for card, rows in _samples(run, vram, here).items():
-        free.series[card] = [
-            (float(r[0]), float(r[2]) - base) for r in rows if _num(r[2]) is not None
-        ]
-        for r in rows:
-            if _num(r[2]) is not None and (lowest is None or float(r[2]) - base < lowest[0]):
-                lowest = (float(r[2]) - base, f"{card}, {r[1]}")
-        pw = [(float(r[0]), float(r[3])) for r in rows if _num(r[3]) is not None]
-        if pw:
-            power.series[card] = pw
-        if not free.bands:
-            free.bands = _stage_bands(rows)
-    if lowest is not None and reserve is not None:
-        word = "above" if lowest[0] >= 0 else "BELOW"
-        free.note = (
-            f"lowest: {abs(lowest[0]):,.0f} MiB {word} the {base:,.0f} MiB reserve ({lowest[1]})"
-        )
-    plot = Plot("vram-series.png", "GPU memory and power", "seconds", [free, power])
-    plot.missing = "no GPU telemetry was recorded"
-    return plot
-
-
-def _stage_bands(rows: list[list[Any]]) -> list[tuple[float, float, str]]:
-    bands: list[tuple[float, float, str]] = []
-    for r in rows:
-        t, stage = float(r[0]), str(r[1])
-        if bands and bands[-1][2] == stage:
-            bands[-1] = (bands[-1][0], t, stage)
-        else:
-            bands.append((t, t, stage))
-    return bands
-
-
-def plan(run: RunDir, data: dict[str, dict[str, Any]], vram_dir: Path | None = None) -> list[Plot]:
-    """Every plot of the decision, with its points; `data` maps stage to its `data`,
-    `vram_dir` is the vram stage's authoritative attempt (older runs keep series there)."""
-    ab = data.get("ab") or {}
-    return [
-        ladder(data.get("context") or {}),
-        ab_distributions(ab),
-        vram_series(run, data.get("vram") or {}, vram_dir),
-        acceptance(ab),
-        capacity(data.get("capacity") or {}),
-    ]
 
 
 def draw(plot: Plot) -> bytes:

@@ -15,6 +15,7 @@ import decision_contract_run as contract_run
 import pytest
 from test_decision_document import check_golden
 
+from qualify.capacity import section as capacity_section
 from qualify.decision import document, plots
 from qualify.decision.conclude import conclude, latest, setup
 from qualify.decision.reading import run_info
@@ -276,7 +277,7 @@ def test_capacity_plot_points_are_the_matrix() -> None:
         {"lane": "candidate", "length": 256, "concurrency": c, "aggregate_output_tok_s": v}
         for c, v in ((1, 30.0), (2, 55.5), (4, None))
     ]
-    plot = plots.capacity({"matrix": matrix})
+    plot = capacity_section.aggregate_plot({"matrix": matrix})
     assert plot.panels[0].series == {"candidate 256 tok": [(1.0, 30.0), (2.0, 55.5)]}
     assert plots.draw(plot).startswith(b"\x89PNG")
 

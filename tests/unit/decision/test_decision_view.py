@@ -37,3 +37,31 @@ def test_a_result_changed_after_sealing_is_left_out_and_named(tmp_path: Path) ->
     view = run_view(run, record)
     assert "ab" not in view.stages
     assert view.problems == ["ab/attempt-001/result.json: differs from its manifest"]
+
+
+def section(data: dict[str, object], gates: list[object]) -> dict[str, object]:
+    """The toy stage's section (this module is its `StageSpec.section`)."""
+    return {"toy": {"said": data.get("said"), "gates": len(gates)}}
+
+
+def test_the_document_assembles_sections_from_the_registry() -> None:
+    """A stage declared with the registry line alone presents itself: its section module's
+    `section` is what the document gets, and every built-in stage has one."""
+    from qualify.decision import document
+    from qualify.registry import (
+        StageSpec,
+        register_stage,
+        section_module,
+        stage_names,
+        unregister_stage,
+    )
+
+    assert all(section_module(n) is not None for n in stage_names())
+    register_stage(StageSpec("toy", default=False, section=__name__))
+    try:
+        got = document._stage_sections({"toy": {"said": "hello"}}, [])
+    finally:
+        unregister_stage("toy")
+    assert got["toy"] == {"said": "hello", "gates": 0}
+    assert {"identity", "functional", "quality", "context", "capacity", "load"} <= set(got)
+    assert {"ab", "ab_lanes", "ab_gates", "vram"} <= set(got)

@@ -1,0 +1,180 @@
+"""The vram stage in the decision document: per stage, each card's minimum free memory and peak
+power against the reserve, each card's lowest point, and the plot of headroom and power against
+time from the sampler's series. A pure function of the stage's record (`data`) and, for the
+plot, the run's telemetry files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from qualify.decision.plots import Panel, Plot, Series, num
+from qualify.decision.record import GateOutcome
+from qualify.decision.sections import as_dict as _dict
+from qualify.decision.sections import as_list as _list
+from qualify.evidence.store import RunDir
+from qualify.vram.series import read_logs
+
+_d, _l, _num = _dict, _list, num
+
+
+def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
+    """What the template's VRAM section shows."""
+    return {"vram": vram_rows(data)}
+
+
+def plots(run: RunDir, data: dict[str, Any], here: Path | None) -> list[Plot]:
+    return [vram_series(run, data, here)]
+
+
+def vram_rows(data: dict[str, Any]) -> dict[str, Any]:
+    """Per stage, each card's minimum free memory and peak power, against the reserve."""
+    reserve = data.get("reserve_gib")
+    cards = [_dict(c) for c in _list(data.get("cards"))]
+    stages = list(dict.fromkeys(s for c in cards for s in _dict(c.get("stages"))))
+    rows = []
+    for st in stages:
+        cells, verdicts = [], []
+        for c in cards:
+            cell = _dict(_dict(c.get("stages")).get(st))
+            free, power = cell.get("min_free_mib"), cell.get("peak_power_w")
+            cells.append(
+                {"min_free_mib": free, "peak_power_w": power, "samples": cell.get("samples")}
+            )
+            if free is None or not isinstance(reserve, int | float):
+                verdicts.append("no data")
+            else:
+                verdicts.append("pass" if free >= reserve * 1024 else "fail")
+        rows.append({"stage": st, "cells": cells, "reserve": _reserve_word(verdicts)})
+    words = [r["reserve"] for r in rows]
+    overall = (
+        "pass on every card at every stage"
+        if words and all(w == "pass on all" for w in words)
+        else "fails: "
+        + "; ".join(f"{r['stage']} {r['reserve']}" for r in rows if r["reserve"] != "pass on all")
+        if words
+        else "no data"
+    )
+    return {
+        "source": data.get("source"),
+        "overall": overall,
+        "interval_ms": _dict(data.get("interval_ms")).get("target"),
+        "reserve_gib": reserve,
+        "cards": [
+            {"label": f"GPU {c.get('gpu')}" + (f" ({c['name']})" if c.get("name") else "")}
+            for c in cards
+        ],
+        "rows": rows,
+    }
+
+
+def _reserve_word(verdicts: list[str]) -> str:
+    if not verdicts:
+        return "no data"
+    if all(v == "pass" for v in verdicts):
+        return "pass on all"
+    fails = verdicts.count("fail")
+    if fails:
+        return "fail on all" if fails == len(verdicts) else f"fail on {fails} of {len(verdicts)}"
+    return "no data"
+
+
+def card_minimums(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each card's lowest free memory over every stage, against the reserve."""
+    reserve = data.get("reserve_gib")
+    out = []
+    for c in (_dict(x) for x in _list(data.get("cards"))):
+        frees = [
+            float(f)
+            for v in _dict(c.get("stages")).values()
+            if isinstance(f := _dict(v).get("min_free_mib"), int | float)
+        ]
+        low = min(frees) if frees else None
+        ok = None if low is None or not isinstance(reserve, int | float) else low >= reserve * 1024
+        out.append(
+            {
+                "gpu": c.get("gpu"),
+                "name": c.get("name"),
+                "min_free_mib": low,
+                "verdict": "no data" if ok is None else ("pass" if ok else "fail"),
+            }
+        )
+    return out
+
+
+def _legacy_series(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict[str, Series]:
+    """Per card from an older layout: `series-gpu-N.jsonl` in the vram attempt, a header line
+    then rows `[t_s, stage, free_mib, used_mib, power_w, n]`."""
+    out: dict[str, Series] = {}
+    for name in (str(f) for f in _l(vram.get("series_files"))):
+        path = run.path / name if "/" in name or here is None else here / name
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        head = json.loads(lines[0]) if lines else {}
+        cols = _l(_d(head).get("columns"))
+        if cols[:3] != ["t_s", "stage", "free_mib"]:
+            continue
+        rows = [json.loads(x) for x in lines[1:] if x.strip()]
+        card = f"GPU {head.get('gpu')}"
+        out[card] = [[r[0], r[1], r[2], r[4] if len(r) > 4 else None] for r in rows]
+    return out
+
+
+def _samples(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict[str, Series]:
+    """`[t_s, stage, free_mib, power_w]` per card, over every telemetry attempt in turn."""
+    out: dict[str, Series] = {}
+    offset = 0.0
+    for log in read_logs(run):
+        end = offset
+        for line in log.lines:
+            if isinstance(line, list) and len(line) >= 6:
+                t = float(line[0]) + offset
+                out.setdefault(f"GPU {line[2]}", []).append([t, line[1], line[3], line[5]])
+                end = max(end, t)
+        offset = end
+    return out or _legacy_series(run, vram, here)
+
+
+def vram_series(run: RunDir, vram: dict[str, Any], here: Path | None = None) -> Plot:
+    """Free memory and power against time per card, stage bands, the reserve line."""
+    reserve = _num(vram.get("reserve_gib"))
+    base = reserve * 1024 if reserve is not None else 0.0
+    label = "headroom over the reserve (MiB)" if reserve is not None else "free (MiB)"
+    free, power = Panel(label, zoom=True), Panel("power (W)")
+    if reserve is not None:
+        free.hlines["reserve"] = 0.0
+    lowest: tuple[float, str] | None = None
+    for card, rows in _samples(run, vram, here).items():
+        free.series[card] = [
+            (float(r[0]), float(r[2]) - base) for r in rows if _num(r[2]) is not None
+        ]
+        for r in rows:
+            if _num(r[2]) is not None and (lowest is None or float(r[2]) - base < lowest[0]):
+                lowest = (float(r[2]) - base, f"{card}, {r[1]}")
+        pw = [(float(r[0]), float(r[3])) for r in rows if _num(r[3]) is not None]
+        if pw:
+            power.series[card] = pw
+        if not free.bands:
+            free.bands = _stage_bands(rows)
+    if lowest is not None and reserve is not None:
+        word = "above" if lowest[0] >= 0 else "BELOW"
+        free.note = (
+            f"lowest: {abs(lowest[0]):,.0f} MiB {word} the {base:,.0f} MiB reserve ({lowest[1]})"
+        )
+    plot = Plot("vram-series.png", "GPU memory and power", "seconds", [free, power])
+    plot.missing = "no GPU telemetry was recorded"
+    return plot
+
+
+def _stage_bands(rows: list[list[Any]]) -> list[tuple[float, float, str]]:
+    bands: list[tuple[float, float, str]] = []
+    for r in rows:
+        t, stage = float(r[0]), str(r[1])
+        if bands and bands[-1][2] == stage:
+            bands[-1] = (bands[-1][0], t, stage)
+        else:
+            bands.append((t, t, stage))
+    return bands
