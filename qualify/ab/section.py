@@ -28,7 +28,30 @@ def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
         "ab": ab_rows(data),
         "ab_lanes": ab_lanes(data),
         "ab_gates": [g for g in gates if g.stage == "ab"],
+        "ab_power": lane_power(data),
     }
+
+
+def lane_power(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per lane and card, the mean power over the lane's timed runs (joules over seconds of
+    the runs' energy windows, as the sampler integrated them); only cards with a reading."""
+    out = []
+    for key in ("candidate", "control"):
+        lane = _d(_d(data.get("lanes")).get(key))
+        joules: dict[str, float] = {}
+        seconds: dict[str, float] = {}
+        for run in (_d(r) for r in _l(lane.get("runs"))):
+            energy = _d(run.get("energy"))
+            window = _num(energy.get("window_s"))
+            for gpu, card in _d(energy.get("cards")).items():
+                j = _num(_d(card).get("joules"))
+                if j is not None and window:
+                    joules[gpu] = joules.get(gpu, 0.0) + j
+                    seconds[gpu] = seconds.get(gpu, 0.0) + window
+        cards = [{"gpu": gpu, "watts": joules[gpu] / seconds[gpu]} for gpu in sorted(joules)]
+        if cards:
+            out.append({"lane": lane.get("name") or key, "cards": cards})
+    return out
 
 
 def plots(run: RunDir, data: dict[str, Any], here: Path | None) -> list[Plot]:

@@ -123,6 +123,8 @@ def _render(tmp: Path, joules: float | None = None, lane_energy: bool = False) -
         gates, data = plain()
         energy = {"joules": 120.0, "completion_tokens": 300, "j_per_output_token": 0.4}
         data["lanes"]["candidate"]["energy"] = energy | {"runs": 3}
+        window = {"window_s": 2.0, "cards": {"0": {"joules": 300.0}, "1": {"joules": 250.0}}}
+        data["lanes"]["candidate"]["runs"] = [{"run": 1, "energy": window}] * 2
         return gates, data
 
     contract_run._ab = ab if lane_energy else plain
@@ -176,9 +178,14 @@ def test_energy_per_token_is_shown_where_measured(tmp_path: Path) -> None:
         in text
     )
     assert "| 256 | 53.0 (180.1), goodput 100%, 0.529 J/tok |" in text
+    power = next(x for x in text.splitlines() if x.startswith("Mean power per card"))
+    assert power == (
+        "Mean power per card over each lane's timed runs: `smollm2-135m-ngram` GPU 0 150.0 W, "
+        "GPU 1 125.0 W."
+    )
     lanes = next(x for x in text.splitlines() if x.startswith("Lanes: "))
     assert (
-        "`smollm2-135m-ngram` speculation none, KV not reported, 0 runs, energy 0.4 J/tok" in lanes
+        "`smollm2-135m-ngram` speculation none, KV not reported, 2 runs, energy 0.4 J/tok" in lanes
     )
     assert (
         "`smollm2-135m-nospec` speculation none, KV not reported, 0 runs, energy unmeasured "
