@@ -90,8 +90,9 @@ def _goodput_panel(ax: Any, cells: list[OpenCell], load: Load) -> None:
     good = [(x, g, ci) for x, g, ci in pts if g is not None]
     xs = [x for x, _, _ in good]
     ys = [g for _, g, _ in good]
-    lo = [g - ci[0] for _, g, ci in good if ci]
-    hi = [ci[1] - g for _, g, ci in good if ci]
+    # a Wilson bound equals the share at 0 % and 100 %, up to rounding: never a negative bar
+    lo = [max(0.0, g - ci[0]) for _, g, ci in good if ci]
+    hi = [max(0.0, ci[1] - g) for _, g, ci in good if ci]
     label = "goodput: " + ", ".join(f"{x:.3g}/s {y:.0%}" for x, y in zip(xs, ys, strict=True))
     if len(lo) == len(xs):
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=label)

@@ -216,7 +216,8 @@ class Watcher:
         """One scrape once the last request has ended: llama-server adds a request's tokens to
         its generated-token counter only when the request ends, so the soak's progress delta
         would otherwise miss the requests that ended after the last poll."""
-        snap, _ = await self._probe()
+        snap, health = await self._probe()
+        self.health[health] = self.health.get(health, 0) + 1
         gen = None if snap is None else snap.first(self.s.dialect.generated)
         if gen is not None:
             self.generated.append(gen)

@@ -193,3 +193,17 @@ def test_each_run_is_held_against_the_servers_histograms() -> None:
     assert "counted 11 requests" in got["why"]
     none = server_fidelity(_idle(None), _idle(None), dialect("llama.cpp"), [], [])
     assert none == {"window": None, "why": "the server keeps no latency histograms"}
+
+
+def test_plot_draws_a_cell_where_every_request_missed() -> None:
+    """A share of 0 whose Wilson lower bound rounds a hair above it draws no negative bar."""
+    load = Load.model_validate(
+        {
+            "slo": {"goodput_floor": 0.9},
+            "cells": [
+                {"rate_rps": 0.2, "goodput": 0.0, "goodput_ci95": [1e-17, 0.49]},
+                {"rate_rps": 0.1, "goodput": 1.0, "goodput_ci95": [0.51, 1.0 - 1e-17]},
+            ],
+        }
+    )
+    assert "goodput: 0.1/s 100%, 0.2/s 0%" in plot([], "t", None, load).decode()
