@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
+from qualify.quality.record import Record
 from qualify.records import Verdict
+from qualify.registry import parse_record
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +25,14 @@ def test_quality_both_levels_and_the_control(
     runner = stage_runner(candidate_factory("quality", stages=["quality", "ab"]))
     result = runner.stage("quality")
     data = result.data
-    tasks = {b["task"] for b in data["budgets"]}
+    record = parse_record("quality", data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == data
+    tasks = {b.task for b in record.budgets}
     assert len(tasks) == 12
-    assert data["levels"] == ["off", "think"]
-    assert data["control"]["ran"] is True and data["control"]["level"] == "off"
+    assert record.levels == ["off", "think"]
+    assert record.control is not None
+    assert record.control.ran is True and record.control.level == "off"
     for level in ("off", "think"):
         assert {f"quality/{t}@{level}" for t in tasks} <= {g.key for g in result.gates}
     errors = {g.key: g.reasons for g in result.gates if g.verdict is Verdict.ERROR}
