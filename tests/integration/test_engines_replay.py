@@ -181,16 +181,23 @@ def test_preflight_reasoning_split_and_overlength_400(full: Any) -> None:
 
 def test_context_sizes_by_tokenize_and_reads_queue_gauges(full: Any) -> None:
     """/tokenize sizes every rung; idle and cold-cache read the engine's gauges and prefix
-    counters (vLLM summed over {engine, model_name}, SGLang over ranks). The engines send no
-    per-request timings here, so fidelity is inconclusive, never a pass."""
-    _, res = full
+    counters (vLLM summed over {engine, model_name}, SGLang over ranks). Fidelity: the replay
+    moves vLLM's latency histograms, so its cells are held against the server's figures (how
+    near they agree is a matter of timing, not asserted); SGLang sends no per-request timings,
+    so it is inconclusive, never a pass."""
+    engine, res = full
     ctx = res["context"]
     assert ctx.data["sizing_method"] == "tokenize"
     got = _gates(ctx)
     for key in ("idle", "cold-cache@1024", "cold-cache@2048", "needles@1024", "needles@2048"):
         assert got[key] is Verdict.PASS, (key, ctx.reasons)
-    assert got["fidelity@c=1"] is Verdict.INCONCLUSIVE
-    assert "no decode rate" in " ".join(_gate(ctx, "fidelity@c=1").reasons)
+    fidelity = _gate(ctx, "fidelity@c=1")
+    if engine == "vllm":  # judged against the server's figures; the verdict rests on timing
+        assert fidelity.verdict in (Verdict.PASS, Verdict.FAIL), fidelity.reasons
+        assert fidelity.metrics["n_decode"] > 0 and fidelity.metrics["n_ttft"] > 0
+    else:
+        assert fidelity.verdict is Verdict.INCONCLUSIVE
+        assert "no decode rate" in " ".join(fidelity.reasons)
 
 
 def test_ab_acceptance_from_each_engines_counters(full: Any) -> None:
