@@ -131,3 +131,26 @@ def test_gates_judge_draft_length_speed_and_fidelity(ab_result: StageResult) -> 
         if paired["too_few"]:
             assert gates[name].verdict is Verdict.INCONCLUSIVE
             assert "too few samples" in gates[name].reasons[0]
+
+
+def test_the_record_reads_back_with_energy_and_the_advisory_checks(ab_result: StageResult) -> None:
+    """The stage's data is its typed record; J per output token is stated per lane (unmeasured,
+    with why, on this GPU-less machine); the implausible-figure checks ran as advisory gates."""
+    from qualify.ab.record import Record
+    from qualify.registry import parse_record
+
+    record = parse_record("ab", ab_result.data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == ab_result.data
+    for name, lane in record.lanes.items():
+        assert lane.energy is not None and lane.energy.completion_tokens > 0, name
+        if lane.energy.j_per_output_token is None:
+            assert lane.energy.why and "unmeasured" in lane.energy.why
+        assert all(r.energy is not None and r.energy.window_s for r in lane.runs)
+    gates = {g.gate: g for g in ab_result.gates}
+    for name in ("draft-overrun@candidate", "decode-outliers@candidate", "decode-outliers@control"):
+        assert gates[name].severity == "advisory"
+    # ngram-mod drafts at most 64 tokens: its counters never give more accepted per draft
+    assert gates["draft-overrun@candidate"].verdict is Verdict.PASS, gates[
+        "draft-overrun@candidate"
+    ]

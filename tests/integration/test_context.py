@@ -250,3 +250,22 @@ def test_tool_battery_at_the_deepest_rung_through_the_servers_parser(
 
 def _gate_of(case: str) -> str:
     return {"typed": "typed-tools", "streaming": "streaming-tools"}.get(case, case)
+
+
+def test_the_record_reads_back_and_each_cell_holds_its_server_window(
+    ladder: tuple[StageResult, Path],
+) -> None:
+    """The stage's data is its typed record; every counted cell was held against the server's
+    histograms, which llama-server does not keep (it reports per request instead)."""
+    from qualify.context.record import Record
+    from qualify.registry import parse_record
+
+    result, _ = ladder
+    record = parse_record("context", result.data)
+    assert isinstance(record, Record)
+    assert record.model_dump(mode="json") == result.data
+    counted = [r for r in record.rows if r.streams]
+    assert counted and all(r.server_window is not None for r in counted)
+    assert {r.server_window.why for r in counted if r.server_window} == {
+        "the server keeps no latency histograms"
+    }
