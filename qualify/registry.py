@@ -197,7 +197,12 @@ register_stage(
     )
 )
 register_stage(
-    StageSpec("quality", gates="probe", settings="qualify.quality.settings:QualitySettings")
+    StageSpec(
+        "quality",
+        gates="probe",
+        check_modules=("qualify.quality.checks",),
+        settings="qualify.quality.settings:QualitySettings",
+    )
 )
 register_stage(StageSpec("context", settings="qualify.context.settings:ContextSettings"))
 register_stage(StageSpec("ab", settings="qualify.ab.settings:ABSettings"))

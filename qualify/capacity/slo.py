@@ -159,14 +159,16 @@ def misses(stream: dict[str, Any], slo: Slo) -> list[str]:
 
 
 def wilson(good: int, n: int, z: float = Z95) -> tuple[float, float] | None:
-    """Wilson score interval of a share; None for no trials."""
+    """Wilson score interval of a share; None for no trials. The interval always holds the share
+    itself: at 0% or 100% the exact bound is the share, which floating point can miss by one ulp
+    (48 of 48 gives 0.9999999999999999), so the bounds are clamped to it."""
     if n <= 0:
         return None
     p = good / n
     den = 1 + z * z / n
     mid = (p + z * z / (2 * n)) / den
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
+    return min(p, max(0.0, mid - half)), max(p, min(1.0, mid + half))
 
 
 def goodput(streams: list[dict[str, Any]], slo: Slo, window_s: float | None) -> Goodput:

@@ -110,6 +110,27 @@ async def _control_preflight(ctx: StageContext, client: Client, level: str) -> l
     return out
 
 
+async def _control_lane(
+    ctx: StageContext,
+    gates: list[Any],
+    control_level: str,
+    tasks: list[tuple[str, str, GateResult]],
+    results: list[GateResult],
+    bar: Any,
+) -> None:
+    """The control's lowest level: its preflight, then every task, named `control-<gate>`."""
+    client = await ctx.client(CONTROL)
+    pf = await _control_preflight(ctx, client, control_level)
+    results.extend(pf)
+    bar.advance(len(pf), note="quality control preflight")
+    fields = ctx.lanes.loaded[CONTROL].candidate.reasoning[control_level].request_fields()
+    for gate in gates:
+        r = await run_gate(gate, _context(ctx, client, CONTROL, control_level, fields))
+        tasks.append((CONTROL, gate.gate.id, r))
+        results.append(_as_control(r, f"control-{r.gate}"))
+        bar.advance(note=f"quality control {r.gate}")
+
+
 @stage("quality")
 async def quality(ctx: StageContext) -> StageResult:
     """Pass when every attempt of every task passes on every lane and level it runs at."""
@@ -147,16 +168,7 @@ async def quality(ctx: StageContext) -> StageResult:
                 results.append(r)
                 bar.advance(note=f"quality {r.key}")
         if control_level is not None:
-            client = await ctx.client(CONTROL)
-            pf = await _control_preflight(ctx, client, control_level)
-            results.extend(pf)
-            bar.advance(len(pf), note="quality control preflight")
-            fields = ctx.lanes.loaded[CONTROL].candidate.reasoning[control_level].request_fields()
-            for gate in gates:
-                r = await run_gate(gate, _context(ctx, client, CONTROL, control_level, fields))
-                tasks.append((CONTROL, gate.gate.id, r))
-                results.append(_as_control(r, f"control-{r.gate}"))
-                bar.advance(note=f"quality control {r.gate}")
+            await _control_lane(ctx, gates, control_level, tasks, results, bar)
     where = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
     summary = report.summarise(tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
     control = Control(

@@ -82,6 +82,15 @@ def test_wilson_interval_edges() -> None:
     assert lo == 0.0 and hi < 0.35
 
 
+@pytest.mark.parametrize("n", range(1, 200))
+def test_the_wilson_interval_holds_its_own_share(n: int) -> None:
+    """All good or none good: the bound is the share exactly (48 of 48 once gave
+    0.9999999999999999 and a negative error bar that stopped an H200 capacity stage)."""
+    for good in (0, n // 2, n):
+        lo, hi = wilson(good, n)  # type: ignore[misc]
+        assert lo <= good / n <= hi
+
+
 # --- answers --------------------------------------------------------------------------------
 
 
