@@ -55,8 +55,7 @@ def _check_level(loaded: LoadedCandidate) -> list[str]:
 
 
 def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, Any]:
-    """The lane's request fields: its model, the budget, and the named reasoning level's fields
-    (the lane's first level when it has no level of that name)."""
+    """The lane's request fields: model, budget, the named level's fields (else its first)."""
     name = s.level if s.level in cand.reasoning else next(iter(cand.reasoning), None)
     fields = cand.reasoning[name].request_fields() if name is not None else {}
     body = {"model": cand.identity.model, "max_tokens": s.max_tokens, "temperature": 0, **fields}
@@ -66,8 +65,7 @@ def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, Any]:
 
 
 def plan_lengths(targets: list[int], window: int, max_tokens: int) -> list[PlannedLength]:
-    """Each target clamped to the window minus the answer's budget; a target that clamps to an
-    earlier one's size names it in `same_as` and is not run twice."""
+    """Targets clamped to the window minus the budget; a repeat names the first (`same_as`)."""
     room = window - max_tokens
     out: list[PlannedLength] = []
     for t in targets:
@@ -141,8 +139,7 @@ class Capacity:
         return window_energy({}, t0, t1) | {"why": NO_TELEMETRY}
 
     def memory(self) -> tuple[Any, str | None]:
-        """What the soak reads as the server's memory: GPU used memory, else the launched
-        server process's RSS, else nothing."""
+        """The soak's server memory: GPU used memory, else the server process's RSS, else none."""
         sampler = self.ctx.sampler
         if isinstance(sampler, Sampler) and sampler.used_mib() is not None:
             return sampler.used_mib, "GPU used memory (sampler, every card)"
@@ -415,11 +412,15 @@ async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> dict[str, A
     return {**info, "status": "found"}
 
 
-def _plot(ctx: StageContext, record: Record) -> None:
-    """The stage's plot, from its record, into the attempt's evidence."""
+def _plot(ctx: StageContext, record: Record) -> list[str]:
+    """The stage's plot into its evidence; one that cannot be drawn is a reason, never a stop."""
     slots = record.engine.slots or getattr(ctx.candidate.identity, "max_num_seqs", None)
     title = f"{ctx.candidate.name}: aggregate output tok/s by concurrency"
-    ctx.attempt.write_bytes(PLOT, plot(record.matrix, title, slots, record.load))
+    try:
+        ctx.attempt.write_bytes(PLOT, plot(record.matrix, title, slots, record.load))
+    except Exception as exc:  # a drawing failure of any kind, never the measurement's
+        return [f"plot not drawn: {type(exc).__name__}: {exc}"]
+    return []
 
 
 @stage("capacity")
@@ -495,5 +496,5 @@ async def capacity(ctx: StageContext) -> StageResult:
         "wall_s": round(time.perf_counter() - t0, 3),
     }
     record = Record.model_validate(data)
-    _plot(ctx, record)
-    return finish(ctx, ctx.judge(record), record)
+    drawn = _plot(ctx, record)
+    return finish(ctx, ctx.judge(record), record, reasons=drawn)

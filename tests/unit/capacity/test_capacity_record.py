@@ -93,3 +93,29 @@ def test_the_document_reads_the_load_as_attributes() -> None:
     row = r.cells()[0]
     assert row.goodput is not None and row.energy is not None
     assert row.j_per_output_token == row.energy.j_per_output_token
+
+
+def test_a_plot_that_cannot_be_drawn_is_a_reason_not_a_stopped_stage(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from types import SimpleNamespace
+
+    import structlog
+
+    from qualify.capacity import stage
+
+    def refuse(*_a: object, **_k: object) -> bytes:
+        raise ValueError("'yerr' must not contain negative values")
+
+    written: list[str] = []
+    ctx = SimpleNamespace(
+        candidate=SimpleNamespace(name="c", identity=SimpleNamespace(max_num_seqs=4)),
+        attempt=SimpleNamespace(write_bytes=lambda name, _b: written.append(name)),
+        log=structlog.get_logger("test"),
+    )
+    record = Record.model_validate(next(d["data"] for _, d in PUBLISHED if d["data"].get("load")))
+    assert stage._plot(ctx, record) == []  # type: ignore[arg-type]
+    assert written == [stage.PLOT]
+    monkeypatch.setattr(stage, "plot", refuse)
+    why = stage._plot(ctx, record)  # type: ignore[arg-type]
+    assert why == ["plot not drawn: ValueError: 'yerr' must not contain negative values"]
