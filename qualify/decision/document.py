@@ -1,4 +1,4 @@
-"""The decision document: `templates/decision.md.j2` rendered from evidence alone.
+"""The decision document: `qualify/decision/templates/decision.md.j2` rendered from evidence alone.
 
 The first screen answers the reviewer: the verdict, the alias it gates, the hardware, the
 headline figures, every blocking reason in one line with a link to the evidence file that shows
@@ -39,7 +39,7 @@ UP = "../../"  # from decision/attempt-NNN/ to the run directory
 
 def templates_dir() -> Path:
     env = os.environ.get("QUALIFY_TEMPLATES")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "templates"
+    return Path(env) if env else Path(__file__).resolve().parent / "templates"
 
 
 def _num(value: Any, digits: int = 1) -> str:
