@@ -6,14 +6,12 @@ Each judge is fed data that should fail it and data that should pass it: the pin
 
 from __future__ import annotations
 
-import json
-import re
-import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from stage_records import kept, published
 
 from qualify.candidate import Identity, load_candidate
 from qualify.errors import BadInput
@@ -403,36 +401,7 @@ def test_unknown_placeholder_is_bad_input(tmp_path: Path) -> None:
     assert "server.launch.command[0]" in exc.value.render()
 
 
-def _published(stage: str) -> list[tuple[str, dict[str, Any]]]:
-    """Every `<stage>/attempt-*/result.json` the repository holds: loose under docs/ and tests/,
-    and inside the published evidence archives."""
-    out = []
-    for base in ("docs", "tests"):
-        for p in sorted((ROOT / base).rglob(f"{stage}/attempt-*/result.json")):
-            out.append((str(p.relative_to(ROOT)), json.loads(p.read_text())))
-    for tar in sorted([*(ROOT / "docs").rglob("*.tgz"), *(ROOT / "tests").rglob("*.tgz")]):
-        with tarfile.open(tar) as t:
-            for m in t.getmembers():
-                if m.isfile() and re.search(rf"/{stage}/attempt-\d+/result\.json$", m.name):
-                    f = t.extractfile(m)
-                    assert f is not None
-                    out.append((f"{tar.relative_to(ROOT)}:{m.name}", json.loads(f.read())))
-    return out
-
-
-def _kept(out: Any, written: Any) -> bool:
-    """True when everything `written` holds is in `out`, unchanged (`out` may add the fields an
-    earlier build did not write, at their defaults)."""
-    if isinstance(written, dict):
-        return isinstance(out, dict) and all(
-            k in out and _kept(out[k], v) for k, v in written.items()
-        )
-    if isinstance(written, list):
-        return isinstance(out, list) and len(out) == len(written) and all(map(_kept, out, written))
-    return bool(out == written)
-
-
-PUBLISHED = _published("identity")
+PUBLISHED = published("identity")
 
 
 def test_the_repository_holds_identity_results() -> None:
@@ -445,7 +414,7 @@ def test_every_published_identity_result_reads(name: str, result: dict[str, Any]
     assert isinstance(record, Record)
     out = record.model_dump(mode="json")
     assert out.pop("record_version") == 1
-    assert _kept(out, result["data"])
+    assert kept(out, result["data"])
     assert Record.model_validate(out) == record
 
 
