@@ -5,13 +5,37 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 
 class StrictModel(BaseModel):
     """Base for every model read from or written to disk: unknown fields are errors."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class Written(StrictModel):
+    """A part of a stage record whose JSON form holds only the fields that were written: a
+    field an earlier build did not write reads as its default and stays out of the JSON again,
+    so a record reads every published result and writes back exactly what was written."""
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
+        return {k: v for k, v in out.items() if k in written_keys(self)}
+
+
+def written_keys(model: StrictModel, always: tuple[str, ...] = ()) -> set[str]:
+    """The JSON keys of the fields `model` was given (by their alias where they have one)."""
+    fields = type(model).model_fields
+    names = model.model_fields_set | set(always)
+    return {fields[n].serialization_alias or fields[n].alias or n for n in names}
 
 
 class StageRecord(StrictModel):

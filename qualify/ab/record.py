@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from qualify.httpclient.timing import FidelitySummary, ServerComparison, Written, written_keys
-from qualify.records import StageRecord
+from qualify.httpclient.timing import FidelitySummary, ServerComparison
+from qualify.records import StageRecord, Written, written_keys
 
 LaneName = Literal["candidate", "control"]
 

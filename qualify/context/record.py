@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
-from qualify.httpclient.timing import FidelitySummary, ServerComparison, Written, written_keys
-from qualify.records import StageRecord
+from qualify.httpclient.timing import FidelitySummary, ServerComparison
+from qualify.records import StageRecord, Written, written_keys
 
 Number = int | float
 Pass = Literal["warm", "cold"]

@@ -24,10 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from pydantic import SerializerFunctionWrapHandler, model_serializer
-
 from qualify.httpclient.chat import ChatOutcome
-from qualify.records import StrictModel, Verdict
+from qualify.records import Verdict, Written
 from qualify.serving.histograms import ServerWindow
 
 
@@ -250,24 +248,6 @@ def fidelity(timings: Iterable[RequestTiming]) -> dict[str, Any]:
         "ttft_minus_server_prompt_ms_min": min(g) if g else None,
         "ttft_below_server_prompt": sum(1 for v in g if v < 0),
     }
-
-
-class Written(StrictModel):
-    """A part of a stage record whose JSON form holds only the fields that were written: a
-    field an earlier build did not write reads as its default and stays out of the JSON again,
-    so a record reads every published result and writes back exactly what was written."""
-
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        return {k: v for k, v in out.items() if k in written_keys(self)}
-
-
-def written_keys(model: StrictModel, always: tuple[str, ...] = ()) -> set[str]:
-    """The JSON keys of the fields `model` was given (by their alias where they have one)."""
-    fields = type(model).model_fields
-    names = model.model_fields_set | set(always)
-    return {fields[n].serialization_alias or fields[n].alias or n for n in names}
 
 
 class FidelitySummary(Written):
