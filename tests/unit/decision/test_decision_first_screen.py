@@ -16,7 +16,7 @@ import pytest
 from test_decision_document import check_golden
 
 from qualify.capacity import section as capacity_section
-from qualify.decision import document, plots
+from qualify.decision import document, plots, wording
 from qualify.decision.conclude import conclude, latest, setup
 from qualify.decision.reading import run_info
 from qualify.decision.record import DecisionRecord
@@ -199,11 +199,11 @@ def test_no_failure_text_is_written_twice(roomy: tuple[RunDir, DecisionRecord, s
     assert bad
     for g in bad:
         assert f"`{g.key}`" in text, g.key
-        said = document.reason_parts(g)[1]
+        said = wording.reason_parts(g)[1]
         assert text.count(said) <= 1, said
         for r in g.reasons:
             assert text.count(r) <= 1, r
-    said = [document.reason_parts(g)[1] for g in bad]
+    said = [wording.reason_parts(g)[1] for g in bad]
     assert len(set(said)) < len(said)  # the run repeats a failure: it is still written once
 
 
@@ -215,11 +215,11 @@ def test_no_table_cell_is_long(roomy: tuple[RunDir, DecisionRecord, str], tmp_pa
 
 
 def test_a_long_reason_is_one_short_line() -> None:
-    assert document.short("a\nb " * 200, 50).endswith("…")
-    assert len(document.short("x" * 500, 50)) == 50
-    assert "\n" not in document.short("a\nb")
+    assert wording.short("a\nb " * 200, 50).endswith("…")
+    assert len(wording.short("x" * 500, 50)) == 50
+    assert "\n" not in wording.short("a\nb")
     # quoted markup shows when rendered instead of vanishing as an HTML tag
-    assert document.short("echoes ['<tool_response>']") == "echoes ['&lt;tool_response>']"
+    assert wording.short("echoes ['<tool_response>']") == "echoes ['&lt;tool_response>']"
 
 
 def test_plots_show_the_figures_of_the_tables(roomy: tuple[RunDir, DecisionRecord, str]) -> None:

@@ -1,0 +1,191 @@
+"""The caveats a reviewer weighs the figures with: the candidate's provenance, pins the server
+does not report, the servers' warnings, the model's fitness, scaled budgets, sample sizes,
+advisory gates and waivers."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from qualify.ab import section as ab_section
+from qualify.decision.headline import metric
+from qualify.decision.record import DecisionRecord, GateOutcome
+from qualify.decision.sections import as_dict, as_list
+from qualify.decision.wording import UP, Once, reason_parts, short
+from qualify.records import Verdict
+from qualify.registry import probe_stages
+
+
+def caveats(
+    record: DecisionRecord,
+    info: dict[str, Any],
+    data: dict[str, dict[str, Any]],
+    once: Once,
+    run_path: Path | None = None,
+) -> list[str]:
+    out = []
+    git = as_dict(info.get("git"))
+    if git.get("dirty"):
+        out.append(
+            "The repository holding the candidate had uncommitted changes at run time"
+            + (", the candidate file among them." if git.get("file_dirty") else ".")
+        )
+    elif git.get("file_dirty"):
+        out.append("The candidate file itself differed from its committed version.")
+    if git and git.get("commit") is None:
+        out.append("The candidate was not in a git repository with a commit.")
+    unreported = as_list(as_dict(data.get("identity")).get("not_reported"))
+    blocking = {g.key for g in record.evaluation.gates if g.status in ("blocks", "vetoes")}
+    unreported = [u for u in unreported if f"identity/pin@{u}" not in blocking]
+    if unreported:
+        out.append(
+            "Declared, not verified (the server does not report them): "
+            + ", ".join(str(u) for u in unreported)
+            + "."
+        )
+    out += _substance(run_path, record, data)
+    if record.unsealed:
+        out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
+    out += _advisory(record, once)
+    out += [
+        f"Waived, not passed: {w.gate} by {w.signer} (key {str(w.signer_keyid)[:16]}), "
+        f"ticket {w.ticket}, until {w.expires}."
+        for w in record.waivers
+        if w.accepted and w.gate in record.evaluation.waived
+    ]
+    out += [
+        f"Waiver {w.path} not accepted: {short(w.why)}." for w in record.waivers if not w.accepted
+    ]
+    return out
+
+
+def _advisory(record: DecisionRecord, once: Once) -> list[str]:
+    """Advisory gates that did not pass, as caveats: the parts of one gate that said the same
+    thing (every cell's `capacity/energy` unmeasured for one reason) are one line."""
+    said: dict[tuple[str, str, str], list[GateOutcome]] = {}
+    for g in record.evaluation.gates:
+        if g.status == "advisory" and g.verdict is not Verdict.PASS:
+            base = f"{g.stage}/{g.gate.split('@', 1)[0]}"
+            said.setdefault((base, g.verdict.value, "".join(reason_parts(g))), []).append(g)
+    out = []
+    for (base, verdict, _), gates in said.items():
+        count, text = reason_parts(gates[0])
+        if len(gates) == 1:
+            out.append(
+                f"Advisory `{gates[0].key}` {verdict}: {count}{once.say(text, gates[0].key)}"
+            )
+            continue
+        parts = ", ".join(g.key.removeprefix(base).lstrip("@") for g in gates)
+        key = f"{base}@*"
+        out.append(
+            f"Advisory `{key}` {verdict} at {len(gates)} parts ({parts}): "
+            f"{count}{once.say(text, key)}"
+        )
+    return out
+
+
+_PER_REQUEST = re.compile(r"\btask \d+|\bid +\d+ \|")
+
+
+_WEIGHTY = re.compile(r"context|capp|exceed|overflow|memory|fall(?:s|ing)? ?back|offload", re.I)
+
+
+_WARNING = re.compile(r"^\S+ W (.*)$|^(?:.*\b)?(WARNING|Warning)[: ](.*)$")
+
+
+def server_warnings(run_path: Path) -> list[dict[str, Any]]:
+    """Distinct warnings the servers wrote to their logs (llama.cpp's ` W ` lines, `WARNING`
+    lines of other engines), each with the lane, how many starts said it and its first log."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for lane in ("candidate", "control"):
+        for d in sorted((run_path).glob(f"server-{lane}/attempt-*")):
+            for log in sorted(d.glob("std*.log")):
+                try:
+                    lines = log.read_text(errors="replace").splitlines()
+                except OSError:
+                    continue
+                for line in lines:
+                    m = _WARNING.match(line.strip())
+                    if not m:
+                        continue
+                    text = " ".join((m.group(1) or m.group(3) or "").split())
+                    if not text or _PER_REQUEST.search(text):
+                        continue
+                    item = found.setdefault(
+                        (lane, re.sub(r"\d+(?:\.\d+)?", "N", text)),
+                        {"lane": lane, "text": text, "starts": set(), "log": log},
+                    )
+                    item["starts"].add(d.name)
+    out = []
+    for item in found.values():
+        starts = {d.name for d in run_path.glob(f"server-{item['lane']}/attempt-*")}
+        item["of"] = len(starts)
+        item["starts"] = len(item["starts"])
+        item["log"] = item["log"].relative_to(run_path).as_posix()
+        out.append(item)
+    out = [w for w in out if _WEIGHTY.search(w["text"]) or w["starts"] == w["of"]]
+    out.sort(key=lambda w: (not _WEIGHTY.search(w["text"]), w["lane"] != "candidate"))
+    merged: dict[str, dict[str, Any]] = {}
+    for w in out:  # the same warning from both lanes is one caveat
+        key = re.sub(r"\d+(?:\.\d+)?", "N", w["text"])
+        if key in merged:
+            had = merged[key]
+            had["lane"] = f"{had['lane']} and {w['lane']}"
+            had["starts"] += w["starts"]
+            had["of"] += w["of"]
+        else:
+            merged[key] = dict(w)
+    return list(merged.values())[:2]
+
+
+def _substance(
+    run_path: Path | None, record: DecisionRecord, data: dict[str, dict[str, Any]]
+) -> list[str]:
+    """Caveats a reviewer needs to weigh the figures: what the servers warned about, whether
+    the model is fit for the tasks at all, scaled budgets, and the sample sizes."""
+    out = []
+    if run_path is not None:
+        for w in server_warnings(run_path):
+            out.append(
+                f"The {w['lane']} server{'s' if ' and ' in w['lane'] else ''} warned in "
+                f"{w['starts']} of {w['of']} starts: "
+                f"«{short(w['text'], 140)}» ([log]({UP}{w['log']}))."
+            )
+    gates = record.evaluation.gates
+    fit = [g for g in gates if g.stage in probe_stages()]
+    failed = [g for g in fit if g.verdict is not Verdict.PASS]
+    control = [g for g in failed if g.gate.startswith("control-")]
+    if fit and len(failed) * 2 > len(fit):
+        both = " on both lanes" if control else ""
+        out.append(
+            f"Model fitness: {len(failed)} of {len(fit)} tool, format and task gates fail"
+            f"{both}; at this size the model is not fit for these tasks, so their failures say "
+            "nothing about the change, and the speed figures stand on their own."
+        )
+    q = as_dict(data.get("quality"))
+    scale = q.get("budget_scale")
+    if isinstance(scale, int | float) and scale != 1:
+        cut = sum(
+            1
+            for r in (as_dict(x) for x in as_list(q.get("table")))
+            for a in as_list(r.get("attempts"))
+            if a == "cut"
+        )
+        total = sum(len(as_list(as_dict(x).get("attempts"))) for x in as_list(q.get("table")))
+        out.append(
+            f"Quality budgets were scaled to {scale:g} of the declared ones (the table shows "
+            f"both); {cut} of {total} attempts were cut by the budget sent."
+        )
+    ab = data.get("ab") or {}
+    p = ab_section.paired(ab).get("decode_tok_s")
+    if p:
+        acc = as_dict(ab.get("acceptance"))
+        runs = as_dict(metric(ab, "decode_tok_s").get("runs")).get("candidate")
+        drafts = f", {acc['drafts']:,} drafts" if isinstance(acc.get("drafts"), int) else ""
+        out.append(
+            f"Sample size: the A/B compares {p.get('pairs')} request pairs over "
+            f"{p.get('prompts')} prompts and {runs} runs per lane{drafts}; an interval from so "
+            "few is wide, and one marked too few samples is no result."
+        )
+    return out

@@ -1,0 +1,281 @@
+"""The decision's first screen in words: the outcome, the headline figures, the alias it gates,
+the closing paragraph, and, for a run that judged nothing, why not."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from qualify.ab import section as ab_section
+from qualify.capacity import section as capacity_section
+from qualify.decision import causes, sections
+from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text, tag_counts
+from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
+from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
+from qualify.decision.sections import as_dict, as_list
+from qualify.decision.wording import LINE_MAX, delta_text, number, quantity, run_relative, short
+from qualify.diff.compare import AliasView
+from qualify.evidence.store import RunDir
+from qualify.vram import section as vram_section
+
+
+def lane_name(ab: dict[str, Any], lane: str) -> str:
+    return str(as_dict(as_dict(ab.get("lanes")).get(lane)).get("name") or lane)
+
+
+def metric(ab: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(
+        (as_dict(m) for m in as_list(ab.get("metrics")) if as_dict(m).get("metric") == name), {}
+    )
+
+
+_QUALITY = re.compile(r"^quality(?: \((\w+)\))?: ")
+
+
+def figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[str]:
+    """The headline figures, one short line each; 'no data' where a stage did not record one."""
+    out = []
+    ab = data.get("ab") or {}
+    paired = ab_section.paired(ab)
+    for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
+        m = metric(ab, name)
+        if m:
+            unit = str(m.get("unit") or "")
+            out.append(
+                f"A/B {label}: {quantity(m.get('candidate'), unit)} vs "
+                f"{quantity(m.get('control'), unit)} (median of {ab_section.runs_of(m)}); paired: "
+                f"{ab_section.paired_text(paired.get(name))}"
+            )
+    if not ab:
+        out.append("A/B: not run")
+    acc = as_dict(ab.get("acceptance"))
+    if acc:
+        out.append("acceptance: " + acceptance_short(acc, ab))
+    q = as_dict(data.get("quality"))
+    lines = [str(x) for x in as_list(q.get("lines"))]
+    parts = [_QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x) for x in lines]
+    out.append("quality: " + "; ".join(parts) if parts else "quality: not run")
+    out.append("context reached: " + context_reached(data.get("context") or {}))
+    cap = capacity_section.capacity(data.get("capacity") or {})
+    best = cap["best"]
+    if best:
+        out.append(
+            f"capacity: {number(best.get('aggregate_output_tok_s'))} tok/s aggregate at "
+            f"c={best.get('concurrency')}, {number(best.get('length'), 0)}-token prompts"
+        )
+    vram = data.get("vram") or {}
+    cards = vram_section.card_minimums(vram)
+    if cards:
+        reserve = number((vram.get("reserve_gib") or 0) * 1024, 0)
+        out.append(
+            "minimum free VRAM: "
+            + "; ".join(
+                f"GPU {c['gpu']} {quantity(c['min_free_mib'], 'MiB', 0)} ({c['verdict']})"
+                for c in cards
+            )
+            + f" against a {reserve} MiB reserve"
+        )
+    fid = sections.fidelity(data, gates)
+    if fid:
+        out.append(
+            "fidelity (client against server, median): "
+            + "; ".join(
+                f"{f['stage']} decode ratio {number(f['decode_ratio'], 3)}, TTFT gap "
+                f"{quantity(f['ttft_gap_ms'], 'ms')}"
+                + (f" ({f['ttft_lane']})" if f.get("ttft_lane") else "")
+                + f" ({f['verdict']})"
+                for f in fid
+            )
+        )
+    return out
+
+
+def sections_delta(m: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "delta_pct": m.get("delta_pct"),
+        "within_noise": bool(m.get("within_noise")),
+        "better": m.get("better"),
+    }
+
+
+def acceptance_short(acc: dict[str, Any], ab: dict[str, Any]) -> str:
+    rate, drafts = acc.get("rate"), acc.get("drafts")
+    text = f"{100 * rate:.1f}%" if isinstance(rate, int | float) else "no rate"
+    text += f" ({number(acc.get('accepted'), 0)} of {number(acc.get('draft_tokens'), 0)} drafted)"
+    per = ab_section.accepted_per_draft(acc)
+    if per is not None:
+        text += f", {per:.1f} accepted tokens per draft over {number(drafts, 0)} drafts"
+    share = ab_section.draft_share(ab)
+    if share:
+        text += f"; {share}"
+    return text
+
+
+def context_reached(ctx: dict[str, Any]) -> str:
+    rows = [as_dict(r) for r in as_list(ctx.get("rows"))]
+    if not rows:
+        return "not run"
+    parts = []
+    for p in ("cold", "warm"):
+        mine = [r for r in rows if r.get("pass") == p]
+        ok = [r for r in mine if r.get("verdict") == "pass"]
+        top = max((r.get("actual_prompt_tokens") or 0 for r in ok), default=None)
+        most = max((r.get("actual_prompt_tokens") or 0 for r in mine), default=None)
+        if mine:
+            parts.append(
+                f"{p} {number(top, 0) if top else 'none'} passed of {number(most, 0)} sent"
+            )
+    return "; ".join(parts) + " prompt tokens"
+
+
+def _ab_result(ab: dict[str, Any]) -> str:
+    """The A/B result for the candidate's change, in one sentence."""
+    m = metric(ab, "decode_tok_s")
+    if not m:
+        return "no A/B ran, so the change was not measured against its control"
+    p = ab_section.paired(ab).get("decode_tok_s")
+    acc = as_dict(ab.get("acceptance"))
+    drafts = acc.get("drafts")
+    candidate, control = quantity(m.get("candidate"), "tok/s"), quantity(m.get("control"), "tok/s")
+    text = (
+        f"decode {candidate} against {control} ({delta_text(sections_delta(m))}, median of "
+        f"{ab_section.runs_of(m)}); paired per request {ab_section.paired_text(p)}"
+    )
+    if isinstance(drafts, int):
+        text += f"; {drafts:,} drafts"
+    return text
+
+
+def outcome(
+    record: DecisionRecord, data: dict[str, dict[str, Any]], groups: list[causes.Cause]
+) -> dict[str, str]:
+    """The outcome in words: verdict, what the change is, the A/B result, the causes."""
+    ab = data.get("ab") or {}
+    control = lane_name(ab, "control") if ab.get("lanes") else None
+    variable = causes.variable_of(as_dict(ab.get("lanes")))
+    named = "what its control names: "
+    if not control:
+        change = f"{record.candidate} has no A/B control in this run"
+    elif variable.startswith(named):
+        change = (
+            f"{record.candidate} against its control `{control}` ({variable.removeprefix(named)})"
+        )
+    else:
+        change = f"{record.candidate} changes {variable} against its control `{control}`"
+    verdict = "Promote" if record.promote else "No-promote"
+    if record.promote and record.evaluation.waived:
+        verdict = f"Promote with {len(record.evaluation.waived)} waiver(s)"
+    gates = sum(len(c.keys) for c in groups)
+    why = (
+        f"{gates} blocking item(s) come down to {len(groups)} cause(s): {tag_counts(groups)}."
+        if groups
+        else "Nothing blocks."
+    )
+    return {
+        "text": f"**{verdict}.** {change}: {_ab_result(ab)}. {why}",
+        "next": groups[0].action if groups else exit_text(record, groups),
+        "variable": variable,
+    }
+
+
+def alias_text(view: AliasView, data: dict[str, dict[str, Any]]) -> str:
+    """The alias this decision gates and what it points at now (the house table, read once by
+    `qualify.diff.compare.alias_view` and handed in as a value)."""
+    if view.name is None:
+        return "gates no production alias: the candidate names none"
+    name, target = view.name, view.target
+    if view.error is not None:
+        why = short(view.error, 80)
+        return f"gates `{name}`; the house alias table could not be read ({why})"
+    if view.house:
+        if not target:
+            return f"gates `{name}`, which points at nothing yet"
+        return (
+            f"gates `{name}`, which points at {target.get('candidate')} "
+            f"(run {target.get('run_id') or 'unknown'}) now"
+        )
+    inc = as_dict(as_dict(data.get("capacity")).get("incumbent"))
+    if inc.get("candidate"):
+        return f"gates `{name}`, which pointed at {inc['candidate']} when capacity ran"
+    return f"gates `{name}` (no house repository given, so its alias table was not read)"
+
+
+def against(view: AliasView) -> dict[str, Any] | None:
+    """The diff's summary against the alias's current recipe, when there is one to show."""
+    s = view.summary
+    if s.get("status") not in ("compared", "unusable"):
+        return None
+    return {"name": view.name, **s}
+
+
+_LOG = re.compile(r"; log: ([^;]+)")
+
+
+_QUOTED = re.compile(r"«(.*?)»")
+
+
+def not_qualified(run: RunDir, record: DecisionRecord) -> dict[str, Any] | None:
+    """For a run that judged nothing: the cause said once, the server's last log lines, the
+    log's link (inside the run), and what each planned stage did."""
+    if not record.headline.startswith(NOT_QUALIFIED):
+        return None
+    reason = stop_reason(record.evaluation) or ""
+    log = _LOG.search(reason)
+    rel = log.group(1).strip() if log else None
+    if rel and Path(rel).is_absolute():
+        try:
+            rel = Path(rel).resolve().relative_to(run.path.resolve()).as_posix()
+        except ValueError:
+            rel = None
+    link = rel if rel and (run.path / rel).is_file() else None
+    if link is None:
+        for lane in ("candidate", "control"):
+            for d in reversed(run.attempt_dirs(f"server-{lane}")):
+                logs = sorted(d.glob("stderr.*.log"))
+                if logs:
+                    link = run_relative(run, logs[-1])
+                    break
+            if link:
+                break
+    stages = [f"{s.stage} ({_stopped(s)})" for s in record.evaluation.stages if s.planned]
+    return {
+        "cause": cause_of(reason) if reason else "no stage reached a judged gate",
+        "lines": [short(x, LINE_MAX) for x in _QUOTED.findall(reason)],
+        "log": link,
+        "stages": ", ".join(stages) or "none planned",
+    }
+
+
+def _stopped(s: StageOutcome) -> str:
+    """`aborted` for the stage the run stopped in, `not run` for those after it."""
+    said = [r for a in s.superseded for r in a.reasons]
+    if any(a.status == "aborted" for a in s.superseded) and not all(
+        r.startswith("not run:") for r in said
+    ):
+        return "aborted"
+    return "not run"
+
+
+def closing(
+    record: DecisionRecord, groups: list[causes.Cause], alias: str, nq: dict[str, Any] | None
+) -> str:
+    """The closing paragraph, in the seed report's shape: what to do with the recipe, until
+    when, and what happens to the alias."""
+    if nq is not None:
+        return (
+            f"Nothing was decided about {record.candidate}: the run stopped before any stage "
+            f"judged it ({nq['cause']}). Fix that and run it again; this decision {alias}, "
+            "and it does not move."
+        )
+    if record.promote:
+        return (
+            f"Promote {record.candidate}: this decision {alias}; `qualify alias set` may point it "
+            f"at this run under policy {record.policy_sha256[:16]}. {exit_text(record, groups)}"
+        )
+    titles = "; ".join(f"{c.title} ({c.label})" for c in groups[:FIRST_SCREEN_CAUSES])
+    return (
+        f"Keep {record.candidate} no-promote until a fresh run clears {len(groups)} cause(s): "
+        f"{titles}; or until the house policy is reviewed and changed before a run, never "
+        f"after seeing this result. This decision {alias}; it does not move."
+    )
