@@ -85,21 +85,38 @@ class Log:
 def read_log(path: Path, attempt: int) -> Log | None:
     """One telemetry attempt; None without a header. A line cut short by a kill is skipped."""
     try:
-        header = json.loads((path / "header.json").read_text())
-    except (OSError, ValueError):
+        header = (path / "header.json").read_bytes()
+    except OSError:
+        return None
+    texts = [f.read_bytes() for f in sorted(path.glob("samples.*.jsonl"))]
+    try:
+        summary: bytes | None = (path / "summary.json").read_bytes()
+    except OSError:
+        summary = None
+    return parse_log(attempt, path, header, texts, summary)
+
+
+def parse_log(
+    attempt: int, path: Path, header: bytes, samples: list[bytes], summary: bytes | None
+) -> Log | None:
+    """One telemetry attempt from its files' bytes (`header.json`, every `samples.NNN.jsonl` in
+    order, `summary.json`): what `read_log` reads, and `verify` reads from the signed files."""
+    try:
+        head = json.loads(header)
+    except ValueError:
         return None
     lines: list[Any] = []
-    for f in sorted(path.glob("samples.*.jsonl")):
-        for text in f.read_text(errors="replace").splitlines():
+    for text in samples:
+        for line in text.decode(errors="replace").splitlines():
             try:
-                lines.append(json.loads(text))
+                lines.append(json.loads(line))
             except ValueError:
                 continue
     try:
-        summary = json.loads((path / "summary.json").read_text())
-    except (OSError, ValueError):
-        summary = None
-    return Log(attempt, path, header, lines, summary)
+        tail = None if summary is None else json.loads(summary)
+    except ValueError:
+        tail = None
+    return Log(attempt, path, head, lines, tail)
 
 
 def read_logs(run: RunDir) -> list[Log]:

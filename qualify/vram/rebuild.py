@@ -1,0 +1,131 @@
+"""The vram stage's judged data rebuilt from the samples the run kept (`verify` judges it again).
+
+The sampler writes every sample as it takes it into the run's `telemetry/attempt-NNN/` evidence
+(`qualify.vram.series`), and those files are sealed with the run. The rebuild reads back, from
+the signed files only, every telemetry attempt that had started when the vram attempt started
+(what the stage read), and computes again with the stage's own functions
+(`qualify.vram.series.figures`, `qualify.vram.stage.build_record`) every card's figures in every
+stage (lowest free memory, peak power, samples, gaps, missed intervals, a lost card), the
+stages that ran (from the signed `run.json` and the stages' attempts, as `ran_stages` reads
+them, and the stage marks in the samples) and each telemetry attempt's account (source, start
+problems, whether it stopped, missed scrapes, a failure, its files).
+
+Not kept raw, so taken from the sealed record (and said): the sampler's own timing statistics
+(the intervals it kept and what a read cost it: its summary holds them, not its samples), the
+host's hardware when the sample header does not hold it, and the reserve the record restates
+(the gate judges with the signed thresholds' reserve, never the record's).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.store import RESULT
+from qualify.records import StageResult
+from qualify.vram.series import TELEMETRY, Log, parse_log
+from qualify.vram.stage import STAGE, _not_run, build_record
+
+_ATTEMPT = re.compile(r"^(?P<stage>[^/]+)/attempt-(?P<n>\d{3})/(?P<name>[^/]+)$")
+_SAMPLES = re.compile(r"^samples\.\d{3}\.jsonl$")
+
+
+def _attempts(view: AttemptView) -> dict[str, dict[int, list[str]]]:
+    """Every signed attempt of the run: stage -> attempt number -> its file names."""
+    out: dict[str, dict[int, list[str]]] = {}
+    for rel in view.files:
+        m = _ATTEMPT.match(rel)
+        if m:
+            by = out.setdefault(m.group("stage"), {})
+            by.setdefault(int(m.group("n")), []).append(m.group("name"))
+    return out
+
+
+def _read(view: AttemptView, rel: str) -> bytes:
+    if rel not in view.files:
+        raise NotKept(f"{rel}: not a signed file of the run")
+    return (view.run / rel).read_bytes()
+
+
+def _logs(view: AttemptView, attempts: dict[int, list[str]]) -> list[Log]:
+    """The telemetry attempts the vram attempt read: those whose sampler had started (its
+    header's `t0_utc`) by the time the vram attempt started, parsed from their signed files."""
+    logs = []
+    for n in sorted(attempts):
+        names = attempts[n]
+        d = f"{TELEMETRY}/attempt-{n:03d}"
+        if "header.json" not in names:
+            continue  # the stage skips an attempt with no header too
+        samples = [_read(view, f"{d}/{f}") for f in sorted(names) if _SAMPLES.match(f)]
+        summary = _read(view, f"{d}/summary.json") if "summary.json" in names else None
+        log = parse_log(n, view.run / d, _read(view, f"{d}/header.json"), samples, summary)
+        if log is None:
+            continue
+        t0 = log.header.get("t0_utc")
+        if isinstance(t0, str) and t0 > view.result.started_at:
+            continue  # a sampler of a later process (a `--resume` after this attempt)
+        logs.append(log)
+    return logs
+
+
+def _listed(view: AttemptView) -> list[str]:
+    """The run's stages as its signed `run.json` lists them (`stage._listed`)."""
+    try:
+        info = json.loads(_read(view, "run.json"))
+        return [str(s) for s in info["stages"]]
+    except (NotKept, ValueError, KeyError, TypeError):
+        if view.candidate is None:
+            raise NotKept("no signed run.json and no signed candidate copy") from None
+        return list(view.candidate.stages.run)
+
+
+def _ran(view: AttemptView, attempts: dict[str, dict[int, list[str]]]) -> list[str]:
+    """`stage.ran_stages` over the signed attempts that had started by the vram attempt."""
+    out = []
+    for name in _listed(view):
+        if name == STAGE:
+            continue
+        for n, names in sorted(attempts.get(name, {}).items()):
+            res: StageResult | None = None
+            if RESULT in names:
+                try:
+                    res = StageResult.model_validate_json(
+                        _read(view, f"{name}/attempt-{n:03d}/{RESULT}")
+                    )
+                except ValueError:
+                    res = None
+            if res is not None and res.started_at > view.result.started_at:
+                continue
+            if not _not_run(res):
+                out.append(name)
+                break
+    return out
+
+
+def rebuild(view: AttemptView) -> dict[str, Any]:
+    """The vram stage's `data` as the kept samples give it (see the module docstring)."""
+    sealed = copy.deepcopy(view.sealed)
+    attempts = _attempts(view)
+    logs = _logs(view, attempts.get(TELEMETRY, {}))
+    reserve = sealed.get("reserve_gib")
+    if not isinstance(reserve, int | float):
+        raise NotKept("its record names no reserve")
+    record = build_record(logs, None, _ran(view, attempts), float(reserve))
+    out: dict[str, Any] = record.model_dump(mode="json")
+    view.trust("the sampler's interval and read-cost statistics (its own timings)")
+    interval = dict(sealed.get("interval_ms") or {})
+    if view.candidate is not None:  # the interval asked for is the candidate's
+        interval["target"] = view.candidate.stages.vram.interval_ms
+    out["interval_ms"] = interval
+    out["cost_ms"] = sealed.get("cost_ms")
+    if logs and not logs[-1].header.get("system"):
+        view.trust("the host's hardware (the sample header of this form does not hold it)")
+        out["hardware"] = sealed.get("hardware")
+    if not logs:
+        view.trust("why there was no telemetry (the sampler of the run's process says)")
+        out["no_telemetry"] = sealed.get("no_telemetry")
+        out["source"], out["power_field"] = sealed.get("source"), sealed.get("power_field")
+    return {**sealed, **out}
