@@ -6,8 +6,10 @@ Sources (REFERENCE.md; the log lines are the ones `qualify.ab.kv` parses):
   `/slots` (one entry per slot). Each slot holds one request of up to its `n_ctx`, so the KV
   capacity is slots × n_ctx and the concurrency at the full (per-slot) context is the slots.
 - vLLM: the startup log's `GPU KV cache size: N tokens` and `Maximum concurrency for L tokens
-  per request: Xx`; `/v1/models` `max_model_len`. Without the concurrency line it is derived
-  as KV tokens / max_model_len. Only a server qualify launched has a log to read.
+  per request: Xx` of a server qualify launched; else (attached) `/metrics`
+  `vllm:cache_config_info`'s labels (`kv_cache_size_tokens`, `kv_cache_max_concurrency`, or
+  `num_gpu_blocks` x `block_size`); `/v1/models` `max_model_len`. Without a concurrency figure
+  it is derived as KV tokens / max_model_len.
 - SGLang: the gauge `sglang:max_total_num_tokens` (the KV pool in tokens), else
   `max_total_num_tokens=N` in its log or in `/server_info`; `/v1/models` `max_model_len`
   (its context length); concurrency at the full context = pool / context length.
@@ -21,6 +23,7 @@ from typing import Any
 from qualify.ab.kv import from_log
 from qualify.capacity.record import Engine
 from qualify.httpclient.client import Client, Exchange
+from qualify.serving.dialects import MetricsSnapshot
 from qualify.serving.engines import ADAPTERS
 from qualify.serving.idle import scrape
 
@@ -29,6 +32,15 @@ Keep = Callable[[str, Exchange], list[str]]
 
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+
+
+def _float(v: str | None) -> float | None:
+    """A label's number ("1593200", "194.48"); None for "None", empty or not a positive number."""
+    try:
+        x = float(v) if v is not None else None
+    except ValueError:
+        return None
+    return x if x is not None and x > 0 and x == x and x != float("inf") else None
 
 
 def _find(obj: Any, key: str) -> Any:
@@ -106,19 +118,45 @@ async def _llamacpp(client: Client, keep: Keep, log: str) -> Engine:
     )
 
 
+def _vllm_info(snap: MetricsSnapshot | None) -> tuple[int | None, float | None, str | None]:
+    """KV tokens and concurrency at max_model_len from `vllm:cache_config_info`'s labels: vLLM
+    0.26 writes `kv_cache_size_tokens` and `kv_cache_max_concurrency`; earlier builds only
+    `num_gpu_blocks` and `block_size` (tokens = blocks x block size). A server qualify attached to
+    has no startup log, so this is its only source."""
+    info = snap.labels_of("vllm:cache_config_info") if snap else {}
+    kv = _int(_float(info.get("kv_cache_size_tokens")))
+    source = "GET /metrics vllm:cache_config_info kv_cache_size_tokens" if kv else None
+    if kv is None:
+        blocks = _int(_float(info.get("num_gpu_blocks")))
+        size = _int(_float(info.get("block_size")))
+        kv = blocks * size if blocks and size else None
+        source = "GET /metrics vllm:cache_config_info num_gpu_blocks x block_size" if kv else None
+    conc = _float(info.get("kv_cache_max_concurrency"))
+    return kv, conc, source
+
+
 async def _vllm(client: Client, keep: Keep, log: str) -> Engine:
     logged = from_log(log, "vllm")
     model_len = await _model_len(client, keep)
+    snap = await scrape(client)
     kv = _int(logged.get("kv_tokens"))
+    kv_source = "startup log: GPU KV cache size" if kv else None
     conc = logged.get("max_concurrency")
     conc_source = "startup log: Maximum concurrency for … tokens per request" if conc else None
+    info_kv, info_conc, info_source = _vllm_info(snap)
+    if kv is None and info_kv:
+        kv, kv_source = info_kv, info_source
+    if conc is None and info_conc is not None:
+        conc, conc_source = (
+            info_conc,
+            "GET /metrics vllm:cache_config_info kv_cache_max_concurrency",
+        )
     if conc is None and kv and model_len:
-        conc, conc_source = kv / model_len, "GPU KV cache size / max_model_len"
-    snap = await scrape(client)
+        conc, conc_source = kv / model_len, "KV cache tokens / max_model_len"
     usage = snap.first(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")) if snap else None
     return _result(
         kv_tokens=kv,
-        kv_tokens_source="startup log: GPU KV cache size" if kv else None,
+        kv_tokens_source=kv_source,
         context_per_request=model_len,
         context_source="/v1/models max_model_len" if model_len else None,
         max_concurrency_at_full_context=float(conc) if conc is not None else None,

@@ -16,7 +16,8 @@
 #   scripts/gpu/load.sh model [join] keep the GGUF pieces carried (.gpu/mNN); join: install the
 #                                  model and start the CUDA build (without vLLM's kit)
 #   scripts/gpu/load.sh llama N    wait for the build; N runs of examples/gpu-load/llama-server.toml
-#   scripts/gpu/load.sh vllm N     N runs of examples/gpu-load/vllm-attach.toml, then stop vLLM
+#   scripts/gpu/load.sh vllm N [keep]  N runs of examples/gpu-load/vllm-attach.toml, then stop vLLM
+#                                  (keep: leave it serving for a later call)
 # Each run's evidence goes to $OUT as <engine>.tgz, its log as <engine>.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -106,6 +107,9 @@ llama)
   test -x "$CACHE/llama-server/0.3.36-cuda/llama-server" || exit 7
   runs llama examples/gpu-load/llama-server.toml "${2:-3}"
   ;;
-vllm) runs vllm examples/gpu-load/vllm-attach.toml "${2:-3}"; vh stop ;;
+vllm)  # `vllm N keep` leaves the server up for a later call
+  runs vllm examples/gpu-load/vllm-attach.toml "${2:-3}"
+  [ "${3:-}" = keep ] || vh stop
+  ;;
 *) sed -n 2,19p "$0"; exit 2 ;;
 esac

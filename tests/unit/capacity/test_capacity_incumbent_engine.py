@@ -143,3 +143,32 @@ def test_sglang_capacity_from_the_gauge() -> None:
     info = {"internal_states": [{"max_total_num_tokens": 131072}]}
     got = _read("sglang", {"/server_info": info, "/v1/models": models})
     assert got.kv_tokens == 131072 and str(got.kv_tokens_source).startswith("/server_info")
+
+
+def _recorded_metrics() -> str:
+    """`/metrics` of the real vLLM 0.26.0 of the H200 kit, idle (tests/fixtures, recorded)."""
+    path = Path(__file__).parents[2] / "fixtures/engines/vllm/recorded/vllm-0.26.0-h200-record.json"
+    body = json.loads(path.read_text())["metrics-idle-8000"]["body"]
+    assert isinstance(body, str) and "vllm:cache_config_info" in body
+    return body
+
+
+def test_vllm_capacity_attached_from_cache_config_info() -> None:
+    """An attached vLLM has no startup log: its KV size and concurrency come from the labels of
+    `vllm:cache_config_info` (vLLM 0.26.0's own page: 1,593,200 tokens, 194.48 at 8,192)."""
+    models = {"data": [{"id": "m", "max_model_len": 8192}]}
+    got = _read("vllm", {"/v1/models": models, "/metrics": _recorded_metrics()})
+    assert got.reported and got.kv_tokens == 1593200
+    assert got.max_concurrency_at_full_context == 194.482421875
+    assert "kv_cache_size_tokens" in str(got.kv_tokens_source)
+    older = (
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="1000",'
+        'kv_cache_size_tokens="None"} 1.0\n'
+    )
+    derived = _read("vllm", {"/v1/models": models, "/metrics": older})
+    assert derived.kv_tokens == 16000 and derived.max_concurrency_at_full_context == 16000 / 8192
+    assert "num_gpu_blocks" in str(derived.kv_tokens_source)
+    logged = _read(
+        "vllm", {"/v1/models": models, "/metrics": older}, "GPU KV cache size: 2,000 tokens"
+    )
+    assert logged.kv_tokens == 2000, "a launched server's own log comes first"
