@@ -1,0 +1,273 @@
+"""The capacity stage's judged data rebuilt from the exchanges an attempt kept (`verify`).
+
+Every stream of every timed run (the matrix, per-kind decode, the open-loop steps, the burst and
+the soak) is read back from its kept exchange and measured and judged again as the stage did
+(`qualify.capacity.runs.stream_record`: tokens, TTFT, E2E, decode rate, failed, cut, degenerate,
+broken). Each stream's exchange must be the one its run's label names, in order, and every
+counted exchange the attempt kept must belong to some run of the record (none left out). The
+settings must be the signed candidate copy's `[stages.capacity]`; each cell ran the candidate's
+number of runs with one stream per concurrent request. From those streams, with the stage's own
+functions: each run's figures and whether it is counted (`summarize`, `exclusion`), each
+cell's medians, p95, energy per token and goodput under the recorded SLOs
+(`median_of_runs`, the stage's `_goodput`), the saturation of a cell by failed or cut
+requests and the cells not run above it, the planned lengths, KV need, the incumbent
+comparison, the degenerate list and every answer judged (`judged_cells`); the open-loop part
+in `qualify.capacity.reload`.
+
+Not kept raw, so taken from the sealed record (and said): each run's window (first request sent
+to last response ended: the send times are not in the exchanges), the idle checks, the gauge
+and counter reads of `/metrics` around and during each run (queue, server tokens, draft
+acceptance, latency histograms), the power meter's joules over each window, what the engine
+reported of its capacity, the sized prompt lengths, the SLOs the run was given (the house's,
+tightened by the candidate's), and a saturation by p95 TTFT (its bound is the house's).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+from qualify.ab.acceptance import combine
+from qualify.capacity.answers import degenerate_answers, judged_cells
+from qualify.capacity.incumbent import compare
+from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
+from qualify.capacity.record import Record
+from qualify.capacity.reload import kept_stream, rebuild_load
+from qualify.capacity.runs import exclusion, stream_record, summarize
+from qualify.capacity.settings import CapacitySettings
+from qualify.capacity.slo import Slo
+from qualify.capacity.stage import INCUMBENT, _goodput, plan_lengths
+from qualify.decision.rejudge import AttemptView, NotKept
+
+_PART = re.compile(r"\.part\d{3}$")
+_COUNTED = re.compile(r"^\d{4}-(cap|kind|load)-.+-s\d+\.json$|^\d{4}-soak-s\d+\.json$")
+
+# The checks of the record's later fields: a record of the form before them has no such field,
+# and no gates of these checks.
+_LATER = {
+    "load": ["capacity-goodput", "capacity-harness", "capacity-soak"],
+    "answers": ["capacity-answers"],
+}
+
+
+def streams_of(view: AttemptView, label: str, sealed: list[Any], kind: str | None) -> list[Any]:
+    """Each stream of a timed run named `label`, measured again from its kept exchange."""
+    return [kept_stream(view, label, i, st, kind, None) for i, st in enumerate(sealed)]
+
+
+def _run(view: AttemptView, sealed: dict[str, Any], kind: str, want: int) -> dict[str, Any]:
+    """One timed run measured again: its streams from their exchanges, the rest as recorded."""
+    run = copy.deepcopy(sealed)
+    label = str(sealed.get("label"))
+    streams = streams_of(view, label, sealed.get("streams") or [], kind)
+    idle = ((sealed.get("idle") or {}).get("before") or {}).get("idle")
+    if len(streams) != (0 if idle is False else want):
+        raise NotKept(f"{label}: {len(streams)} streams kept, the run sends {want}")
+    run["streams"] = streams
+    run.update(summarize(streams, sealed.get("window_s") if streams else None))
+    gen = sealed.get("server_generated_tokens")
+    if "server_aggregate_tok_s" in sealed:
+        window = run["window_s"]
+        run["server_aggregate_tok_s"] = gen / window if gen is not None and window else None
+    run["excluded"] = exclusion(run)
+    return run
+
+
+def _runs(view: AttemptView, row: dict[str, Any], kind: str, want: int, n: int) -> list[Any]:
+    sealed = row.get("run_records") or []
+    if len(sealed) != n:
+        raise NotKept(f"{row.get('cell')}: {len(sealed)} runs recorded, the candidate asks {n}")
+    return [_run(view, r, kind, want) for r in sealed]
+
+
+def _saturation(
+    lane: str, rows: list[dict[str, Any]], sealed: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Where each length stopped raising concurrency: at the first cell with a failed or cut
+    request (from the exchanges), unless a p95 TTFT past the recorded bound stopped it first."""
+    out: dict[str, dict[str, Any]] = {}
+    for length in dict.fromkeys(r["length"] for r in rows):
+        stop = sealed.get(str(length))
+        cells = sorted((r for r in rows if r["length"] == length), key=lambda r: r["concurrency"])
+        for r in cells:
+            why = saturation(r, None)
+            if stop and stop.get("at") == r["concurrency"] and why is None:
+                bound = re.search(r"past the bound ([0-9.]+) s", str(stop.get("why")))
+                why = saturation(r, float(bound.group(1))) if bound else None
+                if why is None:
+                    raise NotKept(f"{lane} {r['cell']}: saturated as recorded, not as measured")
+            if why is not None:
+                out[str(length)] = {"at": r["concurrency"], "why": why}
+                break
+    return out
+
+
+def _matrix(
+    view: AttemptView, sealed: dict[str, Any], s: CapacitySettings, slo: Slo | None
+) -> tuple[list[Any], dict[str, Any]]:
+    engines = {"candidate": sealed.get("engine") or {}}
+    engines[INCUMBENT] = (sealed.get("incumbent") or {}).get("engine") or {}
+    rows, sat = [], {}
+    for row in sealed.get("matrix") or []:
+        c, planned = int(row["concurrency"]), int(row["length"])
+        runs = _runs(view, row, "prose", c, s.runs)
+        kv = engines.get(row.get("lane", "candidate"), {}).get("kv_tokens")
+        need = c * (planned + s.max_tokens)
+        rows.append(
+            {
+                **{k: row.get(k) for k in ("lane", "target")},
+                "cell": cell_key(planned, c),
+                "length": planned,
+                "concurrency": c,
+                **median_of_runs(runs),
+                **(_goodput(runs, slo) if slo is not None else {}),
+                "kv_tokens_needed": need,
+                "kv_fits": None if not kv else need <= kv,
+                "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
+                "_runs": runs,
+            }
+        )
+    for lane in dict.fromkeys(r["lane"] for r in rows):
+        mine = [r for r in rows if r["lane"] == lane]
+        sat[lane] = _saturation(lane, mine, (sealed.get("saturation") or {}).get(lane) or {})
+        for r in mine:
+            stop = sat[lane].get(str(r["length"]))
+            r["saturated"] = stop["why"] if stop and stop["at"] == r["concurrency"] else None
+    return rows, sat
+
+
+def _kinds(view: AttemptView, sealed: dict[str, Any], s: CapacitySettings) -> list[Any]:
+    rows = []
+    for row in sealed.get("kinds") or []:
+        if row.get("error"):
+            rows.append(copy.deepcopy(row))
+            continue
+        runs = _runs(
+            view, {**row, "cell": f"{row['kind']}@{row['depth']}"}, row["kind"], 1, s.kind_runs
+        )
+        acc = combine([r.get("acceptance") for r in runs if not r["excluded"]])
+        rows.append(
+            {
+                **{k: row.get(k) for k in ("kind", "depth", "target", "sized_tokens")},
+                **median_of_runs(runs),
+                "acceptance_rate": acc.get("rate") if acc else None,
+                "acceptance": acc,
+                "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
+                "_runs": runs,
+            }
+        )
+    return rows
+
+
+def _not_run(sat: dict[str, dict[str, Any]], s: CapacitySettings) -> list[dict[str, Any]]:
+    out = []
+    for lane, stops in sat.items():
+        for planned, stop in stops.items():
+            for c in s.concurrency[s.concurrency.index(stop["at"]) + 1 :]:
+                why = f"saturated at c={stop['at']}: {stop['why']}"
+                out.append({"lane": lane, "cell": cell_key(int(planned), c), "why": why})
+    return out
+
+
+def _complete(view: AttemptView, streams: list[dict[str, Any]]) -> None:
+    """Every counted exchange the attempt kept (not a warm-up, not the engine's) belongs to a
+    stream of the record: none was left out of it."""
+    named = {_PART.sub("", str(f)) for st in streams for f in (st.get("files") or [])[:1]}
+    kept = [n for n in view.names() if _COUNTED.match(n) and n not in named]
+    if kept:
+        raise NotKept(f"kept exchanges no run of the record holds: {kept[:3]}")
+
+
+def _all_streams(rows: list[dict[str, Any]], load: dict[str, Any] | None) -> list[Any]:
+    out = [st for row in rows for run in row["_runs"] for st in run["streams"]]
+    cells = [*((load or {}).get("cells") or []), (load or {}).get("soak") or {}]
+    return out + [st for c in cells for st in c.get("streams") or []]
+
+
+def _lengths(sealed: dict[str, Any], s: CapacitySettings, window: int | None) -> dict[str, Any]:
+    """The planned lengths again (the lane's window as the engine reported it); the sizing's
+    outcome (tokens, errors) as recorded."""
+    out = copy.deepcopy(sealed.get("lengths") or {})
+    for lane, recorded in out.items():
+        if lane != "candidate" or window is None:
+            continue
+        planned = plan_lengths(s.lengths, window, s.max_tokens)
+        for p, r in zip(planned, recorded, strict=False):
+            r.update(p.model_dump(exclude={"errors", "sized_tokens"}))
+    return out
+
+
+def _settings(view: AttemptView, sealed: dict[str, Any]) -> CapacitySettings:
+    if view.candidate is None:
+        raise NotKept("no signed candidate copy in the run")
+    s = view.candidate.stages.capacity
+    mine = s.model_dump(mode="json")
+    recorded = sealed.get("settings") or {}
+    if any(mine.get(k, v) != v or k not in mine for k, v in recorded.items()):
+        raise NotKept("its settings are not the signed candidate copy's stages.capacity")
+    return s
+
+
+def rebuild(view: AttemptView) -> dict[str, Any]:
+    """The capacity stage's `data` as its kept exchanges give it (see the module docstring)."""
+    sealed = copy.deepcopy(view.sealed)
+    s = _settings(view, sealed)
+    for field, checks in _LATER.items():
+        if field not in sealed:
+            view.earlier_form(checks, f"the record predates the capacity {field} (no {field})")
+    if any("energy" not in r for r in sealed.get("matrix") or []):
+        view.earlier_form(["capacity-energy"], "the record predates energy per cell")
+    slo = Slo.model_validate(sealed["slo"]) if sealed.get("slo") else None
+    view.trust("each timed window, the idle checks and the /metrics reads around every run")
+    view.trust("the power meter's joules over each window")
+    view.trust("the engine's reported capacity and the sized prompt lengths")
+    if slo is not None:
+        view.trust("the SLOs the run was given (the house's, tightened by the candidate's)")
+    matrix, sat = _matrix(view, sealed, s, slo)
+    kinds = _kinds(view, sealed, s)
+    load = rebuild_load(view, sealed.get("load"), s, slo)
+    _complete(view, _all_streams(matrix + kinds, load))
+    for row in matrix + kinds:
+        row["run_records"] = public_runs(row.pop("_runs"))
+    window = (sealed.get("engine") or {}).get("context_per_request")
+    if window is None and view.candidate is not None:
+        window = view.candidate.identity.context_length
+    data: dict[str, Any] = {
+        **sealed,
+        "lengths": _lengths(sealed, s, window),
+        "matrix": matrix,
+        "not_run": _not_run(sat, s),
+        "saturation": sat,
+        "kinds": kinds,
+        "degenerate": degenerate_answers(matrix, kinds),
+        "answers": judged_cells(matrix, kinds, load or {}),
+        "expected": [r.model_dump(mode="json") for r in s.expected],
+        "comparison": _comparison(sealed, matrix),
+        "warmups": _warmups(view, sealed.get("warmups") or {}),
+    }
+    if load is not None:
+        data["load"] = load
+    out: dict[str, Any] = Record.model_validate(data).model_dump(mode="json")
+    return {k: v for k, v in out.items() if k in sealed}
+
+
+def _comparison(sealed: dict[str, Any], matrix: list[dict[str, Any]]) -> list[Any]:
+    if (sealed.get("incumbent") or {}).get("status") != "measured":
+        return []
+    cand = {r["cell"]: r for r in matrix if r["lane"] == "candidate"}
+    inc = {r["cell"]: r for r in matrix if r["lane"] == INCUMBENT}
+    return compare(cand, inc, seed=int(sealed.get("seed") or 0))
+
+
+def _warmups(view: AttemptView, sealed: dict[str, Any]) -> dict[str, Any]:
+    """Each warm-up's completion tokens from its exchange."""
+    out = copy.deepcopy(sealed)
+    for items in out.values():
+        for w in items:
+            files = w.get("files") or []
+            if not files:
+                raise NotKept(f"warm-up {w.get('label')} {w.get('n')}: names no kept exchange")
+            ex = view.exchange(_PART.sub("", str(files[0])))
+            w["completion_tokens"] = stream_record(ex, files)["completion_tokens"]
+    return out

@@ -1,0 +1,187 @@
+"""The capacity stage's open-loop load rebuilt from the exchanges its attempt kept (`verify`):
+the knee search's Poisson steps, the burst and the soak (`qualify.capacity.rebuild` for the
+rest of the stage).
+
+Each planned request that was sent is read back from its kept exchange and measured and judged
+again (`stream_record`); a planned request the stage never sent or never saw end keeps its
+recorded `unfinished` and no exchange. Each step holds the number of requests the candidate's
+`[stages.capacity.load]` plans at its rate (`knee.step_size`), the burst its size. From those
+streams, with the stage's own functions: each cell's counts, tokens, output rate, goodput and
+SLO figures (`slo.goodput`), J per output token, the knee (`knee._knee` over the steps, the last
+step that held the floor and the last that did not, as the search keeps them) and the soak's
+counts, tokens, goodput and TTFT drift (`soak.drift`).
+
+Not kept raw, so taken from the sealed record (and said): each request's planned send offset
+and the client's lag (the schedule), each cell's window and idle check, why the search stopped
+(its bounds are wall-clock), the harness verdict on the lag (its bound is the house's), and the
+soak's watcher (health probes, progress and error counters, memory, timeline, a hang).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from typing import Any
+
+from qualify.capacity.knee import STREAM_KEYS, _knee, step_size
+from qualify.capacity.openloop import burst, poisson
+from qualify.capacity.runs import stream_record
+from qualify.capacity.settings import CapacitySettings
+from qualify.capacity.slo import Slo, goodput
+from qualify.capacity.soak import drift
+from qualify.decision.rejudge import AttemptView, NotKept
+
+_PART = re.compile(r"\.part\d{3}$")
+_NUMBERED = re.compile(r"^\d{4}-(?P<rest>.+)$")
+SOAK_SEED = 7919  # the soak's arrivals: the stage's seed plus this (`Capacity.load`)
+
+
+def kept_stream(
+    view: AttemptView, label: str, i: int, st: Any, kind: str | None, max_tokens: int | None
+) -> dict[str, Any]:
+    """Stream `i` (from 0) of a run or cell named `label`, measured again from its kept
+    exchange, which must be the one the stage kept for it (`NNNN-<label>-s<i+1>.json`)."""
+    files = st.get("files") if isinstance(st, dict) else None
+    if not isinstance(files, list) or not files:
+        raise NotKept(f"{label} stream {i + 1}: names no kept exchange")
+    name = _PART.sub("", str(files[0]))
+    m = _NUMBERED.match(name)
+    if m is None or m.group("rest") != f"{label}-s{i + 1}.json":
+        raise NotKept(f"{label} stream {i + 1}: its exchange {name} is another request's")
+    return stream_record(view.exchange(name), [str(f) for f in files], kind, max_tokens)
+
+
+def _streams(
+    view: AttemptView, cell: dict[str, Any], offsets: list[float], kind: str, max_tokens: int
+) -> list[dict[str, Any]]:
+    """Each planned request of an open-loop cell, at its planned offset: measured again from its
+    exchange, or, never answered, as recorded (its `unfinished` says why)."""
+    label, sealed = str(cell.get("label")), cell.get("streams") or []
+    if len(sealed) != len(offsets):
+        raise NotKept(f"{label}: {len(sealed)} requests recorded, {len(offsets)} planned")
+    out = []
+    for i, (st, at) in enumerate(zip(sealed, offsets, strict=True)):
+        if not isinstance(st, dict) or not (st.get("files") or st.get("unfinished")):
+            raise NotKept(f"{label} stream {i + 1}: answered, but no exchange is kept")
+        rec = (
+            copy.deepcopy(st)
+            if not st.get("files")
+            else kept_stream(view, label, i, st, kind, max_tokens)
+        )
+        rec.update(planned_s=round(at, 4), lag_ms=st.get("lag_ms"))
+        out.append(rec)
+    return out
+
+
+def _counts(streams: list[dict[str, Any]], slo: Slo, window: Any) -> dict[str, Any]:
+    """An open-loop cell's counts, tokens and goodput from its streams (`knee.open_cell`)."""
+    done = [s for s in streams if not s.get("unfinished")]
+    tokens = sum(s.get("completion_tokens") or 0 for s in done if not s.get("failed"))
+    return {
+        "requests": len(streams),
+        "completed": sum(1 for s in done if not s.get("failed") and not s.get("cut")),
+        "failed": sum(1 for s in streams if s.get("failed")),
+        "cut": sum(1 for s in streams if s.get("cut")),
+        "unfinished": sum(1 for s in streams if s.get("unfinished")),
+        "broken": sum(1 for s in streams if s.get("broken")),
+        "completion_tokens": tokens,
+        **goodput(streams, slo, window).model_dump(),
+        "streams": [{k: s.get(k) for k in STREAM_KEYS} for s in streams],
+    }
+
+
+def _per_token(cell: dict[str, Any]) -> None:
+    energy, tokens = cell.get("energy"), cell.get("completion_tokens")
+    if energy and tokens and energy.get("joules") is not None:
+        energy["j_per_output_token"] = energy["joules"] / tokens
+
+
+def _cell(
+    view: AttemptView, sealed: dict[str, Any], s: CapacitySettings, slo: Slo, seed: int, k: int
+) -> dict[str, Any]:
+    """A Poisson step (the k-th cell of the search) or the burst, measured again."""
+    cell = copy.deepcopy(sealed)
+    if cell.get("arrival") == "burst":
+        offsets = burst(int(s.load.burst))
+        label = f"load-burst-{s.load.burst}"
+    else:
+        rate = float(cell.get("rate_rps") or 0.0)
+        offsets = poisson(rate, step_size(rate, s.load), seed + k) if rate > 0 else []
+        label = f"load-poisson-{rate:.4g}rps"
+    if cell.get("label") != label:
+        raise NotKept(f"the load cell {cell.get('label')} is not the one its rate names ({label})")
+    streams = _streams(view, cell, offsets, s.load.kind, s.max_tokens)
+    window = cell.get("window_s")
+    cell.update(_counts(streams, slo, window))
+    span = offsets[-1] if offsets else 0.0
+    cell["offered_rps"] = (len(offsets) - 1) / span if span > 0 else None
+    done = [st for st in streams if not st.get("unfinished")]
+    cell["achieved_rps"] = len(done) / window if window else None
+    tokens = cell["completion_tokens"]
+    cell["output_tok_s"] = tokens / window if window and tokens else None
+    _per_token(cell)
+    return cell
+
+
+def _soak(
+    view: AttemptView, sealed: dict[str, Any], s: CapacitySettings, slo: Slo, seed: int
+) -> dict[str, Any]:
+    """The soak measured again: its arrivals from the recorded rate and duration."""
+    out = copy.deepcopy(sealed)
+    rate, duration = float(out.get("rate_rps") or 0.0), float(out.get("duration_s") or 0.0)
+    if s.soak.rate_rps is not None and rate != s.soak.rate_rps:
+        raise NotKept(f"the soak ran at {rate} req/s, the candidate asks {s.soak.rate_rps}")
+    n = max(1, math.ceil(rate * duration))
+    offsets = [o for o in poisson(rate, 3 * n + 20, seed + SOAK_SEED) if o < duration] or [0.0]
+    streams = _streams(view, {**out, "label": "soak"}, offsets, s.load.kind, s.max_tokens)
+    out.update(_counts(streams, slo, out.get("window_s")))
+    out["planned"] = len(offsets)
+    out["completion_tokens"] = sum(
+        st.get("completion_tokens") or 0 for st in streams if not st.get("unfinished")
+    )
+    out["ttft_drift"] = drift(streams)
+    _per_token(out)
+    return out
+
+
+def rebuild_load(
+    view: AttemptView, sealed: Any, s: CapacitySettings, slo: Slo | None
+) -> dict[str, Any] | None:
+    """The record's `load` as the kept exchanges give it; None when the record has none."""
+    if not isinstance(sealed, dict):
+        return None
+    out = copy.deepcopy(sealed)
+    if not out.get("cells") and not out.get("soak"):
+        return out
+    if slo is None:
+        raise NotKept("its load names no SLOs to judge it under")
+    seed = int(view.sealed.get("seed") or 0)
+    view.trust("each open-loop request's lag, and each cell's window and idle check")
+    cells, k = [], 0
+    for c in out.get("cells") or []:
+        cells.append(_cell(view, c, s, slo, seed, k))
+        k += c.get("arrival") != "burst"
+    out["cells"] = cells
+    if out.get("knee") is not None:
+        view.trust("why the knee search stopped (its bounds are wall-clock)")
+        out["knee"] = _knee_again(cells, out["knee"], slo)
+    if out.get("soak"):
+        view.trust("the soak's watcher: health probes, counters, memory, timeline, a hang")
+        out["soak"] = _soak(view, out["soak"], s, slo, seed)
+    return out
+
+
+def _knee_again(cells: list[dict[str, Any]], sealed: dict[str, Any], slo: Slo) -> Any:
+    """The knee as the search keeps it: the last step that held the floor and the last that did
+    not, a step that was a harness error ending the search counted as neither."""
+    floor = slo.goodput_floor
+    good = bad = None
+    for c in cells:
+        if c.get("arrival") == "burst" or c.get("harness_error"):
+            continue
+        if c["goodput"] is not None and c["goodput"] >= floor:
+            good = c
+        else:
+            bad = c
+    return _knee(good, bad, str(sealed.get("stopped") or ""), slo, floor)
