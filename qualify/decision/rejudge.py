@@ -43,9 +43,27 @@ __all__ = [
     "rejudge_attempt",
 ]
 
-# The stages whose verdicts `verify` derives again from their kept exchanges, in order of value
-# (identity is judged again in `qualify.decision.verify`).
-REJUDGED = ("ab", "context")
+
+def rejudged() -> tuple[str, ...]:
+    """The stages whose verdicts `verify` derives again from their kept exchanges: every
+    registered stage whose package has a `rebuild` module, in the registry's order (identity
+    is judged again in `qualify.decision.verify`, and is left out here)."""
+    from importlib.util import find_spec
+
+    from qualify.registry import stage_names
+
+    out = []
+    for name in stage_names():
+        try:
+            found = find_spec(f"qualify.{name}.rebuild") is not None
+        except ModuleNotFoundError:  # a registered stage with no package of its own
+            found = False
+        if found and name != "identity":
+            out.append(name)
+    return tuple(out)
+
+
+REJUDGED = rejudged()
 
 _PART = re.compile(r"^(?P<name>.+)\.part(?P<n>\d{3})$")
 
@@ -68,6 +86,9 @@ class AttemptView:
     trusted: list[str] = field(default_factory=list)
     earlier: dict[str, str] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
+    # A probe stage's rebuild runs its checks again over the kept exchanges and sets the gates
+    # they give here; a judge stage's rebuilt data is judged by its gate files instead.
+    judged: list[GateResult] | None = None
 
     @property
     def stage(self) -> str:
@@ -218,7 +239,7 @@ Rebuild = Callable[[AttemptView], dict[str, Any]]
 
 def rebuilder(stage: str) -> Rebuild | None:
     """`qualify.<stage>.rebuild.rebuild`, when this build has one for the stage."""
-    if stage not in REJUDGED:
+    if stage not in rejudged():
         return None
     module = importlib.import_module(f"qualify.{stage}.rebuild")
     fn: Rebuild = module.rebuild
@@ -260,7 +281,10 @@ def rejudge_attempt(
         )
     if len(diff) > most:
         problems.append(f"{where}: {len(diff) - most} more fields differ from its exchanges")
-    again, _load_problems = judge_stage(view.stage, gates_dir, rebuilt, thresholds)
+    if view.judged is not None:
+        again = view.judged
+    else:
+        again, _load_problems = judge_stage(view.stage, gates_dir, rebuilt, thresholds)
     signed = {_key(g): g.verdict.value for g in view.result.gates if g.gate != "gate-files"}
     judged = {_key(g): g.verdict.value for g in again}
     checks = _checks(view.stage, gates_dir)
@@ -301,9 +325,10 @@ def rejudge_run(
 
     problems: list[str] = []
     notes: list[str] = []
+    stages = rejudged()
     attempts = sorted({"/".join(n.split("/")[:2]) for n in files if n.endswith(f"/{RESULT}")})
     for attempt in attempts:
-        if attempt.split("/", 1)[0] not in REJUDGED or f"{attempt}/{RESULT}" not in files:
+        if attempt.split("/", 1)[0] not in stages or f"{attempt}/{RESULT}" not in files:
             continue
         try:
             result = StageResult.model_validate_json((run / attempt / RESULT).read_text())

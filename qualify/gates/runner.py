@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import time
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,19 @@ def _reasons(records: list[AttemptRecord]) -> list[str]:
     return [f"attempt {r.number}/{len(records)}: {why}" for r in bad for why in r.reasons]
 
 
-async def run_gate(gate: LoadedGate, ctx: GateContext) -> GateResult:
+async def run_gate(
+    gate: LoadedGate, ctx: GateContext, before: Callable[[int], None] | None = None
+) -> GateResult:
     """Every declared attempt must pass. After an `error` the rest are not run (and say so):
-    the harness could not judge, and retrying would only hide that."""
+    the harness could not judge, and retrying would only hide that. `before(n)` is called as
+    attempt `n` starts (`verify` hands each attempt the exchanges it kept)."""
     load_checks()
     g = gate.gate
     records: list[AttemptRecord] = []
     for n in range(1, g.attempts + 1):
         ctx.attempt, ctx.files, ctx.gate = n, [], g.id
+        if before is not None:
+            before(n)
         t0 = time.perf_counter()
         out = await _attempt(gate, ctx)
         metrics = {**out.metrics, "wall_s": round(time.perf_counter() - t0, 3)}

@@ -7,7 +7,7 @@ they ran with, so the decision can tell a full run of the project's gate files f
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from qualify.records import StageRecord, StrictModel
 
@@ -30,3 +30,14 @@ class Record(StageRecord):
     gates_dir: str
     gate_files: dict[str, str] = Field(default_factory=dict)
     declared_gate_files: dict[str, str] = Field(default_factory=dict)
+    # sha256 of the code the checks ran (`qualify.preflight.replay.check_code`); absent in runs
+    # made before it was kept, which `verify` judges again only where their requests match.
+    check_code: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        """A record of a run made before `check_code` was kept is written back as it was."""
+        out: dict[str, object] = handler(self)
+        if out.get("check_code") is None:
+            out.pop("check_code", None)
+        return out

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import qualify
-from qualify.candidate import LoadedCandidate, resolve_path
+from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, pick
+from qualify.gates.probe import Keep, Write
 from qualify.preflight.budget import PreflightContext, allowance
+from qualify.preflight.code import check_code
 from qualify.preflight.record import Allowance, Record
 from qualify.records import GateResult, StageResult, Verdict
 from qualify.stage import StageContext, finish, stage, validator
@@ -45,6 +48,34 @@ def window(loaded: LoadedCandidate) -> int:
     return loaded.candidate.identity.context_length
 
 
+def gate_context(
+    candidate: Candidate, level: str, client: Any, keep: Keep, write: Write, where: Path
+) -> PreflightContext:
+    """The context one gate runs in at `level`: the level's request fields and reasoning
+    allowance, the candidate's preflight settings (`verify` builds it again from the signed
+    candidate copy, with a client over the kept exchanges)."""
+    settings = candidate.stages.preflight
+    fields = candidate.reasoning[level].request_fields()
+    extra, source = allowance(
+        fields, settings.reasoning_tokens, level, settings.reasoning_tokens_at
+    )
+    return PreflightContext(
+        client=client,
+        keep=keep,
+        write=write,
+        model=candidate.identity.model,
+        level=level,
+        fields=fields,
+        gates_dir=where,
+        max_tokens=settings.max_tokens,
+        timeout_s=settings.timeout_s,
+        temperature=settings.temperature,
+        window=candidate.identity.context_length,
+        reasoning_tokens=extra,
+        reasoning_source=source,
+    )
+
+
 def _record(loaded: LoadedCandidate, gates: list[LoadedGate]) -> Record:
     s = loaded.candidate.stages.preflight
     allowances = {}
@@ -59,6 +90,7 @@ def _record(loaded: LoadedCandidate, gates: list[LoadedGate]) -> Record:
         gates_dir=str(gates_dir(loaded)),
         gate_files={g.gate.id: g.sha256 for g in gates},
         declared_gate_files=declared("preflight"),
+        check_code=check_code("preflight"),
     )
 
 
@@ -66,36 +98,20 @@ def _record(loaded: LoadedCandidate, gates: list[LoadedGate]) -> Record:
 async def preflight(ctx: StageContext) -> StageResult:
     """Pass when every gate passes at every reasoning level; each attempt kept as evidence."""
     gates, problems = select(ctx.loaded)
+    where = gates_dir(ctx.loaded)
     if problems:
         bad = GateResult(
             gate="gate-files", stage="preflight", verdict=Verdict.ERROR, reasons=problems
         )
         return finish(ctx, [bad], _record(ctx.loaded, gates))
-    settings = ctx.candidate.stages.preflight
     client = await ctx.client()
     results: list[GateResult] = []
     levels = ctx.candidate.reasoning
     with ctx.progress.task("preflight", len(levels) * len(gates)) as task:
-        for level, fields in levels.items():
-            request_fields = fields.request_fields()
-            extra, source = allowance(
-                request_fields, settings.reasoning_tokens, level, settings.reasoning_tokens_at
-            )
+        for level in levels:
             for gate in gates:
-                gctx = PreflightContext(
-                    client=client,
-                    keep=ctx.keep,
-                    write=ctx.attempt.write_json,
-                    model=ctx.candidate.identity.model,
-                    level=level,
-                    fields=request_fields,
-                    gates_dir=gates_dir(ctx.loaded),
-                    max_tokens=settings.max_tokens,
-                    timeout_s=settings.timeout_s,
-                    temperature=settings.temperature,
-                    window=window(ctx.loaded),
-                    reasoning_tokens=extra,
-                    reasoning_source=source,
+                gctx = gate_context(
+                    ctx.candidate, level, client, ctx.keep, ctx.attempt.write_json, where
                 )
                 result = await run_gate(gate, gctx)
                 ctx.log.info("gate.end", gate=result.key, verdict=result.verdict.value)

@@ -1,0 +1,165 @@
+"""Preflight judged again from the exchanges an attempt kept (`verify`, `qualify.decision.rejudge`).
+
+Every gate of the sealed result runs again, offline, with this installation's gate file of its
+id and the stage's own check (`qualify.preflight.replay`): its context is built by the stage's
+own `gate_context` from the signed candidate copy, and each request the check sends is answered
+by the exchange the gate's attempt kept, which must be the request the run sent. The verdicts
+the checks reach again are the ones `verify` compares with the sealed gates; the record's
+levels and reasoning allowances are built again from the signed candidate copy.
+
+A run of this installation's check code (its record's `check_code` is `check_code(stage)`) is
+judged strictly: a gate whose requests are not the ones kept, or that was judged with another
+gate file, is a refusal, and so is an attempt whose reasons or figures differ from the ones its
+check gives again. A run of other check code (or one made before records kept `check_code`,
+like the published ones) sent other requests where that code differed (a reasoning allowance
+added to `max_tokens`, `max_output_tokens`, the over-length prompt sized by the window): those
+gates cannot be judged again by this code and are taken as recorded, each named
+(`view.trust`); every gate whose requests do match is judged again and its verdict compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.gates.files import LoadedGate, default_gates_dir, load_gates
+from qualify.gates.probe import GateContext
+from qualify.preflight.code import check_code
+from qualify.preflight.record import Allowance, Record
+from qualify.preflight.replay import Replay, Unmatched, replay_gate
+from qualify.records import GateResult
+
+STAGE = "preflight"
+
+
+def gate_files(stage: str) -> dict[str, LoadedGate]:
+    """This installation's gate files of `stage`, by id (never a copy the run carries)."""
+    gates, problems = load_gates(default_gates_dir(), stage)
+    if problems:
+        raise NotKept(f"this installation's {stage} gate files do not load: {problems[0]}")
+    return {g.gate.id: g for g in gates}
+
+
+def same_code(view: AttemptView, recorded: str | None, stage: str) -> bool:
+    """True when the run names the check code this installation has; otherwise a note says
+    which, and a gate that cannot be judged again is taken as recorded."""
+    now = check_code(stage)
+    if recorded == now:
+        return True
+    if recorded is None:
+        view.said.append("the record names no check_code (a run of earlier check code)")
+    else:
+        view.said.append(f"check_code {recorded[:12]}, this installation's {now[:12]}")
+    return False
+
+
+class OtherGateFile(Unmatched):
+    """The run judged the gate with another gate file than this installation's (its own
+    `gates_dir`, or an earlier version of the file): taken as recorded, and named; the decision
+    counts the stage only when every gate file it ran is the one the project declares."""
+
+
+def declared_again(view: AttemptView, recorded: dict[str, str], stage: str, strict: bool) -> None:
+    """The gate files the run says the project declared must be this installation's (a refusal
+    for a run of this check code; named in the notes for a run of other code)."""
+    now = {g: f.sha256 for g, f in gate_files(stage).items()}
+    differ = sorted(g for g in set(now) | set(recorded) if now.get(g) != recorded.get(g))
+    if differ and strict:
+        raise NotKept(f"declared_gate_files differ from this installation's for {differ}")
+    if differ:
+        view.said.append(f"declared gate files other than this installation's: {differ}")
+
+
+def _same_attempts(sealed: GateResult, again: GateResult) -> None:
+    """A run of this check code gives the same reasons and figures again (its time aside)."""
+    for a, b in zip(sealed.attempts, again.attempts, strict=False):
+        ma = {k: v for k, v in a.metrics.items() if k != "wall_s"}
+        mb = {k: v for k, v in b.metrics.items() if k != "wall_s"}
+        if a.reasons != b.reasons or ma != mb:
+            what = "reasons" if a.reasons != b.reasons else "figures"
+            raise Unmatched(f"attempt {a.number}'s {what} differ from the ones its check gives")
+
+
+def regate(
+    view: AttemptView,
+    sealed: GateResult,
+    run: Callable[[], GateResult],
+    strict: bool,
+    key: str | None = None,
+) -> GateResult:
+    """`sealed` judged again (`run`); a gate that cannot be is a refusal (`strict`: a run of
+    this check code) or the sealed gate, named (`key`, else its own) as taken from the record."""
+    key = key or sealed.key
+    try:
+        again = run()
+        if strict:
+            _same_attempts(sealed, again)
+        return again
+    except OtherGateFile as exc:
+        view.trust(f"gate {key} ({exc})")
+        return sealed
+    except Unmatched as exc:
+        if strict:
+            raise NotKept(f"gate {key}: {exc}") from None
+        view.trust(f"gate {key} (not judged again: {exc})")
+        return sealed
+
+
+def replayer(
+    gate: LoadedGate | None, recorded: str | None, ctx: GateContext, sealed: GateResult, rp: Replay
+) -> Callable[[], GateResult]:
+    """The gate run again over its kept exchanges; `Unmatched` when the run judged it with
+    another gate file than this installation's (`recorded`: the sha256 the run recorded)."""
+
+    def run() -> GateResult:
+        if gate is None or recorded != gate.sha256:
+            raise OtherGateFile(
+                f"judged with another gate file than this installation's {sealed.gate}"
+            )
+        return replay_gate(gate, ctx, sealed, rp)
+
+    return run
+
+
+def rebuild(view: AttemptView) -> dict[str, Any]:
+    """The preflight record rebuilt from the signed candidate copy, its gates judged again from
+    the kept exchanges (`view.judged`)."""
+    from qualify.preflight.budget import allowance
+    from qualify.preflight.stage import gate_context
+
+    c = view.candidate
+    if c is None:
+        raise NotKept("the run signed no candidate copy to build the gates' requests from")
+    sealed = Record.model_validate(view.sealed)
+    strict = same_code(view, sealed.check_code, STAGE)
+    declared_again(view, sealed.declared_gate_files, STAGE, strict)
+    files = gate_files(STAGE)
+    rp = Replay(view)
+    judged: list[GateResult] = []
+    for g in view.result.gates:
+        if g.gate == "gate-files":
+            continue
+        if g.level not in c.reasoning:
+            raise NotKept(f"gate {g.key}: level {g.level!r} is not one of the candidate's")
+        rp.claim(g, "", g.gate)
+        ctx = gate_context(c, g.level, rp, rp.keep(), rp.write, default_gates_dir())
+        run = replayer(files.get(g.gate), sealed.gate_files.get(g.gate), ctx, g, rp)
+        judged.append(regate(view, g, run, strict))
+    view.judged = judged
+    s = c.stages.preflight
+    rebuilt = dict(view.sealed)
+    rebuilt["levels"] = list(c.reasoning)
+    if "reasoning_allowance" in rebuilt:  # a record of an earlier form has none
+        rebuilt["reasoning_allowance"] = {
+            level: _allowance(
+                allowance(f.request_fields(), s.reasoning_tokens, level, s.reasoning_tokens_at)
+            )
+            for level, f in c.reasoning.items()
+        }
+    return rebuilt
+
+
+def _allowance(pair: tuple[int, str]) -> dict[str, Any]:
+    out: dict[str, Any] = Allowance(tokens=pair[0], source=pair[1]).model_dump(mode="json")
+    return out

@@ -1,0 +1,137 @@
+"""Preflight judged again from its kept exchanges: a real run (docs/gpu, llama-server on an H200)
+decided honestly verifies, its gates whose requests this check code sends again judged again and
+the others (sent by the earlier check code that made the run) named as taken from the record; its
+`result.json` rewritten so a failing gate reads pass, re-sealed and signed with the pinned
+decision key, is refused naming the gate; a record that claims this check code is held to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rejudge_run import all_pass, checked, copy_run, decide, house, reseal, unpack
+
+from qualify.decision.record import DecisionRecord
+from qualify.preflight.code import check_code
+
+HOUSE = """\
+version = 1
+required = ["preflight/*"]
+critical = []
+"""
+PREFLIGHT = "preflight/attempt-001"
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
+    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return unpack(tmp_path_factory.mktemp("published"), "tight")
+
+
+def _blocks(record: DecisionRecord) -> bool:
+    return any(r.startswith("preflight/") for r in record.evaluation.reasons)
+
+
+def _notes(report: Any) -> str:
+    return "\n".join(report.notes)
+
+
+def test_the_honest_run_verifies_with_preflight_judged_again(
+    published: Path, tmp_path: Path
+) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    record, env = decide(run, root, ci[0])
+    assert _blocks(record), "the real preflight fails tool calls at off"
+    report = checked(env, ci[1])
+    assert report.ok, report.problems
+    notes = _notes(report)
+    assert f"{PREFLIGHT}: judged again from its exchanges" in notes
+    # Sent by the check code of the time (no reasoning allowance yet): named, not judged again.
+    assert "gate preflight/garble@think (not judged again" in notes
+    assert "gate preflight/streaming-tools@off" not in notes, "its requests match: judged again"
+    assert f"{PREFLIGHT}: the record names no check_code" in notes
+
+
+def _gate(name: str, level: str) -> Any:
+    def edit(result: dict[str, Any]) -> None:
+        for g in result["gates"]:
+            if (g["gate"], g["level"]) == (name, level):
+                g["verdict"], g["reasons"] = "pass", []
+                for a in g["attempts"]:
+                    a["verdict"], a["reasons"] = "pass", []
+        result["reasons"] = [r for r in result["reasons"] if f"/{name}@{level}" not in r]
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (all_pass, "gate preflight/streaming-tools@off is pass, judged again"),
+        (_gate("typed-tools", "off"), "gate preflight/typed-tools@off is pass, judged again"),
+    ],
+)
+def test_a_failing_gate_rewritten_to_pass_is_refused(
+    published: Path, tmp_path: Path, edit: Any, said: str
+) -> None:
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    reseal(run, PREFLIGHT, edit)
+    decide(run, root, ci[0])
+    report = checked(run / "decision" / "attempt-001.dsse.json", ci[1])
+    assert not report.ok
+    assert any(said in p and "from the exchanges it kept: fail" in p for p in report.problems), (
+        report.problems
+    )
+
+
+def test_a_gate_lent_another_gates_exchange_is_refused(published: Path, tmp_path: Path) -> None:
+    """The failing tool call at off pointed at the passing one at think (whose request differs,
+    so it would be taken as recorded): the files an attempt names must be its own."""
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+
+    def lend(result: dict[str, Any]) -> None:
+        _gate("streaming-tools", "off")(result)
+        think = next(
+            g for g in result["gates"] if (g["gate"], g["level"]) == ("streaming-tools", "think")
+        )
+        off = next(
+            g for g in result["gates"] if (g["gate"], g["level"]) == ("streaming-tools", "off")
+        )
+        off["attempts"][0]["files"] = think["attempts"][0]["files"]
+
+    reseal(run, PREFLIGHT, lend)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("streaming-tools@off attempt 1 names" in p for p in report.problems), report.problems
+
+
+def test_a_record_of_this_check_code_is_held_to_every_request(
+    published: Path, tmp_path: Path
+) -> None:
+    """Claiming the check code this installation has makes every gate strict: the think gates'
+    requests (sent without the reasoning allowance) then cannot be the ones it sends."""
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+
+    def claim(result: dict[str, Any]) -> None:
+        result["data"]["check_code"] = check_code("preflight")
+
+    reseal(run, PREFLIGHT, claim)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any(
+        "cannot be judged again from the exchanges it kept: gate preflight/over-length@off" in p
+        and "the check sends another request" in p
+        for p in report.problems
+    ), report.problems
