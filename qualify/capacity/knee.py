@@ -6,10 +6,18 @@ effective SLOs (`qualify.capacity.slo`), the client's own lag measured, the ener
 cell's window integrated where the GPU sampler reads power. The engine must be idle before each
 cell; requests still running at the cell's deadline are cancelled and count as missing the SLOs.
 
-The **knee search** starts at `start_rps` and multiplies the rate by `factor` while the cell's
-goodput stays at or above the floor. It stops by itself:
+The **knee search** starts at `start_rps` and multiplies the rate by `factor` while the cell
+*holds*: its goodput stays at or above the floor **and the server kept pace** with the offered
+rate. Pace is the served rate over the offered one, `1 / slope` of the least-squares line of
+each request's completion time against its send time: a server that keeps up finishes requests
+as fast as they arrive (slope 1, latency flat); one whose queue grows finishes them more slowly
+(slope > 1, latency climbing through the cell). A short step can end before a growing queue has
+pushed TTFT past its SLO, so goodput alone would call a rate served that the server cannot
+sustain (on vLLM at 45 req/s offered: goodput 99.6%, 28 req/s completed, pace 0.61; the soak at
+three quarters of that "knee" failed). A cell holds only with pace >= `KEEP_PACE`. It stops by
+itself:
 
-1. *saturated*: a cell's goodput falls below the floor (the knee is the last rate that held);
+1. *saturated*: a cell misses the floor or falls behind (the knee is the last rate that held);
    `refine` bisection steps (geometric midpoints) then narrow the bracket;
 2. *floor at the lowest rate*: the first cell already misses the floor; the rate is divided by
    `factor` until one holds or `max_steps` cells have run (no knee: nothing meets the SLOs);
@@ -39,6 +47,48 @@ from qualify.httpclient.load import Messages, Sender
 from qualify.serving.idle import wait_idle
 
 Meter = Callable[[float, float], dict[str, Any]]
+
+# The least share of the offered rate a held cell must serve (`pace`).
+KEEP_PACE = 0.9
+
+
+def pace(streams: list[dict[str, Any]]) -> float | None:
+    """The served rate over the offered rate of one open-loop cell: `1 / slope` of the
+    least-squares line of completion time (send time + E2E) against send time, over the answered
+    requests; None with fewer than 3 answered, or all sent at once (a burst)."""
+    sent = [
+        (s["planned_s"] + (s.get("lag_ms") or 0.0) / 1000.0, float(s["e2e_s"]))
+        for s in streams
+        if s.get("e2e_s") is not None and s.get("planned_s") is not None
+    ]
+    if len(sent) < 3:
+        return None
+    mx = sum(x for x, _ in sent) / len(sent)
+    sxx = sum((x - mx) ** 2 for x, _ in sent)
+    if sxx <= 0:
+        return None
+    my = sum(x + e for x, e in sent) / len(sent)
+    slope = sum((x - mx) * (x + e - my) for x, e in sent) / sxx
+    return 1.0 / slope if slope > 0 else None
+
+
+def holds(cell: dict[str, Any], floor: float) -> bool:
+    """A cell holds: goodput at or over the floor, and the server kept pace (`KEEP_PACE`)."""
+    g, p = cell.get("goodput"), cell.get("pace")
+    return g is not None and g >= floor and (p is None or p >= KEEP_PACE)
+
+
+def why_not(cell: dict[str, Any], floor: float, rate: float) -> str:
+    """Why a cell did not hold, for the search's `stopped`."""
+    g, p = cell.get("goodput"), cell.get("pace")
+    if g is not None and g >= floor and p is not None:
+        return (
+            f"saturated: served {p:.2f} of the offered rate at {rate:.3g} req/s "
+            f"(under {KEEP_PACE:g}: the queue grew), goodput {g:.2f}"
+        )
+    return f"saturated: goodput {g if g is not None else 0:.2f} < floor {floor:g} at {rate:.3g}"
+
+
 Fresh = Callable[[], Awaitable[Messages]]
 
 
@@ -126,6 +176,7 @@ async def open_cell(
         "completion_tokens": tokens,
         "output_tok_s": tokens / run.window_s if run.window_s and tokens else None,
         "lag": lag,
+        "pace": pace(streams) if offsets and offsets[-1] > 0 else None,
         "harness_error": harness_lag(lag, lag_bound_ms),
         "stopped_early": early.why,
         **goodput(streams, slo, run.window_s).model_dump(),
@@ -247,8 +298,7 @@ async def search(
         if c["harness_error"]:
             stopped = f"harness: {c['harness_error']}"
             break
-        ok = c["goodput"] is not None and c["goodput"] >= floor
-        if ok:
+        if holds(c, floor):
             good = c
             if bad is not None:
                 break  # came down from an over-floor start to a rate that holds
@@ -256,7 +306,7 @@ async def search(
         else:
             bad = c
             if good is not None:
-                stopped = f"saturated: goodput {c['goodput']:.2f} < floor {floor:g} at {rate:.3g}"
+                stopped = why_not(c, floor, rate)
                 break
             rate /= s.factor
     if good is not None and bad is not None and not stopped.startswith("harness"):
@@ -270,7 +320,7 @@ async def search(
             if c["harness_error"]:
                 stopped = f"harness: {c['harness_error']}"
                 break
-            if c["goodput"] is not None and c["goodput"] >= floor:
+            if holds(c, floor):
                 good = c
             else:
                 bad = c

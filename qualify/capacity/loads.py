@@ -52,6 +52,8 @@ class OpenCell(Goodput):
     broken: int = 0
     offered_rps: float | None = None
     achieved_rps: float | None = None
+    # Served over offered rate (`qualify.capacity.knee.pace`); a cell under KEEP_PACE fell behind.
+    pace: float | None = None
     window_s: float | None = None
     completion_tokens: int = 0
     output_tok_s: float | None = None

@@ -24,7 +24,7 @@ import math
 import re
 from typing import Any
 
-from qualify.capacity.knee import STREAM_KEYS, _knee, step_size
+from qualify.capacity.knee import STREAM_KEYS, _knee, holds, pace, step_size
 from qualify.capacity.openloop import burst, poisson
 from qualify.capacity.runs import stream_record
 from qualify.capacity.settings import CapacitySettings
@@ -118,6 +118,8 @@ def _cell(
     cell["offered_rps"] = (len(offsets) - 1) / span if span > 0 else None
     done = [st for st in streams if not st.get("unfinished")]
     cell["achieved_rps"] = len(done) / window if window else None
+    if "pace" in cell:  # a run before the pace rule has none to claim
+        cell["pace"] = pace(streams) if span > 0 else None
     tokens = cell["completion_tokens"]
     cell["output_tok_s"] = tokens / window if window and tokens else None
     _per_token(cell)
@@ -180,7 +182,7 @@ def _knee_again(cells: list[dict[str, Any]], sealed: dict[str, Any], slo: Slo) -
     for c in cells:
         if c.get("arrival") == "burst" or c.get("harness_error"):
             continue
-        if c["goodput"] is not None and c["goodput"] >= floor:
+        if holds(c, floor):
             good = c
         else:
             bad = c

@@ -233,7 +233,12 @@ def test_a_client_that_blocks_its_own_loop_is_a_harness_error() -> None:
 # --- the knee search's stopping rules -------------------------------------------------------
 
 
-def fake_cells(monkeypatch: pytest.MonkeyPatch, good_up_to: float, lag_at: float | None = None):
+def fake_cells(
+    monkeypatch: pytest.MonkeyPatch,
+    good_up_to: float,
+    lag_at: float | None = None,
+    pace_up_to: float = 1e9,
+):
     calls: list[float] = []
 
     async def open_cell(sender: Any, fresh: Any, offsets: list[float], **kw: Any) -> dict:
@@ -250,6 +255,7 @@ def fake_cells(monkeypatch: pytest.MonkeyPatch, good_up_to: float, lag_at: float
             "goodput_rps": share * rate,
             "goodput_rps_ci95": None,
             "harness_error": "the client sent requests late" if lag_at and r >= lag_at else None,
+            "pace": 1.0 if r <= pace_up_to else 0.6,
         }
 
     monkeypatch.setattr(knee_mod, "open_cell", open_cell)
@@ -351,3 +357,38 @@ def test_soak_reads_error_counters_progress_and_drift() -> None:
     d = drift(rows)
     assert d["first_p50_s"] == 1 and d["last_p50_s"] == 3 and d["drift_pct"] == 200
     assert drift(rows[:5])["drift_pct"] is None  # too few to tell
+
+
+def _streams(n: int, gap_s: float, e2e: Any) -> list[dict[str, Any]]:
+    return [
+        {"planned_s": i * gap_s, "lag_ms": 0.5, "e2e_s": e2e(i), "ttft_s": 0.01} for i in range(n)
+    ]
+
+
+def test_pace_is_the_served_share_of_the_offered_rate() -> None:
+    """Flat latency (noisy) keeps pace; latency that climbs by a fixed step per request (a queue
+    growing: each finishes 0.05 s after the last, arriving every 0.025 s) serves half."""
+    flat = knee_mod.pace(_streams(48, 0.125, lambda i: 0.4 + 0.3 * ((i * 7919) % 11) / 11))
+    assert flat is not None and flat == pytest.approx(1.0, abs=0.05)
+    growing = knee_mod.pace(_streams(192, 0.025, lambda i: 0.2 + 0.025 * i))
+    assert growing == pytest.approx(0.5, rel=1e-6)
+    assert knee_mod.pace(_streams(2, 0.1, lambda i: 0.1)) is None  # too few to fit
+    assert knee_mod.pace(_streams(8, 0.0, lambda i: 0.1)) is None  # a burst: all sent at once
+    unanswered = [{"planned_s": 0.1 * i, "e2e_s": None} for i in range(8)]
+    assert knee_mod.pace(unanswered) is None
+
+
+def test_a_cell_that_falls_behind_does_not_hold_however_good_its_goodput(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Goodput 100% at every rate, but the server falls behind above 1.5 req/s: the knee is the
+    last rate it kept pace with, and the reason says the queue grew."""
+    calls = fake_cells(monkeypatch, good_up_to=1e9, pace_up_to=1.5)
+    out = search(LoadSettings(start_rps=0.5, factor=2.0, refine=1, step_s=5, min_requests=4))
+    assert calls[:3] == [0.5, 1.0, 2.0]
+    k = out["knee"]
+    assert k.saturated and k.rate_rps == pytest.approx(2**0.5) and k.first_over == 2.0
+    assert "served 0.60 of the offered rate" in k.stopped and "queue grew" in k.stopped
+    assert knee_mod.holds({"goodput": 1.0, "pace": 0.95}, 0.9)
+    assert not knee_mod.holds({"goodput": 1.0, "pace": 0.8}, 0.9)
+    assert not knee_mod.holds({"goodput": 0.5, "pace": 1.0}, 0.9)
