@@ -80,6 +80,9 @@ class Record(StageRecord):
     budgets: list[TaskBudget] = Field(default_factory=list)
     gate_files: dict[str, str] = Field(default_factory=dict)
     declared_gate_files: dict[str, str] = Field(default_factory=dict)
+    # sha256 of the code the checks ran (`qualify.preflight.code.check_code`); absent in runs
+    # made before it was kept, which `verify` judges again only where their requests match.
+    check_code: str | None = None
     totals: dict[str, dict[str, dict[Outcome, int]]] = Field(default_factory=dict)
     lines: list[str] = Field(default_factory=list)
     table: list[TaskRow] = Field(default_factory=list)

@@ -9,13 +9,16 @@ Control gates are reported as `quality/control-<task>@<level>` and
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from qualify.candidate import LoadedCandidate
+from qualify.candidate import Candidate, LoadedCandidate
 from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, default_gates_dir, pick
+from qualify.gates.probe import Keep, Write
 from qualify.httpclient.client import Client, Exchange
 from qualify.preflight import stage as preflight
+from qualify.preflight.code import check_code
 from qualify.quality import report
 from qualify.quality.record import Control, Record
 from qualify.quality.tasks import QualityContext
@@ -43,23 +46,57 @@ def _task_files(loaded: LoadedCandidate) -> list[str]:
     return select(loaded)[1]
 
 
-def _context(
-    ctx: StageContext, client: Client, lane: str, level: str, fields: dict[str, Any]
+def task_context(
+    candidate: Candidate,
+    lane_candidate: Candidate,
+    lane: str,
+    level: str,
+    io: tuple[Any, Keep, Write],
 ) -> QualityContext:
-    s = ctx.candidate.stages.quality
+    """The context a task runs in on `lane` at `level`: the lane's model and level fields, the
+    candidate's quality settings; `io` is the client, keep and write (`verify` builds it again
+    from the signed copies, with a client over the kept exchanges)."""
+    s = candidate.stages.quality
+    client, keep, write = io
     return QualityContext(
         client=client,
-        keep=_keeper(ctx, lane),
-        write=ctx.attempt.write_json,
-        model=ctx.lanes.loaded[lane].candidate.identity.model,
+        keep=keep,
+        write=write,
+        model=lane_candidate.identity.model,
         level=level,
-        fields=fields,
+        fields=lane_candidate.reasoning[level].request_fields(),
         gates_dir=default_gates_dir(),
         timeout_s=s.timeout_s,
         temperature=s.temperature,
         budget_scale=s.budget_scale,
         lane=lane,
     )
+
+
+def control_preflight_context(
+    control: Candidate, level: str, io: tuple[Any, Keep, Write], where: Path
+) -> GateContext:
+    """The context of one of the candidate's preflight gates (from `where`) on the control."""
+    ps = control.stages.preflight
+    client, keep, write = io
+    return GateContext(
+        client=client,
+        keep=keep,
+        write=write,
+        model=control.identity.model,
+        level=level,
+        fields=control.reasoning[level].request_fields(),
+        gates_dir=where,
+        max_tokens=ps.max_tokens,
+        timeout_s=ps.timeout_s,
+        temperature=ps.temperature,
+        window=control.identity.context_length,
+    )
+
+
+def _context(ctx: StageContext, client: Client, lane: str, level: str) -> QualityContext:
+    io = (client, _keeper(ctx, lane), ctx.attempt.write_json)
+    return task_context(ctx.candidate, ctx.lanes.loaded[lane].candidate, lane, level, io)
 
 
 def _keeper(ctx: StageContext, lane: str) -> Any:
@@ -89,22 +126,10 @@ async def _control_preflight(ctx: StageContext, client: Client, level: str) -> l
     """The candidate's preflight gates at the control's lowest level, on the control."""
     lc = ctx.lanes.loaded[CONTROL]
     gates, _ = preflight.select(ctx.loaded)
-    ps = lc.candidate.stages.preflight
+    io = (client, _keeper(ctx, CONTROL), ctx.attempt.write_json)
     out = []
     for gate in gates:
-        gctx = GateContext(
-            client=client,
-            keep=_keeper(ctx, CONTROL),
-            write=ctx.attempt.write_json,
-            model=lc.candidate.identity.model,
-            level=level,
-            fields=lc.candidate.reasoning[level].request_fields(),
-            gates_dir=preflight.gates_dir(ctx.loaded),
-            max_tokens=ps.max_tokens,
-            timeout_s=ps.timeout_s,
-            temperature=ps.temperature,
-            window=preflight.window(lc),
-        )
+        gctx = control_preflight_context(lc.candidate, level, io, preflight.gates_dir(ctx.loaded))
         r = await run_gate(gate, gctx)
         out.append(_as_control(r, f"control-preflight-{r.gate}"))
     return out
@@ -123,65 +148,35 @@ async def _control_lane(
     pf = await _control_preflight(ctx, client, control_level)
     results.extend(pf)
     bar.advance(len(pf), note="quality control preflight")
-    fields = ctx.lanes.loaded[CONTROL].candidate.reasoning[control_level].request_fields()
     for gate in gates:
-        r = await run_gate(gate, _context(ctx, client, CONTROL, control_level, fields))
+        r = await run_gate(gate, _context(ctx, client, CONTROL, control_level))
         tasks.append((CONTROL, gate.gate.id, r))
         results.append(_as_control(r, f"control-{r.gate}"))
         bar.advance(note=f"quality control {r.gate}")
 
 
-@stage("quality")
-async def quality(ctx: StageContext) -> StageResult:
-    """Pass when every attempt of every task passes on every lane and level it runs at."""
-    s = ctx.candidate.stages.quality
-    gates, problems = select(ctx.loaded)
-    levels = list(ctx.candidate.reasoning)
-    budgets = report.task_budgets(gates, s.budget_scale)
-    ran = Record(
-        levels=levels,
-        scope=report.scope(gates, levels),
-        budget_scale=s.budget_scale,
-        budgets=budgets,
-        gate_files={g.gate.id: g.sha256 for g in gates},
-        declared_gate_files=declared("quality"),
-    )
-    if problems or not gates:
-        why = problems or ["no task files in gates/quality/"]
-        bad = GateResult(gate="gate-files", stage="quality", verdict=Verdict.ERROR, reasons=why)
-        return finish(ctx, [bad], ran)
-    for line in report.budget_lines(budgets, s.budget_scale):
-        ctx.progress.say(line)
-    control_level, why_not = control_plan(ctx)
-    pf_count = len(preflight.select(ctx.loaded)[0]) if control_level else 0
-    total = len(levels) * len(gates) + (pf_count + len(gates) if control_level else 0)
-    tasks: list[tuple[str, str, GateResult]] = []
-    results: list[GateResult] = []
-    with ctx.progress.task("quality", total) as bar:
-        client = await ctx.client("candidate")
-        for level, lv in ctx.candidate.reasoning.items():
-            for gate in gates:
-                r = await run_gate(
-                    gate, _context(ctx, client, "candidate", level, lv.request_fields())
-                )
-                tasks.append(("candidate", gate.gate.id, r))
-                results.append(r)
-                bar.advance(note=f"quality {r.key}")
-        if control_level is not None:
-            await _control_lane(ctx, gates, control_level, tasks, results, bar)
-    where = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
+def summarised(
+    ran: Record,
+    gates: list[LoadedGate],
+    tasks: list[tuple[str, str, GateResult]],
+    results: list[GateResult],
+    where: str,
+    plan: tuple[str | None, str],
+) -> Record:
+    """The record with its totals, table, failures and control, from the tasks' results
+    (`(lane, task, result)`) and every gate result; `plan` is `control_plan`'s answer."""
     summary = report.summarise(tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
     control = Control(
-        ran=control_level is not None,
-        level=control_level,
-        why_not=why_not or None,
+        ran=plan[0] is not None,
+        level=plan[0],
+        why_not=plan[1] or None,
         preflight={
             r.gate.removeprefix("control-preflight-"): r.verdict
             for r in results
             if r.gate.startswith("control-preflight-")
         },
     )
-    record = ran.model_copy(
+    return ran.model_copy(
         update={
             "totals": summary.totals,
             "lines": summary.lines,
@@ -190,6 +185,53 @@ async def quality(ctx: StageContext) -> StageResult:
             "control": control,
         }
     )
+
+
+def ran_record(candidate: Candidate, gates: list[LoadedGate]) -> Record:
+    """The part of the record written before any task runs: levels, scope, budgets, gate files."""
+    s = candidate.stages.quality
+    levels = list(candidate.reasoning)
+    return Record(
+        levels=levels,
+        scope=report.scope(gates, levels),
+        budget_scale=s.budget_scale,
+        budgets=report.task_budgets(gates, s.budget_scale),
+        gate_files={g.gate.id: g.sha256 for g in gates},
+        declared_gate_files=declared("quality"),
+    )
+
+
+@stage("quality")
+async def quality(ctx: StageContext) -> StageResult:
+    """Pass when every attempt of every task passes on every lane and level it runs at."""
+    s = ctx.candidate.stages.quality
+    gates, problems = select(ctx.loaded)
+    levels = list(ctx.candidate.reasoning)
+    ran = ran_record(ctx.candidate, gates)
+    if problems or not gates:
+        why = problems or ["no task files in gates/quality/"]
+        bad = GateResult(gate="gate-files", stage="quality", verdict=Verdict.ERROR, reasons=why)
+        return finish(ctx, [bad], ran)
+    ran = ran.model_copy(update={"check_code": check_code("quality")})
+    for line in report.budget_lines(ran.budgets, s.budget_scale):
+        ctx.progress.say(line)
+    control_level, why_not = control_plan(ctx)
+    pf_count = len(preflight.select(ctx.loaded)[0]) if control_level else 0
+    total = len(levels) * len(gates) + (pf_count + len(gates) if control_level else 0)
+    tasks: list[tuple[str, str, GateResult]] = []
+    results: list[GateResult] = []
+    with ctx.progress.task("quality", total) as bar:
+        client = await ctx.client("candidate")
+        for level in ctx.candidate.reasoning:
+            for gate in gates:
+                r = await run_gate(gate, _context(ctx, client, "candidate", level))
+                tasks.append(("candidate", gate.gate.id, r))
+                results.append(r)
+                bar.advance(note=f"quality {r.key}")
+        if control_level is not None:
+            await _control_lane(ctx, gates, control_level, tasks, results, bar)
+    where = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
+    record = summarised(ran, gates, tasks, results, where, (control_level, why_not))
     for line in record.lines:
         ctx.progress.say(line)
     return finish(ctx, results, record)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field, model_validator
@@ -25,9 +26,11 @@ from qualify.gates.registry import CheckSpec, Outcome, register_check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.preflight.checks.common import answer_metrics, chat_problem, clip
+from qualify.quality.sandbox import RunResult, run_python
 from qualify.records import Verdict
 
 P = TypeVar("P", bound="TaskParams")
+RunCode = Callable[[Path, Path, float], RunResult]
 QualityFn = Callable[["QualityContext", Any], Awaitable[Outcome]]
 MIN_VISIBLE = 16
 
@@ -38,6 +41,9 @@ class QualityContext(GateContext):
 
     budget_scale: float = 1.0
     lane: str = "candidate"
+    # How a task's code is run: in the sandbox (`qualify.quality.sandbox.run_python`); `verify`
+    # hands the runs the attempt recorded instead, never running model-written code itself.
+    run_code: RunCode = run_python
 
 
 class Turn(Params):

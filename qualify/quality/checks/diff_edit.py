@@ -16,6 +16,7 @@ from qualify.quality.sandbox import run_python
 from qualify.quality.tasks import (
     Asked,
     QualityContext,
+    RunCode,
     TaskParams,
     ask,
     fenced,
@@ -74,7 +75,7 @@ def apply_diff(tree: Path, diff: str) -> str | None:
     return f"the diff does not apply (git apply --check): {errors[0][:300]}"
 
 
-def judge_diff(asked: Asked, p: DiffParams) -> Outcome:
+def judge_diff(asked: Asked, p: DiffParams, run_code: RunCode = run_python) -> Outcome:
     """Apply the answer's diff to a fresh copy of the files, then run the task's test."""
     if why := visible_or_reason(asked):
         return asked.wrong(why)
@@ -89,7 +90,7 @@ def judge_diff(asked: Asked, p: DiffParams) -> Outcome:
         if why := apply_diff(tree, diff):
             return asked.wrong(why, diff=diff)
         (tree / "_quality_test.py").write_text(p.test)
-        run = run_python(tree / "_quality_test.py", tree, p.time_limit_s)
+        run = run_code(tree / "_quality_test.py", tree, p.time_limit_s)
     if why := run.why_not(p.time_limit_s):
         return asked.wrong(f"the diff applies, but {why}", diff=diff, run=run.as_dict())
     return asked.passed(diff=diff, run=run.as_dict())
@@ -101,4 +102,4 @@ async def diff_edit(ctx: QualityContext, p: DiffParams) -> Outcome:
     asked = await ask(ctx, p, "diff", extra=shown_files(p.tree))
     if asked.outcome is not None:
         return asked.outcome
-    return await asyncio.to_thread(judge_diff, asked, p)
+    return await asyncio.to_thread(judge_diff, asked, p, ctx.run_code)

@@ -16,6 +16,7 @@ from qualify.quality.sandbox import run_python
 from qualify.quality.tasks import (
     Asked,
     QualityContext,
+    RunCode,
     TaskParams,
     ask,
     fenced,
@@ -49,7 +50,7 @@ def extract_code(answer: str) -> str | None:
     return text if re.search(r"^\s*(def|class|import|from)\s", text, re.MULTILINE) else None
 
 
-def judge_code(asked: Asked, p: PythonParams) -> Outcome:
+def judge_code(asked: Asked, p: PythonParams, run_code: RunCode = run_python) -> Outcome:
     """Save the code, run the assertions against it; pass only when they ran to their end."""
     if why := visible_or_reason(asked):
         return asked.wrong(why)
@@ -64,7 +65,7 @@ def judge_code(asked: Asked, p: PythonParams) -> Outcome:
         scratch = Path(tmp)
         (scratch / f"{p.module}.py").write_text(code)
         (scratch / "_quality_check.py").write_text(p.assertions)
-        run = run_python(scratch / "_quality_check.py", scratch, p.time_limit_s)
+        run = run_code(scratch / "_quality_check.py", scratch, p.time_limit_s)
     if why := run.why_not(p.time_limit_s):
         return asked.wrong(why, code=code, run=run.as_dict())
     return asked.passed(code=code, run=run.as_dict())
@@ -77,4 +78,4 @@ async def python_code(ctx: QualityContext, p: PythonParams) -> Outcome:
     asked = await ask(ctx, p, "python", extra=extra)
     if asked.outcome is not None:
         return asked.outcome
-    return await asyncio.to_thread(judge_code, asked, p)
+    return await asyncio.to_thread(judge_code, asked, p, ctx.run_code)
