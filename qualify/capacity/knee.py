@@ -135,7 +135,7 @@ async def open_cell(
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
     prompts = [await fresh() for _ in offsets]  # sized before the clock starts
     bodies = [sender.request(p) for p in prompts]
-    deadline = (offsets[-1] if offsets else 0.0) + drain_s
+    span = offsets[-1] if offsets else 0.0
     stop, flight = asyncio.Event(), Flight()
     early = EarlyStop(len(offsets), slo, kind, max_tokens, stop, flight)
     m0 = time.monotonic()
@@ -145,7 +145,7 @@ async def open_cell(
             sender.client,
             bodies,
             offsets,
-            deadline,
+            span + drain_s,
             timeout_s=sender.timeout_s,
             stop=stop,
             flight=flight,
@@ -158,7 +158,6 @@ async def open_cell(
     m1 = time.monotonic()
     streams = cell_streams(run, sender, label, kind, max_tokens)
     lag = run.lag()
-    span = offsets[-1] if offsets else 0.0
     done = [s for s in streams if not s.get("unfinished")]
     tokens = sum(s.get("completion_tokens") or 0 for s in done if not s.get("failed"))
     cell: dict[str, Any] = {
