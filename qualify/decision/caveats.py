@@ -5,15 +5,19 @@ advisory gates and waivers."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from qualify.ab import section as ab_section
 from qualify.decision.headline import metric
+from qualify.decision.reading import record_of
 from qualify.decision.record import DecisionRecord, GateOutcome
-from qualify.decision.sections import as_dict, as_list
+from qualify.decision.sections import as_dict
 from qualify.decision.wording import UP, Once, reason_parts, short
-from qualify.records import Verdict
+from qualify.identity.record import Record as IdentityRecord
+from qualify.quality.record import Record as QualityRecord
+from qualify.records import StageRecord, Verdict
 from qualify.registry import probe_stages
 
 
@@ -21,9 +25,11 @@ def caveats(
     record: DecisionRecord,
     info: dict[str, Any],
     data: dict[str, dict[str, Any]],
+    records: Mapping[str, StageRecord],
     once: Once,
     run_path: Path | None = None,
 ) -> list[str]:
+    """Every caveat, in the order the document lists them."""
     out = []
     git = as_dict(info.get("git"))
     if git.get("dirty"):
@@ -35,16 +41,17 @@ def caveats(
         out.append("The candidate file itself differed from its committed version.")
     if git and git.get("commit") is None:
         out.append("The candidate was not in a git repository with a commit.")
-    unreported = as_list(as_dict(data.get("identity")).get("not_reported"))
+    identity = record_of(records, "identity", IdentityRecord)
+    unreported = identity.not_reported if identity is not None else []
     blocking = {g.key for g in record.evaluation.gates if g.status in ("blocks", "vetoes")}
     unreported = [u for u in unreported if f"identity/pin@{u}" not in blocking]
     if unreported:
         out.append(
             "Declared, not verified (the server does not report them): "
-            + ", ".join(str(u) for u in unreported)
+            + ", ".join(unreported)
             + "."
         )
-    out += _substance(run_path, record, data)
+    out += _substance(run_path, record, data, record_of(records, "quality", QualityRecord))
     if record.unsealed:
         out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
     out += _advisory(record, once)
@@ -140,7 +147,10 @@ def server_warnings(run_path: Path) -> list[dict[str, Any]]:
 
 
 def _substance(
-    run_path: Path | None, record: DecisionRecord, data: dict[str, dict[str, Any]]
+    run_path: Path | None,
+    record: DecisionRecord,
+    data: dict[str, dict[str, Any]],
+    quality: QualityRecord | None,
 ) -> list[str]:
     """Caveats a reviewer needs to weigh the figures: what the servers warned about, whether
     the model is fit for the tasks at all, scaled budgets, and the sample sizes."""
@@ -163,20 +173,7 @@ def _substance(
             f"{both}; at this size the model is not fit for these tasks, so their failures say "
             "nothing about the change, and the speed figures stand on their own."
         )
-    q = as_dict(data.get("quality"))
-    scale = q.get("budget_scale")
-    if isinstance(scale, int | float) and scale != 1:
-        cut = sum(
-            1
-            for r in (as_dict(x) for x in as_list(q.get("table")))
-            for a in as_list(r.get("attempts"))
-            if a == "cut"
-        )
-        total = sum(len(as_list(as_dict(x).get("attempts"))) for x in as_list(q.get("table")))
-        out.append(
-            f"Quality budgets were scaled to {scale:g} of the declared ones (the table shows "
-            f"both); {cut} of {total} attempts were cut by the budget sent."
-        )
+    out += _scaled_budgets(quality)
     ab = data.get("ab") or {}
     p = ab_section.paired(ab).get("decode_tok_s")
     if p:
@@ -189,3 +186,15 @@ def _substance(
             "few is wide, and one marked too few samples is no result."
         )
     return out
+
+
+def _scaled_budgets(quality: QualityRecord | None) -> list[str]:
+    """A caveat when the quality budgets sent were scaled from the declared ones."""
+    if quality is None or quality.budget_scale == 1:
+        return []
+    attempts = [a for r in quality.table for a in r.attempts]
+    return [
+        f"Quality budgets were scaled to {quality.budget_scale:g} of the declared ones (the table "
+        f"shows both); {attempts.count('cut')} of {len(attempts)} attempts were cut by the "
+        "budget sent."
+    ]

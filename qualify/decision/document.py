@@ -11,6 +11,7 @@ where `decision.md` and its plots are written.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from qualify.decision.sections import as_dict
 from qualify.decision.wording import UP, Once, delta_text, duration, number, quantity, table_cell
 from qualify.diff.compare import AliasView, alias_view
 from qualify.evidence.store import RunDir
-from qualify.records import Verdict
+from qualify.records import StageRecord, Verdict
 from qualify.registry import section_module, stage_names
 
 TEMPLATE = "decision.md.j2"
@@ -87,7 +88,7 @@ def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
 def plot_plan(run: RunDir, record: DecisionRecord, view: RunView | None = None) -> list[plots.Plot]:
     """The plots of this decision, with their points (nothing drawn)."""
     view = run_view(run, record) if view is None else view
-    return plots.plan(run, _data(view, record), view.dirs())
+    return plots.plan(run, _data(view, record), view.dirs(), view.records())
 
 
 def _data(view: RunView, record: DecisionRecord) -> dict[str, dict[str, Any]]:
@@ -114,7 +115,7 @@ def context(
     """Everything the template shows, computed from the run, its decision record and the alias
     it gates (read from the house when not given)."""
     seen = run_view(run, record)
-    data = _data(seen, record)
+    data, records = _data(seen, record), seen.records()
     gates = record.evaluation.gates
     stages = stage_outcomes(record)
     times = [t for v in seen.stages.values() for t in (v.result.started_at, v.result.ended_at)]
@@ -125,9 +126,9 @@ def context(
     here = attempt_dir(run, record)
     figures = _plots(plot_plan(run, record, seen), here)
     view = alias_view(run, record) if view is None else view
-    alias = headline.alias_text(view, data)
+    alias = headline.alias_text(view, records)
     nq = headline.not_qualified(run, record)
-    return _stage_sections(data, gates) | {
+    return stage_sections(data, records, gates) | {
         "r": record,
         "up": UP,
         "nq": nq,
@@ -137,19 +138,19 @@ def context(
         "window": (min(times), max(times)) if times else None,
         "alias": alias,
         "against": headline.against(view),
-        "hardware": hardware.hardware(data, info, run),
-        "figures": headline.figures(data, gates),
+        "hardware": hardware.hardware(records, info),
+        "figures": headline.figures(data, records, gates),
         "outcome": headline.outcome(record, data, groups),
         "causes": rows,
         "first_screen_causes": blockers.FIRST_SCREEN_CAUSES,
         "exit": blockers.exit_text(record, groups),
         "decision": headline.closing(record, groups, alias, nq),
         "policy": hardware.policy_lines(record),
-        "launch": hardware.launch_command(run, data),
+        "launch": hardware.launch_command(run, records),
         "fidelity": sections.fidelity(data, gates),
         "plot": figures,
         "failed": blockers.failed_attempts(record, once),
-        "caveats": caveats.caveats(record, info, data, once, run.path),
+        "caveats": caveats.caveats(record, info, data, records, once, run.path),
         "gate_summary": gate_summary(record),
         "tickets": _tickets(record),
         "record_written": (here / "decision.json").is_file(),
@@ -169,15 +170,19 @@ def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def _stage_sections(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> dict[str, Any]:
-    """What each registered stage's section module gives the template, from its `data` and the
-    decision's gates (`qualify.registry.section_module`)."""
+def stage_sections(
+    data: dict[str, dict[str, Any]], records: Mapping[str, StageRecord], gates: list[GateOutcome]
+) -> dict[str, Any]:
+    """What each registered stage's section module gives the template
+    (`qualify.registry.section_module`): its `section`, given the decision's gates and the
+    stage's typed record (None when it has none) where the module declares `READS = "record"`,
+    else the record's JSON form (`data`, {} when none)."""
     out: dict[str, Any] = {}
     for name in stage_names():
         module = section_module(name)
         build = getattr(module, "section", None)
         if build is not None:
-            out |= build(data.get(name) or {}, gates)
+            out |= build(plots.stage_input(module, name, data, records), gates)
     return out
 
 

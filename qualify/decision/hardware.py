@@ -1,76 +1,87 @@
-"""Where the run ran and under what: the hardware (GPU, driver, CUDA, CPU, engine build), the
-server's command as launched, the candidate's provenance and the effective policy."""
+"""Where the run ran and under what: the hardware (GPU, driver, CUDA, CPU, engine build) from
+the vram and identity records, the server's command as launched, the candidate's provenance and
+the effective policy."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from qualify.decision import sections
 from qualify.decision.house import PolicyRules
+from qualify.decision.reading import record_of
 from qualify.decision.record import DecisionRecord
 from qualify.decision.sections import as_dict, as_list
 from qualify.decision.wording import number, run_relative
 from qualify.evidence.store import RunDir
+from qualify.identity.record import Record as IdentityRecord
+from qualify.records import StageRecord
+from qualify.vram.record import Record as VramRecord
 
 
 def first_of(*values: Any) -> Any:
     return next((v for v in values if v not in (None, "", [], {})), None)
 
 
-def hardware(data: dict[str, dict[str, Any]], info: dict[str, Any], run: RunDir) -> list[str]:
-    """GPU, driver, CUDA and interconnect as the telemetry recorded them; CPU from run.json."""
-    vram = data.get("vram") or {}
-    cards = [as_dict(c) for c in as_list(vram.get("cards"))]
-    names = list(dict.fromkeys(str(c.get("name") or "unnamed") for c in cards))
-    host, hw = as_dict(vram.get("host")), as_dict(vram.get("hardware"))
-    tel = as_dict(next(iter(as_list(vram.get("telemetry"))), {}))
-    found = {
-        "driver": first_of(hw.get("driver_version"), host.get("driver"), tel.get("driver")),
-        "CUDA": first_of(hw.get("cuda_driver_version"), host.get("cuda"), tel.get("cuda")),
-        "interconnect": first_of(
-            host.get("interconnect"), vram.get("interconnect"), tel.get("interconnect")
-        ),
-    }
-    if cards:
-        totals = {c.get("total_mib") for c in cards}
-        total = next(iter(totals)) if len(totals) == 1 else None
-        gpu = f"{len(cards)} x {', '.join(names)}" + (
-            f" ({number(total, 0)} MiB each)" if isinstance(total, int | float) else ""
-        )
-        known = [f"{k} {sections.show(v)}" for k, v in found.items() if v is not None]
-        unknown = [k for k, v in found.items() if v is None]
-        if known:
-            gpu += "; " + ", ".join(known)
-        if unknown:
-            gpu += f"; {', '.join(unknown)} not in this run's telemetry"
-        gpu += f" (telemetry: {vram.get('source') or 'unknown'})"
-    else:
-        gpu = "no GPU telemetry"
-    ident = data.get("identity") or {}
-    pins, rep = as_dict(ident.get("pins")), as_dict(ident.get("reported"))
-    build = rep.get("engine_build") or (
-        f"{pins['engine_build']} (pinned, not reported)" if pins.get("engine_build") else None
-    )
-    engine = f"{pins.get('engine') or 'engine not recorded'} build {build or 'not recorded'}"
-    cpu = first_of(host.get("cpu"), info.get("cpu"), hw.get("cpu_model"))
+def hardware(records: Mapping[str, StageRecord], info: dict[str, Any]) -> list[str]:
+    """GPU, driver and CUDA as the vram record holds them; CPU from run.json, else the record;
+    the engine and its build as identity pinned and saw them."""
+    vram = record_of(records, "vram", VramRecord)
+    hw = vram.hardware if vram is not None else None
+    cpu = first_of(info.get("cpu"), hw.cpu_model if hw is not None else None)
     if isinstance(cpu, dict):
         cores = cpu.get("cores")
         cpu = str(cpu.get("model") or "model not recorded") + (f", {cores} cores" if cores else "")
     plat = info.get("platform")
     return [
-        f"GPU: {gpu}",
+        f"GPU: {_gpu(vram)}",
         f"CPU: {cpu or 'not recorded in this run'}" + (f"; platform {plat}" if plat else ""),
-        f"Engine: {engine}",
+        f"Engine: {_engine(record_of(records, 'identity', IdentityRecord))}",
     ]
 
 
-def launch_command(run: RunDir, data: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _gpu(vram: VramRecord | None) -> str:
+    """The cards, their memory, and the driver and CUDA versions the telemetry recorded."""
+    if vram is None or not vram.cards:
+        return "no GPU telemetry"
+    cards, hw = vram.cards, vram.hardware
+    names = list(dict.fromkeys(c.name or "unnamed" for c in cards))
+    found = {
+        "driver": first_of(hw.driver_version if hw is not None else None),
+        "CUDA": first_of(hw.cuda_driver_version if hw is not None else None),
+        "interconnect": None,  # no telemetry source of this build records it
+    }
+    totals = {c.total_mib for c in cards}
+    total = next(iter(totals)) if len(totals) == 1 else None
+    gpu = f"{len(cards)} x {', '.join(names)}" + (
+        f" ({number(total, 0)} MiB each)" if total is not None else ""
+    )
+    known = [f"{k} {sections.show(v)}" for k, v in found.items() if v is not None]
+    unknown = [k for k, v in found.items() if v is None]
+    if known:
+        gpu += "; " + ", ".join(known)
+    if unknown:
+        gpu += f"; {', '.join(unknown)} not in this run's telemetry"
+    return gpu + f" (telemetry: {vram.source or 'unknown'})"
+
+
+def _engine(identity: IdentityRecord | None) -> str:
+    """The engine pinned and its build as the server reports it, else as pinned."""
+    if identity is None:
+        return "engine not recorded build not recorded"
+    pins, reported = identity.pins, identity.reported.get("engine_build")
+    build = reported or (
+        f"{pins.engine_build} (pinned, not reported)" if pins.engine_build else None
+    )
+    return f"{pins.engine or 'engine not recorded'} build {build or 'not recorded'}"
+
+
+def launch_command(run: RunDir, records: Mapping[str, StageRecord]) -> dict[str, Any]:
     """The candidate server's command as launched, and the file that records it."""
-    launch = as_dict(as_dict(data.get("identity")).get("launch"))
-    args = as_list(launch.get("args"))
-    if args:
-        return {"command": " ".join(str(a) for a in args), "file": None}
+    identity = record_of(records, "identity", IdentityRecord)
+    if identity is not None and identity.launch is not None and identity.launch.args:
+        return {"command": " ".join(identity.launch.args), "file": None}
     for d in reversed(run.attempt_dirs("server-candidate")):
         f = d / "launch.json"
         try:

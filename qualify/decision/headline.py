@@ -4,20 +4,26 @@ the closing paragraph, and, for a run that judged nothing, why not."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from qualify.ab import section as ab_section
 from qualify.capacity import section as capacity_section
+from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision import causes, sections
 from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text, tag_counts
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
+from qualify.decision.reading import record_of
 from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.decision.sections import as_dict, as_list
 from qualify.decision.wording import LINE_MAX, delta_text, number, quantity, run_relative, short
 from qualify.diff.compare import AliasView
 from qualify.evidence.store import RunDir
+from qualify.quality.record import Record as QualityRecord
+from qualify.records import StageRecord
 from qualify.vram import section as vram_section
+from qualify.vram.record import Record as VramRecord
 
 
 def lane_name(ab: dict[str, Any], lane: str) -> str:
@@ -33,10 +39,44 @@ def metric(ab: dict[str, Any], name: str) -> dict[str, Any]:
 _QUALITY = re.compile(r"^quality(?: \((\w+)\))?: ")
 
 
-def figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[str]:
+def figures(
+    data: dict[str, dict[str, Any]], records: Mapping[str, StageRecord], gates: list[GateOutcome]
+) -> list[str]:
     """The headline figures, one short line each; 'no data' where a stage did not record one."""
+    out = _ab_figures(data.get("ab") or {})
+    quality = record_of(records, "quality", QualityRecord)
+    parts = [
+        _QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x)
+        for x in (quality.lines if quality is not None else [])
+    ]
+    out.append("quality: " + "; ".join(parts) if parts else "quality: not run")
+    out.append("context reached: " + context_reached(data.get("context") or {}))
+    cap = capacity_section.capacity(data.get("capacity") or {})
+    best = cap["best"]
+    if best:
+        out.append(
+            f"capacity: {number(best.get('aggregate_output_tok_s'))} tok/s aggregate at "
+            f"c={best.get('concurrency')}, {number(best.get('length'), 0)}-token prompts"
+        )
+    out += _vram_figure(record_of(records, "vram", VramRecord))
+    fid = sections.fidelity(data, gates)
+    if fid:
+        out.append(
+            "fidelity (client against server, median): "
+            + "; ".join(
+                f"{f['stage']} decode ratio {number(f['decode_ratio'], 3)}, TTFT gap "
+                f"{quantity(f['ttft_gap_ms'], 'ms')}"
+                + (f" ({f['ttft_lane']})" if f.get("ttft_lane") else "")
+                + f" ({f['verdict']})"
+                for f in fid
+            )
+        )
+    return out
+
+
+def _ab_figures(ab: dict[str, Any]) -> list[str]:
+    """The A/B's end-to-end figure and its draft acceptance, or that it did not run."""
     out = []
-    ab = data.get("ab") or {}
     paired = ab_section.paired(ab)
     for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
         m = metric(ab, name)
@@ -52,43 +92,23 @@ def figures(data: dict[str, dict[str, Any]], gates: list[GateOutcome]) -> list[s
     acc = as_dict(ab.get("acceptance"))
     if acc:
         out.append("acceptance: " + acceptance_short(acc, ab))
-    q = as_dict(data.get("quality"))
-    lines = [str(x) for x in as_list(q.get("lines"))]
-    parts = [_QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x) for x in lines]
-    out.append("quality: " + "; ".join(parts) if parts else "quality: not run")
-    out.append("context reached: " + context_reached(data.get("context") or {}))
-    cap = capacity_section.capacity(data.get("capacity") or {})
-    best = cap["best"]
-    if best:
-        out.append(
-            f"capacity: {number(best.get('aggregate_output_tok_s'))} tok/s aggregate at "
-            f"c={best.get('concurrency')}, {number(best.get('length'), 0)}-token prompts"
-        )
-    vram = data.get("vram") or {}
-    cards = vram_section.card_minimums(vram)
-    if cards:
-        reserve = number((vram.get("reserve_gib") or 0) * 1024, 0)
-        out.append(
-            "minimum free VRAM: "
-            + "; ".join(
-                f"GPU {c['gpu']} {quantity(c['min_free_mib'], 'MiB', 0)} ({c['verdict']})"
-                for c in cards
-            )
-            + f" against a {reserve} MiB reserve"
-        )
-    fid = sections.fidelity(data, gates)
-    if fid:
-        out.append(
-            "fidelity (client against server, median): "
-            + "; ".join(
-                f"{f['stage']} decode ratio {number(f['decode_ratio'], 3)}, TTFT gap "
-                f"{quantity(f['ttft_gap_ms'], 'ms')}"
-                + (f" ({f['ttft_lane']})" if f.get("ttft_lane") else "")
-                + f" ({f['verdict']})"
-                for f in fid
-            )
-        )
     return out
+
+
+def _vram_figure(vram: VramRecord | None) -> list[str]:
+    """Each card's lowest free memory against the reserve, when telemetry recorded cards."""
+    cards = vram_section.card_minimums(vram)
+    if vram is None or not cards:
+        return []
+    reserve = number(vram.reserve_gib * 1024, 0)
+    return [
+        "minimum free VRAM: "
+        + "; ".join(
+            f"GPU {c['gpu']} {quantity(c['min_free_mib'], 'MiB', 0)} ({c['verdict']})"
+            for c in cards
+        )
+        + f" against a {reserve} MiB reserve"
+    ]
 
 
 def sections_delta(m: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +199,7 @@ def outcome(
     }
 
 
-def alias_text(view: AliasView, data: dict[str, dict[str, Any]]) -> str:
+def alias_text(view: AliasView, records: Mapping[str, StageRecord]) -> str:
     """The alias this decision gates and what it points at now (the house table, read once by
     `qualify.diff.compare.alias_view` and handed in as a value)."""
     if view.name is None:
@@ -195,9 +215,10 @@ def alias_text(view: AliasView, data: dict[str, dict[str, Any]]) -> str:
             f"gates `{name}`, which points at {target.get('candidate')} "
             f"(run {target.get('run_id') or 'unknown'}) now"
         )
-    inc = as_dict(as_dict(data.get("capacity")).get("incumbent"))
-    if inc.get("candidate"):
-        return f"gates `{name}`, which pointed at {inc['candidate']} when capacity ran"
+    capacity = record_of(records, "capacity", CapacityRecord)
+    if capacity is not None and capacity.incumbent.candidate:
+        was = capacity.incumbent.candidate
+        return f"gates `{name}`, which pointed at {was} when capacity ran"
     return f"gates `{name}` (no house repository given, so its alias table was not read)"
 
 

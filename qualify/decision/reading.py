@@ -6,9 +6,10 @@ import hashlib
 import json
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from qualify.decision.record import DecisionRecord
 
 DECISION = "decision"
+R = TypeVar("R", bound=StageRecord)
 ENVELOPE_RE = re.compile(r"^decision/attempt-(\d{3,})\.dsse\.json$")
 _ATTEMPT_NO = re.compile(r"attempt-(\d{3,})$")
 
@@ -145,6 +147,17 @@ class RunView:
 
     def dirs(self) -> dict[str, Path]:
         return {name: v.dir for name, v in self.stages.items()}
+
+    def records(self) -> dict[str, StageRecord]:
+        """Each stage's typed record, for the stages whose data read into one."""
+        return {name: v.record for name, v in self.stages.items() if v.record is not None}
+
+
+def record_of(records: Mapping[str, StageRecord], stage: str, kind: type[R]) -> R | None:
+    """`stage`'s record when it is a `kind` (the class the registry names for it), else None:
+    the stage did not run, or its data did not read into its record."""
+    got = records.get(stage)
+    return got if isinstance(got, kind) else None
 
 
 def _sealed_digest(attempt: Path, name: str) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from qualify.decision.record import GateOutcome
 from qualify.records import Verdict
 from qualify.registry import stage_names
@@ -34,7 +36,9 @@ def _list(x: Any) -> list[Any]:
 
 
 def show(value: Any) -> str:
-    """A pinned or reported value as one table cell."""
+    """A pinned or reported value as one table cell (a model as its JSON form's fields)."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
     if value is None or value == []:
         return "not reported"
     if isinstance(value, dict):

@@ -1,18 +1,21 @@
 """The identity stage in the decision document: each pin as pinned, as the server reports it,
-and its gate's verdict. A pure function of the stage's record (`data`) and its gates."""
+and its gate's verdict. A pure function of the stage's record and its gates."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from qualify.decision.record import GateOutcome
-from qualify.decision.sections import as_dict as _dict
 from qualify.decision.sections import show, shown
+from qualify.identity.record import Record
+
+READS = "record"
+"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
 
 
-def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's identity table shows."""
-    return {"identity": identity_rows(data, gates)}
+    return {"identity": identity_rows(record, gates)}
 
 
 PIN_LABELS = {
@@ -28,20 +31,21 @@ PIN_LABELS = {
     "max_num_seqs": "Max concurrent sequences",
     "speculation": "Speculation",
 }
+"""Every pin (`qualify.candidate.Identity`'s fields), as the table labels it."""
 
 
-def identity_rows(data: dict[str, Any], gates: list[GateOutcome]) -> list[dict[str, str]]:
-    pins, reported = _dict(data.get("pins")), _dict(data.get("reported"))
+def identity_rows(record: Record | None, gates: list[GateOutcome]) -> list[dict[str, str]]:
+    if record is None:
+        return []
     verdicts = {g.gate.removeprefix("pin@"): shown(g) for g in gates if g.stage == "identity"}
     rows = []
     for name, label in PIN_LABELS.items():
-        if name not in pins:
-            continue
+        pinned = getattr(record.pins, name)
         rows.append(
             {
                 "label": label,
-                "pinned": "not pinned" if pins[name] is None else show(pins[name]) or "none",
-                "reported": show(reported.get(name)),
+                "pinned": "not pinned" if pinned is None else show(pinned) or "none",
+                "reported": show(record.reported.get(name)),
                 "verdict": verdicts.get(name, "not checked"),
             }
         )

@@ -1,5 +1,6 @@
 """The preflight stage in the decision document: gate x reasoning level, a passed row per
-level. A pure function of the stage's gates (its reasons are said once, among the causes)."""
+level. A pure function of the stage's gates, not of its record (its reasons are said once,
+among the causes)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ from typing import Any
 
 from qualify.decision.record import GateOutcome
 from qualify.decision.sections import shown
+from qualify.preflight.record import Record
 from qualify.records import Verdict
 
+READS = "record"
+"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
 
-def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
+
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's preflight table shows."""
     return {"functional": functional(gates)}
 

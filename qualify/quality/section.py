@@ -1,47 +1,87 @@
 """The quality stage in the decision document: task x lane@level with the budget as sent
 beside the declared one, each failing cell linked to its attempt. A pure function of the
-stage's record (`data`)."""
+stage's record."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from qualify.decision.record import GateOutcome
-from qualify.decision.sections import as_dict as _dict
-from qualify.decision.sections import as_list as _list
+from qualify.quality.record import Failure, Record, TaskBudget, TaskRow
+
+READS = "record"
+"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
 
 
-def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's quality table shows."""
-    return {"quality": quality(data)}
+    return {"quality": quality(record)}
 
 
-def quality(data: dict[str, Any]) -> dict[str, Any]:
+def quality(record: Record | None) -> dict[str, Any]:
     """Totals lines, tasks x attempts, budgets, scope and the failing attempts' evidence."""
-    rows = []
-    for r in (_dict(x) for x in _list(data.get("table"))):
-        att = [str(a) for a in _list(r.get("attempts"))]
-        rows.append(
-            {
-                "task": r.get("task"),
-                "lane": r.get("lane") or "candidate",
-                "level": r.get("level") or "default",
-                "attempts": ", ".join(att) or "not run",
-                "passed": f"{att.count('pass')}/{len(att)}",
-            }
-        )
+    if record is None:
+        return {
+            "lines": [],
+            "scope": None,
+            "columns": [],
+            "grid": [],
+            "rows": [],
+            "budgets": [],
+            "budget_scale": None,
+            "failing": [],
+        }
+    rows = [_row(r) for r in record.table]
+    failing = _failing(record.failures)
+    budgets = [_budget(b) for b in record.budgets]
+    columns = list(dict.fromkeys((r["lane"], r["level"]) for r in rows))
+    return {
+        "lines": list(record.lines),
+        "scope": record.scope,
+        "columns": [
+            lane_level if lane_level[0] != "candidate" else ("", lane_level[1])
+            for lane_level in columns
+        ],
+        "grid": _grid(rows, columns, budgets, failing),
+        "rows": rows,
+        "budgets": budgets,
+        "budget_scale": record.budget_scale,
+        "failing": list(failing.values()),
+    }
+
+
+def _row(r: TaskRow) -> dict[str, Any]:
+    att = [str(a) for a in r.attempts]
+    return {
+        "task": r.task,
+        "lane": r.lane or "candidate",
+        "level": r.level or "default",
+        "attempts": ", ".join(att) or "not run",
+        "passed": f"{att.count('pass')}/{len(att)}",
+    }
+
+
+def _failing(failures: list[Failure]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The failing attempts per task, lane and level, with the first evidence file."""
     failing: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for f in (_dict(x) for x in _list(data.get("failures"))):
-        k = (str(f.get("task")), str(f.get("lane") or "candidate"), str(f.get("level")))
+    for f in failures:
+        k = (f.task, f.lane or "candidate", f.level)
         item = failing.setdefault(
             k, {"task": k[0], "lane": k[1], "level": k[2], "outcomes": [], "file": None}
         )
-        item["outcomes"].append(f"{f.get('attempt')} {f.get('outcome')}")
-        files = [str(x) for x in _list(f.get("evidence"))]
-        if files and item["file"] is None:
-            item["file"] = files[0]
-    budgets = [_budget(_dict(x)) for x in _list(data.get("budgets"))]
-    columns = list(dict.fromkeys((r["lane"], r["level"]) for r in rows))
+        item["outcomes"].append(f"{f.attempt} {f.outcome}")
+        if f.evidence and item["file"] is None:
+            item["file"] = f.evidence[0]
+    return failing
+
+
+def _grid(
+    rows: list[dict[str, Any]],
+    columns: list[tuple[str, str]],
+    budgets: list[dict[str, Any]],
+    failing: dict[tuple[str, str, str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """One line per task: each lane@level's passes (and what the others were), its budget."""
     by = {(r["task"], r["lane"], r["level"]): r for r in rows}
     grid = []
     for task in dict.fromkeys(r["task"] for r in rows):
@@ -55,7 +95,7 @@ def quality(data: dict[str, Any]) -> dict[str, Any]:
             att = [a.strip() for a in str(got["attempts"]).split(",") if a.strip()]
             bad = {a: att.count(a) for a in dict.fromkeys(att) if a != "pass"}
             more = ", ".join(f"{n} {a}" for a, n in bad.items())
-            fail = failing.get((str(task), str(lane), str(level)))
+            fail = failing.get((task, lane, level))
             cells.append(
                 {
                     "text": str(got["passed"]) + (f" ({more})" if more else ""),
@@ -63,35 +103,20 @@ def quality(data: dict[str, Any]) -> dict[str, Any]:
                 }
             )
         grid.append({"task": task, "cells": cells, "budget": b})
-    return {
-        "lines": [str(x) for x in _list(data.get("lines"))],
-        "scope": data.get("scope"),
-        "columns": [
-            lane_level if lane_level[0] != "candidate" else ("", lane_level[1])
-            for lane_level in columns
-        ],
-        "grid": grid,
-        "rows": rows,
-        "budgets": budgets,
-        "budget_scale": data.get("budget_scale"),
-        "failing": list(failing.values()),
-    }
+    return grid
 
 
-def _budget(b: dict[str, Any]) -> dict[str, Any]:
+def _budget(b: TaskBudget) -> dict[str, Any]:
     """One task's budget as sent, with the declared one beside it where they differ."""
+    declared = (b.visible_tokens, b.reasoning_tokens)
     return {
-        "task": b.get("task"),
-        "visible": b.get("visible_budget", b.get("visible_tokens")),
-        "reasoning": b.get("reasoning_budget", b.get("reasoning_tokens")),
-        "max_tokens": b.get("max_tokens"),
+        "task": b.task,
+        "visible": b.visible_budget,
+        "reasoning": b.reasoning_budget,
+        "max_tokens": b.max_tokens,
         "declared": (
-            f"{b['visible_tokens']:,} / {b['reasoning_tokens']:,}"
-            if "visible_budget" in b
-            and isinstance(b.get("visible_tokens"), int)
-            and isinstance(b.get("reasoning_tokens"), int)
-            and (b["visible_tokens"], b["reasoning_tokens"])
-            != (b.get("visible_budget"), b.get("reasoning_budget"))
+            f"{b.visible_tokens:,} / {b.reasoning_tokens:,}"
+            if declared != (b.visible_budget, b.reasoning_budget)
             else None
         ),
     }

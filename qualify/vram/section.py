@@ -11,62 +11,74 @@ from typing import Any
 
 from qualify.decision.plots import Panel, Plot, Series, num
 from qualify.decision.record import GateOutcome
-from qualify.decision.sections import as_dict as _dict
-from qualify.decision.sections import as_list as _list
 from qualify.evidence.store import RunDir
+from qualify.vram.record import Record
 from qualify.vram.series import read_logs
 
-_d, _l, _num = _dict, _list, num
+READS = "record"
+"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
 
 
-def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's VRAM section shows."""
-    return {"vram": vram_rows(data)}
+    return {"vram": vram_rows(record)}
 
 
-def plots(run: RunDir, data: dict[str, Any], here: Path | None) -> list[Plot]:
-    return [vram_series(run, data, here)]
+def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
+    return [vram_series(run, record, here)]
 
 
-def vram_rows(data: dict[str, Any]) -> dict[str, Any]:
+def vram_rows(record: Record | None) -> dict[str, Any]:
     """Per stage, each card's minimum free memory and peak power, against the reserve."""
-    reserve = data.get("reserve_gib")
-    cards = [_dict(c) for c in _list(data.get("cards"))]
-    stages = list(dict.fromkeys(s for c in cards for s in _dict(c.get("stages"))))
+    if record is None:
+        return {
+            "source": None,
+            "overall": "no data",
+            "interval_ms": None,
+            "reserve_gib": None,
+            "cards": [],
+            "rows": [],
+        }
+    reserve, cards = record.reserve_gib, record.cards
+    stages = list(dict.fromkeys(s for c in cards for s in c.stages))
     rows = []
     for st in stages:
         cells, verdicts = [], []
         for c in cards:
-            cell = _dict(_dict(c.get("stages")).get(st))
-            free, power = cell.get("min_free_mib"), cell.get("peak_power_w")
+            cell = c.stages.get(st)
+            free = cell.min_free_mib if cell else None
             cells.append(
-                {"min_free_mib": free, "peak_power_w": power, "samples": cell.get("samples")}
+                {
+                    "min_free_mib": free,
+                    "peak_power_w": cell.peak_power_w if cell else None,
+                    "samples": cell.samples if cell else None,
+                }
             )
-            if free is None or not isinstance(reserve, int | float):
-                verdicts.append("no data")
-            else:
-                verdicts.append("pass" if free >= reserve * 1024 else "fail")
+            verdicts.append("no data" if free is None else _fits(free, reserve))
         rows.append({"stage": st, "cells": cells, "reserve": _reserve_word(verdicts)})
-    words = [r["reserve"] for r in rows]
-    overall = (
-        "pass on every card at every stage"
-        if words and all(w == "pass on all" for w in words)
-        else "fails: "
-        + "; ".join(f"{r['stage']} {r['reserve']}" for r in rows if r["reserve"] != "pass on all")
-        if words
-        else "no data"
-    )
     return {
-        "source": data.get("source"),
-        "overall": overall,
-        "interval_ms": _dict(data.get("interval_ms")).get("target"),
+        "source": record.source,
+        "overall": _overall(rows),
+        "interval_ms": record.interval_ms.target,
         "reserve_gib": reserve,
-        "cards": [
-            {"label": f"GPU {c.get('gpu')}" + (f" ({c['name']})" if c.get("name") else "")}
-            for c in cards
-        ],
+        "cards": [{"label": c.who} for c in cards],
         "rows": rows,
     }
+
+
+def _fits(free_mib: float, reserve_gib: float) -> str:
+    return "pass" if free_mib >= reserve_gib * 1024 else "fail"
+
+
+def _overall(rows: list[dict[str, Any]]) -> str:
+    words = [r["reserve"] for r in rows]
+    if not words:
+        return "no data"
+    if all(w == "pass on all" for w in words):
+        return "pass on every card at every stage"
+    return "fails: " + "; ".join(
+        f"{r['stage']} {r['reserve']}" for r in rows if r["reserve"] != "pass on all"
+    )
 
 
 def _reserve_word(verdicts: list[str]) -> str:
@@ -80,41 +92,39 @@ def _reserve_word(verdicts: list[str]) -> str:
     return "no data"
 
 
-def card_minimums(data: dict[str, Any]) -> list[dict[str, Any]]:
+def card_minimums(record: Record | None) -> list[dict[str, Any]]:
     """Each card's lowest free memory over every stage, against the reserve."""
-    reserve = data.get("reserve_gib")
+    if record is None:
+        return []
     out = []
-    for c in (_dict(x) for x in _list(data.get("cards"))):
-        frees = [
-            float(f)
-            for v in _dict(c.get("stages")).values()
-            if isinstance(f := _dict(v).get("min_free_mib"), int | float)
-        ]
+    for c in record.cards:
+        frees = [f.min_free_mib for f in c.stages.values() if f.min_free_mib is not None]
         low = min(frees) if frees else None
-        ok = None if low is None or not isinstance(reserve, int | float) else low >= reserve * 1024
         out.append(
             {
-                "gpu": c.get("gpu"),
-                "name": c.get("name"),
+                "gpu": c.gpu,
+                "name": c.name,
                 "min_free_mib": low,
-                "verdict": "no data" if ok is None else ("pass" if ok else "fail"),
+                "verdict": "no data" if low is None else _fits(low, record.reserve_gib),
             }
         )
     return out
 
 
-def _legacy_series(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict[str, Series]:
+def _legacy_series(run: RunDir, files: list[str], here: Path | None) -> dict[str, Series]:
     """Per card from an older layout: `series-gpu-N.jsonl` in the vram attempt, a header line
     then rows `[t_s, stage, free_mib, used_mib, power_w, n]`."""
     out: dict[str, Series] = {}
-    for name in (str(f) for f in _l(vram.get("series_files"))):
+    for name in files:
         path = run.path / name if "/" in name or here is None else here / name
         try:
             lines = path.read_text().splitlines()
         except OSError:
             continue
         head = json.loads(lines[0]) if lines else {}
-        cols = _l(_d(head).get("columns"))
+        cols = head.get("columns") if isinstance(head, dict) else None
+        if not isinstance(cols, list):
+            continue
         if cols[:3] != ["t_s", "stage", "free_mib"]:
             continue
         rows = [json.loads(x) for x in lines[1:] if x.strip()]
@@ -123,7 +133,7 @@ def _legacy_series(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict
     return out
 
 
-def _samples(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict[str, Series]:
+def _samples(run: RunDir, files: list[str], here: Path | None) -> dict[str, Series]:
     """`[t_s, stage, free_mib, power_w]` per card, over every telemetry attempt in turn."""
     out: dict[str, Series] = {}
     offset = 0.0
@@ -135,26 +145,27 @@ def _samples(run: RunDir, vram: dict[str, Any], here: Path | None) -> dict[str, 
                 out.setdefault(f"GPU {line[2]}", []).append([t, line[1], line[3], line[5]])
                 end = max(end, t)
         offset = end
-    return out or _legacy_series(run, vram, here)
+    return out or _legacy_series(run, files, here)
 
 
-def vram_series(run: RunDir, vram: dict[str, Any], here: Path | None = None) -> Plot:
+def vram_series(run: RunDir, record: Record | None, here: Path | None = None) -> Plot:
     """Free memory and power against time per card, stage bands, the reserve line."""
-    reserve = _num(vram.get("reserve_gib"))
+    reserve = record.reserve_gib if record is not None else None
+    files = list(record.series_files) if record is not None else []
     base = reserve * 1024 if reserve is not None else 0.0
     label = "headroom over the reserve (MiB)" if reserve is not None else "free (MiB)"
     free, power = Panel(label, zoom=True), Panel("power (W)")
     if reserve is not None:
         free.hlines["reserve"] = 0.0
     lowest: tuple[float, str] | None = None
-    for card, rows in _samples(run, vram, here).items():
+    for card, rows in _samples(run, files, here).items():
         free.series[card] = [
-            (float(r[0]), float(r[2]) - base) for r in rows if _num(r[2]) is not None
+            (float(r[0]), float(r[2]) - base) for r in rows if num(r[2]) is not None
         ]
         for r in rows:
-            if _num(r[2]) is not None and (lowest is None or float(r[2]) - base < lowest[0]):
+            if num(r[2]) is not None and (lowest is None or float(r[2]) - base < lowest[0]):
                 lowest = (float(r[2]) - base, f"{card}, {r[1]}")
-        pw = [(float(r[0]), float(r[3])) for r in rows if _num(r[3]) is not None]
+        pw = [(float(r[0]), float(r[3])) for r in rows if num(r[3]) is not None]
         if pw:
             power.series[card] = pw
         if not free.bands:

@@ -10,7 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from qualify.candidate import Identity
 from qualify.evidence.store import RunDir
+from qualify.quality.record import Failure, TaskBudget, TaskRow
+from qualify.quality.record import Record as QualityRecord
 from qualify.records import AttemptRecord, GateResult, StageResult, Verdict
 
 RUN_ID = "20260801T000000Z-c0ffee"
@@ -39,7 +42,8 @@ def _identity() -> tuple[list[GateResult], dict[str, Any]]:
     }
     reported = {"model": ["SmolLM2-135M-Instruct"], "context_length": 8192, "quantization": "Q4_1"}
     gates = [g("identity", k, P, critical=True) for k in reported]
-    return gates, {"pins": pins, "reported": reported, "not_reported": ["revision"]}
+    written = Identity.model_validate(pins).model_dump(mode="json")  # as the stage writes it
+    return gates, {"pins": written, "reported": reported, "not_reported": ["revision"]}
 
 
 def _preflight() -> tuple[list[GateResult], dict[str, Any]]:
@@ -155,35 +159,50 @@ def _vram() -> tuple[list[GateResult], dict[str, Any]]:
 def _quality() -> tuple[list[GateResult], dict[str, Any]]:
     gates = [g("quality", "json-recipe", P, "off"), g("quality", "diff-pager", F, "off")]
     table = [
-        {"task": "json-recipe", "lane": "candidate", "level": "off", "attempts": ["pass"] * 3},
-        {"task": "diff-pager", "lane": "candidate", "level": "off", "attempts": ["wrong", "cut"]},
+        TaskRow(task="json-recipe", lane="candidate", level="off", attempts=["pass"] * 3),
+        TaskRow(task="diff-pager", lane="candidate", level="off", attempts=["wrong", "cut"]),
     ]
     failures = [
-        {
-            "task": "diff-pager",
-            "lane": "candidate",
-            "level": "off",
-            "attempt": n,
-            "outcome": out,
-            "reasons": ["the diff does not apply"],
-            "evidence": [f"quality/attempt-001/000{n}-off-diff-pager.json"],
-        }
+        Failure(
+            task="diff-pager",
+            lane="candidate",
+            level="off",
+            attempt=n,
+            outcome=out,
+            reasons=["the diff does not apply"],
+            evidence=[f"quality/attempt-001/000{n}-off-diff-pager.json"],
+        )
         for n, out in ((1, "wrong"), (2, "cut"))
     ]
     budgets = [
-        {"task": "json-recipe", "visible_tokens": 128, "reasoning_tokens": 0, "max_tokens": 128},
-        {"task": "diff-pager", "visible_tokens": 512, "reasoning_tokens": 4096, "max_tokens": 4608},
+        _budget("json-recipe", "json", attempts=3, visible=128, reasoning=0),
+        _budget("diff-pager", "diff", attempts=3, visible=512, reasoning=4096),
     ]
-    data = {
-        "levels": ["off"],
-        "scope": "2 tasks (json, diff), up to 3 attempts each, at off: a bounded local slice.",
-        "budget_scale": 1.0,
-        "budgets": budgets,
-        "lines": ["quality: 3/5 at off (1 wrong, 1 cut by the budget)"],
-        "table": table,
-        "failures": failures,
-    }
-    return gates, data
+    record = QualityRecord(
+        levels=["off"],
+        scope="2 tasks (json, diff), up to 3 attempts each, at off: a bounded local slice.",
+        budget_scale=1.0,
+        budgets=budgets,
+        lines=["quality: 3/5 at off (1 wrong, 1 cut by the budget)"],
+        table=table,
+        failures=failures,
+    )
+    return gates, record.model_dump(mode="json")
+
+
+def _budget(task: str, check: str, attempts: int, visible: int, reasoning: int) -> TaskBudget:
+    """A task's budgets, sent as declared (a budget scale of 1)."""
+    return TaskBudget(
+        task=task,
+        check=check,
+        description=f"the {task} task",
+        attempts=attempts,
+        visible_tokens=visible,
+        reasoning_tokens=reasoning,
+        visible_budget=visible,
+        reasoning_budget=reasoning,
+        max_tokens=visible + reasoning,
+    )
 
 
 def _write(run: RunDir, stage: str, gates: list[GateResult], data: dict[str, Any]) -> None:

@@ -4,6 +4,8 @@ attempt's manifest, its data read into the stage's typed record."""
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 
 import decision_contract_run as contract_run
@@ -11,6 +13,7 @@ import decision_contract_run as contract_run
 from qualify.decision.conclude import setup
 from qualify.decision.reading import run_view
 from qualify.decision.render import preview
+from qualify.records import StageRecord
 from qualify.registry import record_model
 
 
@@ -59,9 +62,42 @@ def test_the_document_assembles_sections_from_the_registry() -> None:
     assert all(section_module(n) is not None for n in stage_names())
     register_stage(StageSpec("toy", default=False, section=__name__))
     try:
-        got = document._stage_sections({"toy": {"said": "hello"}}, [])
+        got = document.stage_sections({"toy": {"said": "hello"}}, {}, [])
     finally:
         unregister_stage("toy")
     assert got["toy"] == {"said": "hello", "gates": 0}
     assert {"identity", "functional", "quality", "context", "capacity", "load"} <= set(got)
     assert {"ab", "ab_lanes", "ab_gates", "vram"} <= set(got)
+
+
+def test_a_section_that_reads_the_record_is_handed_the_typed_record() -> None:
+    """A section module that declares `READS = "record"` gets the stage's typed record (None
+    when the stage has none), its plots too; the others keep getting the JSON form."""
+    from qualify.decision import document, plots
+    from qualify.registry import StageSpec, register_stage, unregister_stage
+
+    module = types.ModuleType("toy_record_section")
+    module.READS = "record"  # type: ignore[attr-defined]
+    module.section = lambda record, gates: {"toy": record}  # type: ignore[attr-defined]
+    module.plots = lambda run, record, here: [record]  # type: ignore[attr-defined]
+    sys.modules[module.__name__] = module
+    register_stage(StageSpec("toy", default=False, section=module.__name__))
+    typed = StageRecord()
+    try:
+        got = document.stage_sections({"toy": {"record_version": 1}}, {"toy": typed}, [])
+        none = document.stage_sections({}, {}, [])
+        given = plots.stage_input(module, "toy", {"toy": {"record_version": 1}}, {"toy": typed})
+    finally:
+        unregister_stage("toy")
+        del sys.modules[module.__name__]
+    assert got["toy"] is typed and given is typed
+    assert none["toy"] is None
+    assert isinstance(got["identity"], list) and isinstance(got["vram"], dict)
+
+
+def test_the_identity_table_names_every_pin() -> None:
+    """Every pin the candidate declares has a row label (the section reads them by name)."""
+    from qualify.candidate import Identity
+    from qualify.identity.section import PIN_LABELS
+
+    assert list(PIN_LABELS) == list(Identity.model_fields)
