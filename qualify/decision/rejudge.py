@@ -2,9 +2,13 @@
 
 A stage that can be re-judged has a pure function `qualify.<stage>.rebuild.rebuild(view)`: it
 rebuilds, from the raw exchanges and samples one sealed attempt kept (`AttemptView`), the data
-its judges read, or raises `NotKept` when the attempt did not keep what that needs. Then:
+its judges read, or raises `NotKept` when the attempt did not keep what that needs. Which
+stages those are is read from the stage registry (`rejudged`): every registered stage whose
+package has a `rebuild` module, in the registry's order. Then:
 
-- the stage's gate files, the project's own as this installation ships them (never a copy the
+- a probe stage's rebuild (preflight, quality) runs the stage's own checks again against the
+  kept exchanges and sets the gates they give (`AttemptView.judged`); otherwise the stage's gate
+  files, the project's own as this installation ships them (never a copy the
   run carries), judge the rebuilt data under the signed thresholds, through the check registry
   (`qualify.gates.runner.judge_stage`); a gate whose verdict differs from the sealed
   `result.json`, or that one side has and the other lacks, is a refusal naming stage, gate and
@@ -13,8 +17,9 @@ its judges read, or raises `NotKept` when the attempt did not keep what that nee
   difference is a refusal naming the stage and the field (`lanes.candidate.figure.decode_tok_s`).
 
 What a rebuild cannot take from the exchanges (a count read from the server's `/metrics`, which
-no stage keeps raw) it takes from the sealed record and says so (`view.trusted`): those are
-named in the verify report's notes and in docs/trust.md.
+no stage keeps raw, or the sandbox run of a quality task's code, which `verify` never runs) it
+takes from the sealed record and says so (`view.trusted`): those are named in the verify
+report's notes and in docs/trust.md.
 """
 
 from __future__ import annotations

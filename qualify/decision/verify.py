@@ -9,10 +9,11 @@
 3. every path the decision names and verify reads (the record, run.json, the candidate copy,
    the waiver copies) is a signed subject inside the run;
 4. the stages judged again offline from the raw exchanges their attempts kept, with the
-   project's gate files and the signed thresholds: identity (`qualify.identity.rebuild`), the
-   A/B and the context ladder (`qualify.decision.rejudge`, each stage's `rebuild`); a
-   `result.json` whose gates, or whose judged figures, differ from what its exchanges give is
-   refused. Preflight, quality, capacity and VRAM gates are taken from their `result.json`;
+   project's gate files and check code and the signed thresholds: identity
+   (`qualify.identity.rebuild`) and every registered stage with a `rebuild` module
+   (`qualify.decision.rejudge`); a `result.json` whose gates, or whose judged figures, differ
+   from what its exchanges give is refused, and what a stage does not keep raw is named in the
+   notes as taken from the record;
 5. the decision derived again (`derive`) from the signed evidence under the signed policy, the
    signed house rules tightened by the signed candidate copy, and the signed waiver copies
    judged again with the waiver approver keys a house pins (`approvers`; never a key the record
@@ -379,7 +380,8 @@ def _again(
     report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
 ) -> None:
     """Identity (`qualify.identity.rebuild`) and every other re-judged stage
-    (`qualify.decision.rejudge.REJUDGED`), each attempt judged again from the exchanges it kept
+    (`qualify.decision.rejudge.rejudged()`: each registered stage with a `rebuild` module),
+    each attempt judged again from the exchanges it kept
     with the project's gate files and the signed thresholds."""
     from qualify.decision.rejudge import control_in_run, rejudge_run
     from qualify.identity.rebuild import identity_again

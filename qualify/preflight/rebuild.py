@@ -71,6 +71,17 @@ def declared_again(view: AttemptView, recorded: dict[str, str], stage: str, stri
         view.said.append(f"declared gate files other than this installation's: {differ}")
 
 
+def every_gate(view: AttemptView, ran: set[tuple[str, str]]) -> None:
+    """Every gate the record says ran (its gate files, at each level) has its result: a gate
+    left out of a finished result is a refusal (`NotKept`)."""
+    if any(g.gate == "gate-files" for g in view.result.gates):
+        return  # stopped at its gate files: nothing ran
+    have = {(g.gate, g.level or "") for g in view.result.gates}
+    missing = sorted(f"{g}@{lv}" for g, lv in ran - have)
+    if missing:
+        raise NotKept(f"gates its record says ran have no result: {missing[:4]}")
+
+
 def _same_attempts(sealed: GateResult, again: GateResult) -> None:
     """A run of this check code gives the same reasons and figures again (its time aside)."""
     for a, b in zip(sealed.attempts, again.attempts, strict=False):
@@ -146,6 +157,8 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
         ctx = gate_context(c, g.level, rp, rp.keep(), rp.write, default_gates_dir())
         run = replayer(files.get(g.gate), sealed.gate_files.get(g.gate), ctx, g, rp)
         judged.append(regate(view, g, run, strict))
+    every_gate(view, {(g, lv) for g in sealed.gate_files for lv in c.reasoning})
+    rp.all_claimed()
     view.judged = judged
     s = c.stages.preflight
     rebuilt = dict(view.sealed)

@@ -83,6 +83,14 @@ class Replay:
                     raise NotKept(f"{f} is named by more than one attempt")
                 self.claimed.add(f)
 
+    def all_claimed(self) -> None:
+        """Every exchange the attempt kept is named by one of the record's gates: a gate left
+        out of the record leaves its exchanges behind. `NotKept` otherwise."""
+        claimed = {_PART.sub("", f) for f in self.claimed}
+        kept = [n for n in self.view.names() if n[:4].isdigit() and n not in claimed]
+        if kept:
+            raise NotKept(f"{len(kept)} kept exchanges no gate of the record names: {kept[:3]}")
+
     def start(self, sealed: AttemptRecord | None) -> None:
         """Attempt `sealed` begins: its kept exchanges answer, in the order kept."""
         files = dict.fromkeys(_PART.sub("", f) for f in (sealed.files if sealed else []))

@@ -22,9 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 from qualify.decision.rejudge import AttemptView, NotKept
-from qualify.gates.files import default_gates_dir
+from qualify.gates.files import default_gates_dir, pick
 from qualify.preflight.rebuild import (
     declared_again,
+    every_gate,
     gate_files,
     regate,
     replayer,
@@ -90,6 +91,14 @@ def _judged(view: AttemptView, sealed: Record, strict: bool) -> list[GateResult]
         run = replayer(gate, sha, ctx, sealed_as_run, rp)
         again = regate(view, sealed_as_run, run, strict, g.key)
         out.append(again.model_copy(update={"gate": g.gate, "stage": STAGE}))
+    ran = {(t, lv) for t in sealed.gate_files for lv in c.reasoning}
+    if control_level is not None:
+        ran |= {(f"{CONTROL}-{t}", control_level) for t in sealed.gate_files}
+        if not own_preflight:
+            chosen, _ = pick(list(preflights.values()), c.stages.preflight.gates, "gates", "")
+            ran |= {(f"{CONTROL_PREFLIGHT}{g.gate.id}", control_level) for g in chosen}
+    every_gate(view, ran)
+    rp.all_claimed()
     return out
 
 
@@ -108,7 +117,6 @@ def _recorded_code(view: AttemptView, judged: list[GateResult]) -> None:
 def rebuild(view: AttemptView) -> dict[str, Any]:
     """The quality record rebuilt from the signed copies and the gates judged again from the
     kept exchanges (`view.judged`)."""
-    from qualify.gates.files import pick
     from qualify.quality.stage import ran_record, summarised
 
     c = view.candidate

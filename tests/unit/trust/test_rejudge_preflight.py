@@ -135,3 +135,51 @@ def test_a_record_of_this_check_code_is_held_to_every_request(
         and "the check sends another request" in p
         for p in report.problems
     ), report.problems
+
+
+def _left_out(also_gate_files: bool) -> Any:
+    def edit(result: dict[str, Any]) -> None:
+        result["gates"] = [g for g in result["gates"] if g["gate"] != "typed-tools"]
+        result["reasons"] = [r for r in result["reasons"] if "/typed-tools@" not in r]
+        if also_gate_files:
+            del result["data"]["gate_files"]["typed-tools"]
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("also_gate_files", "said"),
+    [
+        (False, "gates its record says ran have no result: ['typed-tools@off'"),
+        (True, "kept exchanges no gate of the record names"),
+    ],
+)
+def test_a_failing_gate_left_out_of_the_result_is_refused(
+    published: Path, tmp_path: Path, also_gate_files: bool, said: str
+) -> None:
+    """A gate dropped from the result leaves a gate file that ran without a result, or (its
+    gate file dropped too) exchanges that no gate names."""
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, HOUSE)
+    reseal(run, PREFLIGHT, _left_out(also_gate_files))
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any(said in p for p in report.problems), report.problems
+
+
+def test_the_stages_judged_again_are_read_from_the_registry() -> None:
+    """Every registered stage with a `rebuild` module, in the registry's order (identity is
+    judged in verify itself); a stage with none is not."""
+    from qualify.decision.rejudge import rejudged
+    from qualify.registry import StageSpec, register_stage, stage_names, unregister_stage
+
+    got = rejudged()
+    assert {"preflight", "quality", "context", "ab"} <= set(got)
+    assert "identity" not in got
+    assert list(got) == [n for n in stage_names() if n in got]
+    register_stage(StageSpec("norebuild"))
+    try:
+        assert "norebuild" in stage_names() and "norebuild" not in rejudged()
+    finally:
+        unregister_stage("norebuild")
