@@ -183,3 +183,44 @@ def test_the_stages_judged_again_are_read_from_the_registry() -> None:
         assert "norebuild" in stage_names() and "norebuild" not in rejudged()
     finally:
         unregister_stage("norebuild")
+
+
+def test_a_run_of_this_build_is_judged_again_whole(tmp_path: Path) -> None:
+    """A preflight run of this build (a mock server that answers every request with one chat
+    answer) records this check code; every gate is judged again, none taken as recorded, and a
+    verdict rewritten in it is refused."""
+    import asyncio
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "quality"))
+    from test_quality_stage import stage_context
+
+    from qualify.decision.rejudge import AttemptView, rejudge_attempt
+    from qualify.gates.files import default_gates_dir
+    from qualify.gates.thresholds import Thresholds
+    from qualify.preflight.stage import preflight
+    from qualify.records import Verdict
+    from qualify.stage import StageContext
+
+    qctx, lanes = stage_context(tmp_path / "fresh", control=False)
+    ctx = StageContext(
+        "preflight",
+        qctx.loaded,
+        qctx.run,
+        qctx.run.new_attempt("preflight"),
+        lanes,
+        qctx.progress,
+    )  # type: ignore[arg-type]
+    result = asyncio.run(preflight(ctx))
+    run = ctx.run.path
+    files = {p.relative_to(run).as_posix(): "" for p in ctx.attempt.path.iterdir()}
+    view = AttemptView(run, PREFLIGHT, files, result, ctx.candidate)
+    assert result.data["check_code"] == check_code("preflight")
+    assert rejudge_attempt(view, default_gates_dir(), Thresholds()) == []
+    assert view.trusted == [], view.trusted
+    assert view.judged is not None and len(view.judged) == len(result.gates)
+
+    failed = next(g for g in result.gates if g.verdict != "pass")
+    result.gates[result.gates.index(failed)] = failed.model_copy(update={"verdict": Verdict.PASS})
+    problems = rejudge_attempt(view, default_gates_dir(), Thresholds())
+    assert any(f"gate {failed.key} is pass, judged again" in p for p in problems), problems
