@@ -51,12 +51,11 @@ def figures(
     ]
     out.append("quality: " + "; ".join(parts) if parts else "quality: not run")
     out.append("context reached: " + context_reached(data.get("context") or {}))
-    cap = capacity_section.capacity(data.get("capacity") or {})
-    best = cap["best"]
-    if best:
+    best = capacity_section.best(record_of(records, "capacity", CapacityRecord))
+    if best is not None:
         out.append(
-            f"capacity: {number(best.get('aggregate_output_tok_s'))} tok/s aggregate at "
-            f"c={best.get('concurrency')}, {number(best.get('length'), 0)}-token prompts"
+            f"capacity: {number(best.aggregate_output_tok_s)} tok/s aggregate at "
+            f"c={best.concurrency}, {number(best.length, 0)}-token prompts"
         )
     out += _vram_figure(record_of(records, "vram", VramRecord))
     fid = sections.fidelity(data, gates)

@@ -106,10 +106,18 @@ def _n(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
-def energy_text(energy: dict[str, Any], j_per_token: Any = None) -> str:
-    """J per output token, or "unmeasured" (the why is said once, under the table)."""
-    j = _n(j_per_token) if _n(j_per_token) is not None else _n(energy.get("j_per_output_token"))
+def per_token_text(
+    j_per_token: float | None, joules: float | None, completion_tokens: float | None
+) -> str:
+    """J per output token (the one recorded, else joules over tokens), or "unmeasured" (the
+    why is said once, under the table)."""
+    j = j_per_token
     if j is None:
-        joules, tokens = _n(energy.get("joules")), _n(energy.get("completion_tokens"))
-        j = joules / tokens if joules is not None and tokens else None
+        j = joules / completion_tokens if joules is not None and completion_tokens else None
     return "unmeasured" if j is None else f"{j:.3g} J/tok"
+
+
+def energy_text(energy: dict[str, Any], j_per_token: Any = None) -> str:
+    """`per_token_text` of an energy table in its JSON form."""
+    j = _n(j_per_token) if _n(j_per_token) is not None else _n(energy.get("j_per_output_token"))
+    return per_token_text(j, _n(energy.get("joules")), _n(energy.get("completion_tokens")))

@@ -16,6 +16,8 @@ import pytest
 from test_decision_document import check_golden
 
 from qualify.capacity import section as capacity_section
+from qualify.capacity.record import MatrixRow
+from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision import document, plots, wording
 from qualify.decision.conclude import conclude, latest, setup
 from qualify.decision.reading import run_info
@@ -274,10 +276,10 @@ def test_plots_show_the_figures_of_the_tables(roomy: tuple[RunDir, DecisionRecor
 
 def test_capacity_plot_points_are_the_matrix() -> None:
     matrix = [
-        {"lane": "candidate", "length": 256, "concurrency": c, "aggregate_output_tok_s": v}
+        MatrixRow(cell=f"256-c{c}", length=256, concurrency=c, aggregate_output_tok_s=v)
         for c, v in ((1, 30.0), (2, 55.5), (4, None))
     ]
-    plot = capacity_section.aggregate_plot({"matrix": matrix})
+    plot = capacity_section.aggregate_plot(CapacityRecord(matrix=matrix))
     assert plot.panels[0].series == {"candidate 256 tok": [(1.0, 30.0), (2.0, 55.5)]}
     assert plots.draw(plot).startswith(b"\x89PNG")
 
