@@ -2,8 +2,9 @@
 token, defensive readers of the evidence, and fidelity, which spans the timed stages.
 
 Each stage presents itself in `qualify/<stage>/section.py` (the registry's `StageSpec.section`),
-from its record's `data` and the decision's gates. A value the evidence does not hold is None
-and is printed as "no data"; it is never replaced by zero.
+from its typed record (a module that declares `READS = "record"`; the others from the record's
+JSON form, `data`) and the decision's gates. A value the evidence does not hold is None and is
+printed as "no data"; it is never replaced by zero.
 """
 
 from __future__ import annotations
