@@ -1,0 +1,89 @@
+"""The published vLLM load runs (docs/gpu/load/vllm-evidence.tar.xz, vLLM 0.26.0 on an H200):
+a run of the pace rule verifies as published, with the key it was signed with, from a copy in
+another directory; its knee is the last step served at pace; a step's pace rewritten so that
+the step holds, re-sealed and signed with a pinned decision key, is refused naming the field."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rejudge_run import checked, copy_run, decide, house, reseal
+
+from qualify.capacity.knee import KEEP_PACE
+
+ROOT = Path(__file__).resolve().parents[3]
+PUBLISHED = ROOT / "docs" / "gpu" / "load" / "vllm-evidence.tar.xz"
+RUN = "vllm-pace/smollm2-135m-gpu-load-vllm/20261204T040234Z-064f7b"
+CAP = "capacity/attempt-001"
+HOUSE = """\
+version = 1
+required = ["capacity/*"]
+critical = []
+"""
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
+    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("vllm-load")
+    with tarfile.open(PUBLISHED) as tf:
+        top = ("./vllm-pace/", "vllm-pace/")
+        tf.extractall(dest, members=[m for m in tf.getmembers() if m.name.startswith(top)])
+    return dest
+
+
+def _cells(run: Path) -> list[dict[str, Any]]:
+    result = json.loads((run / CAP / "result.json").read_text())
+    cells: list[dict[str, Any]] = result["data"]["load"]["cells"]
+    return cells
+
+
+def test_the_published_run_verifies_with_the_key_it_was_signed_with(
+    published: Path, tmp_path: Path
+) -> None:
+    run = copy_run(published / RUN, tmp_path)
+    report = checked(run / "decision" / "attempt-001.dsse.json", published / "vllm-pace/gpu.pub")
+    assert report.ok, report.problems
+    assert any(n.startswith(f"{CAP}: judged again from its exchanges") for n in report.notes)
+
+
+def test_its_knee_is_the_last_step_served_at_pace(published: Path) -> None:
+    run = published / RUN
+    result = json.loads((run / CAP / "result.json").read_text())
+    knee = result["data"]["load"]["knee"]
+    by_cell = {c["cell"]: c for c in _cells(run)}
+    held = by_cell[knee["cell"]]
+    assert held["pace"] >= KEEP_PACE and held["goodput"] >= 0.9
+    over = next(c for c in _cells(run) if c["rate_rps"] == knee["first_over"])
+    assert over["goodput"] >= 0.9, "the step over the knee held the floor: pace stopped it"
+    assert over["pace"] < KEEP_PACE
+    assert "queue grew" in knee["stopped"]
+
+
+def test_a_pace_rewritten_to_hold_is_refused_naming_the_field(
+    published: Path, tmp_path: Path
+) -> None:
+    run = copy_run(published / RUN, tmp_path)
+    cells = _cells(run)
+    i = next(i for i, c in enumerate(cells) if c.get("pace") is not None and c["pace"] < KEEP_PACE)
+
+    def at_pace(result: dict[str, Any]) -> None:
+        result["data"]["load"]["cells"][i]["pace"] = 1.0
+
+    reseal(run, CAP, at_pace)
+    root, ci = house(tmp_path, HOUSE)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any(f"load.cells.{i}.pace" in p or f"cells[{i}].pace" in p for p in report.problems), (
+        report.problems
+    )
