@@ -169,6 +169,12 @@ FAMILIES: dict[str, tuple[str, str, str]] = {
         "capacity is below the incumbent's",
         "match the incumbent's capacity",
     ),
+    "degenerate": (
+        "alone",
+        "the model's answers degenerate (one word repeated), so no speed is counted from them",
+        "a model, prompt kind or sampling at which the answers stay varied (their speed is "
+        "not a figure)",
+    ),
     "load-answers": (
         "alone",
         "answers break under load",
@@ -206,6 +212,8 @@ _BY_NAME = {
     ("context", "deep-tool-result"): "deep-tools",
     ("ab", "paired"): "ab-paired",
     ("capacity", "expected-range"): "capacity-range",
+    ("capacity", "degenerate"): "degenerate",
+    ("context", "degenerate"): "degenerate",
     ("capacity", "answers"): "load-answers",
     ("capacity", "goodput"): "goodput",
     ("capacity", "soak"): "soak",
@@ -216,6 +224,8 @@ _BY_NAME = {
 def _which(g: GateOutcome, name: str, stage: str) -> str | None:
     """The family of a blocking gate, or None for one of its own."""
     said = " ".join(g.reasons).lower()
+    if name == "measured" and "no counted run" in said and "degenerate" in said:
+        return "degenerate"  # nothing to time: the model's answers, not the harness
     if "internal error" in said or (g.verdict.value == "error" and stage != "ab"):
         return "harness"
     if g.stage == "identity":
