@@ -1,5 +1,6 @@
 """The background sampler: every `interval_ms`, one read of every GPU, filed under the stage
-that was running.
+that was running. Within a stage, `part` names a part of it (a context rung, an A/B lane's
+timed run) so the series can be cut there; `window` gives each card's figures over one.
 
 The thread sleeps to the next deadline of a fixed monotonic schedule (`Event.wait`, never a busy
 loop); a read that overruns skips the ticks it missed rather than bursting to catch up, and the
@@ -13,10 +14,10 @@ import bisect
 import threading
 import time
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from qualify.vram.energy import NO_TELEMETRY, window_energy
+from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
 from qualify.vram.series import CardFigures, SampleLog, figures
 
@@ -51,6 +52,39 @@ class Track:
     samples: int = 0
     last_t: float | None = None
     lost: LostAt | None = None
+
+
+@dataclass(frozen=True)
+class CardWindow:
+    """One card over a timed window: the lowest free memory of the samples taken in it (and of
+    the last one before it, the state it started in), the mean power (the integrated power over
+    the window's length, `qualify.vram.energy.integrate`), and the samples taken in it."""
+
+    min_free_mib: float | None
+    mean_power_w: float | None
+    samples: int
+
+
+@dataclass(frozen=True)
+class Window:
+    """Every card over a timed window; no card and `why` when there is no telemetry."""
+
+    cards: dict[str, CardWindow] = field(default_factory=dict)
+    why: str | None = None
+
+
+class Parts(Protocol):
+    """What a stage asks of the sampler to cut its series per rung or lane."""
+
+    def part(self, name: str | None, at: float | None = None) -> None: ...
+    def window(self, t0: float, t1: float) -> Window: ...
+
+
+def parts_of(sampler: object) -> Parts | None:
+    """The run's sampler as `Parts`, or None when the run has none."""
+    if callable(getattr(sampler, "part", None)) and callable(getattr(sampler, "window", None)):
+        return sampler  # type: ignore[return-value]
+    return None
 
 
 def hardware(src: Source | None) -> dict[str, object]:
@@ -97,6 +131,8 @@ class Sampler:
         self.tracks = {c.gpu: Track(c) for c in (source.cards() if source else [])}
         # each card's power readings (monotonic s, W), for energy over a timed window
         self.power: dict[str, tuple[array[float], array[float]]] = {}
+        # each card's free memory readings (monotonic s, MiB), for the figures of a window
+        self.free: dict[str, tuple[array[float], array[float]]] = {}
         self.latest: dict[str, Reading] = {}
         self.marks: list[tuple[float, str]] = []
         self.intervals = array("d")
@@ -130,6 +166,39 @@ class Sampler:
             self.marks.append((now, stage))
             self.log.write({"mark": stage, "t_s": round(now - self.t0, 3)})
         self._go.set()
+
+    def part(self, name: str | None, at: float | None = None) -> None:
+        """From now on (or from monotonic time `at`), samples belong to part `name` of the
+        running stage; None ends it (so does the next stage). Logged as `{"part": name,
+        "stage": stage, "t_s": t}`, a line a reader of stage marks alone passes over; samples
+        stay filed under their stage. Before the first stage there is nothing to cut."""
+        now = time.monotonic() if at is None else at
+        with self._lock:
+            if self.t0 is None:
+                return
+            stage = self.marks[-1][1] if self.marks else None
+            self.log.write({"part": name, "stage": stage, "t_s": round(now - self.t0, 3)})
+
+    def window(self, t0: float, t1: float) -> Window:
+        """Each card's figures over the monotonic window [t0, t1] (`CardWindow`); no card, with
+        why, without telemetry."""
+        if self.source is None:
+            return Window(why=f"no GPU telemetry ({self.unavailable})")
+        gap = max(1.0, 4 * self.interval)
+        with self._lock:
+            free = {g: (list(ts), list(fs)) for g, (ts, fs) in self.free.items()}
+            power = {g: (list(ts), list(ws)) for g, (ts, ws) in self.power.items()}
+        cards = {}
+        for gpu in sorted(free):
+            ts, fs = free[gpu]
+            lo, hi = bisect.bisect_left(ts, t0), bisect.bisect_right(ts, t1)
+            seen = fs[max(0, lo - 1) : hi]
+            mean = None
+            if gpu in power and t1 > t0:
+                joules, _ = integrate(*power[gpu], t0, t1, gap)
+                mean = None if joules is None else joules / (t1 - t0)
+            cards[gpu] = CardWindow(min(seen) if seen else None, mean, hi - lo)
+        return Window(cards=cards, why=None if cards else "no sample of any card yet")
 
     def header(self) -> dict[str, object]:
         """What the sample log says of its source, once, before the first sample."""
@@ -239,6 +308,9 @@ class Sampler:
         track.last_t = r.t
         track.samples += 1
         self.latest[r.gpu] = r
+        fts, fs = self.free.setdefault(r.gpu, (array("d"), array("d")))
+        fts.append(r.t)
+        fs.append(r.free_mib)
         if r.power_w is not None:
             ts, ws = self.power.setdefault(r.gpu, (array("d"), array("d")))
             ts.append(r.t)
