@@ -92,8 +92,9 @@ def _verdict(gates: list[GateOutcome], name: str) -> str:
 
 
 def cell_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
-    """Each open-loop cell: arrival, offered and achieved rate, requests, goodput with its
-    interval, good requests per second, energy per output token."""
+    """Each open-loop cell: arrival, offered and achieved rate, the served share of the offer
+    (pace, under 0.9: the queue grew), requests, goodput with its interval, good requests per
+    second, energy per output token."""
     out = []
     for c in cells:
         offered = c.rate_rps if c.rate_rps is not None else c.offered_rps
@@ -105,6 +106,7 @@ def cell_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
                 if c.arrival == "burst"
                 else ("no data" if offered is None else f"{offered:.3f}"),
                 "achieved": c.achieved_rps,
+                "pace": c.pace,
                 "requests": c.requests,
                 "bad": c.failed + c.cut + c.unfinished + c.broken,
                 "goodput": _pct(c.goodput),

@@ -87,3 +87,20 @@ def test_a_pace_rewritten_to_hold_is_refused_naming_the_field(
     assert any(f"load.cells.{i}.pace" in p or f"cells[{i}].pace" in p for p in report.problems), (
         report.problems
     )
+
+
+def test_the_decision_shows_each_steps_pace(published: Path) -> None:
+    """The load table says how much of each step's offered rate was served."""
+    from qualify.decision import document
+    from qualify.decision.conclude import latest
+    from qualify.decision.reading import run_info
+    from qualify.evidence.store import RunDir
+
+    run = RunDir(published / RUN)
+    record = latest(run, None)
+    assert record is not None
+    text = document.render(run, record, run_info(run))
+    rows = {c["cell"]: c for c in _cells(published / RUN)}
+    over = next(c for c in rows.values() if c.get("pace") is not None and c["pace"] < KEEP_PACE)
+    line = next(x for x in text.splitlines() if x.startswith(f"| {over['cell']} |"))
+    assert f"(pace {over['pace']:.2f})" in line
