@@ -2,6 +2,8 @@
 
 A cell is counted only when the engine was idle right before it and idle again right after
 it; otherwise its row is `error` and its figures are kept but never published as a result.
+The run's GPU sampler marks the cell's timed sends as a part of the stage (named as the cell's
+evidence files are), and the row keeps each card's lowest free memory and mean power over them.
 Tokens come from `usage` (`stream_options.include_usage`), timings from `qualify.httpclient.timing`.
 A degenerate answer (`qualify.httpclient.degenerate`: one n-gram repeating, a digit run) is
 flagged on its stream and kept, but left out of the row's decode figures: a drafter accepts such
@@ -24,6 +26,7 @@ from qualify.httpclient.timing import RequestTiming, median, timing, with_server
 from qualify.records import Verdict
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import IdleReport, wait_idle
+from qualify.vram.sampler import Parts
 
 # After the last byte of a stream the engine may take a moment to free the slot.
 AFTER_GRACE_S = 5.0
@@ -161,8 +164,18 @@ def _idle_error(row: dict[str, Any], when: str, report: IdleReport) -> dict[str,
     return row
 
 
-async def run_cell(drv: Sender, cell: Cell) -> dict[str, Any]:
-    """Run one cell and return its row (figures, needles, idle checks, evidence files)."""
+def gpu_window(parts: Parts, part: str, t0: float, t1: float) -> dict[str, Any] | None:
+    """Each card's lowest free memory and mean power over a cell's timed sends (the row's
+    `gpu`); None without telemetry (the stage's record says why, once)."""
+    w = parts.window(t0, t1)
+    if not w.cards:
+        return None
+    return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
+
+
+async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[str, Any]:
+    """Run one cell and return its row (figures, needles, idle checks, evidence files); the
+    sampler (`parts`) marks its timed sends."""
     row = _base_row(cell)
     before = await wait_idle(drv.client, drv.dialect, drv.idle_wait_s)
     row["idle"] = {"before": before.as_dict()}
@@ -172,13 +185,19 @@ async def run_cell(drv: Sender, cell: Cell) -> dict[str, Any]:
         row.update(completion_tokens=None, aggregate_output_tok_s=None, degenerate=[], notes=[])
         return _idle_error(row, "before", before)
     label = f"ctx-{cell.target}-{cell.content}-c{len(cell.prompts)}-{cell.pass_}"
-    t0 = time.perf_counter()
+    t0, m0 = time.perf_counter(), time.monotonic()
+    if parts is not None:
+        parts.part(label, at=m0)
     sent = await asyncio.gather(
         *(drv.send(p, f"{label}-s{i + 1}") for i, p in enumerate(cell.prompts))
     )
-    span = time.perf_counter() - t0
+    span, m1 = time.perf_counter() - t0, time.monotonic()
+    if parts is not None:
+        parts.part(None, at=m1)
     after = await wait_idle(drv.client, drv.dialect, AFTER_GRACE_S)
     row["idle"]["after"] = after.as_dict()
+    if parts is not None and (gpu := gpu_window(parts, label, m0, m1)) is not None:
+        row["gpu"] = gpu
     timings = [timing(o) for o, _ in sent]
     streams = [
         _stream_row(o, t, cell.needles, files, cell.tasks)
@@ -203,6 +222,27 @@ async def run_cell(drv: Sender, cell: Cell) -> dict[str, Any]:
 def _delta(before: IdleReport, after: IdleReport, names: tuple[str, ...]) -> float | None:
     a, b = before.counter(names), after.counter(names)
     return None if a is None or b is None else b - a
+
+
+def warm_note(row: dict[str, Any]) -> dict[str, Any]:
+    """A warm row that was not served from the prefix cache says so (it is still published)."""
+    cached, prompt = row.get("cached_tokens"), row.get("actual_prompt_tokens")
+    row.setdefault("notes", [])
+    if row["pass"] != "warm" or not isinstance(cached, int) or not isinstance(prompt, int):
+        return row
+    if cached < 0.9 * prompt:
+        row["notes"].append(
+            f"the warm pass reused only {cached} of {prompt} prompt tokens from the cache"
+        )
+    return row
+
+
+def gpu_note(parts: Parts | None, reserve_gib: float) -> dict[str, Any]:
+    """The record's `gpu`: the house reserve the rows' free memory is read against, and why no
+    row has figures when the run has no GPU telemetry."""
+    if parts is None:
+        return {"reserve_gib": reserve_gib, "why": "no GPU telemetry (no sampler in this run)"}
+    return {"reserve_gib": reserve_gib, "why": parts.window(0.0, 0.0).why}
 
 
 def public(row: dict[str, Any]) -> dict[str, Any]:

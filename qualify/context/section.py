@@ -1,115 +1,170 @@
 """The context stage in the decision document: cold and warm side by side per rung (cached
-tokens, the clamp, prefill n/a where the prompt was cached), and the ladder plot (TTFT and
+tokens, the clamp, prefill n/a where the prompt was cached), each card's lowest free memory
+(headroom against the house reserve) and mean power per rung, and the ladder plot (TTFT and
 decode against prompt tokens, the needles found and missed at their depth). A pure function of
-the stage's record (`data`)."""
+the stage's typed record."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from qualify.decision.plots import Panel, Plot, num
+from qualify.context.record import CardWindow, Record, Row
+from qualify.decision.plots import Panel, Plot
 from qualify.decision.record import GateOutcome
-from qualify.decision.sections import as_dict as _dict
-from qualify.decision.sections import as_list as _list
 from qualify.evidence.store import RunDir
 
-_d, _l, _num = _dict, _list, num
+READS = "record"
+"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
+
+ROW_KEYS = (
+    *("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens"),
+    *("cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s", "decode_tok_s"),
+    *("generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms", "completion_tokens", "verdict"),
+)
+MIB_PER_GIB = 1024
 
 
-def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's Context section shows."""
-    return {"context": context_rows(data)}
+    return {"context": context_rows(record or Record())}
 
 
-def plots(run: RunDir, data: dict[str, Any], here: Path | None) -> list[Plot]:
-    return [ladder(data)]
+def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
+    return [ladder(record or Record())]
 
 
-def context_rows(data: dict[str, Any]) -> dict[str, Any]:
-    """Context rows split by pass: cold and warm are never blended."""
-    rows = [_dict(r) for r in _list(data.get("rows"))]
-    keys = (
-        *("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens"),
-        *("cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s", "decode_tok_s"),
-        *("generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms", "completion_tokens", "verdict"),
+def _norm(r: Row) -> dict[str, Any]:
+    out: dict[str, Any] = {k: getattr(r, k) for k in ROW_KEYS}
+    out["needles"] = ", ".join(
+        f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(r.needles.items())
     )
+    return out
 
-    def norm(r: dict[str, Any]) -> dict[str, Any]:
-        out = {k: r.get(k) for k in keys}
-        needles = _dict(r.get("needles"))
-        out["needles"] = ", ".join(
-            f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(needles.items())
-        )
-        return out
 
-    clamped = [_dict(t) for t in _list(data.get("targets")) if _dict(t).get("clamped") is True]
-    planned = {
-        _dict(t).get("target"): _dict(t).get("planned_tokens")
-        for t in _list(data.get("targets"))
-        if _dict(t).get("clamped") is True
-    }
-    side: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+def _rung_key(r: Row) -> tuple[int, str, int]:
+    return (r.target, r.content, r.concurrency)
+
+
+def context_rows(record: Record) -> dict[str, Any]:
+    """Context rows split by pass: cold and warm are never blended."""
+    rows = record.rows
+    clamped = [t for t in record.targets if t.clamped]
+    planned = {t.target: t.planned_tokens for t in clamped}
+    side: dict[tuple[int, str, int], dict[str, Any]] = {}
     for r in rows:
-        k = (r.get("target"), r.get("content"), r.get("concurrency"))
-        named = next((t for t, p in planned.items() if p == r.get("target")), None)
+        named = next((t for t, p in planned.items() if p == r.target), None)
         item = side.setdefault(
-            k,
+            _rung_key(r),
             {
-                "target": named if named is not None else r.get("target"),
-                "clamped_to": r.get("target")
-                if named is not None
-                else planned.get(r.get("target")),
-                "content": r.get("content"),
-                "concurrency": r.get("concurrency"),
+                "target": named if named is not None else r.target,
+                "clamped_to": r.target if named is not None else planned.get(r.target),
+                "content": r.content,
+                "concurrency": r.concurrency,
                 "cold": None,
                 "warm": None,
             },
         )
-        if r.get("pass") in ("cold", "warm"):
-            item[str(r["pass"])] = norm(r) | {"prefill_note": prefill_note(r)}
+        item[r.pass_] = _norm(r) | {"prefill_note": prefill_note(r)}
     return {
-        "cold": [norm(r) for r in rows if r.get("pass") == "cold"],
-        "warm": [norm(r) for r in rows if r.get("pass") == "warm"],
+        "cold": [_norm(r) for r in rows if r.pass_ == "cold"],
+        "warm": [_norm(r) for r in rows if r.pass_ == "warm"],
         "side": list(side.values()),
         "clamped": clamped,
+        "gpu": gpu_rows(record, side),
     }
 
 
-def prefill_note(r: dict[str, Any]) -> str | None:
+def prefill_note(r: Row) -> str | None:
     """Why a row's effective prefill is no prefill figure: most of its prompt was cached, so
     prompt tokens over TTFO counts tokens the server never processed."""
-    prompt, cached = r.get("actual_prompt_tokens"), r.get("cached_tokens")
-    if (
-        isinstance(prompt, int | float)
-        and isinstance(cached, int | float)
-        and prompt > 0
-        and cached >= prompt / 2
-    ):
+    prompt, cached = r.actual_prompt_tokens, r.cached_tokens
+    if prompt is not None and cached is not None and prompt > 0 and cached >= prompt / 2:
         return f"n/a ({100 * cached / prompt:.0f}% cached)"
     return None
 
 
-def ladder(context: dict[str, Any]) -> Plot:
+def free_text(c: CardWindow | None, reserve_gib: float) -> str:
+    """A card's lowest free memory in a window, with its headroom over the reserve; a window
+    under the reserve says so in bold."""
+    if c is None or c.min_free_mib is None:
+        return "no sample"
+    free = c.min_free_mib / MIB_PER_GIB
+    room = free - reserve_gib
+    if room < 0:
+        return f"{free:,.1f} GiB (**{-room:,.1f} GiB under the {reserve_gib:g} GiB reserve**)"
+    return f"{free:,.1f} GiB ({room:,.1f} over the {reserve_gib:g} GiB reserve)"
+
+
+def power_text(c: CardWindow | None) -> str:
+    if c is None or c.mean_power_w is None:
+        return "no data"
+    return f"{c.mean_power_w:,.0f} W"
+
+
+def gpu_rows(record: Record, side: dict[tuple[int, str, int], dict[str, Any]]) -> dict[str, Any]:
+    """Per rung (cold and warm side by side) and card: the lowest free memory with its headroom
+    over the house reserve, and the mean power, over the cell's timed sends. "No GPU
+    telemetry", once, where the run had none; nothing for a record of a build that did not
+    mark the cells (no `gpu`)."""
+    note = record.gpu
+    if note is None:
+        return {"note": None, "reserve_gib": None, "rows": []}
+    cells = {(_rung_key(r), r.pass_): r.gpu for r in record.rows if r.gpu is not None}
+    cards = sorted({g for gpu in cells.values() for g in gpu.cards})
+    if not cards:
+        return {"note": note.why or "no GPU telemetry", "reserve_gib": note.reserve_gib, "rows": []}
+    rows = []
+    for key, item in side.items():
+        for g in cards:
+            got = {p: cells.get((key, p)) for p in ("cold", "warm")}
+            c = {p: (w.cards.get(g) if w is not None else None) for p, w in got.items()}
+            rows.append(
+                {
+                    "target": item["target"],
+                    "clamped_to": item["clamped_to"],
+                    "content": item["content"],
+                    "concurrency": item["concurrency"],
+                    "gpu": g,
+                    "under": any(
+                        x is not None
+                        and x.min_free_mib is not None
+                        and x.min_free_mib < note.reserve_gib * MIB_PER_GIB
+                        for x in c.values()
+                    ),
+                    **{
+                        f"{p}_{k}": v
+                        for p, x in c.items()
+                        for k, v in (
+                            ("free", free_text(x, note.reserve_gib) if got[p] else "not run"),
+                            ("power", power_text(x) if got[p] else "not run"),
+                            ("min_free_mib", x.min_free_mib if x else None),
+                            ("mean_power_w", x.mean_power_w if x else None),
+                        )
+                    },
+                }
+            )
+    return {"note": None, "reserve_gib": note.reserve_gib, "rows": rows}
+
+
+def ladder(record: Record) -> Plot:
     """TTFT and decode against actual prompt tokens, cold and warm apart; the needles found
     (o) and missed (x) at their depth, per pass."""
     ttft, decode = Panel("TTFT (s)"), Panel("decode (tok/s)")
     needles = Panel("needle depth (%)", scatter=True)
-    for r in (_d(x) for x in _l(context.get("rows"))):
-        x = _num(r.get("actual_prompt_tokens"))
-        if x is None:
+    for r in record.rows:
+        if r.actual_prompt_tokens is None:
             continue
-        for panel, key in ((ttft, "ttft_s"), (decode, "decode_tok_s")):
-            y = _num(r.get(key))
+        x = float(r.actual_prompt_tokens)
+        for panel, y in ((ttft, r.ttft_s), (decode, r.decode_tok_s)):
             if y is not None:
-                panel.series.setdefault(str(r.get("pass")), []).append((x, y))
-        for depth, ok in sorted(_d(r.get("needles")).items()):
-            d = _num(float(depth)) if str(depth).replace(".", "", 1).isdigit() else None
-            if d is None:
+                panel.series.setdefault(r.pass_, []).append((x, float(y)))
+        for depth, ok in sorted(r.needles.items()):
+            if not depth.replace(".", "", 1).isdigit():
                 continue
-            label = f"{r.get('pass')} {'found' if ok else 'missed'}"
-            needles.series.setdefault(label, []).append((x, d))
-            needles.markers[label] = "o" if r.get("pass") == "cold" else "^"
+            label = f"{r.pass_} {'found' if ok else 'missed'}"
+            needles.series.setdefault(label, []).append((x, float(depth)))
+            needles.markers[label] = "o" if r.pass_ == "cold" else "^"
             needles.colors[label] = "tab:green" if ok else "tab:red"
     for p in (ttft, decode, needles):
         p.series = {k: sorted(v) for k, v in sorted(p.series.items())}

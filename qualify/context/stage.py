@@ -23,7 +23,8 @@ from typing import Any
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.context import battery
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
-from qualify.context.ladder import Cell, public, run_cell, stream_problem
+from qualify.context.ladder import Cell, gpu_note, public, run_cell, stream_problem
+from qualify.context.ladder import warm_note as warm_note  # where the rebuild imports it
 from qualify.context.record import Record
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
@@ -35,6 +36,7 @@ from qualify.httpclient.timing import RequestTiming, fidelity, median, percentil
 from qualify.records import StageResult
 from qualify.serving.engines import adapter, dialect
 from qualify.stage import StageContext, finish, stage, unknown_level, validator
+from qualify.vram.sampler import Parts, parts_of
 
 
 @dataclass
@@ -123,6 +125,7 @@ class Ladder:
     rows: list[dict[str, Any]] = field(default_factory=list)
     timings: dict[int, list[RequestTiming]] = field(default_factory=dict)
     battery: dict[str, Any] | None = None
+    parts: Parts | None = None
 
     def tasks_for(self, r: Rung, kind: Kind, needles: Needles) -> tuple[Tasks, str | None]:
         """The rung's tasks, or none with why: a rung too small to hold their lines twice over
@@ -198,7 +201,7 @@ class Ladder:
                     finally:
                         r.cold_tokenizer_calls += self.counter.calls - calls0
                 cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles, tasks)
-                row = await run_cell(self.drv, cell)
+                row = await run_cell(self.drv, cell, self.parts)
                 if row["verdict"] != "error":
                     self.timings.setdefault(c, []).extend(row.get("_timings", []))
                 self.rows.append(warm_note(public(row)))
@@ -336,9 +339,8 @@ async def context(ctx: StageContext) -> StageResult:
     seed = secrets.randbits(32)
     body = {"model": ident.model, "max_tokens": s.max_tokens, "temperature": 0, **fields}
     drv = Sender(client, dialect(ident.engine), body, s.timeout_s, s.idle_wait_s, ctx.keep)
-    ladder = Ladder(
-        ctx, s, Counter(client, ident.engine, ident.model, fields), drv, random.Random(seed), seed
-    )
+    counter = Counter(client, ident.engine, ident.model, fields)
+    ladder = Ladder(ctx, s, counter, drv, random.Random(seed), seed, parts=parts_of(ctx.sampler))
     runnable = [r for r in rungs if r.planned > 0 and r.same_as is None]
     deepest = max(runnable, key=lambda r: r.planned) if runnable else None
     with ctx.progress.task("context ladder", len(rungs) * len(s.content)) as task:
@@ -370,22 +372,10 @@ async def context(ctx: StageContext) -> StageResult:
         "window_source": window_source,
         "sizing_method": ladder.counter.method or None,
         "seed": seed,
+        "gpu": gpu_note(ladder.parts, ctx.thresholds.vram_reserve_gib),
         "wall_s": round(time.perf_counter() - t_start, 3),
     }
     return finish(ctx, ctx.judge(record := Record.model_validate(data)), record)
-
-
-def warm_note(row: dict[str, Any]) -> dict[str, Any]:
-    """A warm row that was not served from the prefix cache says so (it is still published)."""
-    cached, prompt = row.get("cached_tokens"), row.get("actual_prompt_tokens")
-    row.setdefault("notes", [])
-    if row["pass"] != "warm" or not isinstance(cached, int) or not isinstance(prompt, int):
-        return row
-    if cached < 0.9 * prompt:
-        row["notes"].append(
-            f"the warm pass reused only {cached} of {prompt} prompt tokens from the cache"
-        )
-    return row
 
 
 def fidelity_summary(engine: str, timings: dict[int, list[RequestTiming]]) -> dict[str, Any]:
