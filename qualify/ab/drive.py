@@ -26,6 +26,7 @@ from qualify.httpclient.timing import RequestTiming, median, timing, with_server
 from qualify.serving.engines import Dialect, MetricsSnapshot
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import wait_idle
+from qualify.vram.sampler import Parts
 
 __all__ = [
     "PER_REQUEST",
@@ -210,8 +211,13 @@ async def _warm_up(client: Client, keep: Keep, lane: str, plan: RunPlan) -> list
     return files
 
 
+def part_name(lane: str, run: int) -> str:
+    """The name a lane's timed run marks in the GPU sampler's log (as its evidence files)."""
+    return f"{lane}-run{run}"
+
+
 async def _timed(
-    client: Client, keep: Keep, lane: str, plan: RunPlan
+    client: Client, keep: Keep, lane: str, plan: RunPlan, parts: Parts | None = None
 ) -> tuple[list[dict[str, Any]], list[ChatOutcome], float, tuple[float, float]]:
     gate = asyncio.Semaphore(plan.concurrency)
 
@@ -222,8 +228,12 @@ async def _timed(
             return request_record(p, ex, o, f), o
 
     t0, m0 = time.perf_counter(), time.monotonic()
+    if parts is not None:
+        parts.part(part_name(lane, plan.run), at=m0)
     done = await asyncio.gather(*(one(i, p) for i, p in enumerate(plan.prompts)))
     wall, m1 = time.perf_counter() - t0, time.monotonic()
+    if parts is not None:
+        parts.part(None, at=m1)
     return [r for r, _ in done], [o for _, o in done], wall, (m0, m1)
 
 
@@ -279,14 +289,30 @@ def _summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     }
 
 
+def gpu_of(parts: Parts | None, part: str, t0: float, t1: float) -> dict[str, Any] | None:
+    """Each card's lowest free memory and mean power over a run's timed window (the run's
+    `gpu`); None without a sampler or telemetry (the stage's record says why, once)."""
+    w = parts.window(t0, t1) if parts is not None else None
+    if w is None or not w.cards:
+        return None
+    return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
+
+
 async def drive_run(
-    client: Client, keep: Keep, lane: str, plan: RunPlan, d: Dialect, meter: Meter | None = None
+    client: Client,
+    keep: Keep,
+    lane: str,
+    plan: RunPlan,
+    d: Dialect,
+    meter: Meter | None = None,
+    parts: Parts | None = None,
 ) -> dict[str, Any]:
     """Warm up, check idle, read counters, send every prompt, read counters again; the energy
-    of the timed window from `meter` (the run's GPU sampler), when given."""
+    of the timed window from `meter` (the run's GPU sampler), when given, and each card's
+    memory and power over it from `parts` (the sampler, which marks the window)."""
     warm = await _warm_up(client, keep, lane, plan)
     idle_before, before = await idle_state(client, d, plan.idle_wait_s)
-    records, outcomes, wall, window = await _timed(client, keep, lane, plan)
+    records, outcomes, wall, window = await _timed(client, keep, lane, plan, parts)
     idle_after, after = await idle_state(client, d, plan.idle_wait_s)
     acc = None
     if before is not None and after is not None:
@@ -294,6 +320,7 @@ async def drive_run(
     server = server_side(records, before, after, d)
     summary = _summary(records, wall)
     energy = energy_of(meter, *window, summary["completion_tokens"])
+    gpu = gpu_of(parts, part_name(lane, plan.run), *window)
     return {
         "run": plan.run,
         **summary,
@@ -304,6 +331,7 @@ async def drive_run(
         "idle_after": idle_after,
         "server_histograms": server,
         **({"energy": energy} if energy is not None else {}),
+        **({"gpu": gpu} if gpu is not None else {}),
         "request_digest": digest([q["sent"] for q in records]),
         "warmup_files": warm,
         "requests": records,

@@ -1,61 +1,136 @@
 """The A/B stage in the decision document: per metric the lane figures with their run counts
 and the paired per-request statistic, the lanes (speculation, KV, runs, energy per output
-token), draft acceptance, excluded requests, and the plots of per-request decode and E2E per
-lane and of acceptance by draft position. A pure function of the stage's record (`data`) and
-its gates."""
+token), each card's lowest free memory (headroom against the house reserve) and mean power per
+lane, draft acceptance, excluded requests, and the plots of per-request decode and E2E per lane
+and of acceptance by draft position. A pure function of the stage's typed record and its gates.
+
+`paired`, `runs_of`, `paired_text`, `accepted_per_draft` and `draft_share` also take the
+record's JSON form (the headline and caveats read it so), read through the typed record."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from qualify.ab.record import Acceptance, CardWindow, Kv, Lane, MetricRow, Paired, Record
 from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs
-from qualify.decision.plots import Panel, Plot, num
+from qualify.decision.plots import Panel, Plot
 from qualify.decision.record import GateOutcome
-from qualify.decision.sections import as_dict as _dict
-from qualify.decision.sections import as_list as _list
-from qualify.decision.sections import energy_text, show
+from qualify.decision.sections import per_token_text, show
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
 
-_d, _l, _num = _dict, _list, num
+READS = "record"
+"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
+
+LANES = ("candidate", "control")
+MIB_PER_GIB = 1024
 
 
-def section(data: dict[str, Any], gates: list[GateOutcome]) -> dict[str, Any]:
+def _record(data: Record | dict[str, Any] | None) -> Record:
+    if isinstance(data, Record):
+        return data
+    return Record.model_validate(data or {})
+
+
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's A/B section shows."""
+    r = _record(record)
     return {
-        "ab": ab_rows(data),
-        "ab_lanes": ab_lanes(data),
+        "ab": ab_rows(r, ran=record is not None),
+        "ab_lanes": ab_lanes(r),
         "ab_gates": [g for g in gates if g.stage == "ab"],
-        "ab_power": lane_power(data),
+        "ab_power": lane_power(r),
+        "ab_gpu": lane_gpu(r),
     }
 
 
-def lane_power(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per lane and card, the mean power over the lane's timed runs (joules over seconds of
-    the runs' energy windows, as the sampler integrated them); only cards with a reading."""
+def _lanes(record: Record) -> list[tuple[str, Lane]]:
+    return [(k, lane) for k in LANES if (lane := record.lanes.get(k)) is not None]  # type: ignore[call-overload]
+
+
+def _mean_power(lane: Lane) -> dict[str, float]:
+    """Per card, the mean power over the lane's timed runs: joules over seconds of the runs'
+    energy windows, as the sampler integrated them; only cards with a reading."""
+    joules: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for run in lane.runs:
+        energy = run.energy
+        window = energy.window_s if energy is not None else None
+        for gpu, card in (energy.cards if energy is not None else {}).items():
+            if card.joules is not None and window:
+                joules[gpu] = joules.get(gpu, 0.0) + card.joules
+                seconds[gpu] = seconds.get(gpu, 0.0) + window
+    return {gpu: joules[gpu] / seconds[gpu] for gpu in sorted(joules)}
+
+
+def lane_power(record: Record) -> list[dict[str, Any]]:
+    """Per lane and card, the mean power over the lane's timed runs (`_mean_power`)."""
     out = []
-    for key in ("candidate", "control"):
-        lane = _d(_d(data.get("lanes")).get(key))
-        joules: dict[str, float] = {}
-        seconds: dict[str, float] = {}
-        for run in (_d(r) for r in _l(lane.get("runs"))):
-            energy = _d(run.get("energy"))
-            window = _num(energy.get("window_s"))
-            for gpu, card in _d(energy.get("cards")).items():
-                j = _num(_d(card).get("joules"))
-                if j is not None and window:
-                    joules[gpu] = joules.get(gpu, 0.0) + j
-                    seconds[gpu] = seconds.get(gpu, 0.0) + window
-        cards = [{"gpu": gpu, "watts": joules[gpu] / seconds[gpu]} for gpu in sorted(joules)]
-        if cards:
-            out.append({"lane": lane.get("name") or key, "cards": cards})
+    for key, lane in _lanes(record):
+        watts = _mean_power(lane)
+        if watts:
+            cards = [{"gpu": gpu, "watts": w} for gpu, w in watts.items()]
+            out.append({"lane": lane.name or key, "cards": cards})
     return out
 
 
-def plots(run: RunDir, data: dict[str, Any], here: Path | None) -> list[Plot]:
-    return [ab_distributions(data), acceptance(data)]
+def free_text(free_mib: float | None, reserve_gib: float) -> str:
+    """The lowest free memory with its headroom over the reserve; under it says so in bold."""
+    if free_mib is None:
+        return "no sample"
+    free = free_mib / MIB_PER_GIB
+    room = free - reserve_gib
+    if room < 0:
+        return f"{free:,.1f} GiB (**{-room:,.1f} GiB under the {reserve_gib:g} GiB reserve**)"
+    return f"{free:,.1f} GiB ({room:,.1f} over the {reserve_gib:g} GiB reserve)"
+
+
+def _lowest(cards: list[CardWindow]) -> float | None:
+    frees = [c.min_free_mib for c in cards if c.min_free_mib is not None]
+    return min(frees) if frees else None
+
+
+def lane_gpu(record: Record) -> dict[str, Any]:
+    """Per lane and card: the lowest free memory over the lane's timed runs with its headroom
+    over the house reserve, and the mean power (`_mean_power`, from the runs' energy windows;
+    else the runs' own windows). "No GPU telemetry", once, where the run had none; nothing for
+    a record of a build that did not mark the runs (no `gpu`)."""
+    note = record.gpu
+    if note is None:
+        return {"note": None, "reserve_gib": None, "rows": []}
+    rows = []
+    for key, lane in _lanes(record):
+        watts = _mean_power(lane)
+        by_card: dict[str, list[CardWindow]] = {}
+        for run in lane.runs:
+            for gpu, c in (run.gpu.cards if run.gpu is not None else {}).items():
+                by_card.setdefault(gpu, []).append(c)
+        for gpu, cards in sorted(by_card.items()):
+            low = _lowest(cards)
+            own = [c.mean_power_w for c in cards if c.mean_power_w is not None]
+            power = watts.get(gpu, sum(own) / len(own) if own else None)
+            rows.append(
+                {
+                    "lane": lane.name or key,
+                    "gpu": gpu,
+                    "runs": len(cards),
+                    "min_free_mib": low,
+                    "mean_power_w": power,
+                    "free": free_text(low, note.reserve_gib),
+                    "power": "no data" if power is None else f"{power:,.0f} W",
+                    "under": low is not None and low < note.reserve_gib * MIB_PER_GIB,
+                }
+            )
+    if not rows:
+        return {"note": note.why or "no GPU telemetry", "reserve_gib": note.reserve_gib, "rows": []}
+    return {"note": None, "reserve_gib": note.reserve_gib, "rows": rows}
+
+
+def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
+    r = _record(record)
+    return [ab_distributions(r), acceptance(r)]
 
 
 METRIC_LABELS = {
@@ -68,182 +143,191 @@ METRIC_LABELS = {
 }
 
 
-def runs_of(m: dict[str, Any]) -> str:
+def runs_of(m: MetricRow | dict[str, Any]) -> str:
     """How many run-level values a lane figure is the median of, in words."""
-    runs = _dict(m.get("runs"))
-    a, b = runs.get("candidate"), runs.get("control")
+    runs = (m if isinstance(m, MetricRow) else MetricRow.model_validate(m)).runs
+    written = runs.model_fields_set
+    a = runs.candidate if "candidate" in written else None
+    b = runs.control if "control" in written else None
     if a is None and b is None:
         return "run-level values (count not recorded)"
     n = f"{a}" if a == b else f"{a} / {b}"
     return f"{n} run-level value{'s' if a != 1 or b != 1 else ''}"
 
 
-def paired(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def paired_of(record: Record) -> dict[str, Paired]:
     """Per metric, the paired per-request summary: as the A/B stage recorded it, or computed
     now from the per-request timings it kept (older evidence), by the same function."""
-    lanes = _dict(data.get("lanes"))
-    cand = [_dict(r) for r in _list(_dict(lanes.get("candidate")).get("runs"))]
-    ctrl = [_dict(r) for r in _list(_dict(lanes.get("control")).get("runs"))]
-    settings = _dict(data.get("settings"))
-    resamples = int(settings.get("bootstrap_resamples") or 2000)
-    seed = int(settings.get("seed") or 0)
+    cand = [r.model_dump(mode="json") for r in _runs(record, "candidate")]
+    ctrl = [r.model_dump(mode="json") for r in _runs(record, "control")]
+    settings = record.settings
+    resamples = (settings.bootstrap_resamples if settings else 0) or 2000
+    seed = (settings.seed if settings else 0) or 0
     out = {}
-    for i, m in enumerate(_dict(x) for x in _list(data.get("metrics"))):
-        name = str(m.get("metric"))
-        if isinstance(m.get("paired"), dict):
-            out[name] = _dict(m["paired"])
+    for i, m in enumerate(record.metrics):
+        if m.paired is not None:
+            out[m.metric] = m.paired
         elif cand and ctrl:
-            out[name] = paired_summary(pairs(cand, ctrl, name), resamples, seed + i)
+            got = paired_summary(pairs(cand, ctrl, m.metric), resamples, seed + i)
+            out[m.metric] = Paired.model_validate(got)
     return out
 
 
-def paired_text(p: dict[str, Any] | None) -> str:
+def _runs(record: Record, key: str) -> list[Any]:
+    lane = record.lanes.get(key)  # type: ignore[call-overload]
+    return list(lane.runs) if lane is not None else []
+
+
+def paired(data: Record | dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """`paired_of` in the JSON form, for readers of the record's JSON form."""
+    return {k: p.model_dump(mode="json") for k, p in paired_of(_record(data)).items()}
+
+
+def paired_text(p: Paired | dict[str, Any] | None) -> str:
     """A paired summary in a few words: the median difference with its interval and sample
     sizes, or "too few samples" (inconclusive) when the interval says nothing."""
     if not p:
         return "no per-request pairs recorded"
-    pn, kn = p.get("pairs"), p.get("prompts")
+    s = p if isinstance(p, Paired) else Paired.model_validate(p)
+    pn, kn = s.pairs, s.prompts
     n = f"{pn} pair{'' if pn == 1 else 's'} over {kn} prompt{'' if kn == 1 else 's'}"
-    med, ci = p.get("median_pct"), p.get("ci95_pct")
-    if p.get("too_few") or med is None or ci is None:
+    med, ci = s.median_pct, s.ci95_pct
+    if s.too_few or med is None or ci is None:
         return f"too few samples ({n}): inconclusive"
     return f"{med:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%, {n})"
 
 
-def ab_rows(data: dict[str, Any]) -> dict[str, Any]:
-    lanes = _dict(data.get("lanes"))
-    names = {k: _dict(lanes.get(k)).get("name") or k for k in ("candidate", "control")}
-    per = paired(data)
+def ab_rows(record: Record, ran: bool = True) -> dict[str, Any]:
+    lanes = record.lanes
+    names = {k: (lane.name if lane is not None else "") or k for k, lane in _named(record)}
+    per = paired_of(record)
     metrics = []
-    for m in (_dict(x) for x in _list(data.get("metrics"))):
-        p = per.get(str(m.get("metric")))
+    for m in record.metrics:
         metrics.append(
             {
-                "label": METRIC_LABELS.get(str(m.get("metric")), str(m.get("metric"))),
-                "unit": str(m.get("unit") or ""),
-                "better": m.get("better"),
-                "candidate": m.get("candidate"),
-                "control": m.get("control"),
-                "delta_pct": m.get("delta_pct"),
-                "within_noise": bool(m.get("within_noise")),
+                "label": METRIC_LABELS.get(m.metric, m.metric),
+                "unit": m.unit,
+                "better": m.better if "better" in m.model_fields_set else None,
+                "candidate": m.candidate,
+                "control": m.control,
+                "delta_pct": m.delta_pct,
+                "within_noise": bool(m.within_noise),
                 "runs": runs_of(m),
-                "paired": paired_text(p),
+                "paired": paired_text(per.get(m.metric)),
             }
         )
-    excluded = [_dict(x) for x in _list(data.get("excluded"))]
     first = next(iter(per.values()), None)
+    control = lanes.get("control")
     return {
         "names": names,
-        "variable": _dict(lanes.get("control")).get("variable"),
-        "runs": data.get("runs"),
-        "pairs": first,
-        "method": (first or {}).get("method") or "percentile bootstrap over prompts",
+        "variable": control.variable if control is not None else None,
+        "runs": record.runs if ran else None,
+        "pairs": first.model_dump(mode="json") if first is not None else None,
+        "method": (first.method if first else "") or "percentile bootstrap over prompts",
         "metrics": metrics,
-        "acceptance_text": acceptance_text(data.get("acceptance"), data),
-        "energy_why": ab_energy_why(data),
+        "acceptance_text": acceptance_text(record.acceptance, record),
+        "energy_why": ab_energy_why(record),
         "excluded": [
-            {
-                "lane": x.get("lane"),
-                "run": x.get("run"),
-                "prompt": x.get("prompt"),
-                "why": x.get("why"),
-            }
-            for x in excluded
+            {"lane": x.lane, "run": x.run, "prompt": x.prompt, "why": x.why}
+            for x in record.excluded
         ],
     }
 
 
-def accepted_per_draft(acc: dict[str, Any]) -> float | None:
+def _named(record: Record) -> list[tuple[str, Lane | None]]:
+    return [(k, record.lanes.get(k)) for k in LANES]  # type: ignore[call-overload]
+
+
+def accepted_per_draft(acc: Acceptance | dict[str, Any]) -> float | None:
     """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
-    accepted, drafts = acc.get("accepted"), acc.get("drafts")
-    if isinstance(accepted, int | float) and isinstance(drafts, int | float) and drafts > 0:
-        return float(accepted) / float(drafts)
+    a = acc if isinstance(acc, Acceptance) else Acceptance.model_validate(acc)
+    if a.accepted is not None and a.drafts is not None and a.drafts > 0:
+        return float(a.accepted) / float(a.drafts)
     return None
 
 
-def draft_share(data: dict[str, Any]) -> str | None:
+def draft_share(data: Record | dict[str, Any]) -> str | None:
     """How much of the candidate's timed output the drafts gave: what a high acceptance rate
     over few drafts is worth."""
-    acc = _dict(data.get("acceptance"))
-    accepted = acc.get("accepted")
-    runs = _list(_dict(_dict(data.get("lanes")).get("candidate")).get("runs"))
-    reqs = [_dict(q) for r in runs for q in _list(_dict(r).get("requests"))]
-    counted = [q for q in reqs if not q.get("failed")]
-    tokens = sum(int(q.get("completion_tokens") or 0) for q in counted)
-    if not isinstance(accepted, int) or not tokens or not counted:
+    record = _record(data)
+    acc = record.acceptance or Acceptance()
+    counted = [q for r in _runs(record, "candidate") for q in r.requests if not q.failed]
+    tokens = sum(q.completion_tokens or 0 for q in counted)
+    if acc.accepted is None or not tokens or not counted:
         return None
     return (
-        f"{acc.get('drafts')} drafts in {len(counted)} timed requests: accepted drafts gave "
-        f"{accepted:,} of {tokens:,} output tokens ({100 * accepted / tokens:.1f}%)"
+        f"{acc.drafts} drafts in {len(counted)} timed requests: accepted drafts gave "
+        f"{acc.accepted:,} of {tokens:,} output tokens ({100 * acc.accepted / tokens:.1f}%)"
     )
 
 
-def acceptance_text(acc: Any, data: dict[str, Any] | None = None) -> str:
+def acceptance_text(acc: Acceptance | None, record: Record | None = None) -> str:
     """Draft acceptance from the server's counters, or why there is none."""
-    if not isinstance(acc, dict):
+    if acc is None:
         return "no acceptance counters were recorded."
-    accepted, drafted = acc.get("accepted"), acc.get("draft_tokens")
-    if isinstance(accepted, int) and isinstance(drafted, int) and drafted > 0:
+    accepted, drafted = acc.accepted, acc.draft_tokens
+    if accepted is not None and drafted is not None and drafted > 0:
         rate = f"{100 * accepted / drafted:.1f}%"
         text = f"{accepted:,} accepted of {drafted:,} drafted tokens: {rate} acceptance"
     else:
         text = "no drafted tokens were counted"
     per_draft = accepted_per_draft(acc)
     if per_draft is not None:
-        text += f", {per_draft:.1f} accepted tokens per draft over {acc['drafts']:,} drafts"
-        mean = acc.get("mean_length")
-        if isinstance(mean, int | float) and abs(mean - per_draft - 1) < 0.01:
+        text += f", {per_draft:.1f} accepted tokens per draft over {acc.drafts:,} drafts"
+        mean = acc.mean_length
+        if mean is not None and abs(mean - per_draft - 1) < 0.01:
             text += f" ({mean:.1f} counting the bonus token)"
-    elif isinstance(acc.get("mean_length"), int | float):
-        text += f", mean acceptance length {acc['mean_length']:.2f} (server's figure)"
-    share = draft_share(data or {}) if data else None
+    elif acc.mean_length is not None:
+        text += f", mean acceptance length {acc.mean_length:.2f} (server's figure)"
+    share = draft_share(record) if record is not None else None
     if share:
         text += f"; {share}"
-    per = [p for p in _list(acc.get("per_position")) if isinstance(p, int | float)]
+    per = acc.per_position
     if per:
         shown = ", ".join(f"{p:.2f}" for p in per[:8])
         more = f" (first 8 of {len(per)} positions)" if len(per) > 8 else ""
         text += f"; per position {shown}{more}"
-    return text + f" (source: {acc.get('source') or 'not recorded'})."
+    return text + f" (source: {acc.source or 'not recorded'})."
 
 
-def ab_lanes(data: dict[str, Any]) -> list[dict[str, Any]]:
+def _energy(lane: Lane) -> str:
+    e = lane.energy
+    if e is None:
+        return per_token_text(None, None, None)
+    return per_token_text(e.j_per_output_token, e.joules, e.completion_tokens)
+
+
+def ab_lanes(record: Record) -> list[dict[str, Any]]:
     """Per lane: name, speculation, KV tokens as the engine reported them, excluded requests."""
-    out = []
-    for key in ("candidate", "control"):
-        lane = _dict(_dict(data.get("lanes")).get(key))
-        if not lane:
-            continue
-        kv = _dict(lane.get("kv"))
-        out.append(
-            {
-                "lane": key,
-                "name": lane.get("name") or key,
-                "speculation": show(_dict(lane.get("speculation"))) or "none",
-                "kv": kv_text(kv),
-                "runs": len(_list(lane.get("runs"))),
-                "energy": energy_text(_dict(lane.get("energy"))),
-            }
-        )
-    return out
+    return [
+        {
+            "lane": key,
+            "name": lane.name or key,
+            "speculation": show(lane.speculation) or "none",
+            "kv": kv_text(lane.kv),
+            "runs": len(lane.runs),
+            "energy": _energy(lane),
+        }
+        for key, lane in _lanes(record)
+    ]
 
 
-def ab_energy_why(data: dict[str, Any]) -> str | None:
+def ab_energy_why(record: Record) -> str | None:
     """Why a lane's energy per output token is unmeasured (said once for both lanes)."""
-    lanes = [_dict(_dict(data.get("lanes")).get(k)) for k in ("candidate", "control")]
-    unmeasured = [_dict(x.get("energy")) for x in lanes if x]
-    unmeasured = [e for e in unmeasured if energy_text(e) == "unmeasured"]
+    lanes = [lane for _, lane in _lanes(record)]
+    unmeasured = [lane.energy for lane in lanes if _energy(lane) == "unmeasured"]
     if not unmeasured:
         return None
-    why = next((str(e["why"]) for e in unmeasured if e.get("why")), None)
+    why = next((e.why for e in unmeasured if e is not None and e.why), None)
     return "this A/B recorded no energy" if why is None else why.removeprefix("unmeasured: ")
 
 
-def kv_text(kv: dict[str, Any]) -> str:
+def kv_text(kv: Kv | None) -> str:
     """The KV capacity a lane's engine reported, in a few words."""
-    if not kv:
+    if kv is None or not kv.model_fields_set:
         return "not reported"
-    for src in (_dict(kv.get("gauges")), _dict(kv.get("log")), kv):
+    log = kv.log.model_dump(mode="json")
+    for src in (kv.gauges, log):
         tokens = src.get("kv_tokens") or src.get("tokens")
         if isinstance(tokens, int | float):
             return f"{tokens:,.0f} tokens"
@@ -253,42 +337,29 @@ def kv_text(kv: dict[str, Any]) -> str:
     return "not reported"
 
 
-def interval(m: dict[str, Any]) -> str:
-    """The 95% interval of a delta, in the metric's unit, or why there is none."""
-    ci = _list(m.get("ci95"))
-    if len(ci) != 2 or not all(isinstance(x, int | float) for x in ci):
-        return "none"
-    unit = str(m.get("unit") or "")
-    if unit == "s":
-        return f"{ci[0] * 1000:+,.0f} to {ci[1] * 1000:+,.0f} ms"
-    return f"{ci[0]:+,.1f} to {ci[1]:+,.1f} {unit}".rstrip()
-
-
-def ab_distributions(ab: dict[str, Any]) -> Plot:
+def ab_distributions(record: Record) -> Plot:
     """Per-request decode and E2E per lane (x: lane index); the bar beside each lane is the
     run-to-run spread of the lane's figure (min and max of the run-level p50s)."""
-    lanes = _d(ab.get("lanes"))
     panels = [Panel("decode (tok/s)", scatter=True), Panel("E2E (s)", scatter=True)]
     ticks = []
-    for i, lane in enumerate(k for k in ("candidate", "control") if k in lanes):
-        info = _d(lanes[lane])
-        name = str(info.get("name") or lane)
+    for i, (key, lane) in enumerate(_lanes(record)):
+        name = lane.name or key
         ticks.append((float(i), name))
-        for panel, key in zip(panels, ("decode_tok_s", "e2e_s"), strict=True):
+        for panel, metric in zip(panels, ("decode_tok_s", "e2e_s"), strict=True):
             ys = [
-                y
-                for run in (_d(r) for r in _l(info.get("runs")))
-                for q in (_d(x) for x in _l(run.get("requests")))
-                if not q.get("failed") and not q.get("excluded") and not q.get("degenerate")
-                if (y := _num(q.get(key))) is not None
+                float(y)
+                for run in lane.runs
+                for q in run.requests
+                if not q.failed and not q.excluded and not q.degenerate
+                if (y := getattr(q, metric)) is not None
             ]
             if ys:
                 panel.series[name] = [(float(i) + _jitter(k), y) for k, y in enumerate(ys)]
                 mid = median(ys)
                 assert mid is not None
                 panel.medians[name] = (float(i), mid)
-            spread = _l(_d(info.get("spread")).get(key))
-            if len(spread) == 2 and all(_num(s) is not None for s in spread):
+            spread = getattr(lane.spread, metric)
+            if spread is not None and len(spread) == 2:
                 panel.bands.append((float(spread[0]), float(spread[1]), name))
     plot = Plot("ab-distributions.png", "A/B per request", "lane", panels, xticks=ticks)
     plot.missing = "no per-request timings were recorded"
@@ -300,16 +371,15 @@ def _jitter(k: int) -> float:
     return ((k * 0.618034) % 1.0 - 0.5) * 0.36
 
 
-def acceptance(ab: dict[str, Any]) -> Plot:
+def acceptance(record: Record) -> Plot:
     """Acceptance rate by draft position, from the server's counters."""
-    per = [_num(p) for p in _l(_d(ab.get("acceptance")).get("per_position"))]
+    acc = record.acceptance or Acceptance()
     panel = Panel("accepted fraction")
-    pts = [(float(i + 1), p) for i, p in enumerate(per) if p is not None]
+    pts = [(float(i + 1), float(p)) for i, p in enumerate(acc.per_position)]
     if pts:
         panel.series["acceptance"] = pts
-    acc = _d(ab.get("acceptance"))
-    drafts, drafted, accepted = acc.get("drafts"), acc.get("draft_tokens"), acc.get("accepted")
-    if isinstance(drafts, int):
+    drafts, drafted, accepted = acc.drafts, acc.draft_tokens, acc.accepted
+    if drafts is not None:
         panel.note = (
             f"{drafts:,} drafts, {drafted or 0:,} drafted tokens, {accepted or 0:,} accepted"
             + (f"; position 1 reached by all {drafts:,}" if drafts else "")

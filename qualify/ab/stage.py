@@ -30,6 +30,7 @@ from qualify.serving.engines import dialect
 from qualify.serving.idle import scrape
 from qualify.stage import StageContext, finish, stage, validator
 from qualify.vram.energy import NO_TELEMETRY, window_energy
+from qualify.vram.sampler import parts_of
 
 LANES = ("candidate", "control")
 
@@ -116,7 +117,8 @@ async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], dict[str,
             plan.base["model"] = lc.identity.model
             for b in plan.bodies:
                 b["model"] = lc.identity.model
-            record = await drive.drive_run(client, ctx.keep, lane, plan, d, _meter(ctx))
+            parts = parts_of(ctx.sampler)
+            record = await drive.drive_run(client, ctx.keep, lane, plan, d, _meter(ctx), parts)
             runs[lane].append(record)
             if lane not in kvs:
                 snap = await scrape(client)
@@ -177,6 +179,16 @@ def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: A
     }
 
 
+def gpu_note(ctx: StageContext) -> dict[str, Any]:
+    """The record's `gpu`: the house reserve the runs' free memory is read against, and why no
+    run has GPU figures when the run had no telemetry."""
+    parts = parts_of(ctx.sampler)
+    why = "no GPU telemetry (no sampler in this run)" if parts is None else None
+    if parts is not None:
+        why = parts.window(0.0, 0.0).why
+    return {"reserve_gib": ctx.thresholds.vram_reserve_gib, "why": why}
+
+
 def _no_control(ctx: StageContext) -> StageResult:
     why = "stages.ab.control is not set: there is no control lane to pair with"
     data = {"runs": 0, "order": [], "lanes": {}, "metrics": [], "no_control": why}
@@ -217,6 +229,7 @@ async def ab(ctx: StageContext) -> StageResult:
         "excluded": _listed(runs, "excluded"),
         "degenerate": _listed(runs, "degenerate"),
         "fidelity": table.fidelity(runs, engines, s.concurrency),
+        "gpu": gpu_note(ctx),
     }
     record = Record.model_validate(data)
     return finish(ctx, ctx.judge(record), record)

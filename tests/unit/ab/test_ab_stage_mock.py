@@ -167,10 +167,10 @@ def test_lanes_sent_different_bodies_fail_paired(
     """`paired` judges what each lane actually sent, not the plan they share."""
     real = drive.drive_run
 
-    async def skewed(client: Any, keep: Any, lane: str, plan: Any, d: Any, meter: Any) -> Any:
+    async def skewed(client: Any, keep: Any, lane: str, plan: Any, *rest: Any) -> Any:
         if lane == "control":
             plan.bodies = [{**b, **change} for b in plan.bodies]
-        return await real(client, keep, lane, plan, d, meter)
+        return await real(client, keep, lane, plan, *rest)
 
     monkeypatch.setattr(ab_stage.drive, "drive_run", skewed)
     result, _ = _run(tmp_path, _spec(), _plain())

@@ -1,0 +1,83 @@
+"""The A/B section reads the typed record; the helpers the headline and caveats call with the
+record's JSON form give the same answers read through the record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qualify.ab.record import Record
+from qualify.ab.section import (
+    accepted_per_draft,
+    draft_share,
+    paired,
+    paired_of,
+    paired_text,
+    runs_of,
+    section,
+)
+
+METRIC = {
+    "metric": "decode_tok_s",
+    "unit": "tok/s",
+    "better": "higher",
+    "candidate": 12.0,
+    "control": 10.0,
+    "delta_pct": 20.0,
+    "within_noise": False,
+    "runs": {"candidate": 3, "control": 3},
+    "paired": {
+        "pairs": 9,
+        "prompts": 3,
+        "median_pct": 19.5,
+        "ci95_pct": [10.0, 30.0],
+        "too_few": False,
+        "method": "percentile bootstrap over prompts",
+    },
+}
+DATA: dict[str, Any] = {
+    "runs": 3,
+    "metrics": [METRIC],
+    "acceptance": {"accepted": 30, "drafts": 10, "draft_tokens": 40},
+    "lanes": {
+        "candidate": {
+            "name": "spec",
+            "runs": [
+                {
+                    "run": 1,
+                    "requests": [
+                        {"prompt": "a", "completion_tokens": 60},
+                        {"prompt": "b", "failed": "boom"},
+                    ],
+                }
+            ],
+        },
+        "control": {"name": "plain"},
+    },
+}
+
+
+def test_json_form_and_typed_record_read_alike() -> None:
+    record = Record.model_validate(DATA)
+    assert paired(DATA) == paired(record) == {"decode_tok_s": METRIC["paired"]}
+    assert paired_text(paired(DATA)["decode_tok_s"]) == paired_text(
+        paired_of(record)["decode_tok_s"]
+    )
+    assert paired_text(paired_of(record)["decode_tok_s"]).startswith("+19.5% (95% interval")
+    assert runs_of(METRIC) == runs_of(record.metrics[0]) == "3 run-level values"
+    assert runs_of({"metric": "x"}) == "run-level values (count not recorded)"
+    assert accepted_per_draft(DATA["acceptance"]) == accepted_per_draft(record.acceptance) == 3.0
+    assert draft_share(DATA) == draft_share(record)
+    assert draft_share(record) == (
+        "10 drafts in 1 timed requests: accepted drafts gave 30 of 60 output tokens (50.0%)"
+    )
+
+
+def test_the_section_of_a_stage_without_a_record_is_its_empty_form() -> None:
+    got = section(None, [])
+    assert got["ab"]["runs"] is None and got["ab"]["metrics"] == []
+    assert got["ab"]["names"] == {"candidate": "candidate", "control": "control"}
+    assert got["ab_lanes"] == [] and got["ab_power"] == []
+    assert got["ab_gpu"]["rows"] == []
+    shown = section(Record.model_validate(DATA), [])
+    assert shown["ab"]["names"] == {"candidate": "spec", "control": "plain"}
+    assert shown["ab"]["metrics"][0]["paired"].startswith("+19.5%")
