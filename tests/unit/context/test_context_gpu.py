@@ -23,7 +23,7 @@ from qualify.decision import document
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.load import Sender
 from qualify.serving.engines import LLAMACPP
-from qualify.vram.sampler import CardWindow, Window
+from qualify.vram.sampler import CardWindow, Sampler, Window
 
 
 class FakeParts:
@@ -113,6 +113,9 @@ def test_without_a_sampler_rows_have_no_gpu_and_the_record_says_why(
         "reserve_gib": 3.0,
         "why": "no GPU telemetry (no sampler in this run)",
     }
+    # a sampler with no source (the CPU demo) says why it has none
+    blind = Sampler(None, unavailable="NVML: no driver")
+    assert gpu_note(blind, 3.0)["why"] == "no GPU telemetry (NVML: no driver)"
 
 
 def _row(pass_: str, c: int, free: float | None, watts: float | None) -> dict[str, Any]:
