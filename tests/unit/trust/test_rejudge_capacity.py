@@ -427,3 +427,38 @@ def test_a_load_without_its_slos_cannot_be_judged_again(load_run: Path, tmp_path
     view = edit(_load_copy(load_run, tmp_path), no_slo)
     with pytest.raises(NotKept, match="no SLOs"):
         rebuild(view)
+
+
+def test_a_warmup_naming_no_exchange_is_refused(published: Path, tmp_path: Path) -> None:
+    def bare(data: dict[str, Any]) -> None:
+        data["warmups"]["candidate"][0]["files"] = []
+
+    view = edit(copy_run(published, tmp_path), bare)
+    with pytest.raises(NotKept, match=r"warm-up .* names no kept exchange"):
+        rebuild(view)
+
+
+def test_a_failed_request_saturates_its_cell_as_the_stage_would(
+    published: Path, tmp_path: Path
+) -> None:
+    """A request of 256-c2 whose exchange failed: the cell saturates there (the cells above it
+    not run), whatever the record says."""
+    run = copy_run(published, tmp_path)
+    view = view_of(run)
+    name = view.sealed["matrix"][1]["run_records"][0]["streams"][0]["files"][0]
+    kept = json.loads((run / CAP / name).read_text())
+    kept["error"], kept["error_kind"] = "connection reset", "transport"
+    (run / CAP / name).write_text(json.dumps(kept))
+    diff = differences(view.sealed, rebuild(view_of(run)))
+    assert "matrix[1].failed" in diff and "matrix[1].saturated" in diff, diff
+    assert "not_run (length 0, from the exchanges 2)" in diff
+
+
+def test_a_step_that_was_a_harness_error_is_no_bound_of_the_knee(
+    load_run: Path, tmp_path: Path
+) -> None:
+    def harness(data: dict[str, Any]) -> None:
+        data["load"]["cells"][3]["harness_error"] = "p99 send lag 900 ms over 50 ms"
+
+    rebuilt = rebuild(edit(_load_copy(load_run, tmp_path), harness))
+    assert rebuilt["load"]["knee"]["first_over"] == 32.0
