@@ -121,8 +121,11 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
         interval["target"] = view.candidate.stages.vram.interval_ms
     out["interval_ms"] = interval
     out["cost_ms"] = sealed.get("cost_ms")
-    if logs and not logs[-1].header.get("system"):
-        view.trust("the host's hardware (the sample header of this form does not hold it)")
+    if not logs or not logs[-1].header.get("system"):
+        why = (
+            "no sample was kept" if not logs else "the sample header of this form does not hold it"
+        )
+        view.trust(f"the host's hardware ({why})")
         out["hardware"] = sealed.get("hardware")
     if not logs:
         view.trust("why there was no telemetry (the sampler of the run's process says)")

@@ -14,6 +14,7 @@ from rejudge_run import all_pass, checked, copy_run, decide, house, reseal, unpa
 
 from qualify.decision.record import DecisionRecord
 from qualify.preflight.code import check_code
+from qualify.records import GateResult, Verdict
 
 HOUSE = """\
 version = 1
@@ -224,3 +225,33 @@ def test_a_run_of_this_build_is_judged_again_whole(tmp_path: Path) -> None:
     result.gates[result.gates.index(failed)] = failed.model_copy(update={"verdict": Verdict.PASS})
     problems = rejudge_attempt(view, default_gates_dir(), Thresholds())
     assert any(f"gate {failed.key} is pass, judged again" in p for p in problems), problems
+
+
+def _gate_with(metrics: dict[str, object], reasons: list[str] | None = None) -> GateResult:
+    from qualify.records import AttemptRecord
+
+    attempt = AttemptRecord(number=1, verdict=Verdict.PASS, reasons=reasons or [], metrics=metrics)
+    return GateResult(
+        gate="streaming-tools", stage="preflight", verdict=Verdict.PASS, attempts=[attempt]
+    )
+
+
+def test_a_time_again_from_microsecond_arrivals_is_the_same_figure() -> None:
+    """A real demo run's streaming gate gave its TTFT again 0.4 us apart (arrival times are kept
+    to the microsecond): the same figure. Beyond the tolerance, or a figure the sealed attempt
+    lacks, is a different run of the check."""
+    from qualify.preflight.rebuild import _same_attempts
+    from qualify.preflight.replay import Unmatched
+
+    sealed = _gate_with({"ttft_s": 0.123456789, "finish_reason": "tool_calls", "wall_s": 3.0})
+    _same_attempts(sealed, _gate_with({"ttft_s": 0.1234572, "finish_reason": "tool_calls"}))
+    with pytest.raises(Unmatched, match="figures"):
+        _same_attempts(sealed, _gate_with({"ttft_s": 0.2, "finish_reason": "tool_calls"}))
+    with pytest.raises(Unmatched, match="figures"):
+        _same_attempts(sealed, _gate_with({"ttft_s": 0.123456789, "finish_reason": "stop"}))
+    with pytest.raises(Unmatched, match="extra"):
+        _same_attempts(
+            sealed, _gate_with({"ttft_s": 0.123456789, "finish_reason": "tool_calls", "extra": 1})
+        )
+    with pytest.raises(Unmatched, match="reasons"):
+        _same_attempts(sealed, _gate_with(dict(sealed.attempts[0].metrics), ["other"]))
