@@ -73,6 +73,8 @@ def _run(
         why = f"wall_s {wall} is shorter than its slowest request"
         raise NotKept(f"{lane} run {r.get('run')}: {why}")
     view.trust("each run's wall time, idle checks and /metrics counter deltas")
+    if r.get("gpu"):
+        view.trust("each run's per-card lowest free memory and mean power (the sampler's)")
     return {
         **r,
         **_summary(records, float(wall)),

@@ -102,6 +102,8 @@ def _row(
         streams.append(ladder._stream_row(o, t, needles, s["files"], tasks))
         counted.append(t)
     out = copy.deepcopy(row)
+    if row.get("gpu"):
+        view.trust("each cell's per-card lowest free memory and mean power (the sampler's)")
     if not streams:
         view.trust("the idle checks around each cell")
         return out
