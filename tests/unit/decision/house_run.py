@@ -1,8 +1,9 @@
 """A house repository and a run made by hand, decided and signed the way `qualify run` does.
 
-The run has an identity stage that passes and a vram stage whose one gate has the verdict the
-test asks for, plus its own invocation attempt (`run/attempt-001`: candidate copy, invocation,
-outcome), sealed after the decision and before the signature.
+The run has an identity stage that passes and a vram stage judged from a telemetry attempt
+written to give the verdict the test asks for, plus its own invocation attempt
+(`run/attempt-001`: candidate copy, invocation, outcome), sealed after the decision and before
+the signature.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def make_run(tmp: Path, cand: Path, vram: Verdict) -> tuple[RunDir, Attempt]:
         "stages": ["identity", "vram"],
     }
     (run.path / "run.json").write_text(json.dumps(info))
-    for stage, gate, v in (("identity", "model", Verdict.PASS), ("vram", "telemetry", vram)):
+    for stage, gate, v in (("identity", "model", Verdict.PASS),):
         att = run.new_attempt(stage)
         why = [] if v is Verdict.PASS else ["no telemetry"]
         g = GateResult(gate=gate, stage=stage, verdict=v, reasons=why)
@@ -105,10 +106,57 @@ def make_run(tmp: Path, cand: Path, vram: Verdict) -> tuple[RunDir, Attempt]:
         )
         att.write_result(res)
         att.seal()
+    _vram(run, vram)
     inv = run.new_attempt("run")
     inv.write_bytes("candidate.toml", cand.read_bytes())
     inv.write_json("invocation.json", {"argv": ["qualify", "run"], "at": T})
     return run, inv
+
+
+def _vram(run: RunDir, v: Verdict) -> None:
+    """The vram attempt, judged as the stage judges it from a telemetry attempt written here (so
+    `verify` derives it again): one card whose free memory stays above the reserve (pass), falls
+    below it (fail), or whose source named a problem at start (`vram/telemetry` inconclusive)."""
+    from qualify.gates.files import default_gates_dir
+    from qualify.gates.runner import judge_stage
+    from qualify.gates.thresholds import Thresholds
+    from qualify.records import worst
+    from qualify.vram.series import COLUMNS, read_logs
+    from qualify.vram.stage import build_record
+
+    tel = run.new_attempt("telemetry")
+    problems = ["no telemetry"] if v is Verdict.INCONCLUSIVE else []
+    card = {"gpu": "0", "name": "GPU", "total_mib": 81920.0}
+    header = {"version": 1, "columns": COLUMNS, "source": "nvml", "interval_ms": 250}
+    tel.write_json(
+        "header.json", header | {"t0_utc": T, "cards": [card], "start_problems": problems}
+    )
+    free = 100.0 if v is Verdict.FAIL else 40000.0
+    lines = [{"mark": "identity", "t_s": 0.0}] + [
+        [t, "identity", "0", free, 1.0, 90.0] for t in (0.0, 0.25)
+    ]
+    tel.write_bytes("samples.000.jsonl", "".join(json.dumps(x) + "\n" for x in lines).encode())
+    tel.write_json("summary.json", {"missed_scrapes": 0, "missed_examples": [], "failure": None})
+    tel.seal()
+    t = Thresholds()
+    record = build_record(read_logs(run), None, ["identity"], t.vram_reserve_gib)
+    gates, _ = judge_stage("vram", default_gates_dir(), record, t)
+    att = run.new_attempt("vram")
+    data = record.model_dump(mode="json")
+    verdict = worst([g.verdict for g in gates])
+    att.write_result(
+        StageResult(
+            stage="vram",
+            attempt=1,
+            status="finished",
+            verdict=verdict,
+            gates=gates,
+            data=data,
+            started_at=T,
+            ended_at=T,
+        )
+    )
+    att.seal()
 
 
 def decide(
