@@ -2,10 +2,9 @@
 and the paired per-request statistic, the lanes (speculation, KV, runs, energy per output
 token), each card's lowest free memory (headroom against the house reserve) and mean power per
 lane, draft acceptance, excluded requests, and the plots of per-request decode and E2E per lane
-and of acceptance by draft position. A pure function of the stage's typed record and its gates.
-
-`paired`, `runs_of`, `paired_text`, `accepted_per_draft` and `draft_share` also take the
-record's JSON form (the headline and caveats read it so), read through the typed record."""
+and of acceptance by draft position. A pure function of the stage's typed record and its gates;
+the headline and caveats read the same record through `paired_of`, `runs_of`, `paired_text`,
+`accepted_per_draft` and `draft_share`."""
 
 from __future__ import annotations
 
@@ -21,17 +20,12 @@ from qualify.decision.sections import per_token_text, show
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
 
-READS = "record"
-"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
-
 LANES = ("candidate", "control")
 MIB_PER_GIB = 1024
 
 
-def _record(data: Record | dict[str, Any] | None) -> Record:
-    if isinstance(data, Record):
-        return data
-    return Record.model_validate(data or {})
+def _record(record: Record | None) -> Record:
+    return record if record is not None else Record()
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
@@ -143,9 +137,9 @@ METRIC_LABELS = {
 }
 
 
-def runs_of(m: MetricRow | dict[str, Any]) -> str:
+def runs_of(m: MetricRow) -> str:
     """How many run-level values a lane figure is the median of, in words."""
-    runs = (m if isinstance(m, MetricRow) else MetricRow.model_validate(m)).runs
+    runs = m.runs
     written = runs.model_fields_set
     a = runs.candidate if "candidate" in written else None
     b = runs.control if "control" in written else None
@@ -178,17 +172,12 @@ def _runs(record: Record, key: str) -> list[Any]:
     return list(lane.runs) if lane is not None else []
 
 
-def paired(data: Record | dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """`paired_of` in the JSON form, for readers of the record's JSON form."""
-    return {k: p.model_dump(mode="json") for k, p in paired_of(_record(data)).items()}
-
-
-def paired_text(p: Paired | dict[str, Any] | None) -> str:
+def paired_text(p: Paired | None) -> str:
     """A paired summary in a few words: the median difference with its interval and sample
     sizes, or "too few samples" (inconclusive) when the interval says nothing."""
-    if not p:
+    if p is None or not p.model_fields_set:
         return "no per-request pairs recorded"
-    s = p if isinstance(p, Paired) else Paired.model_validate(p)
+    s = p
     pn, kn = s.pairs, s.prompts
     n = f"{pn} pair{'' if pn == 1 else 's'} over {kn} prompt{'' if kn == 1 else 's'}"
     med, ci = s.median_pct, s.ci95_pct
@@ -238,18 +227,16 @@ def _named(record: Record) -> list[tuple[str, Lane | None]]:
     return [(k, record.lanes.get(k)) for k in LANES]  # type: ignore[call-overload]
 
 
-def accepted_per_draft(acc: Acceptance | dict[str, Any]) -> float | None:
+def accepted_per_draft(a: Acceptance) -> float | None:
     """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
-    a = acc if isinstance(acc, Acceptance) else Acceptance.model_validate(acc)
     if a.accepted is not None and a.drafts is not None and a.drafts > 0:
         return float(a.accepted) / float(a.drafts)
     return None
 
 
-def draft_share(data: Record | dict[str, Any]) -> str | None:
+def draft_share(record: Record) -> str | None:
     """How much of the candidate's timed output the drafts gave: what a high acceptance rate
     over few drafts is worth."""
-    record = _record(data)
     acc = record.acceptance or Acceptance()
     counted = [q for r in _runs(record, "candidate") for q in r.requests if not q.failed]
     tokens = sum(q.completion_tokens or 0 for q in counted)

@@ -24,9 +24,6 @@ from qualify.decision.sections import per_token_text
 from qualify.evidence.store import RunDir
 from qualify.records import Verdict
 
-READS = "record"
-"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
-
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's Capacity section shows."""

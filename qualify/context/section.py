@@ -14,9 +14,6 @@ from qualify.decision.plots import Panel, Plot
 from qualify.decision.record import GateOutcome
 from qualify.evidence.store import RunDir
 
-READS = "record"
-"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
-
 ROW_KEYS = (
     *("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens"),
     *("cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s", "decode_tok_s"),

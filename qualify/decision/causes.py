@@ -22,8 +22,10 @@ Each cause carries the action that clears it; the exit condition lists those act
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from qualify.ab.record import Lane, LaneName
 from qualify.decision.record import DecisionRecord, GateOutcome
 from qualify.registry import probe_stages
 
@@ -279,19 +281,24 @@ def _first_clause(text: str) -> str:
     return text.split(";", 1)[0].strip()[:100]
 
 
-def variable_of(lanes: dict[str, object]) -> str:
-    """What the candidate changes against its control, in a few words."""
-    cand = lanes.get("candidate") if isinstance(lanes.get("candidate"), dict) else {}
-    ctrl = lanes.get("control") if isinstance(lanes.get("control"), dict) else {}
-    assert isinstance(cand, dict) and isinstance(ctrl, dict)
-    a = cand.get("speculation") if isinstance(cand.get("speculation"), dict) else {}
-    b = ctrl.get("speculation") if isinstance(ctrl.get("speculation"), dict) else {}
-    assert isinstance(a, dict) and isinstance(b, dict)
+def variable_of(lanes: Mapping[LaneName, Lane]) -> str:
+    """What the candidate changes against its control, in a few words: the speculation pins
+    the candidate wrote that differ from the control's, else what the control names."""
+    a, b = _pins(lanes.get("candidate")), _pins(lanes.get("control"))
     changed = [f"{k}={a.get(k)}" for k in a if a.get(k) != b.get(k) and a.get(k) is not None]
     if changed:
         return "speculation " + ", ".join(changed)
-    var = ctrl.get("variable")
+    control = lanes.get("control")
+    var = control.variable if control is not None else None
     return f"what its control names: {var}" if var else "what is not recorded"
+
+
+def _pins(lane: Lane | None) -> dict[str, object]:
+    """A lane's speculation pins as written, by name (none for a lane not recorded)."""
+    if lane is None:
+        return {}
+    spec = lane.speculation
+    return {k: getattr(spec, k) for k in type(spec).model_fields if k in spec.model_fields_set}
 
 
 def group(record: DecisionRecord, variable: str = "the change") -> list[Cause]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.ab import section as ab_section
-from qualify.decision.headline import metric
+from qualify.ab.record import Record as AbRecord
 from qualify.decision.reading import record_of
 from qualify.decision.record import DecisionRecord, GateOutcome
 from qualify.decision.sections import as_dict
@@ -24,7 +24,6 @@ from qualify.registry import probe_stages
 def caveats(
     record: DecisionRecord,
     info: dict[str, Any],
-    data: dict[str, dict[str, Any]],
     records: Mapping[str, StageRecord],
     once: Once,
     run_path: Path | None = None,
@@ -51,7 +50,7 @@ def caveats(
             + ", ".join(unreported)
             + "."
         )
-    out += _substance(run_path, record, data, record_of(records, "quality", QualityRecord))
+    out += _substance(run_path, record, records)
     if record.unsealed:
         out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
     out += _advisory(record, once)
@@ -147,10 +146,7 @@ def server_warnings(run_path: Path) -> list[dict[str, Any]]:
 
 
 def _substance(
-    run_path: Path | None,
-    record: DecisionRecord,
-    data: dict[str, dict[str, Any]],
-    quality: QualityRecord | None,
+    run_path: Path | None, record: DecisionRecord, records: Mapping[str, StageRecord]
 ) -> list[str]:
     """Caveats a reviewer needs to weigh the figures: what the servers warned about, whether
     the model is fit for the tasks at all, scaled budgets, and the sample sizes."""
@@ -173,19 +169,31 @@ def _substance(
             f"{both}; at this size the model is not fit for these tasks, so their failures say "
             "nothing about the change, and the speed figures stand on their own."
         )
-    out += _scaled_budgets(quality)
-    ab = data.get("ab") or {}
-    p = ab_section.paired(ab).get("decode_tok_s")
-    if p:
-        acc = as_dict(ab.get("acceptance"))
-        runs = as_dict(metric(ab, "decode_tok_s").get("runs")).get("candidate")
-        drafts = f", {acc['drafts']:,} drafts" if isinstance(acc.get("drafts"), int) else ""
-        out.append(
-            f"Sample size: the A/B compares {p.get('pairs')} request pairs over "
-            f"{p.get('prompts')} prompts and {runs} runs per lane{drafts}; an interval from so "
-            "few is wide, and one marked too few samples is no result."
-        )
-    return out
+    out += _scaled_budgets(record_of(records, "quality", QualityRecord))
+    return out + _sample_size(record_of(records, "ab", AbRecord))
+
+
+def _sample_size(ab: AbRecord | None) -> list[str]:
+    """How many request pairs, prompts, runs and drafts the A/B's decode comparison rests on."""
+    p = ab_section.paired_of(ab).get("decode_tok_s") if ab is not None else None
+    if ab is None or p is None or not p.model_fields_set:
+        return []
+    m = ab.row("decode_tok_s")
+    counted = m.runs if m is not None else None
+    runs = (
+        counted.candidate
+        if counted is not None and "candidate" in counted.model_fields_set
+        else None
+    )
+    drafts = ab.acceptance.drafts if ab.acceptance is not None else None
+    more = f", {drafts:,} drafts" if drafts is not None else ""
+    pairs = p.pairs if "pairs" in p.model_fields_set else None
+    prompts = p.prompts if "prompts" in p.model_fields_set else None
+    return [
+        f"Sample size: the A/B compares {pairs} request pairs over {prompts} prompts and "
+        f"{runs} runs per lane{more}; an interval from so few is wide, and one marked too few "
+        "samples is no result."
+    ]
 
 
 def _scaled_budgets(quality: QualityRecord | None) -> list[str]:

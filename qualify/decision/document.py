@@ -17,10 +17,10 @@ from typing import Any
 
 import jinja2
 
+from qualify.ab.record import Record as AbRecord
 from qualify.decision import blockers, causes, caveats, hardware, headline, plots, sections
-from qualify.decision.reading import RunView, run_view
+from qualify.decision.reading import RunView, record_of, run_view
 from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
-from qualify.decision.sections import as_dict
 from qualify.decision.wording import UP, Once, delta_text, duration, number, quantity, table_cell
 from qualify.diff.compare import AliasView, alias_view
 from qualify.evidence.store import RunDir
@@ -88,13 +88,7 @@ def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
 def plot_plan(run: RunDir, record: DecisionRecord, view: RunView | None = None) -> list[plots.Plot]:
     """The plots of this decision, with their points (nothing drawn)."""
     view = run_view(run, record) if view is None else view
-    return plots.plan(run, _data(view, record), view.dirs(), view.records())
-
-
-def _data(view: RunView, record: DecisionRecord) -> dict[str, dict[str, Any]]:
-    """Each stage's `data`, as the run view read it once; {} for a stage with none."""
-    have = view.data()
-    return {s.stage: have.get(s.stage, {}) for s in record.evaluation.stages}
+    return plots.plan(run, view.records(), view.dirs())
 
 
 def why_not(s: StageOutcome) -> str:
@@ -115,12 +109,13 @@ def context(
     """Everything the template shows, computed from the run, its decision record and the alias
     it gates (read from the house when not given)."""
     seen = run_view(run, record)
-    data, records = _data(seen, record), seen.records()
+    records = seen.records()
     gates = record.evaluation.gates
     stages = stage_outcomes(record)
     times = [t for v in seen.stages.values() for t in (v.result.started_at, v.result.ended_at)]
     once = Once()
-    variable = causes.variable_of(as_dict(as_dict(data.get("ab")).get("lanes")))
+    ab = record_of(records, "ab", AbRecord)
+    variable = causes.variable_of(ab.lanes if ab is not None else {})
     groups = causes.group(record, variable)
     rows = blockers.cause_rows(run, record, groups, once)
     here = attempt_dir(run, record)
@@ -128,7 +123,7 @@ def context(
     view = alias_view(run, record) if view is None else view
     alias = headline.alias_text(view, records)
     nq = headline.not_qualified(run, record)
-    return stage_sections(data, records, gates) | {
+    return stage_sections(records, gates) | {
         "r": record,
         "up": UP,
         "nq": nq,
@@ -139,18 +134,18 @@ def context(
         "alias": alias,
         "against": headline.against(view),
         "hardware": hardware.hardware(records, info),
-        "figures": headline.figures(data, records, gates),
-        "outcome": headline.outcome(record, data, groups),
+        "figures": headline.figures(records, gates),
+        "outcome": headline.outcome(record, ab, groups),
         "causes": rows,
         "first_screen_causes": blockers.FIRST_SCREEN_CAUSES,
         "exit": blockers.exit_text(record, groups),
         "decision": headline.closing(record, groups, alias, nq),
         "policy": hardware.policy_lines(record),
         "launch": hardware.launch_command(run, records),
-        "fidelity": sections.fidelity(data, gates),
+        "fidelity": sections.fidelity(records, gates),
         "plot": figures,
         "failed": blockers.failed_attempts(record, once),
-        "caveats": caveats.caveats(record, info, data, records, once, run.path),
+        "caveats": caveats.caveats(record, info, records, once, run.path),
         "gate_summary": gate_summary(record),
         "tickets": _tickets(record),
         "record_written": (here / "decision.json").is_file(),
@@ -170,19 +165,15 @@ def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def stage_sections(
-    data: dict[str, dict[str, Any]], records: Mapping[str, StageRecord], gates: list[GateOutcome]
-) -> dict[str, Any]:
+def stage_sections(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> dict[str, Any]:
     """What each registered stage's section module gives the template
-    (`qualify.registry.section_module`): its `section`, given the decision's gates and the
-    stage's typed record (None when it has none) where the module declares `READS = "record"`,
-    else the record's JSON form (`data`, {} when none)."""
+    (`qualify.registry.section_module`): its `section`, given the stage's typed record (None
+    when it has none) and the decision's gates."""
     out: dict[str, Any] = {}
     for name in stage_names():
-        module = section_module(name)
-        build = getattr(module, "section", None)
+        build = getattr(section_module(name), "section", None)
         if build is not None:
-            out |= build(plots.stage_input(module, name, data, records), gates)
+            out |= build(records.get(name), gates)
     return out
 
 

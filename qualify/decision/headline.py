@@ -9,14 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from qualify.ab import section as ab_section
+from qualify.ab.record import Acceptance, LaneName, MetricRow
+from qualify.ab.record import Record as AbRecord
 from qualify.capacity import section as capacity_section
 from qualify.capacity.record import Record as CapacityRecord
+from qualify.context.record import Record as ContextRecord
 from qualify.decision import causes, sections
 from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text, tag_counts
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
 from qualify.decision.reading import record_of
 from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
-from qualify.decision.sections import as_dict, as_list
 from qualify.decision.wording import LINE_MAX, delta_text, number, quantity, run_relative, short
 from qualify.diff.compare import AliasView
 from qualify.evidence.store import RunDir
@@ -26,31 +28,29 @@ from qualify.vram import section as vram_section
 from qualify.vram.record import Record as VramRecord
 
 
-def lane_name(ab: dict[str, Any], lane: str) -> str:
-    return str(as_dict(as_dict(ab.get("lanes")).get(lane)).get("name") or lane)
+def lane_name(ab: AbRecord, lane: LaneName) -> str:
+    got = ab.lanes.get(lane)
+    return (got.name if got is not None else "") or lane
 
 
-def metric(ab: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(
-        (as_dict(m) for m in as_list(ab.get("metrics")) if as_dict(m).get("metric") == name), {}
-    )
+def metric(ab: AbRecord | None, name: str) -> MetricRow | None:
+    """The A/B's row for `name`, or None (no A/B, or it recorded no such metric)."""
+    return ab.row(name) if ab is not None else None
 
 
 _QUALITY = re.compile(r"^quality(?: \((\w+)\))?: ")
 
 
-def figures(
-    data: dict[str, dict[str, Any]], records: Mapping[str, StageRecord], gates: list[GateOutcome]
-) -> list[str]:
+def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> list[str]:
     """The headline figures, one short line each; 'no data' where a stage did not record one."""
-    out = _ab_figures(data.get("ab") or {})
+    out = _ab_figures(record_of(records, "ab", AbRecord))
     quality = record_of(records, "quality", QualityRecord)
     parts = [
         _QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x)
         for x in (quality.lines if quality is not None else [])
     ]
     out.append("quality: " + "; ".join(parts) if parts else "quality: not run")
-    out.append("context reached: " + context_reached(data.get("context") or {}))
+    out.append("context reached: " + context_reached(record_of(records, "context", ContextRecord)))
     best = capacity_section.best(record_of(records, "capacity", CapacityRecord))
     if best is not None:
         out.append(
@@ -58,7 +58,7 @@ def figures(
             f"c={best.concurrency}, {number(best.length, 0)}-token prompts"
         )
     out += _vram_figure(record_of(records, "vram", VramRecord))
-    fid = sections.fidelity(data, gates)
+    fid = sections.fidelity(records, gates)
     if fid:
         out.append(
             "fidelity (client against server, median): "
@@ -73,25 +73,30 @@ def figures(
     return out
 
 
-def _ab_figures(ab: dict[str, Any]) -> list[str]:
+def _ab_figures(ab: AbRecord | None) -> list[str]:
     """The A/B's end-to-end figure and its draft acceptance, or that it did not run."""
+    if not ran(ab):
+        return ["A/B: not run"]
+    assert ab is not None
     out = []
-    paired = ab_section.paired(ab)
+    paired = ab_section.paired_of(ab)
     for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
-        m = metric(ab, name)
-        if m:
-            unit = str(m.get("unit") or "")
+        m = ab.row(name)
+        if m is not None:
             out.append(
-                f"A/B {label}: {quantity(m.get('candidate'), unit)} vs "
-                f"{quantity(m.get('control'), unit)} (median of {ab_section.runs_of(m)}); paired: "
+                f"A/B {label}: {quantity(m.candidate, m.unit)} vs "
+                f"{quantity(m.control, m.unit)} (median of {ab_section.runs_of(m)}); paired: "
                 f"{ab_section.paired_text(paired.get(name))}"
             )
-    if not ab:
-        out.append("A/B: not run")
-    acc = as_dict(ab.get("acceptance"))
-    if acc:
+    acc = ab.acceptance
+    if acc is not None and acc.model_fields_set:
         out.append("acceptance: " + acceptance_short(acc, ab))
     return out
+
+
+def ran(record: StageRecord | None) -> bool:
+    """Whether a stage recorded anything (a record read from an empty `data` did not)."""
+    return record is not None and bool(record.model_fields_set)
 
 
 def _vram_figure(vram: VramRecord | None) -> list[str]:
@@ -110,18 +115,18 @@ def _vram_figure(vram: VramRecord | None) -> list[str]:
     ]
 
 
-def sections_delta(m: dict[str, Any]) -> dict[str, Any]:
+def sections_delta(m: MetricRow) -> dict[str, Any]:
     return {
-        "delta_pct": m.get("delta_pct"),
-        "within_noise": bool(m.get("within_noise")),
-        "better": m.get("better"),
+        "delta_pct": m.delta_pct,
+        "within_noise": bool(m.within_noise),
+        "better": m.better if "better" in m.model_fields_set else None,
     }
 
 
-def acceptance_short(acc: dict[str, Any], ab: dict[str, Any]) -> str:
-    rate, drafts = acc.get("rate"), acc.get("drafts")
-    text = f"{100 * rate:.1f}%" if isinstance(rate, int | float) else "no rate"
-    text += f" ({number(acc.get('accepted'), 0)} of {number(acc.get('draft_tokens'), 0)} drafted)"
+def acceptance_short(acc: Acceptance, ab: AbRecord) -> str:
+    rate, drafts = acc.rate, acc.drafts
+    text = f"{100 * rate:.1f}%" if rate is not None else "no rate"
+    text += f" ({number(acc.accepted, 0)} of {number(acc.draft_tokens, 0)} drafted)"
     per = ab_section.accepted_per_draft(acc)
     if per is not None:
         text += f", {per:.1f} accepted tokens per draft over {number(drafts, 0)} drafts"
@@ -131,16 +136,16 @@ def acceptance_short(acc: dict[str, Any], ab: dict[str, Any]) -> str:
     return text
 
 
-def context_reached(ctx: dict[str, Any]) -> str:
-    rows = [as_dict(r) for r in as_list(ctx.get("rows"))]
+def context_reached(ctx: ContextRecord | None) -> str:
+    rows = ctx.rows if ctx is not None else []
     if not rows:
         return "not run"
     parts = []
     for p in ("cold", "warm"):
-        mine = [r for r in rows if r.get("pass") == p]
-        ok = [r for r in mine if r.get("verdict") == "pass"]
-        top = max((r.get("actual_prompt_tokens") or 0 for r in ok), default=None)
-        most = max((r.get("actual_prompt_tokens") or 0 for r in mine), default=None)
+        mine = [r for r in rows if r.pass_ == p]
+        ok = [r for r in mine if r.verdict == "pass"]
+        top = max((r.actual_prompt_tokens or 0 for r in ok), default=None)
+        most = max((r.actual_prompt_tokens or 0 for r in mine), default=None)
         if mine:
             parts.append(
                 f"{p} {number(top, 0) if top else 'none'} passed of {number(most, 0)} sent"
@@ -148,15 +153,14 @@ def context_reached(ctx: dict[str, Any]) -> str:
     return "; ".join(parts) + " prompt tokens"
 
 
-def _ab_result(ab: dict[str, Any]) -> str:
+def _ab_result(ab: AbRecord | None) -> str:
     """The A/B result for the candidate's change, in one sentence."""
     m = metric(ab, "decode_tok_s")
-    if not m:
+    if ab is None or m is None:
         return "no A/B ran, so the change was not measured against its control"
-    p = ab_section.paired(ab).get("decode_tok_s")
-    acc = as_dict(ab.get("acceptance"))
-    drafts = acc.get("drafts")
-    candidate, control = quantity(m.get("candidate"), "tok/s"), quantity(m.get("control"), "tok/s")
+    p = ab_section.paired_of(ab).get("decode_tok_s")
+    drafts = ab.acceptance.drafts if ab.acceptance is not None else None
+    candidate, control = quantity(m.candidate, "tok/s"), quantity(m.control, "tok/s")
     text = (
         f"decode {candidate} against {control} ({delta_text(sections_delta(m))}, median of "
         f"{ab_section.runs_of(m)}); paired per request {ab_section.paired_text(p)}"
@@ -167,12 +171,12 @@ def _ab_result(ab: dict[str, Any]) -> str:
 
 
 def outcome(
-    record: DecisionRecord, data: dict[str, dict[str, Any]], groups: list[causes.Cause]
+    record: DecisionRecord, ab: AbRecord | None, groups: list[causes.Cause]
 ) -> dict[str, str]:
-    """The outcome in words: verdict, what the change is, the A/B result, the causes."""
-    ab = data.get("ab") or {}
-    control = lane_name(ab, "control") if ab.get("lanes") else None
-    variable = causes.variable_of(as_dict(ab.get("lanes")))
+    """The outcome in words: verdict, what the change is, the A/B result (`ab`, None when the
+    run has no A/B record), the causes."""
+    control = lane_name(ab, "control") if ab is not None and ab.lanes else None
+    variable = causes.variable_of(ab.lanes if ab is not None else {})
     named = "what its control names: "
     if not control:
         change = f"{record.candidate} has no A/B control in this run"

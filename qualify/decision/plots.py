@@ -1,6 +1,6 @@
 """The decision's plots, from recorded evidence alone: planned as points, then drawn as PNG.
 
-`plan(run, data, dirs, records)` returns one `Plot` per picture with the points it will show,
+`plan(run, records, dirs)` returns one `Plot` per picture with the points it will show,
 read from the stages' records (and, for the VRAM series, the sampler's files); a plot with no
 points is not drawn and the document says so. `draw(plot)` renders exactly those points with
 matplotlib's headless Agg backend. `conclude` writes the PNGs into the decision attempt, beside
@@ -13,7 +13,6 @@ import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from qualify.evidence.store import RunDir
@@ -71,35 +70,20 @@ def _l(x: Any) -> list[Any]:
     return x if isinstance(x, list) else []
 
 
-def stage_input(
-    module: ModuleType | None,
-    stage: str,
-    data: dict[str, dict[str, Any]],
-    records: Mapping[str, StageRecord],
-) -> StageRecord | dict[str, Any] | None:
-    """What a stage's section module is handed: its typed record (None when the stage has none)
-    where the module declares `READS = "record"`, else the record's JSON form ({} when none)."""
-    if getattr(module, "READS", "data") == "record":
-        return records.get(stage)
-    return data.get(stage) or {}
-
-
 def plan(
     run: RunDir,
-    data: dict[str, dict[str, Any]],
+    records: Mapping[str, StageRecord],
     dirs: dict[str, Path] | None = None,
-    records: Mapping[str, StageRecord] | None = None,
 ) -> list[Plot]:
     """Every plot of the decision, with its points: each registered stage's section module
-    (`qualify.registry.section_module`) plans its own from the stage's record (`stage_input`);
-    `dirs` maps a stage to its authoritative attempt (older runs kept the VRAM series there)."""
+    (`qualify.registry.section_module`) plans its own from the stage's typed record (None when
+    the stage has none); `dirs` maps a stage to its authoritative attempt (older runs kept the
+    VRAM series there)."""
     out: list[Plot] = []
     for name in stage_names():
-        module = section_module(name)
-        planner = getattr(module, "plots", None)
+        planner = getattr(section_module(name), "plots", None)
         if planner is not None:
-            given = stage_input(module, name, data, records or {})
-            out += planner(run, given, (dirs or {}).get(name))
+            out += planner(run, records.get(name), (dirs or {}).get(name))
     return out
 
 

@@ -128,10 +128,6 @@ class StageView:
     result: StageResult
     record: StageRecord | None = None
 
-    @property
-    def data(self) -> dict[str, Any]:
-        return self.result.data
-
 
 @dataclass
 class RunView:
@@ -141,9 +137,6 @@ class RunView:
     run: RunDir
     stages: dict[str, StageView] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-
-    def data(self) -> dict[str, dict[str, Any]]:
-        return {name: v.data for name, v in self.stages.items()}
 
     def dirs(self) -> dict[str, Path]:
         return {name: v.dir for name, v in self.stages.items()}
@@ -188,6 +181,6 @@ def run_view(run: RunDir, record: DecisionRecord) -> RunView:
         try:
             typed = parse_record(s.stage, result.data)
         except ValidationError:
-            typed = None  # evidence of an older build: its dict is what it recorded
+            typed = None  # evidence of a build whose data no record reads: presented as absent
         view.stages[s.stage] = StageView(s.stage, here, result, typed)
     return view

@@ -2,19 +2,21 @@
 token, defensive readers of the evidence, and fidelity, which spans the timed stages.
 
 Each stage presents itself in `qualify/<stage>/section.py` (the registry's `StageSpec.section`),
-from its typed record (a module that declares `READS = "record"`; the others from the record's
-JSON form, `data`) and the decision's gates. A value the evidence does not hold is None and is
-printed as "no data"; it is never replaced by zero.
+from its typed record (None when the stage has none) and the decision's gates. A value the
+evidence does not hold is None and is printed as "no data"; it is never replaced by zero.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
+from qualify.ab.record import Fidelity as LanesFidelity
 from qualify.decision.record import GateOutcome
-from qualify.records import Verdict
+from qualify.httpclient.timing import FidelitySummary
+from qualify.records import StageRecord, Verdict
 from qualify.registry import stage_names
 
 
@@ -25,14 +27,6 @@ def as_dict(x: Any) -> dict[str, Any]:
 
 def as_list(x: Any) -> list[Any]:
     """`x` when it is a list, else an empty one."""
-    return x if isinstance(x, list) else []
-
-
-def _dict(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def _list(x: Any) -> list[Any]:
     return x if isinstance(x, list) else []
 
 
@@ -55,56 +49,51 @@ def shown(g: GateOutcome) -> str:
 
 
 def fidelity(
-    data: dict[str, dict[str, Any]], gates: list[GateOutcome] | None = None
+    records: Mapping[str, StageRecord], gates: list[GateOutcome] | None = None
 ) -> list[dict[str, Any]]:
     """Per timed stage: how far the client's timings are from the server's own, the verdict of
     the stage's fidelity gates (both halves: decode and TTFT), and the chunk-counting error of
     the lane farthest from zero, sign kept."""
     out = []
     for stage in stage_names():  # the timed stages are the ones whose record has fidelity
-        f = _dict(_dict(data.get(stage)).get("fidelity"))
-        if not f:
+        f = getattr(records.get(stage), "fidelity", None)
+        if not isinstance(f, FidelitySummary) or not f.model_fields_set:
             continue
-        lanes = _dict(f.get("lanes"))
+        lanes = f.lanes if isinstance(f, LanesFidelity) else {}
         chunk = {
-            lane: float(e)
-            for lane, v in lanes.items()
-            if isinstance(e := _dict(v).get("chunk_counting_error_pct"), int | float)
+            lane: e for lane, v in lanes.items() if (e := v.chunk_counting_error_pct) is not None
         }
         worst_lane = max(chunk, key=lambda k: abs(chunk[k]), default=None)
         gaps = {
-            lane: float(v)
-            for lane, x in lanes.items()
-            if isinstance(v := _dict(x).get("ttft_minus_server_prompt_ms_median"), int | float)
+            lane: g
+            for lane, v in lanes.items()
+            if (g := v.ttft_minus_server_prompt_ms_median) is not None
         }
         gap_lane = max(gaps, key=lambda k: gaps[k], default=None)
-        mine = [g for g in gates or [] if g.stage == stage and "fidelity" in g.gate]
-        bad = [g for g in mine if g.verdict is not Verdict.PASS]
-        if not mine:
-            verdict = "no gate"
-        elif bad:
-            verdict = ", ".join(f"`{g.key}` {g.verdict.value}" for g in bad)
-        else:
-            verdict = "pass"
         out.append(
             {
                 "stage": stage,
-                "n": f.get("n"),
-                "decode_ratio": f.get("decode_ratio_median"),
-                "ttft_gap_ms": gaps[gap_lane]
-                if gap_lane
-                else f.get("ttft_minus_server_prompt_ms_median"),
+                "n": f.n if "n" in f.model_fields_set else None,
+                "decode_ratio": f.decode_ratio_median,
+                "ttft_gap_ms": gaps[gap_lane] if gap_lane else f.ttft_minus_server_prompt_ms_median,
                 "ttft_lane": gap_lane,
                 "chunk_error_pct": chunk[worst_lane] if worst_lane else None,
                 "chunk_lane": worst_lane,
-                "verdict": verdict,
+                "verdict": _fidelity_verdict(stage, gates or []),
             }
         )
     return out
 
 
-def _n(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+def _fidelity_verdict(stage: str, gates: list[GateOutcome]) -> str:
+    """The verdict of a stage's fidelity gates: pass, the ones that did not pass, or none."""
+    mine = [g for g in gates if g.stage == stage and "fidelity" in g.gate]
+    bad = [g for g in mine if g.verdict is not Verdict.PASS]
+    if not mine:
+        return "no gate"
+    if bad:
+        return ", ".join(f"`{g.key}` {g.verdict.value}" for g in bad)
+    return "pass"
 
 
 def per_token_text(
@@ -116,9 +105,3 @@ def per_token_text(
     if j is None:
         j = joules / completion_tokens if joules is not None and completion_tokens else None
     return "unmeasured" if j is None else f"{j:.3g} J/tok"
-
-
-def energy_text(energy: dict[str, Any], j_per_token: Any = None) -> str:
-    """`per_token_text` of an energy table in its JSON form."""
-    j = _n(j_per_token) if _n(j_per_token) is not None else _n(energy.get("j_per_output_token"))
-    return per_token_text(j, _n(energy.get("joules")), _n(energy.get("completion_tokens")))

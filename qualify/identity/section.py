@@ -9,9 +9,6 @@ from qualify.decision.record import GateOutcome
 from qualify.decision.sections import show, shown
 from qualify.identity.record import Record
 
-READS = "record"
-"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
-
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's identity table shows."""

@@ -11,9 +11,6 @@ from qualify.decision.sections import shown
 from qualify.preflight.record import Record
 from qualify.records import Verdict
 
-READS = "record"
-"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
-
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's preflight table shows."""

@@ -9,9 +9,6 @@ from typing import Any
 from qualify.decision.record import GateOutcome
 from qualify.quality.record import Failure, Record, TaskBudget, TaskRow
 
-READS = "record"
-"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
-
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's quality table shows."""

@@ -15,9 +15,6 @@ from qualify.evidence.store import RunDir
 from qualify.vram.record import Record
 from qualify.vram.series import read_logs
 
-READS = "record"
-"""The document hands this section the stage's typed record (`qualify.decision.document`)."""
-
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
     """What the template's VRAM section shows."""

@@ -122,5 +122,5 @@ def test_an_older_record_shows_no_lane_table_and_the_document_reads_it_back() ->
     older = Record.model_validate({"runs": 1, "lanes": {"candidate": {"name": "a"}}})
     assert lane_gpu(older) == {"note": None, "reserve_gib": None, "rows": []}
     again = Record.model_validate(_record().model_dump(mode="json"))
-    shown = document.stage_sections({}, {"ab": again}, [])["ab_gpu"]
+    shown = document.stage_sections({"ab": again}, [])["ab_gpu"]
     assert shown["rows"][0]["free"].startswith("2.5 GiB (**0.5 GiB under")

@@ -177,7 +177,7 @@ def test_no_gpu_telemetry_is_said_once_and_an_older_record_shows_nothing() -> No
 def test_the_document_reads_the_per_rung_figures_back_from_the_record() -> None:
     record = _record([_row("warm", 1, 40 * 1024.0, 300.0), _row("cold", 1, 41 * 1024.0, 320.0)])
     again = Record.model_validate(record.model_dump(mode="json", by_alias=True))
-    shown = document.stage_sections({}, {"context": again}, [])["context"]["gpu"]
+    shown = document.stage_sections({"context": again}, [])["context"]["gpu"]
     [row] = shown["rows"]
     assert row["warm_free"] == "40.0 GiB (37.0 over the 3 GiB reserve)"
     assert row["cold_power"] == "320 W" and row["under"] is False

@@ -23,7 +23,6 @@ TYPED = ("identity", "preflight", "quality", "capacity", "vram")
 @pytest.mark.parametrize("stage", TYPED)
 def test_a_stage_without_a_record_presents_its_empty_form(stage: str) -> None:
     module = importlib.import_module(f"qualify.{stage}.section")
-    assert module.READS == "record"
     shown = module.section(None, [])
     assert shown and all(v in (None, [], {}) or isinstance(v, dict) for v in shown.values())
 

@@ -4,8 +4,6 @@ attempt's manifest, its data read into the stage's typed record."""
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import decision_contract_run as contract_run
@@ -42,15 +40,23 @@ def test_a_result_changed_after_sealing_is_left_out_and_named(tmp_path: Path) ->
     assert view.problems == ["ab/attempt-001/result.json: differs from its manifest"]
 
 
-def section(data: dict[str, object], gates: list[object]) -> dict[str, object]:
+def section(record: StageRecord | None, gates: list[object]) -> dict[str, object]:
     """The toy stage's section (this module is its `StageSpec.section`)."""
-    return {"toy": {"said": data.get("said"), "gates": len(gates)}}
+    return {"toy": {"record": record, "gates": len(gates)}}
 
 
-def test_the_document_assembles_sections_from_the_registry() -> None:
+def plots(run: object, record: StageRecord | None, here: object) -> list[object]:
+    """The toy stage's plots: what it was handed, to see it."""
+    return [record]
+
+
+def test_the_document_hands_each_section_its_typed_record() -> None:
     """A stage declared with the registry line alone presents itself: its section module's
-    `section` is what the document gets, and every built-in stage has one."""
+    `section` and `plots` are handed the stage's typed record (None when the stage has none),
+    and every built-in stage has a section module."""
     from qualify.decision import document
+    from qualify.decision import plots as decision_plots
+    from qualify.evidence.store import RunDir
     from qualify.registry import (
         StageSpec,
         register_stage,
@@ -61,37 +67,17 @@ def test_the_document_assembles_sections_from_the_registry() -> None:
 
     assert all(section_module(n) is not None for n in stage_names())
     register_stage(StageSpec("toy", default=False, section=__name__))
-    try:
-        got = document.stage_sections({"toy": {"said": "hello"}}, {}, [])
-    finally:
-        unregister_stage("toy")
-    assert got["toy"] == {"said": "hello", "gates": 0}
-    assert {"identity", "functional", "quality", "context", "capacity", "load"} <= set(got)
-    assert {"ab", "ab_lanes", "ab_gates", "vram"} <= set(got)
-
-
-def test_a_section_that_reads_the_record_is_handed_the_typed_record() -> None:
-    """A section module that declares `READS = "record"` gets the stage's typed record (None
-    when the stage has none), its plots too; the others keep getting the JSON form."""
-    from qualify.decision import document, plots
-    from qualify.registry import StageSpec, register_stage, unregister_stage
-
-    module = types.ModuleType("toy_record_section")
-    module.READS = "record"  # type: ignore[attr-defined]
-    module.section = lambda record, gates: {"toy": record}  # type: ignore[attr-defined]
-    module.plots = lambda run, record, here: [record]  # type: ignore[attr-defined]
-    sys.modules[module.__name__] = module
-    register_stage(StageSpec("toy", default=False, section=module.__name__))
     typed = StageRecord()
     try:
-        got = document.stage_sections({"toy": {"record_version": 1}}, {"toy": typed}, [])
-        none = document.stage_sections({}, {}, [])
-        given = plots.stage_input(module, "toy", {"toy": {"record_version": 1}}, {"toy": typed})
+        got = document.stage_sections({"toy": typed}, [])
+        none = document.stage_sections({}, [])
+        planned = decision_plots.plan(RunDir(Path("/nonexistent/x/y")), {"toy": typed})
     finally:
         unregister_stage("toy")
-        del sys.modules[module.__name__]
-    assert got["toy"] is typed and given is typed
-    assert none["toy"] is None
+    assert got["toy"] == {"record": typed, "gates": 0} and typed in planned
+    assert none["toy"] == {"record": None, "gates": 0}
+    assert {"identity", "functional", "quality", "context", "capacity", "load"} <= set(got)
+    assert {"ab", "ab_lanes", "ab_gates", "vram"} <= set(got)
     assert isinstance(got["identity"], list) and isinstance(got["vram"], dict)
 
 
