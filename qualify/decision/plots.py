@@ -58,18 +58,6 @@ def num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
-def _d(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def _l(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else []
-
-
 def plan(
     run: RunDir,
     records: Mapping[str, StageRecord],
