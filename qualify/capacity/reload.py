@@ -136,6 +136,12 @@ def _soak(
         raise NotKept(f"the soak ran at {rate} req/s, the candidate asks {s.soak.rate_rps}")
     n = max(1, math.ceil(rate * duration))
     offsets = [o for o in poisson(rate, 3 * n + 20, seed + SOAK_SEED) if o < duration] or [0.0]
+    kept = out.get("streams") or []
+    if len(offsets) != len(kept) and out.get("planned") == len(kept):
+        # A soak of earlier code planned its arrivals otherwise (before it sent every arrival
+        # within its duration): its own schedule, as recorded, is the one its streams followed.
+        view.trust("the soak's arrival schedule (a run of earlier soak code planned it otherwise)")
+        offsets = [float(st.get("planned_s") or 0.0) for st in kept]
     streams = _streams(view, {**out, "label": "soak"}, offsets, s.load.kind, s.max_tokens)
     out.update(_counts(streams, slo, out.get("window_s")))
     out["planned"] = len(offsets)
