@@ -26,6 +26,7 @@ from typing import Any
 
 from qualify.httpclient.degenerate import degenerate
 from qualify.preflight.checks.text import garble
+from qualify.preflight.code import check_code
 
 _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?|\n?```\s*$")
 _CLOSE = {"[": "]", "{": "}"}
@@ -219,3 +220,9 @@ def judged_cells(
         "judged": sum(c["judged"] for c in cells),
         "broken": sum(len(c["broken"]) for c in cells),
     }
+
+
+def answer_code() -> str:
+    """The digest of the code that judges answers under load (`check_code("capacity")`): each
+    capacity record keeps it, so `verify` holds a run of this code to every judgment."""
+    return check_code("capacity")

@@ -317,6 +317,9 @@ class Record(StageRecord):
     plot: str = ""
     seed: int = 0
     wall_s: float = 0.0
+    # The digest of the answer-checking code that judged it (`answers.answer_code`); none in a
+    # record of an earlier build.
+    check_code: str | None = None
 
     @model_serializer(mode="wrap")
     def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:

@@ -31,6 +31,7 @@ from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo, goodput
 from qualify.capacity.soak import drift
 from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.preflight.code import check_code
 
 _PART = re.compile(r"\.part\d{3}$")
 _NUMBERED = re.compile(r"^\d{4}-(?P<rest>.+)$")
@@ -49,7 +50,41 @@ def kept_stream(
     m = _NUMBERED.match(name)
     if m is None or m.group("rest") != f"{label}-s{i + 1}.json":
         raise NotKept(f"{label} stream {i + 1}: its exchange {name} is another request's")
-    return stream_record(view.exchange(name), [str(f) for f in files], kind, max_tokens)
+    rec = stream_record(view.exchange(name), [str(f) for f in files], kind, max_tokens)
+    return _earlier_answers(view, label, i, st, rec)
+
+
+# A stream's answer judgments, which the answer-checking code (`check_code("capacity")`) gives.
+JUDGED = ("degenerate", "broken")
+
+
+def _earlier_answers(
+    view: AttemptView, label: str, i: int, st: Any, rec: dict[str, Any]
+) -> dict[str, Any]:
+    """A record of other answer-checking code than this installation's (an earlier build wrote
+    no `check_code`) keeps a judgment *against* an answer (degenerate, broken) that this code no
+    longer makes, named in the notes: such a judgment can only block, so taking it as recorded
+    hides nothing. An answer this code finds broken and the record calls right is never taken,
+    and a record of this code is held to every judgment."""
+    if view.sealed.get("check_code") == check_code("capacity") or not isinstance(st, dict):
+        return rec
+    harsher = [k for k in JUDGED if st.get(k) and not rec.get(k)]
+    if harsher:
+        view.trust(
+            "answers judged broken or degenerate by earlier answer-checking code that this "
+            "code judges right (a judgment against the candidate, kept as recorded)"
+        )
+        rec.update({k: st[k] for k in harsher})
+    return rec
+    differ = [k for k in JUDGED if k in st and st[k] != rec.get(k)]
+    if differ:
+        view.trust(
+            "answer judgments made by other answer-checking code than this installation's "
+            "where this code judges the same answer otherwise (the record names no check_code "
+            "of this code)"
+        )
+        rec.update({k: st[k] for k in differ})
+    return rec
 
 
 def _streams(

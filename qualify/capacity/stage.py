@@ -20,7 +20,7 @@ from typing import Any
 from qualify.ab.acceptance import combine
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
-from qualify.capacity.answers import degenerate_answers, judged_cells
+from qualify.capacity.answers import answer_code, degenerate_answers, judged_cells
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.knee import burst_cell, public_load, search
@@ -495,6 +495,6 @@ async def capacity(ctx: StageContext) -> StageResult:
         "seed": cap.seed,
         "wall_s": round(time.perf_counter() - t0, 3),
     }
-    record = Record.model_validate(data)
+    record = Record.model_validate({**data, "check_code": answer_code()})
     drawn = _plot(ctx, record)
     return finish(ctx, ctx.judge(record), record, reasons=drawn)

@@ -30,6 +30,12 @@ CHECK_CODE = {
         "gates/runner.py",
         "httpclient/chat.py",
     ),
+    # How capacity judges each answer under load (degenerate, garble, JSON, tool calls).
+    "capacity": (
+        "capacity/answers.py",
+        "httpclient/degenerate.py",
+        "preflight/checks/text.py",
+    ),
 }
 
 

@@ -462,3 +462,33 @@ def test_a_step_that_was_a_harness_error_is_no_bound_of_the_knee(
 
     rebuilt = rebuild(edit(_load_copy(load_run, tmp_path), harness))
     assert rebuilt["load"]["knee"]["first_over"] == 32.0
+
+
+def _first_stream(data: dict[str, Any]) -> dict[str, Any]:
+    st: dict[str, Any] = data["matrix"][0]["run_records"][0]["streams"][0]
+    return st
+
+
+def test_a_judgment_against_an_answer_by_earlier_code_is_kept_and_named(
+    published: Path, tmp_path: Path
+) -> None:
+    """An earlier build's answer checks called an answer broken that this code calls right (the
+    published vLLM run's Markdown rules read as garble): kept as recorded, said in the notes,
+    since it can only block. The same record claiming this code's `check_code` is refused."""
+    from qualify.capacity.answers import answer_code
+
+    def harsher(data: dict[str, Any]) -> None:
+        _first_stream(data)["broken"] = ["garble: character '=' repeated 25 times in a row"]
+
+    view = edit(copy_run(published, tmp_path), harsher)
+    again = rebuild(view)
+    assert _first_stream(again)["broken"] == _first_stream(view.sealed)["broken"]
+    assert any("earlier answer-checking code" in t for t in view.trusted)
+
+    def this_code(data: dict[str, Any]) -> None:
+        harsher(data)
+        data["check_code"] = answer_code()
+
+    strict = edit(copy_run(published, tmp_path / "strict"), this_code)
+    found = problems(strict)
+    assert any("streams[0].broken" in p for p in found), found
