@@ -75,9 +75,8 @@ def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> lis
 
 def _ab_figures(ab: AbRecord | None) -> list[str]:
     """The A/B's end-to-end figure and its draft acceptance, or that it did not run."""
-    if not ran(ab):
+    if ab is None:  # no A/B, or it stopped before measuring (`parse_record`)
         return ["A/B: not run"]
-    assert ab is not None
     out = []
     paired = ab_section.paired_of(ab)
     for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
@@ -92,11 +91,6 @@ def _ab_figures(ab: AbRecord | None) -> list[str]:
     if acc is not None and acc.model_fields_set:
         out.append("acceptance: " + acceptance_short(acc, ab))
     return out
-
-
-def ran(record: StageRecord | None) -> bool:
-    """Whether a stage recorded anything (a record read from an empty `data` did not)."""
-    return record is not None and bool(record.model_fields_set)
 
 
 def _vram_figure(vram: VramRecord | None) -> list[str]:

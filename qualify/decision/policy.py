@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from pydantic import ValidationError
+
 from qualify.decision.house import PolicyRules
 from qualify.decision.record import (
     AttemptRef,
@@ -20,6 +22,7 @@ from qualify.decision.record import (
     StageOutcome,
 )
 from qualify.records import GateResult, StageResult, Verdict, worst
+from qualify.registry import parse_record
 
 StageAttempts = list[tuple[int, StageResult | None]]
 
@@ -179,9 +182,10 @@ def _undeclared(
         res = authoritative(attempts.get(s.stage, []))
         if res is None or not _stage_required(s.stage, policy):
             continue
-        want = res.data.get("declared_gate_files")
-        ran = res.data.get("gate_files") or {}
-        if not isinstance(want, dict):
+        try:
+            want, ran = _gate_files(s.stage, res)
+        except ValidationError:
+            out.append(f"{s.stage}: its record does not read, so its gate files are unknown")
             continue
         for gid, digest in sorted(want.items()):
             if gid not in ran:
@@ -192,6 +196,16 @@ def _undeclared(
                     f"the project's (sha256 {str(digest)[:12]})"
                 )
     return out
+
+
+def _gate_files(stage: str, res: StageResult) -> tuple[dict[str, str], dict[str, str]]:
+    """The gate files (id to sha256) the stage's typed record says the project declares and
+    the run ran; none for a stage whose record keeps no declared ones. A record that does not
+    read raises (`ValidationError`)."""
+    record = parse_record(stage, res.data)
+    want = getattr(record, "declared_gate_files", None)
+    ran = getattr(record, "gate_files", None)
+    return (want if isinstance(want, dict) else {}), (ran if isinstance(ran, dict) else {})
 
 
 def _worst_required(gates: list[GateOutcome], broken: list[StageResult], blocked: bool) -> Verdict:

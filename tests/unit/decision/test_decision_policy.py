@@ -215,7 +215,11 @@ def test_pipeline_not_run_result_says_why() -> None:
 
 def _preflight_with(gate_files: dict[str, str]) -> dict[str, StageAttempts]:
     res = result("preflight", 1, [gate("preflight", g, Verdict.PASS, "off") for g in gate_files])
-    res.data = {"gate_files": gate_files, "declared_gate_files": {"smoke": "aa", "json": "bb"}}
+    res.data = {
+        "gates_dir": "gates/preflight",
+        "gate_files": gate_files,
+        "declared_gate_files": {"smoke": "aa", "json": "bb"},
+    }
     return {"preflight": [(1, res)]} | one("identity", gate("identity", "model", Verdict.PASS))
 
 
@@ -236,3 +240,14 @@ def test_candidate_own_gate_file_never_promotes() -> None:
 def test_every_declared_gate_run_unchanged_promotes() -> None:
     ev = evaluate(["identity", "preflight"], _preflight_with({"smoke": "aa", "json": "bb"}), POLICY)
     assert ev.promote, ev.reasons
+
+
+def test_a_required_stage_whose_record_does_not_read_never_promotes() -> None:
+    """Its gate files cannot be held to the project's, so the stage does not count."""
+    att = _preflight_with({"smoke": "aa", "json": "bb"})
+    res = att["preflight"][0][1]
+    assert res is not None
+    res.data = {"gate_files": {"smoke": "aa", "json": "bb"}}  # no gates_dir: does not read
+    ev = evaluate(["identity", "preflight"], att, POLICY)
+    assert not ev.promote
+    assert "preflight: its record does not read, so its gate files are unknown" in ev.reasons
