@@ -38,10 +38,10 @@ def engine_of(side: Side) -> str | None:
 
 def hardware_of(side: Side) -> dict[str, Any]:
     """The cards the VRAM stage saw (name and memory, by index) and the CPU run.json names."""
+    vram = side.vram()
     cards = [
-        {"gpu": c.get("gpu"), "name": c.get("name"), "total_mib": c.get("total_mib")}
-        for c in (side.data.get("vram") or {}).get("cards") or []
-        if isinstance(c, dict)
+        {"gpu": c.gpu, "name": c.name, "total_mib": c.total_mib}
+        for c in (vram.cards if vram else [])
     ]
     cpu = side.info.get("cpu") if isinstance(side.info.get("cpu"), dict) else None
     return {"cards": cards, "cpu": cpu}
@@ -125,7 +125,7 @@ def diff(a: Side, b: Side) -> dict[str, Any]:
     gates = compare_gates(a.record.evaluation.gates, b.record.evaluation.gates, policy)
     reasons, notes = run_reasons(a, b)
     margin, margin_source = margin_of(a, b)
-    figures = compare_figures(a.data, b.data, margin, reasons)
+    figures = compare_figures(a.records, b.records, margin, reasons)
     regressions = [
         f"{f['group']} {f['cell']}: {NAMES.get(name, name)} {m['delta_pct']:+.1f}% (interval "
         f"{m['ci95_pct'][0]:+.1f}% to {m['ci95_pct'][1]:+.1f}%)"

@@ -1,8 +1,8 @@
 """Per figure, the delta from run A to run B where both measured the same cell, with its interval.
 
-Each stage's data is read into cells: a cell is what was measured under one setting (a capacity
-length x concurrency, a context rung x pass x content, the A/B prompt set, a card in a stage),
-and holds measures: per-run values (the figure is their median; the interval is the seeded
+Each stage's typed record is read into cells: a cell is what was measured under one setting (a
+capacity length x concurrency, a context rung x pass x content, the A/B prompt set, a card in a
+stage), and holds measures: per-run values (the figure is their median; the interval is the seeded
 bootstrap of the difference of medians, `qualify.ab.stats.bootstrap_delta_ci`, resampling runs)
 or counts (a rate of successes over trials; the interval is Newcombe's hybrid score interval of
 the difference of two proportions, from Wilson intervals).
@@ -15,15 +15,29 @@ A's figure); one reading per run has no interval and is never counted, only show
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+from pydantic import BaseModel
+
+from qualify.ab.record import Acceptance as AbAcceptance
+from qualify.ab.record import Record as AbRecord
 from qualify.ab.stats import bootstrap_delta_ci
+from qualify.capacity.record import Acceptance as CapacityAcceptance
+from qualify.capacity.record import CellFigures
+from qualify.capacity.record import Record as CapacityRecord
+from qualify.context.record import Record as ContextRecord
+from qualify.context.record import Row
+from qualify.decision.reading import record_of
 from qualify.httpclient.timing import median
+from qualify.records import StageRecord
+from qualify.vram.record import Record as VramRecord
 
 Z95 = NormalDist().inv_cdf(0.975)
 
@@ -56,16 +70,14 @@ class Cell:
     stage: str = ""
 
 
-def _nums(xs: Any) -> list[float]:
-    return [float(x) for x in xs or [] if isinstance(x, int | float) and not isinstance(x, bool)]
+def _nums(xs: Iterable[float | int | None]) -> list[float]:
+    return [float(x) for x in xs if isinstance(x, int | float) and not isinstance(x, bool)]
 
 
-def _d(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
-
-
-def _l(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else []
+def _given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
+    """The named fields as the record wrote them: a field it did not write is None (not its
+    default), so a run of an earlier build compares under the setting it recorded."""
+    return {n: getattr(model, n) if n in model.model_fields_set else None for n in names}
 
 
 def _digest(obj: Any) -> str:
@@ -75,175 +87,136 @@ def _digest(obj: Any) -> str:
 # --- extraction, one function per stage ------------------------------------------------------
 
 
-def ab_cells(data: dict[str, Any]) -> list[Cell]:
+def _acceptance(acc: AbAcceptance | CapacityAcceptance | None) -> tuple[int, int] | None:
+    """(accepted, draft tokens) when the lane drafted any, else None."""
+    if acc is None or acc.draft_tokens is None or acc.draft_tokens <= 0:
+        return None
+    return int(acc.accepted or 0), acc.draft_tokens
+
+
+def ab_cells(rec: AbRecord) -> list[Cell]:
     """The candidate lane over the A/B prompt set: per-run p50s, and draft acceptance."""
-    s = _d(data.get("settings"))
-    prompts = [
-        f"{p.get('id')}:{p.get('kind')}" for p in _l(data.get("prompts")) if isinstance(p, dict)
-    ]
-    setting = {
-        "prompts": _digest(prompts),
-        **{k: s.get(k) for k in ("max_tokens", "temperature", "concurrency", "level", "nonce")},
-    }
-    runs = _l(_d(_d(data.get("lanes")).get("candidate")).get("runs"))
+    names = ("max_tokens", "temperature", "concurrency", "level", "nonce")
+    settings = _given(rec.settings, names) if rec.settings else dict.fromkeys(names)
+    setting = {"prompts": _digest([f"{p.id}:{p.kind}" for p in rec.prompts]), **settings}
+    lane = rec.lanes.get("candidate")
+    runs = lane.runs if lane else []
     cell = Cell("ab", "candidate lane", setting)
-    for name, unit, better in (
-        ("decode_tok_s", "tok/s", "higher"),
-        ("ttft_s", "s", "lower"),
-        ("e2e_s", "s", "lower"),
-    ):
-        cell.measures[name] = Measure(unit, better, _nums(_d(r.get("p50")).get(name) for r in runs))
-    agg = _nums(r.get("aggregate_output_tok_s") for r in runs)
+    cell.measures["decode_tok_s"] = Measure(
+        "tok/s", "higher", _nums(r.p50.decode_tok_s for r in runs)
+    )
+    cell.measures["ttft_s"] = Measure("s", "lower", _nums(r.p50.ttft_s for r in runs))
+    cell.measures["e2e_s"] = Measure("s", "lower", _nums(r.p50.e2e_s for r in runs))
+    agg = _nums(r.aggregate_output_tok_s for r in runs)
     if agg:
         cell.measures["aggregate_output_tok_s"] = Measure("tok/s", "higher", agg)
     out = [cell]
-    acc = _d(data.get("acceptance"))
-    acc = _d(acc.get("candidate")) or acc
-    if isinstance(acc.get("draft_tokens"), int) and acc["draft_tokens"] > 0:
+    acc = rec.acceptance
+    if (counts := _acceptance(acc)) is not None and acc is not None:
         a = Cell("acceptance", "ab candidate lane", setting)
-        a.measures["acceptance"] = Measure(
-            "rate", "higher", counts=(int(acc.get("accepted") or 0), int(acc["draft_tokens"]))
-        )
-        drafts = int(acc.get("drafts") or 0)
-        for i, k in enumerate(_l(acc.get("accepted_per_position"))):
-            if drafts and isinstance(k, int):
+        a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
+        drafts = int(acc.drafts or 0)
+        for i, k in enumerate(acc.accepted_per_position):
+            if drafts:
                 a.measures[f"position {i}"] = Measure("rate", "higher", counts=(k, drafts))
         out.append(a)
     return out
 
 
-def _capacity_runs(entry: dict[str, Any], key: str) -> list[float]:
-    """One value per counted run of a cell (the excluded runs left out)."""
-    return _nums(r.get(key) for r in _l(entry.get("run_records")) if not r.get("excluded"))
+def _capacity_figures(c: Cell, row: CellFigures) -> None:
+    rv = row.run_values
+    c.measures["decode_tok_s_p50"] = Measure("tok/s", "higher", _nums(rv.decode_tok_s_p50))
+    c.measures["aggregate_output_tok_s"] = Measure(
+        "tok/s", "higher", _nums(rv.aggregate_output_tok_s)
+    )
 
 
-def capacity_cells(data: dict[str, Any]) -> list[Cell]:
+def capacity_cells(rec: CapacityRecord) -> list[Cell]:
     """The candidate's matrix cells and content kinds: per-run decode, aggregate, TTFT, E2E."""
-    s = _d(data.get("settings"))
-    base = {k: s.get(k) for k in ("max_tokens", "ignore_eos", "level")}
+    base = _given(rec.settings, ("max_tokens", "ignore_eos", "level"))
     out: list[Cell] = []
-    for e in _l(data.get("matrix")):
-        if not isinstance(e, dict) or e.get("lane", "candidate") != "candidate":
-            continue
-        c = Cell("capacity", str(e.get("cell")), {**base, "concurrency": e.get("concurrency")})
-        c.setting["length"] = e.get("length")
-        rv = _d(e.get("run_values"))
-        c.measures["decode_tok_s_p50"] = Measure(
-            "tok/s", "higher", _nums(rv.get("decode_tok_s_p50"))
-        )
-        c.measures["aggregate_output_tok_s"] = Measure(
-            "tok/s", "higher", _nums(rv.get("aggregate_output_tok_s"))
-        )
-        c.measures["ttft_p50_s"] = Measure("s", "lower", _capacity_runs(e, "ttft_p50_s"))
-        c.measures["e2e_p50_s"] = Measure("s", "lower", _capacity_runs(e, "e2e_p50_s"))
+    for e in rec.cells("candidate"):
+        c = Cell("capacity", e.cell, {**base, "concurrency": e.concurrency})
+        c.setting["length"] = e.length
+        _capacity_figures(c, e)
+        counted = [r for r in e.run_records if not r.excluded]
+        c.measures["ttft_p50_s"] = Measure("s", "lower", _nums(r.ttft_p50_s for r in counted))
+        c.measures["e2e_p50_s"] = Measure("s", "lower", _nums(r.e2e_p50_s for r in counted))
         out.append(c)
-    for k in _l(data.get("kinds")):
-        if not isinstance(k, dict):
-            continue
-        name = f"{k.get('kind')}@{k.get('depth')}"
-        rv = _d(k.get("run_values"))
-        c = Cell("capacity kinds", name, {**base, "kind": k.get("kind"), "depth": k.get("depth")})
-        c.measures["decode_tok_s_p50"] = Measure(
-            "tok/s", "higher", _nums(rv.get("decode_tok_s_p50"))
-        )
-        c.measures["aggregate_output_tok_s"] = Measure(
-            "tok/s", "higher", _nums(rv.get("aggregate_output_tok_s"))
-        )
+    for k in rec.kinds:
+        c = Cell("capacity kinds", k.cell, {**base, "kind": k.kind, "depth": k.depth})
+        _capacity_figures(c, k)
         out.append(c)
-        acc = _d(k.get("acceptance"))
-        if isinstance(acc.get("draft_tokens"), int) and acc["draft_tokens"] > 0:
-            a = Cell("acceptance", f"kind {name}", c.setting)
-            a.measures["acceptance"] = Measure(
-                "rate", "higher", counts=(int(acc.get("accepted") or 0), int(acc["draft_tokens"]))
-            )
+        if (counts := _acceptance(k.acceptance)) is not None:
+            a = Cell("acceptance", f"kind {k.cell}", c.setting)
+            a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
             out.append(a)
     return out
 
 
-def context_cells(data: dict[str, Any]) -> list[Cell]:
+def _context_cell(row: Row, level: str | None) -> Cell:
+    key = f"{row.planned_tokens} {row.pass_} {row.content} c={row.concurrency}"
+    setting = {
+        "planned_tokens": row.planned_tokens,
+        "pass": row.pass_,
+        "content": row.content,
+        "concurrency": row.concurrency,
+        "level": level,
+    }
+    streams = [s for s in row.streams if not s.problem]
+    speedy = [s for s in streams if not s.degenerate]
+    c = Cell("context", key, setting)
+    c.measures["ttfo_s"] = Measure("s", "lower", _nums(s.ttfo_s for s in streams))
+    c.measures["effective_prefill_tok_s"] = Measure(
+        "tok/s", "higher", _nums(s.effective_prefill_tok_s for s in streams)
+    )
+    c.measures["decode_tok_s"] = Measure("tok/s", "higher", _nums(s.decode_tok_s for s in speedy))
+    needles = [all(s.needles.values()) for s in streams if s.needles]
+    if needles:
+        c.measures["needles found"] = Measure("rate", "higher", counts=(sum(needles), len(needles)))
+    return c
+
+
+def context_cells(rec: ContextRecord) -> list[Cell]:
     """Per rung (the size run), pass, content and concurrency: every counted stream's figures;
     per rung and task kind, the audit's checks passed (`audits`, when the stage ran them)."""
-    level = data.get("level")
-    out: list[Cell] = []
-    for row in _l(data.get("rows")):
-        if not isinstance(row, dict) or row.get("verdict") == "error":
-            continue
-        key = (
-            f"{row.get('planned_tokens')} {row.get('pass')} {row.get('content')} "
-            f"c={row.get('concurrency')}"
-        )
-        setting = {
-            "planned_tokens": row.get("planned_tokens"),
-            "pass": row.get("pass"),
-            "content": row.get("content"),
-            "concurrency": row.get("concurrency"),
-            "level": level,
-        }
-        streams = [
-            s for s in _l(row.get("streams")) if isinstance(s, dict) and not s.get("problem")
-        ]
-        speedy = [s for s in streams if not s.get("degenerate")]
-        c = Cell("context", key, setting)
-        c.measures["ttfo_s"] = Measure("s", "lower", _nums(s.get("ttfo_s") for s in streams))
-        c.measures["effective_prefill_tok_s"] = Measure(
-            "tok/s", "higher", _nums(s.get("effective_prefill_tok_s") for s in streams)
-        )
-        c.measures["decode_tok_s"] = Measure(
-            "tok/s", "higher", _nums(s.get("decode_tok_s") for s in speedy)
-        )
-        needles = [all(_d(s.get("needles")).values()) for s in streams if s.get("needles")]
-        if needles:
-            c.measures["needles found"] = Measure(
-                "rate", "higher", counts=(sum(needles), len(needles))
-            )
-        out.append(c)
+    level = _given(rec, ("level",))["level"]
+    out = [_context_cell(row, level) for row in rec.rows if row.verdict != "error"]
     tasks: dict[str, Cell] = {}
-    for a in _l(_d(data.get("audits")).get("by_kind")):
-        if not isinstance(a, dict):
-            continue
-        key = f"{a.get('planned_tokens')} {a.get('pass')} {a.get('content')} ({a.get('form')})"
-        setting = {k: a.get(k) for k in ("planned_tokens", "pass", "content", "form")}
+    for a in rec.audits.by_kind if rec.audits else []:
+        key = f"{a.planned_tokens} {a.pass_} {a.content} ({a.form})"
+        setting = {"planned_tokens": a.planned_tokens, "pass": a.pass_, "content": a.content}
+        setting["form"] = a.form
         # The depths are not matched: aggregation's notes are placed at random per run.
         c = tasks.setdefault(key, Cell("context tasks", key, {**setting, "level": level}))
-        c.measures[str(a.get("kind"))] = Measure(
-            "rate", "higher", counts=(int(a.get("passed") or 0), int(a.get("asked") or 0))
-        )
+        c.measures[a.kind] = Measure("rate", "higher", counts=(a.passed, a.asked))
     out.extend(tasks.values())
     return out
 
 
-def vram_cells(data: dict[str, Any]) -> list[Cell]:
+def vram_cells(rec: VramRecord) -> list[Cell]:
     """Per card and stage: the lowest free memory seen (one reading per run)."""
     out: list[Cell] = []
-    for card in _l(data.get("cards")):
-        if not isinstance(card, dict):
-            continue
-        setting = {"name": card.get("name"), "total_mib": card.get("total_mib")}
-        for stage, s in sorted(_d(card.get("stages")).items()):
-            c = Cell("vram", f"gpu {card.get('gpu')} {stage}", setting)
-            c.measures["min_free_mib"] = Measure(
-                "MiB", "higher", _nums([_d(s).get("min_free_mib")])
-            )
+    for card in rec.cards:
+        setting = {"name": card.name, "total_mib": card.total_mib}
+        for stage, s in sorted(card.stages.items()):
+            c = Cell("vram", f"gpu {card.gpu} {stage}", setting)
+            c.measures["min_free_mib"] = Measure("MiB", "higher", _nums([s.min_free_mib]))
             out.append(c)
     return out
 
 
-EXTRACT = {
-    "ab": ab_cells,
-    "capacity": capacity_cells,
-    "context": context_cells,
-    "vram": vram_cells,
-}
-
-
-def cells_of(data: dict[str, dict[str, Any]]) -> dict[tuple[str, str], Cell]:
-    out: dict[tuple[str, str], Cell] = {}
-    for stage, fn in EXTRACT.items():
-        if stage in data:
-            for c in fn(data[stage]):
-                c.stage = stage
-                out[(c.group, c.cell)] = c
-    return out
+def cells_of(records: Mapping[str, StageRecord]) -> dict[tuple[str, str], Cell]:
+    cells: list[Cell] = []
+    if ab := record_of(records, "ab", AbRecord):
+        cells += [dataclasses.replace(c, stage="ab") for c in ab_cells(ab)]
+    if capacity := record_of(records, "capacity", CapacityRecord):
+        cells += [dataclasses.replace(c, stage="capacity") for c in capacity_cells(capacity)]
+    if context := record_of(records, "context", ContextRecord):
+        cells += [dataclasses.replace(c, stage="context") for c in context_cells(context)]
+    if vram := record_of(records, "vram", VramRecord):
+        cells += [dataclasses.replace(c, stage="vram") for c in vram_cells(vram)]
+    return {(c.group, c.cell): c for c in cells}
 
 
 # --- intervals -------------------------------------------------------------------------------
@@ -345,8 +318,8 @@ def _setting_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 
 def compare_figures(
-    da: dict[str, dict[str, Any]],
-    db: dict[str, dict[str, Any]],
+    da: Mapping[str, StageRecord],
+    db: Mapping[str, StageRecord],
     margin: float,
     run_reasons: list[str],
 ) -> list[dict[str, Any]]:

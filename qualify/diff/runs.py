@@ -17,11 +17,15 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from qualify.decision.reading import record_of, run_view
 from qualify.decision.record import DecisionRecord
 from qualify.decision.signing import sha256_bytes
 from qualify.decision.verify import VerifyReport, verify
 from qualify.errors import BadInput
-from qualify.evidence.store import RESULT, RunDir, sha256_file
+from qualify.evidence.store import RunDir, sha256_file
+from qualify.identity.record import Record as IdentityRecord
+from qualify.records import StageRecord
+from qualify.vram.record import Record as VramRecord
 
 _ENVELOPE = re.compile(r"^attempt-(\d{3,})\.dsse\.json$")
 
@@ -36,21 +40,21 @@ class Side:
     info: dict[str, Any]
     envelope: Path | None = None
     signer: str | None = None
-    data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stages: list[str] = field(default_factory=list)
+    records: dict[str, StageRecord] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
     def verified(self) -> bool:
         return self.envelope is not None
 
-    @property
-    def stages(self) -> list[str]:
-        """The stages whose authoritative attempt left a result."""
-        return list(self.data)
-
     def identity(self) -> dict[str, Any]:
-        pins = (self.data.get("identity") or {}).get("pins")
-        return pins if isinstance(pins, dict) else {}
+        """The identity stage's pins (their JSON form), or nothing when it left no record."""
+        rec = record_of(self.records, "identity", IdentityRecord)
+        return rec.pins.model_dump(mode="json") if rec else {}
+
+    def vram(self) -> VramRecord | None:
+        return record_of(self.records, "vram", VramRecord)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -101,20 +105,12 @@ def locate(ref: Path) -> tuple[Path, Path]:
     raise BadInput(f"{ref} does not exist", [f"RUN: expected a run directory or envelope ({ref})"])
 
 
-def _read_stages(run: RunDir, record: DecisionRecord) -> dict[str, dict[str, Any]]:
-    """`data` of each stage's authoritative attempt, as the decision counted it."""
-    out: dict[str, dict[str, Any]] = {}
-    for s in record.evaluation.stages:
-        if s.authoritative is None:
-            continue
-        path = run.path / s.stage / f"attempt-{s.authoritative.attempt:03d}" / RESULT
-        try:
-            res = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        data = res.get("data") if isinstance(res, dict) else None
-        out[s.stage] = data if isinstance(data, dict) else {}
-    return out
+def _read_stages(side: Side) -> None:
+    """Each stage's authoritative attempt, as the decision counted it: `stages` names those
+    that left a result, `records` holds their typed records (read once, hash-checked)."""
+    view = run_view(side.run, side.record)
+    side.stages = list(view.stages)
+    side.records = view.records()
 
 
 def _info(run: RunDir) -> dict[str, Any]:
@@ -146,7 +142,7 @@ def verified(label: str, ref: Path, keys: list[Ed25519PublicKey]) -> Side:
     rd = RunDir(run)
     side = Side(label, rd, good.record, _info(rd), envelope, good.signer)
     side.notes = list(good.notes)
-    side.data = _read_stages(rd, good.record)
+    _read_stages(side)
     return side
 
 
@@ -154,7 +150,7 @@ def unsigned(label: str, run: RunDir, record: DecisionRecord) -> Side:
     """The run being decided, with the record the decision derives (not signed yet)."""
     side = Side(label, run, record, _info(run))
     side.notes.append("the run being decided: its decision is not signed yet")
-    side.data = _read_stages(run, record)
+    _read_stages(side)
     return side
 
 

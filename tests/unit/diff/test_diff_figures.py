@@ -4,28 +4,29 @@ comparable; gates under two policies are listed and not counted."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision.record import GateOutcome, GateVerdict
 from qualify.diff.figures import Measure, compare_figures, compare_measure, judge, newcombe
 from qualify.diff.gates import compare_gates, policy_differences
 from qualify.records import Verdict
 
 
-def _capacity(decode: list[float], ttft: list[float], max_tokens: int = 64) -> dict[str, Any]:
-    return {
-        "settings": {"max_tokens": max_tokens, "ignore_eos": False, "level": None},
-        "matrix": [
-            {
-                "lane": "candidate",
-                "cell": "256-c1",
-                "length": 256,
-                "concurrency": 1,
-                "run_values": {"decode_tok_s_p50": decode, "aggregate_output_tok_s": decode},
-                "run_records": [{"ttft_p50_s": t, "e2e_p50_s": t + 1} for t in ttft],
-            }
-        ],
-    }
+def _capacity(decode: list[float], ttft: list[float], max_tokens: int = 64) -> CapacityRecord:
+    return CapacityRecord.model_validate(
+        {
+            "settings": {"max_tokens": max_tokens, "ignore_eos": False, "level": None},
+            "matrix": [
+                {
+                    "lane": "candidate",
+                    "cell": "256-c1",
+                    "length": 256,
+                    "concurrency": 1,
+                    "run_values": {"decode_tok_s_p50": decode, "aggregate_output_tok_s": decode},
+                    "run_records": [{"ttft_p50_s": t, "e2e_p50_s": t + 1} for t in ttft],
+                }
+            ],
+        }
+    )
 
 
 def test_a_slower_run_beyond_the_margin_is_a_regression() -> None:
