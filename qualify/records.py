@@ -38,6 +38,31 @@ def written_keys(model: StrictModel, always: tuple[str, ...] = ()) -> set[str]:
     return {fields[n].serialization_alias or fields[n].alias or n for n in names}
 
 
+class CardWindow(Written):
+    """One card over a stage part's window (`qualify.vram.sampler.CardWindow`): a context
+    cell's timed sends, an A/B lane's timed run."""
+
+    min_free_mib: float | None = None
+    mean_power_w: float | None = None
+    samples: int = 0
+
+
+class PartGpu(Written):
+    """The GPU figures of one marked part of a stage: the part of the sample log it marked,
+    and each card's figures over it."""
+
+    part: str = ""
+    cards: dict[str, CardWindow] = Field(default_factory=dict)
+
+
+class GpuNote(Written):
+    """The house reserve a stage's per-part free memory is read against, and why no part has
+    GPU figures (no telemetry); absent from records of builds that did not mark parts."""
+
+    reserve_gib: float = 3.0
+    why: str | None = None
+
+
 class StageRecord(StrictModel):
     """What one stage measured, typed: written as `result.json`'s `data`, read back by the
     stage's judges, the decision, its plots, `render`, `verify` and `diff`.

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
-from qualify.records import StageRecord, Written, written_keys
+from qualify.records import GpuNote, PartGpu, StageRecord, Written, written_keys
 
 LaneName = Literal["candidate", "control"]
 
@@ -130,29 +130,6 @@ class Energy(Written):
     j_per_output_token: float | None = None
 
 
-class CardWindow(Written):
-    """One card over a run's timed window (`qualify.vram.sampler.CardWindow`)."""
-
-    min_free_mib: float | None = None
-    mean_power_w: float | None = None
-    samples: int = 0
-
-
-class RunGpu(Written):
-    """The GPU figures of one timed run: the part of the sample log it marked, and each card's."""
-
-    part: str = ""
-    cards: dict[str, CardWindow] = Field(default_factory=dict)
-
-
-class GpuNote(Written):
-    """The house reserve the runs' free memory is read against, and why no run has GPU figures
-    (no telemetry); absent from records of builds that did not mark the runs."""
-
-    reserve_gib: float = 3.0
-    why: str | None = None
-
-
 class Run(Written):
     """One timed run of one lane (`qualify.ab.drive.drive_run`)."""
 
@@ -175,7 +152,7 @@ class Run(Written):
     idle_after: IdleState = Field(default_factory=IdleState)
     server_histograms: ServerComparison | None = None
     energy: Energy | None = None
-    gpu: RunGpu | None = None
+    gpu: PartGpu | None = None
     request_digest: str = ""
     warmup_files: list[str] = Field(default_factory=list)
     requests: list[Request] = Field(default_factory=list)

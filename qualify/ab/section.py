@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qualify.ab.record import Acceptance, CardWindow, Kv, Lane, MetricRow, Paired, Record
+from qualify.ab.record import Acceptance, Kv, Lane, MetricRow, Paired, Record
 from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs
 from qualify.decision.plots import Panel, Plot
@@ -19,6 +19,7 @@ from qualify.decision.record import GateOutcome
 from qualify.decision.sections import per_token_text, show
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
+from qualify.records import CardWindow
 
 LANES = ("candidate", "control")
 MIB_PER_GIB = 1024

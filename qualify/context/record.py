@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
-from qualify.records import StageRecord, Written, written_keys
+from qualify.records import GpuNote, PartGpu, StageRecord, Written, written_keys
 
 Number = int | float
 Pass = Literal["warm", "cold"]
@@ -84,29 +84,6 @@ class DegenerateMark(Written):
     reason: str
 
 
-class CardWindow(Written):
-    """One card over a cell's timed sends (`qualify.vram.sampler.CardWindow`)."""
-
-    min_free_mib: float | None = None
-    mean_power_w: float | None = None
-    samples: int = 0
-
-
-class CellGpu(Written):
-    """The GPU figures of one cell: the part of the sample log it marked, and each card's."""
-
-    part: str = ""
-    cards: dict[str, CardWindow] = Field(default_factory=dict)
-
-
-class GpuNote(Written):
-    """The house reserve the cells' free memory is read against, and why no cell has GPU
-    figures (no telemetry); absent from records of builds that did not mark cells."""
-
-    reserve_gib: float = 3.0
-    why: str | None = None
-
-
 class Row(Written):
     """One timed cell (`qualify.context.ladder.run_cell`, as `public` writes it)."""
 
@@ -136,7 +113,7 @@ class Row(Written):
     answer: str = ""
     cached_tokens_metric_delta: float | None = None
     server_window: ServerComparison | None = None
-    gpu: CellGpu | None = None
+    gpu: PartGpu | None = None
     verdict: str = ""
     reasons: list[str] = Field(default_factory=list)
 

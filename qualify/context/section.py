@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qualify.context.record import CardWindow, Record, Row
+from qualify.context.record import Record, Row
 from qualify.decision.plots import Panel, Plot
 from qualify.decision.record import GateOutcome
 from qualify.evidence.store import RunDir
+from qualify.records import CardWindow
 
 ROW_KEYS = (
     *("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens"),

@@ -94,3 +94,25 @@ def decide(run: Path, house_root: Path, key: Path) -> tuple[DecisionRecord, Path
 
 def checked(env: Path, pub: Path) -> VerifyReport:
     return verify(env, load_public(pub))
+
+
+def policy(stage: str) -> str:
+    """A house policy that requires every gate of `stage` and makes none critical."""
+    return f'version = 1\nrequired = ["{stage}/*"]\ncritical = []\n'
+
+
+def judged_again(
+    published: Path,
+    tmp: Path,
+    stage: str,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[DecisionRecord, VerifyReport]:
+    """A copy of the published run, its `stage` attempt rewritten by `edit` and re-sealed when
+    one is given, decided and signed with a key a fresh house (requiring `stage`) pins, then
+    verified: the decision record and the verify report."""
+    run = copy_run(published, tmp)
+    root, ci = house(tmp, policy(stage))
+    if edit is not None:
+        reseal(run, f"{stage}/attempt-001", edit)
+    record, env = decide(run, root, ci[0])
+    return record, checked(env, ci[1])

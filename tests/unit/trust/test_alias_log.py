@@ -18,12 +18,6 @@ from qualify.decision.conclude import setup
 from qualify.records import Verdict
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
-
-
 def two_changes(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
     """A house whose alias moved twice (two decisions); returns house, candidate, both envelopes."""
     _run, env, house, ci, cand = h.decided(tmp_path)

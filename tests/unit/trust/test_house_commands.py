@@ -16,12 +16,6 @@ from qualify.decision.trust import TRUST_LOG, entry_hash
 from qualify.records import Verdict
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
-
-
 def pin_cli(house: Path, pub: Path, name: str) -> int:
     return main(
         ["house", "pin", "decision", str(pub), "--name", name, "--why", "w", "--house", str(house)]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import checked, copy_run, decide, house, reseal
+from rejudge_run import checked, copy_run, decide, house, policy, reseal
 
 from qualify.capacity.knee import KEEP_PACE
 
@@ -19,17 +19,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PUBLISHED = ROOT / "docs" / "gpu" / "load" / "vllm-evidence.tar.xz"
 RUN = "vllm-pace/smollm2-135m-gpu-load-vllm/20261204T040234Z-064f7b"
 CAP = "capacity/attempt-001"
-HOUSE = """\
-version = 1
-required = ["capacity/*"]
-critical = []
-"""
-
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
+HOUSE = policy("capacity")
 
 
 @pytest.fixture(scope="module")

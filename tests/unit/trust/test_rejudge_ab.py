@@ -8,22 +8,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import all_pass, checked, copy_run, decide, drop, house, reseal, unpack
+from rejudge_run import (
+    all_pass,
+    checked,
+    copy_run,
+    decide,
+    drop,
+    house,
+    judged_again,
+    policy,
+    reseal,
+    unpack,
+)
 
 from qualify.decision.record import DecisionRecord
 
-HOUSE = """\
-version = 1
-required = ["ab/*"]
-critical = []
-"""
+HOUSE = policy("ab")
 AB = "ab/attempt-001"
-
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -36,22 +37,15 @@ def _ab_blocks(record: DecisionRecord) -> bool:
 
 
 def test_the_honest_run_verifies_with_the_ab_judged_again(published: Path, tmp_path: Path) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "ab")
     assert _ab_blocks(record), "the real A/B fails spec-speedup and fidelity"
-    report = checked(env, ci[1])
     assert report.ok, report.problems
     assert any(n.startswith(f"{AB}: judged again from its exchanges") for n in report.notes)
 
 
 def test_an_ab_result_rewritten_to_pass_is_refused(published: Path, tmp_path: Path) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, AB, all_pass)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "ab", all_pass)
     assert not _ab_blocks(record), "the decision alone takes the rewritten A/B as passed"
-    report = checked(env, ci[1])
     assert not report.ok
     assert any("gate ab/spec-speedup is pass, judged again" in p for p in report.problems), (
         report.problems

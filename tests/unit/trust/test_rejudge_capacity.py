@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import all_pass, checked, copy_run, decide, house, reseal, unpack
+from rejudge_run import (
+    all_pass,
+    checked,
+    copy_run,
+    decide,
+    house,
+    judged_again,
+    policy,
+    reseal,
+    unpack,
+)
 
 from qualify.decision.reading import candidate_in_run
 from qualify.decision.rejudge import AttemptView, NotKept, differences, rejudge_attempt
@@ -28,20 +38,10 @@ from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
 from qualify.records import StageResult
 
-HOUSE = """\
-version = 1
-required = ["capacity/*"]
-critical = []
-"""
+HOUSE = policy("capacity")
 CAP = "capacity/attempt-001"
 ROOT = Path(__file__).resolve().parents[3]
 LOAD = ROOT / "docs" / "gpu" / "load" / "llama-evidence.tar.xz"
-
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -82,23 +82,16 @@ def problems(view: AttemptView) -> list[str]:
 def test_the_honest_run_verifies_with_capacity_judged_again(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "capacity")
     assert any(r.startswith("capacity/") for r in record.evaluation.reasons), "a degenerate answer"
-    report = checked(env, ci[1])
     assert report.ok, report.problems
     note = next(n for n in report.notes if n.startswith(f"{CAP}: judged again from its exchanges"))
     assert "the power meter's joules" in note
 
 
 def test_a_capacity_result_rewritten_to_pass_is_refused(published: Path, tmp_path: Path) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, CAP, all_pass)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "capacity", all_pass)
     assert not any(r.startswith("capacity/") for r in record.evaluation.reasons)
-    report = checked(env, ci[1])
     assert not report.ok
     assert any("gate capacity/degenerate is pass, judged again" in p for p in report.problems), (
         report.problems

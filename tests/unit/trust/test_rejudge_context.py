@@ -9,22 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import all_pass, checked, copy_run, decide, house, reseal, unpack
+from rejudge_run import (
+    all_pass,
+    checked,
+    copy_run,
+    decide,
+    house,
+    judged_again,
+    policy,
+    reseal,
+    unpack,
+)
 
 from qualify.decision.record import DecisionRecord
 
-HOUSE = """\
-version = 1
-required = ["context/*"]
-critical = []
-"""
+HOUSE = policy("context")
 CONTEXT = "context/attempt-001"
-
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +39,8 @@ def _blocks(record: DecisionRecord) -> bool:
 def test_the_honest_run_verifies_with_the_context_judged_again(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "context")
     assert _blocks(record), "the real ladder misses the 50% needle from 3072 tokens up"
-    report = checked(env, ci[1])
     assert report.ok, report.problems
     assert any(n.startswith(f"{CONTEXT}: judged again from its exchanges") for n in report.notes)
 
@@ -68,12 +65,8 @@ def _found(result: dict[str, Any]) -> None:
 def test_a_context_result_rewritten_to_pass_is_refused(
     published: Path, tmp_path: Path, edit: Any
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, CONTEXT, edit)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "context", edit)
     assert not _blocks(record), "the decision alone takes the rewritten ladder as passed"
-    report = checked(env, ci[1])
     assert not report.ok
     assert any("gate context/needles@3072 is pass, judged again" in p for p in report.problems)
     if edit is _found:

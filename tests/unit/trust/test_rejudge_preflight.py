@@ -10,24 +10,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import all_pass, checked, copy_run, decide, house, reseal, unpack
+from rejudge_run import (
+    all_pass,
+    checked,
+    copy_run,
+    decide,
+    house,
+    judged_again,
+    policy,
+    reseal,
+    unpack,
+)
 
 from qualify.decision.record import DecisionRecord
 from qualify.preflight.code import check_code
 from qualify.records import GateResult, Verdict
 
-HOUSE = """\
-version = 1
-required = ["preflight/*"]
-critical = []
-"""
+HOUSE = policy("preflight")
 PREFLIGHT = "preflight/attempt-001"
-
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +46,8 @@ def _notes(report: Any) -> str:
 def test_the_honest_run_verifies_with_preflight_judged_again(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "preflight")
     assert _blocks(record), "the real preflight fails tool calls at off"
-    report = checked(env, ci[1])
     assert report.ok, report.problems
     notes = _notes(report)
     assert f"{PREFLIGHT}: judged again from its exchanges" in notes

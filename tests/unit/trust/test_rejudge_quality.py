@@ -11,22 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import all_pass, checked, copy_run, decide, house, reseal, unpack
+from rejudge_run import (
+    all_pass,
+    checked,
+    copy_run,
+    decide,
+    house,
+    judged_again,
+    policy,
+    reseal,
+    unpack,
+)
 
 from qualify.decision.record import DecisionRecord
 
-HOUSE = """\
-version = 1
-required = ["quality/*"]
-critical = []
-"""
+HOUSE = policy("quality")
 QUALITY = "quality/attempt-001"
-
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +39,8 @@ def _blocks(record: DecisionRecord) -> bool:
 
 
 def test_the_honest_run_verifies_with_quality_judged_again(published: Path, tmp_path: Path) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "quality")
     assert _blocks(record), "a 135M model fails every task"
-    report = checked(env, ci[1])
     assert report.ok, report.problems
     notes = "\n".join(report.notes)
     assert f"{QUALITY}: judged again from its exchanges" in notes

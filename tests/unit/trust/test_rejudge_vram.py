@@ -10,7 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import all_pass, checked, copy_run, decide, house, reseal, unpack
+from rejudge_run import (
+    all_pass,
+    checked,
+    copy_run,
+    decide,
+    house,
+    judged_again,
+    policy,
+    reseal,
+    unpack,
+)
 
 from qualify.decision.reading import candidate_in_run
 from qualify.decision.rejudge import AttemptView, NotKept, differences
@@ -18,18 +28,8 @@ from qualify.evidence.store import RunDir
 from qualify.records import StageResult
 from qualify.vram.rebuild import rebuild
 
-HOUSE = """\
-version = 1
-required = ["vram/*"]
-critical = []
-"""
+HOUSE = policy("vram")
 VRAM = "vram/attempt-001"
-
-
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +48,8 @@ def _view(run: Path) -> AttemptView:
 def test_the_honest_run_verifies_with_the_vram_judged_again(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "vram")
     assert any(r.startswith("vram/") for r in record.evaluation.reasons), "the tight run fails"
-    report = checked(env, ci[1])
     assert report.ok, report.problems
     assert any(n.startswith(f"{VRAM}: judged again from its exchanges") for n in report.notes)
 
@@ -68,12 +65,8 @@ def test_the_published_runs_rebuild_to_their_sealed_figures(published: Path) -> 
 
 
 def test_a_reserve_rewritten_to_pass_is_refused(published: Path, tmp_path: Path) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, VRAM, all_pass)
-    record, env = decide(run, root, ci[0])
+    record, report = judged_again(published, tmp_path, "vram", all_pass)
     assert not any(r.startswith("vram/") for r in record.evaluation.reasons)
-    report = checked(env, ci[1])
     assert not report.ok
     assert any("gate vram/reserve@0 is pass, judged again" in p for p in report.problems), (
         report.problems

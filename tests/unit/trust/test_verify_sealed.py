@@ -19,12 +19,6 @@ from qualify.decision.signing import load_public
 from qualify.decision.verify import verify
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
-
-
 def refused(env: Path, pub: Path, says: str) -> list[str]:
     report = verify(env, load_public(pub))
     assert not report.ok and any(says in p for p in report.problems), report.problems

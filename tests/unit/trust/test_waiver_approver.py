@@ -20,12 +20,6 @@ from qualify.records import Verdict
 from qualify.tickets import TicketStore
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
-    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
-
-
 def test_a_throwaway_keys_waiver_passed_off_as_the_approvers_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
