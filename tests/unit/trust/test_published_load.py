@@ -1,7 +1,8 @@
-"""The published vLLM load runs (docs/gpu/load/vllm-evidence.tar.xz, vLLM 0.26.0 on an H200):
-a run of the pace rule verifies as published, with the key it was signed with, from a copy in
-another directory; its knee is the last step served at pace; a step's pace rewritten so that
-the step holds, re-sealed and signed with a pinned decision key, is refused naming the field."""
+"""The published load runs of the pace rule on an H200 (docs/gpu/load: vLLM 0.26.0 in
+vllm-evidence.tar.xz, the CUDA llama-server in llama-pace-evidence.tar.xz): a run verifies as
+published, with the key it was signed with, from a copy in another directory; its knee is the
+last step served at pace; a step's pace rewritten so that the step holds, re-sealed and signed
+with a pinned decision key, is refused naming the field."""
 
 from __future__ import annotations
 
@@ -16,19 +17,37 @@ from rejudge_run import checked, copy_run, decide, house, policy, reseal
 from qualify.capacity.knee import KEEP_PACE
 
 ROOT = Path(__file__).resolve().parents[3]
-PUBLISHED = ROOT / "docs" / "gpu" / "load" / "vllm-evidence.tar.xz"
-RUN = "vllm-pace/smollm2-135m-gpu-load-vllm/20261204T040234Z-064f7b"
+LOAD = ROOT / "docs" / "gpu" / "load"
+# (tarball, folder of the pace-rule runs, one run in it)
+PUBLISHED = {
+    "vllm": (
+        "vllm-evidence.tar.xz",
+        "vllm-pace",
+        "smollm2-135m-gpu-load-vllm/20261204T040234Z-064f7b",
+    ),
+    "llama-server": (
+        "llama-pace-evidence.tar.xz",
+        "llama-pace",
+        "smollm2-135m-gpu-load-llama/20261204T064800Z-f770d1",
+    ),
+}
 CAP = "capacity/attempt-001"
 HOUSE = policy("capacity")
 
 
-@pytest.fixture(scope="module")
-def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("vllm-load")
-    with tarfile.open(PUBLISHED) as tf:
-        top = ("./vllm-pace/", "vllm-pace/")
+@pytest.fixture(scope="module", params=sorted(PUBLISHED))
+def published(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pace-rule folder of one engine's published tarball, unpacked."""
+    tarball, folder, run = PUBLISHED[request.param]
+    dest = tmp_path_factory.mktemp(request.param)
+    with tarfile.open(LOAD / tarball) as tf:
+        top = (f"./{folder}/", f"{folder}/")
         tf.extractall(dest, members=[m for m in tf.getmembers() if m.name.startswith(top)])
-    return dest
+    return dest / folder
+
+
+def _run(published: Path) -> Path:
+    return published / next(r for _, f, r in PUBLISHED.values() if f == published.name)
 
 
 def _cells(run: Path) -> list[dict[str, Any]]:
@@ -40,14 +59,14 @@ def _cells(run: Path) -> list[dict[str, Any]]:
 def test_the_published_run_verifies_with_the_key_it_was_signed_with(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published / RUN, tmp_path)
-    report = checked(run / "decision" / "attempt-001.dsse.json", published / "vllm-pace/gpu.pub")
+    run = copy_run(_run(published), tmp_path)
+    report = checked(run / "decision" / "attempt-001.dsse.json", published / "gpu.pub")
     assert report.ok, report.problems
     assert any(n.startswith(f"{CAP}: judged again from its exchanges") for n in report.notes)
 
 
 def test_its_knee_is_the_last_step_served_at_pace(published: Path) -> None:
-    run = published / RUN
+    run = _run(published)
     result = json.loads((run / CAP / "result.json").read_text())
     knee = result["data"]["load"]["knee"]
     by_cell = {c["cell"]: c for c in _cells(run)}
@@ -62,7 +81,7 @@ def test_its_knee_is_the_last_step_served_at_pace(published: Path) -> None:
 def test_a_pace_rewritten_to_hold_is_refused_naming_the_field(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published / RUN, tmp_path)
+    run = copy_run(_run(published), tmp_path)
     cells = _cells(run)
     i = next(i for i, c in enumerate(cells) if c.get("pace") is not None and c["pace"] < KEEP_PACE)
 
@@ -86,11 +105,11 @@ def test_the_decision_shows_each_steps_pace(published: Path) -> None:
     from qualify.decision.reading import run_info
     from qualify.evidence.store import RunDir
 
-    run = RunDir(published / RUN)
+    run = RunDir(_run(published))
     record = latest(run, None)
     assert record is not None
     text = document.render(run, record, run_info(run))
-    rows = {c["cell"]: c for c in _cells(published / RUN)}
+    rows = {c["cell"]: c for c in _cells(_run(published))}
     over = next(c for c in rows.values() if c.get("pace") is not None and c["pace"] < KEEP_PACE)
     line = next(x for x in text.splitlines() if x.startswith(f"| {over['cell']} |"))
     assert f"(pace {over['pace']:.2f})" in line
