@@ -208,6 +208,8 @@ def judged_cells(
         add(f"{k['kind']}@{k['depth']}", "candidate", k["kind"], streams)
     for c in load.get("cells", []):
         add(c["cell"], load.get("lane", "candidate"), load.get("kind", "prose"), c["streams"])
+    for c in (load.get("incumbent") or {}).get("cells") or []:
+        add(c["cell"], "incumbent", load.get("kind", "prose"), c["streams"])
     if load.get("soak"):
         add(
             "soak",

@@ -440,6 +440,11 @@ def public_load(load: dict[str, Any]) -> dict[str, Any]:
 
     if "cells" in out:
         out["cells"] = [trim(c) for c in out["cells"]]
+    if out.get("incumbent"):
+        out["incumbent"] = {
+            **out["incumbent"],
+            "cells": [trim(c) for c in out["incumbent"]["cells"]],
+        }
     if out.get("soak"):
         out["soak"] = trim(out["soak"])
     return out

@@ -144,8 +144,18 @@ class Soak(Goodput):
     streams: list[LoadStream] = Field(default_factory=list)
 
 
+class Edge(Part):
+    """The incumbent's steps at the candidate's knee and first rate over it
+    (`qualify.capacity.edge`); `status` measured, not run or unreachable, `why` says why."""
+
+    status: str = ""
+    why: str | None = None
+    cells: list[OpenCell] = Field(default_factory=list)
+
+
 class Load(Part):
-    """The open-loop load on the candidate: the knee search's cells, the burst, the soak."""
+    """The open-loop load on the candidate: the knee search's cells, the burst, the soak, and
+    the incumbent at the candidate's edge."""
 
     length: PlannedLength | None = None
     slo: Slo | None = None
@@ -157,3 +167,4 @@ class Load(Part):
     requests: int = 0
     wall_s: float | None = None
     soak: Soak | None = None
+    incumbent: Edge | None = None

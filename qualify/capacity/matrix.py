@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from qualify.capacity.slo import Slo, goodput
 from qualify.httpclient.timing import median, percentile
 
 MEDIAN_KEYS = (
@@ -121,3 +122,12 @@ def public_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["streams"] = [{k: s.get(k) for k in keep} for s in r.get("streams", [])]
         out.append(row)
     return out
+
+
+def run_goodput(runs: list[dict[str, Any]], slo: Slo) -> dict[str, Any]:
+    """A closed-loop cell's goodput over every run (excluded ones too: a broken or failed
+    request is a request that missed), the rate over the runs' summed windows."""
+    streams = [st for r in runs for st in r.get("streams", [])]
+    windows = [r["window_s"] for r in runs if isinstance(r.get("window_s"), int | float)]
+    g = goodput(streams, slo, sum(windows) if windows else None)
+    return g.model_dump(include={"good", "goodput", "goodput_ci95", "goodput_rps", "slo_met"})

@@ -43,7 +43,7 @@ class Idle(Part):
 
 
 class PlannedLength(Part):
-    """A target prompt length clamped to the window (`qualify.capacity.stage.plan_lengths`)."""
+    """A target prompt length clamped to the window (`plan_lengths`)."""
 
     target: int
     planned_tokens: int
@@ -51,3 +51,22 @@ class PlannedLength(Part):
     same_as: int | None = None
     errors: list[str] = Field(default_factory=list)
     sized_tokens: int | None = None
+
+
+def plan_lengths(targets: list[int], window: int, max_tokens: int) -> list[PlannedLength]:
+    """Targets clamped to the window minus the budget; a repeat names the first (`same_as`)."""
+    room = window - max_tokens
+    out: list[PlannedLength] = []
+    for t in targets:
+        planned = min(t, room)
+        first = next((r for r in out if r.planned_tokens == planned and not r.same_as), None)
+        out.append(
+            PlannedLength(
+                target=t,
+                planned_tokens=planned,
+                clamped=t > room,
+                same_as=first.target if first else None,
+                errors=[] if planned > 0 else [f"window {window} leaves no room for a prompt"],
+            )
+        )
+    return out

@@ -9,7 +9,7 @@ settings must be the signed candidate copy's `[stages.capacity]`; each cell ran 
 number of runs with one stream per concurrent request. From those streams, with the stage's own
 functions: each run's figures and whether it is counted (`summarize`, `exclusion`), each
 cell's medians, p95, energy per token and goodput under the recorded SLOs
-(`median_of_runs`, the stage's `_goodput`), the saturation of a cell by failed or cut
+(`median_of_runs`, `matrix.run_goodput`), the saturation of a cell by failed or cut
 requests and the cells not run above it, the planned lengths, KV need, the incumbent
 comparison, the degenerate list and every answer judged (`judged_cells`); the open-loop part
 in `qualify.capacity.reload`.
@@ -31,13 +31,14 @@ from typing import Any
 from qualify.ab.acceptance import combine
 from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
-from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
+from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
+from qualify.capacity.parts import plan_lengths
 from qualify.capacity.record import Record
 from qualify.capacity.reload import kept_stream, rebuild_load
 from qualify.capacity.runs import exclusion, stream_record, summarize
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo
-from qualify.capacity.stage import INCUMBENT, _goodput, plan_lengths
+from qualify.capacity.stage import INCUMBENT
 from qualify.decision.rejudge import AttemptView, NotKept
 
 _PART = re.compile(r"\.part\d{3}$")
@@ -121,7 +122,7 @@ def _matrix(
                 "length": planned,
                 "concurrency": c,
                 **median_of_runs(runs),
-                **(_goodput(runs, slo) if slo is not None else {}),
+                **(run_goodput(runs, slo) if slo is not None else {}),
                 "kv_tokens_needed": need,
                 "kv_fits": None if not kv else need <= kv,
                 "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
@@ -181,7 +182,8 @@ def _complete(view: AttemptView, streams: list[dict[str, Any]]) -> None:
 
 def _all_streams(rows: list[dict[str, Any]], load: dict[str, Any] | None) -> list[Any]:
     out = [st for row in rows for run in row["_runs"] for st in run["streams"]]
-    cells = [*((load or {}).get("cells") or []), (load or {}).get("soak") or {}]
+    edge = ((load or {}).get("incumbent") or {}).get("cells") or []
+    cells = [*((load or {}).get("cells") or []), *edge, (load or {}).get("soak") or {}]
     return out + [st for c in cells for st in c.get("streams") or []]
 
 

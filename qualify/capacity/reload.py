@@ -24,7 +24,9 @@ import math
 import re
 from typing import Any
 
+from qualify.capacity.edge import PREFIX, edge_steps
 from qualify.capacity.knee import STREAM_KEYS, _knee, holds, pace, step_size
+from qualify.capacity.loads import Knee
 from qualify.capacity.openloop import burst, poisson
 from qualify.capacity.runs import stream_record
 from qualify.capacity.settings import CapacitySettings
@@ -76,15 +78,6 @@ def _earlier_answers(
         )
         rec.update({k: st[k] for k in harsher})
     return rec
-    differ = [k for k in JUDGED if k in st and st[k] != rec.get(k)]
-    if differ:
-        view.trust(
-            "answer judgments made by other answer-checking code than this installation's "
-            "where this code judges the same answer otherwise (the record names no check_code "
-            "of this code)"
-        )
-        rec.update({k: st[k] for k in differ})
-    return rec
 
 
 def _streams(
@@ -133,9 +126,16 @@ def _per_token(cell: dict[str, Any]) -> None:
 
 
 def _cell(
-    view: AttemptView, sealed: dict[str, Any], s: CapacitySettings, slo: Slo, seed: int, k: int
+    view: AttemptView,
+    sealed: dict[str, Any],
+    s: CapacitySettings,
+    slo: Slo,
+    seed: int,
+    k: int,
+    prefix: str = "",
 ) -> dict[str, Any]:
-    """A Poisson step (the k-th cell of the search) or the burst, measured again."""
+    """A Poisson step (the k-th cell of the search; `prefix` names the incumbent's repeat of
+    it, `capacity.edge`) or the burst, measured again."""
     cell = copy.deepcopy(sealed)
     if cell.get("arrival") == "burst":
         offsets = burst(int(s.load.burst))
@@ -143,7 +143,7 @@ def _cell(
     else:
         rate = float(cell.get("rate_rps") or 0.0)
         offsets = poisson(rate, step_size(rate, s.load), seed + k) if rate > 0 else []
-        label = f"load-poisson-{rate:.4g}rps"
+        label = f"load-{prefix}poisson-{rate:.4g}rps"
     if cell.get("label") != label:
         raise NotKept(f"the load cell {cell.get('label')} is not the one its rate names ({label})")
     streams = _streams(view, cell, offsets, s.load.kind, s.max_tokens)
@@ -212,7 +212,27 @@ def rebuild_load(
     if out.get("soak"):
         view.trust("the soak's watcher: health probes, counters, memory, timeline, a hang")
         out["soak"] = _soak(view, out["soak"], s, slo, seed)
+    if out.get("incumbent"):
+        out["incumbent"] = _edge_again(view, out, s, slo, seed)
     return out
+
+
+def _edge_again(
+    view: AttemptView, load: dict[str, Any], s: CapacitySettings, slo: Slo, seed: int
+) -> dict[str, Any]:
+    """The incumbent's steps at the candidate's edge, measured again: they must repeat the
+    rates and steps the rebuilt search gives (`edge.edge_steps`), each with that step's seed."""
+    edge: dict[str, Any] = copy.deepcopy(load["incumbent"])
+    knee = load.get("knee")
+    knee = Knee.model_validate(knee) if isinstance(knee, dict) else knee
+    steps = edge_steps(load.get("cells") or [], knee)
+    cells = edge.get("cells") or []
+    ran = [(float(c.get("rate_rps") or 0.0), int(c.get("step") or 0) - 1) for c in cells]
+    if cells and ran != steps:
+        raise NotKept(f"the incumbent's edge steps {ran} are not the search's edge {steps}")
+    again = zip(cells, steps, strict=False)
+    edge["cells"] = [_cell(view, c, s, slo, seed, k, PREFIX) for c, (_, k) in again]
+    return edge
 
 
 def _knee_again(cells: list[dict[str, Any]], sealed: dict[str, Any], slo: Slo) -> Any:

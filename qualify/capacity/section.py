@@ -14,7 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qualify.capacity.loads import OpenCell, Soak
+from qualify.capacity.edge import versus
+from qualify.capacity.loads import Load, OpenCell, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
@@ -181,7 +182,37 @@ def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | No
         "soak": soak_text(soak, _verdict(gates, "soak")),
         "answers": answers_text(record.answers, gates),
         "unmeasured": _why_unmeasured([e for e in energies if e is not None]),
+        "edge": edge_part(ld, knee.goodput_floor if knee is not None else 0.0),
     }
+
+
+def _lane_text(x: dict[str, Any]) -> str:
+    pace = "no pace" if x["pace"] is None else f"pace {x['pace']:.2f}"
+    held = "held" if x["held"] else "not held"
+    harness = f", harness: {x['harness']}" if x["harness"] else ""
+    return f"{_pct(x['goodput'])}, {pace}, {held}{harness}"
+
+
+def edge_part(ld: Load, floor: float) -> dict[str, Any] | None:
+    """The incumbent at the candidate's edge (`qualify.capacity.edge`): per rate, both lanes'
+    goodput, pace and whether each held; None when the stage ran no such step."""
+    e = ld.incumbent
+    if e is None:
+        return None
+    rows = [
+        {
+            "rate": "no data" if v["rate_rps"] is None else f"{v['rate_rps']:.3g}",
+            "candidate": _lane_text(v["candidate"]),
+            "incumbent": _lane_text(v["incumbent"]),
+            "energy": " / ".join(
+                per_token_text(v[lane]["j_per_output_token"], None, None)
+                for lane in ("candidate", "incumbent")
+            ),
+            "lead": v["lead"],
+        }
+        for v in versus(ld.cells, e.cells, floor)
+    ]
+    return {"status": e.status, "why": e.why, "rows": rows}
 
 
 def matrix_extras(row: MatrixRow) -> str:

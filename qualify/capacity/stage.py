@@ -21,18 +21,25 @@ from qualify.ab.acceptance import combine
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.capacity.answers import answer_code, degenerate_answers, judged_cells
+from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.knee import burst_cell, public_load, search
 from qualify.capacity.loads import Knee
-from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
-from qualify.capacity.parts import PlannedLength
+from qualify.capacity.matrix import (
+    cell_key,
+    median_of_runs,
+    public_runs,
+    run_goodput,
+    saturation,
+)
+from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
 from qualify.capacity.record import Comparison, Engine, Record
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
-from qualify.capacity.slo import Slo, effective, goodput
+from qualify.capacity.slo import Slo, effective
 from qualify.capacity.soak import rss_mib, soak
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
@@ -62,25 +69,6 @@ def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, Any]:
     if s.ignore_eos:
         body["ignore_eos"] = True
     return body
-
-
-def plan_lengths(targets: list[int], window: int, max_tokens: int) -> list[PlannedLength]:
-    """Targets clamped to the window minus the budget; a repeat names the first (`same_as`)."""
-    room = window - max_tokens
-    out: list[PlannedLength] = []
-    for t in targets:
-        planned = min(t, room)
-        first = next((r for r in out if r.planned_tokens == planned and not r.same_as), None)
-        out.append(
-            PlannedLength(
-                target=t,
-                planned_tokens=planned,
-                clamped=t > room,
-                same_as=first.target if first else None,
-                errors=[] if planned > 0 else [f"window {window} leaves no room for a prompt"],
-            )
-        )
-    return out
 
 
 def turns(runs: int, incumbent: bool) -> list[tuple[str, list[int]]]:
@@ -210,6 +198,21 @@ class Capacity:
                 **common,
             )
             task.advance(note="capacity soak")
+        return out
+
+    async def loads(self, incumbent: bool, ran: list[str], task: Any) -> dict[str, Any]:
+        """The candidate's load, then the incumbent at the candidate's edge (`capacity.edge`)."""
+        out = await self.load(await self.lane("candidate"), task)
+        ran.append("candidate load")
+        if not (incumbent and self.s.load.enabled):
+            return out
+        try:
+            lane = await self.lane(INCUMBENT)
+        except StartFailed as exc:
+            out["incumbent"] = {"status": "unreachable", "why": str(exc), "cells": []}
+            return out
+        out["incumbent"] = await incumbent_edge(self, lane, out, task)
+        ran.append("incumbent at the candidate's edge")
         return out
 
     async def lane(self, name: str) -> Lane:
@@ -347,15 +350,6 @@ class Capacity:
         return rows
 
 
-def _goodput(runs: list[dict[str, Any]], slo: Slo) -> dict[str, Any]:
-    """A closed-loop cell's goodput over every run (excluded ones too: a broken or failed
-    request is a request that missed), the rate over the runs' summed windows."""
-    streams = [st for r in runs for st in r.get("streams", [])]
-    windows = [r["window_s"] for r in runs if isinstance(r.get("window_s"), int | float)]
-    g = goodput(streams, slo, sum(windows) if windows else None)
-    return g.model_dump(include={"good", "goodput", "goodput_ci95", "goodput_rps", "slo_met"})
-
-
 def _rows(lane: Lane, s: CapacitySettings, slo: Slo) -> list[dict[str, Any]]:
     kv = lane.engine.kv_tokens
     out = []
@@ -375,7 +369,7 @@ def _rows(lane: Lane, s: CapacitySettings, slo: Slo) -> list[dict[str, Any]]:
                     "target": length.target,
                     "concurrency": c,
                     **median_of_runs(runs),
-                    **_goodput(runs, slo),
+                    **run_goodput(runs, slo),
                     "kv_tokens_needed": need,
                     "kv_fits": None if not kv else need <= kv,
                     "saturated": stop["why"] if stop and stop["at"] == c else None,
@@ -434,6 +428,7 @@ async def capacity(ctx: StageContext) -> StageResult:
     cells = len(s.lengths) * len(s.concurrency)
     total = len(s.kinds) * len(s.depths) * s.kind_runs + sum(cells * len(r) for _, r in order)
     load_steps = (s.load.max_steps + s.load.refine + bool(s.load.burst)) * s.load.enabled
+    load_steps += 2 * s.load.enabled * (inc_info["status"] == "found")
     total += load_steps + s.soak.enabled
     kinds: list[dict[str, Any]] = []
     load: dict[str, Any] = {}
@@ -456,9 +451,7 @@ async def capacity(ctx: StageContext) -> StageResult:
                 await cap.matrix_turn(lane, runs, task)
                 ran.append(f"{name} run {','.join(map(str, runs))}")
             if s.load.enabled or s.soak.enabled:
-                lane = await cap.lane("candidate")
-                load = await cap.load(lane, task)
-                ran.append("candidate load")
+                load = await cap.loads(inc_info["status"] == "found", ran, task)
     finally:
         if INCUMBENT in ctx.lanes.loaded:
             if ctx.lanes.current == INCUMBENT:

@@ -10,11 +10,12 @@ from pydantic import ValidationError
 
 from qualify.capacity.loads import Load
 from qualify.capacity.matrix import median_of_runs, saturation
+from qualify.capacity.parts import plan_lengths
 from qualify.capacity.plot import plot
 from qualify.capacity.record import MatrixRow
 from qualify.capacity.runs import exclusion, server_fidelity, summarize
 from qualify.capacity.settings import CapacitySettings, ExpectedRange, parse_cell
-from qualify.capacity.stage import plan_lengths, turns
+from qualify.capacity.stage import turns
 from qualify.serving.engines import VLLM, MetricsSnapshot, dialect
 from qualify.serving.idle import IdleReport
 

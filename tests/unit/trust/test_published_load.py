@@ -38,7 +38,7 @@ HOUSE = policy("capacity")
 @pytest.fixture(scope="module", params=sorted(PUBLISHED))
 def published(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The pace-rule folder of one engine's published tarball, unpacked."""
-    tarball, folder, run = PUBLISHED[request.param]
+    tarball, folder, _ = PUBLISHED[request.param]
     dest = tmp_path_factory.mktemp(request.param)
     with tarfile.open(LOAD / tarball) as tf:
         top = (f"./{folder}/", f"{folder}/")

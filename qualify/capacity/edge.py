@@ -1,0 +1,128 @@
+"""The incumbent at the candidate's edge: what production serves at the rates where the
+candidate's knee search ended.
+
+After the candidate's search, when the stage measured an incumbent (`qualify.capacity.incumbent`),
+the incumbent's lane runs the open-loop steps of two rates: the candidate's knee (the highest
+rate it held) and the first rate over it (the lowest it did not hold). Each step repeats the
+candidate's step at that rate exactly: the same number of requests and the same Poisson arrival
+schedule (the stage's seed plus the step's index in the candidate's search), under the same SLOs
+and the same hold rule (goodput at the floor and served at pace, `knee.holds`). Its cells are
+named `incumbent-poisson-<rate>rps`, its exchanges `load-incumbent-poisson-<rate>rps-sN`.
+
+Two cells per lane are one observation each, not a statistic: a rate the incumbent holds and the
+candidate does not is a lead for the reader (the decision lists it), never a verdict. The matrix's
+`capacity-incumbent` gate judges speed against the incumbent with intervals over runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from qualify.capacity.knee import holds, open_cell, step_size
+from qualify.capacity.loads import Knee, OpenCell
+from qualify.capacity.openloop import poisson
+from qualify.capacity.parts import plan_lengths
+
+if TYPE_CHECKING:
+    from qualify.capacity.stage import Capacity, Lane
+
+PREFIX = "incumbent-"
+
+
+def edge_steps(cells: list[dict[str, Any]], knee: Knee | None) -> list[tuple[float, int]]:
+    """(rate, index of its step among the candidate's Poisson steps) for the knee and the first
+    rate over it, in that order; empty without a knee search. The index gives the step's seed."""
+    if knee is None:
+        return []
+    steps = [c for c in cells if c.get("arrival", "poisson") == "poisson"]
+    out: list[tuple[float, int]] = []
+    at_knee = [i for i, c in enumerate(steps) if c.get("cell") == knee.cell]
+    if knee.rate_rps is not None and at_knee:
+        out.append((float(knee.rate_rps), at_knee[-1]))
+    over = [i for i, c in enumerate(steps) if c.get("rate_rps") == knee.first_over]
+    if knee.first_over is not None and over:
+        out.append((float(knee.first_over), over[-1]))
+    return out
+
+
+def edge_label(rate: float) -> str:
+    return f"load-{PREFIX}poisson-{rate:.4g}rps"
+
+
+async def incumbent_edge(
+    cap: Capacity, lane: Lane, load: dict[str, Any], task: Any
+) -> dict[str, Any]:
+    """The incumbent's steps at the candidate's edge (`load` is the candidate's search)."""
+    s = cap.s
+    steps = edge_steps(load.get("cells") or [], load.get("knee"))
+    if not steps:
+        why = "the candidate's knee search ran no step to repeat"
+        return {"status": "not run", "why": load.get("error") or why, "cells": []}
+    length = load.get("length")
+    planned = (
+        plan_lengths([length.planned_tokens], lane.window, s.max_tokens)[0] if length else None
+    )
+    if planned is None or planned.errors or planned.clamped:
+        why = f"the incumbent's window ({lane.window} tokens) cannot repeat the candidate's prompts"
+        return {"status": "not run", "why": why, "cells": []}
+    n = planned.planned_tokens
+    fresh_key = (s.load.kind, n) not in lane.prompts
+    p = await cap.prompts(lane, s.load.kind, n)
+    if fresh_key:
+        await cap.warm(lane, p, f"load-{lane.name}-{n}")
+    drain = float(cap.slo.e2e_s or s.load.step_s) + s.load.drain_s
+    cells = []
+    for rate, k in steps:
+        c = await open_cell(
+            lane.sender,
+            p.fresh,
+            poisson(rate, step_size(rate, s.load), cap.seed + k),
+            label=edge_label(rate),
+            kind=s.load.kind,
+            max_tokens=s.max_tokens,
+            slo=cap.slo,
+            lag_bound_ms=cap.ctx.thresholds.client_max_lag_ms,
+            drain_s=drain,
+            meter=cap.meter,
+        )
+        c.update(
+            arrival="poisson", rate_rps=rate, cell=f"{PREFIX}poisson-{rate:.4g}rps", step=k + 1
+        )
+        cells.append(c)
+        task.advance(
+            note=f"capacity incumbent at {rate:.3g} req/s: goodput {c['good']}/{c['requests']}"
+        )
+    return {"status": "measured", "why": None, "cells": cells}
+
+
+def versus(
+    candidate: list[OpenCell], incumbent: list[OpenCell], floor: float
+) -> list[dict[str, Any]]:
+    """Per rate the incumbent ran: both lanes' goodput, pace, completed rate, whether each held,
+    and J per output token; `lead` names a rate one lane held and the other did not."""
+    rows = []
+    for inc in incumbent:
+        same = [c for c in candidate if c.step == inc.step and c.arrival == "poisson"]
+        cand = same[-1] if same else None
+        row: dict[str, Any] = {"rate_rps": inc.rate_rps}
+        for name, c in (("candidate", cand), ("incumbent", inc)):
+            d = c.model_dump() if c is not None else {}
+            energy = c.energy if c is not None else None
+            row[name] = {
+                "goodput": d.get("goodput"),
+                "pace": d.get("pace"),
+                "completed_rps": d.get("achieved_rps"),
+                "held": bool(d) and holds(d, floor) and not d.get("harness_error"),
+                "harness": d.get("harness_error"),
+                "j_per_output_token": energy.j_per_output_token if energy is not None else None,
+            }
+        c_held, i_held = row["candidate"]["held"], row["incumbent"]["held"]
+        row["lead"] = (
+            "the incumbent held a rate the candidate did not"
+            if i_held and not c_held
+            else "the candidate held a rate the incumbent did not"
+            if c_held and not i_held
+            else None
+        )
+        rows.append(row)
+    return rows
