@@ -138,6 +138,16 @@ def _render(tmp: Path, joules: float | None = None, lane_energy: bool = False) -
     return document.render(run, record, run_info(run))
 
 
+def _render_with(tmp: Path, change: Any) -> str:
+    """The document of the contract run whose capacity record `change` edited first."""
+    run = contract_run.build(tmp)
+    gates, data = _capacity(None)
+    change(data)
+    contract_run._write(run, "capacity", gates, data)
+    record = preview(run, setup(None))
+    return document.render(run, record, run_info(run))
+
+
 def test_the_capacity_section_shows_the_load_results_of_the_record(tmp_path: Path) -> None:
     text = _render(tmp_path)
     part = text.split("## Capacity", 1)[1].split("\n## ", 1)[0]
@@ -303,3 +313,39 @@ def test_driver_and_cuda_come_from_the_vram_records_hardware(tmp_path: Path) -> 
     text = document.render(run, preview(run, setup(None)), run_info(run))
     gpu = next(x for x in text.splitlines() if x.startswith("- GPU: "))
     assert "driver 580.159.04, CUDA 13.0" in gpu
+
+
+# --- the incumbent at the candidate's edge (qualify.capacity.edge) ---------------------------
+
+
+def test_the_decision_sets_both_lanes_side_by_side(tmp_path: Path) -> None:
+    def add_edge(data: dict[str, Any]) -> None:
+        cand = {**data["load"]["cells"][0], "step": 1, "pace": 0.62}
+        data["load"]["cells"][0] = cand
+        inc = {**cand, "cell": "incumbent-poisson-0.8rps", "goodput": 1.0, "pace": 0.97}
+        inc["unfinished"] = 0
+        data["load"]["incumbent"] = {"status": "measured", "why": None, "cells": [inc]}
+
+    text = _render_with(tmp_path, add_edge)
+    assert "The incumbent at the candidate's edge: the same arrivals" in text
+    assert (
+        "| 0.8 | 40%, pace 0.62, not held | 100%, pace 0.97, held | unmeasured / unmeasured |"
+        in text
+    )
+    assert "At 0.8 req/s the incumbent held a rate the candidate did not." in text
+
+
+def test_an_edge_not_run_says_why(tmp_path: Path) -> None:
+    def not_run(data: dict[str, Any]) -> None:
+        why = "the incumbent's window (512 tokens) cannot repeat the candidate's prompts"
+        data["load"]["incumbent"] = {"status": "not run", "why": why, "cells": []}
+
+    text = _render_with(tmp_path, not_run)
+    assert (
+        "The incumbent at the candidate's edge: not run (the incumbent's window (512 tokens) "
+        "cannot repeat the candidate's prompts)." in text
+    )
+
+
+def test_no_incumbent_adds_nothing(tmp_path: Path) -> None:
+    assert "candidate's edge" not in _render_with(tmp_path, lambda data: None)
