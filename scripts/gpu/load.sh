@@ -19,6 +19,9 @@
 #   scripts/gpu/load.sh model [join] keep the GGUF pieces carried (.gpu/mNN); join: install the
 #                                  model and start the CUDA build (without vLLM's kit)
 #   scripts/gpu/load.sh llama N    wait for the build; N runs of examples/gpu-load/llama-server.toml
+#   scripts/gpu/load.sh llama-inc N  the same beside an incumbent (the same recipe under another
+#                                  name, the alias pointing at it): the matrix in turns, then the
+#                                  incumbent at the candidate's edge
 #   scripts/gpu/load.sh vllm N [keep]  N runs of examples/gpu-load/vllm-attach.toml, then stop vLLM
 #                                  (keep: leave it serving for a later call)
 # Each run's evidence goes to $OUT as <engine>.tgz, its log as <engine>.txt.
@@ -118,12 +121,24 @@ model)  # the SmolLM2 GGUF carried as .gpu/mNN pieces over calls; the last call 
   fi
   ls -l "$W/mparts"
   ;;
-llama)
+llama|llama-inc)
   # by pid, not by pattern: a pattern also matches the shell whose command line names it
   while [ -f "$W/build.pid" ] && kill -0 "$(cat "$W/build.pid")" 2>/dev/null; do sleep 5; done
   tail -3 "$CACHE/build-cuda.log"
   test -x "$CACHE/llama-server/0.3.36-cuda/llama-server" || exit 7
-  runs llama examples/gpu-load/llama-server.toml "${2:-3}"
+  cand=examples/gpu-load/llama-server.toml
+  if [ "$1" = llama-inc ]; then
+    d=$W/inc; mkdir -p "$d"; cand=$d/candidate.toml
+    sed 's/^incumbent = false/incumbent = true/' examples/gpu-load/llama-server.toml >"$cand"
+    printf '\n[alias]\nname = "gpu-chat"\n' >>"$cand"
+    sed 's/^name = "smollm2-135m-gpu-load-llama"/name = "smollm2-135m-gpu-production"/' \
+      "$cand" >"$d/incumbent.toml"
+    qpy -c "import sys; from qualify.alias import render_table; from qualify.evidence.store \
+import sha256_file as h; from pathlib import Path; p = sys.argv[1]; print(render_table({'gpu-chat': {'candidate': \
+'smollm2-135m-gpu-production', 'candidate_path': p, 'candidate_sha256': h(Path(p)), \
+'decision_sha256': '0' * 64}}), end='')" "$d/incumbent.toml" >"$d/aliases.toml"
+  fi
+  runs "$1" "$cand" "${2:-3}"
   ;;
 vllm)  # `vllm N keep` leaves the server up for a later call
   runs vllm examples/gpu-load/vllm-attach.toml "${2:-3}"
