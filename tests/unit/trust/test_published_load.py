@@ -113,3 +113,38 @@ def test_the_decision_shows_each_steps_pace(published: Path) -> None:
     over = next(c for c in rows.values() if c.get("pace") is not None and c["pace"] < KEEP_PACE)
     line = next(x for x in text.splitlines() if x.startswith(f"| {over['cell']} |"))
     assert f"(pace {over['pace']:.2f})" in line
+
+
+# --- the incumbent at the candidate's edge, on the H200 (llama-incumbent-evidence.tar.xz) --------
+
+EDGE_RUN = "llama-incumbent/smollm2-135m-gpu-load-llama/20261204T071217Z-9fa90a"
+
+
+@pytest.fixture(scope="module")
+def edge_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("llama-incumbent")
+    with tarfile.open(LOAD / "llama-incumbent-evidence.tar.xz") as tf:
+        tf.extractall(dest, filter="data")
+    return dest
+
+
+def test_the_published_incumbent_edge_verifies_and_repeats_the_candidates_arrivals(
+    edge_run: Path, tmp_path: Path
+) -> None:
+    """Signed on the H200 beside an incumbent: verify judges the incumbent's steps again from
+    their exchanges; each repeats the candidate's step at its knee and the first rate over it."""
+    run = copy_run(edge_run / EDGE_RUN, tmp_path)
+    report = checked(
+        run / "decision" / "attempt-001.dsse.json", edge_run / "llama-incumbent/gpu.pub"
+    )
+    assert report.ok, report.problems
+    load = json.loads((run / CAP / "result.json").read_text())["data"]["load"]
+    edge = load["incumbent"]
+    assert edge["status"] == "measured"
+    by_step = {c["step"]: c for c in load["cells"] if c["arrival"] == "poisson"}
+    rates = [c["rate_rps"] for c in edge["cells"]]
+    assert rates == [load["knee"]["rate_rps"], load["knee"]["first_over"]]
+    for inc in edge["cells"]:
+        cand = by_step[inc["step"]]
+        assert inc["rate_rps"] == cand["rate_rps"] and inc["requests"] == cand["requests"]
+        assert [s["planned_s"] for s in inc["streams"]] == [s["planned_s"] for s in cand["streams"]]
