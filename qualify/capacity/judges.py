@@ -28,6 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from qualify.capacity.loads import Drift
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import CellFigures, Comparison, KindRow, MatrixRow, Record
 from qualify.gates.files import Params
@@ -377,11 +378,14 @@ def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
         reasons.append(f"no request of {s.planned} completed during the soak")
     if s.unfinished:
         reasons.append(f"{s.unfinished} requests did not finish within the soak's drain")
-    if d.drift_pct is not None and d.drift_pct > thresholds.soak_max_ttft_drift_pct:
+    if _drifted(d, thresholds):
+        rise = f" and at least {thresholds.soak_min_ttft_drift_s:g} s" * bool(
+            thresholds.soak_min_ttft_drift_s
+        )
         reasons.append(
             f"TTFT drifted {d.drift_pct:+.0f}% (median {_fmt(d.first_p50_s)} s in the first "
             f"third, {_fmt(d.last_p50_s)} s in the last; "
-            f"bound {thresholds.soak_max_ttft_drift_pct:g}%)"
+            f"bound {thresholds.soak_max_ttft_drift_pct:g}%{rise})"
         )
     if growth is not None and growth > thresholds.soak_max_memory_growth_mib:
         reasons.append(
@@ -391,6 +395,15 @@ def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
     for name, delta in s.error_counters.items():
         reasons.append(f"engine error counter {name} rose by {delta:g}")
     return [Judged(Verdict.FAIL if reasons else Verdict.PASS, reasons, m)]
+
+
+def _drifted(d: Drift, thresholds: Thresholds) -> bool:
+    """TTFT drift beyond the per-cent bound, by at least the house's rise in seconds."""
+    if d.drift_pct is None or d.drift_pct <= thresholds.soak_max_ttft_drift_pct:
+        return False
+    if d.first_p50_s is None or d.last_p50_s is None:
+        return True
+    return d.last_p50_s - d.first_p50_s >= thresholds.soak_min_ttft_drift_s
 
 
 @judge(STAGE, "capacity-energy", NoParams)

@@ -47,6 +47,7 @@ _LOWER_IS_STRICTER = {
     "client_max_lag_ms",
     "soak_stall_s",
     "soak_max_ttft_drift_pct",
+    "soak_min_ttft_drift_s",
     "soak_max_memory_growth_mib",
 }
 # None: no bound, the loosest

@@ -98,6 +98,12 @@ class Thresholds(StrictModel):
         description="soak: median TTFT of the last third of requests over the first third, "
         "in per cent above 100 (lower is stricter)",
     )
+    soak_min_ttft_drift_s: Annotated[float, Field(ge=0)] = Field(
+        0.0,
+        description="soak: a TTFT drift beyond the per-cent bound fails only when the median "
+        "also rose by at least this many seconds (0: any rise); a relative drift on sub-second "
+        "TTFTs is otherwise a fraction of a second; lower is stricter",
+    )
     soak_max_memory_growth_mib: Annotated[float, Field(ge=0)] = Field(
         1024.0,
         description="soak: growth of the server's memory (GPU used memory, else the server "

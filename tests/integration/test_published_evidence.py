@@ -29,7 +29,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = "docs"
 ENVELOPE = ".dsse.json"
-ARCHIVES = (".tgz", ".tar.gz")
+ARCHIVES = (".tgz", ".tar.gz", ".tar.xz")
 
 
 def _committed(root: Path) -> list[str]:

@@ -148,6 +148,23 @@ def test_soak_fails_drift_memory_errors_and_no_completion() -> None:
     assert j.verdict is Verdict.SKIPPED
 
 
+def test_a_drift_must_also_rise_by_the_houses_seconds() -> None:
+    """Under a house that asks a rise of 0.5 s too: +163% from 0.21 s to 0.56 s (a CUDA
+    llama-server's soak, docs/gpu/load.md) passes; +150% from 1 s to 2.5 s still fails; with no
+    such bound (0, the default) both fail."""
+    house = Thresholds(soak_min_ttft_drift_s=0.5)
+    fast = {"first_p50_s": 0.21, "last_p50_s": 0.56, "drift_pct": 163.0}
+    slow = {"first_p50_s": 1.0, "last_p50_s": 2.5, "drift_pct": 150.0}
+    (j,) = gates.soak_gate(soak(ttft_drift=fast), P, house)
+    assert j.verdict is Verdict.PASS, j.reasons
+    (j,) = gates.soak_gate(soak(ttft_drift=slow), P, house)
+    assert j.verdict is Verdict.FAIL
+    assert "bound 100% and at least 0.5 s" in j.reasons[0]
+    for drift in (fast, slow):
+        (j,) = gates.soak_gate(soak(ttft_drift=drift), P, T)
+        assert j.verdict is Verdict.FAIL
+
+
 CELL = {"cell": "256-c1", "length": 256, "concurrency": 1}
 
 
