@@ -8,8 +8,8 @@ the archives) unchanged; a subject named by an absolute path points outside the 
 a reader has nothing, and fails here even if this machine happens to have the file.
 
 Envelopes (`*.dsse.json`) and keys (`*.pub`) are found by name: a key is the one `*.pub` in the
-envelope's directory or the nearest directory above it (for an envelope inside an archive: the
-archive's directory). An envelope copied out of its run finds the run by the `run_id` its
+envelope's directory or the nearest directory above it (for an envelope inside an archive: within
+the archive, else the archive's directory). An envelope copied out of its run finds the run by the `run_id` its
 statement names, among the unpacked archives.
 """
 
@@ -83,6 +83,18 @@ def _statement(envelope: Path) -> dict[str, Any]:
     return stmt if isinstance(stmt, dict) else {}
 
 
+def _key_inside(start: Path, top: Path) -> Path | None:
+    """The nearest one `*.pub` at or above an unpacked envelope within its archive, if any."""
+    d = start
+    while d != top.parent:
+        keys = sorted(d.glob("*.pub"))
+        assert len(keys) < 2, f"{d} holds several public keys ({[k.name for k in keys]})"
+        if keys:
+            return keys[0]
+        d = d.parent
+    return None
+
+
 def _key(start: Path, stop: Path) -> Path:
     d = start
     while True:
@@ -137,7 +149,9 @@ def test_published_envelope_verifies_from_a_fresh_clone(published: str, clone: P
     archive, _, member = published.partition(":")
     if member:
         envelope = _unpacked(clone, archive) / member
-        key = _key((clone / archive).parent, clone / DOCS)
+        key = _key_inside(envelope.parent, _unpacked(clone, archive)) or _key(
+            (clone / archive).parent, clone / DOCS
+        )
     else:
         envelope = clone / published
         key = _key(envelope.parent, clone / DOCS)
