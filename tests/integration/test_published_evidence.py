@@ -9,8 +9,8 @@ a reader has nothing, and fails here even if this machine happens to have the fi
 
 Envelopes (`*.dsse.json`) and keys (`*.pub`) are found by name: a key is the one `*.pub` in the
 envelope's directory or the nearest directory above it (for an envelope inside an archive: within
-the archive, else the archive's directory). An envelope copied out of its run finds the run by the `run_id` its
-statement names, among the unpacked archives.
+the archive, else the archive's directory). An envelope copied out of its run finds the run by
+the `run_id` its statement names, among the unpacked archives.
 """
 
 from __future__ import annotations
