@@ -40,6 +40,7 @@ from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo
 from qualify.capacity.stage import INCUMBENT
 from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.preflight.code import check_code
 
 _PART = re.compile(r"\.part\d{3}$")
 _COUNTED = re.compile(r"^\d{4}-(cap|kind|load)-.+-s\d+\.json$|^\d{4}-soak-s\d+\.json$")
@@ -214,6 +215,8 @@ def _settings(view: AttemptView, sealed: dict[str, Any]) -> CapacitySettings:
 def rebuild(view: AttemptView) -> dict[str, Any]:
     """The capacity stage's `data` as its kept exchanges give it (see the module docstring)."""
     sealed = copy.deepcopy(view.sealed)
+    if sealed.get("check_code") != (now := check_code("capacity")):
+        view.other_code(sealed.get("check_code"), "capacity", now)
     s = _settings(view, sealed)
     for field, checks in _LATER.items():
         if field not in sealed:

@@ -33,6 +33,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     unpin.add_argument("name")
     unpin.add_argument("--why", required=True)
     unpin.set_defaults(func=_unpin)
+    codes = verbs.add_parser(
+        "check-codes",
+        help="this installation's check code digests, as the house policy's [check_codes] table",
+    )
+    codes.set_defaults(func=_check_codes)
     for v in (show, pin, unpin):
         v.add_argument(
             "--house",
@@ -91,6 +96,17 @@ def _show(args: argparse.Namespace) -> int:
         print(f"{role} keys: {names}")
     for path in uncommitted(repo_of(root), ["."]):
         print(f"  note: {path} is not committed and counts for nothing (trust is read at HEAD)")
+    return 0
+
+
+def _check_codes(args: argparse.Namespace) -> int:
+    """The digests a house lists to accept records of this installation's check code."""
+    from qualify.preflight.code import CHECK_CODE, check_code
+
+    print("# qualify's check code by stage; add earlier digests a house still accepts")
+    print("[check_codes]")
+    for stage in CHECK_CODE:
+        print(f'{stage} = ["{check_code(stage)}"]')
     return 0
 
 

@@ -86,6 +86,13 @@ class PolicyRules(StrictModel):
     )
     thresholds: Thresholds = Field(default_factory=Thresholds)
     waivers: WaiverRules = Field(default_factory=WaiverRules)
+    check_codes: dict[str, list[Digest]] | None = Field(
+        None,
+        description="per stage (preflight, quality, capacity), the digests of the check code "
+        "(`qualify check-code`) whose records verify may take as recorded where this "
+        "installation's checks send other requests; a record of any other code is refused. "
+        "None, or a stage left out: any code's, each named in verify's notes",
+    )
 
     @property
     def sha256(self) -> str:
@@ -108,7 +115,14 @@ class PolicyRules(StrictModel):
             f"pins that may stay unverified: {pins}",
             f"waivers: approvers {', '.join(self.waivers.approvers) or 'none'}, "
             f"at most {self.waivers.max_days} days",
-        ]
+        ] + (
+            [
+                "check code accepted for records of other code: "
+                + "; ".join(f"{k} {len(v)}" for k, v in sorted(self.check_codes.items()))
+            ]
+            if self.check_codes is not None
+            else []
+        )
 
 
 class AliasRules(StrictModel):
@@ -239,6 +253,7 @@ def effective(house: HousePolicy, mine: Policy, where: str = "the candidate") ->
         levels=list(dict.fromkeys(house.levels + (mine.levels or []))),
         thresholds=Thresholds.model_validate(merged),
         waivers=house.waivers,
+        check_codes=house.check_codes,
     )
 
 

@@ -94,6 +94,18 @@ class AttemptView:
     # A probe stage's rebuild runs its checks again over the kept exchanges and sets the gates
     # they give here; a judge stage's rebuilt data is judged by its gate files instead.
     judged: list[GateResult] | None = None
+    # The house's accepted check codes per stage (`PolicyRules.check_codes`); None: any.
+    accepted: dict[str, list[str]] | None = None
+
+    def other_code(self, recorded: str | None, stage: str, now: str) -> None:
+        """A record of check code other than this installation's (`now`): refused when the
+        house lists the codes it accepts for `stage` and the record's is not one of them."""
+        allowed = (self.accepted or {}).get(stage)
+        if allowed is not None and recorded not in allowed:
+            raise NotKept(
+                f"its check_code {str(recorded)[:12]} is neither this installation's "
+                f"({now[:12]}) nor one the house accepts for {stage} (check_codes)"
+            )
 
     @property
     def stage(self) -> str:
@@ -321,6 +333,7 @@ def rejudge_run(
     thresholds: Thresholds,
     candidate: Candidate | None,
     control: Candidate | None,
+    accepted: dict[str, list[str]] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Every finished attempt of every re-judged stage, judged again from its signed files with
     the project's gate files: (problems, notes)."""
@@ -340,7 +353,7 @@ def rejudge_run(
         except (OSError, ValidationError) as exc:
             problems.append(f"{attempt}/{RESULT}: not a stage result ({exc})")
             continue
-        view = AttemptView(run, attempt, files, result, candidate, control)
+        view = AttemptView(run, attempt, files, result, candidate, control, accepted=accepted)
         problems += rejudge_attempt(view, default_gates_dir(), thresholds)
         if result.status == "finished":
             taken = f"; taken as recorded (not kept raw): {'; '.join(view.trusted)}"

@@ -393,7 +393,12 @@ def _again(
     signed = {s["name"]: s["sha256"] for s in report.subject_list()}
     control = control_in_run(run.path, copy, signed)
     problems, notes = rejudge_run(
-        run.path, listing.files, rules.thresholds, candidate_in_run(run, copy), control
+        run.path,
+        listing.files,
+        rules.thresholds,
+        candidate_in_run(run, copy),
+        control,
+        rules.check_codes,
     )
     report.problems += problems
     report.notes += notes

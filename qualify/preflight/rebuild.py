@@ -15,6 +15,8 @@ like the published ones) sent other requests where that code differed (a reasoni
 added to `max_tokens`, `max_output_tokens`, the over-length prompt sized by the window): those
 gates cannot be judged again by this code and are taken as recorded, each named
 (`view.trust`); every gate whose requests do match is judged again and its verdict compared.
+A house that lists the check codes it accepts (`check_codes`) has a record of any other code
+refused.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def same_code(view: AttemptView, recorded: str | None, stage: str) -> bool:
     now = check_code(stage)
     if recorded == now:
         return True
+    view.other_code(recorded, stage, now)
     if recorded is None:
         view.said.append("the record names no check_code (a run of earlier check code)")
     else:

@@ -485,3 +485,19 @@ def test_a_judgment_against_an_answer_by_earlier_code_is_kept_and_named(
     strict = edit(copy_run(published, tmp_path / "strict"), this_code)
     found = problems(strict)
     assert any("streams[0].broken" in p for p in found), found
+
+
+def test_a_house_listing_capacity_check_codes_refuses_a_record_of_another(
+    published: Path, tmp_path: Path
+) -> None:
+    """The published run's answers were judged by earlier code (no check_code): a house that
+    accepts only this installation's capacity code has it refused, naming the stage."""
+    from qualify.preflight.code import check_code
+
+    run = copy_run(published, tmp_path)
+    text = f'{HOUSE}\n[check_codes]\ncapacity = ["{check_code("capacity")}"]\n'
+    root, ci = house(tmp_path, text)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any("nor one the house accepts for capacity" in p for p in report.problems)

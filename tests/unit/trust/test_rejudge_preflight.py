@@ -252,3 +252,60 @@ def test_a_time_again_from_microsecond_arrivals_is_the_same_figure() -> None:
         )
     with pytest.raises(Unmatched, match="reasons"):
         _same_attempts(sealed, _gate_with(dict(sealed.attempts[0].metrics), ["other"]))
+
+
+def _house_accepting(codes: list[str]) -> str:
+    """The preflight house, listing the preflight check codes it accepts."""
+    listed = ", ".join(f'"{c}"' for c in codes)
+    return f"{HOUSE}\n[check_codes]\npreflight = [{listed}]\n"
+
+
+def test_a_house_that_lists_its_check_codes_refuses_a_record_of_another(
+    published: Path, tmp_path: Path
+) -> None:
+    """The published run names no check code (earlier code): under a house that accepts only
+    this installation's, verify refuses it instead of taking its unmatched gates as recorded;
+    under the default house (no list) the same run verifies (test above)."""
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, _house_accepting([check_code("preflight")]))
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert not report.ok
+    assert any(
+        "its check_code None is neither this installation's" in p
+        and "nor one the house accepts for preflight" in p
+        for p in report.problems
+    ), report.problems
+
+
+def test_a_listed_earlier_check_code_is_taken_as_recorded_and_named(
+    published: Path, tmp_path: Path
+) -> None:
+    """An earlier code the house lists: its record verifies, the gates this code sends other
+    requests for taken as recorded and named, as without a list."""
+    earlier = "ab" * 32
+    run = copy_run(published, tmp_path)
+    root, ci = house(tmp_path, _house_accepting([check_code("preflight"), earlier]))
+
+    def earlier_code(result: dict[str, Any]) -> None:
+        result["data"]["check_code"] = earlier
+
+    reseal(run, PREFLIGHT, earlier_code)
+    _, env = decide(run, root, ci[0])
+    report = checked(env, ci[1])
+    assert report.ok, report.problems
+    notes = _notes(report)
+    assert f"check_code {earlier[:12]}, this installation's" in notes
+    assert "gate preflight/garble@think (not judged again" in notes
+
+
+def test_house_check_codes_prints_the_table_a_house_pastes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import tomllib
+
+    from qualify.cli import main
+
+    assert main(["house", "check-codes"]) == 0
+    table = tomllib.loads(capsys.readouterr().out)["check_codes"]
+    assert table == {s: [check_code(s)] for s in ("preflight", "quality", "capacity")}
