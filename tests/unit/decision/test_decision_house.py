@@ -171,3 +171,15 @@ def test_every_threshold_has_a_tightening_direction() -> None:
         | house._BY_KEY
     )
     assert set(Thresholds.model_fields) == known
+
+
+def test_the_check_codes_a_house_accepts_are_the_houses_alone() -> None:
+    """A house's [check_codes] carries into the effective rules; a candidate cannot write one."""
+    from pydantic import ValidationError
+
+    digest = "ab" * 32
+    text = h.HOUSE_POLICY + f'\n[check_codes]\npreflight = ["{digest}"]\n'
+    rules = effective(parse(text, "house-policy.toml"), Policy())
+    assert rules.check_codes == {"preflight": [digest]}
+    with pytest.raises(ValidationError, match="check_codes"):
+        Policy.model_validate({"check_codes": {"preflight": [digest]}})
