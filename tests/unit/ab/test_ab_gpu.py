@@ -9,32 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from ab_fakes import FakeEngine, context
+from fake_parts import FakeParts  # type: ignore[import-not-found]
 
 from qualify.ab.record import Record
 from qualify.ab.section import lane_gpu, lane_power
 from qualify.ab.stage import ab
 from qualify.decision import document
-from qualify.vram.sampler import CardWindow, Window
-
-
-class FakeParts:
-    """A sampler stand-in: records every part mark and answers each window with card 0 at
-    `free` MiB and 300 W."""
-
-    def __init__(self, free: float = 70_000.0) -> None:
-        self.marks: list[tuple[str | None, float | None]] = []
-        self.windows: list[tuple[float, float]] = []
-        self.free = free
-
-    def part(self, name: str | None, at: float | None = None) -> None:
-        self.marks.append((name, at))
-
-    def window(self, t0: float, t1: float) -> Window:
-        self.windows.append((t0, t1))
-        return Window({"0": CardWindow(self.free, 300.0, 5)})
-
-    def energy(self, t0: float, t1: float) -> dict[str, object]:
-        return {"joules": 300.0 * (t1 - t0), "window_s": t1 - t0, "cards": {}}
 
 
 def _engines() -> dict[str, FakeEngine]:
@@ -46,17 +26,15 @@ def _engines() -> dict[str, FakeEngine]:
 
 def test_each_lanes_timed_runs_are_marked_and_keep_each_cards_figures(tmp_path: Path) -> None:
     ctx = context(tmp_path, _engines())
-    parts = FakeParts()
+    parts = FakeParts(70_000.0, {"0": (0.0, 300.0)}, samples=5)
     ctx.sampler = parts
     result = asyncio.run(ab(ctx))
     names = [n for n, _ in parts.marks]
     assert names == [
         x for r in (1, 2, 3) for lane in ("candidate", "control") for x in (f"{lane}-run{r}", None)
     ]
-    opened = [at for n, at in parts.marks if n is not None]
-    closed = [at for n, at in parts.marks if n is None]
     # the window of each run is the one its marks bound (gpu_note asks one empty window last)
-    assert parts.windows[:-1] == list(zip(opened, closed, strict=True))
+    assert parts.windows[:-1] == parts.bounds()
     record = Record.model_validate(result.data)
     assert record.gpu is not None and record.gpu.reserve_gib == 3.0 and record.gpu.why is None
     for key in ("candidate", "control"):

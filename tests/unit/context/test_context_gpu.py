@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from context_fake import FakeLlama  # type: ignore[import-not-found]
+from fake_parts import FakeParts  # type: ignore[import-not-found]
 
 from qualify.context.ladder import gpu_note
 from qualify.context.record import Record
@@ -23,29 +24,7 @@ from qualify.decision import document
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.load import Sender
 from qualify.serving.engines import LLAMACPP
-from qualify.vram.sampler import CardWindow, Sampler, Window
-
-
-class FakeParts:
-    """A sampler stand-in: records every part mark; each window reads `free` for card 0 and
-    `free - 1000` for card 1 at 250 W and 500 W."""
-
-    def __init__(self, free: float = 60_000.0) -> None:
-        self.marks: list[tuple[str | None, float | None]] = []
-        self.windows: list[tuple[float, float]] = []
-        self.free = free
-
-    def part(self, name: str | None, at: float | None = None) -> None:
-        self.marks.append((name, at))
-
-    def window(self, t0: float, t1: float) -> Window:
-        self.windows.append((t0, t1))
-        return Window(
-            {
-                "0": CardWindow(self.free, 250.0, 3),
-                "1": CardWindow(self.free - 1000.0, 500.0, 3),
-            }
-        )
+from qualify.vram.sampler import Sampler
 
 
 def _keep(label: str, ex: Exchange) -> list[str]:
@@ -74,7 +53,7 @@ def test_each_cell_is_marked_and_its_row_keeps_each_cards_figures(
 ) -> None:
     """Warm then cold, at concurrency 1 and 2: four cells, each opened with its name and closed
     with None in the sampler's log, and each row's `gpu` the window over its sends."""
-    parts = FakeParts()
+    parts = FakeParts(60_000.0, {"0": (0.0, 250.0), "1": (1000.0, 500.0)}, samples=3)
     ladder = _run(fake_client(), parts, tmp_path)
     names = [n for n, _ in parts.marks]
     assert names == [
@@ -87,9 +66,7 @@ def test_each_cell_is_marked_and_its_row_keeps_each_cards_figures(
         "ctx-1500-prose-c2-cold",
         None,
     ]
-    opened = [at for n, at in parts.marks if n is not None]
-    closed = [at for n, at in parts.marks if n is None]
-    assert parts.windows == list(zip(opened, closed, strict=True))
+    assert parts.windows == parts.bounds()
     assert all(a is not None and b is not None and a < b for a, b in parts.windows)
     rows = Record.model_validate({"rows": ladder.rows}).rows
     assert [(r.pass_, r.concurrency) for r in rows] == [

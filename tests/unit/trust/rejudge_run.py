@@ -17,8 +17,10 @@ from typing import Any
 
 from house_run import keypair, make_house
 
+from qualify.candidate import Candidate
 from qualify.decision.conclude import conclude, setup
 from qualify.decision.record import DecisionRecord
+from qualify.decision.rejudge import AttemptView
 from qualify.decision.signing import load_private, load_public
 from qualify.decision.trust import pin
 from qualify.decision.verify import VerifyReport, verify
@@ -101,18 +103,47 @@ def policy(stage: str) -> str:
     return f'version = 1\nrequired = ["{stage}/*"]\ncritical = []\n'
 
 
+def verified(
+    published: Path,
+    tmp: Path,
+    policy_text: str,
+    attempt: str | None = None,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+    change: Callable[[Path], None] | None = None,
+) -> tuple[DecisionRecord, VerifyReport]:
+    """A copy of the published run, `attempt`'s result rewritten by `edit` and re-sealed when
+    one is given (and the copy changed by `change`, e.g. a kept file dropped), decided and signed
+    with a key a fresh house of `policy_text` pins, then verified: the decision record and the
+    verify report."""
+    run = copy_run(published, tmp)
+    root, ci = house(tmp, policy_text)
+    if edit is not None:
+        assert attempt is not None, "an edit names the attempt it rewrites"
+        reseal(run, attempt, edit)
+    if change is not None:
+        change(run)
+    record, env = decide(run, root, ci[0])
+    return record, checked(env, ci[1])
+
+
 def judged_again(
     published: Path,
     tmp: Path,
     stage: str,
     edit: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[DecisionRecord, VerifyReport]:
-    """A copy of the published run, its `stage` attempt rewritten by `edit` and re-sealed when
-    one is given, decided and signed with a key a fresh house (requiring `stage`) pins, then
-    verified: the decision record and the verify report."""
-    run = copy_run(published, tmp)
-    root, ci = house(tmp, policy(stage))
-    if edit is not None:
-        reseal(run, f"{stage}/attempt-001", edit)
-    record, env = decide(run, root, ci[0])
-    return record, checked(env, ci[1])
+    """`verified` under a house requiring every gate of `stage`, its first attempt edited."""
+    return verified(published, tmp, policy(stage), f"{stage}/attempt-001", edit)
+
+
+def attempt_view(run: Path, attempt: str, control: Candidate | None = None) -> AttemptView:
+    """An attempt of an unpacked run as `verify` reads it, every file of the run taken as
+    signed, the candidate from the run's own copy."""
+    from qualify.decision.reading import candidate_in_run
+    from qualify.evidence.store import RunDir
+    from qualify.records import StageResult
+
+    files = {p.relative_to(run).as_posix(): "" for p in run.rglob("*") if p.is_file()}
+    result = StageResult.model_validate_json((run / attempt / RESULT).read_text())
+    cand = candidate_in_run(RunDir(run), "run/attempt-001/candidate.toml")
+    return AttemptView(run, attempt, files, result, cand, control)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import checked, copy_run, decide, house, policy, reseal
+from rejudge_run import checked, copy_run, policy, verified
 
 from qualify.capacity.knee import KEEP_PACE
 
@@ -35,15 +35,20 @@ CAP = "capacity/attempt-001"
 HOUSE = policy("capacity")
 
 
+def _unpacked(tarball: str, folder: str, dest: Path) -> Path:
+    """`folder` of a tarball published in docs/gpu/load, unpacked under `dest`."""
+    with tarfile.open(LOAD / tarball) as tf:
+        top = (f"./{folder}/", f"{folder}/")
+        wanted = [m for m in tf.getmembers() if m.name.startswith(top)]
+        tf.extractall(dest, members=wanted, filter="data")
+    return dest / folder
+
+
 @pytest.fixture(scope="module", params=sorted(PUBLISHED))
 def published(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The pace-rule folder of one engine's published tarball, unpacked."""
     tarball, folder, _ = PUBLISHED[request.param]
-    dest = tmp_path_factory.mktemp(request.param)
-    with tarfile.open(LOAD / tarball) as tf:
-        top = (f"./{folder}/", f"{folder}/")
-        tf.extractall(dest, members=[m for m in tf.getmembers() if m.name.startswith(top)])
-    return dest / folder
+    return _unpacked(tarball, folder, tmp_path_factory.mktemp(request.param))
 
 
 def _run(published: Path) -> Path:
@@ -81,17 +86,13 @@ def test_its_knee_is_the_last_step_served_at_pace(published: Path) -> None:
 def test_a_pace_rewritten_to_hold_is_refused_naming_the_field(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(_run(published), tmp_path)
-    cells = _cells(run)
+    cells = _cells(_run(published))
     i = next(i for i, c in enumerate(cells) if c.get("pace") is not None and c["pace"] < KEEP_PACE)
 
     def at_pace(result: dict[str, Any]) -> None:
         result["data"]["load"]["cells"][i]["pace"] = 1.0
 
-    reseal(run, CAP, at_pace)
-    root, ci = house(tmp_path, HOUSE)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(_run(published), tmp_path, HOUSE, CAP, at_pace)
     assert not report.ok
     assert any(f"load.cells.{i}.pace" in p or f"cells[{i}].pace" in p for p in report.problems), (
         report.problems
@@ -117,15 +118,13 @@ def test_the_decision_shows_each_steps_pace(published: Path) -> None:
 
 # --- the incumbent at the candidate's edge, on the H200 (llama-incumbent-evidence.tar.xz) --------
 
-EDGE_RUN = "llama-incumbent/smollm2-135m-gpu-load-llama/20261204T071217Z-9fa90a"
+EDGE_RUN = "smollm2-135m-gpu-load-llama/20261204T071217Z-9fa90a"
 
 
 @pytest.fixture(scope="module")
 def edge_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("llama-incumbent")
-    with tarfile.open(LOAD / "llama-incumbent-evidence.tar.xz") as tf:
-        tf.extractall(dest, filter="data")
-    return dest
+    return _unpacked("llama-incumbent-evidence.tar.xz", "llama-incumbent", dest)
 
 
 def test_the_published_incumbent_edge_verifies_and_repeats_the_candidates_arrivals(
@@ -134,9 +133,7 @@ def test_the_published_incumbent_edge_verifies_and_repeats_the_candidates_arriva
     """Signed on the H200 beside an incumbent: verify judges the incumbent's steps again from
     their exchanges; each repeats the candidate's step at its knee and the first rate over it."""
     run = copy_run(edge_run / EDGE_RUN, tmp_path)
-    report = checked(
-        run / "decision" / "attempt-001.dsse.json", edge_run / "llama-incumbent/gpu.pub"
-    )
+    report = checked(run / "decision" / "attempt-001.dsse.json", edge_run / "gpu.pub")
     assert report.ok, report.problems
     load = json.loads((run / CAP / "result.json").read_text())["data"]["load"]
     edge = load["incumbent"]

@@ -8,18 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import (
-    all_pass,
-    checked,
-    copy_run,
-    decide,
-    drop,
-    house,
-    judged_again,
-    policy,
-    reseal,
-    unpack,
-)
+from rejudge_run import all_pass, drop, judged_again, policy, unpack, verified
 
 from qualify.decision.record import DecisionRecord
 
@@ -63,22 +52,18 @@ def _faster(result: dict[str, Any]) -> None:
 def test_a_speed_figure_rewritten_is_refused_naming_the_field(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, AB, _faster)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, AB, _faster)
     assert not report.ok
     assert any("data.lanes.candidate.figure.decode_tok_s is" in p for p in report.problems)
 
 
 def test_an_ab_whose_exchange_was_removed_is_refused(published: Path, tmp_path: Path) -> None:
     """Dropping the slowest candidate request (and sealing again) leaves the run short of it."""
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    drop(run, AB, "0003-candidate-run1-summarise-harbour.json")
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+
+    def dropped(run: Path) -> None:
+        drop(run, AB, "0003-candidate-run1-summarise-harbour.json")
+
+    _, report = verified(published, tmp_path, HOUSE, change=dropped)
     assert not report.ok
     assert any("cannot be judged again from the exchanges it kept" in p for p in report.problems)
 
@@ -86,15 +71,11 @@ def test_an_ab_whose_exchange_was_removed_is_refused(published: Path, tmp_path: 
 def test_a_gate_left_out_of_the_result_is_named(published: Path, tmp_path: Path) -> None:
     """The run does not record which gate files it judged with, so a gate missing from its
     result (left out, or newer than the run) is named in the notes with its verdict now."""
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
 
     def drop_failing(result: dict[str, Any]) -> None:
         result["gates"] = [g for g in result["gates"] if g["gate"] != "spec-speedup"]
 
-    reseal(run, AB, drop_failing)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, AB, drop_failing)
     assert any(
         "gate ab/spec-speedup is not in the sealed result (judged now: fail" in n
         for n in report.notes

@@ -20,23 +20,18 @@ from typing import Any
 import pytest
 from rejudge_run import (
     all_pass,
-    checked,
+    attempt_view,
     copy_run,
-    decide,
-    house,
     judged_again,
     policy,
-    reseal,
     unpack,
+    verified,
 )
 
-from qualify.decision.reading import candidate_in_run
 from qualify.decision.rejudge import AttemptView, NotKept, differences, rejudge_attempt
-from qualify.evidence.store import RunDir
 from qualify.gates.files import default_gates_dir
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
-from qualify.records import StageResult
 
 HOUSE = policy("capacity")
 CAP = "capacity/attempt-001"
@@ -50,11 +45,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def view_of(run: Path) -> AttemptView:
-    """The capacity attempt of an unpacked run, every file of it taken as signed."""
-    files = {p.relative_to(run).as_posix(): "" for p in run.rglob("*") if p.is_file()}
-    result = StageResult.model_validate_json((run / CAP / "result.json").read_text())
-    cand = candidate_in_run(RunDir(run), "run/attempt-001/candidate.toml")
-    return AttemptView(run, CAP, files, result, cand)
+    return attempt_view(run, CAP)
 
 
 def rebuild(view: AttemptView) -> dict[str, Any]:
@@ -105,11 +96,7 @@ def _faster(result: dict[str, Any]) -> None:
 def test_a_matrix_figure_rewritten_is_refused_naming_the_field(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, CAP, _faster)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, CAP, _faster)
     assert not report.ok
     assert any("data.matrix[0].aggregate_output_tok_s is" in p for p in report.problems)
 
@@ -494,10 +481,7 @@ def test_a_house_listing_capacity_check_codes_refuses_a_record_of_another(
     accepts only this installation's capacity code has it refused, naming the stage."""
     from qualify.preflight.code import check_code
 
-    run = copy_run(published, tmp_path)
     text = f'{HOUSE}\n[check_codes]\ncapacity = ["{check_code("capacity")}"]\n'
-    root, ci = house(tmp_path, text)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, text)
     assert not report.ok
     assert any("nor one the house accepts for capacity" in p for p in report.problems)

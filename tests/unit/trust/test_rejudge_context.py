@@ -9,17 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import (
-    all_pass,
-    checked,
-    copy_run,
-    decide,
-    house,
-    judged_again,
-    policy,
-    reseal,
-    unpack,
-)
+from rejudge_run import all_pass, judged_again, policy, unpack, verified
 
 from qualify.decision.record import DecisionRecord
 
@@ -83,25 +73,17 @@ def _cold_cached(result: dict[str, Any]) -> None:
 def test_a_context_figure_rewritten_is_refused_naming_the_field(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, CONTEXT, _cold_cached)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, CONTEXT, _cold_cached)
     assert not report.ok
     assert any("data.rows[1].decode_tok_s is" in p for p in report.problems), report.problems
 
 
 def test_a_cell_left_out_is_refused(published: Path, tmp_path: Path) -> None:
     """Dropping the failing rows of a rung (and sealing again) leaves a cell with no row."""
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
 
     def drop_rows(result: dict[str, Any]) -> None:
         result["data"]["rows"] = [r for r in result["data"]["rows"] if r["verdict"] == "pass"]
 
-    reseal(run, CONTEXT, drop_rows)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, CONTEXT, drop_rows)
     assert not report.ok
     assert any("cells the candidate names have no row" in p for p in report.problems)

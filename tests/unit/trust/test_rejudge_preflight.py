@@ -10,17 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import (
-    all_pass,
-    checked,
-    copy_run,
-    decide,
-    house,
-    judged_again,
-    policy,
-    reseal,
-    unpack,
-)
+from rejudge_run import all_pass, judged_again, policy, unpack, verified
 
 from qualify.decision.record import DecisionRecord
 from qualify.preflight.code import check_code
@@ -79,11 +69,7 @@ def _gate(name: str, level: str) -> Any:
 def test_a_failing_gate_rewritten_to_pass_is_refused(
     published: Path, tmp_path: Path, edit: Any, said: str
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, PREFLIGHT, edit)
-    decide(run, root, ci[0])
-    report = checked(run / "decision" / "attempt-001.dsse.json", ci[1])
+    _, report = verified(published, tmp_path, HOUSE, PREFLIGHT, edit)
     assert not report.ok
     assert any(said in p and "from the exchanges it kept: fail" in p for p in report.problems), (
         report.problems
@@ -93,8 +79,6 @@ def test_a_failing_gate_rewritten_to_pass_is_refused(
 def test_a_gate_lent_another_gates_exchange_is_refused(published: Path, tmp_path: Path) -> None:
     """The failing tool call at off pointed at the passing one at think (whose request differs,
     so it would be taken as recorded): the files an attempt names must be its own."""
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
 
     def lend(result: dict[str, Any]) -> None:
         _gate("streaming-tools", "off")(result)
@@ -106,9 +90,7 @@ def test_a_gate_lent_another_gates_exchange_is_refused(published: Path, tmp_path
         )
         off["attempts"][0]["files"] = think["attempts"][0]["files"]
 
-    reseal(run, PREFLIGHT, lend)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, PREFLIGHT, lend)
     assert not report.ok
     assert any("streaming-tools@off attempt 1 names" in p for p in report.problems), report.problems
 
@@ -118,15 +100,11 @@ def test_a_record_of_this_check_code_is_held_to_every_request(
 ) -> None:
     """Claiming the check code this installation has makes every gate strict: the think gates'
     requests (sent without the reasoning allowance) then cannot be the ones it sends."""
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
 
     def claim(result: dict[str, Any]) -> None:
         result["data"]["check_code"] = check_code("preflight")
 
-    reseal(run, PREFLIGHT, claim)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, PREFLIGHT, claim)
     assert not report.ok
     assert any(
         "cannot be judged again from the exchanges it kept: gate preflight/over-length@off" in p
@@ -157,11 +135,7 @@ def test_a_failing_gate_left_out_of_the_result_is_refused(
 ) -> None:
     """A gate dropped from the result leaves a gate file that ran without a result, or (its
     gate file dropped too) exchanges that no gate names."""
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, PREFLIGHT, _left_out(also_gate_files))
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, PREFLIGHT, _left_out(also_gate_files))
     assert not report.ok
     assert any(said in p for p in report.problems), report.problems
 
@@ -266,10 +240,7 @@ def test_a_house_that_lists_its_check_codes_refuses_a_record_of_another(
     """The published run names no check code (earlier code): under a house that accepts only
     this installation's, verify refuses it instead of taking its unmatched gates as recorded;
     under the default house (no list) the same run verifies (test above)."""
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, _house_accepting([check_code("preflight")]))
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, _house_accepting([check_code("preflight")]))
     assert not report.ok
     assert any(
         "its check_code None is neither this installation's" in p
@@ -284,15 +255,12 @@ def test_a_listed_earlier_check_code_is_taken_as_recorded_and_named(
     """An earlier code the house lists: its record verifies, the gates this code sends other
     requests for taken as recorded and named, as without a list."""
     earlier = "ab" * 32
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, _house_accepting([check_code("preflight"), earlier]))
 
     def earlier_code(result: dict[str, Any]) -> None:
         result["data"]["check_code"] = earlier
 
-    reseal(run, PREFLIGHT, earlier_code)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    accepting = _house_accepting([check_code("preflight"), earlier])
+    _, report = verified(published, tmp_path, accepting, PREFLIGHT, earlier_code)
     assert report.ok, report.problems
     notes = _notes(report)
     assert f"check_code {earlier[:12]}, this installation's" in notes

@@ -11,17 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import (
-    all_pass,
-    checked,
-    copy_run,
-    decide,
-    house,
-    judged_again,
-    policy,
-    reseal,
-    unpack,
-)
+from rejudge_run import all_pass, judged_again, policy, unpack, verified
 
 from qualify.decision.record import DecisionRecord
 
@@ -70,11 +60,7 @@ def _task_passed(result: dict[str, Any]) -> None:
 def test_a_failing_task_rewritten_to_pass_is_refused(
     published: Path, tmp_path: Path, edit: Any, said: str
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, QUALITY, edit)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, QUALITY, edit)
     assert not report.ok
     assert any(said in p and "from the exchanges it kept: fail" in p for p in report.problems), (
         report.problems
@@ -82,15 +68,10 @@ def test_a_failing_task_rewritten_to_pass_is_refused(
 
 
 def test_a_rewritten_table_is_refused_naming_the_field(published: Path, tmp_path: Path) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-
     def passed_row(result: dict[str, Any]) -> None:
         result["data"]["table"][0]["attempts"] = ["pass", "pass", "pass"]
 
-    reseal(run, QUALITY, passed_row)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, QUALITY, passed_row)
     assert not report.ok
     assert any("data.table[0].attempts" in p for p in report.problems), report.problems
 
@@ -100,8 +81,6 @@ def test_a_code_task_whose_recorded_code_is_not_its_answers_is_refused(
 ) -> None:
     """The sandbox run is taken as recorded, so the code it ran must be what the kept answer
     gives: a recorded run paired with other code is refused."""
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
 
     def other_code(result: dict[str, Any]) -> None:
         g = next(
@@ -110,9 +89,7 @@ def test_a_code_task_whose_recorded_code_is_not_its_answers_is_refused(
         a = next(a for a in g["attempts"] if "run" in a["metrics"])
         a["metrics"]["code"] = "def append(x, to=None):\n    return [x]\n"
 
-    reseal(run, QUALITY, other_code)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, QUALITY, other_code)
     assert not report.ok
     assert any("mutable-default@think attempt" in p for p in report.problems), report.problems
 

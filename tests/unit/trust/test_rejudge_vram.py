@@ -10,22 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rejudge_run import (
-    all_pass,
-    checked,
-    copy_run,
-    decide,
-    house,
-    judged_again,
-    policy,
-    reseal,
-    unpack,
-)
+from rejudge_run import all_pass, attempt_view, copy_run, judged_again, policy, unpack, verified
 
-from qualify.decision.reading import candidate_in_run
 from qualify.decision.rejudge import AttemptView, NotKept, differences
-from qualify.evidence.store import RunDir
-from qualify.records import StageResult
 from qualify.vram.rebuild import rebuild
 
 HOUSE = policy("vram")
@@ -38,11 +25,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _view(run: Path) -> AttemptView:
-    """The vram attempt of an unpacked run, every file of it taken as signed."""
-    files = {p.relative_to(run).as_posix(): "" for p in run.rglob("*") if p.is_file()}
-    result = StageResult.model_validate_json((run / VRAM / "result.json").read_text())
-    cand = candidate_in_run(RunDir(run), "run/attempt-001/candidate.toml")
-    return AttemptView(run, VRAM, files, result, cand)
+    return attempt_view(run, VRAM)
 
 
 def test_the_honest_run_verifies_with_the_vram_judged_again(
@@ -84,11 +67,7 @@ def _roomier(result: dict[str, Any]) -> None:
 def test_a_free_memory_figure_rewritten_is_refused_naming_the_field(
     published: Path, tmp_path: Path
 ) -> None:
-    run = copy_run(published, tmp_path)
-    root, ci = house(tmp_path, HOUSE)
-    reseal(run, VRAM, _roomier)
-    _, env = decide(run, root, ci[0])
-    report = checked(env, ci[1])
+    _, report = verified(published, tmp_path, HOUSE, VRAM, _roomier)
     assert not report.ok
     assert any(
         "data.cards[0].stages.identity.min_free_mib is 100000.0" in p for p in report.problems
