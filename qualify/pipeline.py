@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from qualify import logs, registry
+from qualify import assets, logs, registry
 from qualify._version import __version__
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.errors import BadInput, RunAborted
@@ -94,6 +94,9 @@ def _write_run_json(run: RunDir, p: Plan) -> None:
         "control_sha256": p.control.sha256 if p.control else None,
         "stages": p.stages,
         "tool_version": __version__,
+        # The code that ran (its version and build commit); `git` is the repository holding
+        # the candidate file, which says nothing of the code.
+        "tool": assets.build_info().model_dump(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu": {"model": cpu_model(), "cores": os.cpu_count()},

@@ -149,7 +149,11 @@ class Capacity:
             return out
         n = planned.planned_tokens
         fresh_key = (s.load.kind, n) not in lane.prompts
-        p = await self.prompts(lane, s.load.kind, n)
+        try:
+            p = await self.prompts(lane, s.load.kind, n)
+        except SizingError as exc:
+            out["error"] = f"sizing failed: {exc}"
+            return out
         if fresh_key:
             await self.warm(lane, p, f"load-{lane.name}-{n}")
         common: dict[str, Any] = {

@@ -18,7 +18,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verbs = p.add_subparsers(dest="verb", required=True, metavar="VERB")
     init = verbs.add_parser("init", help="create a house repository with the default policy")
     init.add_argument("dir", type=Path)
-    init.add_argument("--policy", type=Path, help="start from this house policy file")
+    init.add_argument(
+        "--policy",
+        type=Path,
+        help="start from this house policy file ('example': the example policy qualify ships)",
+    )
     init.set_defaults(func=_init)
     show = verbs.add_parser("show", help="the house policy and the pinned keys, at HEAD")
     show.set_defaults(func=_show)
@@ -71,9 +75,11 @@ def _root(args: argparse.Namespace) -> Path:
 
 
 def _init(args: argparse.Namespace) -> int:
+    from qualify import assets
     from qualify.decision.trust import init
 
-    policy, commit = init(args.dir, args.policy)
+    start = assets.example_house_policy() if str(args.policy) == "example" else args.policy
+    policy, commit = init(args.dir, start)
     state = f"committed {commit[:12]}" if commit else "already committed"
     print(f"{policy}: house policy ({state})")
     print(f"next: qualify house pin decision KEY.pub --name NAME --why WHY --house {args.dir}")

@@ -1,4 +1,4 @@
-"""The decision document: `qualify/decision/templates/decision.md.j2` rendered from evidence alone.
+"""The decision document: `templates/decision.md.j2` rendered from evidence alone.
 
 The first screen answers the reviewer: the verdict, the alias it gates, the hardware, the
 headline figures, every blocking reason in one line with a link to the evidence file that shows
@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 
+from qualify import assets
 from qualify.ab.record import Record as AbRecord
 from qualify.decision import blockers, causes, caveats, hardware, headline, plots, sections
 from qualify.decision.reading import RunView, record_of, run_view
@@ -32,7 +33,7 @@ TEMPLATE = "decision.md.j2"
 
 def templates_dir() -> Path:
     env = os.environ.get("QUALIFY_TEMPLATES")
-    return Path(env) if env else Path(__file__).resolve().parent / "templates"
+    return Path(env) if env else assets.templates_dir()
 
 
 def environment() -> jinja2.Environment:

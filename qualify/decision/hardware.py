@@ -95,7 +95,9 @@ def launch_command(run: RunDir, records: Mapping[str, StageRecord]) -> dict[str,
 
 def provenance(record: DecisionRecord, info: dict[str, Any]) -> dict[str, Any]:
     git = as_dict(info.get("git"))
+    tool = as_dict(info.get("tool"))
     return {
+        "tool": tool,
         "candidate_path": info.get("candidate_path") or record.candidate_path or "not recorded",
         "candidate_sha256": info.get("candidate_sha256") or record.candidate_sha256 or "unknown",
         "control_path": info.get("control_path"),

@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import Field, ValidationError, field_validator
 
+from qualify import assets
 from qualify.errors import format_validation_error
 from qualify.gates.registry import CHECKS, load_checks
 from qualify.records import Severity, StrictModel
@@ -221,10 +222,8 @@ def _parse_once(path: Path, gates_dir: Path) -> _Parsed:
 
 
 def default_gates_dir() -> Path:
-    """The project's `gates/` folder."""
-    import qualify
-
-    return Path(qualify.__file__).resolve().parent.parent / "gates"
+    """The project's `gates/` folder: the checkout's, or the copy the installed package ships."""
+    return assets.gates_dir()
 
 
 def declared(stage: str) -> dict[str, str]:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import qualify
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.gates import LoadedGate, load_gates, run_gate
-from qualify.gates.files import declared, pick
+from qualify.gates.files import declared, default_gates_dir, pick
 from qualify.gates.probe import Keep, Write
 from qualify.preflight.budget import PreflightContext, allowance
 from qualify.preflight.code import check_code
@@ -16,7 +15,7 @@ from qualify.preflight.record import Allowance, Record
 from qualify.records import GateResult, StageResult, Verdict
 from qualify.stage import StageContext, finish, stage, validator
 
-DEFAULT_GATES = Path(qualify.__file__).resolve().parent.parent / "gates"
+DEFAULT_GATES = default_gates_dir()
 
 
 def gates_dir(loaded: LoadedCandidate) -> Path:

@@ -46,3 +46,15 @@ def test_body_summary() -> None:
         "model=m max_tokens=8 messages=2 [system 3, user 5 chars] tools=[get_weather] also seed"
     )
     assert summary(None) == ""
+
+
+def test_every_example_candidate_plans(tmp_path: Path) -> None:
+    """The plan of every shipped example, capacity's load among them: a stage that sizes its
+    prompts with the server stops short saying so, never with a traceback."""
+    for cand in sorted((ROOT / "examples").glob("*/*.toml")):
+        if "[server" not in cand.read_text() or "control" in cand.name:
+            continue
+        out = io.StringIO()
+        p = plan(cand)
+        assert print_plan(p.loaded, p.control, p.stages, out) >= 0, cand
+        assert "none sent" in out.getvalue() or "listed" in out.getvalue(), cand

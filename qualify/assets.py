@@ -1,0 +1,83 @@
+"""The files a run reads beside the code, and the code's own provenance.
+
+Gate files, the decision templates and the example house policy live at the top of the
+repository, where people edit them (`gates/`, `templates/`, `examples/house/`). A built wheel
+carries copies inside the package, `qualify/_assets/`, and the commit it was built from,
+`qualify/_build.json` (setup.py writes both), so the installed tool needs no checkout. Run from
+a checkout, the same names resolve to the checkout and the commit is read from its git.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from qualify._version import __version__
+
+PACKAGE = Path(__file__).resolve().parent
+
+
+class BuildInfo(BaseModel):
+    """The code that ran: qualify's version, the commit it was built from (None where unknown)
+    and whether that tree had uncommitted changes, and whether it ran from a built package or
+    from a source checkout."""
+
+    model_config = ConfigDict(frozen=True)
+    version: str
+    commit: str | None = None
+    dirty: bool | None = None
+    installed: str  # "wheel" | "checkout"
+
+
+def root() -> Path:
+    """Where `gates/`, `templates/` and `examples/house/` are: the package's shipped copies, else
+    the checkout around the package."""
+    shipped = PACKAGE / "_assets"
+    return shipped if shipped.is_dir() else PACKAGE.parent
+
+
+def gates_dir() -> Path:
+    return root() / "gates"
+
+
+def templates_dir() -> Path:
+    return root() / "templates"
+
+
+def example_house_policy() -> Path:
+    return root() / "examples" / "house" / "house-policy.toml"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(PACKAGE.parent), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+@functools.cache
+def build_info() -> BuildInfo:
+    """What `qualify/_build.json` says, or, in a checkout, its HEAD and dirty flag now."""
+    built = PACKAGE / "_build.json"
+    if built.is_file():
+        return BuildInfo(installed="wheel", **json.loads(built.read_text()))
+    if not (PACKAGE.parent / ".git").exists():
+        return BuildInfo(version=__version__, installed="checkout")
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return BuildInfo(
+        version=__version__,
+        commit=_git("rev-parse", "HEAD"),
+        dirty=None if status is None else bool(status),
+        installed="checkout",
+    )
