@@ -28,7 +28,8 @@ lock:
 server: $(STAMP)
 	$(BIN)/qualify local-server build
 
-# cmake, g++ and Prometheus (Debian's packages) when missing: scripts/test-deps.sh says which.
+# cmake, g++, Prometheus and its Pushgateway (Debian's packages) when missing: scripts/test-deps.sh
+# says which.
 test-deps:
 	bash scripts/test-deps.sh
 

@@ -11,7 +11,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -28,6 +28,11 @@ from qualify.serving.lanes import Lanes, api_key
 from qualify.serving.local import cpu_model
 from qualify.serving.process import stop_all
 from qualify.stage import STAGES, VALIDATORS, StageContext, StageFn, load_all
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from qualify.decision.waivers import Approver
 
 CONTROL_LANE = "control"
 
@@ -252,6 +257,21 @@ def resume_point(run: RunDir, order: list[str]) -> int:
     return len(order)
 
 
+def _open_run(store: EvidenceStore, resume: str | None, p: Plan) -> RunDir:
+    """The run to continue (of this candidate only), else a new one with its run.json."""
+    if not resume:
+        run = store.new_run(p.loaded.candidate.name)
+        _write_run_json(run, p)
+        return run
+    run = store.open_run(resume)
+    if run.candidate_name != p.loaded.candidate.name:
+        raise BadInput(
+            f"run {run.run_id} is not of this candidate",
+            [f"--resume: expected a run of {p.loaded.candidate.name} (got {run.candidate_name})"],
+        )
+    return run
+
+
 def execute(
     candidate_path: str | Path,
     evidence_root: Path,
@@ -275,20 +295,7 @@ def execute(
     rules = decided.rules(p.loaded.candidate.policy, str(p.loaded.path))  # a loosening: exit 2
     priv = signer(key, p.loaded, evidence_root)  # a bad key: exit 2 before anything runs
     progress = progress or Progress()
-    store = EvidenceStore(evidence_root)
-    if resume:
-        run = store.open_run(resume)
-        if run.candidate_name != p.loaded.candidate.name:
-            raise BadInput(
-                f"run {run.run_id} is not of this candidate",
-                [
-                    f"--resume: expected a run of {p.loaded.candidate.name} "
-                    f"(got {run.candidate_name})"
-                ],
-            )
-    else:
-        run = store.new_run(p.loaded.candidate.name)
-        _write_run_json(run, p)
+    run = _open_run(EvidenceStore(evidence_root), resume, p)
     inv = run.new_attempt("run")
     runner = Runner(p, run, progress)
     runner.thresholds = rules.thresholds
@@ -324,11 +331,27 @@ def execute(
         inv.seal()
         logs.configure(None)
     if decision is not None and priv is not None:  # after the seal: the invocation is signed too
-        sign_decision(run, decision, priv)
+        envelope = sign_decision(run, decision, priv)
+        refused = _verify_own(envelope, priv, decided.approvers(rules))
+        if refused:
+            print(f"qualify: the signed decision {envelope} does NOT verify:", file=sys.stderr)
+            for problem in refused:
+                print(f"  {problem}", file=sys.stderr)
+            return 3
     if runner.aborted:
         progress.say(f"qualify: run could not finish: {runner.aborted}")
         return 3
     return code
+
+
+def _verify_own(envelope: Path, priv: Ed25519PrivateKey, approvers: list[Approver]) -> list[str]:
+    """`qualify verify` of the envelope just signed, as a reader will run it: the problems (the
+    fields that differ when judged again from the kept evidence), none when it verifies. A run
+    never leaves a signed decision that does not verify without saying so (exit 3)."""
+    from qualify.decision.verify import verify
+
+    report = verify(envelope, priv.public_key(), None, approvers)
+    return [] if report.ok else list(report.problems)
 
 
 def summary(run: RunDir) -> dict[str, Any]:

@@ -98,10 +98,6 @@ class Lane:
     warmups: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _rate(knee: Knee | None) -> float | None:
-    return knee.rate_rps if knee is not None else None
-
-
 @dataclass
 class Capacity:
     @property
@@ -179,30 +175,36 @@ class Capacity:
                 out["cells"].append(b)
                 task.advance(note=f"capacity burst of {s.load.burst}")
         if s.soak.enabled:
-            rate = s.soak.rate_rps
-            if rate is None:
-                knee = _rate(out.get("knee"))
-                tried = [c["rate_rps"] for c in out.get("cells", []) if c.get("rate_rps")]
-                base = knee or (min(tried) if tried else s.load.start_rps)
-                rate = base * s.soak.rate_fraction
-            memory, source = self.memory()
-            cand: Candidate = self.ctx.lanes.loaded[lane.name].candidate
-            await wait_idle(lane.sender.client, lane.sender.dialect, s.idle_wait_s)
-            out["soak"] = await soak(
-                lane.sender,
-                p.fresh,
-                rate_rps=rate,
-                duration_s=max(t.soak_duration_s, s.soak.duration_s or 0.0),
-                stall_s=t.soak_stall_s,
-                health_path=cand.server.health_path,
-                seed=self.seed + 7919,
-                memory=memory,
-                memory_source=source,
-                poll_s=s.soak.poll_s,
-                **common,
-            )
+            out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
         return out
+
+    async def soak_step(
+        self, lane: Lane, p: Prompts, out: dict[str, Any], common: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The soak at the candidate's rate, else a fraction of the knee the search found."""
+        s, t = self.s, self.ctx.thresholds
+        rate = s.soak.rate_rps
+        if rate is None:
+            tried = [c["rate_rps"] for c in out.get("cells", []) if c.get("rate_rps")]
+            knee: Knee | None = out.get("knee")
+            base = (knee and knee.rate_rps) or (min(tried) if tried else s.load.start_rps)
+            rate = base * s.soak.rate_fraction
+        memory, source = self.memory()
+        await wait_idle(lane.sender.client, lane.sender.dialect, s.idle_wait_s)
+        return await soak(
+            lane.sender,
+            p.fresh,
+            rate_rps=rate,
+            duration_s=max(t.soak_duration_s, s.soak.duration_s or 0.0),
+            stall_s=t.soak_stall_s,
+            health_path=self.ctx.lanes.loaded[lane.name].candidate.server.health_path,
+            seed=self.seed + 7919,
+            memory=memory,
+            memory_source=source,
+            poll_s=s.soak.poll_s,
+            **common,
+        )
 
     async def loads(self, incumbent: bool, ran: list[str], task: Any) -> dict[str, Any]:
         """The candidate's load, then the incumbent at the candidate's edge (`capacity.edge`)."""

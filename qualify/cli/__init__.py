@@ -12,6 +12,7 @@ from qualify._version import __version__
 from qualify.errors import QualifyError
 
 COMMANDS = (
+    "init",
     "run",
     "validate",
     "show",
@@ -20,6 +21,7 @@ COMMANDS = (
     "sign",
     "verify",
     "diff",
+    "export",
     "alias",
     "house",
     "tickets",

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from qualify.cli.common import add_evidence
+from qualify.cli.common import add_evidence, decision_keys
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,32 +49,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_diff)
 
 
-def _keys(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from qualify.decision.signing import load_public
-    from qualify.decision.trust import require_house, snapshot
-    from qualify.errors import BadInput
-
-    if args.key:
-        return [load_public(k) for k in args.key]
-    house = require_house(args.house)
-    try:
-        pinned = list(snapshot(house).keys.get("decision", {}).values())
-    except BadInput as exc:
-        raise BadInput(
-            "no key to verify the runs with",
-            [
-                "--key: expected a public key, or --house with pinned decision keys "
-                f"({exc.headline})"
-            ],
-        ) from None
-    if not pinned:
-        raise BadInput(
-            "no key to verify the runs with",
-            [f"--key: expected a public key; the house {house} pins no decision key"],
-        )
-    return [k.pub for k in pinned]
-
-
 def _diff(args: argparse.Namespace) -> int:
     from qualify.alias import TABLE
     from qualify.decision.trust import require_house
@@ -83,7 +57,7 @@ def _diff(args: argparse.Namespace) -> int:
     from qualify.diff.runs import alias_run, alias_target, verified
     from qualify.errors import BadInput
 
-    keys = _keys(args)
+    keys = decision_keys(args.key, args.house)
     if args.against_alias:
         if len(args.runs) != 1:
             raise BadInput(

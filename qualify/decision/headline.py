@@ -130,20 +130,28 @@ def acceptance_short(acc: Acceptance, ab: AbRecord) -> str:
     return text
 
 
-def context_reached(ctx: ContextRecord | None) -> str:
+def context_reach(ctx: ContextRecord | None) -> dict[str, tuple[int | None, int]]:
+    """Per pass (cold, warm) that timed a cell: the largest prompt (tokens) of a cell that
+    passed (None when none did) and the largest one sent."""
     rows = ctx.rows if ctx is not None else []
-    if not rows:
-        return "not run"
-    parts = []
+    out: dict[str, tuple[int | None, int]] = {}
     for p in ("cold", "warm"):
         mine = [r for r in rows if r.pass_ == p]
         ok = [r for r in mine if r.verdict == "pass"]
         top = max((r.actual_prompt_tokens or 0 for r in ok), default=None)
-        most = max((r.actual_prompt_tokens or 0 for r in mine), default=None)
         if mine:
-            parts.append(
-                f"{p} {number(top, 0) if top else 'none'} passed of {number(most, 0)} sent"
-            )
+            out[p] = (top or None, max(r.actual_prompt_tokens or 0 for r in mine))
+    return out
+
+
+def context_reached(ctx: ContextRecord | None) -> str:
+    reach = context_reach(ctx)
+    if ctx is None or not ctx.rows:
+        return "not run"
+    parts = [
+        f"{p} {number(top, 0) if top else 'none'} passed of {number(most, 0)} sent"
+        for p, (top, most) in reach.items()
+    ]
     return "; ".join(parts) + " prompt tokens"
 
 

@@ -81,9 +81,9 @@ def latest_envelope(run: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def locate(ref: Path) -> tuple[Path, Path]:
+def locate(ref: Path, action: str = "compared") -> tuple[Path, Path]:
     """(envelope, run) from a run directory (its newest envelope) or an envelope file inside
-    a run (`<run>/decision/attempt-NNN.dsse.json`)."""
+    a run (`<run>/decision/attempt-NNN.dsse.json`); `action` is what an unsigned run is not."""
     if ref.is_dir():
         if not (ref / "run.json").is_file():
             raise BadInput(
@@ -96,7 +96,7 @@ def locate(ref: Path) -> tuple[Path, Path]:
                 f"{ref} has no signed decision",
                 [
                     f"RUN: expected {ref}/decision/attempt-NNN.dsse.json (sign the run with "
-                    "`qualify sign` first: an unsigned run is not compared)"
+                    f"`qualify sign` first: an unsigned run is not {action})"
                 ],
             )
         return env, ref.resolve()
@@ -121,10 +121,10 @@ def _info(run: RunDir) -> dict[str, Any]:
     return info if isinstance(info, dict) else {}
 
 
-def verified(label: str, ref: Path, keys: list[Ed25519PublicKey]) -> Side:
+def verified(label: str, ref: Path, keys: list[Ed25519PublicKey], action: str = "compared") -> Side:
     """The side at `ref`, once its envelope verifies by one of `keys`; else one BadInput that
-    names every problem verification found (a doctored run is never compared)."""
-    envelope, run = locate(ref)
+    names every problem verification found (a doctored run is never compared, nor `action`)."""
+    envelope, run = locate(ref, action)
     reports: list[VerifyReport] = [verify(envelope, k, run) for k in keys]
     good = next((r for r in reports if r.ok), None)
     if good is None or good.record is None:
@@ -136,7 +136,7 @@ def verified(label: str, ref: Path, keys: list[Ed25519PublicKey]) -> Side:
             else "it is not signed by a key given (--key) or pinned in the house"
         )
         raise BadInput(
-            f"{label}: {envelope}: {why}; nothing is compared",
+            f"{label}: {envelope}: {why}; nothing is {action}",
             [f"{label}: {p}" for p in problems],
         )
     rd = RunDir(run)

@@ -13,12 +13,14 @@ import asyncio
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from typing import Any
 
 from qualify.candidate import Identity
-from qualify.httpclient.client import Client
+from qualify.httpclient.client import Client, Exchange
 from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record, SeenPin
 from qualify.records import StageResult
+from qualify.serving.engine import EngineAdapter
 from qualify.serving.engines import CHAT_PROBE, Launch, adapter, fingerprint
 from qualify.serving.process import ServerProcess
 from qualify.stage import StageContext, finish, stage
@@ -28,20 +30,38 @@ def _label(path: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", path.strip("/")).strip("-") or "root"
 
 
-async def _get(ctx: StageContext, client: Client, path: str, text: bool = False) -> Any:
+# Keeps one exchange under a label (`StageContext.keep`, or nothing at all).
+Keep = Callable[[str, Exchange], object]
+
+
+async def _get(keep: Keep, client: Client, path: str, text: bool = False) -> Any:
     ex = await client.get(path)
-    ctx.keep(_label(path), ex)
+    keep(_label(path), ex)
     if not ex.ok:
         return None
     return ex.text if text else ex.body
 
 
-async def _probe(ctx: StageContext, client: Client, model: str) -> Any:
+async def _probe(keep: Keep, client: Client, model: str) -> Any:
     """One 1-token completion: what every answer carries (vLLM's `system_fingerprint`)."""
     body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
     ex = await client.post("/v1/chat/completions", body)
-    ctx.keep("probe-chat", ex)
+    keep("probe-chat", ex)
     return ex.body if ex.ok else None
+
+
+async def engine_reports(
+    client: Client, engine: EngineAdapter, model: str, keep: Keep
+) -> dict[str, Any]:
+    """What the engine reports besides `GET /v1/models`: each of its info paths (Prometheus
+    pages as text) and, where every answer carries something, one 1-token completion of
+    `model`. The identity stage and `qualify init` both read a server through it."""
+    bodies: dict[str, Any] = {}
+    for path in engine.paths:
+        bodies[path] = await _get(keep, client, path, path in engine.text_paths)
+    if engine.probe_chat:
+        bodies[CHAT_PROBE] = await _probe(keep, client, model)
+    return bodies
 
 
 def _run(cmd: list[str]) -> tuple[str | None, str]:
@@ -142,10 +162,7 @@ async def identity(ctx: StageContext) -> StageResult:
     bodies: dict[str, Any] = {"/v1/models": models.body if models.ok else None}
     unreachable = None if models.ok else (models.error or f"HTTP {models.status}")
     if unreachable is None:
-        for path in engine.paths:
-            bodies[path] = await _get(ctx, client, path, path in engine.text_paths)
-        if engine.probe_chat:
-            bodies[CHAT_PROBE] = await _probe(ctx, client, pins.model)
+        bodies.update(await engine_reports(client, engine, pins.model, ctx.keep))
     launch = await launched(ctx)
     record = gather(pins, bodies, launch, unreachable, ctx.lanes.launches)
     return finish(ctx, ctx.judge(record), record)

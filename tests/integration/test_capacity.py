@@ -38,6 +38,8 @@ def capacity(candidate_factory: Callable[..., Path], stage_runner: Any) -> tuple
                 'kinds = ["prose", "code", "json", "list"]': 'kinds = ["prose", "json"]',
                 "kind_depths = [1024]": "kind_depths = [512]",
                 "load = { length = 256,": "load = { length = 128,",
+                "step_s = 12,": "step_s = 8,",
+                "warmups = 1\nmax_tokens = 64": "warmups = 1\nmax_tokens = 32",
             },
         )
         runner = stage_runner(cand)

@@ -200,3 +200,26 @@ def test_no_promote_cannot_move_an_alias_and_render_needs_no_server(
     assert not (house / TABLE).exists()
     assert main(["render", str(run.path)]) == 0
     assert capsys.readouterr().out == (run.path / "decision/attempt-001/decision.md").read_text()
+
+
+def test_a_signed_decision_that_does_not_verify_is_exit_3_naming_the_fields(
+    real_run: Callable[..., tuple[RunDir, int, Path, Path]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`qualify run` verifies its own envelope as a reader would before it exits; a decision
+    judged one way live and another way from its evidence is exit 3, the field named."""
+    import qualify.decision.verify as checked
+
+    honest = checked.verify
+    drift = "identity/attempt-001/result.json: data.x is 1, its exchanges give 2"
+
+    def drifted(*args: object, **kw: object) -> checked.VerifyReport:
+        report = honest(*args, **kw)  # type: ignore[arg-type]
+        report.problems.append(drift)
+        return report
+
+    monkeypatch.setattr(checked, "verify", drifted)
+    run, code, _, _ = real_run("drifted")
+    assert code == 3 and drift in capsys.readouterr().err
+    assert envelope_of(run).is_file(), "the envelope stays for a reader to inspect"

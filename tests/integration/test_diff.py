@@ -4,12 +4,15 @@ Two lean runs (identity and a one-rung context ladder) under a house whose polic
 stage meets, each signed by the key the house pins; the first backs the alias. The diff of the
 two verifies both, compares the cells both measured, and exits 0; `--against-alias` finds the
 first from the alias table; a doctored copy of the second is refused by verification (exit 2).
+`qualify export` of the second agrees with its signed decision (no server run of its own).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,10 +20,14 @@ import git
 import pytest
 
 from qualify.cli import main
+from qualify.decision.record import DecisionRecord
 from qualify.decision.signing import generate
 from qualify.decision.trust import init, pin
 from qualify.pipeline import execute
 from qualify.progress import Progress
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "export"))
+from export_checks import assert_junit_agrees, timed_exchanges
 
 pytestmark = pytest.mark.integration
 
@@ -147,3 +154,24 @@ def test_a_doctored_real_run_is_refused(
     err = capsys.readouterr().err
     assert "does not verify; nothing is compared" in err
     assert "context/attempt-001/result.json: changed" in err
+
+
+def test_the_export_of_a_real_run_agrees_with_its_decision(
+    two_runs: tuple[Path, Path, Path, Path, Path], tmp_path: Path
+) -> None:
+    """`qualify export` of run B (made above, no other server run): the JUnit holds one case per
+    gate with the signed record's verdict, requests.csv a row per timed context request."""
+    _, b, _, _, pub = two_runs
+    out = tmp_path / "export"
+    args = ["export", str(b), "--key", str(pub), "--junit", str(out / "junit.xml")]
+    assert main([*args, "--csv", str(out)]) == 0
+    record = DecisionRecord.model_validate_json(
+        (b / "decision/attempt-001/decision.json").read_bytes()
+    )
+    cases = assert_junit_agrees(out / "junit.xml", record)
+    assert f"context/needles@{RUNG}" in cases and "identity/pin@model" in cases
+    with (out / "requests.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    kept = timed_exchanges(b, record)
+    assert kept and {r["evidence"] for r in rows} == kept and len(rows) == len(kept)
+    assert all(r["stage"] == "context" and r["ttfo_s"] for r in rows)

@@ -22,7 +22,10 @@ def test_quality_both_levels_and_the_control(
 ) -> None:
     """Every attempt is judged (no harness errors); a 135M model fails most tasks, honestly,
     and each failure is a wrong answer or one cut by the budget, with its evidence kept."""
-    runner = stage_runner(candidate_factory("quality", stages=["quality", "ab"]))
+    # Half the demo's budgets: a 135M model fails these tasks at either size, and every
+    # attempt is still judged (the budget is recorded and checked below).
+    half = {"budget_scale = 0.0625": "budget_scale = 0.03125"}
+    runner = stage_runner(candidate_factory("quality", stages=["quality", "ab"], replace=half))
     result = runner.stage("quality")
     data = result.data
     record = parse_record("quality", data)

@@ -91,8 +91,7 @@ class LlamaCpp(EngineAdapter):
             if isinstance(props.get("total_slots"), int):
                 seen["max_num_seqs"] = Seen(props["total_slots"], "GET /props total_slots")
         if launch is None:
-            for pin in ("kv_dtype", "parallelism", "speculation"):
-                why[pin] = "attached to a running server: its launch flags are not known"
+            self._attached(bodies, seen, why)
             return
         args, env = launch.args, launch.env
         k = flag(args, "-ctk", "--cache-type-k") or env.get("LLAMA_ARG_CACHE_TYPE_K") or "f16"
@@ -107,12 +106,7 @@ class LlamaCpp(EngineAdapter):
         spec = self._spec(args, env)
         # /props params show a request's defaults ("speculative.types": "none" whatever the
         # launch); /slots says per slot whether it drafts (absent with --no-slots).
-        slots = bodies.get("/slots")
-        drafts = (
-            [s.get("speculative") for s in slots if isinstance(s, dict)]
-            if isinstance(slots, list)
-            else []
-        )
+        drafts = _drafts(bodies)
         source = "launch flags --spec-*"
         if drafts:
             source += ", GET /slots speculative"
@@ -121,6 +115,24 @@ class LlamaCpp(EngineAdapter):
             elif all(drafts) and spec["method"] == "none":
                 spec = {"method": "unknown", "draft_tokens": None, "why": "slots draft"}
         seen["speculation"] = Seen(spec, source, "server+launch" if drafts else "launch")
+
+    @staticmethod
+    def _attached(bodies: dict[str, Any], seen: dict[str, Seen], why: dict[str, str]) -> None:
+        """Attached, the launch flags are not known; /slots still says whether any slot drafts
+        (no slot drafting proves speculation off; drafting, the method is the flags' word)."""
+        for pin in ("kv_dtype", "parallelism", "speculation"):
+            why[pin] = "attached to a running server: its launch flags are not known"
+        drafts = _drafts(bodies)
+        if drafts and not any(drafts):
+            seen["speculation"] = Seen(
+                {"method": "none", "draft_tokens": 0}, "GET /slots speculative (no slot drafts)"
+            )
+            del why["speculation"]
+        elif drafts:
+            why["speculation"] += (
+                "; GET /slots says the slots draft, but the method and draft length are launch "
+                "flags"
+            )
 
     def _spec(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
         types = flag(args, "--spec-type") or env.get("LLAMA_ARG_SPEC_TYPE")
@@ -167,6 +179,14 @@ class LlamaCpp(EngineAdapter):
         if n in ("draft", "draft-model", "draft-simple"):
             return "draft-model"
         return n.removeprefix("draft-")
+
+
+def _drafts(bodies: dict[str, Any]) -> list[Any]:
+    """Per slot, whether it drafts (`GET /slots` `speculative`); empty without /slots."""
+    slots = bodies.get("/slots")
+    if not isinstance(slots, list):
+        return []
+    return [s.get("speculative") for s in slots if isinstance(s, dict)]
 
 
 def _llamacpp_build(pinned: str, reported: str) -> Match:

@@ -1,0 +1,59 @@
+"""`qualify export`: a signed run's results for CI views and dashboards (docs/export.md).
+
+Everything is read from the run's sealed evidence after its decision envelope verifies
+(`qualify.diff.runs.verified`: the signature, every subject re-hashed, the verdict derived
+again): the decision record for gates and verdicts, the stages' typed records for requests and
+cells. Nothing is measured again and nothing in the run is written.
+
+- `junit`: one testsuite per stage, one testcase per gate, verdicts exactly the record's;
+- `tables`: `requests.csv` (every timed request) and `cells.csv` (every cell or step);
+- `metrics`: the verdict, gate counts and headline figures, pushed to a Pushgateway.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from qualify.decision.reading import candidate_in_run
+from qualify.diff.runs import Side, verified
+from qualify.errors import BadInput
+from qualify.evidence.store import EvidenceStore
+
+ACTION = "exported"
+
+
+def open_verified(ref: str, evidence: Path, keys: list[Ed25519PublicKey]) -> Side:
+    """The run at `ref` (a run directory, a decision envelope, or a run id under `evidence`),
+    once its newest envelope (or the one named) verifies by one of `keys`; BadInput otherwise."""
+    path = Path(ref)
+    if not path.exists():
+        path = EvidenceStore(evidence).open_run(ref).path
+    return verified("RUN", path, keys, ACTION)
+
+
+def alias_of(side: Side) -> str | None:
+    """The production alias the candidate gates (its `[alias]`, from the run's own copy)."""
+    cand = candidate_in_run(side.run, side.record.candidate_copy)
+    return cand.alias.name if cand is not None and cand.alias is not None else None
+
+
+def attempt_of(side: Side, stage: str) -> str | None:
+    """`<stage>/attempt-NNN`, the stage's authoritative attempt as the decision counted it."""
+    for s in side.record.evaluation.stages:
+        if s.stage == stage and s.authoritative is not None:
+            return f"{stage}/attempt-{s.authoritative.attempt:03d}"
+    return None
+
+
+def outside_run(side: Side, flag: str, path: Path) -> None:
+    """BadInput when an output path lies inside the sealed run (writing there would add a
+    file the decision did not seal)."""
+    run = side.run.path.resolve()
+    target = path.resolve()
+    if target == run or run in target.parents:
+        raise BadInput(
+            f"{path} is inside the run {run}",
+            [f"{flag}: expected a path outside the sealed run (got {path})"],
+        )

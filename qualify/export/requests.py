@@ -1,0 +1,238 @@
+"""`requests.csv`: every timed request of a verified run, one row each, read from the records
+of the stages the decision counted (`qualify.decision.reading.run_view`).
+
+- ab: every request of every run of both lanes (`lanes.<lane>.runs[].requests`);
+- context: every stream of every timed cell (`rows[].streams`);
+- capacity: every stream of every closed-loop run (matrix and content kinds), of every
+  open-loop step and burst, of the soak, and of the incumbent's steps at the candidate's edge.
+
+Figures are the record's. The one exception is capacity's closed-loop streams: the record keeps
+no per-stream timings there, so they are read from the exchange the stream kept, with the
+client's own reader (`qualify.httpclient.chat.from_stream`, `qualify.httpclient.timing.timing`),
+as `qualify verify` reads them to judge the stage again. Warm-ups are not timed: no row.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from qualify.ab.record import Record as AbRecord
+from qualify.ab.record import Request
+from qualify.capacity.loads import LoadStream, OpenCell
+from qualify.capacity.record import CellFigures, RunStream
+from qualify.capacity.record import Record as CapacityRecord
+from qualify.context.record import Record as ContextRecord
+from qualify.context.record import Stream
+from qualify.decision.reading import RunView, record_of
+from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.store import read_manifest
+from qualify.httpclient.chat import from_stream
+from qualify.httpclient.timing import timing
+
+_PART = re.compile(r"\.part\d{3}$")
+
+
+@dataclass
+class RequestRow:
+    """One timed request. Times in seconds (`_s`) or milliseconds (`_ms`), rates in tokens per
+    second, counts in tokens; None where the evidence holds no such figure."""
+
+    stage: str
+    part: str
+    lane: str
+    cell: str
+    step: int | None = None
+    run: int | None = None
+    stream: int | None = None
+    prompt: str = ""
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    planned_send_s: float | None = None
+    send_lag_ms: float | None = None
+    ttfo_s: float | None = None
+    ttft_s: float | None = None
+    generation_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_per_s: float | None = None
+    effective_prefill_tok_per_s: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p95_ms: float | None = None
+    finish_reason: str = ""
+    outcome: str = "ok"
+    evidence: str = ""
+
+
+def outcome(**why: str | list[str] | None) -> str:
+    """`ok`, or the first thing wrong with a request: `failed: ...`, `cut: ...`."""
+    for name, value in why.items():
+        if value:
+            text = "; ".join(value) if isinstance(value, list) else value
+            return f"{name}: {text}"
+    return "ok"
+
+
+def _evidence(attempt: str, files: list[str]) -> str:
+    return f"{attempt}/{files[0]}" if files else ""
+
+
+def _ab_row(base: RequestRow, q: Request, attempt: str) -> RequestRow:
+    return replace(
+        base,
+        prompt=q.prompt,
+        prompt_tokens=q.prompt_tokens,
+        cached_tokens=q.cached_tokens,
+        completion_tokens=q.completion_tokens,
+        ttfo_s=q.ttfo_s,
+        ttft_s=q.ttft_s,
+        generation_s=q.generation_s,
+        e2e_s=q.e2e_s,
+        decode_tok_per_s=q.decode_tok_s,
+        effective_prefill_tok_per_s=q.effective_prefill_tok_s,
+        itl_p50_ms=q.itl_p50_ms,
+        itl_p95_ms=q.itl_p95_ms,
+        finish_reason=q.finish_reason or "",
+        outcome=outcome(failed=q.failed, excluded=q.excluded, degenerate=q.degenerate),
+        evidence=_evidence(attempt, [q.file] if q.file else []),
+    )
+
+
+def ab_requests(rec: AbRecord, attempt: str) -> Iterator[RequestRow]:
+    for lane, got in rec.lanes.items():
+        for r in got.runs:
+            base = RequestRow("ab", "runs", lane, f"run-{r.run}", run=r.run)
+            for i, q in enumerate(r.requests, 1):
+                yield _ab_row(replace(base, stream=i), q, attempt)
+
+
+def _context_row(base: RequestRow, s: Stream, attempt: str) -> RequestRow:
+    return replace(
+        base,
+        prompt_tokens=s.actual_prompt_tokens,
+        cached_tokens=s.cached_tokens,
+        completion_tokens=s.completion_tokens,
+        ttfo_s=s.ttfo_s,
+        ttft_s=s.ttft_s,
+        generation_s=s.generation_s,
+        e2e_s=s.e2e_s,
+        decode_tok_per_s=s.decode_tok_s,
+        effective_prefill_tok_per_s=s.effective_prefill_tok_s,
+        itl_p50_ms=s.itl_p50_ms,
+        itl_p95_ms=s.itl_p95_ms,
+        finish_reason=s.finish_reason or "",
+        outcome=outcome(failed=s.problem, degenerate=s.degenerate),
+        evidence=_evidence(attempt, s.files),
+    )
+
+
+def context_requests(rec: ContextRecord, attempt: str) -> Iterator[RequestRow]:
+    for row in rec.rows:
+        cell = f"{row.planned_tokens} {row.pass_} {row.content} c={row.concurrency}"
+        base = RequestRow("context", "ladder", "candidate", cell)
+        for i, s in enumerate(row.streams, 1):
+            yield _context_row(replace(base, stream=i), s, attempt)
+
+
+def _closed_row(base: RequestRow, st: RunStream, view: AttemptView | None) -> RequestRow:
+    """A closed-loop stream: the record's outcome, the timings from its kept exchange."""
+    row = replace(
+        base,
+        completion_tokens=st.completion_tokens,
+        finish_reason=st.finish_reason or "",
+        outcome=outcome(failed=st.failed, cut=st.cut, degenerate=st.degenerate, broken=st.broken),
+        evidence=_evidence(view.attempt, st.files) if view else "",
+    )
+    if view is None or not st.files:
+        return row
+    try:
+        t = timing(from_stream(view.exchange(_PART.sub("", st.files[0]))))
+    except NotKept:
+        return row
+    return replace(
+        row,
+        prompt_tokens=t.prompt_tokens,
+        cached_tokens=t.cached_tokens,
+        ttfo_s=t.ttfo_s,
+        ttft_s=t.ttft_s,
+        generation_s=t.generation_s,
+        e2e_s=t.e2e_s,
+        decode_tok_per_s=t.decode_tok_s,
+        effective_prefill_tok_per_s=t.effective_prefill_tok_s,
+        itl_p50_ms=t.itl_p50_ms,
+        itl_p95_ms=t.itl_p95_ms,
+    )
+
+
+def _closed(base: RequestRow, cell: CellFigures, view: AttemptView | None) -> Iterator[RequestRow]:
+    for r in cell.run_records:
+        for i, st in enumerate(r.streams, 1):
+            yield _closed_row(replace(base, run=r.run, stream=i), st, view)
+
+
+def _load_row(base: RequestRow, st: LoadStream, attempt: str) -> RequestRow:
+    return replace(
+        base,
+        completion_tokens=st.completion_tokens,
+        planned_send_s=st.planned_s,
+        send_lag_ms=st.lag_ms,
+        ttft_s=st.ttft_s,
+        e2e_s=st.e2e_s,
+        decode_tok_per_s=st.decode_tok_s,
+        finish_reason=st.finish_reason or "",
+        outcome=outcome(failed=st.failed, cut=st.cut, unfinished=st.unfinished, broken=st.broken),
+        evidence=_evidence(attempt, st.files),
+    )
+
+
+def _open(base: RequestRow, cells: list[OpenCell], attempt: str) -> Iterator[RequestRow]:
+    for c in cells:
+        here = replace(base, cell=c.cell or c.label, step=c.step)
+        for i, st in enumerate(c.streams, 1):
+            yield _load_row(replace(here, stream=i), st, attempt)
+
+
+def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator[RequestRow]:
+    attempt = view.attempt if view else ""
+    for m in rec.matrix:
+        yield from _closed(RequestRow("capacity", "matrix", m.lane, m.cell), m, view)
+    for k in rec.kinds:
+        yield from _closed(RequestRow("capacity", "kinds", "candidate", k.cell), k, view)
+    load = rec.load
+    yield from _open(RequestRow("capacity", "load", load.lane, ""), load.cells, attempt)
+    if load.soak is not None:
+        base = RequestRow("capacity", "soak", load.lane, "soak")
+        for i, st in enumerate(load.soak.streams, 1):
+            yield _load_row(replace(base, stream=i), st, attempt)
+    if load.incumbent is not None:
+        base = RequestRow("capacity", "load", "incumbent", "")
+        yield from _open(base, load.incumbent.cells, attempt)
+
+
+def kept_view(view: RunView, stage: str) -> AttemptView | None:
+    """The stage's authoritative attempt, read through its sealed manifest's files."""
+    got = view.stages.get(stage)
+    if got is None:
+        return None
+    attempt = f"{stage}/{got.dir.name}"
+    try:
+        listed = read_manifest(got.dir)["files"]
+        files = {f"{attempt}/{name}": str(v["sha256"]) for name, v in listed.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return AttemptView(view.run.path, attempt, files, got.result)
+
+
+def requests(view: RunView) -> list[RequestRow]:
+    """Every timed request the run's counted attempts kept, stage by stage."""
+    records = view.records()
+    rows: list[RequestRow] = []
+    dirs = {name: f"{name}/{v.dir.name}" for name, v in view.stages.items()}
+    if ab := record_of(records, "ab", AbRecord):
+        rows += ab_requests(ab, dirs["ab"])
+    if ctx := record_of(records, "context", ContextRecord):
+        rows += context_requests(ctx, dirs["context"])
+    if cap := record_of(records, "capacity", CapacityRecord):
+        rows += capacity_requests(cap, kept_view(view, "capacity"))
+    return rows
