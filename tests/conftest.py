@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -125,3 +127,34 @@ def start_llama_server(paths: LocalPaths, *args: str) -> tuple[subprocess.Popen[
                 raise AssertionError("llama-server did not become healthy")
             time.sleep(0.5)
     raise AssertionError("llama-server exited before it was healthy, three times")
+
+
+def sh(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None, ok: int = 0) -> str:
+    r = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env=env, timeout=900
+    )
+    assert r.returncode == ok, f"{cmd} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr}"
+    return r.stdout
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`python -m build` (the sdist, then the wheel built from the sdist, as a release does),
+    and a fresh venv holding that wheel; returns the venv's `qualify`."""
+    base = tmp_path_factory.mktemp("installed")
+    dist = base / "dist"
+    sh(sys.executable, "-m", "build", "--outdir", dist, ROOT, cwd=base)
+    (wheel,) = dist.glob("qualify-*.whl")
+    venv = base / "venv"
+    sh(sys.executable, "-m", "venv", venv, cwd=base)
+    pip = venv / "bin" / "pip"
+    sh(pip, "install", "-q", wheel, "-c", ROOT / "requirements-dev.lock", cwd=base)
+    return venv / "bin" / "qualify"
+
+
+def outside_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a user's shell: no PYTHONPATH, none of the checkout's QUALIFY_*
+    settings; tickets in `tmp_path`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUALIFY_", "PYTHON"))}
+    env["QUALIFY_TICKETS"] = str(tmp_path / "tickets")
+    return env

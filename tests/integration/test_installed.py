@@ -1,6 +1,8 @@
 """The installed tool, not a checkout: the sdist and wheel built from this tree, the wheel alone
 installed into a fresh venv (its dependencies at the lock file's versions), and every command run
 from a directory outside the checkout, where no `gates/`, `templates/` or `examples/` is near.
+The real run of the local server through the installed entry point is tests/integration/
+test_init.py (`init --attach`, `validate`, `run`, `verify`, `render`, all installed).
 
 The fresh venv has no qualify source on its path: `import qualify` resolves to site-packages,
 which the first test checks, so a file the wheel forgot fails here and not in a user's CI.
@@ -9,17 +11,14 @@ which the first test checks, so a file the wheel forgot fails here and not in a 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import write_candidate
-
-from qualify.serving.local import LocalPaths
+from conftest import outside_env
+from conftest import sh as _sh
 
 pytestmark = pytest.mark.integration
 
@@ -27,40 +26,15 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "smollm2"
 
 
-def _sh(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None, ok: int = 0) -> str:
-    r = subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, env=env, timeout=900
-    )
-    assert r.returncode == ok, f"{cmd} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr}"
-    return r.stdout
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`python -m build` (the sdist, then the wheel built from the sdist, as a release does),
-    and a fresh venv holding that wheel; returns the venv's `qualify`."""
-    base = tmp_path_factory.mktemp("installed")
-    dist = base / "dist"
-    _sh(sys.executable, "-m", "build", "--outdir", dist, ROOT, cwd=base)
-    (wheel,) = dist.glob("qualify-*.whl")
-    venv = base / "venv"
-    _sh(sys.executable, "-m", "venv", venv, cwd=base)
-    pip = venv / "bin" / "pip"
-    _sh(pip, "install", "-q", wheel, "-c", ROOT / "requirements-dev.lock", cwd=base)
-    return venv / "bin" / "qualify"
-
-
 @pytest.fixture
 def outside(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A directory far from the checkout holding copies of the demo candidate and control, and
-    an environment with no PYTHONPATH and no QUALIFY_* settings of the checkout's."""
+    a user's environment."""
     work = tmp_path / "elsewhere"
     work.mkdir()
     for name in ("candidate.toml", "control.toml"):
         shutil.copy(EXAMPLE / name, work / name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("QUALIFY_", "PYTHON"))}
-    env["QUALIFY_TICKETS"] = str(tmp_path / "tickets")
-    return work, env
+    return work, outside_env(tmp_path)
 
 
 def test_the_wheel_carries_what_a_run_reads_and_names_its_commit(
@@ -119,31 +93,3 @@ def test_published_runs_verify_and_diff_with_the_installed_tool(
     report = _sh(installed, *args, cwd=work, env=env, ok=1)
     here = _sh(sys.executable, "-m", "qualify", *args, cwd=ROOT, ok=1)
     assert json.loads(report) == json.loads(here) and json.loads(report)["regressed"]
-
-
-def test_a_real_run_through_the_installed_entry_point(
-    installed: Path, outside: tuple[Path, dict[str, str]], local_server: LocalPaths
-) -> None:
-    """The house set up, a key made, the real local server qualified (identity and preflight)
-    and the signed decision verified, rendered and shown, all by the installed `qualify`; the
-    run records the code that ran (the wheel, its commit), not the repository around the
-    candidate (none here)."""
-    work, env = outside
-    write_candidate(work, stages=["identity", "preflight"])
-    q = installed
-    _sh(q, "keygen", "--out", work / "keys/ci", cwd=work, env=env)
-    _sh(q, "house", "init", work / "house", "--policy", "example", cwd=work, env=env)
-    pin = ("house", "pin", "decision", work / "keys/ci.pub", "--name", "ci", "--why", "CI signs")
-    _sh(q, *pin, "--house", work / "house", cwd=work, env=env)
-    run = ("run", "candidate.toml", "--key", work / "keys/ci.key", "--house", work / "house")
-    _sh(q, *run, "--evidence", work / "evidence", cwd=work, env=env, ok=1)
-    (run_dir,) = [p.parent for p in (work / "evidence").glob("*/*/run.json")]
-    info = json.loads((run_dir / "run.json").read_text())
-    head = _sh("git", "rev-parse", "HEAD", cwd=ROOT).strip()
-    assert info["tool"]["installed"] == "wheel" and info["tool"]["commit"] == head, info["tool"]
-    assert info["git"]["commit"] is None, "the candidate here is in no repository"
-    envelope = run_dir / "decision/attempt-001.dsse.json"
-    _sh(q, "verify", envelope, "--house", work / "house", cwd=work, env=env)
-    md = (run_dir / "decision/attempt-001/decision.md").read_text()
-    assert f"(wheel of commit {head[:12]}" in md, md[-1500:]
-    assert _sh(q, "render", run_dir, cwd=work, env=env) == md, "rendered again from evidence"
