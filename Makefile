@@ -45,8 +45,8 @@ test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q -n 2
 
 test: test-deps server
-	$(BIN)/pytest tests/unit -q -n 2
-	$(BIN)/pytest tests/integration -q
+	$(BIN)/pytest tests/unit -q -n 2 --durations=10
+	$(BIN)/pytest tests/integration -q --durations=25
 
 # The trust set-up first: a scratch house repository with the demo house policy, and the demo
 # key pinned to sign decisions (a fresh key each time, so a fresh house).

@@ -139,11 +139,12 @@ def sh(*cmd: str | Path, cwd: Path, env: dict[str, str] | None = None, ok: int =
 
 @pytest.fixture(scope="session")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`python -m build` (the sdist, then the wheel built from the sdist, as a release does),
+    """`python -m build` (the sdist, then the wheel built from the sdist, as a release does;
+    with the venv's setuptools, pinned in the lock),
     and a fresh venv holding that wheel; returns the venv's `qualify`."""
     base = tmp_path_factory.mktemp("installed")
     dist = base / "dist"
-    sh(sys.executable, "-m", "build", "--outdir", dist, ROOT, cwd=base)
+    sh(sys.executable, "-m", "build", "--no-isolation", "--outdir", dist, ROOT, cwd=base)
     (wheel,) = dist.glob("qualify-*.whl")
     venv = base / "venv"
     sh(sys.executable, "-m", "venv", venv, cwd=base)

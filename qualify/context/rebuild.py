@@ -35,7 +35,8 @@ from qualify.context.tasks import Task, Tasks
 from qualify.decision.rejudge import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
 from qualify.httpclient.client import Exchange
-from qualify.httpclient.timing import RequestTiming, timing
+from qualify.httpclient.timing import RequestTiming, timing, with_server_window
+from qualify.serving.histograms import ServerWindow
 
 # The checks of the audits (tasks, garble, the tool battery): a record of the form before them
 # has no `audits` field, and no gates of these checks.
@@ -108,6 +109,9 @@ def _row(
         view.trust("the idle checks around each cell")
         return out
     out["streams"] = streams
+    keep = _windowed(
+        view, row, out, [t for t, s in zip(counted, streams, strict=True) if not s["problem"]]
+    )
     aggregate = row.get("aggregate_output_tok_s")
     ladder._summarize(out, streams, 1.0)
     out["aggregate_output_tok_s"] = aggregate
@@ -121,9 +125,26 @@ def _row(
         ladder._verdict(out, streams)
         del out["_needles"]
         if out["verdict"] != "error":
-            keep = [t for t, s in zip(counted, streams, strict=True) if not s["problem"]]
             timings.setdefault(int(row["concurrency"]), []).extend(keep)
     return warm_note(out)
+
+
+def _windowed(
+    view: AttemptView, row: dict[str, Any], out: dict[str, Any], keep: list[RequestTiming]
+) -> list[RequestTiming]:
+    """The cell's counted timings compared with the server's latency histograms over the cell,
+    as the live ladder does (`with_server_window`), from the window the sealed row kept: the
+    scrapes around the cell are not kept raw, so the window is taken as recorded and the
+    client's side of the comparison is derived again from the exchanges."""
+    kept = row.get("server_window")
+    if kept is None:  # a record from before the per-cell window
+        return keep
+    window = kept.get("window")
+    if window is not None:
+        view.trust("each cell's server latency-histogram window (the scrapes around it)")
+    server = None if window is None else ServerWindow.from_dict(window)
+    keep, out["server_window"] = with_server_window(keep, server)
+    return keep
 
 
 def _contents(view: AttemptView, contents: dict[str, Any]) -> dict[str, Any]:

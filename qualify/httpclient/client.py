@@ -272,7 +272,9 @@ async def _read_sse(resp: httpx.Response, ex: Exchange, t0: float) -> None:
     clean = True  # no partial line buffered, no event half-decoded
     try:
         async for raw in pieces:
-            t = now() - t0
+            # Kept to the microsecond: what is judged live is exactly what the evidence holds,
+            # so a figure derived again from the kept exchange is the same figure.
+            t = round(now() - t0, 6)
             stamps.append(t)
             size += len(raw)
             text = text_of(raw)
@@ -291,7 +293,7 @@ async def _read_sse(resp: httpx.Response, ex: Exchange, t0: float) -> None:
     for line in (lines.decode(tail) if tail else []) + lines.flush():
         sse = decoder.decode(line)
         if sse is not None:
-            events.append(SSEEvent(now() - t0, sse.event, sse.data))
+            events.append(SSEEvent(round(now() - t0, 6), sse.event, sse.data))
 
 
 def _whole_data_events(text: str) -> list[str] | None:

@@ -29,7 +29,7 @@ TTFT excludes the queue, so neither is the decode rate or the TTFT the client se
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from qualify.serving.dialects import Dialect, MetricsSnapshot
@@ -87,6 +87,12 @@ class ServerWindow:
     def itl_ms(self) -> float | None:
         """Mean time per engine step that gave a request tokens (not per token)."""
         return self._mean_ms(self.itl_n, self.itl_s) if self.ok else None
+
+    @classmethod
+    def from_dict(cls, kept: dict[str, Any]) -> ServerWindow:
+        """The window as `as_dict` kept it (its counts and sums; the figures follow from them)."""
+        values: dict[str, Any] = {f.name: kept.get(f.name) for f in fields(cls)}
+        return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -99,3 +99,18 @@ def test_outcome_times_are_arrival_times_not_parse_times(
     assert out.t_first_output == ex.events[0].t
     assert out.t_last_token == ex.events[-2].t
     assert out.token_chunk_times == [e.t for e in ex.events[:-1]]
+
+
+def test_what_is_judged_live_is_what_the_evidence_keeps(server: int) -> None:
+    """The arrival times are taken to the microsecond the evidence keeps, so every figure of the
+    live exchange equals, bit for bit, the figure derived again from its kept JSON form (a
+    near-zero paired median cannot move between the run and `verify`)."""
+    from qualify.decision.rejudge import exchange_of
+    from qualify.evidence.redact import Redactor
+    from qualify.httpclient.timing import timing
+
+    ex = stream(server)
+    kept = json.loads(json.dumps(ex.evidence(Redactor())))
+    again = exchange_of(kept, "the exchange")
+    assert [e.t for e in again.events] == [e.t for e in ex.events]
+    assert timing(from_stream(again)) == timing(from_stream(ex))

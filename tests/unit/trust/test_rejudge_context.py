@@ -5,6 +5,7 @@ pinned decision key, is refused naming the gate and the field."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,44 @@ def test_a_cell_left_out_is_refused(published: Path, tmp_path: Path) -> None:
     _, report = verified(published, tmp_path, HOUSE, CONTEXT, drop_rows)
     assert not report.ok
     assert any("cells the candidate names have no row" in p for p in report.problems)
+
+
+def test_a_cell_compared_with_the_servers_histograms_is_compared_again_the_same_way() -> None:
+    """vLLM reports no figures per request: the live ladder compares each cell with the
+    server's latency histograms over it (`with_server_window`). Judged again, the sealed window
+    is applied to the timings derived from the exchanges, so the fidelity gate reads the same
+    ratio in both paths (before, the rebuilt timings had none: fail live, inconclusive again)."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from qualify.context.rebuild import _windowed
+    from qualify.decision.rejudge import AttemptView
+    from qualify.httpclient.chat import ChatOutcome
+    from qualify.httpclient.timing import fidelity, timing, with_server_window
+    from qualify.serving.histograms import ServerWindow
+
+    ts = [
+        timing(
+            ChatOutcome(
+                usage={"prompt_tokens": 10, "completion_tokens": 11},
+                finish_reason="length",
+                t_first_output=0.12 + k,
+                t_first_visible=0.12 + k,
+                t_last_token=0.22 + k,
+                token_chunk_times=[0.12 + k + 0.01 * i for i in range(11)],
+            )
+        )
+        for k in (0.0, 0.01)
+    ]
+    window = ServerWindow(
+        "vllm histograms", 2.0, 22.0, 0.19, 2.0, 0.2, 2.0, 0.18, 2.0, 0.01, 20.0, 0.19
+    )
+    live, info = with_server_window(ts, window)
+    trusted: list[str] = []
+    view = cast(AttemptView, SimpleNamespace(trust=trusted.append))
+    out: dict[str, Any] = {}
+    again = _windowed(view, {"server_window": json.loads(json.dumps(info))}, out, ts)
+    assert again == live and out["server_window"] == info
+    assert fidelity(again)["decode_ratio_median"] == pytest.approx(1.9 / 2)
+    assert fidelity(ts)["n_decode"] == 0, "without the window there is nothing to compare"
+    assert trusted == ["each cell's server latency-histogram window (the scrapes around it)"]
