@@ -39,14 +39,17 @@ check: $(STAMP)
 	$(BIN)/mypy qualify
 	$(BIN)/python scripts/size_check.py
 
-# Unit tests run on two workers (they share nothing); the integration tests one at a time,
-# since two busy llama-servers on two cores slow each other tenfold.
+# Unit tests run on two workers (they share nothing), with the integration tests that start no
+# llama-server (published evidence, recorded engines, Prometheus, the Pushgateway); the ones
+# that do run one at a time, since two busy llama-servers on two cores slow each other tenfold.
 test-unit: $(STAMP)
 	$(BIN)/pytest tests/unit -q -n 2
 
+SERVERLESS := $(shell grep -l 'mark.serverless' tests/integration/test_*.py)
+
 test: test-deps server
-	$(BIN)/pytest tests/unit -q -n 2 --durations=10
-	$(BIN)/pytest tests/integration -q --durations=25
+	$(BIN)/pytest tests/unit $(SERVERLESS) -q -n 2 --durations=10
+	$(BIN)/pytest tests/integration -q -m "not serverless" --durations=25
 
 # The trust set-up first: a scratch house repository with the demo house policy, and the demo
 # key pinned to sign decisions (a fresh key each time, so a fresh house).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import subprocess
@@ -13,11 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from stage_runs import StageRunner
 
-from qualify.evidence.store import EvidenceStore, RunDir
-from qualify.pipeline import Plan, Runner, plan
-from qualify.progress import Progress
-from qualify.records import StageResult
+from qualify.evidence.store import EvidenceStore
+from qualify.pipeline import plan
 from qualify.serving.local import LocalPaths
 from qualify.serving.process import free_port
 
@@ -65,23 +63,6 @@ def candidate_factory(tmp_path: Path, local_server: LocalPaths) -> Callable[...,
         return write_candidate(tmp_path / f"cand-{label}", **kw)  # type: ignore[arg-type]
 
     return make
-
-
-class StageRunner:
-    """Runs single stages of one plan against real servers, then stops them."""
-
-    def __init__(self, p: Plan, run: RunDir) -> None:
-        self.runner = Runner(p, run, Progress(quiet=True))
-        self.run = run
-
-    def stage(self, name: str) -> StageResult:
-        return asyncio.run(self._one(name))
-
-    async def _one(self, name: str) -> StageResult:
-        try:
-            return await self.runner.run_stage(name)
-        finally:
-            await self.runner.lanes.stop()
 
 
 @pytest.fixture

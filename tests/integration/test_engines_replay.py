@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from conftest import StageRunner
 from replay.server import Profile, Replay, Spec, recall_answer, sglang_profile, vllm_profile
+from stage_runs import StageRunner
 
 from qualify.evidence.store import EvidenceStore
 from qualify.pipeline import plan
@@ -29,7 +29,12 @@ from qualify.preflight.stage import DEFAULT_GATES
 from qualify.records import StageResult, Verdict
 from qualify.serving.engine import adapter
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.serverless,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]
 
 PROFILES: dict[str, Callable[..., Profile]] = {"vllm": vllm_profile, "sglang": sglang_profile}
 # What the candidate pins, as each recording describes the server (SGLang's /server_info

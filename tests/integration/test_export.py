@@ -41,7 +41,7 @@ from qualify.serving.process import free_port
 from qualify.vram import section as vram_section
 from qualify.vram.record import Record as VramRecord
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serverless]
 BINARY = shutil.which("prometheus-pushgateway") or (
     "/usr/bin/prometheus-pushgateway" if Path("/usr/bin/prometheus-pushgateway").is_file() else None
 )

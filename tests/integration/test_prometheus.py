@@ -30,7 +30,7 @@ from qualify.vram.record import Record
 from qualify.vram.sampler import Sampler
 from qualify.vram.series import figures
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serverless]
 BINARY = shutil.which("prometheus") or (
     "/usr/bin/prometheus" if Path("/usr/bin/prometheus").is_file() else None
 )

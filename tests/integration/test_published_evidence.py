@@ -26,6 +26,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = [pytest.mark.integration, pytest.mark.serverless]
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = "docs"
 ENVELOPE = ".dsse.json"
