@@ -97,9 +97,10 @@ def test_init_writes_a_candidate_that_runs(
 def _run(q: Path, work: Path, env: dict[str, str]) -> None:
     """`qualify run` of the written candidate, its stages cut to identity and three preflight
     gates (small answers, one reasoning level), signed under a house made from the example
-    policy the wheel ships: no-promote (pins to set by hand are inconclusive, most stages not run), yet every pin
-    the server reported passes. The signed decision verifies, renders the same again, names the
-    code that ran (the wheel and its commit), and exports as JUnit with the decision's verdicts."""
+    policy the wheel ships: no-promote (pins to set by hand are inconclusive, most stages not
+    run), yet every pin the server reported passes. The signed decision verifies, renders the
+    same again, names the code that ran (the wheel and its commit), and exports as JUnit with
+    the decision's verdicts."""
     candidate = work / "candidate.toml"
     text = re.sub(r"(?m)^run = \[.*\]$", 'run = ["identity", "preflight"]', candidate.read_text())
     text = text.replace('[reasoning.think]\nreasoning_effort = "medium"\n', "")
