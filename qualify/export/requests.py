@@ -29,7 +29,7 @@ from qualify.decision.reading import RunView, record_of
 from qualify.decision.rejudge import AttemptView, NotKept
 from qualify.evidence.store import read_manifest
 from qualify.httpclient.chat import from_stream
-from qualify.httpclient.timing import timing
+from qualify.httpclient.timing import RequestTiming, timing
 
 _PART = re.compile(r"\.part\d{3}$")
 
@@ -74,25 +74,32 @@ def outcome(**why: str | list[str] | None) -> str:
     return "ok"
 
 
+_SAME = ("ttfo_s", "ttft_s", "generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms")
+
+
+def _timed(row: RequestRow, t: Request | Stream | RequestTiming) -> RequestRow:
+    """The timings every timed part of a record names alike (the client's `RequestTiming`, an
+    A/B request, a context stream); decode and prefill take their units into the column name."""
+    same = {k: getattr(t, k) for k in _SAME}
+    return replace(
+        row,
+        **same,
+        decode_tok_per_s=t.decode_tok_s,
+        effective_prefill_tok_per_s=t.effective_prefill_tok_s,
+    )
+
+
 def _evidence(attempt: str, files: list[str]) -> str:
     return f"{attempt}/{files[0]}" if files else ""
 
 
 def _ab_row(base: RequestRow, q: Request, attempt: str) -> RequestRow:
     return replace(
-        base,
+        _timed(base, q),
         prompt=q.prompt,
         prompt_tokens=q.prompt_tokens,
         cached_tokens=q.cached_tokens,
         completion_tokens=q.completion_tokens,
-        ttfo_s=q.ttfo_s,
-        ttft_s=q.ttft_s,
-        generation_s=q.generation_s,
-        e2e_s=q.e2e_s,
-        decode_tok_per_s=q.decode_tok_s,
-        effective_prefill_tok_per_s=q.effective_prefill_tok_s,
-        itl_p50_ms=q.itl_p50_ms,
-        itl_p95_ms=q.itl_p95_ms,
         finish_reason=q.finish_reason or "",
         outcome=outcome(failed=q.failed, excluded=q.excluded, degenerate=q.degenerate),
         evidence=_evidence(attempt, [q.file] if q.file else []),
@@ -109,18 +116,10 @@ def ab_requests(rec: AbRecord, attempt: str) -> Iterator[RequestRow]:
 
 def _context_row(base: RequestRow, s: Stream, attempt: str) -> RequestRow:
     return replace(
-        base,
+        _timed(base, s),
         prompt_tokens=s.actual_prompt_tokens,
         cached_tokens=s.cached_tokens,
         completion_tokens=s.completion_tokens,
-        ttfo_s=s.ttfo_s,
-        ttft_s=s.ttft_s,
-        generation_s=s.generation_s,
-        e2e_s=s.e2e_s,
-        decode_tok_per_s=s.decode_tok_s,
-        effective_prefill_tok_per_s=s.effective_prefill_tok_s,
-        itl_p50_ms=s.itl_p50_ms,
-        itl_p95_ms=s.itl_p95_ms,
         finish_reason=s.finish_reason or "",
         outcome=outcome(failed=s.problem, degenerate=s.degenerate),
         evidence=_evidence(attempt, s.files),
@@ -150,19 +149,7 @@ def _closed_row(base: RequestRow, st: RunStream, view: AttemptView | None) -> Re
         t = timing(from_stream(view.exchange(_PART.sub("", st.files[0]))))
     except NotKept:
         return row
-    return replace(
-        row,
-        prompt_tokens=t.prompt_tokens,
-        cached_tokens=t.cached_tokens,
-        ttfo_s=t.ttfo_s,
-        ttft_s=t.ttft_s,
-        generation_s=t.generation_s,
-        e2e_s=t.e2e_s,
-        decode_tok_per_s=t.decode_tok_s,
-        effective_prefill_tok_per_s=t.effective_prefill_tok_s,
-        itl_p50_ms=t.itl_p50_ms,
-        itl_p95_ms=t.itl_p95_ms,
-    )
+    return replace(_timed(row, t), prompt_tokens=t.prompt_tokens, cached_tokens=t.cached_tokens)
 
 
 def _closed(base: RequestRow, cell: CellFigures, view: AttemptView | None) -> Iterator[RequestRow]:
