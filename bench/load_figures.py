@@ -62,7 +62,7 @@ def rebuilt(run: Path) -> dict[str, Any]:
     from qualify.capacity.runs import stream_record
     from qualify.capacity.settings import CapacitySettings
     from qualify.capacity.slo import goodput
-    from qualify.decision.rejudge import exchange_of
+    from qualify.evidence.kept import exchange_of
 
     attempt = sorted((run / "capacity").glob("attempt-*"))[-1]
     settings = CapacitySettings.model_validate(_candidate(run)["stages"]["capacity"])

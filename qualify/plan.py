@@ -158,6 +158,7 @@ def print_plan(
                 continue
             attempt = run.new_attempt(name)
             ctx = StageContext(name, loaded, run, attempt, plan_lanes, Progress(quiet=True))
+            ctx.from_kept = False
             before = len(seen)
             why = asyncio.run(_stage(name, ctx))
             mine = seen[before:]

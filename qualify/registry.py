@@ -41,6 +41,9 @@ class StageSpec:
     plots), a pure function of the stage's record and gates.
     `settings`: `module:Class` of its `[stages.<name>]` table (a `StrictModel`); a stage whose
     package has no such class has no table.
+    `rebuild`: `module:function` deriving the stage's record (and, for a probe stage, its gates)
+    from the files its attempt kept (`qualify.evidence.kept.AttemptView`): `qualify.stage.finish`
+    judges the stage with it, `verify` runs it again; None: the stage has none.
     `sampler`: `module:function` started before the run's first stage when the stage runs, with
     the candidate and the run; it is told each stage as it starts (`mark`), stopped before the
     `last` stages, and handed to every stage (`StageContext.sampler`).
@@ -56,6 +59,7 @@ class StageSpec:
     section: str = ""
     settings: str = ""
     sampler: str = ""
+    rebuild: str | None = ""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
@@ -71,6 +75,8 @@ class StageSpec:
             object.__setattr__(self, "section", f"qualify.{self.name}.section")
         if not self.settings:
             object.__setattr__(self, "settings", f"qualify.{self.name}.settings:Settings")
+        if self.rebuild == "":
+            object.__setattr__(self, "rebuild", f"qualify.{self.name}.rebuild:rebuild")
 
 
 SPECS: dict[str, StageSpec] = {}
@@ -179,6 +185,13 @@ def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:
     return model.model_validate(data)
 
 
+def rebuild_of(name: str) -> Callable[..., Any] | None:
+    """The function deriving a declared stage's record from what its attempt kept, or None."""
+    spec = SPECS.get(name)
+    fn = _attribute(spec.rebuild, "rebuild") if spec and spec.rebuild else None
+    return fn if callable(fn) else None
+
+
 def section_module(name: str) -> ModuleType | None:
     """The module that presents stage `name` in the decision document, if its package has one."""
     spec = SPECS.get(name)
@@ -187,7 +200,7 @@ def section_module(name: str) -> ModuleType | None:
 
 # The stages of this build, in the order of the default `stages.run`: vram last, since it
 # judges the sampler's series of every stage before it.
-register_stage(StageSpec("identity"))
+register_stage(StageSpec("identity", rebuild=None))
 register_stage(
     StageSpec(
         "preflight",

@@ -7,6 +7,7 @@ to a declared stage, and every list of stages here reads the registry."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,13 +16,14 @@ import structlog
 from pydantic import BaseModel
 
 from qualify.candidate import Candidate, LoadedCandidate
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import Attempt, RunDir, utc_now
 from qualify.gates.files import default_gates_dir, load_gates
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
 from qualify.records import GateResult, StageResult, Verdict, worst
-from qualify.registry import SPECS, judged_stages, stage_names
+from qualify.registry import SPECS, judged_stages, rebuild_of, stage_names
 
 if TYPE_CHECKING:
     from qualify.progress import Progress
@@ -115,6 +117,8 @@ class StageContext:
     sampler: Any = None
     thresholds: Thresholds = field(default_factory=Thresholds)
     gates_dir: Path = field(default_factory=default_gates_dir)
+    # False only for `qualify run --plan`, whose stages keep the requests they would send
+    from_kept: bool = True
     _seq: int = 0
 
     def judge(self, data: Any) -> list[GateResult]:
@@ -158,15 +162,32 @@ def finish(
     reasons: list[str] | None = None,
     verdict: Verdict | None = None,
 ) -> StageResult:
-    """A finished stage result: the worst of its gates unless a verdict is given. `data` is what
-    the stage measured: a typed record (a pydantic model, stored as its JSON form) or a table."""
+    """A finished stage result, judged once from what its attempt kept: when the stage's spec
+    names a `rebuild`, its record (and a probe stage's gates) are what that function derives
+    from the attempt's files, the very function `verify` runs again, and its judges read that
+    record. `data` is the stage's draft record (a typed record or a table): what its rebuild
+    takes as recorded. The verdict is the worst of the gates unless one is given."""
     if isinstance(data, BaseModel):
         data = data.model_dump(mode="json")
-    v = verdict or worst([g.verdict for g in gates])
+    data = data or {}
     why = list(reasons or [])
+    fn = rebuild_of(ctx.name)
+    # a stage that measured and judged nothing claims nothing to derive
+    if fn is not None and ctx.from_kept and (data or gates):
+        try:
+            data, gates = _judged_from_kept(ctx, fn, data, gates)
+        except NotKept as exc:
+            gates = [*gates, _unjudged(ctx.name, f"cannot be judged from what it kept: {exc}")]
+    v = verdict or worst([g.verdict for g in gates])
     for g in gates:
         if g.verdict is not Verdict.PASS:
             why.extend(f"{g.key}: {r}" for r in g.reasons)
+    return _result(ctx, v, why, gates, data)
+
+
+def _result(
+    ctx: StageContext, v: Verdict, why: list[str], gates: list[GateResult], data: dict[str, Any]
+) -> StageResult:
     return StageResult(
         stage=ctx.name,
         attempt=ctx.attempt.number,
@@ -174,8 +195,36 @@ def finish(
         verdict=v,
         reasons=why,
         gates=gates,
-        data=data or {},
+        data=data,
         started_at=ctx.started_at,
         ended_at=utc_now(),
         lane=ctx.lanes.current or "candidate",
     )
+
+
+def _unjudged(stage: str, why: str) -> GateResult:
+    return GateResult(gate="kept-evidence", stage=stage, verdict=Verdict.ERROR, reasons=[why])
+
+
+def _judged_from_kept(
+    ctx: StageContext,
+    fn: Callable[[AttemptView], Any],
+    data: dict[str, Any],
+    gates: list[GateResult],
+) -> tuple[dict[str, Any], list[GateResult]]:
+    """The stage's record and gates as its kept files give them (`rebuild` over the attempt
+    just written, the draft record standing for what it takes as recorded)."""
+    rel = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
+    # every file of the run so far, as `verify` has every signed one (vram reads telemetry/)
+    files = {p.relative_to(ctx.run.path).as_posix(): "" for p in ctx.run.all_files()}
+    draft = _result(ctx, worst([g.verdict for g in gates]), [], gates, data)
+    control = ctx.lanes.loaded.get("control")
+    view = AttemptView(
+        ctx.run.path, rel, files, draft, ctx.candidate, control.candidate if control else None
+    )
+    # A probe stage's rebuild replays its gates in an event loop of its own: off this one.
+    with ThreadPoolExecutor(1) as pool:
+        rebuilt: dict[str, Any] = pool.submit(fn, view).result()
+    if view.judged is None:
+        return rebuilt, ctx.judge(rebuilt)
+    return rebuilt, [*view.judged, *(g for g in gates if g.gate == "gate-files")]

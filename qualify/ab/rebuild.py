@@ -24,7 +24,7 @@ from qualify.ab.acceptance import combine, response_drafts
 from qualify.ab.drive import _summary, request_record
 from qualify.ab.prompts import ABPrompt, load_prompts, shipped_path
 from qualify.ab.stats import bootstrap_delta_ci, within_noise
-from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import from_stream
 
 LANES = ("candidate", "control")

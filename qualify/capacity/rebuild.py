@@ -39,7 +39,7 @@ from qualify.capacity.runs import exclusion, stream_record, summarize
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo
 from qualify.capacity.stage import INCUMBENT
-from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
 _PART = re.compile(r"\.part\d{3}$")

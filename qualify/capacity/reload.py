@@ -32,7 +32,7 @@ from qualify.capacity.runs import stream_record
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo, goodput
 from qualify.capacity.soak import drift
-from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
 _PART = re.compile(r"\.part\d{3}$")

@@ -32,7 +32,7 @@ from qualify.context.stage import (
     warm_note,
 )
 from qualify.context.tasks import Task, Tasks
-from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
 from qualify.httpclient.client import Exchange
 from qualify.httpclient.timing import RequestTiming, timing, with_server_window

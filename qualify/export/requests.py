@@ -26,7 +26,7 @@ from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
 from qualify.context.record import Stream
 from qualify.decision.reading import RunView, record_of
-from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import read_manifest
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.timing import RequestTiming, timing

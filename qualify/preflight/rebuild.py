@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from qualify.decision.rejudge import AttemptView, NotKept, differences
+from qualify.evidence.kept import AttemptView, NotKept, differences
 from qualify.gates.files import LoadedGate, default_gates_dir, load_gates
 from qualify.gates.probe import GateContext
 from qualify.preflight.code import check_code

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.gates.files import LoadedGate
 from qualify.gates.probe import GateContext
 from qualify.httpclient.client import Exchange

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.gates.files import default_gates_dir, pick
 from qualify.preflight.rebuild import (
     declared_again,

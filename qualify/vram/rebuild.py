@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from qualify.decision.rejudge import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import RESULT
 from qualify.records import StageResult
 from qualify.vram.series import TELEMETRY, Log, parse_log

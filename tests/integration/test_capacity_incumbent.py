@@ -23,7 +23,7 @@ from qualify.capacity.edge import PREFIX, edge_steps
 from qualify.capacity.rebuild import rebuild
 from qualify.capacity.record import Record
 from qualify.capacity.section import load as load_section
-from qualify.decision.rejudge import AttemptView, NotKept, differences
+from qualify.evidence.kept import AttemptView, NotKept, differences
 from qualify.evidence.store import sha256_file
 from qualify.records import StageResult
 from qualify.registry import parse_record

@@ -105,7 +105,7 @@ def test_what_is_judged_live_is_what_the_evidence_keeps(server: int) -> None:
     """The arrival times are taken to the microsecond the evidence keeps, so every figure of the
     live exchange equals, bit for bit, the figure derived again from its kept JSON form (a
     near-zero paired median cannot move between the run and `verify`)."""
-    from qualify.decision.rejudge import exchange_of
+    from qualify.evidence.kept import exchange_of
     from qualify.evidence.redact import Redactor
     from qualify.httpclient.timing import timing
 

@@ -20,10 +20,10 @@ from house_run import keypair, make_house
 from qualify.candidate import Candidate
 from qualify.decision.conclude import conclude, setup
 from qualify.decision.record import DecisionRecord
-from qualify.decision.rejudge import AttemptView
 from qualify.decision.signing import load_private, load_public
 from qualify.decision.trust import pin
 from qualify.decision.verify import VerifyReport, verify
+from qualify.evidence.kept import AttemptView
 from qualify.evidence.store import MANIFEST, RESULT, sha256_file
 
 ROOT = Path(__file__).resolve().parents[3]

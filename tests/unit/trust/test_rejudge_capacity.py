@@ -28,7 +28,8 @@ from rejudge_run import (
     verified,
 )
 
-from qualify.decision.rejudge import AttemptView, NotKept, differences, rejudge_attempt
+from qualify.decision.rejudge import rejudge_attempt
+from qualify.evidence.kept import AttemptView, NotKept, differences
 from qualify.gates.files import default_gates_dir
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds

@@ -167,7 +167,8 @@ def test_a_run_of_this_build_is_judged_again_whole(tmp_path: Path) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1] / "quality"))
     from test_quality_stage import stage_context
 
-    from qualify.decision.rejudge import AttemptView, rejudge_attempt
+    from qualify.decision.rejudge import rejudge_attempt
+    from qualify.evidence.kept import AttemptView
     from qualify.gates.files import default_gates_dir
     from qualify.gates.thresholds import Thresholds
     from qualify.preflight.stage import preflight

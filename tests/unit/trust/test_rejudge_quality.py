@@ -100,7 +100,7 @@ def _fresh(tmp_path: Path) -> Any:
     sys.path.insert(0, str(Path(__file__).parents[1] / "quality"))
     from test_quality_stage import run_stage, stage_context
 
-    from qualify.decision.rejudge import AttemptView
+    from qualify.evidence.kept import AttemptView
 
     ctx, lanes = stage_context(tmp_path / "fresh")
     result = run_stage(ctx)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rejudge_run import all_pass, attempt_view, copy_run, judged_again, policy, unpack, verified
 
-from qualify.decision.rejudge import AttemptView, NotKept, differences
+from qualify.evidence.kept import AttemptView, NotKept, differences
 from qualify.vram.rebuild import rebuild
 
 HOUSE = policy("vram")

@@ -203,7 +203,7 @@ def test_settings_reject_dcgm_without_urls_and_nvidia_smi() -> None:
 
 def _ctx(run: RunDir) -> StageContext:
     loaded = load_candidate(ROOT / "examples" / "smollm2" / "candidate.toml")
-    lanes = types.SimpleNamespace(current=None)
+    lanes = types.SimpleNamespace(current=None, loaded={})
     return StageContext("vram", loaded, run, run.new_attempt("vram"), lanes, None)  # type: ignore[arg-type]
 
 
