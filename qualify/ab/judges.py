@@ -13,6 +13,9 @@
 - `ab-draft-length`: the draft positions the server's per-position counters show equal the
   lane's pinned `identity.speculation.draft_tokens`.
 - `ab-fidelity`: per lane, the client's decode and TTFT agree with the server's own figures.
+- `ab-lossless`: at temperature 0 the paired answers agree in both lanes: the share of the
+  control's tokens before each pair's first divergence is at least `lossless_min_share`
+  (`qualify.ab.lossless`).
 - `ab-draft-overrun`, `ab-decode-outliers` (advisory, `qualify.ab.plausible`): figures the
   evidence itself contradicts.
 """
@@ -38,6 +41,7 @@ __all__ = [
     "draft_length",
     "drafts",
     "fidelity",
+    "lossless",
     "paired",
     "slowdown_pct",
     "spec_speedup",
@@ -456,6 +460,38 @@ def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
         verdict, reasons = fidelity_verdict(summary, tol, bound)
         out.append(Judged(verdict, [f"{lane}: {r}" for r in reasons], metrics, part=lane))
     return out
+
+
+@judge(STAGE, "ab-lossless", NoParams)
+def lossless(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Fail when less than `lossless_min_share` of the control's tokens come before each
+    pair's first divergence (1.0: any divergence); inconclusive when nothing was compared."""
+    missing = _no_lanes(data)
+    if missing:
+        return missing
+    got, floor = data.lossless, thresholds.lossless_min_share
+    if got is None or got.why or not got.pairs:
+        why = (got.why if got else None) or "no paired answers were compared"
+        return [Judged(Verdict.INCONCLUSIVE, [why])]
+    metrics: dict[str, object] = {
+        "pairs": got.pairs,
+        "identical": got.identical,
+        "identical_token_share": got.share,
+        "lossless_min_share": floor,
+    }
+    if (got.share or 0.0) >= floor:
+        return [Judged(Verdict.PASS, [], metrics)]
+    early = sorted(got.divergent, key=lambda d: d.token)
+    reasons = [
+        f"{got.share or 0:.1%} of the control's {got.tokens:,} tokens before each pair's first "
+        f"divergence, below {floor:.1%}; {got.pairs - got.identical} of {got.pairs} pairs differ"
+    ]
+    reasons += [
+        f"run {d.run} prompt {d.prompt}: the answers differ from token {d.token} of {d.of} "
+        f"(control {d.control!r}, candidate {d.candidate!r})"
+        for d in early[:3]
+    ]
+    return [Judged(Verdict.FAIL, reasons, metrics)]
 
 
 # The advisory checks of figures the evidence itself contradicts register with these judges.

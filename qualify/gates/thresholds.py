@@ -39,6 +39,12 @@ class Thresholds(StrictModel):
         description="when the variable is speculative decoding, the decode speed-up the "
         "candidate must show over its control (median delta, per cent)",
     )
+    lossless_min_share: Fraction = Field(
+        1.0,
+        description="share of the control's tokens, over the A/B's paired answers at "
+        "temperature 0, that come before each pair's first divergence (1.0: every answer "
+        "identical)",
+    )
     fidelity_decode_tolerance: Fraction = Field(
         0.03, description="client decode rate within this share of the server's own"
     )
