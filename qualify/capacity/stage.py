@@ -25,7 +25,7 @@ from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.knee import burst_cell, public_load, search
-from qualify.capacity.loads import Knee
+from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.matrix import (
     cell_key,
     median_of_runs,
@@ -192,7 +192,8 @@ class Capacity:
             rate = base * s.soak.rate_fraction
         memory, source = self.memory()
         await wait_idle(lane.sender.client, lane.sender.dialect, s.idle_wait_s)
-        return await soak(
+        knee_rps = (out.get("knee") or Knee()).rate_rps
+        got = await soak(
             lane.sender,
             p.fresh,
             rate_rps=rate,
@@ -205,6 +206,7 @@ class Capacity:
             poll_s=s.soak.poll_s,
             **common,
         )
+        return {**got, "rate_from": soak_rate_from(s.soak.rate_rps, knee_rps)}
 
     async def loads(self, incumbent: bool, ran: list[str], task: Any) -> dict[str, Any]:
         """The candidate's load, then the incumbent at the candidate's edge (`capacity.edge`)."""

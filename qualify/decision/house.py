@@ -40,6 +40,7 @@ _HIGHER_IS_STRICTER = {
     "slo_percentile",
     "goodput_floor",
     "soak_duration_s",
+    "soak_min_requests",
 }
 _LOWER_IS_STRICTER = {
     "vram_max_gap_fraction",

@@ -89,6 +89,11 @@ class Thresholds(StrictModel):
         description="open-loop harness bound: p99 of (actual − intended send time) and of the "
         "event loop's oversleep; beyond it the cell is a harness error, not a server figure",
     )
+    soak_min_requests: Annotated[int, Field(ge=1)] = Field(
+        30,
+        description="completed requests below which a soak shows nothing (inconclusive, never "
+        "a pass)",
+    )
     soak_duration_s: Annotated[float, Field(gt=0)] = Field(
         30.0,
         description="steady load of the capacity soak (s); longer is stricter (a production "
