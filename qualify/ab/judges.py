@@ -35,13 +35,13 @@ from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.timing import fidelity_verdict
 from qualify.records import Verdict, worst
 from qualify.serving.engines import DIALECTS
+from qualify.shown import say
 
 __all__ = [
     "acceptance",
     "draft_length",
     "drafts",
     "fidelity",
-    "lossless",
     "paired",
     "slowdown_pct",
     "spec_speedup",
@@ -293,6 +293,7 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
     metrics = {
         "delta_pct": row.delta_pct,
         "paired_median_pct": p.median_pct if p else None,
+        "paired_ci95_pct": p.ci95_pct if p else None,
         "ci95": row.ci95,
         "min_speedup_pct": need,
     }
@@ -302,9 +303,11 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
     if gain is None:
         return [Judged(Verdict.INCONCLUSIVE, ["no decode figure in one of the lanes"], metrics)]
     if gain < need:
+        lo, hi = (p.ci95_pct or (None, None)) if p else (None, None)
+        shown = f" ({say(lo, hi, 'faster', 'slower')})" if p else ""
         why = (
             f"decode_tok_s: speculative decoding changed the "
-            f"{'paired median' if p else 'median'} decode by {gain:+.1f}%, short of the "
+            f"{'paired median' if p else 'median'} decode by {gain:+.1f}%{shown}, short of the "
             f"+{need:g}% speed-up required"
         )
         return [Judged(Verdict.FAIL, [why], metrics)]
@@ -462,37 +465,6 @@ def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
     return out
 
 
-@judge(STAGE, "ab-lossless", NoParams)
-def lossless(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """Fail when less than `lossless_min_share` of the control's tokens come before each
-    pair's first divergence (1.0: any divergence); inconclusive when nothing was compared."""
-    missing = _no_lanes(data)
-    if missing:
-        return missing
-    got, floor = data.lossless, thresholds.lossless_min_share
-    if got is None or got.why or not got.pairs:
-        why = (got.why if got else None) or "no paired answers were compared"
-        return [Judged(Verdict.INCONCLUSIVE, [why])]
-    metrics: dict[str, object] = {
-        "pairs": got.pairs,
-        "identical": got.identical,
-        "identical_token_share": got.share,
-        "lossless_min_share": floor,
-    }
-    if (got.share or 0.0) >= floor:
-        return [Judged(Verdict.PASS, [], metrics)]
-    early = sorted(got.divergent, key=lambda d: d.token)
-    reasons = [
-        f"{got.share or 0:.1%} of the control's {got.tokens:,} tokens before each pair's first "
-        f"divergence, below {floor:.1%}; {got.pairs - got.identical} of {got.pairs} pairs differ"
-    ]
-    reasons += [
-        f"run {d.run} prompt {d.prompt}: the answers differ from token {d.token} of {d.of} "
-        f"(control {d.control!r}, candidate {d.candidate!r})"
-        for d in early[:3]
-    ]
-    return [Judged(Verdict.FAIL, reasons, metrics)]
-
-
 # The advisory checks of figures the evidence itself contradicts register with these judges.
+from qualify.ab import lossless as _lossless  # noqa: E402, F401
 from qualify.ab import plausible as _plausible  # noqa: E402, F401

@@ -13,7 +13,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
+from qualify.ab.record import Record
+from qualify.gates.files import Params
+from qualify.gates.registry import Judged, judge
+from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.chat import ChatOutcome
+from qualify.records import Verdict
 
 Answers = dict[tuple[str, int, str], ChatOutcome]  # (lane, run, prompt) -> its answer
 SNIPPET = 24
@@ -62,3 +67,34 @@ def compare(answers: Answers, runs: dict[str, list[dict[str, Any]]], temperature
         out["tokens_before"] += d["token"]
         divergent.append(d)
     return {**out, "divergent": divergent}
+
+
+@judge("ab", "ab-lossless", Params)
+def gate(data: Record, params: Params, thresholds: Thresholds) -> list[Judged]:
+    """Fail when less than `lossless_min_share` of the control's tokens come before each
+    pair's first divergence (1.0: any divergence); inconclusive when nothing was compared."""
+    if not {"candidate", "control"} <= set(data.lanes):
+        return [Judged(Verdict.INCONCLUSIVE, [data.no_control or "the A/B ran without both lanes"])]
+    got, floor = data.lossless, thresholds.lossless_min_share
+    if got is None or got.why or not got.pairs:
+        why = (got.why if got else None) or "no paired answers were compared"
+        return [Judged(Verdict.INCONCLUSIVE, [why])]
+    metrics: dict[str, object] = {
+        "pairs": got.pairs,
+        "identical": got.identical,
+        "identical_token_share": got.share,
+        "lossless_min_share": floor,
+    }
+    if (got.share or 0.0) >= floor:
+        return [Judged(Verdict.PASS, [], metrics)]
+    early = sorted(got.divergent, key=lambda d: d.token)
+    reasons = [
+        f"{got.share or 0:.1%} of the control's {got.tokens:,} tokens before each pair's first "
+        f"divergence, below {floor:.1%}; {got.pairs - got.identical} of {got.pairs} pairs differ"
+    ]
+    reasons += [
+        f"run {d.run} prompt {d.prompt}: the answers differ from token {d.token} of {d.of} "
+        f"(control {d.control!r}, candidate {d.candidate!r})"
+        for d in early[:3]
+    ]
+    return [Judged(Verdict.FAIL, reasons, metrics)]

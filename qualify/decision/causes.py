@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from qualify.ab.record import Lane, LaneName
 from qualify.decision.record import DecisionRecord, GateOutcome
 from qualify.registry import probe_stages
+from qualify.shown import speed_title
 
 TAGS = {
     "differs": "differs from the control",
@@ -41,6 +42,8 @@ ORDER = tuple(TAGS)
 _CONTROL = re.compile(r"^control-(?:preflight-)?")
 _SPEED = {"decode", "e2e", "spec-speedup", "ttft", "ttfo", "aggregate"}
 _DRAFTING = {"acceptance", "draft-length"}
+# Of the speed gates of one cause, the strongest thing shown leads ("slower" before the rest).
+_SPEED_TITLES = {speed_title(-2.0, -1.0): 0, speed_title(1.0, 2.0): 1, speed_title(None, None): 2}
 _UNVERIFIABLE = ("cannot be verified", "unmeasurable", "not reported", "reports no ")
 
 
@@ -266,6 +269,8 @@ def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Ca
         tag, title, action = FAMILIES[family]
         if tag == "control":
             tag = _against_control(g, by_key)
+        if family == "ab-speed":
+            title = speed_title(*_gain(g))
         return Cause(family, tag, title, action.replace("{variable}", variable))
     reason = (g.reasons or ["no reason recorded"])[0]
     return Cause(
@@ -274,6 +279,16 @@ def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Ca
         f"`{g.key}` {g.verdict.value}",
         f"`{g.key}` passes ({_first_clause(reason)})",
     )
+
+
+def _gain(g: GateOutcome) -> tuple[float | None, float | None]:
+    """The 95% interval of the candidate's speed gain over the control (per cent, positive =
+    faster) a speed gate recorded: the decode gain's, or a slowdown's turned round."""
+    m = g.metrics
+    ci = m.get("paired_ci95_pct") or [-float(v) for v in m.get("slowdown_ci95_pct") or []]
+    if not isinstance(ci, list) or len(ci) != 2:
+        return None, None
+    return float(ci[0]), float(ci[1])
 
 
 def _first_clause(text: str) -> str:
@@ -312,6 +327,8 @@ def group(record: DecisionRecord, variable: str = "the change") -> list[Cause]:
             continue
         c = _family(g, by_key, variable)
         have = causes.setdefault((c.family, c.tag), c)
+        if c.family == "ab-speed":
+            have.title = min(have.title, c.title, key=lambda t: _SPEED_TITLES.get(t, 3))
         have.keys.append(g.key)
         have.gates.append(g)
     for pattern in ev.missing:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.ab import judges
+from qualify.ab import lossless
 from qualify.ab.lossless import Answers, compare
 from qualify.ab.record import Record
 from qualify.gates.thresholds import Thresholds
@@ -40,11 +40,11 @@ def _answers(candidate_p2: tuple[str, ...]) -> Answers:
     }
 
 
-def _judged(lossless: dict[str, Any], **house: Any) -> Any:
+def _judged(got: dict[str, Any], **house: Any) -> Any:
     data = Record.model_validate(
-        {"lanes": {"candidate": {}, "control": {}}, "runs": 1, "lossless": lossless}
+        {"lanes": {"candidate": {}, "control": {}}, "runs": 1, "lossless": got}
     )
-    return judges.lossless(data, judges.NoParams(), Thresholds(**house))
+    return lossless.gate(data, lossless.Params(), Thresholds(**house))
 
 
 def test_a_divergent_pair_is_found_at_its_token_and_fails() -> None:
@@ -80,9 +80,9 @@ def test_failed_requests_are_not_compared_and_nothing_compared_is_inconclusive()
     assert j.verdict is Verdict.INCONCLUSIVE and "temperature 0.7" in j.reasons[0]
     none = compare({}, {"candidate": [], "control": []}, 0.0)
     assert _judged(none)[0].verdict is Verdict.INCONCLUSIVE
-    (old,) = judges.lossless(
+    (old,) = lossless.gate(
         Record.model_validate({"lanes": {"candidate": {}, "control": {}}}),
-        judges.NoParams(),
+        lossless.Params(),
         Thresholds(),
     )
     assert old.verdict is Verdict.INCONCLUSIVE
