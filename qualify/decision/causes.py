@@ -72,25 +72,23 @@ def _base(g: GateOutcome) -> tuple[str, bool, str]:
 
 
 def _counterparts(g: GateOutcome) -> list[str]:
-    """Keys of the same gate on the other lane (same level first, then any level)."""
+    """Keys of the same gate at the same level on the other lane: only a gate the control ran
+    on the same inputs at the same level compares the lanes."""
     name, is_control, stage = _base(g)
     level = f"@{g.level}" if g.level else ""
     if is_control:
-        return [f"{stage}/{name}{level}", f"{stage}/{name}"]
+        return [f"{stage}/{name}{level}"]
     if stage == "preflight":
-        return [f"quality/control-preflight-{name}{level}", f"quality/control-preflight-{name}"]
+        return [f"quality/control-preflight-{name}{level}"]
     if stage == "quality":
-        return [f"quality/control-{name}{level}", f"quality/control-{name}"]
+        return [f"quality/control-{name}{level}"]
     return []
 
 
 def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
-    """`same`, `differs` or `alone` for a gate that both lanes may have run."""
-    wanted = _counterparts(g)
-    other = next((by_key[k] for k in wanted if k in by_key), None)
-    if other is None:
-        prefix = tuple(k.split("@", 1)[0] + "@" for k in wanted)
-        other = next((v for k, v in by_key.items() if prefix and k.startswith(prefix)), None)
+    """`same` or `differs` for a gate the control ran at the same level; `alone` (not compared
+    with the control) when it did not."""
+    other = next((by_key[k] for k in _counterparts(g) if k in by_key), None)
     if other is None:
         return "alone"
     return "differs" if other.status == "pass" else "same"
