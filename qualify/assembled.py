@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, Field, create_model
 
 from qualify.records import StrictModel
-from qualify.registry import default_run, settings_model, stage_names
+from qualify.registry import default_run, specs, stage_names
 
 
 def _declared(name: str) -> str:
@@ -41,8 +41,7 @@ class StagesBase(StrictModel):
 
 def tables() -> dict[str, type[StrictModel]]:
     """Each declared stage's settings model, by stage, in the registry's order."""
-    found = {name: settings_model(name) for name in stage_names()}
-    return {name: model for name, model in found.items() if model is not None}
+    return {n: s.settings for n, s in specs().items() if s.settings is not None}
 
 
 def assemble() -> type[StagesBase]:
@@ -83,8 +82,8 @@ if TYPE_CHECKING:
         preflight: PreflightSettings = Field(default_factory=PreflightSettings)
         quality: QualitySettings = Field(default_factory=QualitySettings)
         context: ContextSettings = Field(default_factory=ContextSettings)
-        ab: ABSettings = Field(default_factory=ABSettings)
         capacity: CapacitySettings = Field(default_factory=CapacitySettings)
+        ab: ABSettings = Field(default_factory=ABSettings)
         vram: VramSettings = Field(default_factory=VramSettings)
 
     # --- end of the typed view ---

@@ -214,7 +214,8 @@ class Runner:
             self.progress.verdict(f"{name} (kept from attempt {last.attempt})", last.verdict)
         todo = order[start:]
         last_ones = [n for n in todo if n in registry.last_stages()]
-        starter = next((registry.sampler_of(n) for n in todo if registry.sampler_of(n)), None)
+        starts = [p.sampler for n in todo if (p := registry.parts_of(n)) and p.sampler]
+        starter = starts[0] if starts else None
         if starter is not None:
             self.sampler = starter(self.p.loaded, self.run)
         try:

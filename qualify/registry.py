@@ -1,20 +1,24 @@
 """The stage registry: every stage, declared once, in its order (the default `stages.run`).
 
-Every list of stages reads this registry: the order `load_all` imports them in, the `stage`
-a gate file may name, the folders gate files are loaded from, the modules whose checks
-register themselves, the project's gate files `qualify validate` loads. It imports nothing of
-the stages themselves, so any module may read it (the gate machinery, the candidate model).
+Each stage's package exports its `SPEC` (a `StageSpec`): what the stage is and everything of it
+that the rest of qualify reads: its function, record, settings, judges, how `verify` judges it
+again, its section of the decision document, its headline figures, its `qualify diff` cells,
+its cause families, its check code and whether the default house requires it. `STAGES` below
+says where each spec is, one line a stage, in order; a package installed beside qualify declares
+more through the entry points `qualify.stages` (`name = "module:SPEC"`), read the same way.
 
-A stage's package holds its settings, its stage function (`stage.py`, registered with
-`qualify.stage.stage`), its checks and its gate files (`gates/<name>/*.yaml`); adding a stage
-is its package and one `register_stage` line.
+This module imports no stage: the specs are read on first use, and a spec holds its light parts
+(settings) itself and the rest behind `parts`, a function importing them when first asked.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib.metadata import entry_points
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
@@ -22,109 +26,168 @@ from qualify.records import StageRecord, StrictModel
 
 GateKind = Literal["probe", "judge"]
 
+# Where each stage's spec is (`module:attribute`, as an entry point says it), in the order of the
+# default `stages.run`: vram last, since it judges the sampler's series of every stage before it.
+STAGES: list[str] = [
+    "qualify.identity.spec:SPEC",
+    "qualify.preflight.spec:SPEC",
+    "qualify.quality.spec:SPEC",
+    "qualify.context.spec:SPEC",
+    "qualify.capacity.spec:SPEC",
+    "qualify.ab.spec:SPEC",
+    "qualify.vram.spec:SPEC",
+]
+ENTRY_POINTS = "qualify.stages"
+
 
 @dataclass(frozen=True)
+class StageParts:
+    """The parts of a stage that import the rest of qualify, read when first asked for.
+
+    `run`: the stage function (`StageContext` -> `StageResult`). `record`: the typed record it
+    writes. `judges`: the modules whose import registers its checks. `rebuild(view)`: derives its
+    record (and a probe stage's gates) from what its attempt kept: `finish` judges the stage
+    with it and `verify` runs it again. `section(record, gates)`: what the decision template's
+    partial reads; `plots(run, record, dir)`: its plots. `figures(record)`: its headline lines.
+    `cells(record)`: its `qualify diff` cells. `again(run, listing, thresholds, copy)`: judges
+    the stage again over the whole run, for one that reads more than an attempt (identity: the
+    run's launch and signed candidate): `(problems, notes)`. `sampler(loaded, run)`: started
+    before the run's first stage when the stage runs, told each stage, stopped before the `last`
+    ones.
+    """
+
+    run: Callable[..., Any]
+    record: type[StageRecord] | None = None
+    judges: tuple[ModuleType, ...] = ()
+    rebuild: Callable[..., Any] | None = None
+    section: Callable[..., dict[str, Any]] | None = None
+    plots: Callable[..., list[Any]] | None = None
+    figures: Callable[..., list[str]] | None = None
+    cells: Callable[..., list[Any]] | None = None
+    again: Callable[..., tuple[list[str], list[str]]] | None = None
+    sampler: Callable[..., Any] | None = None
+
+
+@dataclass(frozen=True, eq=False)
 class StageSpec:
     """One stage, declared.
 
     `gates`: how its gate files run. `probe`: each asks the server, attempt by attempt
     (`qualify.gates.runner.run_gate`), and the stage checks the gate files it selects in its own
     validator; `judge`: each reads what the stage measured (`StageContext.judge`).
-    `default`: in a candidate's default `stages.run`.
-    `last`: runs after every other stage a candidate names, whatever its place in `stages.run`
-    (vram: it judges the sampler's series of every stage before it).
-    `stage_module`: the module whose import registers the stage function.
-    `check_modules`: modules whose import registers its checks; a package is imported with every
-    module in it. A module this build does not have is skipped.
-    `record`: `module:Class` of the typed record the stage writes (`qualify.records.StageRecord`).
-    `section`: the module that presents the stage in the decision document (its section and
-    plots), a pure function of the stage's record and gates.
-    `settings`: `module:Class` of its `[stages.<name>]` table (a `StrictModel`); a stage whose
-    package has no such class has no table.
-    `rebuild`: `module:function` deriving the stage's record (and, for a probe stage, its gates)
-    from the files its attempt kept (`qualify.evidence.kept.AttemptView`): `qualify.stage.finish`
-    judges the stage with it, `verify` runs it again; None: the stage has none.
-    `sampler`: `module:function` started before the run's first stage when the stage runs, with
-    the candidate and the run; it is told each stage as it starts (`mark`), stopped before the
-    `last` stages, and handed to every stage (`StageContext.sampler`).
+    `default`: in a candidate's default `stages.run`. `required`: the default house policy
+    requires its gates (`<name>/*`); `critical`: a failure of one vetoes on its own (both
+    patterns are written in the default house, `qualify.decision.house`). `last`: runs after
+    every other stage a candidate names (vram: it judges the sampler's series of every stage
+    before it).
+    `settings`: the model of its `[stages.<name>]` table (a `StrictModel`), or None.
+    `partial`: its section of the decision document, a Jinja2 file in its package.
+    `unjudged`: why `verify` does not judge it again from its kept exchanges (when its parts
+    have neither `rebuild` nor `again`), which `verify` prints.
+    `causes`: the cause family of a blocking gate, by gate name (`qualify.decision.causes`).
+    `check_code`: the files (under `qualify/`) its requests and verdicts come from, whose digest
+    each attempt records (`qualify.preflight.code.check_code`).
+    `lead`: its headline figures and diff cells come first (the A/B: the change itself).
+    `parts`: the function returning its `StageParts`.
     """
 
     name: str
+    parts: Callable[[], StageParts]
     gates: GateKind = "judge"
     default: bool = True
+    required: bool = True
+    critical: bool = False
     last: bool = False
-    stage_module: str = ""
-    check_modules: tuple[str, ...] = ()
-    record: str = ""
-    section: str = ""
-    settings: str = ""
-    sampler: str = ""
-    rebuild: str | None = ""
+    lead: bool = False
+    settings: type[StrictModel] | None = None
+    partial: Path | None = None
+    unjudged: str = ""
+    causes: Mapping[str, str] = field(default_factory=dict)
+    check_code: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.islower():
             raise ValueError(f"stage name: expected a lower-case identifier (got {self.name!r})")
-        if not self.stage_module:
-            object.__setattr__(self, "stage_module", f"qualify.{self.name}.stage")
-        if not self.check_modules:
-            pkg = f"qualify.{self.name}"
-            object.__setattr__(self, "check_modules", (f"{pkg}.judges", f"{pkg}.gates"))
-        if not self.record:
-            object.__setattr__(self, "record", f"qualify.{self.name}.record:Record")
-        if not self.section:
-            object.__setattr__(self, "section", f"qualify.{self.name}.section")
-        if not self.settings:
-            object.__setattr__(self, "settings", f"qualify.{self.name}.settings:Settings")
-        if self.rebuild == "":
-            object.__setattr__(self, "rebuild", f"qualify.{self.name}.rebuild:rebuild")
+
+    @cached_property
+    def loaded(self) -> StageParts:
+        """Its parts, imported on first use."""
+        return self.parts()
 
 
-SPECS: dict[str, StageSpec] = {}
+_SPECS: dict[str, StageSpec] = {}
+
+
+def _load(ref: str) -> StageSpec:
+    module, _, attr = ref.partition(":")
+    spec = getattr(importlib.import_module(module), attr or "SPEC")
+    if not isinstance(spec, StageSpec):
+        raise TypeError(f"{ref}: expected a StageSpec (got {type(spec).__name__})")
+    return spec
+
+
+def specs() -> dict[str, StageSpec]:
+    """Every declared stage's spec, by name, in order: `STAGES`, then the entry points."""
+    if not _SPECS:
+        refs = STAGES + [ep.value for ep in entry_points(group=ENTRY_POINTS)]
+        for ref in refs:
+            register_stage(_load(ref))
+    return _SPECS
 
 
 def register_stage(spec: StageSpec, before: str | None = None) -> StageSpec:
     """Declare a stage, last in the order (or just before the stage `before`). A name declared
     twice is refused: two stages of one name would share evidence and gate files."""
-    if spec.name in SPECS:
+    if spec.name in _SPECS:
         raise ValueError(f"stage {spec.name!r}: expected a new stage name (already registered)")
-    if before is not None and before not in SPECS:
+    if before is not None and before not in _SPECS:
         raise ValueError(f"before: expected a registered stage (got {before!r})")
-    items = list(SPECS.items())
+    items = list(_SPECS.items())
     at = len(items) if before is None else [n for n, _ in items].index(before)
     items.insert(at, (spec.name, spec))
-    SPECS.clear()
-    SPECS.update(items)
+    _SPECS.clear()
+    _SPECS.update(items)
     return spec
+
+
+def reload() -> None:
+    """Read `STAGES` and the entry points again on next use (a test that adds a line)."""
+    _SPECS.clear()
 
 
 def unregister_stage(name: str) -> None:
     """Remove a declared stage (tests that declare a stage of their own)."""
-    SPECS.pop(name, None)
+    specs().pop(name, None)
 
 
 def stage_names() -> tuple[str, ...]:
     """Every declared stage, in the registry's order."""
-    return tuple(SPECS)
+    return tuple(specs())
 
 
 def default_run() -> list[str]:
     """The stages a candidate runs when its `stages.run` names none."""
-    return [s.name for s in SPECS.values() if s.default]
+    return [s.name for s in specs().values() if s.default]
 
 
 def judged_stages() -> tuple[str, ...]:
     """The stages whose gate files are judges over what the stage measured."""
-    return tuple(s.name for s in SPECS.values() if s.gates == "judge")
+    return tuple(s.name for s in specs().values() if s.gates == "judge")
 
 
 def probe_stages() -> tuple[str, ...]:
     """The stages whose gate files each ask the server, attempt by attempt."""
-    return tuple(s.name for s in SPECS.values() if s.gates == "probe")
+    return tuple(s.name for s in specs().values() if s.gates == "probe")
 
 
 def last_stages() -> tuple[str, ...]:
     """The stages that run after every other stage a candidate names."""
-    return tuple(s.name for s in SPECS.values() if s.last)
+    return tuple(s.name for s in specs().values() if s.last)
+
+
+def led() -> list[StageSpec]:
+    """The specs with the `lead` ones first (the order of headline figures and diff cells)."""
+    return sorted(specs().values(), key=lambda s: not s.lead)
 
 
 def run_order(names: list[str]) -> list[str]:
@@ -134,45 +197,19 @@ def run_order(names: list[str]) -> list[str]:
 
 
 def spec_of(name: str) -> StageSpec | None:
-    return SPECS.get(name)
+    return specs().get(name)
 
 
-def _optional_module(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
-            raise
-        return None
-
-
-def _attribute(ref: str, default: str) -> Any:
-    module_name, _, attr = ref.partition(":")
-    module = _optional_module(module_name)
-    return getattr(module, attr or default, None) if module else None
-
-
-def settings_model(name: str) -> type[StrictModel] | None:
-    """The model of a declared stage's `[stages.<name>]` table, or None when it has none."""
-    spec = SPECS.get(name)
-    model = _attribute(spec.settings, "Settings") if spec else None
-    return model if isinstance(model, type) and issubclass(model, StrictModel) else None
-
-
-def sampler_of(name: str) -> Callable[..., Any] | None:
-    """The function that starts a declared stage's background sampler, or None."""
-    spec = SPECS.get(name)
-    start = _attribute(spec.sampler, "start") if spec and spec.sampler else None
-    return start if callable(start) else None
+def parts_of(name: str) -> StageParts | None:
+    """A declared stage's parts (imported on first use), or None for an undeclared one."""
+    spec = specs().get(name)
+    return spec.loaded if spec else None
 
 
 def record_model(name: str) -> type[StageRecord] | None:
-    """The typed record class a declared stage writes, or None when its package declares none."""
-    spec = SPECS.get(name)
-    if spec is None:
-        return None
-    model = _attribute(spec.record, "Record")
-    return model if isinstance(model, type) and issubclass(model, StageRecord) else None
+    """The typed record class a declared stage writes, or None when it declares none."""
+    parts = parts_of(name)
+    return parts.record if parts else None
 
 
 def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:
@@ -187,46 +224,15 @@ def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:
 
 def rebuild_of(name: str) -> Callable[..., Any] | None:
     """The function deriving a declared stage's record from what its attempt kept, or None."""
-    spec = SPECS.get(name)
-    fn = _attribute(spec.rebuild, "rebuild") if spec and spec.rebuild else None
-    return fn if callable(fn) else None
+    parts = parts_of(name)
+    return parts.rebuild if parts else None
 
 
-def section_module(name: str) -> ModuleType | None:
-    """The module that presents stage `name` in the decision document, if its package has one."""
-    spec = SPECS.get(name)
-    return _optional_module(spec.section) if spec else None
+def required_patterns() -> list[str]:
+    """The default house policy's `required` gate patterns: every stage whose spec says so."""
+    return [f"{s.name}/*" for s in specs().values() if s.required]
 
 
-# The stages of this build, in the order of the default `stages.run`: vram last, since it
-# judges the sampler's series of every stage before it.
-register_stage(StageSpec("identity", rebuild=None))
-register_stage(
-    StageSpec(
-        "preflight",
-        gates="probe",
-        check_modules=("qualify.preflight.checks",),
-        settings="qualify.preflight.settings:PreflightSettings",
-    )
-)
-register_stage(
-    StageSpec(
-        "quality",
-        gates="probe",
-        check_modules=("qualify.quality.checks",),
-        settings="qualify.quality.settings:QualitySettings",
-    )
-)
-register_stage(StageSpec("context", settings="qualify.context.settings:ContextSettings"))
-register_stage(StageSpec("ab", settings="qualify.ab.settings:ABSettings"))
-register_stage(
-    StageSpec("capacity", default=False, settings="qualify.capacity.settings:CapacitySettings")
-)
-register_stage(
-    StageSpec(
-        "vram",
-        last=True,
-        settings="qualify.vram.settings:VramSettings",
-        sampler="qualify.vram:start_sampler",
-    )
-)
+def critical_patterns() -> list[str]:
+    """The default house policy's `critical` gate patterns: every stage whose spec says so."""
+    return [f"{s.name}/*" for s in specs().values() if s.critical]

@@ -1,8 +1,8 @@
-"""What every stage is handed (`StageContext`), how it registers its function (`@stage`) and its
-checks of the candidate file (`@validator`), and `finish`.
+"""What every stage is handed (`StageContext`), how it registers its checks of the candidate file
+(`@validator`), and `finish`.
 
-Which stages exist, and in what order, is `qualify.registry`: `@stage` binds a function
-to a declared stage, and every list of stages here reads the registry."""
+Which stages exist, and in what order, is `qualify.registry`: each stage's spec holds its
+function (`StageParts.run`), and every list of stages here reads the registry."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
 from qualify.records import GateResult, StageResult, Verdict, worst
-from qualify.registry import SPECS, judged_stages, rebuild_of, stage_names
+from qualify.registry import judged_stages, rebuild_of, specs, stage_names
 
 if TYPE_CHECKING:
     from qualify.progress import Progress
@@ -36,17 +36,10 @@ VALIDATORS: list[Validator] = []
 
 
 def load_all() -> None:
-    """Import the stage module of every declared stage that this build has, in the registry's
-    order, so each registers its function and validators."""
-    import importlib
-
-    for spec in list(SPECS.values()):
-        name = spec.stage_module
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
-                raise
+    """Every declared stage's function, from its spec, in the registry's order (importing its
+    parts registers its validators)."""
+    for spec in list(specs().values()):
+        STAGES.setdefault(spec.name, spec.loaded.run)
 
 
 def validator(fn: Validator) -> Validator:
@@ -84,22 +77,6 @@ def unknown_level(loaded: LoadedCandidate, stage_name: str, level: str | None) -
         f"stages.{stage_name}.level: {level!r} is not a reasoning level (expected one of "
         f"{sorted(cand.reasoning)})"
     ]
-
-
-def stage(name: str) -> Callable[[StageFn], StageFn]:
-    """Bind the function of a declared stage (`qualify.registry`), under the name used in
-    `stages.run` and the evidence. A name the registry does not declare is refused."""
-    if name not in SPECS:
-        raise ValueError(
-            f"stage {name!r}: expected a stage declared in qualify.registry "
-            f"(declared: {', '.join(stage_names())})"
-        )
-
-    def register(fn: StageFn) -> StageFn:
-        STAGES[name] = fn
-        return fn
-
-    return register
 
 
 @dataclass

@@ -17,6 +17,7 @@ from qualify.ab.table import pairs
 from qualify.decision.plots import Panel, Plot
 from qualify.decision.record import GateOutcome
 from qualify.decision.sections import per_token_text, show
+from qualify.decision.wording import number, quantity
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
 from qualify.records import CardWindow
@@ -394,3 +395,36 @@ def acceptance(record: Record) -> Plot:
     plot = Plot("acceptance-by-position.png", "Draft acceptance", "draft position", [panel])
     plot.missing = "no per-position acceptance counters were recorded"
     return plot
+
+
+def figures(ab: Record | None) -> list[str]:
+    """The A/B's end-to-end figure and its draft acceptance, or that it did not run."""
+    if ab is None:  # no A/B, or it stopped before measuring (`parse_record`)
+        return ["A/B: not run"]
+    out = []
+    paired = paired_of(ab)
+    for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
+        m = ab.row(name)
+        if m is not None:
+            out.append(
+                f"A/B {label}: {quantity(m.candidate, m.unit)} vs "
+                f"{quantity(m.control, m.unit)} (median of {runs_of(m)}); paired: "
+                f"{paired_text(paired.get(name))}"
+            )
+    acc = ab.acceptance
+    if acc is not None and acc.model_fields_set:
+        out.append("acceptance: " + acceptance_short(acc, ab))
+    return out
+
+
+def acceptance_short(acc: Acceptance, ab: Record) -> str:
+    rate, drafts = acc.rate, acc.drafts
+    text = f"{100 * rate:.1f}%" if rate is not None else "no rate"
+    text += f" ({number(acc.accepted, 0)} of {number(acc.draft_tokens, 0)} drafted)"
+    per = accepted_per_draft(acc)
+    if per is not None:
+        text += f", {per:.1f} accepted tokens per draft over {number(drafts, 0)} drafts"
+    share = draft_share(ab)
+    if share:
+        text += f"; {share}"
+    return text

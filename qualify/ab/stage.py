@@ -28,7 +28,7 @@ from qualify.errors import BadInput
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.serving.idle import scrape
-from qualify.stage import StageContext, finish, stage, validator
+from qualify.stage import StageContext, finish, validator
 from qualify.vram.energy import NO_TELEMETRY, window_energy
 from qualify.vram.sampler import parts_of
 
@@ -203,7 +203,6 @@ def _listed(runs: dict[str, list[dict[str, Any]]], key: str) -> list[dict[str, A
     ]
 
 
-@stage("ab")
 async def ab(ctx: StageContext) -> StageResult:
     """Both lanes in turn on the same requests; the gate files judge pairing, speed,
     acceptance, draft length and fidelity."""

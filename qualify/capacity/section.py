@@ -22,6 +22,7 @@ from qualify.capacity.slo import Slo
 from qualify.decision.plots import Panel, Plot
 from qualify.decision.record import GateOutcome
 from qualify.decision.sections import per_token_text
+from qualify.decision.wording import number
 from qualify.evidence.store import RunDir
 from qualify.records import Verdict
 
@@ -343,3 +344,14 @@ def aggregate_plot(record: Record | None) -> Plot:
         panel.series.setdefault(label, []).append((float(r.concurrency), r.aggregate_output_tok_s))
     panel.series = {k: sorted(v) for k, v in sorted(panel.series.items())}
     return Plot("capacity-aggregate.png", "Capacity", "concurrency", [panel])
+
+
+def figures(record: Record | None) -> list[str]:
+    """Its headline line: the best aggregate throughput, where it was reached."""
+    top = best(record)
+    if top is None:
+        return []
+    return [
+        f"capacity: {number(top.aggregate_output_tok_s)} tok/s aggregate at "
+        f"c={top.concurrency}, {number(top.length, 0)}-token prompts"
+    ]

@@ -49,7 +49,7 @@ from qualify.serving.engines import dialect
 from qualify.serving.idle import wait_idle
 from qualify.serving.lanes import api_key
 from qualify.serving.process import StartFailed
-from qualify.stage import StageContext, finish, stage, unknown_level, validator
+from qualify.stage import StageContext, finish, unknown_level, validator
 from qualify.vram.energy import NO_TELEMETRY, window_energy
 from qualify.vram.sampler import Sampler
 
@@ -423,7 +423,6 @@ def _plot(ctx: StageContext, record: Record) -> list[str]:
     return []
 
 
-@stage("capacity")
 async def capacity(ctx: StageContext) -> StageResult:
     """The matrix, per-kind decode, engine capacity and the incumbent; `ctx.judge` decides."""
     s: CapacitySettings = ctx.candidate.stages.capacity

@@ -107,11 +107,11 @@ def _show(args: argparse.Namespace) -> int:
 
 def _check_codes(args: argparse.Namespace) -> int:
     """The digests a house lists to accept records of this installation's check code."""
-    from qualify.preflight.code import CHECK_CODE, check_code
+    from qualify.preflight.code import check_code, coded
 
     print("# qualify's check code by stage; add earlier digests a house still accepts")
     print("[check_codes]")
-    for stage in CHECK_CODE:
+    for stage in coded():
         print(f'{stage} = ["{check_code(stage)}"]')
     return 0
 

@@ -12,6 +12,7 @@ from typing import Any
 from qualify.context.record import Record, Row
 from qualify.decision.plots import Panel, Plot
 from qualify.decision.record import GateOutcome
+from qualify.decision.wording import number
 from qualify.evidence.store import RunDir
 from qualify.records import CardWindow
 
@@ -168,3 +169,33 @@ def ladder(record: Record) -> Plot:
         p.series = {k: sorted(v) for k, v in sorted(p.series.items())}
     panels = [ttft, decode] + ([needles] if needles.series else [])
     return Plot("context-ladder.png", "Context ladder", "prompt tokens", panels)
+
+
+def context_reach(ctx: Record | None) -> dict[str, tuple[int | None, int]]:
+    """Per pass (cold, warm) that timed a cell: the largest prompt (tokens) of a cell that
+    passed (None when none did) and the largest one sent."""
+    rows = ctx.rows if ctx is not None else []
+    out: dict[str, tuple[int | None, int]] = {}
+    for p in ("cold", "warm"):
+        mine = [r for r in rows if r.pass_ == p]
+        ok = [r for r in mine if r.verdict == "pass"]
+        top = max((r.actual_prompt_tokens or 0 for r in ok), default=None)
+        if mine:
+            out[p] = (top or None, max(r.actual_prompt_tokens or 0 for r in mine))
+    return out
+
+
+def context_reached(ctx: Record | None) -> str:
+    reach = context_reach(ctx)
+    if ctx is None or not ctx.rows:
+        return "not run"
+    parts = [
+        f"{p} {number(top, 0) if top else 'none'} passed of {number(most, 0)} sent"
+        for p, (top, most) in reach.items()
+    ]
+    return "; ".join(parts) + " prompt tokens"
+
+
+def figures(ctx: Record | None) -> list[str]:
+    """Its headline line: the largest prompt that passed, per pass, of the largest sent."""
+    return ["context reached: " + context_reached(ctx)]

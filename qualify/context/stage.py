@@ -35,7 +35,7 @@ from qualify.httpclient.load import Messages, Sender
 from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
 from qualify.records import StageResult
 from qualify.serving.engines import adapter, dialect
-from qualify.stage import StageContext, finish, stage, unknown_level, validator
+from qualify.stage import StageContext, finish, unknown_level, validator
 from qualify.vram.sampler import Parts, parts_of
 
 
@@ -325,7 +325,6 @@ class Ladder:
         }
 
 
-@stage("context")
 async def context(ctx: StageContext) -> StageResult:
     """Run the ladder and judge it with the gates `gates/context/` declares: needles and
     cold-cache per rung (named by the size run), idle, fidelity per concurrency, degenerate."""

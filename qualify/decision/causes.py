@@ -24,10 +24,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 
 from qualify.ab.record import Lane, LaneName
 from qualify.decision.record import DecisionRecord, GateOutcome
-from qualify.registry import probe_stages
+from qualify.registry import spec_of
 from qualify.shown import speed_title
 
 TAGS = {
@@ -40,8 +41,6 @@ TAGS = {
 ORDER = tuple(TAGS)
 
 _CONTROL = re.compile(r"^control-(?:preflight-)?")
-_SPEED = {"decode", "e2e", "spec-speedup", "ttft", "ttfo", "aggregate"}
-_DRAFTING = {"acceptance", "draft-length"}
 # Of the speed gates of one cause, the strongest thing shown leads ("slower" before the rest).
 _SPEED_TITLES = {speed_title(-2.0, -1.0): 0, speed_title(1.0, 2.0): 1, speed_title(None, None): 2}
 _UNVERIFIABLE = ("cannot be verified", "unmeasurable", "not reported", "reports no ")
@@ -206,22 +205,6 @@ _FITNESS = {
     "differs": "fix what the change breaks in tool calls and formats (the control passes them)",
     "alone": "serve a model that passes the tool and format gates",
 }
-_BY_NAME = {
-    ("context", "needles"): "needles",
-    ("context", "ruler"): "ruler",
-    ("context", "garble"): "garble",
-    ("context", "deep-typed-tools"): "deep-tools",
-    ("context", "deep-streaming-tools"): "deep-tools",
-    ("context", "deep-tool-result"): "deep-tools",
-    ("ab", "paired"): "ab-paired",
-    ("capacity", "expected-range"): "capacity-range",
-    ("capacity", "degenerate"): "degenerate",
-    ("context", "degenerate"): "degenerate",
-    ("capacity", "answers"): "load-answers",
-    ("capacity", "goodput"): "goodput",
-    ("capacity", "soak"): "soak",
-    ("capacity", "harness"): "load-harness",
-}
 
 
 def _which(g: GateOutcome, name: str, stage: str) -> str | None:
@@ -231,21 +214,25 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
         return "degenerate"  # nothing to time: the model's answers, not the harness
     if "internal error" in said or (g.verdict.value == "error" and stage != "ab"):
         return "harness"
-    if g.stage == "identity":
+    family = declared_family(g.stage, name)
+    if family == "identity":
         return "unverifiable-pins" if any(w in said for w in _UNVERIFIABLE) else "identity"
     if "fidelity" in name:
         return "fidelity"
     if name == "over-length":
         return "over-length"
-    if stage in probe_stages():
-        return "reasoning-only" if g.metrics.get("reasoning_only") is True else "fitness"
-    if g.stage == "ab":
-        return "ab-speed" if name in _SPEED else "drafting" if name in _DRAFTING else None
-    if g.stage == "vram" and (name == "telemetry" or name.startswith("reserve")):
-        return "vram-reserve"
-    if g.stage == "capacity" and name == "incumbent":
-        return "capacity-first" if g.verdict.value == "skipped" else "capacity-incumbent"
-    return _BY_NAME.get((g.stage, name))
+    if family == "fitness" and g.metrics.get("reasoning_only") is True:
+        return "reasoning-only"
+    if family == "capacity-incumbent" and g.verdict.value == "skipped":
+        return "capacity-first"
+    return family
+
+
+def declared_family(stage: str, name: str) -> str | None:
+    """The cause family a stage's spec gives a gate of that name (`StageSpec.causes`: the first
+    pattern, fnmatch, that matches), or None for a gate of its own."""
+    spec = spec_of(stage)
+    return next((f for pat, f in (spec.causes if spec else {}).items() if fnmatch(name, pat)), None)
 
 
 def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Cause:

@@ -26,7 +26,7 @@ from qualify.decision.wording import UP, Once, delta_text, duration, number, qua
 from qualify.diff.compare import AliasView, alias_view
 from qualify.evidence.store import RunDir
 from qualify.records import StageRecord, Verdict
-from qualify.registry import section_module, stage_names
+from qualify.registry import specs, stage_names
 
 TEMPLATE = "decision.md.j2"
 
@@ -36,9 +36,23 @@ def templates_dir() -> Path:
     return Path(env) if env else assets.templates_dir()
 
 
+def _partial(name: str) -> str | None:
+    """The source of a `stage/<name>` partial: the stage spec's `partial` file."""
+    stage, _, rest = name.partition("/")
+    spec = specs().get(rest) if stage == "stage" else None
+    return spec.partial.read_text() if spec and spec.partial else None
+
+
+def partials() -> list[str]:
+    """The stages' sections of the document, in the registry's order (each its spec's
+    `partial`, loaded as `stage/<name>`)."""
+    return [f"stage/{name}" for name, spec in specs().items() if spec.partial]
+
+
 def environment() -> jinja2.Environment:
+    loader = jinja2.FileSystemLoader(templates_dir())
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir()),
+        loader=jinja2.ChoiceLoader([loader, jinja2.FunctionLoader(_partial)]),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -130,6 +144,7 @@ def context(
         "nq": nq,
         "prov": hardware.provenance(record, info),
         "stage": stages,
+        "partials": partials(),
         "why_not": {k: why_not(v) for k, v in stages.items()},
         "window": (min(times), max(times)) if times else None,
         "alias": alias,
@@ -167,14 +182,12 @@ def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, Any]]:
 
 
 def stage_sections(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> dict[str, Any]:
-    """What each registered stage's section module gives the template
-    (`qualify.registry.section_module`): its `section`, given the stage's typed record (None
-    when it has none) and the decision's gates."""
+    """What each registered stage's `section` (its spec's parts) gives the template, given the
+    stage's typed record (None when it has none) and the decision's gates."""
     out: dict[str, Any] = {}
-    for name in stage_names():
-        build = getattr(section_module(name), "section", None)
-        if build is not None:
-            out |= build(records.get(name), gates)
+    for name, spec in specs().items():
+        if spec.loaded.section is not None:
+            out |= spec.loaded.section(records.get(name), gates)
     return out
 
 

@@ -9,11 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from qualify.ab import section as ab_section
-from qualify.ab.record import Acceptance, LaneName, MetricRow
+from qualify.ab.record import LaneName, MetricRow
 from qualify.ab.record import Record as AbRecord
-from qualify.capacity import section as capacity_section
 from qualify.capacity.record import Record as CapacityRecord
-from qualify.context.record import Record as ContextRecord
 from qualify.decision import causes, sections
 from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text, tag_counts
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
@@ -22,10 +20,8 @@ from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.decision.wording import LINE_MAX, delta_text, number, quantity, run_relative, short
 from qualify.diff.compare import AliasView
 from qualify.evidence.store import RunDir
-from qualify.quality.record import Record as QualityRecord
 from qualify.records import StageRecord
-from qualify.vram import section as vram_section
-from qualify.vram.record import Record as VramRecord
+from qualify.registry import led
 
 
 def lane_name(ab: AbRecord, lane: LaneName) -> str:
@@ -38,26 +34,13 @@ def metric(ab: AbRecord | None, name: str) -> MetricRow | None:
     return ab.row(name) if ab is not None else None
 
 
-_QUALITY = re.compile(r"^quality(?: \((\w+)\))?: ")
-
-
 def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> list[str]:
-    """The headline figures, one short line each; 'no data' where a stage did not record one."""
-    out = _ab_figures(record_of(records, "ab", AbRecord))
-    quality = record_of(records, "quality", QualityRecord)
-    parts = [
-        _QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x)
-        for x in (quality.lines if quality is not None else [])
-    ]
-    out.append("quality: " + "; ".join(parts) if parts else "quality: not run")
-    out.append("context reached: " + context_reached(record_of(records, "context", ContextRecord)))
-    best = capacity_section.best(record_of(records, "capacity", CapacityRecord))
-    if best is not None:
-        out.append(
-            f"capacity: {number(best.aggregate_output_tok_s)} tok/s aggregate at "
-            f"c={best.concurrency}, {number(best.length, 0)}-token prompts"
-        )
-    out += _vram_figure(record_of(records, "vram", VramRecord))
+    """The headline figures, one short line each: each stage's own (its spec's `figures`, handed
+    its typed record, None when it has none; the `lead` stage's first), then fidelity."""
+    out = []
+    for spec in led():
+        if spec.loaded.figures is not None:
+            out += spec.loaded.figures(records.get(spec.name))
     fid = sections.fidelity(records, gates)
     if fid:
         out.append(
@@ -73,86 +56,12 @@ def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> lis
     return out
 
 
-def _ab_figures(ab: AbRecord | None) -> list[str]:
-    """The A/B's end-to-end figure and its draft acceptance, or that it did not run."""
-    if ab is None:  # no A/B, or it stopped before measuring (`parse_record`)
-        return ["A/B: not run"]
-    out = []
-    paired = ab_section.paired_of(ab)
-    for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
-        m = ab.row(name)
-        if m is not None:
-            out.append(
-                f"A/B {label}: {quantity(m.candidate, m.unit)} vs "
-                f"{quantity(m.control, m.unit)} (median of {ab_section.runs_of(m)}); paired: "
-                f"{ab_section.paired_text(paired.get(name))}"
-            )
-    acc = ab.acceptance
-    if acc is not None and acc.model_fields_set:
-        out.append("acceptance: " + acceptance_short(acc, ab))
-    return out
-
-
-def _vram_figure(vram: VramRecord | None) -> list[str]:
-    """Each card's lowest free memory against the reserve, when telemetry recorded cards."""
-    cards = vram_section.card_minimums(vram)
-    if vram is None or not cards:
-        return []
-    reserve = number(vram.reserve_gib * 1024, 0)
-    return [
-        "minimum free VRAM: "
-        + "; ".join(
-            f"GPU {c['gpu']} {quantity(c['min_free_mib'], 'MiB', 0)} ({c['verdict']})"
-            for c in cards
-        )
-        + f" against a {reserve} MiB reserve"
-    ]
-
-
 def sections_delta(m: MetricRow) -> dict[str, Any]:
     return {
         "delta_pct": m.delta_pct,
         "within_noise": bool(m.within_noise),
         "better": m.better if "better" in m.model_fields_set else None,
     }
-
-
-def acceptance_short(acc: Acceptance, ab: AbRecord) -> str:
-    rate, drafts = acc.rate, acc.drafts
-    text = f"{100 * rate:.1f}%" if rate is not None else "no rate"
-    text += f" ({number(acc.accepted, 0)} of {number(acc.draft_tokens, 0)} drafted)"
-    per = ab_section.accepted_per_draft(acc)
-    if per is not None:
-        text += f", {per:.1f} accepted tokens per draft over {number(drafts, 0)} drafts"
-    share = ab_section.draft_share(ab)
-    if share:
-        text += f"; {share}"
-    return text
-
-
-def context_reach(ctx: ContextRecord | None) -> dict[str, tuple[int | None, int]]:
-    """Per pass (cold, warm) that timed a cell: the largest prompt (tokens) of a cell that
-    passed (None when none did) and the largest one sent."""
-    rows = ctx.rows if ctx is not None else []
-    out: dict[str, tuple[int | None, int]] = {}
-    for p in ("cold", "warm"):
-        mine = [r for r in rows if r.pass_ == p]
-        ok = [r for r in mine if r.verdict == "pass"]
-        top = max((r.actual_prompt_tokens or 0 for r in ok), default=None)
-        if mine:
-            out[p] = (top or None, max(r.actual_prompt_tokens or 0 for r in mine))
-    return out
-
-
-def context_reached(ctx: ContextRecord | None) -> str:
-    reach = context_reach(ctx)
-    if ctx is None or not ctx.rows:
-        return "not run"
-    parts = [
-        f"{p} {number(top, 0) if top else 'none'} passed of {number(most, 0)} sent"
-        for p, (top, most) in reach.items()
-    ]
-    return "; ".join(parts) + " prompt tokens"
 
 
 def _ab_result(ab: AbRecord | None) -> str:

@@ -26,6 +26,7 @@ from qualify.decision.signing import canonical, sha256_bytes
 from qualify.errors import BadInput
 from qualify.gates.thresholds import Thresholds
 from qualify.records import StrictModel
+from qualify.registry import critical_patterns, required_patterns
 
 POLICY_FILE = "house-policy.toml"
 SCHEMA_FILE = Path("gates/schemas/house-policy.schema.json")
@@ -75,11 +76,11 @@ class PolicyRules(StrictModel):
     """The rules a decision is made under: the house's, tightened by the candidate."""
 
     required: list[str] = Field(
-        default_factory=lambda: ["identity/*", "preflight/*", "context/*", "ab/*", "vram/*"],
+        default_factory=required_patterns,
         description="gate key patterns (stage/gate@level, fnmatch) that must pass",
     )
     critical: list[str] = Field(
-        default_factory=lambda: ["identity/*"],
+        default_factory=critical_patterns,
         description="gate key patterns whose failure vetoes on its own (also required)",
     )
     levels: list[str] = Field(
@@ -267,13 +268,17 @@ def render_schema() -> str:
     return json.dumps(schema(), indent=2, sort_keys=True) + "\n"
 
 
-DEFAULT_TEXT = """\
+def default_text() -> str:
+    """The house policy a new house starts with: its `required` and `critical` patterns are the
+    stages' specs' (`qualify.registry.required_patterns`)."""
+    required, critical = json.dumps(required_patterns()), json.dumps(critical_patterns())
+    return f"""\
 # The house policy: the bar every candidate must meet before a production alias may move.
 # It lives with the alias table; candidates may tighten it, never loosen it.
 # Schema: gates/schemas/house-policy.schema.json. Change it with a commit like any other.
 version = 1
-required = ["identity/*", "preflight/*", "context/*", "ab/*", "vram/*"]
-critical = ["identity/*"]
+required = {required}
+critical = {critical}
 levels = []
 # Digests of earlier effective policies that alias changes still accept.
 accept = []
@@ -286,7 +291,7 @@ ab_max_regression_pct = 3.0
 spec_min_speedup_pct = 0.0
 lossless_min_share = 1.0
 fidelity_decode_tolerance = 0.03
-fidelity_ttft_ms = { "*" = 15.0 }
+fidelity_ttft_ms = {{ "*" = 15.0 }}
 unverifiable_pins = []
 
 [waivers]

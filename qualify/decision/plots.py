@@ -17,7 +17,7 @@ from typing import Any
 
 from qualify.evidence.store import RunDir
 from qualify.records import StageRecord
-from qualify.registry import section_module, stage_names
+from qualify.registry import specs
 
 Point = tuple[float, float]
 Series = list[list[Any]]
@@ -63,15 +63,13 @@ def plan(
     records: Mapping[str, StageRecord],
     dirs: dict[str, Path] | None = None,
 ) -> list[Plot]:
-    """Every plot of the decision, with its points: each registered stage's section module
-    (`qualify.registry.section_module`) plans its own from the stage's typed record (None when
-    the stage has none); `dirs` maps a stage to its authoritative attempt (older runs kept the
-    VRAM series there)."""
+    """Every plot of the decision, with its points: each registered stage's `plots` (its spec's
+    parts) plans its own from the stage's typed record (None when the stage has none); `dirs`
+    maps a stage to its authoritative attempt (older runs kept the VRAM series there)."""
     out: list[Plot] = []
-    for name in stage_names():
-        planner = getattr(section_module(name), "plots", None)
-        if planner is not None:
-            out += planner(run, records.get(name), (dirs or {}).get(name))
+    for name, spec in specs().items():
+        if spec.loaded.plots is not None:
+            out += spec.loaded.plots(run, records.get(name), (dirs or {}).get(name))
     return out
 
 

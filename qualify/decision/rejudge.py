@@ -1,6 +1,6 @@
 """Every stage judged again offline, from what its attempts kept, by `verify`.
 
-A stage's spec names its `rebuild(view)` (`qualify.registry.rebuild_of`): it derives, from the
+A stage's parts hold its `rebuild(view)` (`qualify.registry.rebuild_of`): it derives, from the
 raw exchanges and samples one sealed attempt kept (`qualify.evidence.kept.AttemptView`), the
 record its judges read, or raises `NotKept` when the attempt did not keep what that needs. It is
 the function the stage was judged with when it finished (`qualify.stage.finish`): there is one
@@ -22,40 +22,46 @@ named in the verify report's notes and in docs/trust.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from qualify.candidate import Candidate
+from qualify.decision.reading import Listing
 from qualify.evidence.kept import AttemptView, NotKept, differences, short, value_at
-from qualify.evidence.store import RESULT
+from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
 from qualify.records import GateResult, StageResult
+from qualify.registry import rebuild_of, specs, stage_names
 
-__all__ = ["REJUDGED", "rejudge_attempt", "rejudge_run"]
+__all__ = ["rejudge_attempt", "rejudge_run", "rejudged"]
 
 
 def rejudged() -> tuple[str, ...]:
     """The stages whose verdicts `verify` derives again from their kept exchanges: every
-    registered stage whose spec names a `rebuild`, in the registry's order (identity is judged
-    again in `qualify.decision.verify`)."""
-    from qualify.registry import rebuild_of, stage_names
-
+    registered stage whose parts hold a `rebuild`, in the registry's order (a stage judged again
+    over its whole run, identity, is its parts' `again`)."""
     return tuple(n for n in stage_names() if rebuild_of(n) is not None)
 
 
-REJUDGED = rejudged()
+def again_over_run(
+    run: RunDir, listing: Listing, thresholds: Thresholds, copy: str | None
+) -> tuple[list[str], list[str]]:
+    """The stages judged again over the whole run (their parts' `again`: identity), and a note
+    for each stage that ran with neither that nor a `rebuild`, saying why (its spec's
+    `unjudged`): `(problems, notes)`."""
+    problems: list[str] = []
+    notes: list[str] = []
+    ran = {a.partition("/")[0] for a in listing.attempts()}
+    for name, spec in specs().items():
+        if spec.loaded.again is not None:
+            more, said = spec.loaded.again(run, listing, thresholds, copy)
+            problems, notes = problems + more, notes + said
+        elif spec.loaded.rebuild is None and name in ran:
+            why = spec.unjudged or "its spec states no reason"
+            notes.append(f"{name}: not judged again from its kept exchanges: {why}")
+    return problems, notes
+
 
 # -- judging again --------------------------------------------------------------------------------
-
-Rebuild = Callable[[AttemptView], dict[str, Any]]
-
-
-def rebuilder(stage: str) -> Rebuild | None:
-    """The stage's `rebuild`, when this build has one for it."""
-    from qualify.registry import rebuild_of
-
-    return rebuild_of(stage)
 
 
 def _key(g: GateResult) -> str:
@@ -76,7 +82,7 @@ def rejudge_attempt(
     """The problems of one sealed attempt judged again from its exchanges (empty: it holds)."""
     from qualify.gates.runner import judge_stage
 
-    fn = rebuilder(view.stage)
+    fn = rebuild_of(view.stage)
     where = f"{view.attempt}/{RESULT}"
     if fn is None or view.result.status != "finished":
         return []

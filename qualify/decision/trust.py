@@ -134,7 +134,7 @@ def init(root: Path, seed: Path | None = None) -> tuple[Path, str | None]:
         house_policy.load(seed)
         write_atomic(policy, seed.read_text())
     else:
-        write_atomic(policy, house_policy.DEFAULT_TEXT)
+        write_atomic(policy, house_policy.default_text())
     if _at_head(repo, house_policy.POLICY_FILE) if repo.head.is_valid() else None:
         return policy, None
     return policy, _commit(repo, [house_policy.POLICY_FILE], "house: the house policy")

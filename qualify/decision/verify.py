@@ -400,17 +400,15 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
 def _again(
     report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
 ) -> None:
-    """Identity (`qualify.identity.rebuild`) and every other re-judged stage
-    (`qualify.decision.rejudge.rejudged()`: each registered stage with a `rebuild` module),
-    each attempt judged again from the exchanges it kept
-    with the project's gate files and the signed thresholds."""
-    from qualify.decision.rejudge import control_in_run, rejudge_run
-    from qualify.identity.rebuild import identity_again
+    """Every registered stage judged again from the exchanges it kept, with the project's gate
+    files and the signed thresholds: over the whole run (its parts' `again`: identity), attempt
+    by attempt (`rebuild`: `qualify.decision.rejudge.rejudged()`), or, for a stage with neither
+    that ran, a note saying why not (its spec's `unjudged`)."""
+    from qualify.decision.rejudge import again_over_run, control_in_run, rejudge_run
 
-    problems, notes = identity_again(run, listing, rules.thresholds, copy)
+    problems, notes = again_over_run(run, listing, rules.thresholds, copy)
     report.problems += problems
     report.notes += notes
-
     signed = {s["name"]: s["sha256"] for s in report.subject_list()}
     control = control_in_run(run.path, copy, signed)
     problems, notes = rejudge_run(

@@ -26,18 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from qualify.ab.record import Acceptance as AbAcceptance
-from qualify.ab.record import Record as AbRecord
 from qualify.ab.stats import bootstrap_delta_ci
-from qualify.capacity.record import Acceptance as CapacityAcceptance
-from qualify.capacity.record import CellFigures
-from qualify.capacity.record import Record as CapacityRecord
-from qualify.context.record import Record as ContextRecord
-from qualify.context.record import Row
-from qualify.decision.reading import record_of
 from qualify.httpclient.timing import median
 from qualify.records import StageRecord
-from qualify.vram.record import Record as VramRecord
 
 Z95 = NormalDist().inv_cdf(0.975)
 
@@ -70,152 +61,37 @@ class Cell:
     stage: str = ""
 
 
-def _nums(xs: Iterable[float | int | None]) -> list[float]:
+def nums(xs: Iterable[float | int | None]) -> list[float]:
     return [float(x) for x in xs if isinstance(x, int | float) and not isinstance(x, bool)]
 
 
-def _given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
+def given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
     """The named fields as the record wrote them: a field it did not write is None (not its
     default), so a run of an earlier build compares under the setting it recorded."""
     return {n: getattr(model, n) if n in model.model_fields_set else None for n in names}
 
 
-def _digest(obj: Any) -> str:
+def digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:12]
 
 
-# --- extraction, one function per stage ------------------------------------------------------
-
-
-def _acceptance(acc: AbAcceptance | CapacityAcceptance | None) -> tuple[int, int] | None:
+def acceptance_counts(acc: Any) -> tuple[int, int] | None:
     """(accepted, draft tokens) when the lane drafted any, else None."""
     if acc is None or acc.draft_tokens is None or acc.draft_tokens <= 0:
         return None
     return int(acc.accepted or 0), acc.draft_tokens
 
 
-def ab_cells(rec: AbRecord) -> list[Cell]:
-    """The candidate lane over the A/B prompt set: per-run p50s, and draft acceptance."""
-    names = ("max_tokens", "temperature", "concurrency", "level", "nonce")
-    settings = _given(rec.settings, names) if rec.settings else dict.fromkeys(names)
-    setting = {"prompts": _digest([f"{p.id}:{p.kind}" for p in rec.prompts]), **settings}
-    lane = rec.lanes.get("candidate")
-    runs = lane.runs if lane else []
-    cell = Cell("ab", "candidate lane", setting)
-    cell.measures["decode_tok_s"] = Measure(
-        "tok/s", "higher", _nums(r.p50.decode_tok_s for r in runs)
-    )
-    cell.measures["ttft_s"] = Measure("s", "lower", _nums(r.p50.ttft_s for r in runs))
-    cell.measures["e2e_s"] = Measure("s", "lower", _nums(r.p50.e2e_s for r in runs))
-    agg = _nums(r.aggregate_output_tok_s for r in runs)
-    if agg:
-        cell.measures["aggregate_output_tok_s"] = Measure("tok/s", "higher", agg)
-    out = [cell]
-    acc = rec.acceptance
-    if (counts := _acceptance(acc)) is not None and acc is not None:
-        a = Cell("acceptance", "ab candidate lane", setting)
-        a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
-        drafts = int(acc.drafts or 0)
-        for i, k in enumerate(acc.accepted_per_position):
-            if drafts:
-                a.measures[f"position {i}"] = Measure("rate", "higher", counts=(k, drafts))
-        out.append(a)
-    return out
-
-
-def _capacity_figures(c: Cell, row: CellFigures) -> None:
-    rv = row.run_values
-    c.measures["decode_tok_s_p50"] = Measure("tok/s", "higher", _nums(rv.decode_tok_s_p50))
-    c.measures["aggregate_output_tok_s"] = Measure(
-        "tok/s", "higher", _nums(rv.aggregate_output_tok_s)
-    )
-
-
-def capacity_cells(rec: CapacityRecord) -> list[Cell]:
-    """The candidate's matrix cells and content kinds: per-run decode, aggregate, TTFT, E2E."""
-    base = _given(rec.settings, ("max_tokens", "ignore_eos", "level"))
-    out: list[Cell] = []
-    for e in rec.cells("candidate"):
-        c = Cell("capacity", e.cell, {**base, "concurrency": e.concurrency})
-        c.setting["length"] = e.length
-        _capacity_figures(c, e)
-        counted = [r for r in e.run_records if not r.excluded]
-        c.measures["ttft_p50_s"] = Measure("s", "lower", _nums(r.ttft_p50_s for r in counted))
-        c.measures["e2e_p50_s"] = Measure("s", "lower", _nums(r.e2e_p50_s for r in counted))
-        out.append(c)
-    for k in rec.kinds:
-        c = Cell("capacity kinds", k.cell, {**base, "kind": k.kind, "depth": k.depth})
-        _capacity_figures(c, k)
-        out.append(c)
-        if (counts := _acceptance(k.acceptance)) is not None:
-            a = Cell("acceptance", f"kind {k.cell}", c.setting)
-            a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
-            out.append(a)
-    return out
-
-
-def _context_cell(row: Row, level: str | None) -> Cell:
-    key = f"{row.planned_tokens} {row.pass_} {row.content} c={row.concurrency}"
-    setting = {
-        "planned_tokens": row.planned_tokens,
-        "pass": row.pass_,
-        "content": row.content,
-        "concurrency": row.concurrency,
-        "level": level,
-    }
-    streams = [s for s in row.streams if not s.problem]
-    speedy = [s for s in streams if not s.degenerate]
-    c = Cell("context", key, setting)
-    c.measures["ttfo_s"] = Measure("s", "lower", _nums(s.ttfo_s for s in streams))
-    c.measures["effective_prefill_tok_s"] = Measure(
-        "tok/s", "higher", _nums(s.effective_prefill_tok_s for s in streams)
-    )
-    c.measures["decode_tok_s"] = Measure("tok/s", "higher", _nums(s.decode_tok_s for s in speedy))
-    needles = [all(s.needles.values()) for s in streams if s.needles]
-    if needles:
-        c.measures["needles found"] = Measure("rate", "higher", counts=(sum(needles), len(needles)))
-    return c
-
-
-def context_cells(rec: ContextRecord) -> list[Cell]:
-    """Per rung (the size run), pass, content and concurrency: every counted stream's figures;
-    per rung and task kind, the audit's checks passed (`audits`, when the stage ran them)."""
-    level = _given(rec, ("level",))["level"]
-    out = [_context_cell(row, level) for row in rec.rows if row.verdict != "error"]
-    tasks: dict[str, Cell] = {}
-    for a in rec.audits.by_kind if rec.audits else []:
-        key = f"{a.planned_tokens} {a.pass_} {a.content} ({a.form})"
-        setting = {"planned_tokens": a.planned_tokens, "pass": a.pass_, "content": a.content}
-        setting["form"] = a.form
-        # The depths are not matched: aggregation's notes are placed at random per run.
-        c = tasks.setdefault(key, Cell("context tasks", key, {**setting, "level": level}))
-        c.measures[a.kind] = Measure("rate", "higher", counts=(a.passed, a.asked))
-    out.extend(tasks.values())
-    return out
-
-
-def vram_cells(rec: VramRecord) -> list[Cell]:
-    """Per card and stage: the lowest free memory seen (one reading per run)."""
-    out: list[Cell] = []
-    for card in rec.cards:
-        setting = {"name": card.name, "total_mib": card.total_mib}
-        for stage, s in sorted(card.stages.items()):
-            c = Cell("vram", f"gpu {card.gpu} {stage}", setting)
-            c.measures["min_free_mib"] = Measure("MiB", "higher", _nums([s.min_free_mib]))
-            out.append(c)
-    return out
-
-
 def cells_of(records: Mapping[str, StageRecord]) -> dict[tuple[str, str], Cell]:
+    """Every stage's cells (its spec's `cells`, handed its typed record), the `lead` stage's
+    first."""
+    from qualify.registry import led
+
     cells: list[Cell] = []
-    if ab := record_of(records, "ab", AbRecord):
-        cells += [dataclasses.replace(c, stage="ab") for c in ab_cells(ab)]
-    if capacity := record_of(records, "capacity", CapacityRecord):
-        cells += [dataclasses.replace(c, stage="capacity") for c in capacity_cells(capacity)]
-    if context := record_of(records, "context", ContextRecord):
-        cells += [dataclasses.replace(c, stage="context") for c in context_cells(context)]
-    if vram := record_of(records, "vram", VramRecord):
-        cells += [dataclasses.replace(c, stage="vram") for c in vram_cells(vram)]
+    for spec in led():
+        record = records.get(spec.name)
+        if spec.loaded.cells is not None and record is not None:
+            cells += [dataclasses.replace(c, stage=spec.name) for c in spec.loaded.cells(record)]
     return {(c.group, c.cell): c for c in cells}
 
 

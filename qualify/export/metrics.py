@@ -24,8 +24,8 @@ from qualify.ab.record import Record as AbRecord
 from qualify.capacity import section as capacity_section
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
+from qualify.context.section import context_reach
 from qualify.decision import sections
-from qualify.decision.headline import context_reach
 from qualify.decision.reading import record_of
 from qualify.decision.record import DecisionRecord
 from qualify.diff.runs import Side

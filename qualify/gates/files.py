@@ -17,7 +17,7 @@ from qualify import assets
 from qualify.errors import format_validation_error
 from qualify.gates.registry import CHECKS, load_checks
 from qualify.records import Severity, StrictModel
-from qualify.registry import SPECS, stage_names
+from qualify.registry import stage_names
 
 GATE_FILE_VERSION = 1
 
@@ -47,7 +47,7 @@ class GateFile(StrictModel):
     @field_validator("stage")
     @classmethod
     def _registered(cls, v: str) -> str:
-        if v not in SPECS:
+        if v not in stage_names():
             raise ValueError(f"expected one of {list(stage_names())} (got {v!r})")
         return v
 
@@ -134,7 +134,7 @@ def _folder_stage(path: Path, gates_dir: Path) -> str | None:
         parts = path.relative_to(gates_dir).parts
     except ValueError:
         return None
-    return parts[0] if len(parts) > 1 and parts[0] in SPECS else None
+    return parts[0] if len(parts) > 1 and parts[0] in stage_names() else None
 
 
 def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
@@ -207,7 +207,7 @@ def _owner(path: Path, gates_dir: Path) -> str | None:
     except yaml.YAMLError:
         return None
     declared = raw.get("stage") if isinstance(raw, dict) else None
-    return declared if isinstance(declared, str) and declared in SPECS else None
+    return declared if isinstance(declared, str) and declared in stage_names() else None
 
 
 def _parse_once(path: Path, gates_dir: Path) -> _Parsed:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from qualify.records import StrictModel, Verdict
-from qualify.registry import SPECS
+from qualify.registry import specs
 
 if TYPE_CHECKING:
     from qualify.gates.probe import GateContext
@@ -121,31 +121,14 @@ def judge(stage: str, name: str, params: type[P]) -> Callable[[JudgeFn], JudgeFn
     return register
 
 
-_IMPORTED: set[str] = set()
-
-
-def _import(name: str) -> None:
-    """Import a check module (a package with every module in it); one this build does not
-    have is skipped, an import error inside it is raised."""
+def load_checks() -> dict[str, CheckSpec]:
+    """Import the judges of every registered stage (its spec's `judges`: a package with every
+    module in it), so each check registers itself; returns the registry."""
     import importlib
     import pkgutil
 
-    try:
-        mod = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
-            raise
-        return
-    for info in pkgutil.iter_modules(getattr(mod, "__path__", [])):
-        importlib.import_module(f"{name}.{info.name}")
-
-
-def load_checks() -> dict[str, CheckSpec]:
-    """Import the check modules of every registered stage (`qualify.registry`), so each check
-    registers itself; returns the registry."""
-    for spec in list(SPECS.values()):
-        for name in spec.check_modules:
-            if name not in _IMPORTED:
-                _import(name)
-                _IMPORTED.add(name)
+    for spec in list(specs().values()):
+        for mod in spec.loaded.judges:
+            for info in pkgutil.iter_modules(getattr(mod, "__path__", [])):
+                importlib.import_module(f"{mod.__name__}.{info.name}")
     return CHECKS

@@ -23,7 +23,7 @@ from qualify.records import StageResult
 from qualify.serving.engine import EngineAdapter
 from qualify.serving.engines import CHAT_PROBE, Launch, adapter, fingerprint
 from qualify.serving.process import ServerProcess
-from qualify.stage import StageContext, finish, stage
+from qualify.stage import StageContext, finish
 
 
 def _label(path: str) -> str:
@@ -151,7 +151,6 @@ def gather(
     )
 
 
-@stage("identity")
 async def identity(ctx: StageContext) -> StageResult:
     """Every pin judged by `gates/identity/`: seen and compared, or unverifiable with why."""
     pins = ctx.candidate.identity

@@ -13,7 +13,7 @@ from qualify.preflight.budget import PreflightContext, allowance
 from qualify.preflight.code import check_code
 from qualify.preflight.record import Allowance, Record
 from qualify.records import GateResult, StageResult, Verdict
-from qualify.stage import StageContext, finish, stage, validator
+from qualify.stage import StageContext, finish, validator
 
 DEFAULT_GATES = default_gates_dir()
 
@@ -93,7 +93,6 @@ def _record(loaded: LoadedCandidate, gates: list[LoadedGate]) -> Record:
     )
 
 
-@stage("preflight")
 async def preflight(ctx: StageContext) -> StageResult:
     """Pass when every gate passes at every reasoning level; each attempt kept as evidence."""
     gates, problems = select(ctx.loaded)

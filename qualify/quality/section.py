@@ -4,6 +4,7 @@ stage's record."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from qualify.decision.record import GateOutcome
@@ -117,3 +118,15 @@ def _budget(b: TaskBudget) -> dict[str, Any]:
             else None
         ),
     }
+
+
+_QUALITY = re.compile(r"^quality(?: \((\w+)\))?: ")
+
+
+def figures(quality: Record | None) -> list[str]:
+    """Its headline line: each lane's tasks passed, or that it did not run."""
+    parts = [
+        _QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x)
+        for x in (quality.lines if quality is not None else [])
+    ]
+    return ["quality: " + "; ".join(parts) if parts else "quality: not run"]

@@ -23,7 +23,7 @@ from qualify.quality import report
 from qualify.quality.record import Control, Record
 from qualify.quality.tasks import QualityContext
 from qualify.records import GateResult, StageResult, Verdict
-from qualify.stage import StageContext, finish, stage, validator
+from qualify.stage import StageContext, finish, validator
 
 CONTROL = "control"
 
@@ -201,7 +201,6 @@ def ran_record(candidate: Candidate, gates: list[LoadedGate]) -> Record:
     )
 
 
-@stage("quality")
 async def quality(ctx: StageContext) -> StageResult:
     """Pass when every attempt of every task passes on every lane and level it runs at."""
     s = ctx.candidate.stages.quality

@@ -11,6 +11,7 @@ from typing import Any
 
 from qualify.decision.plots import Panel, Plot, Series, num
 from qualify.decision.record import GateOutcome
+from qualify.decision.wording import number, quantity
 from qualify.evidence.store import RunDir
 from qualify.vram.record import Record
 from qualify.vram.series import read_logs
@@ -186,3 +187,19 @@ def _stage_bands(rows: list[list[Any]]) -> list[tuple[float, float, str]]:
         else:
             bands.append((t, t, stage))
     return bands
+
+
+def figures(vram: Record | None) -> list[str]:
+    """Each card's lowest free memory against the reserve, when telemetry recorded cards."""
+    cards = card_minimums(vram)
+    if vram is None or not cards:
+        return []
+    reserve = number(vram.reserve_gib * 1024, 0)
+    return [
+        "minimum free VRAM: "
+        + "; ".join(
+            f"GPU {c['gpu']} {quantity(c['min_free_mib'], 'MiB', 0)} ({c['verdict']})"
+            for c in cards
+        )
+        + f" against a {reserve} MiB reserve"
+    ]

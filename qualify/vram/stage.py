@@ -14,7 +14,7 @@ import json
 
 from qualify.evidence.store import RESULT, RunDir
 from qualify.records import StageResult, Verdict
-from qualify.stage import StageContext, finish, stage
+from qualify.stage import StageContext, finish
 from qualify.vram.record import (
     Card,
     Cost,
@@ -130,7 +130,6 @@ def build_record(
     )
 
 
-@stage(STAGE)
 async def vram(ctx: StageContext) -> StageResult:
     """Judge every card in every stage that ran, from every attempt's samples."""
     sampler = ctx.sampler if isinstance(ctx.sampler, Sampler) else None

@@ -31,7 +31,7 @@ from qualify.capacity import section as capacity_section
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.cli import main
 from qualify.context.record import Record as ContextRecord
-from qualify.decision.headline import context_reach
+from qualify.context.section import context_reach
 from qualify.decision.reading import record_of
 from qualify.decision.signing import load_public
 from qualify.diff.runs import Side

@@ -41,7 +41,7 @@ def test_a_result_changed_after_sealing_is_left_out_and_named(tmp_path: Path) ->
 
 
 def section(record: StageRecord | None, gates: list[object]) -> dict[str, object]:
-    """The toy stage's section (this module is its `StageSpec.section`)."""
+    """The toy stage's section (its spec's `section`)."""
     return {"toy": {"record": record, "gates": len(gates)}}
 
 
@@ -51,22 +51,17 @@ def plots(run: object, record: StageRecord | None, here: object) -> list[object]
 
 
 def test_the_document_hands_each_section_its_typed_record() -> None:
-    """A stage declared with the registry line alone presents itself: its section module's
-    `section` and `plots` are handed the stage's typed record (None when the stage has none),
-    and every built-in stage has a section module."""
+    """A stage declared with the registry line alone presents itself: its spec's `section` and
+    `plots` are handed the stage's typed record (None when the stage has none), and every
+    built-in stage has a section."""
     from qualify.decision import document
     from qualify.decision import plots as decision_plots
     from qualify.evidence.store import RunDir
-    from qualify.registry import (
-        StageSpec,
-        register_stage,
-        section_module,
-        stage_names,
-        unregister_stage,
-    )
+    from qualify.registry import StageParts, StageSpec, register_stage, specs, unregister_stage
 
-    assert all(section_module(n) is not None for n in stage_names())
-    register_stage(StageSpec("toy", default=False, section=__name__))
+    assert all(s.loaded.section is not None for s in specs().values())
+    parts = StageParts(run=print, section=section, plots=plots)
+    register_stage(StageSpec("toy", lambda: parts, default=False))
     typed = StageRecord()
     try:
         got = document.stage_sections({"toy": typed}, [])

@@ -10,11 +10,13 @@ from pathlib import Path
 
 import qualify.assembled as assembled
 import qualify.candidate as candidate
+from qualify.ab.settings import ABSettings
 from qualify.assembled import Stages, assemble, held_view, typed_view
 from qualify.registry import (
+    StageParts,
     StageSpec,
     register_stage,
-    settings_model,
+    specs,
     stage_names,
     unregister_stage,
 )
@@ -26,15 +28,16 @@ def test_the_typed_view_is_the_generated_one() -> None:
 
 
 def test_each_table_is_its_stages_settings_in_registry_order() -> None:
-    expected = [n for n in stage_names() if settings_model(n) is not None]
+    expected = [n for n in stage_names() if specs()[n].settings is not None]
     assert list(Stages.model_fields) == ["run", *expected]
     for name in expected:
-        assert Stages.model_fields[name].annotation is settings_model(name)
+        assert Stages.model_fields[name].annotation is specs()[name].settings
     assert "identity" not in Stages.model_fields  # a stage without settings has no table
 
 
 def test_a_stage_declared_with_settings_gets_its_table() -> None:
-    register_stage(StageSpec("toytable", settings="qualify.ab.settings:ABSettings"), "vram")
+    spec = StageSpec("toytable", lambda: StageParts(run=print), settings=ABSettings)
+    register_stage(spec, "vram")
     try:
         fields = list(assemble().model_fields)
         assert fields[fields.index("toytable") + 1] == "vram"

@@ -9,7 +9,14 @@ from pydantic import ValidationError
 
 from qualify.candidate import Stages
 from qualify.errors import format_validation_error
-from qualify.registry import StageSpec, default_run, register_stage, stage_names, unregister_stage
+from qualify.registry import (
+    StageParts,
+    StageSpec,
+    default_run,
+    register_stage,
+    stage_names,
+    unregister_stage,
+)
 
 
 def test_the_default_run_is_the_registrys() -> None:
@@ -30,7 +37,7 @@ def test_run_refuses_an_undeclared_stage_on_one_line() -> None:
 
 
 def test_run_accepts_a_stage_declared_by_its_registry_line_alone() -> None:
-    register_stage(StageSpec("toyrun", default=False), before="vram")
+    register_stage(StageSpec("toyrun", lambda: StageParts(run=print), default=False), "vram")
     try:
         assert Stages(run=["identity", "toyrun"]).run == ["identity", "toyrun"]
     finally:

@@ -141,16 +141,22 @@ def test_a_failing_gate_left_out_of_the_result_is_refused(
 
 
 def test_the_stages_judged_again_are_read_from_the_registry() -> None:
-    """Every registered stage with a `rebuild` module, in the registry's order (identity is
-    judged in verify itself); a stage with none is not."""
+    """Every registered stage whose parts hold a `rebuild`, in the registry's order (identity is
+    judged over the whole run, its parts' `again`); a stage with none is not."""
     from qualify.decision.rejudge import rejudged
-    from qualify.registry import StageSpec, register_stage, stage_names, unregister_stage
+    from qualify.registry import (
+        StageParts,
+        StageSpec,
+        register_stage,
+        stage_names,
+        unregister_stage,
+    )
 
     got = rejudged()
     assert {"preflight", "quality", "context", "ab"} <= set(got)
     assert "identity" not in got
     assert list(got) == [n for n in stage_names() if n in got]
-    register_stage(StageSpec("norebuild"))
+    register_stage(StageSpec("norebuild", lambda: StageParts(run=print)))
     try:
         assert "norebuild" in stage_names() and "norebuild" not in rejudged()
     finally:
