@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from qualify import assets, logs, registry
+from qualify import assets, registry
 from qualify._version import __version__
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.errors import BadInput, RunAborted
+from qualify.evidence import logs
 from qualify.evidence.provenance import git_state
 from qualify.evidence.store import Attempt, EvidenceStore, RunDir, dumps, utc_now
 from qualify.gates.thresholds import Thresholds

@@ -45,7 +45,7 @@ from typing import Any
 # higher layer is "up". `qualify` is `qualify/__init__.py`. `present` and `trust` are planned and
 # not in the tree yet: the figures list them as absent until they are.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(["qualify", "_version", "errors", "records", "logs", "progress", "assets"], 0),
+    **dict.fromkeys(["qualify", "_version", "errors", "records", "redact", "progress", "assets"], 0),
     **dict.fromkeys(["httpclient"], 1),
     **dict.fromkeys(["evidence", "gates", "serving", "registry", "candidate", "assembled"], 2),
     **dict.fromkeys(["present", "stage", "plan"], 3),

@@ -102,7 +102,7 @@ def test_a_cell_compared_with_the_servers_histograms_is_compared_again_the_same_
     from qualify.evidence.kept import AttemptView
     from qualify.httpclient.chat import ChatOutcome
     from qualify.httpclient.timing import fidelity, timing, with_server_window
-    from qualify.serving.histograms import ServerWindow
+    from qualify.httpclient.window import ServerWindow
 
     ts = [
         timing(
