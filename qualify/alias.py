@@ -37,7 +37,6 @@ from typing import Any
 import git
 
 from qualify.decision import waivers
-from qualify.decision.signing import canonical, keyid, load_public, sha256_bytes
 from qualify.decision.trust import (
     Snapshot,
     at_head,
@@ -48,6 +47,7 @@ from qualify.decision.trust import (
 )
 from qualify.decision.verify import VerifyReport, verify
 from qualify.errors import BadInput, Refused, RunAborted
+from qualify.evidence.signing import canonical, keyid, load_public, sha256_bytes
 from qualify.evidence.store import utc_now, write_atomic
 
 GENESIS = "0" * 64

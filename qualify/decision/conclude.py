@@ -18,11 +18,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify._version import __version__
 from qualify.candidate import Candidate, LoadedCandidate
+from qualify.candidate_settings import Policy
 from qualify.decision import document, statement, trust, waivers
 from qualify.decision.derive import Basis, copy_path, derive
 from qualify.decision.house import HousePolicy, PolicyRules, effective
-from qualify.decision.reading import DECISION, candidate_in_run, evidence_listing, run_info
-from qualify.decision.record import (
+from qualify.errors import BadInput, QualifyError
+from qualify.evidence.listing import evidence_listing
+from qualify.evidence.signing import keyid, load_private
+from qualify.evidence.store import RunDir, utc_now
+from qualify.present.reading import DECISION, candidate_in_run, run_info
+from qualify.present.record import (
     DecisionRecord,
     Evaluation,
     GateOutcome,
@@ -30,10 +35,6 @@ from qualify.decision.record import (
     TicketRef,
     WaiverCheck,
 )
-from qualify.decision.settings import Policy
-from qualify.decision.signing import keyid, load_private
-from qualify.errors import BadInput, QualifyError
-from qualify.evidence.store import RunDir, utc_now
 from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
 
 
@@ -298,7 +299,7 @@ def sign(run: RunDir, key: Path, s: Setup) -> tuple[Path, DecisionRecord]:
 
 def _signed_by(env: Path, priv: Ed25519PrivateKey, key: Path) -> None:
     """Refuse (exit 2) an envelope that `key` did not sign: signing it again is not possible."""
-    from qualify.decision.signing import open_envelope, read_envelope
+    from qualify.evidence.signing import open_envelope, read_envelope
 
     mine = priv.public_key()
     try:

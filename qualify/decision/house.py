@@ -21,9 +21,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
-from qualify.decision.settings import Policy
-from qualify.decision.signing import canonical, sha256_bytes
+from qualify.candidate_settings import Policy
 from qualify.errors import BadInput
+from qualify.evidence.signing import canonical, sha256_bytes
 from qualify.gates.thresholds import Thresholds
 from qualify.records import StrictModel
 

@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 from pydantic import ValidationError
 
 from qualify.decision.house import PolicyRules
-from qualify.decision.record import (
+from qualify.present.record import (
     AttemptRef,
     Evaluation,
     GateOutcome,

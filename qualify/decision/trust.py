@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from qualify.decision import house as house_policy
-from qualify.decision.signing import canonical, keyid, load_public, sha256_bytes
 from qualify.errors import BadInput, Refused, RunAborted
+from qualify.evidence.signing import canonical, keyid, load_public, sha256_bytes
 from qualify.evidence.store import utc_now, write_atomic
 
 Role = Literal["decision", "waiver"]

@@ -36,13 +36,14 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
+from qualify.candidate_settings import Policy
 from qualify.decision import waivers
 from qualify.decision.derive import Basis, comparable, derive
 from qualify.decision.house import HousePolicy, PolicyRules, effective
-from qualify.decision.reading import ENVELOPE_RE, Listing, candidate_in_run, check_manifests
-from qualify.decision.record import DecisionRecord, WaiverCheck
-from qualify.decision.settings import Policy
-from qualify.decision.signing import (
+from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
+from qualify.errors import BadInput, QualifyError, Refused
+from qualify.evidence.listing import ENVELOPE_RE, Listing, check_manifests
+from qualify.evidence.signing import (
     STATEMENT_TYPE,
     canonical,
     envelope_bytes,
@@ -51,9 +52,9 @@ from qualify.decision.signing import (
     read_envelope,
     sha256_bytes,
 )
-from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
-from qualify.errors import BadInput, QualifyError, Refused
 from qualify.evidence.store import MANIFEST, RunDir
+from qualify.present.reading import candidate_in_run
+from qualify.present.record import DecisionRecord, WaiverCheck
 
 
 @dataclass

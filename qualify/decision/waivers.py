@@ -25,16 +25,16 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from qualify.decision.house import WaiverRules
-from qualify.decision.record import WaiverCheck
-from qualify.decision.signing import (
+from qualify.errors import BadInput, QualifyError
+from qualify.evidence.signing import (
     envelope_bytes,
     load_private,
     open_envelope,
     seal_envelope,
     sha256_bytes,
 )
-from qualify.errors import BadInput, QualifyError
 from qualify.evidence.store import utc_now
+from qualify.present.record import WaiverCheck
 from qualify.tickets import TicketStore
 
 if TYPE_CHECKING:

@@ -14,8 +14,6 @@ from typing import Any
 
 from qualify.alias import TABLE, read_table
 from qualify.decision.house import PolicyRules
-from qualify.decision.reading import candidate_in_run
-from qualify.decision.record import DecisionRecord
 from qualify.decision.trust import snapshot
 from qualify.diff.figures import compare_figures
 from qualify.diff.gates import compare_gates, policy_differences
@@ -23,6 +21,8 @@ from qualify.diff.report import NAMES
 from qualify.diff.runs import Side
 from qualify.errors import BadInput, Refused
 from qualify.evidence.store import RunDir
+from qualify.present.reading import candidate_in_run
+from qualify.present.record import DecisionRecord
 
 EXIT_SAME = 0
 EXIT_REGRESSION = 1

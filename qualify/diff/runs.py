@@ -17,13 +17,13 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from qualify.decision.reading import record_of, run_view
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import sha256_bytes
 from qualify.decision.verify import VerifyReport, verify
 from qualify.errors import BadInput
+from qualify.evidence.signing import sha256_bytes
 from qualify.evidence.store import RunDir, sha256_file
 from qualify.identity.record import Record as IdentityRecord
+from qualify.present.reading import record_of, run_view
+from qualify.present.record import DecisionRecord
 from qualify.records import StageRecord
 from qualify.vram.record import Record as VramRecord
 

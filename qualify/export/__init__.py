@@ -16,10 +16,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from qualify.decision.reading import candidate_in_run
 from qualify.diff.runs import Side, verified
 from qualify.errors import BadInput
 from qualify.evidence.store import EvidenceStore
+from qualify.present.reading import candidate_in_run
 
 ACTION = "exported"
 

@@ -16,10 +16,10 @@ import git
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify.decision.conclude import Setup, conclude, setup, sign_decision
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import generate, load_private
 from qualify.decision.trust import init, pin
+from qualify.evidence.signing import generate, load_private
 from qualify.evidence.store import Attempt, RunDir
+from qualify.present.record import DecisionRecord
 from qualify.records import GateResult, StageResult, Verdict
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "smollm2" / "candidate.toml"

@@ -11,9 +11,9 @@ import git
 import house_run as h
 import pytest
 
+from qualify.candidate_settings import Policy
 from qualify.cli import main
 from qualify.decision.house import SCHEMA_FILE, effective, parse, render_schema
-from qualify.decision.settings import Policy
 from qualify.errors import BadInput
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,14 +13,14 @@ import pytest
 
 from qualify.cli import main
 from qualify.decision.conclude import setup
-from qualify.decision.record import DecisionRecord
 from qualify.decision.render import preview
-from qualify.decision.signing import load_public
 from qualify.diff.compare import diff, exit_code, summary
 from qualify.diff.report import markdown
 from qualify.diff.runs import Side, unsigned, verified
 from qualify.errors import BadInput
+from qualify.evidence.signing import load_public
 from qualify.evidence.store import RunDir
+from qualify.present.record import DecisionRecord
 
 ROOT = Path(__file__).resolve().parents[3]
 GPU = ROOT / "docs" / "gpu"

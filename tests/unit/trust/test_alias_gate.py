@@ -19,9 +19,9 @@ from trust_helpers import alias_set
 from qualify.alias import LOG, TABLE, set_alias, state
 from qualify.cli import main
 from qualify.decision.conclude import setup
-from qualify.decision.signing import read_envelope
 from qualify.decision.waivers import grant
 from qualify.errors import Refused
+from qualify.evidence.signing import read_envelope
 from qualify.records import Verdict
 from qualify.tickets import TicketStore
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rejudge_run import all_pass, judged_again, policy, unpack, verified
 
-from qualify.decision.record import DecisionRecord
+from qualify.present.record import DecisionRecord
 
 HOUSE = policy("context")
 CONTEXT = "context/attempt-001"

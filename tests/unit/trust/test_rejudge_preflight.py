@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from rejudge_run import all_pass, judged_again, policy, unpack, verified
 
-from qualify.decision.record import DecisionRecord
 from qualify.preflight.code import check_code
+from qualify.present.record import DecisionRecord
 from qualify.records import GateResult, Verdict
 
 HOUSE = policy("preflight")

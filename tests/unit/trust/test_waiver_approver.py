@@ -12,10 +12,10 @@ import pytest
 from trust_helpers import alias_set, resign
 
 from qualify.decision.conclude import setup
-from qualify.decision.signing import keyid, load_public
 from qualify.decision.trust import pin, snapshot
 from qualify.decision.verify import verify
 from qualify.decision.waivers import grant, pinned
+from qualify.evidence.signing import keyid, load_public
 from qualify.records import Verdict
 from qualify.tickets import TicketStore
 
