@@ -286,7 +286,7 @@ def execute(
     `house` (else $QUALIFY_HOUSE) is the house repository whose policy at HEAD, tightened by
     the candidate's `[policy]`, the gates judge against and the decision is made under."""
     from qualify.decision.conclude import conclude, setup, sign_decision, signer
-    from qualify.decision.trust import house_dir
+    from qualify.trust.repository import house_dir
 
     p = plan(candidate_path)
     api_key(p.loaded)

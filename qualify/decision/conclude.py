@@ -19,9 +19,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from qualify._version import __version__
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.candidate_settings import Policy
-from qualify.decision import document, statement, trust, waivers
+from qualify.decision import document, statement, waivers
 from qualify.decision.derive import Basis, copy_path, derive
-from qualify.decision.house import HousePolicy, PolicyRules, effective
 from qualify.errors import BadInput, QualifyError
 from qualify.evidence.listing import evidence_listing
 from qualify.evidence.signing import keyid, load_private
@@ -36,13 +35,15 @@ from qualify.present.record import (
     WaiverCheck,
 )
 from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
+from qualify.trust import repository
+from qualify.trust.house import HousePolicy, PolicyRules, effective
 
 
 @dataclass
 class Setup:
     """What a decision is made under: the house at one commit (None: built-in defaults)."""
 
-    snapshot: trust.Snapshot | None
+    snapshot: repository.Snapshot | None
     policy: HousePolicy
 
     @property
@@ -72,7 +73,7 @@ class Setup:
 def setup(house_root: Path | None) -> Setup:
     if house_root is None:
         return Setup(None, HousePolicy())
-    snap = trust.snapshot(house_root)
+    snap = repository.snapshot(house_root)
     return Setup(snap, snap.policy)
 
 

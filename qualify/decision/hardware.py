@@ -8,7 +8,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from qualify.decision.house import PolicyRules
 from qualify.evidence.store import RunDir
 from qualify.identity.record import Record as IdentityRecord
 from qualify.present import sections
@@ -17,6 +16,7 @@ from qualify.present.record import DecisionRecord
 from qualify.present.sections import as_dict, as_list
 from qualify.present.wording import number, run_relative
 from qualify.records import StageRecord
+from qualify.trust.house import PolicyRules
 from qualify.vram.record import Record as VramRecord
 
 

@@ -12,7 +12,6 @@ from fnmatch import fnmatchcase
 
 from pydantic import ValidationError
 
-from qualify.decision.house import PolicyRules
 from qualify.present.record import (
     AttemptRef,
     Evaluation,
@@ -23,6 +22,7 @@ from qualify.present.record import (
 )
 from qualify.records import GateResult, StageResult, Verdict, worst
 from qualify.registry import parse_record
+from qualify.trust.house import PolicyRules
 
 StageAttempts = list[tuple[int, StageResult | None]]
 

@@ -11,7 +11,7 @@
 4. the stages judged again offline from the raw exchanges their attempts kept, with the
    project's gate files and check code and the signed thresholds: identity
    (`qualify.identity.rebuild`) and every registered stage with a `rebuild` module
-   (`qualify.decision.rejudge`); a `result.json` whose gates, or whose judged figures, differ
+   (`qualify.trust.rejudge`); a `result.json` whose gates, or whose judged figures, differ
    from what its exchanges give is refused, and what a stage does not keep raw is named in the
    notes as taken from the record;
 5. the decision derived again (`derive`) from the signed evidence under the signed policy, the
@@ -39,7 +39,6 @@ from pydantic import ValidationError
 from qualify.candidate_settings import Policy
 from qualify.decision import waivers
 from qualify.decision.derive import Basis, comparable, derive
-from qualify.decision.house import HousePolicy, PolicyRules, effective
 from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
 from qualify.errors import BadInput, QualifyError, Refused
 from qualify.evidence.listing import ENVELOPE_RE, Listing, check_manifests
@@ -55,6 +54,7 @@ from qualify.evidence.signing import (
 from qualify.evidence.store import MANIFEST, RunDir
 from qualify.present.reading import candidate_in_run
 from qualify.present.record import DecisionRecord, WaiverCheck
+from qualify.trust.house import HousePolicy, PolicyRules, effective
 
 
 @dataclass
@@ -381,11 +381,11 @@ def _again(
     report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
 ) -> None:
     """Identity (`qualify.identity.rebuild`) and every other re-judged stage
-    (`qualify.decision.rejudge.rejudged()`: each registered stage with a `rebuild` module),
+    (`qualify.trust.rejudge.rejudged()`: each registered stage with a `rebuild` module),
     each attempt judged again from the exchanges it kept
     with the project's gate files and the signed thresholds."""
-    from qualify.decision.rejudge import control_in_run, rejudge_run
     from qualify.identity.rebuild import identity_again
+    from qualify.trust.rejudge import control_in_run, rejudge_run
 
     problems, notes = identity_again(run, listing, rules.thresholds, copy)
     report.problems += problems

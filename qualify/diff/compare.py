@@ -12,9 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qualify.alias import TABLE, read_table
-from qualify.decision.house import PolicyRules
-from qualify.decision.trust import snapshot
 from qualify.diff.figures import compare_figures
 from qualify.diff.gates import compare_gates, policy_differences
 from qualify.diff.report import NAMES
@@ -23,6 +20,8 @@ from qualify.errors import BadInput, Refused
 from qualify.evidence.store import RunDir
 from qualify.present.reading import candidate_in_run
 from qualify.present.record import DecisionRecord
+from qualify.trust.house import PolicyRules
+from qualify.trust.repository import TABLE, read_table, snapshot
 
 EXIT_SAME = 0
 EXIT_REGRESSION = 1

@@ -156,7 +156,7 @@ def unsigned(label: str, run: RunDir, record: DecisionRecord) -> Side:
 
 def alias_target(table: Path, name: str) -> dict[str, Any]:
     """The alias's current target in the house table; BadInput when it points at nothing."""
-    from qualify.alias import read_table
+    from qualify.trust.repository import read_table
 
     target = read_table(table).get(name)
     if not target:

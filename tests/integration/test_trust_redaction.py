@@ -14,10 +14,10 @@ import git
 import pytest
 
 from qualify.cli import main
-from qualify.decision.trust import init, pin
 from qualify.evidence.signing import generate
 from qualify.pipeline import execute
 from qualify.progress import Progress
+from qualify.trust.repository import init, pin
 
 pytestmark = pytest.mark.integration
 

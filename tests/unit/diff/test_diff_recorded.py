@@ -172,8 +172,8 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def _alias_house(tmp: Path, run: Path, digest: str | None = None) -> Path:
-    from qualify.decision.trust import init, pin
     from qualify.evidence.store import sha256_file
+    from qualify.trust.repository import init, pin
 
     house = tmp / "house"
     init(house)

@@ -19,12 +19,12 @@ from house_run import keypair, make_house
 
 from qualify.candidate import Candidate
 from qualify.decision.conclude import conclude, setup
-from qualify.decision.trust import pin
 from qualify.decision.verify import VerifyReport, verify
 from qualify.evidence.kept import AttemptView
 from qualify.evidence.signing import load_private, load_public
 from qualify.evidence.store import MANIFEST, RESULT, sha256_file
 from qualify.present.record import DecisionRecord
+from qualify.trust.repository import pin
 
 ROOT = Path(__file__).resolve().parents[3]
 PUBLISHED = ROOT / "docs" / "gpu" / "evidence.tgz"

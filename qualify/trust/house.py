@@ -8,7 +8,7 @@ digests of earlier house policies that decisions may still have been made under.
 naming the field. The effective policy (`PolicyRules`) is what gates judge against, what the
 decision signs, and what `qualify verify` re-derives the verdict under.
 
-`python -m qualify.decision.house [PATH]` writes the JSON Schema of the file.
+`python -m qualify.trust.house [PATH]` writes the JSON Schema of the file.
 """
 
 from __future__ import annotations
