@@ -50,9 +50,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
+    from qualify.decision.alias_view import verified
     from qualify.diff.compare import diff, exit_code
     from qualify.diff.report import markdown
-    from qualify.diff.runs import alias_run, alias_target, verified
+    from qualify.diff.runs import alias_run, alias_target
     from qualify.errors import BadInput
     from qualify.trust.repository import TABLE, require_house
 

@@ -20,7 +20,7 @@ import jinja2
 from qualify import assets
 from qualify.ab.record import Record as AbRecord
 from qualify.decision import blockers, causes, caveats, hardware, headline
-from qualify.diff.compare import AliasView, alias_view
+from qualify.decision.alias_view import AliasView, alias_view
 from qualify.evidence.store import RunDir
 from qualify.present import plots
 from qualify.present.reading import RunView, record_of, run_view

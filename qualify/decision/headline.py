@@ -16,9 +16,9 @@ from qualify.capacity import section as capacity_section
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
 from qualify.decision import causes
+from qualify.decision.alias_view import AliasView
 from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text, tag_counts
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
-from qualify.diff.compare import AliasView
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import FidelitySummary
 from qualify.present.reading import record_of
@@ -209,7 +209,7 @@ def outcome(
 
 def alias_text(view: AliasView, records: Mapping[str, StageRecord]) -> str:
     """The alias this decision gates and what it points at now (the house table, read once by
-    `qualify.diff.compare.alias_view` and handed in as a value)."""
+    `qualify.decision.alias_view.alias_view` and handed in as a value)."""
     if view.name is None:
         return "gates no production alias: the candidate names none"
     name, target = view.name, view.target

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from qualify.decision import document
-from qualify.diff.compare import AliasView, alias_view
+from qualify.decision.alias_view import AliasView, alias_view
 from qualify.evidence.store import RunDir, sha256_file
 from qualify.present.reading import run_info
 from qualify.present.record import DecisionRecord
