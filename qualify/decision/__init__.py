@@ -1,10 +1,8 @@
-"""The decision: the house policy, one record derived from evidence, the document, the
-signature, verify, and the trust the alias gate runs on.
+"""The decision, on top of the stages: one record derived from evidence under the house
+policy, the document, the signature, verify.
 
 `conclude.conclude(run, setup, key)` is what `qualify run` calls after the stages;
 `derive.derive` is the one record builder (conclude, `render` and `verify` all use it);
-`verify.verify` checks a signed decision and derives it again; `trust` is the house repository
-(policy and pinned keys at HEAD); `house` is the house policy model. Import from the modules:
-this package's `settings` is read by the candidate model, so importing the rest here would be
-circular.
+`verify.verify` checks a signed decision and derives it again. What it presents with is
+`qualify.present`, what it is trusted on (the house, judging again) `qualify.trust`.
 """
