@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qualify.ab.record import Lane, LaneName
-from qualify.decision.record import DecisionRecord, GateOutcome
+from qualify.present.record import DecisionRecord, GateOutcome
 from qualify.registry import probe_stages
 from qualify.shown import speed_title
 

@@ -11,7 +11,7 @@
 4. the stages judged again offline from the raw exchanges their attempts kept, with the
    project's gate files and check code and the signed thresholds: identity
    (`qualify.identity.rebuild`) and every registered stage with a `rebuild` module
-   (`qualify.decision.rejudge`); a `result.json` whose gates, or whose judged figures, differ
+   (`qualify.trust.rejudge`); a `result.json` whose gates, or whose judged figures, differ
    from what its exchanges give is refused, and what a stage does not keep raw is named in the
    notes as taken from the record;
 5. the decision derived again (`derive`) from the signed evidence under the signed policy, the
@@ -37,13 +37,13 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
+from qualify.candidate_settings import Policy
 from qualify.decision import waivers
 from qualify.decision.derive import Basis, comparable, derive
-from qualify.decision.house import HousePolicy, PolicyRules, effective
-from qualify.decision.reading import ENVELOPE_RE, Listing, candidate_in_run, check_manifests
-from qualify.decision.record import DecisionRecord, WaiverCheck
-from qualify.decision.settings import Policy
-from qualify.decision.signing import (
+from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
+from qualify.errors import BadInput, QualifyError, Refused
+from qualify.evidence.listing import ENVELOPE_RE, Listing, check_manifests
+from qualify.evidence.signing import (
     STATEMENT_TYPE,
     canonical,
     envelope_bytes,
@@ -52,9 +52,10 @@ from qualify.decision.signing import (
     read_envelope,
     sha256_bytes,
 )
-from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
-from qualify.errors import BadInput, QualifyError, Refused
 from qualify.evidence.store import MANIFEST, RunDir
+from qualify.present.reading import candidate_in_run
+from qualify.present.record import DecisionRecord, WaiverCheck
+from qualify.trust.house import HousePolicy, PolicyRules, effective
 
 
 @dataclass
@@ -401,11 +402,11 @@ def _again(
     report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
 ) -> None:
     """Identity (`qualify.identity.rebuild`) and every other re-judged stage
-    (`qualify.decision.rejudge.rejudged()`: each registered stage with a `rebuild` module),
+    (`qualify.trust.rejudge.rejudged()`: each registered stage with a `rebuild` module),
     each attempt judged again from the exchanges it kept
     with the project's gate files and the signed thresholds."""
-    from qualify.decision.rejudge import control_in_run, rejudge_run
     from qualify.identity.rebuild import identity_again
+    from qualify.trust.rejudge import control_in_run, rejudge_run
 
     problems, notes = identity_again(run, listing, rules.thresholds, copy)
     report.problems += problems

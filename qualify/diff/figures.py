@@ -34,8 +34,8 @@ from qualify.capacity.record import CellFigures
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
 from qualify.context.record import Row
-from qualify.decision.reading import record_of
 from qualify.httpclient.timing import median
+from qualify.present.reading import record_of
 from qualify.records import StageRecord
 from qualify.vram.record import Record as VramRecord
 

@@ -5,9 +5,9 @@ comparable; gates under two policies are listed and not counted."""
 from __future__ import annotations
 
 from qualify.capacity.record import Record as CapacityRecord
-from qualify.decision.record import GateOutcome, GateVerdict
 from qualify.diff.figures import Measure, compare_figures, compare_measure, judge, newcombe
 from qualify.diff.gates import compare_gates, policy_differences
+from qualify.present.record import GateOutcome, GateVerdict
 from qualify.records import Verdict
 
 
