@@ -3,9 +3,8 @@
 1. the envelope: canonical (exactly the form `qualify` writes, one signature), and the
    signature over the exact payload bytes, before anything is parsed;
 2. the run is exactly what was sealed: every entry under the run directory is a plain file or
-   directory (no symbolic link anywhere), every file is a signed subject (or a decision
-   envelope), every directory holds one, and every subject is re-hashed without following
-   links;
+   directory (no symbolic link anywhere), every file a signed subject (or a decision envelope;
+   a whole later attempt is noted), every subject re-hashed without following links;
 3. every path the decision names and verify reads (the record, run.json, the candidate copy,
    the waiver copies) is a signed subject inside the run;
 4. the stages judged again offline from the raw exchanges their attempts kept, with the
