@@ -37,19 +37,59 @@ SERVE_PATH = (
     "sglang.srt.observability.metrics_collector",
 )
 GPU_ONLY = ("sgl_kernel", "flashinfer", "sgl_kernel.flash_attn")
-VERSIONS = ("sglang", "sglang-kernel", "flashinfer-python", "torch", "transformers", "tokenizers",
-            "numpy", "numba", "xgrammar", "pydantic", "fastapi", "openai", "apache-tvm-ffi", "triton",
-            "typing-extensions", "protobuf", "cuda-bindings", "timm", "gguf", "safetensors",
-            "huggingface-hub")
+VERSIONS = (
+    "sglang",
+    "sglang-kernel",
+    "flashinfer-python",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "numpy",
+    "numba",
+    "xgrammar",
+    "pydantic",
+    "fastapi",
+    "openai",
+    "apache-tvm-ffi",
+    "triton",
+    "typing-extensions",
+    "protobuf",
+    "cuda-bindings",
+    "timm",
+    "gguf",
+    "safetensors",
+    "huggingface-hub",
+)
 
 
 def serve_argv(model: str, template: str, spec: bool) -> list[str]:
-    argv = ["--model-path", model, "--served-model-name", "SmolLM2-135M-Instruct",
-            "--host", "127.0.0.1", "--port", "30000", "--dtype", "bfloat16",
-            "--context-length", "8192", "--max-running-requests", "8",
-            "--mem-fraction-static", "0.25", "--chat-template", template,
-            "--tool-call-parser", "qwen", "--reasoning-parser", "qwen3",
-            "--enable-metrics", "--sampling-backend", "pytorch"]
+    argv = [
+        "--model-path",
+        model,
+        "--served-model-name",
+        "SmolLM2-135M-Instruct",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "30000",
+        "--dtype",
+        "bfloat16",
+        "--context-length",
+        "8192",
+        "--max-running-requests",
+        "8",
+        "--mem-fraction-static",
+        "0.25",
+        "--chat-template",
+        template,
+        "--tool-call-parser",
+        "qwen",
+        "--reasoning-parser",
+        "qwen3",
+        "--enable-metrics",
+        "--sampling-backend",
+        "pytorch",
+    ]
     if spec:
         argv += ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "6"]
     return argv
@@ -74,7 +114,7 @@ def main() -> int:
             try:
                 mod = importlib.import_module(m)
                 r[m] = f"ok {time.time() - t:.1f}s {getattr(mod, '__file__', '')}"
-            except BaseException as e:  # noqa: BLE001 (SystemExit from a missing GPU counts too)
+            except BaseException as e:
                 r[m] = f"FAIL {type(e).__name__}: {e}"[:600]
                 r[m + ":trace"] = traceback.format_exc()[-1500:]
                 if must:
@@ -89,13 +129,25 @@ def main() -> int:
         ServerArgs.add_cli_args(parser)
         for spec in (True, False):
             ns = parser.parse_args(serve_argv(a.model, a.template, spec))
-            r[f"flags_parse_spec_{spec}"] = {k: getattr(ns, k) for k in (
-                "speculative_algorithm", "speculative_num_draft_tokens", "context_length",
-                "max_running_requests", "mem_fraction_static", "tool_call_parser",
-                "reasoning_parser", "sampling_backend", "enable_metrics", "attention_backend")}
-        r["ngram_flags"] = sorted(o for act in parser._actions for o in act.option_strings
-                                  if "ngram" in o)
-    except BaseException as e:  # noqa: BLE001
+            r[f"flags_parse_spec_{spec}"] = {
+                k: getattr(ns, k)
+                for k in (
+                    "speculative_algorithm",
+                    "speculative_num_draft_tokens",
+                    "context_length",
+                    "max_running_requests",
+                    "mem_fraction_static",
+                    "tool_call_parser",
+                    "reasoning_parser",
+                    "sampling_backend",
+                    "enable_metrics",
+                    "attention_backend",
+                )
+            }
+        r["ngram_flags"] = sorted(
+            o for act in parser._actions for o in act.option_strings if "ngram" in o
+        )
+    except BaseException as e:
         r["flags_parse"] = f"FAIL {type(e).__name__}: {e}"[:600]
         r["flags_parse:trace"] = traceback.format_exc()[-1500:]
         failed.append("flags")
