@@ -14,8 +14,8 @@
 #                                               NGRAM) and the control (30001, none) started together, probe both
 #   bash scripts/gpu/sglang.sh attach|launch    qualify the running servers | stop them and let qualify launch
 # e.g. the last part's call: `bash scripts/gpu/sglang.sh stage install convert`.
-# Env: SGK_PORT (30000), SGK_SPEC (ngram | none; default ngram), SGK_EXTRA (more launch_server flags, e.g.
-#      "--attention-backend triton", "--attention-backend flashinfer", "--disable-cuda-graph"), SGK_WAIT (480 s).
+# Env: SGK_PORT (30000), SGK_SPEC (ngram | none; default ngram), SGK_WAIT (420 s from a server's start),
+#      SGK_EXTRA (more launch_server flags: "--attention-backend triton", "--disable-cuda-graph", ...).
 # Evidence: /tmp/sgk/ev/*; each call leaves in $OUT sgk-<verbs>.tgz (all of it) and the short text files.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -138,13 +138,13 @@ start() {  # port spec: start under setsid (a new session outlives the call); re
   date +%s >"$ST/server-$port.t0"
 }
 
-wait_up() {  # port: /v1/models and /health answer 200, or the server died, or SGK_WAIT passed
-  local port=$1 pid log=$ST/server-$1.log ok=0 i t0
+wait_up() {  # port: /v1/models and /health answer 200, or the server died, or SGK_WAIT s since its start
+  local port=$1 pid log=$ST/server-$1.log ok=0 t0 n=0
   pid=$(cat "$ST/server-$port.pid" 2>/dev/null); t0=$(cat "$ST/server-$port.t0" 2>/dev/null || date +%s)
-  for i in $(seq 1 "${SGK_WAIT:-480}"); do
+  while [ $(( $(date +%s) - t0 )) -lt "${SGK_WAIT:-420}" ]; do
     if $PY -c "import urllib.request as u; [u.urlopen('http://127.0.0.1:$port'+p, timeout=3) for p in ('/v1/models','/health')]" 2>/dev/null; then ok=1; break; fi
     kill -0 "$pid" 2>/dev/null || break
-    [ $((i % 30)) = 0 ] && echo "port $port: waiting $(( $(date +%s) - t0 )) s: $(tail -1 "$log" | cut -c1-200)"
+    n=$((n + 1)); [ $((n % 30)) = 0 ] && echo "port $port: waiting $(( $(date +%s) - t0 )) s: $(tail -1 "$log" | cut -c1-200)"
     sleep 1
   done
   echo "port $port: healthy=$ok seconds=$(( $(date +%s) - t0 )) pid=$pid alive=$(kill -0 "$pid" 2>/dev/null && echo yes || echo no)" | tee -a "$EV/sgk-serve.txt"
