@@ -56,14 +56,21 @@ PLATFORMS = [
     "manylinux_2_5_x86_64",
     "manylinux1_x86_64",
 ]
+# Members left out of wheels: {project: (patterns)}.
 # sglang-kernel 0.4.5: what a compute-capability-9.0 card never loads (load_utils.py picks sm90/
 # for cc 90; infllm_ops is the InfLLM-V2 backend, a cpython-310 build; flashmla_ops is FlashMLA,
-# imported in a try and used by MLA models only).
-KERNEL_PRUNE = (
-    re.compile(r"^sgl_kernel/sm100/"),
-    re.compile(r"^sgl_kernel/infllm_ops\.cpython-310-x86_64-linux-gnu\.so$"),
-    re.compile(r"^sgl_kernel/flashmla_ops\.abi3\.so$"),
-)
+# imported in a try and used by MLA models only). xgrammar: its static library (65 MB; Python
+# loads libxgrammar_bindings.so). mistral-common: the tekken tokenizer files (34 MB), read only
+# by MistralTokenizer for Mistral models.
+PRUNE = {
+    "sglang-kernel": (
+        re.compile(r"^sgl_kernel/sm100/"),
+        re.compile(r"^sgl_kernel/infllm_ops\.cpython-310-x86_64-linux-gnu\.so$"),
+        re.compile(r"^sgl_kernel/flashmla_ops\.abi3\.so$"),
+    ),
+    "xgrammar": (re.compile(r"^xgrammar/lib/libxgrammar\.a$"),),
+    "mistral-common": (re.compile(r"^mistral_common/data/tekken_\d+\.json$"),),
+}
 # Source fixes, applied to the wheel (RECORD rehashed): {project: {member: (old, new)}}.
 # sglang 0.5.17's NGRAM corpus is C++ that tvm-ffi JIT-builds at the first NGRAM start; its
 # result.h uses size_t with no <cstddef>, which GCC 12's libstdc++ rejects ("'size_t' has not
@@ -277,7 +284,7 @@ def step_prune(work: Path, bundle: Path) -> dict:
             continue
         dst = whl / src.name
         name = wheel_key(src)[0]
-        drop = KERNEL_PRUNE if name == "sglang-kernel" else ()
+        drop = PRUNE.get(name, ())
         patch = SOURCE_PATCHES.get(name)
         if drop or patch or src.stat().st_size >= RESTORE_BYTES:
             dropped, patched = rewrite_wheel(src, dst, drop, store=True, patch=patch)
