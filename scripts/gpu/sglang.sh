@@ -18,6 +18,7 @@
 #      SGK_EXTRA (more launch_server flags: "--attention-backend triton", "--disable-cuda-graph", ...).
 # Evidence: /tmp/sgk/ev/*; each call leaves in $OUT sgk-<verbs>.tgz (all of it) and the short text files.
 set -uo pipefail
+[ $# -gt 0 ] || { sed -n 2,19p "$0"; exit 2; }
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 KIT=$ROOT/.sglang-h200
@@ -231,7 +232,6 @@ finish() {  # what comes back: one tgz of the evidence and the short text files 
   return 0
 }
 
-[ $# -gt 0 ] || { sed -n 2,19p "$0"; exit 2; }
 tag=$(echo "$*" | tr ' ' '-')
 rc=0
 for verb in "$@"; do
