@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the test suite needs beyond the Python packages: cmake and a C++ compiler (to build the
 # local llama-server), a real Prometheus (the Prometheus telemetry test) and a real Pushgateway
-# (the `qualify export` push test). Installed from Debian's packages when missing and this user
+# (the `qualify export` push test), podman with runc (the container test: crun refuses hybrid
+# cgroups). Installed from Debian's packages when missing and this user
 # may install them; otherwise each missing one is named, and the tests that need Prometheus or
 # the Pushgateway skip saying so.
 set -uo pipefail
@@ -12,6 +13,8 @@ command -v make >/dev/null || need+=(make)
 command -v prometheus >/dev/null || test -x /usr/bin/prometheus || need+=(prometheus)
 command -v prometheus-pushgateway >/dev/null || test -x /usr/bin/prometheus-pushgateway \
   || need+=(prometheus-pushgateway)
+command -v podman >/dev/null || need+=(podman)
+command -v runc >/dev/null || test -x /usr/sbin/runc || need+=(runc)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "test-deps: installing ${need[*]} (Debian packages)" >&2

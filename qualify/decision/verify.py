@@ -3,9 +3,8 @@
 1. the envelope: canonical (exactly the form `qualify` writes, one signature), and the
    signature over the exact payload bytes, before anything is parsed;
 2. the run is exactly what was sealed: every entry under the run directory is a plain file or
-   directory (no symbolic link anywhere), every file is a signed subject (or a decision
-   envelope), every directory holds one, and every subject is re-hashed without following
-   links;
+   directory (no symbolic link anywhere), every file a signed subject (or a decision envelope;
+   a whole later attempt is noted), every subject re-hashed without following links;
 3. every path the decision names and verify reads (the record, run.json, the candidate copy,
    the waiver copies) is a signed subject inside the run;
 4. the stages judged again offline from the raw exchanges their attempts kept, with the
@@ -28,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,19 +218,39 @@ def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     return names
 
 
+_ATTEMPT_RE = re.compile(r"^([^/]+)/attempt-(\d+)(?:/|$)")
+
+
+def _later(rel: str, parents: set[str]) -> str | None:
+    """The attempt (`stage/attempt-NNN`) `rel` lies in, when after every one sealed of its stage."""
+    m = _ATTEMPT_RE.match(rel)
+    if m is None or m.group(0).rstrip("/") in parents:
+        return None
+    sealed = [int(x.group(2)) for p in parents if (x := _ATTEMPT_RE.match(p)) and x[1] == m[1]]
+    return m.group(0).rstrip("/") if int(m.group(2)) > max(sealed, default=0) else None
+
+
 def _check_exact(report: VerifyReport, run: Path, names: set[str]) -> None:
     """Nothing in the run but what the decision sealed (and decision envelopes): a file, a
-    directory or a link added anywhere is named."""
+    directory or a link added anywhere is named; a whole attempt added after the decision (a
+    stage run again, a later decision) is noted, not refused."""
     found, problems = _walk(run)
     report.problems += problems
     parents = {p.as_posix() for n in names for p in Path(n).parents if p.as_posix() != "."}
+    later = {a for rel in found if (a := _later(rel, parents)) is not None}
+    stages = {a.split("/", 1)[0] for a in later}
     for rel, kind in sorted(found.items()):
         if kind == "file" and (rel in names or ENVELOPE_RE.match(rel)):
             continue
-        if kind == "dir" and (rel in parents or rel == "decision"):
+        if kind == "dir" and (rel in parents or rel == "decision" or rel in stages):
+            continue
+        if _later(rel, parents) is not None:
             continue
         what = "a file" if kind == "file" else "a directory"
         report.problems.append(f"{rel}: {what} this decision did not seal (added after it)")
+    report.notes += [
+        f"{a}: an attempt added after this decision (not sealed by it)" for a in sorted(later)
+    ]
 
 
 def _signed_path(report: VerifyReport, rel: str | None, what: str) -> str | None:

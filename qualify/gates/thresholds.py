@@ -39,6 +39,12 @@ class Thresholds(StrictModel):
         description="when the variable is speculative decoding, the decode speed-up the "
         "candidate must show over its control (median delta, per cent)",
     )
+    lossless_min_share: Fraction = Field(
+        1.0,
+        description="share of the control's tokens, over the A/B's paired answers at "
+        "temperature 0, that come before each pair's first divergence (1.0: every answer "
+        "identical)",
+    )
     fidelity_decode_tolerance: Fraction = Field(
         0.03, description="client decode rate within this share of the server's own"
     )
@@ -82,6 +88,11 @@ class Thresholds(StrictModel):
         200.0,
         description="open-loop harness bound: p99 of (actual − intended send time) and of the "
         "event loop's oversleep; beyond it the cell is a harness error, not a server figure",
+    )
+    soak_min_requests: Annotated[int, Field(ge=1)] = Field(
+        30,
+        description="completed requests below which a soak shows nothing (inconclusive, never "
+        "a pass)",
     )
     soak_duration_s: Annotated[float, Field(gt=0)] = Field(
         30.0,

@@ -35,10 +35,12 @@ Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 _HIGHER_IS_STRICTER = {
     "vram_reserve_gib",
     "acceptance_floor",
+    "lossless_min_share",
     "spec_min_speedup_pct",
     "slo_percentile",
     "goodput_floor",
     "soak_duration_s",
+    "soak_min_requests",
 }
 _LOWER_IS_STRICTER = {
     "vram_max_gap_fraction",
@@ -282,6 +284,7 @@ vram_max_gap_fraction = 0.05
 acceptance_floor = 0.3
 ab_max_regression_pct = 3.0
 spec_min_speedup_pct = 0.0
+lossless_min_share = 1.0
 fidelity_decode_tolerance = 0.03
 fidelity_ttft_ms = { "*" = 15.0 }
 unverifiable_pins = []

@@ -3,9 +3,12 @@
 The image is built here, with no registry: the local llama-server binary and the shared
 libraries it links (the host's Debian libc6, libstdc++6, libgcc-s1, libgomp1 files) are packed
 into a root filesystem and `podman import`ed. The candidate pins the digest podman reports; the
-identity stage checks it against what the runtime says of the running container.
+identity stage checks it against what the runtime says of the running container, and a whole
+`qualify run` (identity and preflight, each stage in its own container) signs a decision that
+verifies and leaves no container behind.
 
-Needs podman and a runtime that can start a container on this host (runc here: crun refuses the
+Needs podman and a runtime that can start a container on this host (`scripts/test-deps.sh`
+installs both; runc here: crun refuses the
 host's hybrid cgroups, and the sandbox cannot raise rlimits, so the test's containers.conf lowers
 them). Without podman, or where podman cannot run a container at all, the test is skipped with
 the reason; the command it builds is proven in tests/unit/serving/test_container_launch.py.
@@ -20,8 +23,14 @@ import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import git
 import pytest
 
+from qualify.decision.signing import generate, load_public
+from qualify.decision.trust import init, pin
+from qualify.decision.verify import verify
+from qualify.pipeline import execute
+from qualify.progress import Progress
 from qualify.records import Verdict
 from qualify.serving.local import LocalPaths
 
@@ -68,10 +77,12 @@ def image(tmp_path_factory: pytest.TempPathFactory, local_server: LocalPaths) ->
     _podman("rmi", "-f", f"{REPO}:test")
 
 
-def _container_candidate(tmp_path: Path, local: LocalPaths, ref: str) -> Path:
+def _container_candidate(
+    tmp_path: Path, local: LocalPaths, ref: str, stages: tuple[str, ...] = ("identity",)
+) -> Path:
     from conftest import write_candidate
 
-    cand = write_candidate(tmp_path / "cand", stages=["identity"])
+    cand = write_candidate(tmp_path / "cand", stages=list(stages))
     text = cand.read_text()
     start, end = text.index("[server.launch]"), text.index("# Reasoning levels")
     block = f"""[server.container]
@@ -124,3 +135,36 @@ def test_container_that_dies_keeps_its_container_and_logs(
     name = json.loads((server / "launch.json").read_text())["container"]
     assert name in _podman("ps", "-a", "--format", "{{.Names}}").stdout.split()
     _podman("rm", "-f", name)
+
+
+def test_qualify_run_in_containers_signs_a_decision_that_verifies_and_leaves_none(
+    tmp_path: Path, image: str, local_server: LocalPaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`qualify run` on a `[server.container]` candidate: each stage starts its own container
+    (the control's lane still a local process), the decision is signed under a house that
+    requires identity and preflight, verifies, and no container of the run is left."""
+    monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))
+    monkeypatch.delenv("QUALIFY_HOUSE", raising=False)
+    key, pub = generate(tmp_path / "keys" / "ci")
+    house = tmp_path / "house"
+    init(house)
+    (house / "house-policy.toml").write_text(
+        'version = 1\nrequired = ["identity/*", "preflight/smoke@off"]\n'
+        'critical = ["identity/*"]\n[thresholds]\nunverifiable_pins = ["revision"]\n'
+    )
+    git.Repo(house).git.commit("-am", "house: identity and the smoke test")
+    pin(house, "decision", pub, "ci", "the CI runner signs decisions")
+    cand = _container_candidate(tmp_path, local_server, image, ("identity", "preflight"))
+    before = set(_podman("ps", "-a", "--format", "{{.Names}}").stdout.split())
+    root = tmp_path / "evidence"
+    code = execute(cand, root, key=str(key), progress=Progress(quiet=True), house=house)
+    (run,) = [p for p in root.glob("*/*") if (p / "run.json").is_file()]
+    report = verify(run / "decision/attempt-001.dsse.json", load_public(pub))
+    assert report.ok, report.problems
+    assert code == 0, (run / "decision/attempt-001/decision.md").read_text()[:3000]
+    launches = [json.loads(p.read_text()) for p in run.glob("*/server-candidate/*/launch.json")]
+    launches += [json.loads(p.read_text()) for p in run.glob("server-candidate/*/launch.json")]
+    names = {x["container"] for x in launches if x.get("container")}
+    assert names, "every stage's candidate server ran in a container"
+    left = set(_podman("ps", "-a", "--format", "{{.Names}}").stdout.split()) - before
+    assert not left & names and not [n for n in left if n.startswith("qualify-")], left
