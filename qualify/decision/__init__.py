@@ -1,8 +1,3 @@
-"""The decision, on top of the stages: one record derived from evidence under the house
-policy, the document, the signature, verify.
-
-`conclude.conclude(run, setup, key)` is what `qualify run` calls after the stages;
-`derive.derive` is the one record builder (conclude, `render` and `verify` all use it);
-`verify.verify` checks a signed decision and derives it again. What it presents with is
-`qualify.present`, what it is trusted on (the house, judging again) `qualify.trust`.
-"""
+"""The decision, on top of the stages: the one record (`derive`), `conclude` (what `qualify run`
+calls after the stages), the document, the statement and `verify`. It presents with
+`qualify.present` and is trusted on `qualify.trust`."""
