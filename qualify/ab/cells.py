@@ -4,11 +4,12 @@ the candidate lane over the A/B prompt set."""
 from __future__ import annotations
 
 from qualify.ab.record import Record
-from qualify.diff.figures import Cell, Measure, acceptance_counts, digest, given, nums
+from qualify.present.cells import Cell, Measure, acceptance_counts, digest, given, nums
 
 
 def cells(rec: Record) -> list[Cell]:
-    """The candidate lane over the A/B prompt set: per-run p50s, and draft acceptance."""
+    """The candidate lane over the A/B prompt set: per-run p50s, draft acceptance, and the
+    paired answers identical to the control's (`qualify.ab.lossless`)."""
     names = ("max_tokens", "temperature", "concurrency", "level", "nonce")
     settings = given(rec.settings, names) if rec.settings else dict.fromkeys(names)
     setting = {"prompts": digest([f"{p.id}:{p.kind}" for p in rec.prompts]), **settings}
@@ -33,4 +34,13 @@ def cells(rec: Record) -> list[Cell]:
             if drafts:
                 a.measures[f"position {i}"] = Measure("rate", "higher", counts=(k, drafts))
         out.append(a)
+    if (ll := rec.lossless) is not None and ll.tokens:
+        same = Cell("lossless", "ab paired answers", setting)
+        same.measures["identical answers"] = Measure(
+            "rate", "higher", counts=(ll.identical, ll.pairs)
+        )
+        same.measures["identical tokens"] = Measure(
+            "rate", "higher", counts=(ll.tokens_before, ll.tokens)
+        )
+        out.append(same)
     return out

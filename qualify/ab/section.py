@@ -14,12 +14,12 @@ from typing import Any
 from qualify.ab.record import Acceptance, Kv, Lane, Lossless, MetricRow, Paired, Record
 from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs
-from qualify.decision.plots import Panel, Plot
-from qualify.decision.record import GateOutcome
-from qualify.decision.sections import per_token_text, show
-from qualify.decision.wording import number, quantity
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
+from qualify.present.plots import Panel, Plot
+from qualify.present.record import GateOutcome
+from qualify.present.sections import per_token_text, show
+from qualify.present.wording import number, quantity
 from qualify.records import CardWindow
 
 LANES = ("candidate", "control")

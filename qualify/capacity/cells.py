@@ -4,7 +4,7 @@ the candidate's matrix cells and content kinds."""
 from __future__ import annotations
 
 from qualify.capacity.record import CellFigures, Record
-from qualify.diff.figures import Cell, Measure, acceptance_counts, given, nums
+from qualify.present.cells import Cell, Measure, acceptance_counts, given, nums
 
 
 def _capacity_figures(c: Cell, row: CellFigures) -> None:

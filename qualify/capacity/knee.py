@@ -43,8 +43,9 @@ from qualify.capacity.loads import Knee
 from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, poisson, send
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
-from qualify.httpclient.load import Messages, Sender
+from qualify.httpclient.load import Messages
 from qualify.serving.idle import wait_idle
+from qualify.serving.sender import Sender
 
 Meter = Callable[[float, float], dict[str, Any]]
 

@@ -19,11 +19,11 @@ from qualify.capacity.loads import Load, OpenCell, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
-from qualify.decision.plots import Panel, Plot
-from qualify.decision.record import GateOutcome
-from qualify.decision.sections import per_token_text
-from qualify.decision.wording import number
 from qualify.evidence.store import RunDir
+from qualify.present.plots import Panel, Plot
+from qualify.present.record import GateOutcome
+from qualify.present.sections import per_token_text
+from qualify.present.wording import number
 from qualify.records import Verdict
 
 

@@ -43,12 +43,12 @@ from qualify.capacity.slo import Slo, effective
 from qualify.capacity.soak import rss_mib, soak
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
-from qualify.httpclient.load import Sender
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.serving.idle import wait_idle
 from qualify.serving.lanes import api_key
 from qualify.serving.process import StartFailed
+from qualify.serving.sender import Sender
 from qualify.stage import StageContext, finish, unknown_level, validator
 from qualify.vram.energy import NO_TELEMETRY, window_energy
 from qualify.vram.sampler import Sampler

@@ -4,7 +4,7 @@ per rung, pass, content and concurrency."""
 from __future__ import annotations
 
 from qualify.context.record import Record, Row
-from qualify.diff.figures import Cell, Measure, given, nums
+from qualify.present.cells import Cell, Measure, given, nums
 
 
 def _context_cell(row: Row, level: str | None) -> Cell:

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from qualify.context.record import Record, Row
-from qualify.decision.plots import Panel, Plot
-from qualify.decision.record import GateOutcome
-from qualify.decision.wording import number
 from qualify.evidence.store import RunDir
+from qualify.present.plots import Panel, Plot
+from qualify.present.record import GateOutcome
+from qualify.present.wording import number
 from qualify.records import CardWindow
 
 ROW_KEYS = (

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 
 from qualify.ab.record import Lane, LaneName
-from qualify.decision.record import DecisionRecord, GateOutcome
+from qualify.present.record import DecisionRecord, GateOutcome
 from qualify.registry import spec_of
 from qualify.shown import speed_title
 

@@ -3,15 +3,14 @@
 1. the envelope: canonical (exactly the form `qualify` writes, one signature), and the
    signature over the exact payload bytes, before anything is parsed;
 2. the run is exactly what was sealed: every entry under the run directory is a plain file or
-   directory (no symbolic link anywhere), every file is a signed subject (or a decision
-   envelope), every directory holds one, and every subject is re-hashed without following
-   links;
+   directory (no symbolic link anywhere), every file a signed subject (or a decision envelope;
+   a whole later attempt is noted), every subject re-hashed without following links;
 3. every path the decision names and verify reads (the record, run.json, the candidate copy,
    the waiver copies) is a signed subject inside the run;
 4. the stages judged again offline from the raw exchanges their attempts kept, with the
    project's gate files and check code and the signed thresholds: identity
    (`qualify.identity.rebuild`) and every registered stage with a `rebuild` module
-   (`qualify.decision.rejudge`); a `result.json` whose gates, or whose judged figures, differ
+   (`qualify.trust.rejudge`); a `result.json` whose gates, or whose judged figures, differ
    from what its exchanges give is refused, and what a stage does not keep raw is named in the
    notes as taken from the record;
 5. the decision derived again (`derive`) from the signed evidence under the signed policy, the
@@ -37,13 +36,13 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
+from qualify.candidate_settings import Policy
 from qualify.decision import waivers
 from qualify.decision.derive import Basis, comparable, derive
-from qualify.decision.house import HousePolicy, PolicyRules, effective
-from qualify.decision.reading import ENVELOPE_RE, Listing, candidate_in_run, check_manifests
-from qualify.decision.record import DecisionRecord, WaiverCheck
-from qualify.decision.settings import Policy
-from qualify.decision.signing import (
+from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
+from qualify.errors import BadInput, QualifyError, Refused
+from qualify.evidence.listing import ENVELOPE_RE, Listing, check_manifests
+from qualify.evidence.signing import (
     STATEMENT_TYPE,
     canonical,
     envelope_bytes,
@@ -52,9 +51,10 @@ from qualify.decision.signing import (
     read_envelope,
     sha256_bytes,
 )
-from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
-from qualify.errors import BadInput, QualifyError, Refused
 from qualify.evidence.store import MANIFEST, RunDir
+from qualify.present.reading import candidate_in_run
+from qualify.present.record import DecisionRecord, WaiverCheck
+from qualify.trust.house import HousePolicy, PolicyRules, effective
 
 
 @dataclass
@@ -402,9 +402,9 @@ def _again(
 ) -> None:
     """Every registered stage judged again from the exchanges it kept, with the project's gate
     files and the signed thresholds: over the whole run (its parts' `again`: identity), attempt
-    by attempt (`rebuild`: `qualify.decision.rejudge.rejudged()`), or, for a stage with neither
+    by attempt (`rebuild`: `qualify.trust.rejudge.rejudged()`), or, for a stage with neither
     that ran, a note saying why not (its spec's `unjudged`)."""
-    from qualify.decision.rejudge import again_over_run, control_in_run, rejudge_run
+    from qualify.trust.rejudge import again_over_run, control_in_run, rejudge_run
 
     problems, notes = again_over_run(run, listing, rules.thresholds, copy)
     report.problems += problems

@@ -3,7 +3,7 @@ per card and stage, the lowest free memory."""
 
 from __future__ import annotations
 
-from qualify.diff.figures import Cell, Measure, nums
+from qualify.present.cells import Cell, Measure, nums
 from qualify.vram.record import Record
 
 

@@ -20,20 +20,20 @@ import qualify
 from qualify import registry
 from qualify.candidate import Stages, load_candidate
 from qualify.decision.conclude import conclude, setup, sign_decision
-from qualify.decision.house import PolicyRules, default_text
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import generate, load_private, load_public
-from qualify.decision.trust import init, pin
 from qualify.decision.verify import VerifyReport, verify
 from qualify.diff.figures import compare_figures
+from qualify.evidence.signing import generate, load_private, load_public
 from qualify.evidence.store import RunDir
 from qualify.gates import registry as checks
 from qualify.gates.files import gate_file_schema, load_all_gates, load_gates
+from qualify.present.record import DecisionRecord
 from qualify.progress import Progress
 from qualify.records import StageResult, Verdict
 from qualify.registry import parse_record, stage_names
 from qualify.serving.lanes import Lanes
 from qualify.stage import STAGES, StageContext, load_all
+from qualify.trust.house import PolicyRules, default_text
+from qualify.trust.repository import init, pin
 
 ROOT = Path(__file__).resolve().parents[3]
 GUIDE = ROOT / "docs" / "contributing.md"

@@ -18,14 +18,15 @@ from test_decision_document import check_golden
 from qualify.capacity import section as capacity_section
 from qualify.capacity.record import MatrixRow
 from qualify.capacity.record import Record as CapacityRecord
-from qualify.decision import document, plots, wording
+from qualify.decision import document
 from qualify.decision.conclude import conclude, latest, setup
-from qualify.decision.reading import run_info
-from qualify.decision.record import DecisionRecord
 from qualify.decision.render import preview
-from qualify.decision.signing import keyid
 from qualify.decision.statement import envelope_path, sign_attempt
+from qualify.evidence.signing import keyid
 from qualify.evidence.store import RunDir
+from qualify.present import plots, wording
+from qualify.present.reading import run_info
+from qualify.present.record import DecisionRecord
 from qualify.records import Verdict
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -492,8 +493,8 @@ def test_the_published_copy_is_the_signed_document_and_its_links_work(
     evidence under the recorded house rules) with every file it links at its place in the
     run: each link resolves where it is published, each linked file is the recorded one, and
     the envelope verifies once the attempt is put back into the recorded run."""
-    from qualify.decision.signing import load_public
     from qualify.decision.verify import verify
+    from qualify.evidence.signing import load_public
 
     published = ROOT / "docs" / "gpu" / kind
     (doc,) = published.glob("*/decision/attempt-002/decision.md")

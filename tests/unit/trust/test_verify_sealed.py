@@ -15,8 +15,8 @@ import pytest
 from trust_helpers import alias_set, resign, writable
 
 from qualify.cli import main
-from qualify.decision.signing import load_public
 from qualify.decision.verify import verify
+from qualify.evidence.signing import load_public
 
 
 def refused(env: Path, pub: Path, says: str) -> list[str]:
@@ -132,7 +132,7 @@ def test_the_envelope_is_canonical(tmp_path: Path, change: Any, says: str) -> No
 
 
 def test_a_keyid_other_than_the_signers_is_refused(tmp_path: Path) -> None:
-    from qualify.decision.signing import envelope_bytes
+    from qualify.evidence.signing import envelope_bytes
 
     _run, env, _house, ci, _cand = h.decided(tmp_path)
     data = json.loads(env.read_text())

@@ -25,8 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualify.candidate import Candidate
-from qualify.decision.reading import Listing
 from qualify.evidence.kept import AttemptView, NotKept, differences, short, value_at
+from qualify.evidence.listing import Listing
 from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
 from qualify.records import GateResult, StageResult

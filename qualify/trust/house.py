@@ -8,7 +8,7 @@ digests of earlier house policies that decisions may still have been made under.
 naming the field. The effective policy (`PolicyRules`) is what gates judge against, what the
 decision signs, and what `qualify verify` re-derives the verdict under.
 
-`python -m qualify.decision.house [PATH]` writes the JSON Schema of the file.
+`python -m qualify.trust.house [PATH]` writes the JSON Schema of the file.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
-from qualify.decision.settings import Policy
-from qualify.decision.signing import canonical, sha256_bytes
+from qualify.candidate_settings import Policy
 from qualify.errors import BadInput
+from qualify.evidence.signing import canonical, sha256_bytes
 from qualify.gates.thresholds import Thresholds
 from qualify.records import StrictModel
 from qualify.registry import critical_patterns, required_patterns

@@ -1,6 +1,6 @@
 """The house repository: the git repository that owns production, and what it trusts.
 
-    <house>/house-policy.toml            the house policy (qualify.decision.house)
+    <house>/house-policy.toml            the house policy (qualify.trust.house)
     <house>/aliases.toml, .log.jsonl     the alias table and its hash-chained log
     <house>/trust/trust.log.jsonl        every pin and unpin, hash-chained, with the key itself
     <house>/trust/<role>/<name>.pub      the pinned public keys (role: decision or waiver)
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,10 +26,10 @@ import git
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from qualify.decision import house as house_policy
-from qualify.decision.signing import canonical, keyid, load_public, sha256_bytes
 from qualify.errors import BadInput, Refused, RunAborted
+from qualify.evidence.signing import canonical, keyid, load_public, sha256_bytes
 from qualify.evidence.store import utc_now, write_atomic
+from qualify.trust import house as house_policy
 
 Role = Literal["decision", "waiver"]
 ROLES: tuple[Role, ...] = ("decision", "waiver")
@@ -37,6 +38,7 @@ GENESIS = "0" * 64
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 ENV = "QUALIFY_HOUSE"
 WAIVERS = "waivers"
+TABLE = "aliases.toml"  # the alias table (`qualify.alias`)
 
 
 def house_dir(arg: Path | str | None) -> Path | None:
@@ -64,16 +66,6 @@ def key_rel(role: str, name: str) -> str:
     return f"trust/{role}/{name}.pub"
 
 
-def repo_of(root: Path) -> git.Repo:
-    """The house's git repository; `root` must be its top."""
-    return _repo(root)
-
-
-def at_head(repo: git.Repo, rel: str) -> bytes | None:
-    """A file's bytes as committed at HEAD (None: not there)."""
-    return _at_head(repo, rel) if repo.head.is_valid() else None
-
-
 def uncommitted(repo: git.Repo, paths: list[str]) -> list[str]:
     """Each path (file or folder) whose working tree or index differs from HEAD, or that holds
     untracked files, as `git status` names it."""
@@ -81,7 +73,8 @@ def uncommitted(repo: git.Repo, paths: list[str]) -> list[str]:
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
-def _repo(root: Path) -> git.Repo:
+def repo_of(root: Path) -> git.Repo:
+    """The house's git repository; `root` must be its top."""
     try:
         repo = git.Repo(root)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -94,7 +87,8 @@ def _repo(root: Path) -> git.Repo:
     return repo
 
 
-def _at_head(repo: git.Repo, rel: str) -> bytes | None:
+def at_head(repo: git.Repo, rel: str) -> bytes | None:
+    """A file's bytes as committed at HEAD (None: not there, or no commit yet)."""
     try:
         blob = repo.head.commit.tree / rel
     except (KeyError, ValueError):
@@ -135,7 +129,7 @@ def init(root: Path, seed: Path | None = None) -> tuple[Path, str | None]:
         write_atomic(policy, seed.read_text())
     else:
         write_atomic(policy, house_policy.default_text())
-    if _at_head(repo, house_policy.POLICY_FILE) if repo.head.is_valid() else None:
+    if at_head(repo, house_policy.POLICY_FILE) if repo.head.is_valid() else None:
         return policy, None
     return policy, _commit(repo, [house_policy.POLICY_FILE], "house: the house policy")
 
@@ -201,7 +195,7 @@ def _check_name(role: str, name: str) -> None:
 def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str, str]:
     """Pin a public key for a role; logged and committed. Returns (keyid, commit)."""
     _check_name(role, name)
-    repo = _repo(root)
+    repo = repo_of(root)
     _clean(repo, root)
     pub = load_public(pub_path)
     pem, kid = _pem(pub), keyid(pub)
@@ -216,7 +210,7 @@ def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str
 
 def unpin(root: Path, role: str, name: str, why: str) -> str:
     _check_name(role, name)
-    repo = _repo(root)
+    repo = repo_of(root)
     _clean(repo, root)
     if name not in snapshot(root).keys.get(role, {}):
         raise BadInput(f"no pinned {role} key {name!r}", ["NAME: see `qualify house show`"])
@@ -233,7 +227,7 @@ def add_waiver(root: Path, candidate: str, stem: str, data: bytes) -> tuple[Path
     judged on its own; an expired one simply stops counting)."""
     if not _NAME.match(candidate) or not _NAME.match(stem):
         raise BadInput(f"bad waiver name {candidate}/{stem}", ["expected letters, digits, . _ -"])
-    repo = _repo(root)
+    repo = repo_of(root)
     folder = root / WAIVERS / candidate
     folder.mkdir(parents=True, exist_ok=True)
     n = 1
@@ -271,7 +265,7 @@ class Snapshot:
 
     def waivers(self, candidate: str) -> list[tuple[str, bytes]]:
         """The waivers committed for one candidate: (path in the house, bytes), by name."""
-        repo = _repo(self.root)
+        repo = repo_of(self.root)
         try:
             tree = repo.commit(self.commit).tree / f"{WAIVERS}/{candidate}"
         except (KeyError, ValueError):
@@ -284,10 +278,10 @@ class Snapshot:
 
 def snapshot(root: Path) -> Snapshot:
     """The house policy and the pinned keys as committed at HEAD."""
-    repo = _repo(root)
+    repo = repo_of(root)
     if not repo.head.is_valid():
         raise BadInput(f"{root} has no commit", [f"--house: run `qualify house init {root}`"])
-    text = _at_head(repo, house_policy.POLICY_FILE)
+    text = at_head(repo, house_policy.POLICY_FILE)
     if text is None:
         raise BadInput(
             f"{root} has no committed {house_policy.POLICY_FILE}",
@@ -295,7 +289,7 @@ def snapshot(root: Path) -> Snapshot:
         )
     where = f"{root / house_policy.POLICY_FILE} (at HEAD)"
     policy = house_policy.parse(text.decode(errors="replace"), where)
-    log_text = (_at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
+    log_text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
     entries = _parse_log(log_text, f"{root / TRUST_LOG} (at HEAD)")
     keys: dict[str, dict[str, PinnedKey]] = {r: {} for r in ROLES}
     for e in entries:
@@ -306,7 +300,7 @@ def snapshot(root: Path) -> Snapshot:
             keys.get(role, {}).pop(name, None)
     for role, named in keys.items():
         for name, k in named.items():
-            blob = _at_head(repo, key_rel(role, name))
+            blob = at_head(repo, key_rel(role, name))
             if blob is None or blob.decode(errors="replace") != _pem(k.pub):
                 raise Refused(
                     f"refused: {root / key_rel(role, name)} at HEAD is not the key the trust "
@@ -338,3 +332,34 @@ def _pub(entry: dict[str, Any]) -> Ed25519PublicKey:
     if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != entry.get("keyid"):
         raise Refused(f"refused: trust log entry {entry.get('seq')} holds a key that is not its id")
     return pub
+
+
+def default_house() -> Path:
+    """$QUALIFY_HOUSE, else the root of the git repository holding the current directory.
+
+    Only for reading what an alias points at (the incumbent); a command that moves an alias
+    takes its house explicitly (`qualify.trust.repository.require_house`)."""
+    found = house_dir(None)
+    if found is not None:
+        return found
+    try:
+        root = git.Repo(Path.cwd(), search_parent_directories=True).working_tree_dir
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        root = None
+    return Path(root or Path.cwd()).resolve()
+
+
+def read_table(table: Path) -> dict[str, dict[str, Any]]:
+    """The table file as it is on disk, unchecked: for showing what an alias points at."""
+    if not table.is_file():
+        return {}
+    return parse_table(table.read_bytes(), str(table))
+
+
+def parse_table(data: bytes, where: str) -> dict[str, dict[str, Any]]:
+    try:
+        parsed = tomllib.loads(data.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{where} is not valid TOML", [str(exc)]) from None
+    aliases = parsed.get("aliases", {})
+    return aliases if isinstance(aliases, dict) else {}

@@ -1,0 +1,64 @@
+"""What a stage's `qualify diff` cells are made of (its spec's `cells`): a `Cell` is what was
+measured under one setting, holding `Measure`s, per-run values or counts
+(`qualify.diff.figures` compares them)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from qualify.httpclient.timing import median
+
+
+@dataclass
+class Measure:
+    unit: str
+    better: str  # "higher" | "lower"
+    values: list[float] = field(default_factory=list)
+    counts: tuple[int, int] | None = None  # (successes, trials) for a rate
+
+    @property
+    def figure(self) -> float | None:
+        if self.counts is not None:
+            s, n = self.counts
+            return s / n if n else None
+        return median(self.values)
+
+    @property
+    def n(self) -> int:
+        return self.counts[1] if self.counts is not None else len(self.values)
+
+
+@dataclass
+class Cell:
+    group: str
+    cell: str
+    setting: dict[str, Any]
+    measures: dict[str, Measure] = field(default_factory=dict)
+    stage: str = ""
+
+
+def nums(xs: Iterable[float | int | None]) -> list[float]:
+    return [float(x) for x in xs if isinstance(x, int | float) and not isinstance(x, bool)]
+
+
+def given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
+    """The named fields as the record wrote them: a field it did not write is None (not its
+    default), so a run of an earlier build compares under the setting it recorded."""
+    return {n: getattr(model, n) if n in model.model_fields_set else None for n in names}
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def acceptance_counts(acc: Any) -> tuple[int, int] | None:
+    """(accepted, draft tokens) when the lane drafted any, else None."""
+    if acc is None or acc.draft_tokens is None or acc.draft_tokens <= 0:
+        return None
+    return int(acc.accepted or 0), acc.draft_tokens
