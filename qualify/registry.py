@@ -1,14 +1,11 @@
 """The stage registry: every stage, declared once, in its order (the default `stages.run`).
 
-Each stage's package exports its `SPEC` (a `StageSpec`): what the stage is and everything of it
-that the rest of qualify reads: its function, record, settings, judges, how `verify` judges it
-again, its section of the decision document, its headline figures, its `qualify diff` cells,
-its cause families, its check code and whether the default house requires it. `STAGES` below
-says where each spec is, one line a stage, in order; a package installed beside qualify declares
-more through the entry points `qualify.stages` (`name = "module:SPEC"`), read the same way.
-
-This module imports no stage: the specs are read on first use, and a spec holds its light parts
-(settings) itself and the rest behind `parts`, a function importing them when first asked.
+Each stage's package exports its `SPEC` (a `StageSpec`): everything of the stage the rest of
+qualify reads (its function, record, settings, judges, re-judging, document section, headline
+figures, `qualify diff` cells, cause families, check code, whether the default house requires it).
+`STAGES` says where each spec is, one line a stage, in order; a package installed beside qualify
+declares more through the entry points `qualify.stages` (`name = "module:SPEC"`). This module
+imports no stage: the specs are read on first use, their heavy parts behind `parts`.
 """
 
 from __future__ import annotations
@@ -29,32 +26,21 @@ GateKind = Literal["probe", "judge"]
 # Where each stage's spec is (`module:attribute`, as an entry point says it), in the order of the
 # default `stages.run`: vram last, since it judges the sampler's series of every stage before it.
 STAGES: list[str] = [
-    "qualify.identity.spec:SPEC",
-    "qualify.preflight.spec:SPEC",
-    "qualify.quality.spec:SPEC",
-    "qualify.context.spec:SPEC",
-    "qualify.capacity.spec:SPEC",
-    "qualify.ab.spec:SPEC",
-    "qualify.vram.spec:SPEC",
+    "qualify.identity:SPEC",
+    "qualify.preflight:SPEC",
+    "qualify.quality:SPEC",
+    "qualify.context:SPEC",
+    "qualify.capacity:SPEC",
+    "qualify.ab:SPEC",
+    "qualify.vram:SPEC",
 ]
 ENTRY_POINTS = "qualify.stages"
 
 
 @dataclass(frozen=True)
 class StageParts:
-    """The parts of a stage that import the rest of qualify, read when first asked for.
-
-    `run`: the stage function (`StageContext` -> `StageResult`). `record`: the typed record it
-    writes. `judges`: the modules whose import registers its checks. `rebuild(view)`: derives its
-    record (and a probe stage's gates) from what its attempt kept: `finish` judges the stage
-    with it and `verify` runs it again. `section(record, gates)`: what the decision template's
-    partial reads; `plots(run, record, dir)`: its plots. `figures(record)`: its headline lines.
-    `cells(record)`: its `qualify diff` cells. `again(run, listing, thresholds, copy)`: judges
-    the stage again over the whole run, for one that reads more than an attempt (identity: the
-    run's launch and signed candidate): `(problems, notes)`. `sampler(loaded, run)`: started
-    before the run's first stage when the stage runs, told each stage, stopped before the `last`
-    ones.
-    """
+    """The parts of a stage that import the rest of qualify, read when first asked for (each
+    one's signature and use: the table in docs/architecture.md, "The registry")."""
 
     run: Callable[..., Any]
     record: type[StageRecord] | None = None
@@ -70,26 +56,8 @@ class StageParts:
 
 @dataclass(frozen=True, eq=False)
 class StageSpec:
-    """One stage, declared.
-
-    `gates`: how its gate files run. `probe`: each asks the server, attempt by attempt
-    (`qualify.gates.runner.run_gate`), and the stage checks the gate files it selects in its own
-    validator; `judge`: each reads what the stage measured (`StageContext.judge`).
-    `default`: in a candidate's default `stages.run`. `required`: the default house policy
-    requires its gates (`<name>/*`); `critical`: a failure of one vetoes on its own (both
-    patterns are written in the default house, `qualify.decision.house`). `last`: runs after
-    every other stage a candidate names (vram: it judges the sampler's series of every stage
-    before it).
-    `settings`: the model of its `[stages.<name>]` table (a `StrictModel`), or None.
-    `partial`: its section of the decision document, a Jinja2 file in its package.
-    `unjudged`: why `verify` does not judge it again from its kept exchanges (when its parts
-    have neither `rebuild` nor `again`), which `verify` prints.
-    `causes`: the cause family of a blocking gate, by gate name (`qualify.decision.causes`).
-    `check_code`: the files (under `qualify/`) its requests and verdicts come from, whose digest
-    each attempt records (`qualify.preflight.code.check_code`).
-    `lead`: its headline figures and diff cells come first (the A/B: the change itself).
-    `parts`: the function returning its `StageParts`.
-    """
+    """One stage, declared: plain data, its settings model and partial, and `parts`, the
+    function returning its `StageParts` (every field: docs/architecture.md, "The registry")."""
 
     name: str
     parts: Callable[[], StageParts]

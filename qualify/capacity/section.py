@@ -17,9 +17,10 @@ from typing import Any
 from qualify.capacity.edge import versus
 from qualify.capacity.loads import Load, OpenCell, Soak
 from qualify.capacity.parts import Energy
-from qualify.capacity.record import Answers, KindRow, MatrixRow, Record
+from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
 from qualify.evidence.store import RunDir
+from qualify.present.cells import Cell, Measure, acceptance_counts, given, nums
 from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text
@@ -355,3 +356,34 @@ def figures(record: Record | None) -> list[str]:
         f"capacity: {number(top.aggregate_output_tok_s)} tok/s aggregate at "
         f"c={top.concurrency}, {number(top.length, 0)}-token prompts"
     ]
+
+
+def _capacity_figures(c: Cell, row: CellFigures) -> None:
+    rv = row.run_values
+    c.measures["decode_tok_s_p50"] = Measure("tok/s", "higher", nums(rv.decode_tok_s_p50))
+    c.measures["aggregate_output_tok_s"] = Measure(
+        "tok/s", "higher", nums(rv.aggregate_output_tok_s)
+    )
+
+
+def diff_cells(rec: Record) -> list[Cell]:
+    """The candidate's matrix cells and content kinds: per-run decode, aggregate, TTFT, E2E."""
+    base = given(rec.settings, ("max_tokens", "ignore_eos", "level"))
+    out: list[Cell] = []
+    for e in rec.cells("candidate"):
+        c = Cell("capacity", e.cell, {**base, "concurrency": e.concurrency})
+        c.setting["length"] = e.length
+        _capacity_figures(c, e)
+        counted = [r for r in e.run_records if not r.excluded]
+        c.measures["ttft_p50_s"] = Measure("s", "lower", nums(r.ttft_p50_s for r in counted))
+        c.measures["e2e_p50_s"] = Measure("s", "lower", nums(r.e2e_p50_s for r in counted))
+        out.append(c)
+    for k in rec.kinds:
+        c = Cell("capacity kinds", k.cell, {**base, "kind": k.kind, "depth": k.depth})
+        _capacity_figures(c, k)
+        out.append(c)
+        if (counts := acceptance_counts(k.acceptance)) is not None:
+            a = Cell("acceptance", f"kind {k.cell}", c.setting)
+            a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
+            out.append(a)
+    return out

@@ -1,1 +1,40 @@
-"""context"""
+"""The context stage: its spec (`SPEC`), what the registry and the rest of qualify read of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qualify.context.settings import ContextSettings
+from qualify.registry import StageParts, StageSpec
+
+
+def parts() -> StageParts:
+    from qualify.context import judges, rebuild, record, section, stage
+
+    return StageParts(
+        run=stage.context,
+        record=record.Record,
+        judges=(judges,),
+        rebuild=rebuild.rebuild,
+        section=section.section,
+        figures=section.figures,
+        cells=section.diff_cells,
+        plots=section.plots,
+    )
+
+
+SPEC = StageSpec(
+    "context",
+    parts,
+    causes={
+        "needles": "needles",
+        "ruler": "ruler",
+        "garble": "garble",
+        **dict.fromkeys(
+            ("deep-typed-tools", "deep-streaming-tools", "deep-tool-result"), "deep-tools"
+        ),
+        "degenerate": "degenerate",
+    },
+    settings=ContextSettings,
+    partial=Path(__file__).with_name("section.md.j2"),
+)

@@ -2,4 +2,46 @@
 
 Tasks are data (`gates/quality/*.yaml`); `checks` holds the probes that ask and judge them,
 `sandbox` runs model-written Python, `report` turns gate results into the decision's figures.
+
+Its spec, `SPEC`, is what the registry and the rest of qualify read of it.
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from qualify.quality.settings import QualitySettings
+from qualify.registry import StageParts, StageSpec
+
+
+def parts() -> StageParts:
+    from qualify.quality import checks, rebuild, record, section, stage
+
+    return StageParts(
+        run=stage.quality,
+        record=record.Record,
+        judges=(checks,),
+        rebuild=rebuild.rebuild,
+        section=section.section,
+        figures=section.figures,
+    )
+
+
+SPEC = StageSpec(
+    "quality",
+    parts,
+    gates="probe",
+    causes={"*": "fitness"},
+    check_code=(
+        "quality/checks",
+        "quality/tasks.py",
+        "preflight/checks",
+        "preflight/budget.py",
+        "gates/probe.py",
+        "gates/runner.py",
+        "httpclient/chat.py",
+    ),
+    required=False,
+    settings=QualitySettings,
+    partial=Path(__file__).with_name("section.md.j2"),
+)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from qualify.registry import StageParts, StageSpec
 from qualify.vram.readings import Card, Lost, Poll, Reading
 from qualify.vram.sampler import Sampler, Source, Track
 from qualify.vram.series import SampleLog
+from qualify.vram.settings import VramSettings
 
 if TYPE_CHECKING:
     from qualify.candidate import LoadedCandidate
@@ -41,3 +44,29 @@ def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
     log = SampleLog(run)
     sampler = Sampler(choice.source, s.interval_ms, choice.why_none, choice.problems, log)
     return sampler.start()
+
+
+def parts() -> StageParts:
+    from qualify.vram import judges, rebuild, record, section, stage, start_sampler
+
+    return StageParts(
+        run=stage.vram,
+        record=record.Record,
+        judges=(judges,),
+        rebuild=rebuild.rebuild,
+        section=section.section,
+        figures=section.figures,
+        cells=section.diff_cells,
+        plots=section.plots,
+        sampler=start_sampler,
+    )
+
+
+SPEC = StageSpec(
+    "vram",
+    parts,
+    last=True,
+    causes={"telemetry": "vram-reserve", "reserve*": "vram-reserve"},
+    settings=VramSettings,
+    partial=Path(__file__).with_name("section.md.j2"),
+)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.evidence.store import RunDir
+from qualify.present.cells import Cell, Measure, nums
 from qualify.present.plots import Panel, Plot, Series, num
 from qualify.present.record import GateOutcome
 from qualify.present.wording import number, quantity
@@ -203,3 +204,15 @@ def figures(vram: Record | None) -> list[str]:
         )
         + f" against a {reserve} MiB reserve"
     ]
+
+
+def diff_cells(rec: Record) -> list[Cell]:
+    """Per card and stage: the lowest free memory seen (one reading per run)."""
+    out: list[Cell] = []
+    for card in rec.cards:
+        setting = {"name": card.name, "total_mib": card.total_mib}
+        for stage, s in sorted(card.stages.items()):
+            c = Cell("vram", f"gpu {card.gpu} {stage}", setting)
+            c.measures["min_free_mib"] = Measure("MiB", "higher", nums([s.min_free_mib]))
+            out.append(c)
+    return out

@@ -42,8 +42,8 @@ BLOCK = re.compile(
     r"^```(?:python|yaml)\n# (\S+)\n(.*?)^```$|^```jinja\n(\{#- (\S+) -#\}\n.*?)^```$",
     re.MULTILINE | re.DOTALL,
 )
-REGISTRY_LINE = '    "qualify.toy.spec:SPEC",'
-FILES = {"record.py", "judges.py", "stage.py", "section.py", "section.md.j2", "spec.py"}
+REGISTRY_LINE = '    "qualify.toy:SPEC",'
+FILES = {"__init__.py", "record.py", "judges.py", "stage.py", "section.py", "section.md.j2"}
 
 
 def blocks() -> dict[str, str]:
@@ -63,10 +63,9 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for path, text in blocks().items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
-    (tmp_path / "qualify" / "toy" / "__init__.py").write_text('"""The toy stage."""\n')
     monkeypatch.setattr(qualify, "__path__", [*qualify.__path__, str(tmp_path / "qualify")])
     assert "```python\n" + REGISTRY_LINE + "\n```" in GUIDE.read_text()
-    at = registry.STAGES.index("qualify.vram.spec:SPEC")
+    at = registry.STAGES.index("qualify.vram:SPEC")
     lines = [*registry.STAGES[:at], REGISTRY_LINE.strip(' ",'), *registry.STAGES[at:]]
     monkeypatch.setattr(registry, "STAGES", lines)
     registry.reload()

@@ -146,8 +146,8 @@ def test_answers_that_stop_matching_the_control_are_a_regression() -> None:
     """The A/B's lossless figure: identical answers 16 of 16 in A, 4 of 16 in B (speculation
     that changes outputs) is a regression of both rates; a record with no comparison has no
     cell."""
-    from qualify.ab.cells import cells as ab_cells
     from qualify.ab.record import Record as AbRecord
+    from qualify.ab.section import diff_cells as ab_cells
 
     def ab(identical: int, before: int) -> AbRecord:
         got = {"pairs": 16, "identical": identical, "tokens": 4096, "tokens_before": before}

@@ -91,6 +91,6 @@ def test_each_stage_package_exports_the_spec_the_registry_holds() -> None:
     from qualify.registry import specs
 
     for name, spec in specs().items():
-        assert importlib.import_module(f"qualify.{name}.spec").SPEC is spec
+        assert importlib.import_module(f"qualify.{name}").SPEC is spec
         assert callable(spec.loaded.run) and spec.loaded.record is not None
         assert spec.partial is not None and spec.partial.is_file()
