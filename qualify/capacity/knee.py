@@ -43,6 +43,7 @@ from qualify.capacity.loads import Knee
 from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, poisson, send
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
+from qualify.capacity.spread import annotate, chosen, shard_name
 from qualify.httpclient.load import Messages, Sender
 from qualify.serving.idle import wait_idle
 
@@ -110,7 +111,7 @@ def cell_streams(
                 }
             )
             continue
-        files = sender.keep(f"{label}-s{i + 1}", s.exchange)
+        files = sender.keep(shard_name(run, f"{label}-s{i + 1}", i), s.exchange)
         rec = stream_record(s.exchange, files, kind, max_tokens)
         rec["planned_s"] = round(s.planned_s, 4)
         rec["lag_ms"] = None if s.lag_s is None else round(s.lag_s * 1000, 2)
@@ -141,7 +142,7 @@ async def open_cell(
     m0 = time.monotonic()
     watch = asyncio.create_task(early.watch())
     try:
-        run = await send(
+        run = await chosen(send)(  # on Ray workers while a fleet is open (`capacity.spread`)
             sender.client,
             bodies,
             offsets,
@@ -184,7 +185,7 @@ async def open_cell(
     }
     if cell["energy"] and tokens and cell["energy"].get("joules") is not None:
         cell["energy"]["j_per_output_token"] = cell["energy"]["joules"] / tokens
-    return cell
+    return annotate(cell, run, lag_bound_ms)
 
 
 class EarlyStop:

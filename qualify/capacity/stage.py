@@ -41,6 +41,7 @@ from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective
 from qualify.capacity.soak import rss_mib, soak
+from qualify.capacity.spread import around
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
 from qualify.httpclient.load import Sender
@@ -457,7 +458,7 @@ async def capacity(ctx: StageContext) -> StageResult:
                 await cap.matrix_turn(lane, runs, task)
                 ran.append(f"{name} run {','.join(map(str, runs))}")
             if s.load.enabled or s.soak.enabled:
-                load = await cap.loads(inc_info["status"] == "found", ran, task)
+                load = await around(cap, cap.loads(inc_info["status"] == "found", ran, task))
     finally:
         if INCUMBENT in ctx.lanes.loaded:
             if ctx.lanes.current == INCUMBENT:

@@ -35,7 +35,9 @@ def published(stage: str) -> list[tuple[str, dict[str, Any]]]:
                 if m.isfile() and re.search(rf"/{stage}/attempt-\d+/result\.json$", m.name):
                     f = t.extractfile(m)
                     assert f is not None
-                    out.append((f"{tar.relative_to(ROOT)}:{m.name}", _unversioned(json.loads(f.read()))))
+                    out.append(
+                        (f"{tar.relative_to(ROOT)}:{m.name}", _unversioned(json.loads(f.read())))
+                    )
     return out
 
 
