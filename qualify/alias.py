@@ -1,6 +1,6 @@
 """Production aliases: changed only on a verified promote decision, logged in a hash chain.
 
-The table lives in the house repository (`qualify.decision.trust`): `aliases.log.jsonl` holds
+The table lives in the house repository (`qualify.trust.repository`): `aliases.log.jsonl` holds
 every change (the alias, its old and new target, the digest of the decision's signed payload,
 the time, the previous entry's hash) and is the authority; `aliases.toml` is the table that log
 derives, written beside it for people and tools to read. Both are committed together with git,
@@ -37,59 +37,28 @@ from typing import Any
 import git
 
 from qualify.decision import waivers
-from qualify.decision.signing import canonical, keyid, load_public, sha256_bytes
-from qualify.decision.trust import (
+from qualify.decision.verify import VerifyReport, verify
+from qualify.errors import BadInput, Refused, RunAborted
+from qualify.evidence.signing import canonical, keyid, load_public, sha256_bytes
+from qualify.evidence.store import utc_now, write_atomic
+from qualify.trust.repository import (
+    TABLE,
     Snapshot,
     at_head,
-    house_dir,
+    parse_table,
     repo_of,
     snapshot,
     uncommitted,
 )
-from qualify.decision.verify import VerifyReport, verify
-from qualify.errors import BadInput, Refused, RunAborted
-from qualify.evidence.store import utc_now, write_atomic
 
 GENESIS = "0" * 64
 TARGET_KEYS = ("candidate", "candidate_path", "candidate_sha256", "decision_sha256", "run_id")
-TABLE = "aliases.toml"
 LOG = "aliases.log.jsonl"
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def default_house() -> Path:
-    """$QUALIFY_HOUSE, else the root of the git repository holding the current directory.
-
-    Only for reading what an alias points at (the incumbent); a command that moves an alias
-    takes its house explicitly (`qualify.decision.trust.require_house`)."""
-    found = house_dir(None)
-    if found is not None:
-        return found
-    try:
-        root = git.Repo(Path.cwd(), search_parent_directories=True).working_tree_dir
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        root = None
-    return Path(root or Path.cwd()).resolve()
-
-
 def log_path(table: Path) -> Path:
     return table.with_name(table.stem + ".log.jsonl")
-
-
-def read_table(table: Path) -> dict[str, dict[str, Any]]:
-    """The table file as it is on disk, unchecked: for showing what an alias points at."""
-    if not table.is_file():
-        return {}
-    return _parse_table(table.read_bytes(), str(table))
-
-
-def _parse_table(data: bytes, where: str) -> dict[str, dict[str, Any]]:
-    try:
-        parsed = tomllib.loads(data.decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"{where} is not valid TOML", [str(exc)]) from None
-    aliases = parsed.get("aliases", {})
-    return aliases if isinstance(aliases, dict) else {}
 
 
 def render_table(aliases: dict[str, dict[str, Any]]) -> str:
@@ -230,7 +199,7 @@ def state(root: Path) -> AliasState:
             st.problems.append(f"{TABLE}: missing at HEAD; its log sets {', '.join(st.aliases)}")
         return st
     try:
-        table = _parse_table(table_bytes, f"{TABLE} at HEAD")
+        table = parse_table(table_bytes, f"{TABLE} at HEAD")
     except BadInput as exc:
         st.problems.append(f"{exc.headline}")
         return st

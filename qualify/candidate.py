@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from qualify.assembled import StageName as StageName
 from qualify.assembled import Stages as Stages
-from qualify.decision.settings import AliasTarget, Policy, Signing
+from qualify.candidate_settings import AliasTarget, Policy, Signing
 from qualify.errors import BadInput
 from qualify.errors import format_validation_error as format_validation_error
 from qualify.records import StrictModel

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from qualify import assets, logs, registry
+from qualify import assets, registry
 from qualify._version import __version__
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.errors import BadInput, RunAborted
+from qualify.evidence import logs
 from qualify.evidence.provenance import git_state
 from qualify.evidence.store import Attempt, EvidenceStore, RunDir, dumps, utc_now
 from qualify.gates.thresholds import Thresholds
@@ -285,7 +286,7 @@ def execute(
     `house` (else $QUALIFY_HOUSE) is the house repository whose policy at HEAD, tightened by
     the candidate's `[policy]`, the gates judge against and the decision is made under."""
     from qualify.decision.conclude import conclude, setup, sign_decision, signer
-    from qualify.decision.trust import house_dir
+    from qualify.trust.repository import house_dir
 
     p = plan(candidate_path)
     api_key(p.loaded)

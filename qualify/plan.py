@@ -140,7 +140,7 @@ def print_plan(
     out: TextIO,
 ) -> int:
     """Print the plan; returns how many requests were listed."""
-    from qualify import logs
+    from qualify.evidence import logs
 
     logs.configure(None)  # the stages' log events describe requests that were never sent
     lanes = {"candidate": loaded, **({"control": control} if control else {})}

@@ -42,15 +42,16 @@ from pathlib import Path
 from typing import Any
 
 # The layers, bottom (0) to top: a package imports its own layer and lower ones; an import of a
-# higher layer is "up". `qualify` is `qualify/__init__.py`. `present` and `trust` are planned and
-# not in the tree yet: the figures list them as absent until they are.
+# higher layer is "up". `qualify` is `qualify/__init__.py`.
 LAYERS: dict[str, int] = {
-    **dict.fromkeys(["qualify", "_version", "errors", "records", "logs", "progress", "assets"], 0),
+    **dict.fromkeys(["qualify", "_version", "errors", "records", "redact", "progress"], 0),
+    **dict.fromkeys(["assets"], 0),
     **dict.fromkeys(["httpclient"], 1),
-    **dict.fromkeys(["evidence", "gates", "serving", "registry", "candidate", "assembled"], 2),
-    **dict.fromkeys(["present", "stage", "plan"], 3),
+    **dict.fromkeys(["evidence", "gates", "serving", "registry", "assembled"], 2),
+    **dict.fromkeys(["candidate", "candidate_settings"], 2),
+    **dict.fromkeys(["present", "trust", "stage", "plan"], 3),
     **dict.fromkeys(["identity", "preflight", "quality", "context", "ab", "capacity", "vram"], 4),
-    **dict.fromkeys(["trust", "decision", "diff", "export", "tickets", "alias"], 5),
+    **dict.fromkeys(["decision", "diff", "export", "tickets", "alias"], 5),
     **dict.fromkeys(["cli", "pipeline", "init_candidate", "__main__"], 6),
 }
 START, TARGET = "pipeline.execute", "decision.statement.sign_attempt"  # under the package

@@ -13,6 +13,9 @@
 - `ab-draft-length`: the draft positions the server's per-position counters show equal the
   lane's pinned `identity.speculation.draft_tokens`.
 - `ab-fidelity`: per lane, the client's decode and TTFT agree with the server's own figures.
+- `ab-lossless`: at temperature 0 the paired answers agree in both lanes: the share of the
+  control's tokens before each pair's first divergence is at least `lossless_min_share`
+  (`qualify.ab.lossless`).
 - `ab-draft-overrun`, `ab-decode-outliers` (advisory, `qualify.ab.plausible`): figures the
   evidence itself contradicts.
 """
@@ -32,6 +35,7 @@ from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.timing import fidelity_verdict
 from qualify.records import Verdict, worst
 from qualify.serving.engines import DIALECTS
+from qualify.shown import say
 
 __all__ = [
     "acceptance",
@@ -289,6 +293,7 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
     metrics = {
         "delta_pct": row.delta_pct,
         "paired_median_pct": p.median_pct if p else None,
+        "paired_ci95_pct": p.ci95_pct if p else None,
         "ci95": row.ci95,
         "min_speedup_pct": need,
     }
@@ -298,9 +303,11 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
     if gain is None:
         return [Judged(Verdict.INCONCLUSIVE, ["no decode figure in one of the lanes"], metrics)]
     if gain < need:
+        lo, hi = (p.ci95_pct or (None, None)) if p else (None, None)
+        shown = f" ({say(lo, hi, 'faster', 'slower')})" if p else ""
         why = (
             f"decode_tok_s: speculative decoding changed the "
-            f"{'paired median' if p else 'median'} decode by {gain:+.1f}%, short of the "
+            f"{'paired median' if p else 'median'} decode by {gain:+.1f}%{shown}, short of the "
             f"+{need:g}% speed-up required"
         )
         return [Judged(Verdict.FAIL, [why], metrics)]
@@ -459,4 +466,5 @@ def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
 
 
 # The advisory checks of figures the evidence itself contradicts register with these judges.
+from qualify.ab import lossless as _lossless  # noqa: E402, F401
 from qualify.ab import plausible as _plausible  # noqa: E402, F401

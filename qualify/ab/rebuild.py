@@ -4,7 +4,8 @@ Every timed request of every run is read back from its kept exchange (the SSE ev
 arrival times, the usage and the server's own timings) and measured again exactly as the run
 measured it (`qualify.ab.drive.request_record`); the run summaries, lane figures, spreads, the
 paired table with its bootstrap intervals, the excluded and degenerate lists and the fidelity
-summary are computed again from those requests with the stage's own functions. The settings,
+summary are computed again from those requests with the stage's own functions, and the paired
+answers compared token by token (`qualify.ab.lossless`). The settings,
 the prompt set, the lane recipes and the number of runs must be what the signed candidate and
 control copies say, and every run of each lane must hold one request per prompt.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from qualify.ab import table
+from qualify.ab import lossless, table
 from qualify.ab.acceptance import combine, response_drafts
 from qualify.ab.drive import _summary, request_record
 from qualify.ab.prompts import ABPrompt, load_prompts, shipped_path
@@ -53,7 +54,11 @@ def _request(view: AttemptView, q: dict[str, Any], prompts: dict[str, ABPrompt])
 
 
 def _run(
-    view: AttemptView, lane: str, r: dict[str, Any], prompts: dict[str, ABPrompt]
+    view: AttemptView,
+    lane: str,
+    r: dict[str, Any],
+    prompts: dict[str, ABPrompt],
+    answers: lossless.Answers,
 ) -> dict[str, Any]:
     requests = r.get("requests") or []
     ids = [q.get("prompt") for q in requests]
@@ -67,6 +72,7 @@ def _run(
         rec, o = _request(view, q, prompts)
         records.append(rec)
         outcomes.append(o)
+        answers[(lane, int(r.get("run") or 0), str(q.get("prompt")))] = o
     wall = r.get("wall_s")
     slowest = max((q["e2e_s"] or 0.0 for q in records), default=0.0)
     if not isinstance(wall, int | float) or wall < slowest:
@@ -168,12 +174,18 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
     prompts = _prompts(view, sealed)
     if sealed.get("order") != [lane for _ in range(s.runs) for lane in LANES]:
         raise NotKept(f"its order is not the lanes in turn, {s.runs} runs each")
+    answers: lossless.Answers = {}
     runs = {
-        lane: [_run(view, lane, r, prompts) for r in (lanes_in.get(lane) or {}).get("runs") or []]
+        lane: [
+            _run(view, lane, r, prompts, answers)
+            for r in (lanes_in.get(lane) or {}).get("runs") or []
+        ]
         for lane in LANES
     }
     lanes = {lane: _lane(view, lane, lanes_in.get(lane) or {}, runs[lane]) for lane in LANES}
     engines = {lane: str(lanes[lane]["engine"]) for lane in LANES}
+    if "lossless" in sealed:  # a record of an earlier build has none
+        sealed["lossless"] = lossless.compare(answers, runs, s.temperature)
     return {
         **sealed,
         "runs": s.runs,

@@ -290,6 +290,34 @@ class Identical(Written):
     identical: int = 0
 
 
+class Divergence(Written):
+    """A paired answer that differs between the lanes: from which of the control's tokens
+    (`of` in all), and what each lane says from there."""
+
+    run: int
+    prompt: str
+    token: int
+    of: int
+    control: str = ""
+    candidate: str = ""
+
+
+class Lossless(Written):
+    """`qualify.ab.lossless.compare`: paired answers at temperature 0, token by token."""
+
+    pairs: int = 0
+    identical: int = 0
+    tokens: int = 0
+    tokens_before: int = 0
+    divergent: list[Divergence] = Field(default_factory=list)
+    why: str | None = None
+
+    @property
+    def share(self) -> float | None:
+        """Share of the control's compared tokens that came before each pair's divergence."""
+        return self.tokens_before / self.tokens if self.tokens else None
+
+
 class LaneFidelity(FidelitySummary):
     """A lane's fidelity summary with its engine and what counting chunks would have said."""
 
@@ -349,6 +377,7 @@ class Record(StageRecord):
     excluded: list[Listed] = Field(default_factory=list)
     degenerate: list[Listed] = Field(default_factory=list)
     fidelity: Fidelity | None = None
+    lossless: Lossless | None = None
     gpu: GpuNote | None = None
     no_control: str | None = None
 

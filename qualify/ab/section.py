@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qualify.ab.record import Acceptance, Kv, Lane, MetricRow, Paired, Record
+from qualify.ab.record import Acceptance, Kv, Lane, Lossless, MetricRow, Paired, Record
 from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs
-from qualify.decision.plots import Panel, Plot
-from qualify.decision.record import GateOutcome
-from qualify.decision.sections import per_token_text, show
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
+from qualify.present.plots import Panel, Plot
+from qualify.present.record import GateOutcome
+from qualify.present.sections import per_token_text, show
 from qualify.records import CardWindow
 
 LANES = ("candidate", "control")
@@ -216,12 +216,31 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, Any]:
         "method": (first.method if first else "") or "percentile bootstrap over prompts",
         "metrics": metrics,
         "acceptance_text": acceptance_text(record.acceptance, record),
+        "lossless_text": lossless_text(record.lossless),
         "energy_why": ab_energy_why(record),
         "excluded": [
             {"lane": x.lane, "run": x.run, "prompt": x.prompt, "why": x.why}
             for x in record.excluded
         ],
     }
+
+
+def lossless_text(got: Lossless | None) -> str:
+    """The paired answers compared token by token (`qualify.ab.lossless`); empty for a record
+    of an earlier build, which compared none."""
+    if got is None:
+        return ""
+    if got.why or not got.pairs:
+        return f"not checked ({got.why or 'no paired answers'})."
+    text = (
+        f"{got.identical} of {got.pairs} paired answers identical at temperature 0; "
+        f"{got.tokens_before:,} of the control's {got.tokens:,} tokens before each pair's "
+        f"first divergence ({got.share or 0:.1%})"
+    )
+    if got.divergent:
+        d = got.divergent[0]
+        text += f"; first: run {d.run} prompt {d.prompt} from token {d.token} of {d.of}"
+    return text + "."
 
 
 def _named(record: Record) -> list[tuple[str, Lane | None]]:

@@ -229,6 +229,7 @@ async def ab(ctx: StageContext) -> StageResult:
         "excluded": _listed(runs, "excluded"),
         "degenerate": _listed(runs, "degenerate"),
         "fidelity": table.fidelity(runs, engines, s.concurrency),
+        "lossless": None,  # compared from the kept answers when the stage is judged
         "gpu": gpu_note(ctx),
     }
     record = Record.model_validate(data)

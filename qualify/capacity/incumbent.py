@@ -5,7 +5,7 @@ that file's sha256 at the time it was qualified. The incumbent is usable when th
 there, unchanged, loads, and is not this very candidate (then there is nothing to compare). Its
 table is `alias.table` relative to the candidate file when that file exists, else the table of
 the house the run was given (`house`); a run given no house falls back to
-`qualify.alias.default_house()` ($QUALIFY_HOUSE, else the git root).
+`qualify.trust.repository.default_house()` ($QUALIFY_HOUSE, else the git root).
 
 The comparison per cell holds the candidate's and the incumbent's medians, the delta in per cent
 of the incumbent's, and a bootstrap 95% interval of that delta over the runs.
@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from qualify.ab.stats import bootstrap_delta_ci, delta_pct
-from qualify.alias import TABLE, default_house, read_table
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.capacity.record import Comparison
 from qualify.errors import BadInput
 from qualify.evidence.store import sha256_file
 from qualify.httpclient.timing import median
+from qualify.trust.repository import TABLE, default_house, read_table
 
 COMPARED = ("aggregate_output_tok_s", "decode_tok_s_p50")
 

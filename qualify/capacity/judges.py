@@ -28,7 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from qualify.capacity.loads import Drift
+from qualify.capacity.loads import Drift, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import CellFigures, Comparison, KindRow, MatrixRow, Record
 from qualify.gates.files import Params
@@ -353,7 +353,8 @@ def harness(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judg
 def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
     """The soak: the engine kept making progress (a hung engine, progress stopped with requests
     in flight while /health may still answer, fails named as such), requests completed, and
-    TTFT drift, memory growth and engine error counters stayed within the house's bounds."""
+    TTFT drift, memory growth and engine error counters stayed within the house's bounds; with
+    fewer than `soak_min_requests` completed, or at a rate from no held knee, inconclusive."""
     s = data.load.soak
     if s is None:
         return [Judged(Verdict.SKIPPED, ["the soak was not run (stages.capacity.soak)"])]
@@ -394,7 +395,27 @@ def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
         )
     for name, delta in s.error_counters.items():
         reasons.append(f"engine error counter {name} rose by {delta:g}")
-    return [Judged(Verdict.FAIL if reasons else Verdict.PASS, reasons, m)]
+    if reasons:
+        return [Judged(Verdict.FAIL, reasons, m)]
+    short = _soak_too_short(s, thresholds) if s.rate_from is not None else []
+    return [Judged(Verdict.INCONCLUSIVE if short else Verdict.PASS, short, m)]
+
+
+def _soak_too_short(s: Soak, thresholds: Thresholds) -> list[str]:
+    """What a soak that failed nothing lacks to show anything: enough completed requests, and a
+    rate the knee search showed the server holds (a record of an earlier build: not judged so)."""
+    out = []
+    if s.completed < thresholds.soak_min_requests:
+        out.append(
+            f"only {s.completed} requests completed: a soak shows drift, growth and progress "
+            f"from at least {thresholds.soak_min_requests} (thresholds.soak_min_requests)"
+        )
+    if s.rate_from == "lowest-tried":
+        out.append(
+            f"its rate ({_fmt(s.rate_rps)} req/s) comes from no held knee: no rate met the "
+            "goodput floor, so nothing shows the server holds it"
+        )
+    return out
 
 
 def _drifted(d: Drift, thresholds: Thresholds) -> bool:

@@ -44,8 +44,9 @@ from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, p
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
 from qualify.capacity.spread import annotate, chosen, shard_name
-from qualify.httpclient.load import Messages, Sender
+from qualify.httpclient.load import Messages
 from qualify.serving.idle import wait_idle
+from qualify.serving.sender import Sender
 
 Meter = Callable[[float, float], dict[str, Any]]
 

@@ -148,10 +148,20 @@ class Drift(Part):
     answered: int = 0
 
 
+def soak_rate_from(fixed_rps: float | None, knee_rps: float | None) -> str:
+    """Where the soak's rate came from: the candidate's fixed rate, a held knee, or (no knee
+    held) the lowest rate the search tried, which shows nothing the server holds."""
+    if fixed_rps is not None:
+        return "fixed"
+    return "knee" if knee_rps is not None else "lowest-tried"
+
+
 class Soak(Goodput):
-    """The soak (`qualify.capacity.soak.soak`): liveness, drift, memory, error counters."""
+    """The soak (`qualify.capacity.soak.soak`): liveness, drift, memory, error counters;
+    `rate_from` (`soak_rate_from`; an earlier build wrote none)."""
 
     rate_rps: float | None = None
+    rate_from: Literal["fixed", "knee", "lowest-tried"] | None = None
     duration_s: float | None = None
     stall_s: float | None = None
     poll_s: float | None = None

@@ -26,7 +26,7 @@ from typing import Any
 
 from qualify.capacity.edge import PREFIX, edge_steps
 from qualify.capacity.knee import STREAM_KEYS, _knee, holds, pace, step_size
-from qualify.capacity.loads import Knee
+from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.openloop import burst, poisson
 from qualify.capacity.runs import stream_record
 from qualify.capacity.settings import CapacitySettings
@@ -229,6 +229,9 @@ def rebuild_load(
     if out.get("soak"):
         view.trust("the soak's watcher: health probes, counters, memory, timeline, a hang")
         out["soak"] = _soak(view, out["soak"], s, slo, seed)
+        if "rate_from" in out["soak"]:  # an earlier build wrote none
+            knee_rps = (out.get("knee") or {}).get("rate_rps")
+            out["soak"]["rate_from"] = soak_rate_from(s.soak.rate_rps, knee_rps)
     if out.get("incumbent"):
         out["incumbent"] = _edge_again(view, out, s, slo, seed)
     return out

@@ -25,11 +25,12 @@ from qualify.capacity.answers import broken
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
-from qualify.httpclient.load import Messages, Sender, drive
+from qualify.httpclient.load import Messages, drive
 from qualify.httpclient.timing import median, percentile, timing, with_server_window
 from qualify.serving.engines import Dialect, busy
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import IdleReport, scrape, wait_idle
+from qualify.serving.sender import Sender
 
 AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
 QUEUE_POLL_S = 0.5

@@ -19,10 +19,10 @@ from qualify.capacity.loads import Load, OpenCell, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
-from qualify.decision.plots import Panel, Plot
-from qualify.decision.record import GateOutcome
-from qualify.decision.sections import per_token_text
 from qualify.evidence.store import RunDir
+from qualify.present.plots import Panel, Plot
+from qualify.present.record import GateOutcome
+from qualify.present.sections import per_token_text
 from qualify.records import Verdict
 
 
@@ -160,6 +160,21 @@ def answers_text(answers: Answers, gates: list[GateOutcome]) -> str:
     )
 
 
+def knee_claim(ld: Load) -> str:
+    """The knee's statement with what its step completed: the rate served over the step's
+    window, and the requests the goodput rests on."""
+    knee = ld.knee
+    if knee is None or not knee.statement:
+        return "no knee stated"
+    cell = next((c for c in ld.cells if knee.cell and c.cell == knee.cell), None)
+    if knee.rate_rps is None or cell is None or cell.achieved_rps is None:
+        return knee.statement
+    return (
+        f"{knee.statement}; that step was offered {knee.rate_rps:.3g} req/s and completed "
+        f"{cell.achieved_rps:.3g} req/s ({cell.completed} requests)"
+    )
+
+
 def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | None:
     """The load part of the capacity section, or None when the stage ran no load."""
     if record is None or not record.load.model_fields_set:
@@ -170,7 +185,7 @@ def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | No
     energies += [m.energy for m in record.matrix]
     planned = (length.planned_tokens or length.target) if length is not None else None
     return {
-        "statement": (knee.statement if knee is not None else "") or "no knee stated",
+        "statement": knee_claim(ld),
         "stopped": knee.stopped if knee is not None else None,
         "slo": slo_text(ld.slo or record.slo),
         "where": (

@@ -36,9 +36,9 @@ from typing import Any
 from qualify.capacity.knee import Fresh, Meter, cell_streams
 from qualify.capacity.openloop import Flight, harness_lag, poisson, send
 from qualify.capacity.slo import Slo, goodput
-from qualify.httpclient.load import Sender
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
+from qualify.serving.sender import Sender
 
 POLL_S = 1.0
 PROBE_TIMEOUT_S = 2.0

@@ -15,7 +15,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from qualify.ab.acceptance import combine
 from qualify.ab.kv import read_server_log
@@ -25,7 +25,7 @@ from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.knee import burst_cell, public_load, search
-from qualify.capacity.loads import Knee
+from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.matrix import (
     cell_key,
     median_of_runs,
@@ -44,12 +44,12 @@ from qualify.capacity.soak import rss_mib, soak
 from qualify.capacity.spread import around
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
-from qualify.httpclient.load import Sender
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.serving.idle import wait_idle
 from qualify.serving.lanes import api_key
 from qualify.serving.process import StartFailed
+from qualify.serving.sender import Sender
 from qualify.stage import StageContext, finish, stage, unknown_level, validator
 from qualify.vram.energy import NO_TELEMETRY, window_energy
 from qualify.vram.sampler import Sampler
@@ -185,15 +185,14 @@ class Capacity:
     ) -> dict[str, Any]:
         """The soak at the candidate's rate, else a fraction of the knee the search found."""
         s, t = self.s, self.ctx.thresholds
-        rate = s.soak.rate_rps
+        knee = cast(Knee, out.get("knee") or Knee())
+        rate, rate_from = s.soak.rate_rps, soak_rate_from(s.soak.rate_rps, knee.rate_rps)
         if rate is None:
             tried = [c["rate_rps"] for c in out.get("cells", []) if c.get("rate_rps")]
-            knee: Knee | None = out.get("knee")
-            base = (knee and knee.rate_rps) or (min(tried) if tried else s.load.start_rps)
-            rate = base * s.soak.rate_fraction
+            rate = s.soak.rate_fraction * (knee.rate_rps or min(tried or [s.load.start_rps]))
         memory, source = self.memory()
         await wait_idle(lane.sender.client, lane.sender.dialect, s.idle_wait_s)
-        return await soak(
+        got = await soak(
             lane.sender,
             p.fresh,
             rate_rps=rate,
@@ -206,6 +205,7 @@ class Capacity:
             poll_s=s.soak.poll_s,
             **common,
         )
+        return {**got, "rate_from": rate_from}
 
     async def loads(self, incumbent: bool, ran: list[str], task: Any) -> dict[str, Any]:
         """The candidate's load, then the incumbent at the candidate's edge (`capacity.edge`)."""

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _house(args: argparse.Namespace) -> Path:
-    from qualify.decision.trust import require_house
+    from qualify.trust.repository import require_house
 
     return require_house(args.house)
 

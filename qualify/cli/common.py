@@ -23,9 +23,9 @@ def add_evidence(p: argparse.ArgumentParser) -> None:
 def decision_keys(given: list[Path] | None, house_arg: Path | None) -> list[Ed25519PublicKey]:
     """The keys a signed run is verified with: each `--key`, else the decision keys the house
     (`--house`, or $QUALIFY_HOUSE) pins; BadInput when there is none."""
-    from qualify.decision.signing import load_public
-    from qualify.decision.trust import require_house, snapshot
     from qualify.errors import BadInput
+    from qualify.evidence.signing import load_public
+    from qualify.trust.repository import require_house, snapshot
 
     if given:
         return [load_public(k) for k in given]

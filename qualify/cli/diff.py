@@ -50,12 +50,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from qualify.alias import TABLE
-    from qualify.decision.trust import require_house
+    from qualify.decision.alias_view import verified
     from qualify.diff.compare import diff, exit_code
     from qualify.diff.report import markdown
-    from qualify.diff.runs import alias_run, alias_target, verified
+    from qualify.diff.runs import alias_run, alias_target
     from qualify.errors import BadInput
+    from qualify.trust.repository import TABLE, require_house
 
     keys = decision_keys(args.key, args.house)
     if args.against_alias:

@@ -72,11 +72,11 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from qualify.decision.reading import run_view
     from qualify.export import open_verified, outside_run
     from qualify.export.junit import junit, write_junit
     from qualify.export.metrics import push, samples
     from qualify.export.tables import tables, write_tables
+    from qualify.present.reading import run_view
 
     _check(args)
     url = _gateway(args.pushgateway) if args.pushgateway is not None else None

@@ -63,20 +63,20 @@ def add_house(p: argparse.ArgumentParser, what: str) -> None:
 
 def setup_of(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from qualify.decision.conclude import setup
-    from qualify.decision.trust import house_dir
+    from qualify.trust.repository import house_dir
 
     return setup(house_dir(args.house))
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from qualify.decision.trust import require_house
+    from qualify.trust.repository import require_house
 
     return require_house(args.house)
 
 
 def _init(args: argparse.Namespace) -> int:
     from qualify import assets
-    from qualify.decision.trust import init
+    from qualify.trust.repository import init
 
     start = assets.example_house_policy() if str(args.policy) == "example" else args.policy
     policy, commit = init(args.dir, start)
@@ -87,7 +87,7 @@ def _init(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from qualify.decision.trust import repo_of, snapshot, uncommitted
+    from qualify.trust.repository import repo_of, snapshot, uncommitted
 
     root = _root(args)
     snap = snapshot(root)  # refuses whatever the house would refuse (exit 1, naming it)
@@ -117,7 +117,7 @@ def _check_codes(args: argparse.Namespace) -> int:
 
 
 def _pin(args: argparse.Namespace) -> int:
-    from qualify.decision.trust import pin
+    from qualify.trust.repository import pin
 
     kid, commit = pin(_root(args), args.role, args.pub, args.name, args.why)
     print(f"pinned {args.role} key {args.name} ({kid[:16]}), commit {commit[:12]}")
@@ -125,7 +125,7 @@ def _pin(args: argparse.Namespace) -> int:
 
 
 def _unpin(args: argparse.Namespace) -> int:
-    from qualify.decision.trust import unpin
+    from qualify.trust.repository import unpin
 
     commit = unpin(_root(args), args.role, args.name, args.why)
     print(f"unpinned {args.role} key {args.name}, commit {commit[:12]}")

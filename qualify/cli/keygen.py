@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qualify.decision.signing import DEFAULT_KEY
+from qualify.evidence.signing import DEFAULT_KEY
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _keygen(args: argparse.Namespace) -> int:
-    from qualify.decision.signing import generate, keyid, load_public
+    from qualify.evidence.signing import generate, keyid, load_public
 
     key, pub = generate(args.out.expanduser(), force=args.force)
     print(f"private key: {key} (mode 0600; keep it out of evidence and git)")

@@ -81,7 +81,7 @@ def _waive(args: argparse.Namespace) -> int:
     if record is None or record.candidate_sha256 is None:
         raise BadInput(f"{args.run} has no decision", ["--run: expected a run directory"])
     bound = {"candidate_sha256": record.candidate_sha256, "policy_sha256": record.policy_sha256}
-    from qualify.decision.trust import require_house
+    from qualify.trust.repository import require_house
 
     house = require_house(args.house)
     out, commit = grant(_store(args), house, args.id, args.reason, args.key, bound, args.days)

@@ -27,11 +27,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from qualify.decision.signing import load_public
-    from qualify.decision.trust import house_dir, snapshot
     from qualify.decision.verify import verify
     from qualify.decision.waivers import pinned
     from qualify.errors import BadInput
+    from qualify.evidence.signing import load_public
+    from qualify.trust.repository import house_dir, snapshot
 
     root = house_dir(args.house)
     snap = snapshot(root) if root is not None else None

@@ -21,11 +21,12 @@ from qualify.context.corpus import Needles
 from qualify.context.tasks import Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
-from qualify.httpclient.load import Messages, Sender
+from qualify.httpclient.load import Messages
 from qualify.httpclient.timing import RequestTiming, median, timing, with_server_window
 from qualify.records import Verdict
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import IdleReport, wait_idle
+from qualify.serving.sender import Sender
 from qualify.vram.sampler import Parts
 
 # After the last byte of a stream the engine may take a moment to free the slot.

@@ -36,7 +36,7 @@ from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
 from qualify.httpclient.client import Exchange
 from qualify.httpclient.timing import RequestTiming, timing, with_server_window
-from qualify.serving.histograms import ServerWindow
+from qualify.httpclient.window import ServerWindow
 
 # The checks of the audits (tasks, garble, the tool battery): a record of the form before them
 # has no `audits` field, and no gates of these checks.

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from qualify.context.record import Record, Row
-from qualify.decision.plots import Panel, Plot
-from qualify.decision.record import GateOutcome
 from qualify.evidence.store import RunDir
+from qualify.present.plots import Panel, Plot
+from qualify.present.record import GateOutcome
 from qualify.records import CardWindow
 
 ROW_KEYS = (

@@ -31,10 +31,11 @@ from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError,
 from qualify.context.tasks import Tasks, combined_question
 from qualify.httpclient.chat import from_response, from_stream
 from qualify.httpclient.client import Client, Exchange
-from qualify.httpclient.load import Messages, Sender
+from qualify.httpclient.load import Messages
 from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
 from qualify.records import StageResult
 from qualify.serving.engines import adapter, dialect
+from qualify.serving.sender import Sender
 from qualify.stage import StageContext, finish, stage, unknown_level, validator
 from qualify.vram.sampler import Parts, parts_of
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from qualify.decision import causes
-from qualify.decision.record import DecisionRecord, GateOutcome
-from qualify.decision.wording import ATTEMPT_PREFIX, Once, reason_parts, short
 from qualify.evidence.store import RESULT, RunDir
+from qualify.present.record import DecisionRecord, GateOutcome
+from qualify.present.wording import ATTEMPT_PREFIX, Once, reason_parts, short
 from qualify.records import Verdict
 
 FIRST_SCREEN_CAUSES = 8

@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from qualify.ab.record import Lane, LaneName
-from qualify.decision.record import DecisionRecord, GateOutcome
+from qualify.present.record import DecisionRecord, GateOutcome
 from qualify.registry import probe_stages
+from qualify.shown import speed_title
 
 TAGS = {
     "differs": "differs from the control",
@@ -41,6 +42,8 @@ ORDER = tuple(TAGS)
 _CONTROL = re.compile(r"^control-(?:preflight-)?")
 _SPEED = {"decode", "e2e", "spec-speedup", "ttft", "ttfo", "aggregate"}
 _DRAFTING = {"acceptance", "draft-length"}
+# Of the speed gates of one cause, the strongest thing shown leads ("slower" before the rest).
+_SPEED_TITLES = {speed_title(-2.0, -1.0): 0, speed_title(1.0, 2.0): 1, speed_title(None, None): 2}
 _UNVERIFIABLE = ("cannot be verified", "unmeasurable", "not reported", "reports no ")
 
 
@@ -69,25 +72,23 @@ def _base(g: GateOutcome) -> tuple[str, bool, str]:
 
 
 def _counterparts(g: GateOutcome) -> list[str]:
-    """Keys of the same gate on the other lane (same level first, then any level)."""
+    """Keys of the same gate at the same level on the other lane: only a gate the control ran
+    on the same inputs at the same level compares the lanes."""
     name, is_control, stage = _base(g)
     level = f"@{g.level}" if g.level else ""
     if is_control:
-        return [f"{stage}/{name}{level}", f"{stage}/{name}"]
+        return [f"{stage}/{name}{level}"]
     if stage == "preflight":
-        return [f"quality/control-preflight-{name}{level}", f"quality/control-preflight-{name}"]
+        return [f"quality/control-preflight-{name}{level}"]
     if stage == "quality":
-        return [f"quality/control-{name}{level}", f"quality/control-{name}"]
+        return [f"quality/control-{name}{level}"]
     return []
 
 
 def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
-    """`same`, `differs` or `alone` for a gate that both lanes may have run."""
-    wanted = _counterparts(g)
-    other = next((by_key[k] for k in wanted if k in by_key), None)
-    if other is None:
-        prefix = tuple(k.split("@", 1)[0] + "@" for k in wanted)
-        other = next((v for k, v in by_key.items() if prefix and k.startswith(prefix)), None)
+    """`same` or `differs` for a gate the control ran at the same level; `alone` (not compared
+    with the control) when it did not."""
+    other = next((by_key[k] for k in _counterparts(g) if k in by_key), None)
     if other is None:
         return "alone"
     return "differs" if other.status == "pass" else "same"
@@ -266,6 +267,8 @@ def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Ca
         tag, title, action = FAMILIES[family]
         if tag == "control":
             tag = _against_control(g, by_key)
+        if family == "ab-speed":
+            title = speed_title(*_gain(g))
         return Cause(family, tag, title, action.replace("{variable}", variable))
     reason = (g.reasons or ["no reason recorded"])[0]
     return Cause(
@@ -274,6 +277,16 @@ def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Ca
         f"`{g.key}` {g.verdict.value}",
         f"`{g.key}` passes ({_first_clause(reason)})",
     )
+
+
+def _gain(g: GateOutcome) -> tuple[float | None, float | None]:
+    """The 95% interval of the candidate's speed gain over the control (per cent, positive =
+    faster) a speed gate recorded: the decode gain's, or a slowdown's turned round."""
+    m = g.metrics
+    ci = m.get("paired_ci95_pct") or [-float(v) for v in m.get("slowdown_ci95_pct") or []]
+    if not isinstance(ci, list) or len(ci) != 2:
+        return None, None
+    return float(ci[0]), float(ci[1])
 
 
 def _first_clause(text: str) -> str:
@@ -312,6 +325,8 @@ def group(record: DecisionRecord, variable: str = "the change") -> list[Cause]:
             continue
         c = _family(g, by_key, variable)
         have = causes.setdefault((c.family, c.tag), c)
+        if c.family == "ab-speed":
+            have.title = min(have.title, c.title, key=lambda t: _SPEED_TITLES.get(t, 3))
         have.keys.append(g.key)
         have.gates.append(g)
     for pattern in ev.missing:

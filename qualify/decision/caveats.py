@@ -11,11 +11,11 @@ from typing import Any
 
 from qualify.ab import section as ab_section
 from qualify.ab.record import Record as AbRecord
-from qualify.decision.reading import record_of
-from qualify.decision.record import DecisionRecord, GateOutcome
-from qualify.decision.sections import as_dict
-from qualify.decision.wording import UP, Once, reason_parts, short
 from qualify.identity.record import Record as IdentityRecord
+from qualify.present.reading import record_of
+from qualify.present.record import DecisionRecord, GateOutcome
+from qualify.present.sections import as_dict
+from qualify.present.wording import UP, Once, reason_parts, short
 from qualify.quality.record import Record as QualityRecord
 from qualify.records import StageRecord, Verdict
 from qualify.registry import probe_stages

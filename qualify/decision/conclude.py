@@ -18,11 +18,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify._version import __version__
 from qualify.candidate import Candidate, LoadedCandidate
-from qualify.decision import document, statement, trust, waivers
+from qualify.candidate_settings import Policy
+from qualify.decision import document, statement, waivers
 from qualify.decision.derive import Basis, copy_path, derive
-from qualify.decision.house import HousePolicy, PolicyRules, effective
-from qualify.decision.reading import DECISION, candidate_in_run, evidence_listing, run_info
-from qualify.decision.record import (
+from qualify.errors import BadInput, QualifyError
+from qualify.evidence.listing import evidence_listing
+from qualify.evidence.signing import keyid, load_private
+from qualify.evidence.store import RunDir, utc_now
+from qualify.present.reading import DECISION, candidate_in_run, run_info
+from qualify.present.record import (
     DecisionRecord,
     Evaluation,
     GateOutcome,
@@ -30,18 +34,16 @@ from qualify.decision.record import (
     TicketRef,
     WaiverCheck,
 )
-from qualify.decision.settings import Policy
-from qualify.decision.signing import keyid, load_private
-from qualify.errors import BadInput, QualifyError
-from qualify.evidence.store import RunDir, utc_now
 from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
+from qualify.trust import repository
+from qualify.trust.house import HousePolicy, PolicyRules, effective
 
 
 @dataclass
 class Setup:
     """What a decision is made under: the house at one commit (None: built-in defaults)."""
 
-    snapshot: trust.Snapshot | None
+    snapshot: repository.Snapshot | None
     policy: HousePolicy
 
     @property
@@ -71,7 +73,7 @@ class Setup:
 def setup(house_root: Path | None) -> Setup:
     if house_root is None:
         return Setup(None, HousePolicy())
-    snap = trust.snapshot(house_root)
+    snap = repository.snapshot(house_root)
     return Setup(snap, snap.policy)
 
 
@@ -298,7 +300,7 @@ def sign(run: RunDir, key: Path, s: Setup) -> tuple[Path, DecisionRecord]:
 
 def _signed_by(env: Path, priv: Ed25519PrivateKey, key: Path) -> None:
     """Refuse (exit 2) an envelope that `key` did not sign: signing it again is not possible."""
-    from qualify.decision.signing import open_envelope, read_envelope
+    from qualify.evidence.signing import open_envelope, read_envelope
 
     mine = priv.public_key()
     try:

@@ -15,12 +15,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from qualify.decision.house import PolicyRules
 from qualify.decision.policy import StageAttempts, evaluate
-from qualify.decision.reading import DECISION, Listing, attempt_number
-from qualify.decision.record import DecisionRecord, Evaluation, HouseRef, WaiverCheck
+from qualify.evidence.listing import Listing, attempt_number
 from qualify.evidence.store import RESULT, RunDir
+from qualify.present.reading import DECISION
+from qualify.present.record import DecisionRecord, Evaluation, HouseRef, WaiverCheck
 from qualify.records import StageResult, Verdict
+from qualify.trust.house import PolicyRules
 
 _NOT_STAGES = {DECISION, "run"}
 

@@ -19,12 +19,13 @@ import jinja2
 
 from qualify import assets
 from qualify.ab.record import Record as AbRecord
-from qualify.decision import blockers, causes, caveats, hardware, headline, plots, sections
-from qualify.decision.reading import RunView, record_of, run_view
-from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
-from qualify.decision.wording import UP, Once, delta_text, duration, number, quantity, table_cell
-from qualify.diff.compare import AliasView, alias_view
+from qualify.decision import blockers, causes, caveats, hardware, headline
+from qualify.decision.alias_view import AliasView, alias_view
 from qualify.evidence.store import RunDir
+from qualify.present import plots
+from qualify.present.reading import RunView, record_of, run_view
+from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
+from qualify.present.wording import UP, Once, delta_text, duration, number, quantity, table_cell
 from qualify.records import StageRecord, Verdict
 from qualify.registry import section_module, stage_names
 
@@ -143,7 +144,7 @@ def context(
         "decision": headline.closing(record, groups, alias, nq),
         "policy": hardware.policy_lines(record),
         "launch": hardware.launch_command(run, records),
-        "fidelity": sections.fidelity(records, gates),
+        "fidelity": headline.fidelity(records, gates),
         "plot": figures,
         "failed": blockers.failed_attempts(record, once),
         "caveats": caveats.caveats(record, info, records, once, run.path),

@@ -8,15 +8,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from qualify.decision import sections
-from qualify.decision.house import PolicyRules
-from qualify.decision.reading import record_of
-from qualify.decision.record import DecisionRecord
-from qualify.decision.sections import as_dict, as_list
-from qualify.decision.wording import number, run_relative
 from qualify.evidence.store import RunDir
 from qualify.identity.record import Record as IdentityRecord
+from qualify.present import sections
+from qualify.present.reading import record_of
+from qualify.present.record import DecisionRecord
+from qualify.present.sections import as_dict, as_list
+from qualify.present.wording import number, run_relative
 from qualify.records import StageRecord
+from qualify.trust.house import PolicyRules
 from qualify.vram.record import Record as VramRecord
 
 

@@ -10,20 +10,23 @@ from typing import Any
 
 from qualify.ab import section as ab_section
 from qualify.ab.record import Acceptance, LaneName, MetricRow
+from qualify.ab.record import Fidelity as LanesFidelity
 from qualify.ab.record import Record as AbRecord
 from qualify.capacity import section as capacity_section
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
-from qualify.decision import causes, sections
+from qualify.decision import causes
+from qualify.decision.alias_view import AliasView
 from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text, tag_counts
 from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
-from qualify.decision.reading import record_of
-from qualify.decision.record import DecisionRecord, GateOutcome, StageOutcome
-from qualify.decision.wording import LINE_MAX, delta_text, number, quantity, run_relative, short
-from qualify.diff.compare import AliasView
 from qualify.evidence.store import RunDir
+from qualify.httpclient.timing import FidelitySummary
+from qualify.present.reading import record_of
+from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
+from qualify.present.wording import LINE_MAX, delta_text, number, quantity, run_relative, short
 from qualify.quality.record import Record as QualityRecord
-from qualify.records import StageRecord
+from qualify.records import StageRecord, Verdict
+from qualify.registry import stage_names
 from qualify.vram import section as vram_section
 from qualify.vram.record import Record as VramRecord
 
@@ -58,7 +61,7 @@ def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> lis
             f"c={best.concurrency}, {number(best.length, 0)}-token prompts"
         )
     out += _vram_figure(record_of(records, "vram", VramRecord))
-    fid = sections.fidelity(records, gates)
+    fid = fidelity(records, gates)
     if fid:
         out.append(
             "fidelity (client against server, median): "
@@ -206,7 +209,7 @@ def outcome(
 
 def alias_text(view: AliasView, records: Mapping[str, StageRecord]) -> str:
     """The alias this decision gates and what it points at now (the house table, read once by
-    `qualify.diff.compare.alias_view` and handed in as a value)."""
+    `qualify.decision.alias_view.alias_view` and handed in as a value)."""
     if view.name is None:
         return "gates no production alias: the candidate names none"
     name, target = view.name, view.target
@@ -305,3 +308,51 @@ def closing(
         f"{titles}; or until the house policy is reviewed and changed before a run, never "
         f"after seeing this result. This decision {alias}; it does not move."
     )
+
+
+def fidelity(
+    records: Mapping[str, StageRecord], gates: list[GateOutcome] | None = None
+) -> list[dict[str, Any]]:
+    """Per timed stage: how far the client's timings are from the server's own, the verdict of
+    the stage's fidelity gates (both halves: decode and TTFT), and the chunk-counting error of
+    the lane farthest from zero, sign kept."""
+    out = []
+    for stage in stage_names():  # the timed stages are the ones whose record has fidelity
+        f = getattr(records.get(stage), "fidelity", None)
+        if not isinstance(f, FidelitySummary) or not f.model_fields_set:
+            continue
+        lanes = f.lanes if isinstance(f, LanesFidelity) else {}
+        chunk = {
+            lane: e for lane, v in lanes.items() if (e := v.chunk_counting_error_pct) is not None
+        }
+        worst_lane = max(chunk, key=lambda k: abs(chunk[k]), default=None)
+        gaps = {
+            lane: g
+            for lane, v in lanes.items()
+            if (g := v.ttft_minus_server_prompt_ms_median) is not None
+        }
+        gap_lane = max(gaps, key=lambda k: gaps[k], default=None)
+        out.append(
+            {
+                "stage": stage,
+                "n": f.n if "n" in f.model_fields_set else None,
+                "decode_ratio": f.decode_ratio_median,
+                "ttft_gap_ms": gaps[gap_lane] if gap_lane else f.ttft_minus_server_prompt_ms_median,
+                "ttft_lane": gap_lane,
+                "chunk_error_pct": chunk[worst_lane] if worst_lane else None,
+                "chunk_lane": worst_lane,
+                "verdict": _fidelity_verdict(stage, gates or []),
+            }
+        )
+    return out
+
+
+def _fidelity_verdict(stage: str, gates: list[GateOutcome]) -> str:
+    """The verdict of a stage's fidelity gates: pass, the ones that did not pass, or none."""
+    mine = [g for g in gates if g.stage == stage and "fidelity" in g.gate]
+    bad = [g for g in mine if g.verdict is not Verdict.PASS]
+    if not mine:
+        return "no gate"
+    if bad:
+        return ", ".join(f"`{g.key}` {g.verdict.value}" for g in bad)
+    return "pass"

@@ -12,8 +12,7 @@ from fnmatch import fnmatchcase
 
 from pydantic import ValidationError
 
-from qualify.decision.house import PolicyRules
-from qualify.decision.record import (
+from qualify.present.record import (
     AttemptRef,
     Evaluation,
     GateOutcome,
@@ -23,6 +22,7 @@ from qualify.decision.record import (
 )
 from qualify.records import GateResult, StageResult, Verdict, worst
 from qualify.registry import parse_record
+from qualify.trust.house import PolicyRules
 
 StageAttempts = list[tuple[int, StageResult | None]]
 

@@ -16,10 +16,11 @@ from pathlib import Path
 from qualify.decision import document
 from qualify.decision.conclude import Setup, latest, prepare
 from qualify.decision.derive import derive
-from qualify.decision.reading import DECISION, evidence_listing, run_info
-from qualify.decision.record import DecisionRecord
 from qualify.errors import BadInput
+from qualify.evidence.listing import evidence_listing
 from qualify.evidence.store import RunDir
+from qualify.present.reading import DECISION, run_info
+from qualify.present.record import DecisionRecord
 
 
 def preview(run: RunDir, s: Setup) -> DecisionRecord:

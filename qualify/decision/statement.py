@@ -20,11 +20,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from qualify.decision.reading import Listing
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import PAYLOAD_TYPE, envelope_bytes, seal_envelope, statement
 from qualify.errors import BadInput
+from qualify.evidence.listing import Listing
+from qualify.evidence.signing import PAYLOAD_TYPE, envelope_bytes, seal_envelope, statement
 from qualify.evidence.store import MANIFEST, RunDir, sha256_file
+from qualify.present.record import DecisionRecord
 
 PREDICATE_TYPE = "https://qualify.dev/decision/v2"
 STATEMENT = "statement.json"

@@ -3,15 +3,14 @@
 1. the envelope: canonical (exactly the form `qualify` writes, one signature), and the
    signature over the exact payload bytes, before anything is parsed;
 2. the run is exactly what was sealed: every entry under the run directory is a plain file or
-   directory (no symbolic link anywhere), every file is a signed subject (or a decision
-   envelope), every directory holds one, and every subject is re-hashed without following
-   links;
+   directory (no symbolic link anywhere), every file a signed subject (or a decision envelope;
+   a whole later attempt is noted), every subject re-hashed without following links;
 3. every path the decision names and verify reads (the record, run.json, the candidate copy,
    the waiver copies) is a signed subject inside the run;
 4. the stages judged again offline from the raw exchanges their attempts kept, with the
    project's gate files and check code and the signed thresholds: identity
    (`qualify.identity.rebuild`) and every registered stage with a `rebuild` module
-   (`qualify.decision.rejudge`); a `result.json` whose gates, or whose judged figures, differ
+   (`qualify.trust.rejudge`); a `result.json` whose gates, or whose judged figures, differ
    from what its exchanges give is refused, and what a stage does not keep raw is named in the
    notes as taken from the record;
 5. the decision derived again (`derive`) from the signed evidence under the signed policy, the
@@ -28,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,13 +36,13 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
 
+from qualify.candidate_settings import Policy
 from qualify.decision import waivers
 from qualify.decision.derive import Basis, comparable, derive
-from qualify.decision.house import HousePolicy, PolicyRules, effective
-from qualify.decision.reading import ENVELOPE_RE, Listing, candidate_in_run, check_manifests
-from qualify.decision.record import DecisionRecord, WaiverCheck
-from qualify.decision.settings import Policy
-from qualify.decision.signing import (
+from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
+from qualify.errors import BadInput, QualifyError, Refused
+from qualify.evidence.listing import ENVELOPE_RE, Listing, check_manifests
+from qualify.evidence.signing import (
     STATEMENT_TYPE,
     canonical,
     envelope_bytes,
@@ -51,9 +51,10 @@ from qualify.decision.signing import (
     read_envelope,
     sha256_bytes,
 )
-from qualify.decision.statement import PREDICATE_TYPE, attempt_rel
-from qualify.errors import BadInput, QualifyError, Refused
 from qualify.evidence.store import MANIFEST, RunDir
+from qualify.present.reading import candidate_in_run
+from qualify.present.record import DecisionRecord, WaiverCheck
+from qualify.trust.house import HousePolicy, PolicyRules, effective
 
 
 @dataclass
@@ -217,19 +218,39 @@ def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     return names
 
 
+_ATTEMPT_RE = re.compile(r"^([^/]+)/attempt-(\d+)(?:/|$)")
+
+
+def _later(rel: str, parents: set[str]) -> str | None:
+    """The attempt (`stage/attempt-NNN`) `rel` lies in, when after every one sealed of its stage."""
+    m = _ATTEMPT_RE.match(rel)
+    if m is None or m.group(0).rstrip("/") in parents:
+        return None
+    sealed = [int(x.group(2)) for p in parents if (x := _ATTEMPT_RE.match(p)) and x[1] == m[1]]
+    return m.group(0).rstrip("/") if int(m.group(2)) > max(sealed, default=0) else None
+
+
 def _check_exact(report: VerifyReport, run: Path, names: set[str]) -> None:
     """Nothing in the run but what the decision sealed (and decision envelopes): a file, a
-    directory or a link added anywhere is named."""
+    directory or a link added anywhere is named; a whole attempt added after the decision (a
+    stage run again, a later decision) is noted, not refused."""
     found, problems = _walk(run)
     report.problems += problems
     parents = {p.as_posix() for n in names for p in Path(n).parents if p.as_posix() != "."}
+    later = {a for rel in found if (a := _later(rel, parents)) is not None}
+    stages = {a.split("/", 1)[0] for a in later}
     for rel, kind in sorted(found.items()):
         if kind == "file" and (rel in names or ENVELOPE_RE.match(rel)):
             continue
-        if kind == "dir" and (rel in parents or rel == "decision"):
+        if kind == "dir" and (rel in parents or rel == "decision" or rel in stages):
+            continue
+        if _later(rel, parents) is not None:
             continue
         what = "a file" if kind == "file" else "a directory"
         report.problems.append(f"{rel}: {what} this decision did not seal (added after it)")
+    report.notes += [
+        f"{a}: an attempt added after this decision (not sealed by it)" for a in sorted(later)
+    ]
 
 
 def _signed_path(report: VerifyReport, rel: str | None, what: str) -> str | None:
@@ -380,11 +401,11 @@ def _again(
     report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
 ) -> None:
     """Identity (`qualify.identity.rebuild`) and every other re-judged stage
-    (`qualify.decision.rejudge.rejudged()`: each registered stage with a `rebuild` module),
+    (`qualify.trust.rejudge.rejudged()`: each registered stage with a `rebuild` module),
     each attempt judged again from the exchanges it kept
     with the project's gate files and the signed thresholds."""
-    from qualify.decision.rejudge import control_in_run, rejudge_run
     from qualify.identity.rebuild import identity_again
+    from qualify.trust.rejudge import control_in_run, rejudge_run
 
     problems, notes = identity_again(run, listing, rules.thresholds, copy)
     report.problems += problems

@@ -24,21 +24,21 @@ from typing import TYPE_CHECKING, Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from qualify.decision.house import WaiverRules
-from qualify.decision.record import WaiverCheck
-from qualify.decision.signing import (
+from qualify.errors import BadInput, QualifyError
+from qualify.evidence.signing import (
     envelope_bytes,
     load_private,
     open_envelope,
     seal_envelope,
     sha256_bytes,
 )
-from qualify.errors import BadInput, QualifyError
 from qualify.evidence.store import utc_now
+from qualify.present.record import WaiverCheck
 from qualify.tickets import TicketStore
+from qualify.trust.house import WaiverRules
 
 if TYPE_CHECKING:
-    from qualify.decision.trust import Snapshot
+    from qualify.trust.repository import Snapshot
 
 WAIVER_TYPE = "application/vnd.qualify.waiver+json"
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
@@ -88,7 +88,7 @@ def grant(
     days: int,
 ) -> tuple[Path, str]:
     """Sign a waiver and commit it to the house under `waivers/<candidate>/<ticket>.json`."""
-    from qualify.decision.trust import add_waiver
+    from qualify.trust.repository import add_waiver
 
     candidate, data = make_waiver(store, ticket_id, reason, key, bound, days)
     return add_waiver(house, candidate, ticket_id, data)

@@ -8,21 +8,14 @@ candidate whose alias already points at a qualified recipe.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from qualify.alias import TABLE, read_table
-from qualify.decision.house import PolicyRules
-from qualify.decision.reading import candidate_in_run
-from qualify.decision.record import DecisionRecord
-from qualify.decision.trust import snapshot
 from qualify.diff.figures import compare_figures
 from qualify.diff.gates import compare_gates, policy_differences
 from qualify.diff.report import NAMES
 from qualify.diff.runs import Side
-from qualify.errors import BadInput, Refused
-from qualify.evidence.store import RunDir
+from qualify.present.reading import candidate_in_run
+from qualify.trust.house import PolicyRules
 
 EXIT_SAME = 0
 EXIT_REGRESSION = 1
@@ -186,74 +179,3 @@ def summary(doc: dict[str, Any]) -> dict[str, Any]:
         + [f"gate {g}: pass -> fail" for g in reg["gates"]]
         + reg["figures"],
     }
-
-
-def decision_summary(
-    run: RunDir,
-    record: DecisionRecord,
-    alias: str | None,
-    house: Path | None,
-    evidence: Path | None = None,
-) -> dict[str, Any]:
-    """For the decision of `run` (its record derived, not signed yet): the diff's summary
-    against the qualification its alias points at now, verified by the decision keys the house
-    pins. Always a table with `status`: `compared` (and the summary's fields), `none` (no alias
-    or nothing behind it yet) or `unusable` (with why: not verifiable, not found)."""
-    from qualify.diff.runs import alias_run, alias_target, unsigned, verified
-
-    if alias is None or house is None:
-        return {"status": "none", "why": "no alias or no house to read it from"}
-    table = house / TABLE
-    try:
-        if not read_table(table).get(alias):
-            return {"status": "none", "why": f"alias {alias!r} points at nothing yet"}
-        target = alias_target(table, alias)
-        if target.get("run_id") == run.run_id:
-            return {"status": "none", "why": f"alias {alias!r} points at this very run"}
-        keys = [k.pub for k in snapshot(house).keys.get("decision", {}).values()]
-        if not keys:
-            return {"status": "unusable", "why": f"the house {house} pins no decision key"}
-        env = alias_run(target, evidence or run.path.parent.parent)
-        a = verified("A", env, keys)
-    except (BadInput, Refused) as exc:
-        why = str(exc).removeprefix("qualify: ").replace("\n", "; ")
-        return {"status": "unusable", "why": why}
-    doc = diff(a, unsigned("B", run, record))
-    return {"status": "compared", "why": "", **summary(doc)}
-
-
-@dataclass(frozen=True)
-class AliasView:
-    """What the decision document shows of the alias a candidate gates, read once: its name
-    (None when the candidate names none), its current target in the house table (None when it
-    points at nothing or no table was read), why the table could not be read, whether a house
-    was given at all, and the diff's summary against the target (`decision_summary`)."""
-
-    name: str | None = None
-    target: dict[str, Any] | None = None
-    error: str | None = None
-    house: bool = False
-    summary: dict[str, Any] = field(default_factory=lambda: {"status": "none", "why": ""})
-
-
-def alias_view(
-    run: RunDir, record: DecisionRecord, house: Path | None = None, evidence: Path | None = None
-) -> AliasView:
-    """The alias of the decision of `run`, its target and the diff's summary against it; the
-    house is `house`, else the one the record was decided under."""
-    cand = candidate_in_run(run, record.candidate_copy)
-    if cand is None or cand.alias is None:
-        return AliasView()
-    name = cand.alias.name
-    root = house or (Path(record.house.root) if record.house.root else None)
-    if root is None:
-        return AliasView(name)
-    try:
-        target = read_table(root / TABLE).get(name)
-    except BadInput as exc:
-        return AliasView(name, error=exc.headline, house=True)
-    if not target:
-        return AliasView(name, house=True)
-    return AliasView(
-        name, target, house=True, summary=decision_summary(run, record, name, root, evidence)
-    )

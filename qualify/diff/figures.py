@@ -34,8 +34,8 @@ from qualify.capacity.record import CellFigures
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
 from qualify.context.record import Row
-from qualify.decision.reading import record_of
 from qualify.httpclient.timing import median
+from qualify.present.reading import record_of
 from qualify.records import StageRecord
 from qualify.vram.record import Record as VramRecord
 
@@ -95,7 +95,8 @@ def _acceptance(acc: AbAcceptance | CapacityAcceptance | None) -> tuple[int, int
 
 
 def ab_cells(rec: AbRecord) -> list[Cell]:
-    """The candidate lane over the A/B prompt set: per-run p50s, and draft acceptance."""
+    """The candidate lane over the A/B prompt set: per-run p50s, draft acceptance, and the
+    paired answers identical to the control's (`qualify.ab.lossless`)."""
     names = ("max_tokens", "temperature", "concurrency", "level", "nonce")
     settings = _given(rec.settings, names) if rec.settings else dict.fromkeys(names)
     setting = {"prompts": _digest([f"{p.id}:{p.kind}" for p in rec.prompts]), **settings}
@@ -120,6 +121,15 @@ def ab_cells(rec: AbRecord) -> list[Cell]:
             if drafts:
                 a.measures[f"position {i}"] = Measure("rate", "higher", counts=(k, drafts))
         out.append(a)
+    if (ll := rec.lossless) is not None and ll.tokens:
+        same = Cell("lossless", "ab paired answers", setting)
+        same.measures["identical answers"] = Measure(
+            "rate", "higher", counts=(ll.identical, ll.pairs)
+        )
+        same.measures["identical tokens"] = Measure(
+            "rate", "higher", counts=(ll.tokens_before, ll.tokens)
+        )
+        out.append(same)
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.decision.record import GateOutcome
+from qualify.present.record import GateOutcome
 
 BLOCKING = ("blocks", "vetoes")
 

@@ -15,15 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-from qualify.decision.reading import record_of, run_view
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import sha256_bytes
-from qualify.decision.verify import VerifyReport, verify
 from qualify.errors import BadInput
+from qualify.evidence.signing import sha256_bytes
 from qualify.evidence.store import RunDir, sha256_file
 from qualify.identity.record import Record as IdentityRecord
+from qualify.present.reading import record_of, run_info, run_view
+from qualify.present.record import DecisionRecord
 from qualify.records import StageRecord
 from qualify.vram.record import Record as VramRecord
 
@@ -105,7 +102,7 @@ def locate(ref: Path, action: str = "compared") -> tuple[Path, Path]:
     raise BadInput(f"{ref} does not exist", [f"RUN: expected a run directory or envelope ({ref})"])
 
 
-def _read_stages(side: Side) -> None:
+def read_stages(side: Side) -> None:
     """Each stage's authoritative attempt, as the decision counted it: `stages` names those
     that left a result, `records` holds their typed records (read once, hash-checked)."""
     view = run_view(side.run, side.record)
@@ -113,50 +110,17 @@ def _read_stages(side: Side) -> None:
     side.records = view.records()
 
 
-def _info(run: RunDir) -> dict[str, Any]:
-    try:
-        info = json.loads((run.path / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return info if isinstance(info, dict) else {}
-
-
-def verified(label: str, ref: Path, keys: list[Ed25519PublicKey], action: str = "compared") -> Side:
-    """The side at `ref`, once its envelope verifies by one of `keys`; else one BadInput that
-    names every problem verification found (a doctored run is never compared, nor `action`)."""
-    envelope, run = locate(ref, action)
-    reports: list[VerifyReport] = [verify(envelope, k, run) for k in keys]
-    good = next((r for r in reports if r.ok), None)
-    if good is None or good.record is None:
-        signed = next((r for r in reports if r.statement is not None), None)
-        problems = (signed or reports[0]).problems if reports else ["no key to verify with"]
-        why = (
-            "it does not verify"
-            if signed
-            else "it is not signed by a key given (--key) or pinned in the house"
-        )
-        raise BadInput(
-            f"{label}: {envelope}: {why}; nothing is {action}",
-            [f"{label}: {p}" for p in problems],
-        )
-    rd = RunDir(run)
-    side = Side(label, rd, good.record, _info(rd), envelope, good.signer)
-    side.notes = list(good.notes)
-    _read_stages(side)
-    return side
-
-
 def unsigned(label: str, run: RunDir, record: DecisionRecord) -> Side:
     """The run being decided, with the record the decision derives (not signed yet)."""
-    side = Side(label, run, record, _info(run))
+    side = Side(label, run, record, run_info(run))
     side.notes.append("the run being decided: its decision is not signed yet")
-    _read_stages(side)
+    read_stages(side)
     return side
 
 
 def alias_target(table: Path, name: str) -> dict[str, Any]:
     """The alias's current target in the house table; BadInput when it points at nothing."""
-    from qualify.alias import read_table
+    from qualify.trust.repository import read_table
 
     target = read_table(table).get(name)
     if not target:

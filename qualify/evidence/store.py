@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from qualify.errors import BadInput
-from qualify.evidence.redact import Redactor
 from qualify.records import StageResult
+from qualify.redact import Redactor
 
 MAX_FILE_BYTES = 1024 * 1024
 MANIFEST = "manifest.json"

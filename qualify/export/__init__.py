@@ -1,7 +1,7 @@
 """`qualify export`: a signed run's results for CI views and dashboards (docs/export.md).
 
 Everything is read from the run's sealed evidence after its decision envelope verifies
-(`qualify.diff.runs.verified`: the signature, every subject re-hashed, the verdict derived
+(`qualify.decision.alias_view.verified`: the signature, every subject re-hashed, the verdict derived
 again): the decision record for gates and verdicts, the stages' typed records for requests and
 cells. Nothing is measured again and nothing in the run is written.
 
@@ -16,10 +16,11 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from qualify.decision.reading import candidate_in_run
-from qualify.diff.runs import Side, verified
+from qualify.decision.alias_view import verified
+from qualify.diff.runs import Side
 from qualify.errors import BadInput
 from qualify.evidence.store import EvidenceStore
+from qualify.present.reading import candidate_in_run
 
 ACTION = "exported"
 

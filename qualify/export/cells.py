@@ -19,8 +19,8 @@ from qualify.capacity.loads import OpenCell, Soak
 from qualify.capacity.record import CellFigures
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
-from qualify.decision.reading import RunView, record_of
 from qualify.evidence.store import RESULT
+from qualify.present.reading import RunView, record_of
 
 
 @dataclass

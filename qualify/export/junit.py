@@ -27,10 +27,10 @@ from junitparser import (
 from junitparser.junitparser import FinalResult
 
 from qualify.decision.blockers import evidence_file
-from qualify.decision.record import GateOutcome, StageOutcome
 from qualify.diff.runs import Side
 from qualify.evidence.store import RESULT, RunDir
 from qualify.export import alias_of
+from qualify.present.record import GateOutcome, StageOutcome
 from qualify.records import Verdict
 
 # The JUnit element each verdict becomes (pass: none).

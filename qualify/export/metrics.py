@@ -24,13 +24,13 @@ from qualify.ab.record import Record as AbRecord
 from qualify.capacity import section as capacity_section
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
-from qualify.decision import sections
+from qualify.decision import headline
 from qualify.decision.headline import context_reach
-from qualify.decision.reading import record_of
-from qualify.decision.record import DecisionRecord
 from qualify.diff.runs import Side
 from qualify.errors import BadInput, RunAborted
 from qualify.export import alias_of
+from qualify.present.reading import record_of
+from qualify.present.record import DecisionRecord
 from qualify.quality.record import Record as QualityRecord
 from qualify.records import StageRecord, Verdict
 from qualify.vram import section as vram_section
@@ -127,7 +127,7 @@ def _vram_samples(vram: VramRecord | None) -> Iterator[Sample]:
 def _fidelity_samples(
     records: Mapping[str, StageRecord], record: DecisionRecord
 ) -> Iterator[Sample]:
-    for f in sections.fidelity(records, record.evaluation.gates):
+    for f in headline.fidelity(records, record.evaluation.gates):
         labels = (("stage", str(f["stage"])),)
         if f["decode_ratio"] is not None:
             what = "client decode rate over the server's own (median per request)"

@@ -1,5 +1,5 @@
 """`requests.csv`: every timed request of a verified run, one row each, read from the records
-of the stages the decision counted (`qualify.decision.reading.run_view`).
+of the stages the decision counted (`qualify.present.reading.run_view`).
 
 - ab: every request of every run of both lanes (`lanes.<lane>.runs[].requests`);
 - context: every stream of every timed cell (`rows[].streams`);
@@ -25,11 +25,11 @@ from qualify.capacity.record import CellFigures, RunStream
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
 from qualify.context.record import Stream
-from qualify.decision.reading import RunView, record_of
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import read_manifest
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.timing import RequestTiming, timing
+from qualify.present.reading import RunView, record_of
 
 _PART = re.compile(r"\.part\d{3}$")
 

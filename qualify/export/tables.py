@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
-from qualify.decision.reading import RunView
 from qualify.export.cells import CellRow, cells
 from qualify.export.requests import RequestRow, requests
+from qualify.present.reading import RunView
 
 REQUESTS = "requests.csv"
 CELLS = "cells.csv"

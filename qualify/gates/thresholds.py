@@ -39,6 +39,12 @@ class Thresholds(StrictModel):
         description="when the variable is speculative decoding, the decode speed-up the "
         "candidate must show over its control (median delta, per cent)",
     )
+    lossless_min_share: Fraction = Field(
+        1.0,
+        description="share of the control's tokens, over the A/B's paired answers at "
+        "temperature 0, that come before each pair's first divergence (1.0: every answer "
+        "identical)",
+    )
     fidelity_decode_tolerance: Fraction = Field(
         0.03, description="client decode rate within this share of the server's own"
     )
@@ -88,6 +94,11 @@ class Thresholds(StrictModel):
         description="open-loop load on Ray workers: half the round trip of each worker's best "
         "clock probe before a cell; beyond it the cell is a harness error (its workers' send "
         "times cannot be placed on one clock within it); lower is stricter",
+    )
+    soak_min_requests: Annotated[int, Field(ge=1)] = Field(
+        30,
+        description="completed requests below which a soak shows nothing (inconclusive, never "
+        "a pass)",
     )
     soak_duration_s: Annotated[float, Field(gt=0)] = Field(
         30.0,

@@ -145,6 +145,8 @@ class ChatOutcome:
     t_finish: float | None = None
     t_end: float | None = None
     token_chunk_times: list[float] = field(default_factory=list)
+    # len(content) after each chunk that added to it: the stream's token boundaries in the text
+    content_ends: list[int] = field(default_factory=list)
     http_status: int | None = None
     error: str | None = None
     error_type: str | None = None
@@ -231,6 +233,7 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 out.content += content
+                out.content_ends.append(len(out.content))
                 got_token = True
                 if out.t_first_visible is None:
                     out.t_first_visible = ev.t

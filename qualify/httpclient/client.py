@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 
-from qualify.evidence.redact import Redactor
+from qualify.redact import Redactor
 
 now = time.perf_counter
 

@@ -13,14 +13,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.timing import RequestTiming, median, percentile, timing
-
-if TYPE_CHECKING:
-    from qualify.serving.sender import Sender as Sender
 
 Messages = list[dict[str, str]]
 Keep = Callable[[str, Exchange], list[str]]
@@ -97,13 +94,3 @@ def figures(exchanges: Sequence[Exchange], concurrency: int) -> LoadFigures:
         decode_tok_s_p95=percentile(decodes, 95),
         per_stream_decode_tok_s=per_stream,
     )
-
-
-def __getattr__(name: str) -> Any:
-    # `Sender` pairs a client with an engine's dialect: it lives in `qualify.serving.sender`,
-    # above the client; this name is kept for the modules that still import it from here.
-    if name == "Sender":
-        from qualify.serving.sender import Sender
-
-        return Sender
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from qualify.httpclient.chat import ChatOutcome
+from qualify.httpclient.window import ServerWindow
 from qualify.records import Verdict, Written
-from qualify.serving.histograms import ServerWindow
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -269,7 +269,7 @@ class FidelitySummary(Written):
 
 
 class WindowFigures(Written):
-    """`qualify.serving.histograms.ServerWindow.as_dict`: the server's histograms over a cell."""
+    """`qualify.httpclient.window.ServerWindow.as_dict`: the server's histograms over a cell."""
 
     source: str = ""
     requests: float = 0.0

@@ -11,9 +11,10 @@ import json
 import re
 from typing import Any
 
-from qualify.decision.reading import Listing, candidate_in_run
+from qualify.evidence.listing import Listing
 from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
+from qualify.present.reading import candidate_in_run
 from qualify.records import StageResult
 
 _EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")

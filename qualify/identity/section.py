@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.decision.record import GateOutcome
-from qualify.decision.sections import show, shown
 from qualify.identity.record import Record
+from qualify.present.record import GateOutcome
+from qualify.present.sections import show, shown
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:

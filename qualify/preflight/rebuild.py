@@ -1,7 +1,7 @@
-"""Preflight judged again from the exchanges an attempt kept (`verify`, `qualify.decision.rejudge`).
+"""Preflight judged again from the exchanges an attempt kept (`verify`, `qualify.trust.rejudge`).
 
 Every gate of the sealed result runs again, offline, with this installation's gate file of its
-id and the stage's own check (`qualify.preflight.replay`): its context is built by the stage's
+id and the stage's own check (`qualify.trust.replay`): its context is built by the stage's
 own `gate_context` from the signed candidate copy, and each request the check sends is answered
 by the exchange the gate's attempt kept, which must be the request the run sent. The verdicts
 the checks reach again are the ones `verify` compares with the sealed gates; the record's
@@ -29,8 +29,8 @@ from qualify.gates.files import LoadedGate, default_gates_dir, load_gates
 from qualify.gates.probe import GateContext
 from qualify.preflight.code import check_code
 from qualify.preflight.record import Allowance, Record
-from qualify.preflight.replay import Replay, Unmatched, replay_gate
 from qualify.records import GateResult
+from qualify.trust.replay import Replay, Unmatched, replay_gate
 
 STAGE = "preflight"
 

@@ -30,7 +30,7 @@ class Record(StageRecord):
     gates_dir: str
     gate_files: dict[str, str] = Field(default_factory=dict)
     declared_gate_files: dict[str, str] = Field(default_factory=dict)
-    # sha256 of the code the checks ran (`qualify.preflight.replay.check_code`); absent in runs
+    # sha256 of the code the checks ran (`qualify.trust.replay.check_code`); absent in runs
     # made before it was kept, which `verify` judges again only where their requests match.
     check_code: str | None = None
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.decision.record import GateOutcome
-from qualify.decision.sections import shown
 from qualify.preflight.record import Record
+from qualify.present.record import GateOutcome
+from qualify.present.sections import shown
 from qualify.records import Verdict
 
 

@@ -1,7 +1,7 @@
-"""Quality judged again from the exchanges an attempt kept (`verify`, `qualify.decision.rejudge`).
+"""Quality judged again from the exchanges an attempt kept (`verify`, `qualify.trust.rejudge`).
 
 Every gate of the sealed result runs again offline, as preflight's do
-(`qualify.preflight.rebuild`, `qualify.preflight.replay`): each task on the candidate lane at its
+(`qualify.preflight.rebuild`, `qualify.trust.replay`): each task on the candidate lane at its
 level, each task and each of the candidate's preflight gates on the control lane, with the
 stage's own contexts (`task_context`, `control_preflight_context`) built from the signed
 candidate and control copies, each request answered by the exchange its attempt kept. The
@@ -19,6 +19,8 @@ check code).
 
 from __future__ import annotations
 
+from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from qualify.evidence.kept import AttemptView, NotKept
@@ -31,13 +33,31 @@ from qualify.preflight.rebuild import (
     replayer,
     same_code,
 )
-from qualify.preflight.replay import Replay
 from qualify.quality.record import Record
+from qualify.quality.sandbox import RunResult
 from qualify.records import GateResult
+from qualify.trust.replay import Replay
 
 STAGE = "quality"
 CONTROL = "control"
 CONTROL_PREFLIGHT = "control-preflight-"
+
+
+class SandboxReplay(Replay):
+    """A replay of the attempt's kept exchanges that also answers each task's sandbox run with
+    the one the attempt recorded."""
+
+    def recorded_run(self, script: Path, scratch: Path, limit_s: float) -> RunResult:
+        """The sandbox run the attempt recorded for its code (`verify` runs no model-written
+        code: what it did is taken as recorded, and said)."""
+        run: Any = (self.current.metrics if self.current else {}).get("run")
+        try:
+            got = RunResult(**{f.name: run[f.name] for f in fields(RunResult)})
+        except (KeyError, TypeError) as exc:
+            n = self.current.number if self.current else "?"
+            raise self._fail(f"attempt {n} recorded no sandbox run of its code ({exc!r})") from None
+        self.view.trust("the sandbox runs of the answers' code (verify runs no model-written code)")
+        return got
 
 
 def _control_level(view: AttemptView, sealed: Record) -> str | None:
@@ -60,7 +80,7 @@ def _judged(view: AttemptView, sealed: Record, strict: bool) -> list[GateResult]
     tasks, preflights = gate_files(STAGE), gate_files("preflight")
     control_level = _control_level(view, sealed)
     own_preflight = c.stages.preflight.gates_dir is not None
-    rp = Replay(view)
+    rp = SandboxReplay(view)
     out: list[GateResult] = []
     for g in view.result.gates:
         if g.gate == "gate-files":

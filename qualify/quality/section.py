@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.decision.record import GateOutcome
+from qualify.present.record import GateOutcome
 from qualify.quality.record import Failure, Record, TaskBudget, TaskRow
 
 

@@ -29,80 +29,10 @@ TTFT excludes the queue, so neither is the decode rate or the TTFT the client se
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any
-
+from qualify.httpclient.window import ServerWindow
 from qualify.serving.dialects import Dialect, MetricsSnapshot
 
-__all__ = ["ServerWindow", "server_window"]
-
-
-@dataclass(frozen=True)
-class ServerWindow:
-    """What the server's histograms say of one cell: counts, sums (seconds) and figures."""
-
-    source: str
-    requests: float
-    generated_tokens: float | None
-    decode_s: float | None
-    ttft_n: float | None
-    ttft_s: float | None
-    prefill_n: float | None
-    prefill_s: float | None
-    queue_n: float | None
-    queue_s: float | None
-    itl_n: float | None
-    itl_s: float | None
-    problem: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.problem is None
-
-    @property
-    def decode_tok_s(self) -> float | None:
-        """sum(n_i - 1) / sum(decode_i) over the cell's requests."""
-        if not self.ok or self.generated_tokens is None or not self.decode_s:
-            return None
-        steps = self.generated_tokens - self.requests
-        return steps / self.decode_s if steps > 0 else None
-
-    @staticmethod
-    def _mean_ms(n: float | None, s: float | None) -> float | None:
-        return s / n * 1000.0 if n and s is not None else None
-
-    @property
-    def ttft_ms(self) -> float | None:
-        return self._mean_ms(self.ttft_n, self.ttft_s) if self.ok else None
-
-    @property
-    def prefill_ms(self) -> float | None:
-        return self._mean_ms(self.prefill_n, self.prefill_s) if self.ok else None
-
-    @property
-    def queue_ms(self) -> float | None:
-        return self._mean_ms(self.queue_n, self.queue_s) if self.ok else None
-
-    @property
-    def itl_ms(self) -> float | None:
-        """Mean time per engine step that gave a request tokens (not per token)."""
-        return self._mean_ms(self.itl_n, self.itl_s) if self.ok else None
-
-    @classmethod
-    def from_dict(cls, kept: dict[str, Any]) -> ServerWindow:
-        """The window as `as_dict` kept it (its counts and sums; the figures follow from them)."""
-        values: dict[str, Any] = {f.name: kept.get(f.name) for f in fields(cls)}
-        return cls(**values)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "decode_tok_s": self.decode_tok_s,
-            "ttft_ms_mean": self.ttft_ms,
-            "prefill_ms_mean": self.prefill_ms,
-            "queue_ms_mean": self.queue_ms,
-            "itl_ms_mean_per_step": self.itl_ms,
-        }
+__all__ = ["server_window"]
 
 
 def _delta(before: MetricsSnapshot, after: MetricsSnapshot, name: str) -> float | None:

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from qualify.decision.plots import Panel, Plot, Series, num
-from qualify.decision.record import GateOutcome
 from qualify.evidence.store import RunDir
+from qualify.present.plots import Panel, Plot, Series, num
+from qualify.present.record import GateOutcome
 from qualify.vram.record import Record
 from qualify.vram.series import read_logs
 

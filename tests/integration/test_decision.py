@@ -12,16 +12,16 @@ from pathlib import Path
 import git
 import pytest
 
-from qualify.alias import TABLE, log_path
+from qualify.alias import log_path
 from qualify.cli import main
 from qualify.decision.conclude import setup
 from qualify.decision.render import render_run
-from qualify.decision.signing import generate, load_public
-from qualify.decision.trust import init, pin
 from qualify.decision.verify import verify
+from qualify.evidence.signing import generate, load_public
 from qualify.evidence.store import RunDir
 from qualify.pipeline import execute
 from qualify.progress import Progress
+from qualify.trust.repository import TABLE, init, pin
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,11 @@ import git
 import pytest
 
 from qualify.cli import main
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import generate
-from qualify.decision.trust import init, pin
+from qualify.evidence.signing import generate
 from qualify.pipeline import execute
+from qualify.present.record import DecisionRecord
 from qualify.progress import Progress
+from qualify.trust.repository import init, pin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "export"))
 from export_checks import assert_junit_agrees, timed_exchanges

@@ -32,10 +32,10 @@ from qualify.capacity.record import Record as CapacityRecord
 from qualify.cli import main
 from qualify.context.record import Record as ContextRecord
 from qualify.decision.headline import context_reach
-from qualify.decision.reading import record_of
-from qualify.decision.signing import load_public
 from qualify.diff.runs import Side
+from qualify.evidence.signing import load_public
 from qualify.export import open_verified
+from qualify.present.reading import record_of
 from qualify.records import Verdict
 from qualify.serving.process import free_port
 from qualify.vram import section as vram_section

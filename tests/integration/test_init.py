@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import outside_env, sh, start_llama_server
 
-from qualify.decision.record import DecisionRecord
+from qualify.present.record import DecisionRecord
 from qualify.serving.local import LocalPaths
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "export"))

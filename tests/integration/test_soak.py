@@ -20,10 +20,10 @@ from qualify.capacity.slo import SloSettings, effective
 from qualify.capacity.soak import rss_mib, soak
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
-from qualify.httpclient.load import Sender
 from qualify.serving.engines import dialect
 from qualify.serving.local import LocalPaths
 from qualify.serving.process import free_port
+from qualify.serving.sender import Sender
 
 pytestmark = pytest.mark.integration
 MESSAGES = [{"role": "user", "content": "Describe how a lighthouse keeper spends a night."}]

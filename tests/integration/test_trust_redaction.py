@@ -14,10 +14,10 @@ import git
 import pytest
 
 from qualify.cli import main
-from qualify.decision.signing import generate
-from qualify.decision.trust import init, pin
+from qualify.evidence.signing import generate
 from qualify.pipeline import execute
 from qualify.progress import Progress
+from qualify.trust.repository import init, pin
 
 pytestmark = pytest.mark.integration
 
@@ -84,8 +84,8 @@ def test_a_rewritten_identity_result_is_refused_from_its_exchanges(
     import shutil
 
     from qualify.decision.conclude import conclude, setup
-    from qualify.decision.signing import load_private, load_public
     from qualify.decision.verify import verify
+    from qualify.evidence.signing import load_private, load_public
     from qualify.evidence.store import RunDir, sha256_file
 
     monkeypatch.setenv("QUALIFY_TICKETS", str(tmp_path / "tickets"))

@@ -97,6 +97,7 @@ def _good() -> dict[str, Any]:
             _row("e2e_s", "lower", 0.70, 0.80, (-0.15, -0.05)),
         ],
         "fidelity": {"concurrency": 1, "lanes": {"candidate": fid, "control": dict(fid)}},
+        "lossless": {"pairs": 6, "identical": 6, "tokens": 600, "tokens_before": 600},
     }
 
 
@@ -133,6 +134,7 @@ def test_gate_files_declare_every_ab_judge() -> None:
         "ab-acceptance",
         "ab-draft-length",
         "ab-fidelity",
+        "ab-lossless",
         "ab-draft-overrun",
         "ab-decode-outliers",
     }
@@ -144,6 +146,7 @@ def test_gate_files_declare_every_ab_judge() -> None:
         "e2e": Verdict.PASS,
         "fidelity@candidate": Verdict.PASS,
         "fidelity@control": Verdict.PASS,
+        "lossless": Verdict.PASS,
         "paired": Verdict.PASS,
         "spec-speedup": Verdict.PASS,
         "draft-overrun@candidate": Verdict.PASS,

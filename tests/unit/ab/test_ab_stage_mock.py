@@ -129,6 +129,7 @@ def test_gates_are_the_declared_ones(tmp_path: Path) -> None:
         "draft-length@candidate",
         "fidelity@candidate",
         "fidelity@control",
+        "lossless",
         "draft-overrun@candidate",
         "decode-outliers@candidate",
         "decode-outliers@control",

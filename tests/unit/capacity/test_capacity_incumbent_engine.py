@@ -15,8 +15,8 @@ from qualify.candidate import load_candidate
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.record import Engine
-from qualify.decision.trust import ENV
 from qualify.httpclient.client import Client
+from qualify.trust.repository import ENV
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "smollm2" / "candidate.toml"
 

@@ -107,9 +107,10 @@ def test_harness_errs_on_a_lagging_cell() -> None:
 def soak(**kw: Any) -> dict[str, Any]:
     s = {
         "rate_rps": 0.25,
-        "duration_s": 30,
-        "planned": 8,
-        "completed": 8,
+        "rate_from": "knee",
+        "duration_s": 160,
+        "planned": 40,
+        "completed": 40,
         "unfinished": 0,
         "hung": None,
         "ttft_drift": {"first_p50_s": 1.0, "last_p50_s": 1.1, "drift_pct": 10.0},
@@ -141,11 +142,31 @@ def test_soak_fails_drift_memory_errors_and_no_completion() -> None:
     (j,) = gates.soak_gate(soak(error_counters={"vllm:request_failure_total": 2.0}), P, T)
     assert j.verdict is Verdict.FAIL and "rose by 2" in j.reasons[0]
     (j,) = gates.soak_gate(soak(completed=0), P, T)
-    assert j.verdict is Verdict.FAIL and "no request of 8 completed" in j.reasons[0]
+    assert j.verdict is Verdict.FAIL and "no request of 40 completed" in j.reasons[0]
     (j,) = gates.soak_gate(soak(unfinished=2), P, T)
     assert j.verdict is Verdict.FAIL
     (j,) = gates.soak_gate({}, P, T)
     assert j.verdict is Verdict.SKIPPED
+
+
+def test_a_soak_too_short_to_show_anything_is_inconclusive_never_a_pass() -> None:
+    """One completed request, or a rate from no held knee: inconclusive, naming what is short;
+    the house's minimum is honoured; a record of an earlier build (no `rate_from`) is judged
+    as that build judged it."""
+    (j,) = gates.soak_gate(soak(completed=1, planned=1), P, T)
+    assert j.verdict is Verdict.INCONCLUSIVE
+    assert j.reasons == [
+        "only 1 requests completed: a soak shows drift, growth and progress from at least 30 "
+        "(thresholds.soak_min_requests)"
+    ]
+    (j,) = gates.soak_gate(soak(rate_from="lowest-tried"), P, T)
+    assert j.verdict is Verdict.INCONCLUSIVE and "comes from no held knee" in j.reasons[0]
+    (j,) = gates.soak_gate(soak(completed=40), P, Thresholds(soak_min_requests=41))
+    assert j.verdict is Verdict.INCONCLUSIVE
+    (j,) = gates.soak_gate(soak(rate_from="fixed", completed=30), P, T)
+    assert j.verdict is Verdict.PASS
+    (j,) = gates.soak_gate(soak(rate_from=None, completed=1, planned=1), P, T)
+    assert j.verdict is Verdict.PASS
 
 
 def test_a_drift_must_also_rise_by_the_houses_seconds() -> None:

@@ -26,9 +26,9 @@ from qualify.context.stage import degenerate_streams, fidelity_summary, speed_su
 from qualify.gates.registry import Judged
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
-from qualify.httpclient.load import Sender
 from qualify.records import Verdict
 from qualify.serving.engines import LLAMACPP
+from qualify.serving.sender import Sender
 
 RUNG = {"target": 1500, "planned_tokens": 1500, "clamped": False, "window": 8192, "errors": []}
 

@@ -22,8 +22,8 @@ from qualify.context.sizing import Counter
 from qualify.context.stage import Ladder, Rung
 from qualify.decision import document
 from qualify.httpclient.client import Client, Exchange
-from qualify.httpclient.load import Sender
 from qualify.serving.engines import LLAMACPP
+from qualify.serving.sender import Sender
 from qualify.vram.sampler import Sampler
 
 

@@ -27,10 +27,10 @@ from qualify.context.stage import (
     speed_summary,
 )
 from qualify.httpclient.client import Client, Exchange
-from qualify.httpclient.load import Sender
 from qualify.httpclient.timing import RequestTiming
 from qualify.registry import parse_record
 from qualify.serving.engines import LLAMACPP
+from qualify.serving.sender import Sender
 
 ROOT = Path(__file__).resolve().parents[3]
 ARCHIVES = ["docs/gpu/evidence.tgz", "docs/gpu/vllm/evidence.tgz"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from qualify.evidence.redact import REDACTED
 from qualify.evidence.store import MAX_FILE_BYTES, EvidenceError, EvidenceStore, read_manifest
+from qualify.redact import REDACTED
 
 
 def test_sealed_file_cannot_be_rewritten_by_a_later_attempt_or_run(tmp_path: Path) -> None:

@@ -16,11 +16,11 @@ import git
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify.decision.conclude import Setup, conclude, setup, sign_decision
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import generate, load_private
-from qualify.decision.trust import init, pin
+from qualify.evidence.signing import generate, load_private
 from qualify.evidence.store import Attempt, RunDir
+from qualify.present.record import DecisionRecord
 from qualify.records import GateResult, StageResult, Verdict
+from qualify.trust.repository import init, pin
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "smollm2" / "candidate.toml"
 T = "2026-01-01T00:00:00Z"
@@ -66,7 +66,7 @@ def pin_waiver(root: Path, pub: Path, name: str) -> None:
 
 
 def snapshot_ok(root: Path) -> bool:
-    from qualify.decision.trust import snapshot
+    from qualify.trust.repository import snapshot
 
     return bool(snapshot(root).keys["decision"])
 

@@ -5,7 +5,7 @@ answer was one word repeated."""
 from __future__ import annotations
 
 from qualify.decision.causes import _family
-from qualify.decision.record import GateOutcome, GateVerdict
+from qualify.present.record import GateOutcome, GateVerdict
 from qualify.records import Verdict
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from qualify.decision import document
-from qualify.decision.reading import run_info
-from qualify.decision.record import DecisionRecord
-from qualify.decision.trust import init, pin
-from qualify.diff.compare import AliasView, alias_view
+from qualify.decision.alias_view import AliasView, alias_view
 from qualify.evidence.store import RunDir, sha256_file
+from qualify.present.reading import run_info
+from qualify.present.record import DecisionRecord
+from qualify.trust.repository import init, pin
 
 ROOT = Path(__file__).resolve().parents[3]
 GPU = ROOT / "docs" / "gpu"

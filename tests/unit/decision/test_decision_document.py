@@ -54,7 +54,7 @@ def _contract_text(tmp_path: Path) -> str:
 
 
 def _info(run: RunDir) -> dict[str, object]:
-    from qualify.decision.reading import run_info
+    from qualify.present.reading import run_info
 
     return run_info(run)
 

@@ -13,9 +13,9 @@ from qualify.ab.section import lane_gpu
 from qualify.context.section import context_rows
 from qualify.decision import document
 from qualify.decision.conclude import setup
-from qualify.decision.reading import run_info
 from qualify.decision.render import preview
 from qualify.evidence.store import RunDir
+from qualify.present.reading import run_info
 
 GIB = 1024.0
 

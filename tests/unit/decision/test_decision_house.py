@@ -11,17 +11,17 @@ import git
 import house_run as h
 import pytest
 
+from qualify.candidate_settings import Policy
 from qualify.cli import main
-from qualify.decision.house import SCHEMA_FILE, effective, parse, render_schema
-from qualify.decision.settings import Policy
 from qualify.errors import BadInput
+from qualify.trust.house import SCHEMA_FILE, effective, parse, render_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_committed_schema_is_current() -> None:
     """gates/schemas/house-policy.schema.json is what the model exports (regenerate with
-    `python -m qualify.decision.house gates/schemas/house-policy.schema.json`)."""
+    `python -m qualify.trust.house gates/schemas/house-policy.schema.json`)."""
     assert (ROOT / SCHEMA_FILE).read_text() == render_schema()
 
 
@@ -150,7 +150,7 @@ def test_the_effective_thresholds_reach_every_stage(
 def test_the_example_house_policy_is_valid_and_the_demo_candidate_meets_its_form() -> None:
     """examples/house/house-policy.toml validates, and the demo candidate does not loosen it."""
     from qualify.candidate import load_candidate
-    from qualify.decision.house import load
+    from qualify.trust.house import load
 
     house = load(ROOT / "examples" / "house" / "house-policy.toml")
     cand = load_candidate(ROOT / "examples" / "smollm2" / "candidate.toml").candidate
@@ -160,8 +160,8 @@ def test_the_example_house_policy_is_valid_and_the_demo_candidate_meets_its_form
 
 def test_every_threshold_has_a_tightening_direction() -> None:
     """A new threshold without a direction would let a candidate loosen it unnoticed."""
-    from qualify.decision import house
     from qualify.gates.thresholds import Thresholds
+    from qualify.trust import house
 
     known = (
         house._HIGHER_IS_STRICTER

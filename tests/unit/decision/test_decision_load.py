@@ -13,9 +13,9 @@ from decision_contract_run import INC, F, P, g
 
 from qualify.decision import causes, document
 from qualify.decision.conclude import setup
-from qualify.decision.reading import run_info
-from qualify.decision.record import AttemptRecord, GateOutcome, GateVerdict
 from qualify.decision.render import preview
+from qualify.present.reading import run_info
+from qualify.present.record import AttemptRecord, GateOutcome, GateVerdict
 from qualify.records import Verdict
 
 UNMEASURED = "unmeasured: no GPU telemetry (nvml: NVML did not initialise)"
@@ -228,7 +228,7 @@ def _group(outcomes: list[GateOutcome]) -> list[causes.Cause]:
 
 
 def contract_run_record(outcomes: list[GateOutcome]) -> Any:
-    from qualify.decision.record import DecisionRecord, Evaluation
+    from qualify.present.record import DecisionRecord, Evaluation
 
     base = DecisionRecord.model_construct()
     return base.model_copy(

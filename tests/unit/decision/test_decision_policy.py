@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from qualify.decision.house import PolicyRules as Policy
 from qualify.decision.policy import StageAttempts, evaluate
 from qualify.records import GateResult, StageResult, Verdict
+from qualify.trust.house import PolicyRules as Policy
 
 T = "2026-01-01T00:00:00Z"
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from qualify.decision.signing import (
+from qualify.errors import BadInput, Refused
+from qualify.evidence.signing import (
     PAYLOAD_TYPE,
     generate,
     load_private,
@@ -18,7 +19,6 @@ from qualify.decision.signing import (
     pae,
     seal_envelope,
 )
-from qualify.errors import BadInput, Refused
 
 
 def test_pae_matches_the_dsse_specification() -> None:

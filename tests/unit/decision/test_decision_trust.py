@@ -11,18 +11,17 @@ import git
 import house_run as h
 import pytest
 
-from qualify.alias import TABLE
 from qualify.cli import main
 from qualify.decision import statement
 from qualify.decision.conclude import setup
-from qualify.decision.house import parse
-from qualify.decision.signing import envelope_bytes, load_private, load_public, seal_envelope
-from qualify.decision.trust import snapshot
 from qualify.decision.verify import verify
 from qualify.decision.waivers import Approver, grant, pinned
+from qualify.evidence.signing import envelope_bytes, load_private, load_public, seal_envelope
 from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 from qualify.records import Verdict
 from qualify.tickets import TicketStore
+from qualify.trust.house import parse
+from qualify.trust.repository import TABLE, snapshot
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 import decision_contract_run as contract_run
 
 from qualify.decision.conclude import setup
-from qualify.decision.reading import run_view
 from qualify.decision.render import preview
+from qualify.present.reading import run_view
 from qualify.records import StageRecord
 from qualify.registry import record_model
 
@@ -55,8 +55,8 @@ def test_the_document_hands_each_section_its_typed_record() -> None:
     `section` and `plots` are handed the stage's typed record (None when the stage has none),
     and every built-in stage has a section module."""
     from qualify.decision import document
-    from qualify.decision import plots as decision_plots
     from qualify.evidence.store import RunDir
+    from qualify.present import plots as decision_plots
     from qualify.registry import (
         StageSpec,
         register_stage,

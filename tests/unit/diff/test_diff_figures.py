@@ -5,9 +5,9 @@ comparable; gates under two policies are listed and not counted."""
 from __future__ import annotations
 
 from qualify.capacity.record import Record as CapacityRecord
-from qualify.decision.record import GateOutcome, GateVerdict
 from qualify.diff.figures import Measure, compare_figures, compare_measure, judge, newcombe
 from qualify.diff.gates import compare_gates, policy_differences
+from qualify.present.record import GateOutcome, GateVerdict
 from qualify.records import Verdict
 
 
@@ -140,3 +140,23 @@ def test_policy_differences_name_the_thresholds() -> None:
     b = {"required": ["identity/*"], "thresholds": {"vram_reserve_gib": 8.0, "x": 1}}
     assert policy_differences(a, b) == ["thresholds.vram_reserve_gib 3.0 -> 8.0"]
     assert policy_differences(a, a) == []
+
+
+def test_answers_that_stop_matching_the_control_are_a_regression() -> None:
+    """The A/B's lossless figure: identical answers 16 of 16 in A, 4 of 16 in B (speculation
+    that changes outputs) is a regression of both rates; a record with no comparison has no
+    cell."""
+    from qualify.ab.record import Record as AbRecord
+    from qualify.diff.figures import ab_cells
+
+    def ab(identical: int, before: int) -> AbRecord:
+        got = {"pairs": 16, "identical": identical, "tokens": 4096, "tokens_before": before}
+        return AbRecord.model_validate({"lossless": got})
+
+    (cell,) = [c for c in ab_cells(ab(16, 4096)) if c.group == "lossless"]
+    assert cell.measures["identical answers"].counts == (16, 16)
+    a, b = {"ab": ab(16, 4096)}, {"ab": ab(4, 1800)}
+    got = {c["group"]: c for c in compare_figures(a, b, 3.0, [])}
+    assert got["lossless"]["measures"]["identical answers"]["verdict"] == "regression"
+    assert got["lossless"]["measures"]["identical tokens"]["verdict"] == "regression"
+    assert not [c for c in ab_cells(AbRecord()) if c.group == "lossless"]

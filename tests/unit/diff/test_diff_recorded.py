@@ -12,15 +12,16 @@ from typing import Any
 import pytest
 
 from qualify.cli import main
+from qualify.decision.alias_view import verified
 from qualify.decision.conclude import setup
-from qualify.decision.record import DecisionRecord
 from qualify.decision.render import preview
-from qualify.decision.signing import load_public
 from qualify.diff.compare import diff, exit_code, summary
 from qualify.diff.report import markdown
-from qualify.diff.runs import Side, unsigned, verified
+from qualify.diff.runs import Side, unsigned
 from qualify.errors import BadInput
+from qualify.evidence.signing import load_public
 from qualify.evidence.store import RunDir
+from qualify.present.record import DecisionRecord
 
 ROOT = Path(__file__).resolve().parents[3]
 GPU = ROOT / "docs" / "gpu"
@@ -172,8 +173,8 @@ def test_bad_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def _alias_house(tmp: Path, run: Path, digest: str | None = None) -> Path:
-    from qualify.decision.trust import init, pin
     from qualify.evidence.store import sha256_file
+    from qualify.trust.repository import init, pin
 
     house = tmp / "house"
     init(house)
@@ -190,7 +191,7 @@ def _alias_house(tmp: Path, run: Path, digest: str | None = None) -> Path:
 def test_the_decision_summary_against_the_alias(unpacked: Path, tmp_path: Path) -> None:
     """A decision of the tight run, its alias pointing at the roomy run: the summary names the
     roomy run, says it regressed, and lists the gates that broke."""
-    from qualify.diff.compare import decision_summary
+    from qualify.decision.alias_view import decision_summary
 
     house = _alias_house(tmp_path, unpacked / ROOMY)
     side = _side("B", unpacked / TIGHT)
@@ -205,7 +206,7 @@ def test_the_decision_summary_against_the_alias(unpacked: Path, tmp_path: Path) 
 def test_the_decision_summary_when_the_alias_cannot_be_verified(
     unpacked: Path, tmp_path: Path
 ) -> None:
-    from qualify.diff.compare import decision_summary
+    from qualify.decision.alias_view import decision_summary
 
     house = _alias_house(tmp_path, unpacked / ROOMY, digest="0" * 64)
     side = _side("B", unpacked / TIGHT)

@@ -11,10 +11,10 @@ from pathlib import Path
 from junitparser import Error, Failure, JUnitXml, Skipped, TestCase
 
 from qualify.cli import main
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import load_public
 from qualify.diff.runs import Side
+from qualify.evidence.signing import load_public
 from qualify.export import open_verified
+from qualify.present.record import DecisionRecord
 
 ROOT = Path(__file__).resolve().parents[3]
 GPU = ROOT / "docs" / "gpu"

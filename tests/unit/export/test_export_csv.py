@@ -13,7 +13,7 @@ from export_checks import Exported, timed_exchanges
 
 from qualify.ab.record import Record as AbRecord
 from qualify.capacity.record import Record as CapacityRecord
-from qualify.decision.reading import record_of
+from qualify.present.reading import record_of
 
 # Columns that name or count something (no unit to carry); every other column is a figure.
 NAMES = {"stage", "part", "lane", "cell", "step", "run", "stream", "prompt", "finish_reason"}

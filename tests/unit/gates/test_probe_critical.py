@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 
-from qualify.decision.house import PolicyRules
 from qualify.decision.policy import gate_outcome
 from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
 from qualify.httpclient.client import Client
 from qualify.records import GateResult, Verdict
+from qualify.trust.house import PolicyRules
 
 SMOKE = """\
 schema_version: 1

@@ -106,8 +106,8 @@ def test_what_is_judged_live_is_what_the_evidence_keeps(server: int) -> None:
     live exchange equals, bit for bit, the figure derived again from its kept JSON form (a
     near-zero paired median cannot move between the run and `verify`)."""
     from qualify.evidence.kept import exchange_of
-    from qualify.evidence.redact import Redactor
     from qualify.httpclient.timing import timing
+    from qualify.redact import Redactor
 
     ex = stream(server)
     kept = json.loads(json.dumps(ex.evidence(Redactor())))

@@ -19,12 +19,12 @@ from house_run import keypair, make_house
 
 from qualify.candidate import Candidate
 from qualify.decision.conclude import conclude, setup
-from qualify.decision.record import DecisionRecord
-from qualify.decision.signing import load_private, load_public
-from qualify.decision.trust import pin
 from qualify.decision.verify import VerifyReport, verify
 from qualify.evidence.kept import AttemptView
+from qualify.evidence.signing import load_private, load_public
 from qualify.evidence.store import MANIFEST, RESULT, sha256_file
+from qualify.present.record import DecisionRecord
+from qualify.trust.repository import pin
 
 ROOT = Path(__file__).resolve().parents[3]
 PUBLISHED = ROOT / "docs" / "gpu" / "evidence.tgz"
@@ -139,8 +139,8 @@ def judged_again(
 def attempt_view(run: Path, attempt: str, control: Candidate | None = None) -> AttemptView:
     """An attempt of an unpacked run as `verify` reads it, every file of the run taken as
     signed, the candidate from the run's own copy."""
-    from qualify.decision.reading import candidate_in_run
     from qualify.evidence.store import RunDir
+    from qualify.present.reading import candidate_in_run
     from qualify.records import StageResult
 
     files = {p.relative_to(run).as_posix(): "" for p in run.rglob("*") if p.is_file()}

@@ -12,8 +12,8 @@ import pytest
 from trust_helpers import alias_set
 
 from qualify.cli import main
-from qualify.decision.trust import TRUST_LOG, entry_hash
 from qualify.records import Verdict
+from qualify.trust.repository import TRUST_LOG, entry_hash
 
 
 def pin_cli(house: Path, pub: Path, name: str) -> int:

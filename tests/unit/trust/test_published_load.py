@@ -103,8 +103,8 @@ def test_the_decision_shows_each_steps_pace(published: Path) -> None:
     """The load table says how much of each step's offered rate was served."""
     from qualify.decision import document
     from qualify.decision.conclude import latest
-    from qualify.decision.reading import run_info
     from qualify.evidence.store import RunDir
+    from qualify.present.reading import run_info
 
     run = RunDir(_run(published))
     record = latest(run, None)

@@ -13,10 +13,10 @@ import house_run as h
 import pytest
 import structlog
 
-from qualify import logs
 from qualify.candidate import load_candidate
-from qualify.evidence.redact import REDACTED, Redactor
+from qualify.evidence import logs
 from qualify.evidence.store import Attempt, ChunkedWriter, EvidenceStore
+from qualify.redact import REDACTED, Redactor
 from qualify.serving.lanes import Lanes
 
 STUB = Path(__file__).with_name("stub_server.py")

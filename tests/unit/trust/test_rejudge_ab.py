@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rejudge_run import all_pass, drop, judged_again, policy, unpack, verified
 
-from qualify.decision.record import DecisionRecord
+from qualify.present.record import DecisionRecord
 
 HOUSE = policy("ab")
 AB = "ab/attempt-001"

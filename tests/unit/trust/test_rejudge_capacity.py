@@ -28,11 +28,11 @@ from rejudge_run import (
     verified,
 )
 
-from qualify.decision.rejudge import rejudge_attempt
 from qualify.evidence.kept import AttemptView, NotKept, differences
 from qualify.gates.files import default_gates_dir
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
+from qualify.trust.rejudge import rejudge_attempt
 
 HOUSE = policy("capacity")
 CAP = "capacity/attempt-001"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from rejudge_run import all_pass, judged_again, policy, unpack, verified
 
-from qualify.decision.record import DecisionRecord
+from qualify.present.record import DecisionRecord
 
 HOUSE = policy("context")
 CONTEXT = "context/attempt-001"
@@ -102,7 +102,7 @@ def test_a_cell_compared_with_the_servers_histograms_is_compared_again_the_same_
     from qualify.evidence.kept import AttemptView
     from qualify.httpclient.chat import ChatOutcome
     from qualify.httpclient.timing import fidelity, timing, with_server_window
-    from qualify.serving.histograms import ServerWindow
+    from qualify.httpclient.window import ServerWindow
 
     ts = [
         timing(

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from rejudge_run import all_pass, judged_again, policy, unpack, verified
 
-from qualify.decision.record import DecisionRecord
 from qualify.preflight.code import check_code
+from qualify.present.record import DecisionRecord
 from qualify.records import GateResult, Verdict
 
 HOUSE = policy("preflight")
@@ -143,8 +143,8 @@ def test_a_failing_gate_left_out_of_the_result_is_refused(
 def test_the_stages_judged_again_are_read_from_the_registry() -> None:
     """Every registered stage with a `rebuild` module, in the registry's order (identity is
     judged in verify itself); a stage with none is not."""
-    from qualify.decision.rejudge import rejudged
     from qualify.registry import StageSpec, register_stage, stage_names, unregister_stage
+    from qualify.trust.rejudge import rejudged
 
     got = rejudged()
     assert {"preflight", "quality", "context", "ab"} <= set(got)
@@ -167,13 +167,13 @@ def test_a_run_of_this_build_is_judged_again_whole(tmp_path: Path) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1] / "quality"))
     from test_quality_stage import stage_context
 
-    from qualify.decision.rejudge import rejudge_attempt
     from qualify.evidence.kept import AttemptView
     from qualify.gates.files import default_gates_dir
     from qualify.gates.thresholds import Thresholds
     from qualify.preflight.stage import preflight
     from qualify.records import Verdict
     from qualify.stage import StageContext
+    from qualify.trust.rejudge import rejudge_attempt
 
     qctx, lanes = stage_context(tmp_path / "fresh", control=False)
     ctx = StageContext(
@@ -213,7 +213,7 @@ def test_a_time_again_from_microsecond_arrivals_is_the_same_figure() -> None:
     to the microsecond): the same figure. Beyond the tolerance, or a figure the sealed attempt
     lacks, is a different run of the check."""
     from qualify.preflight.rebuild import _same_attempts
-    from qualify.preflight.replay import Unmatched
+    from qualify.trust.replay import Unmatched
 
     sealed = _gate_with({"ttft_s": 0.123456789, "finish_reason": "tool_calls", "wall_s": 3.0})
     _same_attempts(sealed, _gate_with({"ttft_s": 0.1234572, "finish_reason": "tool_calls"}))

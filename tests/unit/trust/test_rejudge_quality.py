@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rejudge_run import all_pass, judged_again, policy, unpack, verified
 
-from qualify.decision.record import DecisionRecord
+from qualify.present.record import DecisionRecord
 
 HOUSE = policy("quality")
 QUALITY = "quality/attempt-001"
@@ -113,11 +113,11 @@ def _fresh(tmp_path: Path) -> Any:
 def test_a_run_of_this_build_is_judged_again_whole(tmp_path: Path) -> None:
     """A run that records this check code has every gate judged again, none taken as recorded;
     a verdict rewritten in it is refused."""
-    from qualify.decision.rejudge import rejudge_attempt
     from qualify.gates.files import default_gates_dir
     from qualify.gates.thresholds import Thresholds
     from qualify.preflight.code import check_code
     from qualify.records import Verdict
+    from qualify.trust.rejudge import rejudge_attempt
 
     view = _fresh(tmp_path)
     assert view.result.data["check_code"] == check_code("quality")

@@ -15,8 +15,8 @@ import pytest
 from trust_helpers import alias_set, resign, writable
 
 from qualify.cli import main
-from qualify.decision.signing import load_public
 from qualify.decision.verify import verify
+from qualify.evidence.signing import load_public
 
 
 def refused(env: Path, pub: Path, says: str) -> list[str]:
@@ -132,7 +132,7 @@ def test_the_envelope_is_canonical(tmp_path: Path, change: Any, says: str) -> No
 
 
 def test_a_keyid_other_than_the_signers_is_refused(tmp_path: Path) -> None:
-    from qualify.decision.signing import envelope_bytes
+    from qualify.evidence.signing import envelope_bytes
 
     _run, env, _house, ci, _cand = h.decided(tmp_path)
     data = json.loads(env.read_text())
@@ -156,3 +156,37 @@ def test_unreadable_input_is_a_message_never_a_traceback(
     env.write_text("not json")
     assert main(["verify", str(env), "--key", str(ci[1])]) == 1
     assert "not a DSSE envelope" in capsys.readouterr().err
+
+
+def _grow(run_path: Path, what: str) -> None:
+    """A whole attempt added after the decision: a copy of attempt 1 of `what`, as attempt 2."""
+    shutil.copytree(run_path / what / "attempt-001", run_path / what / "attempt-002")
+
+
+def test_a_run_grown_after_its_decision_verifies_noted_and_still_backs_its_alias(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stage run again and a later decision attempt, added after the decision: `verify` notes
+    them without refusing; the alias the decision moved still shows and diffs; a file added
+    inside a sealed attempt is still refused."""
+    run, env, house, ci, cand = h.decided(tmp_path)
+    assert alias_set(cand, env, house) == 0, capsys.readouterr().err
+    _grow(run.path, "identity")
+    _grow(run.path, "decision")
+    report = verify(env, load_public(ci[1]))
+    assert report.ok, report.problems
+    assert "identity/attempt-002: an attempt added after this decision (not sealed by it)" in (
+        report.notes
+    )
+    assert any(n.startswith("decision/attempt-002: an attempt added after") for n in report.notes)
+    assert main(["verify", str(env), "--key", str(ci[1])]) == 0
+    assert "identity/attempt-002: an attempt added after" in capsys.readouterr().out
+    assert main(["alias", "show", "--house", str(house)]) == 0, capsys.readouterr().err
+    argv = ["diff", str(run.path), "--against-alias", "demo-chat", "--house", str(house)]
+    argv += ["--evidence", str(run.path.parent.parent)]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "Result: no regression" in capsys.readouterr().out
+    inside = run.path / "identity/attempt-001"
+    writable(inside)
+    (inside / "late.json").write_text("{}")
+    refused(env, ci[1], "identity/attempt-001/late.json: a file this decision did not seal")

@@ -12,12 +12,12 @@ import pytest
 from trust_helpers import alias_set, resign
 
 from qualify.decision.conclude import setup
-from qualify.decision.signing import keyid, load_public
-from qualify.decision.trust import pin, snapshot
 from qualify.decision.verify import verify
 from qualify.decision.waivers import grant, pinned
+from qualify.evidence.signing import keyid, load_public
 from qualify.records import Verdict
 from qualify.tickets import TicketStore
+from qualify.trust.repository import pin, snapshot
 
 
 def test_a_throwaway_keys_waiver_passed_off_as_the_approvers_is_refused(

@@ -10,7 +10,7 @@ from typing import Any
 
 from qualify.cli import main
 from qualify.decision import statement
-from qualify.decision.signing import envelope_bytes, load_private, seal_envelope
+from qualify.evidence.signing import envelope_bytes, load_private, seal_envelope
 from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 
 

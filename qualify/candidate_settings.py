@@ -1,6 +1,6 @@
 """Candidate settings owned by the decision: its own policy, the alias it gates, the signing key.
 
-A candidate's `[policy]` can only tighten the house policy (`qualify.decision.house`), which
+A candidate's `[policy]` can only tighten the house policy (`qualify.trust.house`), which
 lives with the alias table: every field it writes is compared with the house's and a loosening
 is refused (exit 2) naming the field. Fields it does not write are the house's.
 """

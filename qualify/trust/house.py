@@ -8,7 +8,7 @@ digests of earlier house policies that decisions may still have been made under.
 naming the field. The effective policy (`PolicyRules`) is what gates judge against, what the
 decision signs, and what `qualify verify` re-derives the verdict under.
 
-`python -m qualify.decision.house [PATH]` writes the JSON Schema of the file.
+`python -m qualify.trust.house [PATH]` writes the JSON Schema of the file.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
-from qualify.decision.settings import Policy
-from qualify.decision.signing import canonical, sha256_bytes
+from qualify.candidate_settings import Policy
 from qualify.errors import BadInput
+from qualify.evidence.signing import canonical, sha256_bytes
 from qualify.gates.thresholds import Thresholds
 from qualify.records import StrictModel
 
@@ -35,10 +35,12 @@ Digest = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 _HIGHER_IS_STRICTER = {
     "vram_reserve_gib",
     "acceptance_floor",
+    "lossless_min_share",
     "spec_min_speedup_pct",
     "slo_percentile",
     "goodput_floor",
     "soak_duration_s",
+    "soak_min_requests",
 }
 _LOWER_IS_STRICTER = {
     "vram_max_gap_fraction",
@@ -283,6 +285,7 @@ vram_max_gap_fraction = 0.05
 acceptance_floor = 0.3
 ab_max_regression_pct = 3.0
 spec_min_speedup_pct = 0.0
+lossless_min_share = 1.0
 fidelity_decode_tolerance = 0.03
 fidelity_ttft_ms = { "*" = 15.0 }
 unverifiable_pins = []

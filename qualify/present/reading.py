@@ -1,10 +1,10 @@
-"""Reading a run for the decision: run.json, the candidate as run, the evidence listing."""
+"""Reading a run for the decision: run.json, the candidate as run, each stage's authoritative
+result and typed record (`RunView`); the evidence listing is `qualify.evidence.listing`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,22 +14,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from qualify.candidate import Candidate
-from qualify.evidence.store import MANIFEST, RESULT, RunDir, sha256_file
+from qualify.evidence.store import MANIFEST, RESULT, RunDir
 from qualify.records import StageRecord, StageResult
 from qualify.registry import parse_record
 
 if TYPE_CHECKING:
-    from qualify.decision.record import DecisionRecord
+    from qualify.present.record import DecisionRecord
 
 DECISION = "decision"
 R = TypeVar("R", bound=StageRecord)
-ENVELOPE_RE = re.compile(r"^decision/attempt-(\d{3,})\.dsse\.json$")
-_ATTEMPT_NO = re.compile(r"attempt-(\d{3,})$")
-
-
-def attempt_number(attempt_rel: str) -> int:
-    m = _ATTEMPT_NO.search(attempt_rel)
-    return int(m.group(1)) if m else 0
 
 
 def run_info(run: RunDir) -> dict[str, Any]:
@@ -49,72 +42,6 @@ def candidate_in_run(run: RunDir, rel: str | None) -> Candidate | None:
         return Candidate.model_validate(tomllib.loads((run.path / rel).read_text()))
     except (OSError, ValueError, ValidationError):
         return None
-
-
-@dataclass
-class Listing:
-    """Every evidence file of a run with its digest, and what could not be covered."""
-
-    files: dict[str, str] = field(default_factory=dict)
-    unsealed: list[str] = field(default_factory=list)
-    integrity: list[str] = field(default_factory=list)
-
-    @property
-    def root(self) -> str:
-        from qualify.decision.signing import sha256_bytes
-
-        return sha256_bytes(root_text(self.files).encode())
-
-    def attempts(self) -> set[str]:
-        """The sealed attempt directories (`stage/attempt-NNN`) the listing holds files of."""
-        out = set()
-        for name in self.files:
-            parts = name.split("/")
-            if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]):
-                out.add(f"{parts[0]}/{parts[1]}")
-        return out
-
-
-def root_text(files: dict[str, str]) -> str:
-    return "".join(f"{digest}  {name}\n" for name, digest in sorted(files.items()))
-
-
-def _attempt_dir(parts: tuple[str, ...]) -> str | None:
-    return f"{parts[0]}/{parts[1]}" if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]) else None
-
-
-def check_manifests(run: RunDir, listing: Listing) -> None:
-    """Name every listed file that no longer matches its attempt's manifest."""
-    for attempt in sorted(listing.attempts()):
-        try:
-            manifest = json.loads((run.path / attempt / MANIFEST).read_text())
-            recorded = {k: v["sha256"] for k, v in manifest["files"].items()}
-        except (OSError, ValueError, KeyError, TypeError):
-            listing.integrity.append(f"{attempt}/{MANIFEST}: unreadable")
-            continue
-        for name, digest in recorded.items():
-            got = listing.files.get(f"{attempt}/{name}")
-            if got != digest:
-                state = "missing" if got is None else "differs from its manifest"
-                listing.integrity.append(f"{attempt}/{name}: {state}")
-
-
-def evidence_listing(run: RunDir, skip: set[str] | None = None) -> Listing:
-    """Files of sealed attempts and run.json; envelopes and attempts in `skip` are left out."""
-    skip = skip or set()
-    listing = Listing()
-    for p in run.all_files():
-        rel = p.relative_to(run.path)
-        name, attempt = rel.as_posix(), _attempt_dir(rel.parts)
-        if ENVELOPE_RE.match(name) or (attempt is not None and attempt in skip):
-            continue
-        if attempt is not None and not (run.path / attempt / MANIFEST).is_file():
-            if attempt not in listing.unsealed:
-                listing.unsealed.append(attempt)
-            continue
-        listing.files[name] = sha256_file(p)
-    check_manifests(run, listing)
-    return listing
 
 
 @dataclass

@@ -18,8 +18,7 @@ import asyncio
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,7 +26,6 @@ from qualify.evidence.kept import AttemptView, NotKept
 from qualify.gates.files import LoadedGate
 from qualify.gates.probe import GateContext
 from qualify.httpclient.client import Exchange
-from qualify.quality.sandbox import RunResult
 from qualify.records import AttemptRecord, GateResult
 
 OUTCOME = ".outcome.json"
@@ -96,18 +94,6 @@ class Replay:
         files = dict.fromkeys(_PART.sub("", f) for f in (sealed.files if sealed else []))
         self.queue = [f for f in files if f.endswith(".json") and not f.endswith(OUTCOME)]
         self.served, self.current = None, sealed
-
-    def recorded_run(self, script: Path, scratch: Path, limit_s: float) -> RunResult:
-        """The sandbox run the attempt recorded for its code (`verify` runs no model-written
-        code: what it did is taken as recorded, and said)."""
-        run: Any = (self.current.metrics if self.current else {}).get("run")
-        try:
-            got = RunResult(**{f.name: run[f.name] for f in fields(RunResult)})
-        except (KeyError, TypeError) as exc:
-            n = self.current.number if self.current else "?"
-            raise self._fail(f"attempt {n} recorded no sandbox run of its code ({exc!r})") from None
-        self.view.trust("the sandbox runs of the answers' code (verify runs no model-written code)")
-        return got
 
     def _fail(self, why: str) -> Unmatched:
         self.problem = self.problem or why

@@ -1,6 +1,6 @@
 """The house repository: the git repository that owns production, and what it trusts.
 
-    <house>/house-policy.toml            the house policy (qualify.decision.house)
+    <house>/house-policy.toml            the house policy (qualify.trust.house)
     <house>/aliases.toml, .log.jsonl     the alias table and its hash-chained log
     <house>/trust/trust.log.jsonl        every pin and unpin, hash-chained, with the key itself
     <house>/trust/<role>/<name>.pub      the pinned public keys (role: decision or waiver)
@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,10 +26,10 @@ import git
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from qualify.decision import house as house_policy
-from qualify.decision.signing import canonical, keyid, load_public, sha256_bytes
 from qualify.errors import BadInput, Refused, RunAborted
+from qualify.evidence.signing import canonical, keyid, load_public, sha256_bytes
 from qualify.evidence.store import utc_now, write_atomic
+from qualify.trust import house as house_policy
 
 Role = Literal["decision", "waiver"]
 ROLES: tuple[Role, ...] = ("decision", "waiver")
@@ -37,6 +38,7 @@ GENESIS = "0" * 64
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 ENV = "QUALIFY_HOUSE"
 WAIVERS = "waivers"
+TABLE = "aliases.toml"  # the alias table (`qualify.alias`)
 
 
 def house_dir(arg: Path | str | None) -> Path | None:
@@ -338,3 +340,34 @@ def _pub(entry: dict[str, Any]) -> Ed25519PublicKey:
     if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != entry.get("keyid"):
         raise Refused(f"refused: trust log entry {entry.get('seq')} holds a key that is not its id")
     return pub
+
+
+def default_house() -> Path:
+    """$QUALIFY_HOUSE, else the root of the git repository holding the current directory.
+
+    Only for reading what an alias points at (the incumbent); a command that moves an alias
+    takes its house explicitly (`qualify.trust.repository.require_house`)."""
+    found = house_dir(None)
+    if found is not None:
+        return found
+    try:
+        root = git.Repo(Path.cwd(), search_parent_directories=True).working_tree_dir
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        root = None
+    return Path(root or Path.cwd()).resolve()
+
+
+def read_table(table: Path) -> dict[str, dict[str, Any]]:
+    """The table file as it is on disk, unchecked: for showing what an alias points at."""
+    if not table.is_file():
+        return {}
+    return parse_table(table.read_bytes(), str(table))
+
+
+def parse_table(data: bytes, where: str) -> dict[str, dict[str, Any]]:
+    try:
+        parsed = tomllib.loads(data.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{where} is not valid TOML", [str(exc)]) from None
+    aliases = parsed.get("aliases", {})
+    return aliases if isinstance(aliases, dict) else {}

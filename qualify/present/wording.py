@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from qualify.decision.record import GateOutcome
 from qualify.evidence.store import RunDir
+from qualify.present.record import GateOutcome
 
 CELL_MAX = 120
 

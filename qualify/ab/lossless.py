@@ -1,0 +1,100 @@
+"""Speculation checked lossless: at temperature 0 a drafter may change speed, never the answer
+(beyond the numeric effects of batched verification, which show late in an answer, if at all).
+
+Each paired request (same run, same prompt, both lanes answered) is compared on its visible
+answer: identical, or the position of the first divergence, counted in the control's stream
+chunks (one token each when the control does not draft), with a few characters of each answer
+from there. Computed from the kept exchanges (`qualify.ab.rebuild`), the figures `verify`
+derives again.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+from qualify.ab.record import Record
+from qualify.gates.files import Params
+from qualify.gates.registry import Judged, judge
+from qualify.gates.thresholds import Thresholds
+from qualify.httpclient.chat import ChatOutcome
+from qualify.records import Verdict
+
+Answers = dict[tuple[str, int, str], ChatOutcome]  # (lane, run, prompt) -> its answer
+SNIPPET = 24
+
+
+def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> dict[str, Any]:
+    a, b = cand.content, ctrl.content
+    at = next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+    return {
+        "run": run,
+        "prompt": prompt,
+        "token": bisect_right(ctrl.content_ends, at),
+        "of": len(ctrl.content_ends),
+        "control": ctrl.content[at : at + SNIPPET],
+        "candidate": cand.content[at : at + SNIPPET],
+    }
+
+
+def compare(answers: Answers, runs: dict[str, list[dict[str, Any]]], temperature: float) -> Any:
+    """The `lossless` block of the A/B record: pairs, identical ones, control tokens compared
+    and those before each pair's first divergence, and every divergent pair."""
+    if temperature != 0:
+        return {"why": f"sampled at temperature {temperature}: answers may differ by sampling"}
+    answered = {
+        (lane, r["run"], q["prompt"])
+        for lane, rs in runs.items()
+        for r in rs
+        for q in r["requests"]
+        if q["failed"] is None
+    }
+    out: dict[str, Any] = {"pairs": 0, "identical": 0, "tokens": 0, "tokens_before": 0}
+    divergent = []
+    for lane, run, prompt in sorted(answered):
+        if lane != "candidate" or ("control", run, prompt) not in answered:
+            continue
+        cand, ctrl = answers[(lane, run, prompt)], answers[("control", run, prompt)]
+        out["pairs"] += 1
+        out["tokens"] += len(ctrl.content_ends)
+        if cand.content == ctrl.content:
+            out["identical"] += 1
+            out["tokens_before"] += len(ctrl.content_ends)
+            continue
+        d = _divergence(run, prompt, cand, ctrl)
+        out["tokens_before"] += d["token"]
+        divergent.append(d)
+    return {**out, "divergent": divergent}
+
+
+@judge("ab", "ab-lossless", Params)
+def gate(data: Record, params: Params, thresholds: Thresholds) -> list[Judged]:
+    """Fail when less than `lossless_min_share` of the control's tokens come before each
+    pair's first divergence (1.0: any divergence); inconclusive when nothing was compared."""
+    if not {"candidate", "control"} <= set(data.lanes):
+        return [Judged(Verdict.INCONCLUSIVE, [data.no_control or "the A/B ran without both lanes"])]
+    got, floor = data.lossless, thresholds.lossless_min_share
+    if got is None or got.why or not got.pairs:
+        why = (got.why if got else None) or "no paired answers were compared"
+        return [Judged(Verdict.INCONCLUSIVE, [why])]
+    metrics: dict[str, object] = {
+        "pairs": got.pairs,
+        "identical": got.identical,
+        "identical_token_share": got.share,
+        "lossless_min_share": floor,
+    }
+    if (got.share or 0.0) >= floor:
+        return [Judged(Verdict.PASS, [], metrics)]
+    early = sorted(got.divergent, key=lambda d: d.token)
+    reasons = [
+        f"{got.share or 0:.1%} of the control's {got.tokens:,} tokens before each pair's first "
+        f"divergence, below {floor:.1%}; {got.pairs - got.identical} of {got.pairs} pairs differ"
+    ]
+    reasons += [
+        f"run {d.run} prompt {d.prompt}: the answers differ from token {d.token} of {d.of} "
+        f"(control {d.control!r}, candidate {d.candidate!r})"
+        for d in early[:3]
+    ]
+    return [Judged(Verdict.FAIL, reasons, metrics)]

@@ -1,0 +1,115 @@
+"""The alias a decision gates, as its document shows it: its name, its target in the house
+table, and the diff's summary against the qualification behind it, read only once that
+qualification's signed decision verifies (`verified`: the side of a diff, `qualify.diff.runs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from qualify.decision.verify import VerifyReport, verify
+from qualify.diff.compare import diff, summary
+from qualify.diff.runs import Side, alias_run, alias_target, locate, read_stages, unsigned
+from qualify.errors import BadInput, Refused
+from qualify.evidence.store import RunDir
+from qualify.present.reading import candidate_in_run, run_info
+from qualify.present.record import DecisionRecord
+from qualify.trust.repository import TABLE, read_table, snapshot
+
+
+def verified(label: str, ref: Path, keys: list[Ed25519PublicKey], action: str = "compared") -> Side:
+    """The side at `ref`, once its envelope verifies by one of `keys`; else one BadInput that
+    names every problem verification found (a doctored run is never compared, nor `action`)."""
+    envelope, run = locate(ref, action)
+    reports: list[VerifyReport] = [verify(envelope, k, run) for k in keys]
+    good = next((r for r in reports if r.ok), None)
+    if good is None or good.record is None:
+        signed = next((r for r in reports if r.statement is not None), None)
+        problems = (signed or reports[0]).problems if reports else ["no key to verify with"]
+        why = (
+            "it does not verify"
+            if signed
+            else "it is not signed by a key given (--key) or pinned in the house"
+        )
+        raise BadInput(
+            f"{label}: {envelope}: {why}; nothing is {action}",
+            [f"{label}: {p}" for p in problems],
+        )
+    rd = RunDir(run)
+    side = Side(label, rd, good.record, run_info(rd), envelope, good.signer)
+    side.notes = list(good.notes)
+    read_stages(side)
+    return side
+
+
+def decision_summary(
+    run: RunDir,
+    record: DecisionRecord,
+    alias: str | None,
+    house: Path | None,
+    evidence: Path | None = None,
+) -> dict[str, Any]:
+    """For the decision of `run` (its record derived, not signed yet): the diff's summary
+    against the qualification its alias points at now, verified by the decision keys the house
+    pins. Always a table with `status`: `compared` (and the summary's fields), `none` (no alias
+    or nothing behind it yet) or `unusable` (with why: not verifiable, not found)."""
+    if alias is None or house is None:
+        return {"status": "none", "why": "no alias or no house to read it from"}
+    table = house / TABLE
+    try:
+        if not read_table(table).get(alias):
+            return {"status": "none", "why": f"alias {alias!r} points at nothing yet"}
+        target = alias_target(table, alias)
+        if target.get("run_id") == run.run_id:
+            return {"status": "none", "why": f"alias {alias!r} points at this very run"}
+        keys = [k.pub for k in snapshot(house).keys.get("decision", {}).values()]
+        if not keys:
+            return {"status": "unusable", "why": f"the house {house} pins no decision key"}
+        env = alias_run(target, evidence or run.path.parent.parent)
+        a = verified("A", env, keys)
+    except (BadInput, Refused) as exc:
+        why = str(exc).removeprefix("qualify: ").replace("\n", "; ")
+        return {"status": "unusable", "why": why}
+    doc = diff(a, unsigned("B", run, record))
+    return {"status": "compared", "why": "", **summary(doc)}
+
+
+@dataclass(frozen=True)
+class AliasView:
+    """What the decision document shows of the alias a candidate gates, read once: its name
+    (None when the candidate names none), its current target in the house table (None when it
+    points at nothing or no table was read), why the table could not be read, whether a house
+    was given at all, and the diff's summary against the target (`decision_summary`)."""
+
+    name: str | None = None
+    target: dict[str, Any] | None = None
+    error: str | None = None
+    house: bool = False
+    summary: dict[str, Any] = field(default_factory=lambda: {"status": "none", "why": ""})
+
+
+def alias_view(
+    run: RunDir, record: DecisionRecord, house: Path | None = None, evidence: Path | None = None
+) -> AliasView:
+    """The alias of the decision of `run`, its target and the diff's summary against it; the
+    house is `house`, else the one the record was decided under."""
+    cand = candidate_in_run(run, record.candidate_copy)
+    if cand is None or cand.alias is None:
+        return AliasView()
+    name = cand.alias.name
+    root = house or (Path(record.house.root) if record.house.root else None)
+    if root is None:
+        return AliasView(name)
+    try:
+        target = read_table(root / TABLE).get(name)
+    except BadInput as exc:
+        return AliasView(name, error=exc.headline, house=True)
+    if not target:
+        return AliasView(name, house=True)
+    return AliasView(
+        name, target, house=True, summary=decision_summary(run, record, name, root, evidence)
+    )

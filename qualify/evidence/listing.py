@@ -1,0 +1,83 @@
+"""The evidence listing of a run: every file of its sealed attempts and run.json with its
+digest, the attempts still open, the files that broke their attempt's manifest."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from qualify.evidence.signing import sha256_bytes
+from qualify.evidence.store import MANIFEST, RunDir, sha256_file
+
+ENVELOPE_RE = re.compile(r"^decision/attempt-(\d{3,})\.dsse\.json$")
+_ATTEMPT_NO = re.compile(r"attempt-(\d{3,})$")
+
+
+def attempt_number(attempt_rel: str) -> int:
+    m = _ATTEMPT_NO.search(attempt_rel)
+    return int(m.group(1)) if m else 0
+
+
+@dataclass
+class Listing:
+    """Every evidence file of a run with its digest, and what could not be covered."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    unsealed: list[str] = field(default_factory=list)
+    integrity: list[str] = field(default_factory=list)
+
+    @property
+    def root(self) -> str:
+        return sha256_bytes(root_text(self.files).encode())
+
+    def attempts(self) -> set[str]:
+        """The sealed attempt directories (`stage/attempt-NNN`) the listing holds files of."""
+        out = set()
+        for name in self.files:
+            parts = name.split("/")
+            if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]):
+                out.add(f"{parts[0]}/{parts[1]}")
+        return out
+
+
+def root_text(files: dict[str, str]) -> str:
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(files.items()))
+
+
+def _attempt_dir(parts: tuple[str, ...]) -> str | None:
+    return f"{parts[0]}/{parts[1]}" if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]) else None
+
+
+def check_manifests(run: RunDir, listing: Listing) -> None:
+    """Name every listed file that no longer matches its attempt's manifest."""
+    for attempt in sorted(listing.attempts()):
+        try:
+            manifest = json.loads((run.path / attempt / MANIFEST).read_text())
+            recorded = {k: v["sha256"] for k, v in manifest["files"].items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            listing.integrity.append(f"{attempt}/{MANIFEST}: unreadable")
+            continue
+        for name, digest in recorded.items():
+            got = listing.files.get(f"{attempt}/{name}")
+            if got != digest:
+                state = "missing" if got is None else "differs from its manifest"
+                listing.integrity.append(f"{attempt}/{name}: {state}")
+
+
+def evidence_listing(run: RunDir, skip: set[str] | None = None) -> Listing:
+    """Files of sealed attempts and run.json; envelopes and attempts in `skip` are left out."""
+    skip = skip or set()
+    listing = Listing()
+    for p in run.all_files():
+        rel = p.relative_to(run.path)
+        name, attempt = rel.as_posix(), _attempt_dir(rel.parts)
+        if ENVELOPE_RE.match(name) or (attempt is not None and attempt in skip):
+            continue
+        if attempt is not None and not (run.path / attempt / MANIFEST).is_file():
+            if attempt not in listing.unsealed:
+                listing.unsealed.append(attempt)
+            continue
+        listing.files[name] = sha256_file(p)
+    check_manifests(run, listing)
+    return listing
