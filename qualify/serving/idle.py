@@ -41,9 +41,11 @@ class IdleReport:
             "reason": self.reason,
         }
 
-    def counter(self, names: tuple[str, ...]) -> float | None:
-        """A counter from the last scrape (e.g. cached prompt tokens), for before/after deltas."""
-        return None if self.snapshot is None else self.snapshot.first(names)
+    def since(self, before: IdleReport, names: tuple[str, ...]) -> float | None:
+        """A counter's growth (e.g. cached prompt tokens) from `before`'s last scrape to this
+        report's; None where either lacks it."""
+        a, b = (None if r.snapshot is None else r.snapshot.first(names) for r in (before, self))
+        return None if a is None or b is None else b - a
 
 
 async def _scrape(client: Client) -> tuple[MetricsSnapshot | None, str]:
