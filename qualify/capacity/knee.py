@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from qualify.capacity.loads import Knee
-from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, poisson, send
+from qualify.capacity.openloop import Flight, OpenLoopRun, harness_lag, poisson, send
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
 from qualify.httpclient.load import Messages, Sender
@@ -351,35 +351,6 @@ def _knee(
             "statement": statement,
         }
     )
-
-
-async def burst_cell(
-    sender: Sender,
-    fresh: Fresh,
-    n: int,
-    *,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
-    drain_s: float,
-    meter: Meter | None = None,
-) -> dict[str, Any]:
-    """`n` requests at once: how the recipe absorbs a spike, under the same SLOs."""
-    c = await open_cell(
-        sender,
-        fresh,
-        burst(n),
-        label=f"load-burst-{n}",
-        kind=kind,
-        max_tokens=max_tokens,
-        slo=slo,
-        lag_bound_ms=lag_bound_ms,
-        drain_s=drain_s,
-        meter=meter,
-    )
-    c.update(arrival="burst", rate_rps=None, cell=f"burst-{n}")
-    return c
 
 
 STREAM_KEYS = (

@@ -24,7 +24,7 @@ from qualify.capacity.answers import answer_code, degenerate_answers, judged_cel
 from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
-from qualify.capacity.knee import burst_cell, public_load, search
+from qualify.capacity.knee import open_cell, public_load, search
 from qualify.capacity.loads import Knee
 from qualify.capacity.matrix import (
     cell_key,
@@ -33,6 +33,7 @@ from qualify.capacity.matrix import (
     run_goodput,
     saturation,
 )
+from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
@@ -169,11 +170,16 @@ class Capacity:
                 **common,
             )
             out.update(found)
-            if s.load.burst:
+            if n := s.load.burst:  # n requests at once: how the recipe absorbs a spike
                 drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
-                b = await burst_cell(lane.sender, p.fresh, s.load.burst, drain_s=drain, **common)
-                out["cells"].append(b)
-                task.advance(note=f"capacity burst of {s.load.burst}")
+                label = f"load-burst-{n}"
+                b = await open_cell(
+                    lane.sender, p.fresh, burst(n), label=label, drain_s=drain, **common
+                )
+                out["cells"].append(
+                    b | {"arrival": "burst", "rate_rps": None, "cell": f"burst-{n}"}
+                )
+                task.advance(note=f"capacity burst of {n}")
         if s.soak.enabled:
             out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
