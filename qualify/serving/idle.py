@@ -13,10 +13,31 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from qualify.httpclient.client import Client
+from qualify.records import Written
 from qualify.serving.dialects import Dialect, MetricsSnapshot, busy
 
-__all__ = ["IdleReport", "wait_idle"]
+__all__ = ["Idle", "IdleAround", "IdleReport", "wait_idle"]
+
+
+class Idle(Written):
+    """One idle check as a stage record keeps it (`IdleReport.as_dict`); `idle` None: unknown."""
+
+    idle: bool | None = None
+    running: float | None = None
+    waiting: float | None = None
+    waited_s: float = 0.0
+    polls: int = 0
+    reason: str = ""
+
+
+class IdleAround(Written):
+    """The idle checks before and after a timed run or cell."""
+
+    before: Idle = Field(default_factory=Idle)
+    after: Idle | None = None
 
 
 @dataclass
