@@ -39,19 +39,20 @@ import git
 from qualify.decision import waivers
 from qualify.decision.verify import VerifyReport, verify
 from qualify.errors import BadInput, Refused, RunAborted
-from qualify.evidence.signing import canonical, keyid, load_public, sha256_bytes
+from qualify.evidence.signing import keyid, load_public, sha256_bytes
 from qualify.evidence.store import utc_now, write_atomic
 from qualify.trust.repository import (
+    GENESIS,
     TABLE,
     Snapshot,
     at_head,
+    entry_hash,
     parse_table,
     repo_of,
     snapshot,
     uncommitted,
 )
 
-GENESIS = "0" * 64
 TARGET_KEYS = ("candidate", "candidate_path", "candidate_sha256", "decision_sha256", "run_id")
 LOG = "aliases.log.jsonl"
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
@@ -72,10 +73,6 @@ def render_table(aliases: dict[str, dict[str, Any]]) -> str:
         lines += ["", f"[aliases.{json.dumps(name)}]"]
         lines += [f"{k} = {json.dumps(str(v))}" for k, v in sorted(aliases[name].items())]
     return "\n".join(lines) + "\n"
-
-
-def entry_hash(entry: dict[str, Any]) -> str:
-    return sha256_bytes(canonical({k: v for k, v in entry.items() if k != "hash"}))
 
 
 def _parse_log(data: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]]:

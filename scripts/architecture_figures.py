@@ -45,7 +45,7 @@ from typing import Any
 # higher layer is "up". `qualify` is `qualify/__init__.py`.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(["qualify", "_version", "errors", "records", "redact", "progress"], 0),
-    **dict.fromkeys(["assets"], 0),
+    **dict.fromkeys(["assets", "shown"], 0),
     **dict.fromkeys(["httpclient"], 1),
     **dict.fromkeys(["evidence", "gates", "serving", "registry", "assembled"], 2),
     **dict.fromkeys(["candidate", "candidate_settings"], 2),

@@ -8,8 +8,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from qualify.capacity.parts import Energy, Idle, Part, PlannedLength
+from qualify.capacity.parts import Energy, Part, PlannedLength
 from qualify.capacity.slo import Goodput, Slo
+from qualify.serving.idle import Idle
 
 
 class Lag(Part):

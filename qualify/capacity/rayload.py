@@ -18,7 +18,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import ray
@@ -151,8 +151,33 @@ class RayFleet:
         stop: asyncio.Event | None = None,
         flight: Flight | None = None,
         on_done: Callable[[int, Exchange], None] | None = None,
+        watch: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> SpreadRun:
         """One cell over the workers (the module docstring); `openloop.send`'s contract."""
+        stop = stop if stop is not None else asyncio.Event()
+        watching = asyncio.create_task(watch()) if watch is not None else None
+        try:
+            return await self._send(
+                client, bodies, offsets, deadline_s, timeout_s, path, stop, flight, on_done
+            )
+        finally:
+            if watching is not None:
+                stop.set()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+
+    async def _send(
+        self,
+        client: Client,
+        bodies: Sequence[Any],
+        offsets: Sequence[float],
+        deadline_s: float,
+        timeout_s: float | None,
+        path: str,
+        stop: asyncio.Event,
+        flight: Flight | None,
+        on_done: Callable[[int, Exchange], None] | None,
+    ) -> SpreadRun:
         if len(bodies) != len(offsets):
             raise ValueError(f"{len(bodies)} bodies for {len(offsets)} send times")
         plan = [float(o) for o in offsets]
@@ -327,8 +352,6 @@ def _flight(flight: Flight, polls: list[Polled]) -> None:
     if not polls:
         return
     completed = sum(p.completed for p in polls)
-    if completed > flight.completed:
-        flight.last_completed = time.perf_counter()
     flight.started = max(flight.started, sum(p.started for p in polls))
     flight.completed = max(flight.completed, completed)
     flight.running = {i: t for p in polls for i, t in p.running.items()}

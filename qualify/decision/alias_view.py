@@ -1,7 +1,5 @@
-"""The alias a decision gates, as its document shows it: its name, its target in the house
-table, and the diff's summary against the qualification behind it, read only once that
-qualification's signed decision verifies (`verified`: the side of a diff, `qualify.diff.runs`).
-"""
+"""The alias a decision gates, as its document shows it: its target in the house table and the
+diff's summary against it, read once its signed decision verifies (`verified`, a diff's side)."""
 
 from __future__ import annotations
 

@@ -26,10 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from qualify.ab.record import Acceptance as AbAcceptance
+from qualify.ab.record import Acceptance
 from qualify.ab.record import Record as AbRecord
 from qualify.ab.stats import bootstrap_delta_ci
-from qualify.capacity.record import Acceptance as CapacityAcceptance
 from qualify.capacity.record import CellFigures
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
@@ -87,7 +86,7 @@ def _digest(obj: Any) -> str:
 # --- extraction, one function per stage ------------------------------------------------------
 
 
-def _acceptance(acc: AbAcceptance | CapacityAcceptance | None) -> tuple[int, int] | None:
+def _acceptance(acc: Acceptance | None) -> tuple[int, int] | None:
     """(accepted, draft tokens) when the lane drafted any, else None."""
     if acc is None or acc.draft_tokens is None or acc.draft_tokens <= 0:
         return None

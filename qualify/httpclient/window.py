@@ -1,5 +1,4 @@
-"""What the server's own latency histograms say of one timed cell (`qualify.serving.histograms`
-reads them), the window the client's figures are compared with."""
+"""The server's own figures of one timed cell (read by `qualify.serving.histograms`)."""
 
 from __future__ import annotations
 

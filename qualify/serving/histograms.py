@@ -32,8 +32,6 @@ from __future__ import annotations
 from qualify.httpclient.window import ServerWindow
 from qualify.serving.dialects import Dialect, MetricsSnapshot
 
-__all__ = ["server_window"]
-
 
 def _delta(before: MetricsSnapshot, after: MetricsSnapshot, name: str) -> float | None:
     a, b = after.total(name), before.total(name)

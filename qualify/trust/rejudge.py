@@ -31,31 +31,19 @@ from qualify.evidence.kept import AttemptView, NotKept, differences, short, valu
 from qualify.evidence.store import RESULT
 from qualify.gates.thresholds import Thresholds
 from qualify.records import GateResult, StageResult
-
-__all__ = ["REJUDGED", "rejudge_attempt", "rejudge_run"]
+from qualify.registry import rebuild_of, stage_names
 
 
 def rejudged() -> tuple[str, ...]:
     """The stages whose verdicts `verify` derives again from their kept exchanges: every
     registered stage whose spec names a `rebuild`, in the registry's order (identity is judged
     again in `qualify.decision.verify`)."""
-    from qualify.registry import rebuild_of, stage_names
-
     return tuple(n for n in stage_names() if rebuild_of(n) is not None)
 
-
-REJUDGED = rejudged()
 
 # -- judging again --------------------------------------------------------------------------------
 
 Rebuild = Callable[[AttemptView], dict[str, Any]]
-
-
-def rebuilder(stage: str) -> Rebuild | None:
-    """The stage's `rebuild`, when this build has one for it."""
-    from qualify.registry import rebuild_of
-
-    return rebuild_of(stage)
 
 
 def _key(g: GateResult) -> str:
@@ -76,7 +64,7 @@ def rejudge_attempt(
     """The problems of one sealed attempt judged again from its exchanges (empty: it holds)."""
     from qualify.gates.runner import judge_stage
 
-    fn = rebuilder(view.stage)
+    fn: Rebuild | None = rebuild_of(view.stage)
     where = f"{view.attempt}/{RESULT}"
     if fn is None or view.result.status != "finished":
         return []

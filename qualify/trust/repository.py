@@ -66,16 +66,6 @@ def key_rel(role: str, name: str) -> str:
     return f"trust/{role}/{name}.pub"
 
 
-def repo_of(root: Path) -> git.Repo:
-    """The house's git repository; `root` must be its top."""
-    return _repo(root)
-
-
-def at_head(repo: git.Repo, rel: str) -> bytes | None:
-    """A file's bytes as committed at HEAD (None: not there)."""
-    return _at_head(repo, rel) if repo.head.is_valid() else None
-
-
 def uncommitted(repo: git.Repo, paths: list[str]) -> list[str]:
     """Each path (file or folder) whose working tree or index differs from HEAD, or that holds
     untracked files, as `git status` names it."""
@@ -83,7 +73,8 @@ def uncommitted(repo: git.Repo, paths: list[str]) -> list[str]:
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
-def _repo(root: Path) -> git.Repo:
+def repo_of(root: Path) -> git.Repo:
+    """The house's git repository; `root` must be its top."""
     try:
         repo = git.Repo(root)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -96,7 +87,8 @@ def _repo(root: Path) -> git.Repo:
     return repo
 
 
-def _at_head(repo: git.Repo, rel: str) -> bytes | None:
+def at_head(repo: git.Repo, rel: str) -> bytes | None:
+    """A file's bytes as committed at HEAD (None: not there, or no commit yet)."""
     try:
         blob = repo.head.commit.tree / rel
     except (KeyError, ValueError):
@@ -137,7 +129,7 @@ def init(root: Path, seed: Path | None = None) -> tuple[Path, str | None]:
         write_atomic(policy, seed.read_text())
     else:
         write_atomic(policy, house_policy.DEFAULT_TEXT)
-    if _at_head(repo, house_policy.POLICY_FILE) if repo.head.is_valid() else None:
+    if at_head(repo, house_policy.POLICY_FILE) if repo.head.is_valid() else None:
         return policy, None
     return policy, _commit(repo, [house_policy.POLICY_FILE], "house: the house policy")
 
@@ -203,7 +195,7 @@ def _check_name(role: str, name: str) -> None:
 def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str, str]:
     """Pin a public key for a role; logged and committed. Returns (keyid, commit)."""
     _check_name(role, name)
-    repo = _repo(root)
+    repo = repo_of(root)
     _clean(repo, root)
     pub = load_public(pub_path)
     pem, kid = _pem(pub), keyid(pub)
@@ -218,7 +210,7 @@ def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str
 
 def unpin(root: Path, role: str, name: str, why: str) -> str:
     _check_name(role, name)
-    repo = _repo(root)
+    repo = repo_of(root)
     _clean(repo, root)
     if name not in snapshot(root).keys.get(role, {}):
         raise BadInput(f"no pinned {role} key {name!r}", ["NAME: see `qualify house show`"])
@@ -235,7 +227,7 @@ def add_waiver(root: Path, candidate: str, stem: str, data: bytes) -> tuple[Path
     judged on its own; an expired one simply stops counting)."""
     if not _NAME.match(candidate) or not _NAME.match(stem):
         raise BadInput(f"bad waiver name {candidate}/{stem}", ["expected letters, digits, . _ -"])
-    repo = _repo(root)
+    repo = repo_of(root)
     folder = root / WAIVERS / candidate
     folder.mkdir(parents=True, exist_ok=True)
     n = 1
@@ -273,7 +265,7 @@ class Snapshot:
 
     def waivers(self, candidate: str) -> list[tuple[str, bytes]]:
         """The waivers committed for one candidate: (path in the house, bytes), by name."""
-        repo = _repo(self.root)
+        repo = repo_of(self.root)
         try:
             tree = repo.commit(self.commit).tree / f"{WAIVERS}/{candidate}"
         except (KeyError, ValueError):
@@ -286,10 +278,10 @@ class Snapshot:
 
 def snapshot(root: Path) -> Snapshot:
     """The house policy and the pinned keys as committed at HEAD."""
-    repo = _repo(root)
+    repo = repo_of(root)
     if not repo.head.is_valid():
         raise BadInput(f"{root} has no commit", [f"--house: run `qualify house init {root}`"])
-    text = _at_head(repo, house_policy.POLICY_FILE)
+    text = at_head(repo, house_policy.POLICY_FILE)
     if text is None:
         raise BadInput(
             f"{root} has no committed {house_policy.POLICY_FILE}",
@@ -297,7 +289,7 @@ def snapshot(root: Path) -> Snapshot:
         )
     where = f"{root / house_policy.POLICY_FILE} (at HEAD)"
     policy = house_policy.parse(text.decode(errors="replace"), where)
-    log_text = (_at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
+    log_text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
     entries = _parse_log(log_text, f"{root / TRUST_LOG} (at HEAD)")
     keys: dict[str, dict[str, PinnedKey]] = {r: {} for r in ROLES}
     for e in entries:
@@ -308,7 +300,7 @@ def snapshot(root: Path) -> Snapshot:
             keys.get(role, {}).pop(name, None)
     for role, named in keys.items():
         for name, k in named.items():
-            blob = _at_head(repo, key_rel(role, name))
+            blob = at_head(repo, key_rel(role, name))
             if blob is None or blob.decode(errors="replace") != _pem(k.pub):
                 raise Refused(
                     f"refused: {root / key_rel(role, name)} at HEAD is not the key the trust "

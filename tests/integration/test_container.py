@@ -25,9 +25,9 @@ from pathlib import Path
 
 import git
 import pytest
-
 from qualify.decision.signing import generate, load_public
 from qualify.decision.trust import init, pin
+
 from qualify.decision.verify import verify
 from qualify.pipeline import execute
 from qualify.progress import Progress

@@ -12,11 +12,11 @@ import house_run as h
 import pytest
 from trust_helpers import alias_set
 
-from qualify.alias import GENESIS, LOG, entry_hash, state
+from qualify.alias import LOG, state
 from qualify.cli import main
 from qualify.decision.conclude import setup
 from qualify.records import Verdict
-from qualify.trust.repository import TABLE
+from qualify.trust.repository import GENESIS, TABLE, entry_hash
 
 
 def two_changes(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
