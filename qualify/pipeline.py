@@ -306,25 +306,20 @@ def execute(
         inv.write_bytes("candidate.toml", Path(p.loaded.path).read_bytes())
         if p.control is not None:
             inv.write_bytes("control.toml", Path(p.control.path).read_bytes())
-        inv.write_json(
-            "invocation.json", {"argv": sys.argv, "resume": bool(resume), "at": utc_now()}
-        )
+        invocation = {"argv": sys.argv, "resume": bool(resume), "at": utc_now()}
+        inv.write_json("invocation.json", invocation)
         logs.configure(inv.stream("log", "jsonl"))
         progress.say(f"qualify {__version__}: run {run.run_id} of {p.loaded.candidate.name}")
         progress.say(f"  evidence: {run.path}")
-        progress.say(
-            f"  policy: {decided.ref.root or 'built-in defaults'} (sha256 {rules.sha256[:16]})"
-        )
+        policy = decided.ref.root or "built-in defaults"
+        progress.say(f"  policy: {policy} (sha256 {rules.sha256[:16]})")
         asyncio.run(runner.execute(resume is not None))
         if runner.interrupted:
             raise KeyboardInterrupt(runner.interrupted)
         decision = conclude(run, decided, priv, record_attempt=f"run/{inv.path.name}")
-        code = 0 if decision.promote else 1
-        if runner.aborted:
-            code = 3
+        code = 3 if runner.aborted else (0 if decision.promote else 1)
     except (KeyboardInterrupt, asyncio.CancelledError):
-        how = runner.interrupted or "SIGINT"
-        runner.aborted = f"interrupted ({how}: Ctrl-C or a stop request)"
+        runner.aborted = f"interrupted ({runner.interrupted or 'SIGINT'}: Ctrl-C or a stop request)"
         decision, code = None, 3
         progress.say("qualify: interrupted; servers stopped, evidence sealed")
     finally:
@@ -334,26 +329,27 @@ def execute(
         logs.configure(None)
     if decision is not None and priv is not None:  # after the seal: the invocation is signed too
         envelope = sign_decision(run, decision, priv)
-        refused = _verify_own(envelope, priv, decided.approvers(rules))
-        if refused:
-            print(f"qualify: the signed decision {envelope} does NOT verify:", file=sys.stderr)
-            for problem in refused:
-                print(f"  {problem}", file=sys.stderr)
+        if not _verify_own(envelope, priv, decided.approvers(rules)):
             return 3
-    if runner.aborted:
+    if runner.aborted:  # the exit code is 3 then
         progress.say(f"qualify: run could not finish: {runner.aborted}")
-        return 3
     return code
 
 
-def _verify_own(envelope: Path, priv: Ed25519PrivateKey, approvers: list[Approver]) -> list[str]:
-    """`qualify verify` of the envelope just signed, as a reader will run it: the problems (the
-    fields that differ when judged again from the kept evidence), none when it verifies. A run
-    never leaves a signed decision that does not verify without saying so (exit 3)."""
+def _verify_own(envelope: Path, priv: Ed25519PrivateKey, approvers: list[Approver]) -> bool:
+    """`qualify verify` of the envelope just signed, as a reader will run it: False, with the
+    problems printed (the fields that differ when judged again from the kept evidence), when it
+    does not verify. A run never leaves a signed decision that does not verify without saying
+    so (exit 3)."""
     from qualify.decision.verify import verify
 
     report = verify(envelope, priv.public_key(), None, approvers)
-    return [] if report.ok else list(report.problems)
+    refused = [] if report.ok else list(report.problems)
+    if refused:
+        print(f"qualify: the signed decision {envelope} does NOT verify:", file=sys.stderr)
+        for problem in refused:
+            print(f"  {problem}", file=sys.stderr)
+    return not refused
 
 
 def summary(run: RunDir) -> dict[str, Any]:

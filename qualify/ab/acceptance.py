@@ -87,6 +87,15 @@ def _rates(drafts: int, tokens: int | None, accepted: int, per_pos: list[int]) -
     }
 
 
+def between(
+    before: MetricsSnapshot | None, after: MetricsSnapshot | None, d: Dialect
+) -> dict[str, Any] | None:
+    """`acceptance` between two scrapes of the engine's counters; None without both."""
+    if before is None or after is None:
+        return None
+    return acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
+
+
 def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> dict[str, Any] | None:
     """Acceptance over one run from two scrapes; None when the engine reports nothing."""
     if before.counted and after.counted:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from qualify.ab.acceptance import SpecCounters, acceptance, response_drafts
+from qualify.ab.acceptance import between, response_drafts
 from qualify.ab.prompts import ABPrompt
 from qualify.ab.record import Energy
 from qualify.httpclient.chat import ChatOutcome, from_stream
@@ -26,7 +25,7 @@ from qualify.httpclient.timing import RequestTiming, median, timing, with_server
 from qualify.serving.engines import Dialect, MetricsSnapshot
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import wait_idle
-from qualify.vram.sampler import Parts
+from qualify.vram.sampler import Parts, gpu_over, marked
 
 __all__ = [
     "PER_REQUEST",
@@ -227,13 +226,10 @@ async def _timed(
             ex, o, f = await _send(client, keep, label, plan.bodies[i], plan.timeout_s)
             return request_record(p, ex, o, f), o
 
-    t0, m0 = time.perf_counter(), time.monotonic()
-    if parts is not None:
-        parts.part(part_name(lane, plan.run), at=m0)
-    done = await asyncio.gather(*(one(i, p) for i, p in enumerate(plan.prompts)))
-    wall, m1 = time.perf_counter() - t0, time.monotonic()
-    if parts is not None:
-        parts.part(None, at=m1)
+    sends = (one(i, p) for i, p in enumerate(plan.prompts))
+    done, wall, m0, m1 = await marked(
+        parts, part_name(lane, plan.run), lambda: asyncio.gather(*sends)
+    )
     return [r for r, _ in done], [o for _, o in done], wall, (m0, m1)
 
 
@@ -289,15 +285,6 @@ def _summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     }
 
 
-def gpu_of(parts: Parts | None, part: str, t0: float, t1: float) -> dict[str, Any] | None:
-    """Each card's lowest free memory and mean power over a run's timed window (the run's
-    `gpu`); None without a sampler or telemetry (the stage's record says why, once)."""
-    w = parts.window(t0, t1) if parts is not None else None
-    if w is None or not w.cards:
-        return None
-    return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
-
-
 async def drive_run(
     client: Client,
     keep: Keep,
@@ -314,13 +301,11 @@ async def drive_run(
     idle_before, before = await idle_state(client, d, plan.idle_wait_s)
     records, outcomes, wall, window = await _timed(client, keep, lane, plan, parts)
     idle_after, after = await idle_state(client, d, plan.idle_wait_s)
-    acc = None
-    if before is not None and after is not None:
-        acc = acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
+    acc = between(before, after, d)
     server = server_side(records, before, after, d)
     summary = _summary(records, wall)
     energy = energy_of(meter, *window, summary["completion_tokens"])
-    gpu = gpu_of(parts, part_name(lane, plan.run), *window)
+    gpu = gpu_over(parts, part_name(lane, plan.run), *window)
     return {
         "run": plan.run,
         **summary,

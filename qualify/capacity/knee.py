@@ -40,9 +40,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from qualify.capacity.loads import Knee
-from qualify.capacity.openloop import Flight, OpenLoopRun, burst, harness_lag, poisson, send
+from qualify.capacity.openloop import Flight, OpenLoopRun, harness_lag, poisson, send
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
+from qualify.capacity.spread import annotate, chosen, shard_name
 from qualify.httpclient.load import Messages
 from qualify.serving.idle import wait_idle
 from qualify.serving.sender import Sender
@@ -100,23 +101,48 @@ def cell_streams(
     out: list[dict[str, Any]] = []
     for i, s in enumerate(run.sent):
         if s.exchange is None:
-            out.append(
-                {
-                    "unfinished": s.unfinished or "never sent",
-                    "failed": None,
-                    "cut": None,
-                    "planned_s": round(s.planned_s, 4),
-                    "lag_ms": None if s.lag_s is None else round(s.lag_s * 1000, 2),
-                    "files": [],
-                }
-            )
-            continue
-        files = sender.keep(f"{label}-s{i + 1}", s.exchange)
-        rec = stream_record(s.exchange, files, kind, max_tokens)
+            rec: dict[str, Any] = {"unfinished": s.unfinished or "never sent", "failed": None}
+            rec.update(cut=None, files=[])
+        else:
+            files = sender.keep(shard_name(run, f"{label}-s{i + 1}", i), s.exchange)
+            rec = stream_record(s.exchange, files, kind, max_tokens)
         rec["planned_s"] = round(s.planned_s, 4)
         rec["lag_ms"] = None if s.lag_s is None else round(s.lag_s * 1000, 2)
         out.append(rec)
     return out
+
+
+def tallied(
+    run: OpenLoopRun,
+    streams: list[dict[str, Any]],
+    tokens: int,
+    slo: Slo,
+    lag_bound_ms: float,
+    energy: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What an open-loop cell and the soak record alike: the requests by outcome, the window
+    and the tokens in it, the client's lag (a harness error past its bound), the goodput under
+    the SLOs, and the energy over the window with its joules per output token."""
+    lag = run.lag()
+    if energy and tokens and energy.get("joules") is not None:
+        energy["j_per_output_token"] = energy["joules"] / tokens
+    cell = {
+        "completed": sum(
+            1 for s in streams if not s.get("unfinished") and not s["failed"] and not s["cut"]
+        ),
+        **{
+            k: sum(1 for s in streams if s.get(k))
+            for k in ("failed", "cut", "unfinished", "broken")
+        },
+        "window_s": run.window_s,
+        "completion_tokens": tokens,
+        "lag": lag,
+        "harness_error": harness_lag(lag, lag_bound_ms),
+        **goodput(streams, slo, run.window_s).model_dump(),
+        "energy": energy,
+        "streams": streams,
+    }
+    return annotate(cell, run, lag_bound_ms)  # a cell on Ray workers: each worker's proof
 
 
 async def open_cell(
@@ -140,52 +166,32 @@ async def open_cell(
     stop, flight = asyncio.Event(), Flight()
     early = EarlyStop(len(offsets), slo, kind, max_tokens, stop, flight)
     m0 = time.monotonic()
-    watch = asyncio.create_task(early.watch())
-    try:
-        run = await send(
-            sender.client,
-            bodies,
-            offsets,
-            span + drain_s,
-            timeout_s=sender.timeout_s,
-            stop=stop,
-            flight=flight,
-            on_done=early.done,
-        )
-    finally:
-        watch.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watch
-    m1 = time.monotonic()
+    run = await chosen(send)(  # on Ray workers while a fleet is open (`capacity.spread`)
+        sender.client,
+        bodies,
+        offsets,
+        span + drain_s,
+        timeout_s=sender.timeout_s,
+        stop=stop,
+        flight=flight,
+        on_done=early.done,
+        watch=early.watch,
+    )
+    energy = meter(m0, time.monotonic()) if meter else None
     streams = cell_streams(run, sender, label, kind, max_tokens)
-    lag = run.lag()
     done = [s for s in streams if not s.get("unfinished")]
     tokens = sum(s.get("completion_tokens") or 0 for s in done if not s.get("failed"))
-    cell: dict[str, Any] = {
+    return {
         "label": label,
         "idle_before": before.as_dict(),
         "requests": len(streams),
-        "completed": sum(1 for s in done if not s["failed"] and not s["cut"]),
-        "failed": sum(1 for s in streams if s.get("failed")),
-        "cut": sum(1 for s in streams if s.get("cut")),
-        "unfinished": sum(1 for s in streams if s.get("unfinished")),
-        "broken": sum(1 for s in streams if s.get("broken")),
         "offered_rps": (len(offsets) - 1) / span if span > 0 else None,
         "achieved_rps": len(done) / run.window_s if run.window_s else None,
-        "window_s": run.window_s,
-        "completion_tokens": tokens,
         "output_tok_s": tokens / run.window_s if run.window_s and tokens else None,
-        "lag": lag,
         "pace": pace(streams) if offsets and offsets[-1] > 0 else None,
-        "harness_error": harness_lag(lag, lag_bound_ms),
         "stopped_early": early.why,
-        **goodput(streams, slo, run.window_s).model_dump(),
-        "energy": meter(m0, m1) if meter else None,
-        "streams": streams,
+        **tallied(run, streams, tokens, slo, lag_bound_ms, energy),
     }
-    if cell["energy"] and tokens and cell["energy"].get("joules") is not None:
-        cell["energy"]["j_per_output_token"] = cell["energy"]["joules"] / tokens
-    return cell
 
 
 class EarlyStop:
@@ -224,11 +230,12 @@ class EarlyStop:
 
     async def watch(self) -> None:
         bound = self.slo.e2e_s
-        while bound is not None:
+        while bound is not None and not self.stop.is_set():
             now = time.perf_counter()
             self.missed.update(i for i, t in self.flight.running.items() if now - t > bound)
             self._check()
-            await asyncio.sleep(0.2)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stop.wait(), 0.2)
 
 
 def step_size(rate: float, s: Any) -> int:
@@ -250,87 +257,49 @@ async def search(
 ) -> dict[str, Any]:
     """The bounded knee search over Poisson cells; its cells, its `Knee`, what it used."""
     floor = slo.goodput_floor
-    drain = float(slo.e2e_s or s.step_s) + s.drain_s
+    common: dict[str, Any] = {"kind": kind, "max_tokens": max_tokens, "slo": slo, "meter": meter}
+    common.update(lag_bound_ms=lag_bound_ms, drain_s=float(slo.e2e_s or s.step_s) + s.drain_s)
     t0 = time.perf_counter()
     cells: list[dict[str, Any]] = []
     good: dict[str, Any] | None = None
     bad: dict[str, Any] | None = None
-    stopped = ""
-    rate = float(s.start_rps)
     used = 0
 
-    async def run(r: float) -> dict[str, Any]:
-        nonlocal used
-        n = step_size(r, s)
-        used += n
-        label = f"load-poisson-{r:.4g}rps"
-        c = await open_cell(
-            sender,
-            fresh,
-            poisson(r, n, seed + len(cells)),
-            label=label,
-            kind=kind,
-            max_tokens=max_tokens,
-            slo=slo,
-            lag_bound_ms=lag_bound_ms,
-            drain_s=drain,
-            meter=meter,
-        )
-        c.update(arrival="poisson", rate_rps=r, cell=f"poisson-{r:.4g}rps", step=len(cells) + 1)
-        cells.append(c)
-        advance(f"capacity load {r:.3g} req/s: goodput {c['good']}/{c['requests']}")
-        return c
-
-    def budget_left(r: float) -> str | None:
+    async def step(r: float) -> dict[str, Any] | str:
+        """The cell at `r` (kept as good or bad), else why the search stops: a bound, the client."""
+        nonlocal used, good, bad
         if len(cells) >= s.max_steps:
             return f"step bound: {s.max_steps} cells run"
         if used + step_size(r, s) > s.max_requests:
             return f"request bound: {used} of {s.max_requests} requests used"
         if time.perf_counter() - t0 >= s.max_total_s:
             return f"time bound: {time.perf_counter() - t0:.0f} s of {s.max_total_s:g} s used"
-        return None
-
-    while True:
-        if why := budget_left(rate):
-            stopped = why
-            break
-        c = await run(rate)
+        used += step_size(r, s)
+        offsets = poisson(r, step_size(r, s), seed + len(cells))
+        c = await open_cell(sender, fresh, offsets, label=f"load-poisson-{r:.4g}rps", **common)
+        c.update(arrival="poisson", rate_rps=r, cell=f"poisson-{r:.4g}rps", step=len(cells) + 1)
+        cells.append(c)
+        advance(f"capacity load {r:.3g} req/s: goodput {c['good']}/{c['requests']}")
         if c["harness_error"]:
-            stopped = f"harness: {c['harness_error']}"
-            break
-        if holds(c, floor):
-            good = c
-            if bad is not None:
-                break  # came down from an over-floor start to a rate that holds
-            rate *= s.factor
-        else:
-            bad = c
-            if good is not None:
-                stopped = why_not(c, floor, rate)
-                break
-            rate /= s.factor
+            return f"harness: {c['harness_error']}"
+        good, bad = (c, bad) if holds(c, floor) else (good, c)
+        return c
+
+    rate = float(s.start_rps)
+    while isinstance(c := await step(rate), dict):
+        if good is not None and bad is not None:
+            break  # a rate on each side of the floor
+        rate = rate * s.factor if c is good else rate / s.factor
+    stopped = c if isinstance(c, str) else why_not(c, floor, rate) if c is bad else ""
     if good is not None and bad is not None and not stopped.startswith("harness"):
         if not stopped:
             stopped = f"saturated at {bad['rate_rps']:.3g} req/s (lower rates hold the floor)"
         for _ in range(s.refine):
-            mid = math.sqrt(good["rate_rps"] * bad["rate_rps"])
-            if budget_left(mid):
+            if isinstance(c := await step(math.sqrt(good["rate_rps"] * bad["rate_rps"])), str):
+                stopped = c if c.startswith("harness") else stopped
                 break
-            c = await run(mid)
-            if c["harness_error"]:
-                stopped = f"harness: {c['harness_error']}"
-                break
-            if holds(c, floor):
-                good = c
-            else:
-                bad = c
-    knee = _knee(good, bad, stopped, slo, floor)
-    return {
-        "cells": cells,
-        "knee": knee,
-        "requests": used,
-        "wall_s": round(time.perf_counter() - t0, 3),
-    }
+    out = {"cells": cells, "knee": _knee(good, bad, stopped, slo, floor), "requests": used}
+    return out | {"wall_s": round(time.perf_counter() - t0, 3)}
 
 
 def _knee(
@@ -385,35 +354,6 @@ def _knee(
             "statement": statement,
         }
     )
-
-
-async def burst_cell(
-    sender: Sender,
-    fresh: Fresh,
-    n: int,
-    *,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
-    drain_s: float,
-    meter: Meter | None = None,
-) -> dict[str, Any]:
-    """`n` requests at once: how the recipe absorbs a spike, under the same SLOs."""
-    c = await open_cell(
-        sender,
-        fresh,
-        burst(n),
-        label=f"load-burst-{n}",
-        kind=kind,
-        max_tokens=max_tokens,
-        slo=slo,
-        lag_bound_ms=lag_bound_ms,
-        drain_s=drain_s,
-        meter=meter,
-    )
-    c.update(arrival="burst", rate_rps=None, cell=f"burst-{n}")
-    return c
 
 
 STREAM_KEYS = (

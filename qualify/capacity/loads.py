@@ -8,8 +8,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from qualify.capacity.parts import Energy, Idle, Part, PlannedLength
+from qualify.capacity.parts import Energy, Part, PlannedLength
 from qualify.capacity.slo import Goodput, Slo
+from qualify.serving.idle import Idle
 
 
 class Lag(Part):
@@ -40,6 +41,43 @@ class LoadStream(Part):
     files: list[str] = Field(default_factory=list)
 
 
+class Probe(Part):
+    """One clock probe of a Ray worker: the driver's clock when the call left and when the
+    answer came back, and the worker's clock when it answered (`qualify.capacity.spread`)."""
+
+    sent_s: float = 0.0
+    worker_s: float = 0.0
+    back_s: float = 0.0
+
+
+class SpreadWorker(Part):
+    """One Ray worker of an open-loop cell: where it ran, its clock and how it kept its share."""
+
+    worker: int = 0
+    node: str = ""
+    host: str = ""
+    requests: int = 0
+    offset_ms: float | None = None  # its clock minus the driver's, from its best probe
+    uncertainty_ms: float | None = None  # half that probe's round trip
+    probes: list[Probe] = Field(default_factory=list)
+    start_late_ms: float | None = None  # its first instant past the broadcast start
+    lag: Lag = Field(default_factory=Lag)
+    cpu_s: float | None = None
+    lost: str | None = None
+
+
+class Spread(Part):
+    """How an open-loop cell ran on Ray workers: worker i sent requests i, i+n, … of the one
+    schedule the driver drew (`qualify.capacity.spread`)."""
+
+    address: str = ""
+    placement: str = ""
+    start_lead_s: float | None = None
+    uncertainty_ms: float | None = None  # the largest of the workers'
+    uncertainty_bound_ms: float | None = None
+    workers: list[SpreadWorker] = Field(default_factory=list)
+
+
 class OpenCell(Goodput):
     """One open-loop cell (`qualify.capacity.knee.open_cell`): a Poisson step or the burst."""
 
@@ -62,6 +100,7 @@ class OpenCell(Goodput):
     stopped_early: str | None = None
     energy: Energy | None = None
     streams: list[LoadStream] = Field(default_factory=list)
+    spread: Spread | None = None
     arrival: Literal["poisson", "burst"] = "poisson"
     rate_rps: float | None = None
     cell: str = ""

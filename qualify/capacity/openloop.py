@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from qualify.httpclient.timing import percentile
 
 CHAT = "/v1/chat/completions"
 TICK_S = 0.010
+FIRST = asyncio.FIRST_COMPLETED
 
 
 def poisson(rate_rps: float, n: int, seed: int) -> list[float]:
@@ -65,6 +66,20 @@ class OpenLoopRun:
     window_s: float | None
     oversleep_ms: list[float] = field(default_factory=list)
 
+    @classmethod
+    def ended(cls, sent: list[Sent], t0: float, oversleep_ms: list[float]) -> OpenLoopRun:
+        """The run once its requests have ended: its window runs to the last answer's end, or to
+        now where a request did not finish."""
+        ends = [
+            s.sent_s + s.exchange.t_end
+            for s in sent
+            if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
+        ]
+        window = max(ends) if ends else None
+        if any(s.unfinished for s in sent):
+            window = time.perf_counter() - t0
+        return cls(sent, t0, window, oversleep_ms)
+
     def lag(self) -> dict[str, Any]:
         lags = [s.lag_s * 1000 for s in self.sent if s.lag_s is not None]
         return {
@@ -100,12 +115,56 @@ class Flight:
 
     started: int = 0
     completed: int = 0
-    last_completed: float | None = None  # perf_counter
     running: dict[int, float] = field(default_factory=dict)  # request -> perf_counter sent
 
     @property
     def in_flight(self) -> int:
         return self.started - self.completed
+
+    @contextlib.contextmanager
+    def one(self, i: int) -> Iterator[None]:
+        """Request `i` in flight for the length of the block."""
+        self.started += 1
+        self.running[i] = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.completed += 1
+            self.running.pop(i, None)
+
+
+async def cancelled(*tasks: asyncio.Task[Any]) -> None:
+    """Cancel the tasks, then wait until each has ended."""
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _settle(
+    sent: list[Sent],
+    tasks: dict[int, asyncio.Task[None]],
+    halt: asyncio.Task[Any],
+    stop: asyncio.Event,
+    t0: float,
+    deadline_s: float,
+) -> None:
+    """Once every request was sent (or `stop` was set): wait for them until `deadline_s` after
+    `t0` or `stop`, cancel those still running, and mark them and the unsent ones unfinished."""
+    pending: set[asyncio.Task[Any]] = set(tasks.values())
+    while pending and not stop.is_set() and (left := t0 + deadline_s - time.perf_counter()) > 0:
+        done, _ = await asyncio.wait({*pending, halt}, timeout=left, return_when=FIRST)
+        pending -= done
+    why = f"still running {deadline_s:g} s after the cell began"
+    if stop.is_set():
+        why = "stopped early"
+    await cancelled(*pending)
+    for i, s in enumerate(sent):
+        if i not in tasks:
+            s.unfinished = "never sent: stopped early"
+        elif tasks[i] in pending:
+            s.unfinished = why
 
 
 async def send(
@@ -118,38 +177,33 @@ async def send(
     stop: asyncio.Event | None = None,
     flight: Flight | None = None,
     on_done: Callable[[int, Exchange], None] | None = None,
+    watch: Callable[[], Coroutine[Any, Any, None]] | None = None,
 ) -> OpenLoopRun:
     """Send `bodies[i]` at `offsets[i]` (s after start); requests still running `deadline_s`
     after the start, or when `stop` is set, are cancelled and marked unfinished (requests not
     yet sent when `stop` is set are never sent). Nothing here waits on an answer before sending
-    the next request."""
+    the next request. `watch()` runs beside them until they have ended, then `stop` is set."""
     if len(bodies) != len(offsets):
         raise ValueError(f"{len(bodies)} bodies for {len(offsets)} send times")
     sent = [Sent(float(o)) for o in offsets]
     oversleep: list[float] = []
     stop = stop if stop is not None else asyncio.Event()
     flight = flight if flight is not None else Flight()
+    watching = asyncio.create_task(watch()) if watch is not None else None
     tick = asyncio.create_task(_ticker(oversleep))
     halt = asyncio.create_task(stop.wait())
     t0 = time.perf_counter()
 
     async def one(i: int) -> None:
         sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
-        flight.started += 1
-        flight.running[i] = time.perf_counter()
-        try:
+        with flight.one(i):
             ex = await client.stream(path, bodies[i], timeout_s)
-        finally:
-            flight.completed += 1
-            flight.last_completed = time.perf_counter()
-            flight.running.pop(i, None)
         sent[i].exchange = ex
         sent[i].sent_s = ex.t_sent - t0
         if on_done is not None:
             on_done(i, ex)
 
     tasks: dict[int, asyncio.Task[None]] = {}
-    why = f"still running {deadline_s:g} s after the cell began"
     try:
         for i, off in enumerate(sent):
             delay = t0 + off.planned_s - time.perf_counter()
@@ -158,41 +212,13 @@ async def send(
             if stop.is_set():
                 break
             tasks[i] = asyncio.create_task(one(i))
-        pending = set(tasks.values())
-        while pending and not stop.is_set():
-            left = t0 + deadline_s - time.perf_counter()
-            if left <= 0:
-                break
-            waiting: set[asyncio.Task[Any]] = {*pending, halt}
-            _, still = await asyncio.wait(
-                waiting, timeout=left, return_when=asyncio.FIRST_COMPLETED
-            )
-            pending = {t for t in still if t is not halt}
-        if stop.is_set():
-            why = "stopped early"
-        for task in pending:
-            task.cancel()
-        for task in pending:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for i, s in enumerate(sent):
-            if i not in tasks:
-                s.unfinished = "never sent: stopped early"
-            elif tasks[i] in pending:
-                s.unfinished = why
+        await _settle(sent, tasks, halt, stop, t0, deadline_s)
+        return OpenLoopRun.ended(sent, t0, oversleep)
     finally:
         for task in tasks.values():
             task.cancel()
-        for t in (tick, halt):
-            t.cancel()
+        await cancelled(tick, halt)
+        if watching is not None:
+            stop.set()
             with contextlib.suppress(asyncio.CancelledError):
-                await t
-    ends = [
-        s.sent_s + s.exchange.t_end
-        for s in sent
-        if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
-    ]
-    window = max(ends) if ends else None
-    if any(s.unfinished for s in sent):
-        window = time.perf_counter() - t0
-    return OpenLoopRun(sent, t0, window, oversleep)
+                await watching

@@ -1,6 +1,6 @@
 """The base of every part of the capacity record (`qualify.capacity.record`), and the parts
-both the closed-loop matrix and the open-loop load write: energy, idle checks, planned
-lengths."""
+both the closed-loop matrix and the open-loop load write: energy, planned lengths (the idle
+checks are `qualify.serving.idle.Idle`, as the context record's)."""
 
 from __future__ import annotations
 
@@ -29,17 +29,6 @@ class Energy(Part):
     window_s: float | None = None
     j_per_output_token: float | None = None
     completion_tokens: int | None = None
-
-
-class Idle(Part):
-    """One idle check (`qualify.serving.idle.IdleReport.as_dict`); `idle` None: unknown."""
-
-    idle: bool | None = None
-    running: float | None = None
-    waiting: float | None = None
-    waited_s: float = 0.0
-    polls: int = 0
-    reason: str = ""
 
 
 class PlannedLength(Part):

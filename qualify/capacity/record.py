@@ -13,35 +13,18 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
+from qualify.ab.record import Acceptance  # the same figures as the A/B's
 from qualify.capacity.loads import Load
-from qualify.capacity.parts import Energy, Idle, Part, PlannedLength
+from qualify.capacity.parts import Energy, Part, PlannedLength
 from qualify.capacity.settings import CapacitySettings, ExpectedRange
 from qualify.capacity.slo import Slo, SloMet
 from qualify.records import StageRecord
+from qualify.serving.idle import IdleAround
 
 Number = int | float
 
 
 # --- shared figures ---------------------------------------------------------------------------
-
-
-class Acceptance(Part):
-    """Draft acceptance over a run or a cell (`qualify.ab.acceptance`)."""
-
-    rate: float | None = None
-    mean_length: float | None = None
-    per_position: list[float] = Field(default_factory=list)
-    drafts: int | None = None
-    draft_tokens: int | None = None
-    accepted: int | None = None
-    accepted_per_position: list[int] = Field(default_factory=list)
-    source: str = ""
-    unmeasured: str | None = None
-
-
-class IdleAround(Part):
-    before: Idle = Field(default_factory=Idle)
-    after: Idle | None = None
 
 
 class Queue(Part):

@@ -32,6 +32,7 @@ from qualify.capacity.runs import stream_record
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo, goodput
 from qualify.capacity.soak import drift
+from qualify.capacity.spread import shard_label
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
@@ -41,16 +42,26 @@ SOAK_SEED = 7919  # the soak's arrivals: the stage's seed plus this (`Capacity.l
 
 
 def kept_stream(
-    view: AttemptView, label: str, i: int, st: Any, kind: str | None, max_tokens: int | None
+    view: AttemptView,
+    label: str,
+    i: int,
+    st: Any,
+    kind: str | None,
+    max_tokens: int | None,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """Stream `i` (from 0) of a run or cell named `label`, measured again from its kept
-    exchange, which must be the one the stage kept for it (`NNNN-<label>-s<i+1>.json`)."""
+    exchange, which must be the one the stage kept for it (`NNNN-<label>-s<i+1>.json`; of a
+    cell on `workers` Ray workers, the shard of worker i mod workers: `<label>-w<k>-s<i+1>`)."""
     files = st.get("files") if isinstance(st, dict) else None
     if not isinstance(files, list) or not files:
         raise NotKept(f"{label} stream {i + 1}: names no kept exchange")
     name = _PART.sub("", str(files[0]))
     m = _NUMBERED.match(name)
-    if m is None or m.group("rest") != f"{label}-s{i + 1}.json":
+    want = f"{label}-s{i + 1}"
+    if workers > 1:
+        want = shard_label(want, i, workers)
+    if m is None or m.group("rest") != f"{want}.json":
         raise NotKept(f"{label} stream {i + 1}: its exchange {name} is another request's")
     rec = stream_record(view.exchange(name), [str(f) for f in files], kind, max_tokens)
     return _earlier_answers(view, label, i, st, rec)
@@ -86,6 +97,7 @@ def _streams(
     """Each planned request of an open-loop cell, at its planned offset: measured again from its
     exchange, or, never answered, as recorded (its `unfinished` says why)."""
     label, sealed = str(cell.get("label")), cell.get("streams") or []
+    workers = len((cell.get("spread") or {}).get("workers") or [])
     if len(sealed) != len(offsets):
         raise NotKept(f"{label}: {len(sealed)} requests recorded, {len(offsets)} planned")
     out = []
@@ -95,7 +107,7 @@ def _streams(
         rec = (
             copy.deepcopy(st)
             if not st.get("files")
-            else kept_stream(view, label, i, st, kind, max_tokens)
+            else kept_stream(view, label, i, st, kind, max_tokens, workers)
         )
         rec.update(planned_s=round(at, 4), lag_ms=st.get("lag_ms"))
         out.append(rec)
@@ -201,6 +213,11 @@ def rebuild_load(
         raise NotKept("its load names no SLOs to judge it under")
     seed = int(view.sealed.get("seed") or 0)
     view.trust("each open-loop request's lag, and each cell's window and idle check")
+    if any(c.get("spread") for c in out.get("cells") or []):
+        view.trust(
+            "each Ray worker's clock probes, offset, lag and CPU time, and the harness verdict "
+            "on them (the requests of every worker's shard are measured again here)"
+        )
     cells, k = [], 0
     for c in out.get("cells") or []:
         cells.append(_cell(view, c, s, slo, seed, k))

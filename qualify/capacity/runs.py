@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from qualify.ab.acceptance import SpecCounters, acceptance
+from qualify.ab.acceptance import between
 from qualify.capacity.answers import broken
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
@@ -127,11 +127,6 @@ class QueueWatch:
         }
 
 
-def _delta(before: IdleReport, after: IdleReport, names: tuple[str, ...]) -> float | None:
-    a, b = before.counter(names), after.counter(names)
-    return None if a is None or b is None else b - a
-
-
 def _window(exchanges: list[Exchange]) -> float | None:
     ok = [ex for ex in exchanges if ex.t_end is not None]
     if not ok:
@@ -214,19 +209,12 @@ async def timed_run(
     ]
     run["streams"] = streams
     run.update(summarize(streams, _window(exchanges)))
-    generated = _delta(before, after, s.dialect.generated)
+    generated = after.since(before, s.dialect.generated)
     run["server_generated_tokens"] = generated
     run["server_aggregate_tok_s"] = (
         generated / run["window_s"] if generated is not None and run["window_s"] else None
     )
-    acc = None
-    if before.snapshot is not None and after.snapshot is not None:
-        acc = acceptance(
-            SpecCounters.read(before.snapshot, s.dialect),
-            SpecCounters.read(after.snapshot, s.dialect),
-            s.dialect.name,
-        )
-    run["acceptance"] = acc
+    run["acceptance"] = between(before.snapshot, after.snapshot, s.dialect)
     run["server_window"] = server_fidelity(before, after, s.dialect, exchanges, streams)
     run["excluded"] = exclusion(run)
     return run

@@ -200,7 +200,43 @@ def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | No
         "answers": answers_text(record.answers, gates),
         "unmeasured": _why_unmeasured([e for e in energies if e is not None]),
         "edge": edge_part(ld, knee.goodput_floor if knee is not None else 0.0),
+        "ray": ray_rows([*ld.cells, *(ld.incumbent.cells if ld.incumbent else [])]),
     }
+
+
+def _ms(x: float | None, sign: bool = False) -> str:
+    return "no data" if x is None else (f"{x:+.2f} ms" if sign else f"{x:.2f} ms")
+
+
+def ray_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
+    """Each cell that ran on Ray workers (`qualify.capacity.spread`): its clock uncertainty
+    against the house's bound, and per worker its node, clock offset ± uncertainty, own p99
+    send lag and CPU time, or that it was lost."""
+    out = []
+    for c in cells:
+        sp = c.spread
+        if sp is None:
+            continue
+        workers = []
+        for w in sp.workers:
+            head = f"worker {w.worker} on {w.node[:8] or '?'}" + (f" ({w.host})" if w.host else "")
+            if w.lost:
+                workers.append(f"{head}: lost ({w.lost})")
+                continue
+            workers.append(
+                f"{head}: offset {_ms(w.offset_ms, True)} ± {_ms(w.uncertainty_ms)}, "
+                f"lag p99 {_ms(w.lag.send_lag_ms_p99)}, {w.cpu_s or 0:.2f} s CPU"
+            )
+        bound = sp.uncertainty_bound_ms
+        out.append(
+            {
+                "cell": c.cell or c.label,
+                "uncertainty": f"{_ms(sp.uncertainty_ms)} (bound {_ms(bound)})",
+                "placement": sp.placement or "not placed",
+                "workers": "; ".join(workers) or "none started",
+            }
+        )
+    return out
 
 
 def _lane_text(x: dict[str, Any]) -> str:

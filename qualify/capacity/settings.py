@@ -11,7 +11,13 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from qualify.capacity.slo import SloSettings
 from qualify.records import StrictModel
@@ -99,6 +105,26 @@ class LoadSettings(StrictModel):
     burst: Annotated[int, Field(ge=0, le=4096)] = Field(
         8, description="requests sent at once in the burst cell (0: no burst)"
     )
+    workers: Annotated[int, Field(ge=1, le=64)] = Field(
+        1,
+        description="Ray actors each open-loop cell runs on, one per node where the cluster has "
+        "nodes (1: this process alone; more needs qualify[ray], `qualify.capacity.spread`)",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="the Ray cluster of the workers: `auto` or `ray://host:10001` (the "
+        "QUALIFY_RAY_ADDRESS environment variable overrides it; neither: `auto`)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _unset_spread(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        # Records of earlier builds hold no `workers` nor `ray_address`: one load of this
+        # process alone writes the same settings they did (the rebuild compares them).
+        out: dict[str, object] = handler(self)
+        if out.get("workers") == 1 and out.get("ray_address") is None:
+            out.pop("workers", None)
+            out.pop("ray_address", None)
+        return out
 
 
 class SoakSettings(StrictModel):

@@ -33,9 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from qualify.capacity.knee import Fresh, Meter, cell_streams
-from qualify.capacity.openloop import Flight, harness_lag, poisson, send
-from qualify.capacity.slo import Slo, goodput
+from qualify.capacity.knee import Fresh, Meter, cell_streams, tallied
+from qualify.capacity.openloop import Flight, poisson, send
+from qualify.capacity.slo import Slo
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
 from qualify.serving.sender import Sender
@@ -212,6 +212,33 @@ class Watcher:
                 await asyncio.wait_for(self.stop.wait(), self.poll_s)
         await self._final()
 
+    def seen(self, memory_source: str | None) -> dict[str, Any]:
+        """What the watcher saw over the soak, for its record."""
+        first, last = self.errors_first or {}, self.errors_last
+        gen, mem = self.generated, self.memory_mib
+        generated = self.s.dialect.generated
+        return {
+            "hung": self.hung,
+            "detected_after_s": self.detected_after_s,
+            "health": self.health,
+            "progress": {
+                "counter": generated[0] if generated else None,
+                "generated_delta": gen[-1] - gen[0] if len(gen) >= 2 else None,
+                "scrapes": len(gen),
+            },
+            "error_counters": {
+                k: v - first.get(k, 0.0) for k, v in last.items() if v - first.get(k, 0.0) > 0
+            },
+            "error_counters_seen": sorted(last),
+            "memory": {
+                "source": memory_source if mem else None,
+                "start_mib": mem[0] if mem else None,
+                "end_mib": mem[-1] if mem else None,
+                "max_mib": max(mem) if mem else None,
+                "growth_mib": mem[-1] - mem[0] if len(mem) >= 2 else None,
+            },
+        }
+
     async def _final(self) -> None:
         """One scrape once the last request has ended: llama-server adds a request's tokens to
         its generated-token counter only when the request ends, so the soak's progress delta
@@ -253,29 +280,19 @@ async def soak(
     drain = float(slo.e2e_s or 60.0)
     watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, e2e_s=drain)
     m0 = time.monotonic()
-    watch = asyncio.create_task(watcher.run())
-    try:
-        run = await send(
-            sender.client,
-            bodies,
-            offsets,
-            duration_s + drain,
-            timeout_s=sender.timeout_s,
-            stop=stop,
-            flight=flight,
-        )
-    finally:
-        stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watch
-    m1 = time.monotonic()
+    run = await send(
+        sender.client,
+        bodies,
+        offsets,
+        duration_s + drain,
+        timeout_s=sender.timeout_s,
+        stop=stop,
+        flight=flight,
+        watch=watcher.run,
+    )
+    energy = meter(m0, time.monotonic()) if meter else None
     streams = cell_streams(run, sender, "soak", kind, max_tokens)
-    lag = run.lag()
-    first, last = watcher.errors_first or {}, watcher.errors_last
-    errors = {k: v - first.get(k, 0.0) for k, v in last.items() if v - first.get(k, 0.0) > 0}
-    mem = watcher.memory_mib
     tokens = sum(s.get("completion_tokens") or 0 for s in streams if not s.get("unfinished"))
-    gen = watcher.generated
     out: dict[str, Any] = {
         "rate_rps": rate_rps,
         "duration_s": duration_s,
@@ -285,41 +302,9 @@ async def soak(
         "detection_bound_s": watcher.bound_s + poll_s + 2 * PROBE_TIMEOUT_S,
         "planned": len(offsets),
         "sent": sum(1 for s in run.sent if s.sent_s is not None),
-        "completed": sum(
-            1 for s in streams if not s.get("unfinished") and not s["failed"] and not s["cut"]
-        ),
-        "failed": sum(1 for s in streams if s.get("failed")),
-        "cut": sum(1 for s in streams if s.get("cut")),
-        "unfinished": sum(1 for s in streams if s.get("unfinished")),
-        "broken": sum(1 for s in streams if s.get("broken")),
-        "hung": watcher.hung,
-        "detected_after_s": watcher.detected_after_s,
-        "health": watcher.health,
-        "progress": {
-            "counter": sender.dialect.generated[0] if sender.dialect.generated else None,
-            "generated_delta": gen[-1] - gen[0] if len(gen) >= 2 else None,
-            "scrapes": len(gen),
-        },
-        "error_counters": errors,
-        "error_counters_seen": sorted(last),
-        "memory": {
-            "source": memory_source if mem else None,
-            "start_mib": mem[0] if mem else None,
-            "end_mib": mem[-1] if mem else None,
-            "max_mib": max(mem) if mem else None,
-            "growth_mib": mem[-1] - mem[0] if len(mem) >= 2 else None,
-        },
+        **watcher.seen(memory_source),
         "ttft_drift": drift(streams),
-        "window_s": run.window_s,
-        "completion_tokens": tokens,
-        "lag": lag,
-        "harness_error": harness_lag(lag, lag_bound_ms),
-        **goodput(streams, slo, run.window_s).model_dump(),
-        "energy": meter(m0, m1) if meter else None,
         "timeline_columns": ["t_s", "progress", "completed", "in_flight", "health", "memory_mib"],
         "timeline": watcher.timeline,
-        "streams": streams,
     }
-    if out["energy"] and tokens and out["energy"].get("joules") is not None:
-        out["energy"]["j_per_output_token"] = out["energy"]["joules"] / tokens
-    return out
+    return out | tallied(run, streams, tokens, slo, lag_bound_ms, energy)

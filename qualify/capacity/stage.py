@@ -24,7 +24,7 @@ from qualify.capacity.answers import answer_code, degenerate_answers, judged_cel
 from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
-from qualify.capacity.knee import burst_cell, public_load, search
+from qualify.capacity.knee import open_cell, public_load, search
 from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.matrix import (
     cell_key,
@@ -33,6 +33,7 @@ from qualify.capacity.matrix import (
     run_goodput,
     saturation,
 )
+from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
@@ -41,6 +42,7 @@ from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective
 from qualify.capacity.soak import rss_mib, soak
+from qualify.capacity.spread import around
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
 from qualify.records import StageResult
@@ -169,11 +171,16 @@ class Capacity:
                 **common,
             )
             out.update(found)
-            if s.load.burst:
+            if n := s.load.burst:  # n requests at once: how the recipe absorbs a spike
                 drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
-                b = await burst_cell(lane.sender, p.fresh, s.load.burst, drain_s=drain, **common)
-                out["cells"].append(b)
-                task.advance(note=f"capacity burst of {s.load.burst}")
+                label = f"load-burst-{n}"
+                b = await open_cell(
+                    lane.sender, p.fresh, burst(n), label=label, drain_s=drain, **common
+                )
+                out["cells"].append(
+                    b | {"arrival": "burst", "rate_rps": None, "cell": f"burst-{n}"}
+                )
+                task.advance(note=f"capacity burst of {n}")
         if s.soak.enabled:
             out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
@@ -268,8 +275,22 @@ class Capacity:
                 }
             )
 
-    async def matrix_turn(self, lane: Lane, runs: list[int], task: Any) -> None:
+    async def matrix_turn(
+        self, name: str, runs: list[int], inc_info: dict[str, Any], task: Any
+    ) -> bool:
+        """One lane's turn of matrix runs; False where the incumbent was not found or did not
+        start (`inc_info` says so then)."""
         levels = self.s.concurrency
+        if name == INCUMBENT and inc_info["status"] != "found":
+            task.advance(len(self.s.lengths) * len(levels) * len(runs))
+            return False
+        try:
+            lane = await self.lane(name)
+        except StartFailed as exc:
+            if name != INCUMBENT:
+                raise
+            inc_info.update(status="unreachable", why=str(exc))
+            return False
         for length in (r for r in lane.lengths if not r.same_as and not r.errors):
             planned = length.planned_tokens
             try:
@@ -300,6 +321,7 @@ class Capacity:
                 why = saturation(median_of_runs(lane.runs.get((planned, c), [])), self.ttft_bound)
                 if why and planned not in lane.saturated:
                     lane.saturated[planned] = {"at": c, "why": why}
+        return True
 
     async def kinds(self, lane: Lane, task: Any) -> list[dict[str, Any]]:
         rows = []
@@ -327,18 +349,9 @@ class Capacity:
                         runs.append(rec)
                         task.advance(note=f"capacity {kind} at {d.planned_tokens} run {r}")
                 except SizingError as exc:
-                    rows.append(
-                        {
-                            **row,
-                            "error": f"sizing failed: {exc}",
-                            "counted_runs": 0,
-                            "runs": 0,
-                            "excluded_runs": [],
-                            "failed": 0,
-                            "cut": 0,
-                            "requests": 0,
-                        }
-                    )
+                    err = {"error": f"sizing failed: {exc}", "counted_runs": 0, "runs": 0}
+                    err.update(excluded_runs=[], failed=0, cut=0, requests=0)
+                    rows.append({**row, **err})
                     continue
                 cell = median_of_runs(runs)
                 acc = combine([r["acceptance"] for r in runs if not r["excluded"]])
@@ -429,47 +442,34 @@ async def capacity(ctx: StageContext) -> StageResult:
     t0 = time.perf_counter()
     cap = Capacity(ctx, s, secrets.randbits(32))
     inc_info = await _incumbent_lane(ctx, s)
-    order = turns(s.runs, inc_info["status"] == "found")
+    found = inc_info["status"] == "found"
+    order = turns(s.runs, found)
+    steps = len(s.kinds) * len(s.depths) * s.kind_runs + s.soak.enabled
+    steps += (s.load.max_steps + s.load.refine + bool(s.load.burst) + 2 * found) * s.load.enabled
     cells = len(s.lengths) * len(s.concurrency)
-    total = len(s.kinds) * len(s.depths) * s.kind_runs + sum(cells * len(r) for _, r in order)
-    load_steps = (s.load.max_steps + s.load.refine + bool(s.load.burst)) * s.load.enabled
-    load_steps += 2 * s.load.enabled * (inc_info["status"] == "found")
-    total += load_steps + s.soak.enabled
     kinds: list[dict[str, Any]] = []
     load: dict[str, Any] = {}
     ran: list[str] = []
     try:
-        with ctx.progress.task("capacity", total) as task:
+        with ctx.progress.task("capacity", steps + sum(cells * len(r) for _, r in order)) as task:
             lane = await cap.lane("candidate")
             kinds = await cap.kinds(lane, task) if s.kinds else []
             for name, runs in order:
-                if name == INCUMBENT and inc_info["status"] != "found":
-                    task.advance(cells * len(runs))
-                    continue
-                try:
-                    lane = await cap.lane(name)
-                except StartFailed as exc:
-                    if name != INCUMBENT:
-                        raise
-                    inc_info.update(status="unreachable", why=str(exc))
-                    continue
-                await cap.matrix_turn(lane, runs, task)
-                ran.append(f"{name} run {','.join(map(str, runs))}")
+                if await cap.matrix_turn(name, runs, inc_info, task):
+                    ran.append(f"{name} run {','.join(map(str, runs))}")
             if s.load.enabled or s.soak.enabled:
-                load = await cap.loads(inc_info["status"] == "found", ran, task)
+                load = await around(cap, cap.loads(inc_info["status"] == "found", ran, task))
     finally:
         if INCUMBENT in ctx.lanes.loaded:
             if ctx.lanes.current == INCUMBENT:
                 await ctx.lanes.stop()
             del ctx.lanes.loaded[INCUMBENT]
     matrix = [row for ln in cap.lanes.values() for row in _rows(ln, s, cap.slo)]
-    cand_cells = {r["cell"]: r for r in matrix if r["lane"] == "candidate"}
     comparison: list[Comparison] = []
     if INCUMBENT in cap.lanes and inc_info["status"] == "found":
-        inc_cells = {r["cell"]: r for r in matrix if r["lane"] == INCUMBENT}
-        comparison = compare(cand_cells, inc_cells, seed=cap.seed)
+        lanes = [{r["cell"]: r for r in matrix if r["lane"] == n} for n in ("candidate", INCUMBENT)]
+        comparison = compare(lanes[0], lanes[1], seed=cap.seed)
         inc_info.update(status="measured", engine=cap.lanes[INCUMBENT].engine)
-    engine = cap.lanes["candidate"].engine if "candidate" in cap.lanes else Engine()
     data = {
         "settings": s.model_dump(mode="json"),
         "lengths": {name: ln.lengths for name, ln in cap.lanes.items()},
@@ -480,7 +480,7 @@ async def capacity(ctx: StageContext) -> StageResult:
         },
         "kinds": kinds,
         "degenerate": degenerate_answers(matrix, kinds),
-        "engine": engine,
+        "engine": cap.lanes["candidate"].engine if "candidate" in cap.lanes else Engine(),
         "slo": cap.slo,
         "load": public_load(load),
         "answers": judged_cells(matrix, kinds, load),

@@ -13,7 +13,6 @@ text wholesale, so its "speed" says nothing about the candidate.
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ from qualify.records import Verdict
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import IdleReport, wait_idle
 from qualify.serving.sender import Sender
-from qualify.vram.sampler import Parts
+from qualify.vram.sampler import Parts, gpu_over, marked
 
 # After the last byte of a stream the engine may take a moment to free the slot.
 AFTER_GRACE_S = 5.0
@@ -165,15 +164,6 @@ def _idle_error(row: dict[str, Any], when: str, report: IdleReport) -> dict[str,
     return row
 
 
-def gpu_window(parts: Parts, part: str, t0: float, t1: float) -> dict[str, Any] | None:
-    """Each card's lowest free memory and mean power over a cell's timed sends (the row's
-    `gpu`); None without telemetry (the stage's record says why, once)."""
-    w = parts.window(t0, t1)
-    if not w.cards:
-        return None
-    return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
-
-
 async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[str, Any]:
     """Run one cell and return its row (figures, needles, idle checks, evidence files); the
     sampler (`parts`) marks its timed sends."""
@@ -186,18 +176,11 @@ async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[
         row.update(completion_tokens=None, aggregate_output_tok_s=None, degenerate=[], notes=[])
         return _idle_error(row, "before", before)
     label = f"ctx-{cell.target}-{cell.content}-c{len(cell.prompts)}-{cell.pass_}"
-    t0, m0 = time.perf_counter(), time.monotonic()
-    if parts is not None:
-        parts.part(label, at=m0)
-    sent = await asyncio.gather(
-        *(drv.send(p, f"{label}-s{i + 1}") for i, p in enumerate(cell.prompts))
-    )
-    span, m1 = time.perf_counter() - t0, time.monotonic()
-    if parts is not None:
-        parts.part(None, at=m1)
+    sends = (drv.send(p, f"{label}-s{i + 1}") for i, p in enumerate(cell.prompts))
+    sent, span, m0, m1 = await marked(parts, label, lambda: asyncio.gather(*sends))
     after = await wait_idle(drv.client, drv.dialect, AFTER_GRACE_S)
     row["idle"]["after"] = after.as_dict()
-    if parts is not None and (gpu := gpu_window(parts, label, m0, m1)) is not None:
+    if (gpu := gpu_over(parts, label, m0, m1)) is not None:
         row["gpu"] = gpu
     timings = [timing(o) for o, _ in sent]
     streams = [
@@ -213,16 +196,11 @@ async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[
     # Kept in memory for the fidelity summary (`public` drops it): only streams that count.
     row["_timings"] = counted
     _summarize(row, streams, span)
-    row["cached_tokens_metric_delta"] = _delta(before, after, drv.dialect.prompt_cached)
+    row["cached_tokens_metric_delta"] = after.since(before, drv.dialect.prompt_cached)
     _verdict(row, streams)
     if after.idle is False:
         return _idle_error(row, "after", after)
     return row
-
-
-def _delta(before: IdleReport, after: IdleReport, names: tuple[str, ...]) -> float | None:
-    a, b = before.counter(names), after.counter(names)
-    return None if a is None or b is None else b - a
 
 
 def warm_note(row: dict[str, Any]) -> dict[str, Any]:

@@ -13,25 +13,10 @@ from pydantic import ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler
 
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
 from qualify.records import GpuNote, PartGpu, StageRecord, Written, written_keys
+from qualify.serving.idle import IdleAround
 
 Number = int | float
 Pass = Literal["warm", "cold"]
-
-
-class Idle(Written):
-    """One idle check (`qualify.serving.idle.IdleReport.as_dict`); `idle` None: unknown."""
-
-    idle: bool | None = None
-    running: float | None = None
-    waiting: float | None = None
-    waited_s: float = 0.0
-    polls: int = 0
-    reason: str = ""
-
-
-class IdleAround(Written):
-    before: Idle = Field(default_factory=Idle)
-    after: Idle | None = None
 
 
 class TaskCheck(Written):

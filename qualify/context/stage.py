@@ -146,9 +146,8 @@ class Ladder:
         return tasks, None
 
     async def rung(self, r: Rung, kind: Kind, deepest: bool = False) -> None:
-        needles = Needles.draw(self.rng)
-        source = Source(kind, self.seed)
-        warm_nonce = new_nonce()
+        s = self.settings
+        needles, source, warm_nonce = Needles.draw(self.rng), Source(kind, self.seed), new_nonce()
         tasks, no_tasks = self.tasks_for(r, kind, needles)
         question = combined_question(needles.ask, tasks) if tasks.items else None
         extra = tasks.lines()
@@ -161,14 +160,12 @@ class Ladder:
 
         calls0 = self.counter.calls
         try:
-            sized = await size(
-                count, r.planned, CHARS_PER_TOKEN[kind], self.settings.max_tokenizer_counts
-            )
+            sized = await size(count, r.planned, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts)
         except SizingError as exc:
-            r.tokenizer_calls += self.counter.calls - calls0
             r.errors.append(f"{kind}: sizing failed: {exc}")
             return
-        r.tokenizer_calls += self.counter.calls - calls0
+        finally:
+            r.tokenizer_calls += self.counter.calls - calls0
         doc = document(source, sized.chars, needles, extra)
         info: dict[str, Any] = {
             "sizing": sized.as_dict(),
@@ -183,36 +180,30 @@ class Ladder:
         }
         self.ctx.attempt.write_json(f"sizing-{r.target}-{kind}.json", info)
         warm = build(sized.chars, warm_nonce)
-        info["warmups"] = [
-            await self._warmup(r, kind, warm, i) for i in range(self.settings.warmups)
-        ]
+        info["warmups"] = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
         r.contents[kind] = info
         info["cold_fits"] = []
         for pass_ in ("warm", "cold"):  # warm first: a cold prompt may evict the warm one
-            for c in self.settings.concurrency:
-                if pass_ == "warm":
+            for c in s.concurrency:
+                try:
                     prompts = [warm] * c
-                else:
-                    calls0 = self.counter.calls
-                    try:
+                    if pass_ == "cold":
                         prompts = [await self.cold(build, sized, info) for _ in range(c)]
-                    except SizingError as exc:
-                        r.errors.append(f"{kind}: sizing a cold prompt failed: {exc}")
-                        continue
-                    finally:
-                        r.cold_tokenizer_calls += self.counter.calls - calls0
+                except SizingError as exc:
+                    r.errors.append(f"{kind}: sizing a cold prompt failed: {exc}")
+                    continue
                 cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles, tasks)
                 row = await run_cell(self.drv, cell, self.parts)
                 if row["verdict"] != "error":
                     self.timings.setdefault(c, []).extend(row.get("_timings", []))
                 self.rows.append(warm_note(public(row)))
-            if pass_ == "warm" and tasks.items:
-                # One question per task behind the same document: the prefix cache serves it.
+            if pass_ == "warm" and tasks.items:  # each task alone: the prefix cache serves it
                 info["asked"] = [
                     await self.ask(r, kind, build(sized.chars, warm_nonce, t.question), t)
                     for t in tasks.items
                 ]
-        if deepest and self.settings.tool_battery:
+        r.cold_tokenizer_calls += self.counter.calls - calls0 - info["tokenizer_calls"]
+        if deepest and s.tool_battery:
             self.battery = await self.tool_battery(r, kind, source, needles)
 
     async def ask(self, r: Rung, kind: str, msgs: Messages, task: Any) -> dict[str, Any]:
@@ -256,11 +247,9 @@ class Ladder:
             msgs = battery.continuation(first(chars, battery.RESULT_PROMPT))
             return await self.counter.count(msgs, tools)
 
-        calls0 = self.counter.calls
+        s, calls0 = self.settings, self.counter.calls
         try:
-            sized = await size(
-                count, r.planned, CHARS_PER_TOKEN[kind], self.settings.max_tokenizer_counts
-            )
+            sized = await size(count, r.planned, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts)
             typed_tokens = await self.counter.count(first(sized.chars, battery.CALL_PROMPT), tools)
         except SizingError as exc:
             out["errors"].append(f"sizing the battery's prompt failed: {exc}")
@@ -268,35 +257,28 @@ class Ladder:
         finally:
             out["tokenizer_calls"] = self.counter.calls - calls0
         out["sizing"] = {**sized.as_dict(), "typed_tokens": typed_tokens}
-        base = {
-            **self.drv.body,
-            "max_tokens": self.settings.battery_max_tokens,
-            "tools": tools,
+        base = {**self.drv.body, "max_tokens": s.battery_max_tokens, "tools": tools}
+        call = {
+            **base,
+            "messages": first(sized.chars, battery.CALL_PROMPT),
+            "tool_choice": "required",
         }
-        call = {**base, "messages": first(sized.chars, battery.CALL_PROMPT)}
-        call["tool_choice"] = "required"
-        client, timeout = self.drv.client, self.settings.timeout_s
-        label = f"ctx-{r.target}-{kind}-tools"
-        ex = await client.post("/v1/chat/completions", call, timeout)
-        o = from_response(ex)
-        out["cases"].append(
-            battery.record("typed", o, self.ctx.keep(f"{label}-typed", ex), _problem(o))
-        )
-        ex = await client.stream(
-            "/v1/chat/completions",
-            {**call, "stream": True, "stream_options": {"include_usage": True}},
-            timeout,
-        )
-        o = from_stream(ex)
-        out["cases"].append(
-            battery.record("streaming", o, self.ctx.keep(f"{label}-streaming", ex), _problem(o))
-        )
-        msgs = battery.continuation(first(sized.chars, battery.RESULT_PROMPT))
-        ex = await client.post("/v1/chat/completions", {**base, "messages": msgs}, timeout)
-        o = from_response(ex)
-        out["cases"].append(
-            battery.record("tool-result", o, self.ctx.keep(f"{label}-tool-result", ex), _problem(o))
-        )
+        streamed = {**call, "stream": True, "stream_options": {"include_usage": True}}
+        result = {
+            **base,
+            "messages": battery.continuation(first(sized.chars, battery.RESULT_PROMPT)),
+        }
+        cases: list[tuple[battery.CaseName, dict[str, Any]]] = [
+            ("typed", call),
+            ("streaming", streamed),
+            ("tool-result", result),
+        ]
+        for case, body in cases:
+            send = self.drv.client.stream if case == "streaming" else self.drv.client.post
+            ex = await send("/v1/chat/completions", body, s.timeout_s)
+            o = from_stream(ex) if case == "streaming" else from_response(ex)
+            files = self.ctx.keep(f"ctx-{r.target}-{kind}-tools-{case}", ex)
+            out["cases"].append(battery.record(case, o, files, _problem(o)))
         return out
 
     async def cold(

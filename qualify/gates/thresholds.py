@@ -89,6 +89,12 @@ class Thresholds(StrictModel):
         description="open-loop harness bound: p99 of (actual − intended send time) and of the "
         "event loop's oversleep; beyond it the cell is a harness error, not a server figure",
     )
+    client_max_clock_uncertainty_ms: Annotated[float, Field(gt=0)] = Field(
+        20.0,
+        description="open-loop load on Ray workers: half the round trip of each worker's best "
+        "clock probe before a cell; beyond it the cell is a harness error (its workers' send "
+        "times cannot be placed on one clock within it); lower is stricter",
+    )
     soak_min_requests: Annotated[int, Field(ge=1)] = Field(
         30,
         description="completed requests below which a soak shows nothing (inconclusive, never "

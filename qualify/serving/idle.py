@@ -13,10 +13,31 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from qualify.httpclient.client import Client
+from qualify.records import Written
 from qualify.serving.dialects import Dialect, MetricsSnapshot, busy
 
-__all__ = ["IdleReport", "wait_idle"]
+__all__ = ["Idle", "IdleAround", "IdleReport", "wait_idle"]
+
+
+class Idle(Written):
+    """One idle check as a stage record keeps it (`IdleReport.as_dict`); `idle` None: unknown."""
+
+    idle: bool | None = None
+    running: float | None = None
+    waiting: float | None = None
+    waited_s: float = 0.0
+    polls: int = 0
+    reason: str = ""
+
+
+class IdleAround(Written):
+    """The idle checks before and after a timed run or cell."""
+
+    before: Idle = Field(default_factory=Idle)
+    after: Idle | None = None
 
 
 @dataclass
@@ -41,9 +62,11 @@ class IdleReport:
             "reason": self.reason,
         }
 
-    def counter(self, names: tuple[str, ...]) -> float | None:
-        """A counter from the last scrape (e.g. cached prompt tokens), for before/after deltas."""
-        return None if self.snapshot is None else self.snapshot.first(names)
+    def since(self, before: IdleReport, names: tuple[str, ...]) -> float | None:
+        """A counter's growth (e.g. cached prompt tokens) from `before`'s last scrape to this
+        report's; None where either lacks it."""
+        a, b = (None if r.snapshot is None else r.snapshot.first(names) for r in (before, self))
+        return None if a is None or b is None else b - a
 
 
 async def _scrape(client: Client) -> tuple[MetricsSnapshot | None, str]:

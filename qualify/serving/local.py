@@ -7,6 +7,7 @@ flavour, so a machine builds it once. Only the package registry is reached: the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -283,29 +284,48 @@ def tail(path: Path, n: int = 5) -> list[str]:
     return [ln.rstrip()[:300] for ln in lines if ln.strip()][-n:]
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free on `host` right now (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
+    """SIGTERM to the process group of `proc` (started in a new session), SIGKILL after
+    `grace_s` seconds; a group already gone is not an error."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _failed(cause: str, last_lines: list[str], **more: Any) -> dict[str, Any]:
+    """A smoke decode (or build check) that did not pass: why, and the log's last lines."""
+    return {"ok": False, "cause": cause, **more, "last_lines": last_lines}
+
+
+def _healthy(http: httpx.Client, url: str) -> bool:
+    try:
+        return http.get(url).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def smoke_decode(binary: Path, model: Path, log: Path, timeout_s: float = 180.0) -> dict[str, Any]:
     """Start `binary` on the model, wait for health, decode 8 tokens, stop it.
 
     Returns `{"ok": True, "tokens": n, "decode_tok_s": r}` or `{"ok": False, "cause": ...,
     "last_lines": [...]}`; the cause names a signal by name when the server died of one.
     """
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
-    cmd = [
-        str(binary),
-        "-m",
-        str(model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "-c",
-        "512",
-        "-t",
-        str(min(os.cpu_count() or 2, 4)),
-        "--no-webui",
-    ]
+    port = free_port()
+    threads = str(min(os.cpu_count() or 2, 4))
+    cmd = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["-c", "512", "-t", threads, "--no-webui"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -319,12 +339,8 @@ def smoke_decode(binary: Path, model: Path, log: Path, timeout_s: float = 180.0)
 
     def died(during: str) -> dict[str, Any]:
         proc.wait(5)
-        return {
-            "ok": False,
-            "cause": f"llama-server died of {signal_name(proc.returncode)} during {during}",
-            "returncode": proc.returncode,
-            "last_lines": tail(log),
-        }
+        cause = f"llama-server died of {signal_name(proc.returncode)} during {during}"
+        return _failed(cause, tail(log), returncode=proc.returncode)
 
     try:
         deadline = time.monotonic() + timeout_s
@@ -333,55 +349,28 @@ def smoke_decode(binary: Path, model: Path, log: Path, timeout_s: float = 180.0)
                 if proc.poll() is not None:
                     return died("start-up")
                 if time.monotonic() > deadline:
-                    return {
-                        "ok": False,
-                        "cause": f"not healthy after {timeout_s:.0f} s",
-                        "last_lines": tail(log),
-                    }
-                try:
-                    if http.get(base + "/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
+                    return _failed(f"not healthy after {timeout_s:.0f} s", tail(log))
+                if _healthy(http, base + "/health"):
+                    break
                 time.sleep(0.25)
+            ask = {"prompt": "The capital of France is", "n_predict": 8, "temperature": 0}
             try:
-                r = http.post(
-                    base + "/completion",
-                    json={
-                        "prompt": "The capital of France is",
-                        "n_predict": 8,
-                        "temperature": 0,
-                        "cache_prompt": False,
-                    },
-                )
+                r = http.post(base + "/completion", json={**ask, "cache_prompt": False})
             except httpx.HTTPError as exc:
                 if proc.poll() is not None:
                     return died("the first decode")
-                return {
-                    "ok": False,
-                    "cause": f"decode request failed: {exc!r}",
-                    "last_lines": tail(log),
-                }
+                return _failed(f"decode request failed: {exc!r}", tail(log))
             if proc.poll() is not None:
                 return died("the first decode")
             body = r.json() if r.status_code == 200 else {}
             n = int(body.get("tokens_predicted") or 0)
             if r.status_code != 200 or n < 1:
-                return {
-                    "ok": False,
-                    "cause": f"decode answered HTTP {r.status_code} with {n} tokens",
-                    "last_lines": tail(log),
-                }
+                return _failed(f"decode answered HTTP {r.status_code} with {n} tokens", tail(log))
             rate = (body.get("timings") or {}).get("predicted_per_second")
             return {"ok": True, "tokens": n, "text": body.get("content", ""), "decode_tok_s": rate}
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc, 15)
 
 
 # Instructions a variant promises to leave out, as objdump spells their operands or mnemonics.
@@ -421,6 +410,22 @@ def _compile(tree: Path, build: Path, flags: list[str], jobs: int | None) -> Pat
     return build / "bin" / "llama-server"
 
 
+def _check(flavour: str, variant: str, binary: Path, model: Path, log: Path) -> dict[str, Any]:
+    """A new binary's smoke decode (skipped for CUDA without a GPU), then, for an x86-64
+    variant, its instruction audit: AVX-512 or AMX in it fails the build."""
+    if flavour == "cuda" and not shutil.which("nvidia-smi"):
+        return {"ok": True, "skipped": "no GPU on the build host"}
+    _log(f"smoke decode of {model.name} with the new binary")
+    smoke = smoke_decode(binary, model, log)
+    if not (smoke["ok"] and variant in CPU_VARIANTS):
+        return smoke
+    audit = smoke["instructions"] = instruction_audit(binary)
+    if not (audit.get("avx512") or audit.get("amx")):
+        return smoke
+    why = f"({audit['avx512']} and {audit['amx']}): the variant flags did not apply"
+    return _failed(f"the {variant} binary contains AVX-512 or AMX instructions {why}", [])
+
+
 def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
     """Configure and build the `llama-server` target, check it with a smoke decode of the
     installed model, and only then copy it and the templates into the cache.
@@ -445,51 +450,34 @@ def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
         flags = [*CMAKE_FLAGS, *FLAVOURS[paths.flavour], *extra, *build_info_flags(tree)]
         _log(f"configuring llama.cpp ({tag}) in {build}")
         binary = _compile(tree, build, flags, jobs)
-        if paths.flavour == "cuda" and not shutil.which("nvidia-smi"):
-            smoke: dict[str, Any] = {"ok": True, "skipped": "no GPU on the build host"}
-        else:
-            _log(f"smoke decode of {model.name} with the new binary")
-            smoke = smoke_decode(binary, model, build / "smoke.log")
-        if smoke["ok"] and variant in CPU_VARIANTS:
-            audit = instruction_audit(binary)
-            smoke["instructions"] = audit
-            if audit.get("avx512") or audit.get("amx"):
-                smoke = {
-                    "ok": False,
-                    "cause": f"the {variant} binary contains AVX-512 or AMX instructions "
-                    f"({audit['avx512']} and {audit['amx']}): the variant flags did not apply",
-                    "last_lines": [],
-                }
-        if smoke["ok"]:
-            paths.home.mkdir(parents=True, exist_ok=True)
-            tmp = paths.home / "llama-server.tmp"
-            shutil.copy2(binary, tmp)
-            os.replace(tmp, paths.binary)
-            if not paths.templates.is_dir():
-                shutil.copytree(tree / "models" / "templates", paths.templates)
-            record = {
-                "llama_cpp_python": LLAMA_CPP_PYTHON,
-                "flavour": paths.flavour,
-                "variant": variant,
-                "cmake_flags": flags,
-                "cpu_model": cpu_model(),
-                "cpu_flags_used": sorted(CPU_VARIANTS[variant][0])
-                if variant in CPU_VARIANTS
-                else [],
-                "smoke": smoke,
-                "rejected": failures,
-            }
-            paths.build_record.write_text(json.dumps(record, indent=2) + "\n")
-            _log(
-                f"llama-server ({variant}) installed at {paths.binary}: smoke decode of "
-                f"{smoke.get('tokens', 0)} tokens passed"
-            )
-            return paths.binary
-        failures.append({"variant": variant, **smoke})
-        _log(f"the {variant} build failed its smoke decode: {smoke['cause']}")
-        for line in smoke.get("last_lines", []):
-            _log(f"    | {line}")
-        _log(f"log: {build / 'smoke.log'}; not cached")
+        smoke = _check(paths.flavour, variant, binary, model, build / "smoke.log")
+        if not smoke["ok"]:
+            failures.append({"variant": variant, **smoke})
+            _log(f"the {variant} build failed its smoke decode: {smoke['cause']}")
+            for line in smoke.get("last_lines", []):
+                _log(f"    | {line}")
+            _log(f"log: {build / 'smoke.log'}; not cached")
+            continue
+        paths.home.mkdir(parents=True, exist_ok=True)
+        os.replace(shutil.copy2(binary, paths.home / "llama-server.tmp"), paths.binary)
+        if not paths.templates.is_dir():
+            shutil.copytree(tree / "models" / "templates", paths.templates)
+        record = {
+            "llama_cpp_python": LLAMA_CPP_PYTHON,
+            "flavour": paths.flavour,
+            "variant": variant,
+            "cmake_flags": flags,
+            "cpu_model": cpu_model(),
+            "cpu_flags_used": sorted(CPU_VARIANTS[variant][0] if variant in CPU_VARIANTS else []),
+            "smoke": smoke,
+            "rejected": failures,
+        }
+        paths.build_record.write_text(json.dumps(record, indent=2) + "\n")
+        _log(
+            f"llama-server ({variant}) installed at {paths.binary}: smoke decode of "
+            f"{smoke.get('tokens', 0)} tokens passed"
+        )
+        return paths.binary
     last = failures[-1] if failures else {"cause": "no CPU variant fits this machine"}
     raise BuildFailed(
         f"no llama-server build passed its smoke decode on {cpu_model()} "

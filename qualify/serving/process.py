@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,7 +33,7 @@ from qualify.candidate import ContainerLaunch, LoadedCandidate
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import Attempt, ChunkedWriter
 from qualify.serving.command import doubled_entrypoint, image_entrypoint, volume
-from qualify.serving.local import LocalPaths, signal_name
+from qualify.serving.local import LocalPaths, free_port, signal_name, stop_group
 
 _LIVE: set[ServerProcess] = set()
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
@@ -63,13 +62,6 @@ def _pump(stream: IO[bytes], sink: ChunkedWriter, lock: threading.Lock) -> None:
     for line in iter(stream.readline, b""):
         with lock:
             sink.write(line)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS reports free on `host` right now (bound to port 0, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def expand(
@@ -339,14 +331,7 @@ class ServerProcess:
                     rm = [c.runtime, "rm", "-f", self.container_id]
                     subprocess.run(rm, capture_output=True, timeout=60)
         if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+            stop_group(self.proc, grace)
         if self.proc is not None:
             code = self.proc.returncode
         for t in self._threads:

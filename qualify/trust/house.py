@@ -48,6 +48,7 @@ _LOWER_IS_STRICTER = {
     "ab_max_regression_pct",
     "fidelity_decode_tolerance",
     "client_max_lag_ms",
+    "client_max_clock_uncertainty_ms",
     "soak_stall_s",
     "soak_max_ttft_drift_pct",
     "soak_min_ttft_drift_s",

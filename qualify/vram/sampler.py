@@ -14,8 +14,9 @@ import bisect
 import threading
 import time
 from array import array
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
@@ -80,11 +81,37 @@ class Parts(Protocol):
     def window(self, t0: float, t1: float) -> Window: ...
 
 
+T = TypeVar("T")
+Marked = tuple[T, float, float, float]
+
+
 def parts_of(sampler: object) -> Parts | None:
     """The run's sampler as `Parts`, or None when the run has none."""
     if callable(getattr(sampler, "part", None)) and callable(getattr(sampler, "window", None)):
         return sampler  # type: ignore[return-value]
     return None
+
+
+async def marked(parts: Parts | None, name: str, work: Callable[[], Awaitable[T]]) -> Marked[T]:
+    """`work()` awaited as the part `name` of the stage in the sampler's log (where there is a
+    sampler): its result, its wall time and its monotonic window."""
+    t0, m0 = time.perf_counter(), time.monotonic()
+    if parts is not None:
+        parts.part(name, at=m0)
+    done = await work()
+    span, m1 = time.perf_counter() - t0, time.monotonic()
+    if parts is not None:
+        parts.part(None, at=m1)
+    return done, span, m0, m1
+
+
+def gpu_over(parts: Parts | None, part: str, t0: float, t1: float) -> dict[str, object] | None:
+    """Each card's lowest free memory and mean power over a marked window (a run's or a row's
+    `gpu`); None without a sampler or telemetry (the stage's record says why, once)."""
+    w = parts.window(t0, t1) if parts is not None else None
+    if w is None or not w.cards:
+        return None
+    return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
 
 
 def hardware(src: Source | None) -> dict[str, object]:

@@ -1,0 +1,147 @@
+"""One worker's share of an open-loop cell (`qualify.capacity.spread`): what a Ray actor runs.
+
+The driver draws the cell's whole schedule; this worker is given requests i, i+n, … of it (their
+bodies and planned offsets from the shared start) and the start as an instant of the driver's
+clock, with its own clock's offset from the driver's (measured by the driver's probes). It maps
+the start to its own monotonic clock, waits for it, and sends its share with qualify's own
+open-loop sender (`qualify.capacity.openloop.send`) and HTTP client, nothing else. Each request
+that ends is handed back raw (the whole exchange) at the driver's next poll, with what is in
+flight, so the driver judges every answer, stops the cell early as one process would, and keeps
+the exchanges; the statistics are never computed here.
+
+Times handed back are on the driver's clock (the worker's minus its offset): an exchange's
+`t_sent`, each request's actual send time from the shared start. The worker's own figures: its
+send lag (over its share), its event loop's oversleep, how late it came past the start, and the
+CPU time its process spent on the cell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from qualify.capacity.openloop import CHAT, Flight, send
+from qualify.httpclient.client import Client, Exchange
+
+
+@dataclass
+class ShardSpec:
+    """One worker's share of one cell, as the driver sends it."""
+
+    indices: list[int]  # the requests of the cell this worker sends, in order
+    bodies: list[Any]
+    offsets: list[float]  # planned, seconds after the shared start
+    start_s: float  # the shared start, on the driver's clock
+    offset_s: float  # this worker's clock minus the driver's
+    deadline_s: float
+    base_url: str
+    api_key: str | None = None
+    client_timeout_s: float = 120.0
+    timeout_s: float | None = None
+    path: str = CHAT
+
+
+@dataclass
+class ShardResult:
+    """What a worker's share came to; exchanges not yet polled ride along in `done`."""
+
+    indices: list[int]
+    sent_s: list[float | None]  # actual send time from the shared start (driver's clock)
+    unfinished: list[str | None]
+    done: list[tuple[int, Exchange]]
+    oversleep_ms: list[float]
+    start_late_s: float
+    cpu_s: float
+    window_end_s: float  # when its send returned, from the shared start
+
+
+@dataclass
+class Polled:
+    """What ended since the last poll, and what is in flight (sent at, on the driver's clock)."""
+
+    done: list[tuple[int, Exchange]]
+    running: dict[int, float]
+    started: int
+    completed: int
+
+
+@dataclass
+class Shard:
+    """The worker's state across cells: one client per server, the cell running now."""
+
+    clients: dict[tuple[str, str | None, float], Client] = field(default_factory=dict)
+    stop: asyncio.Event | None = None
+    flight: Flight = field(default_factory=Flight)
+    done: list[tuple[int, Exchange]] = field(default_factory=list)
+    offset_s: float = 0.0
+    indices: list[int] = field(default_factory=list)
+
+    def client(self, spec: ShardSpec) -> Client:
+        key = (spec.base_url, spec.api_key, spec.client_timeout_s)
+        if key not in self.clients:
+            self.clients[key] = Client(spec.base_url, spec.api_key, spec.client_timeout_s)
+        return self.clients[key]
+
+    def _ended(self, k: int, ex: Exchange) -> None:
+        ex.t_sent -= self.offset_s  # onto the driver's clock
+        self.done.append((self.indices[k], ex))
+
+    async def run(self, spec: ShardSpec) -> ShardResult:
+        """Send this worker's share from the shared start (see the module docstring)."""
+        client = self.client(spec)
+        self.stop, self.flight, self.done = asyncio.Event(), Flight(), []
+        self.offset_s, self.indices = spec.offset_s, list(spec.indices)
+        cpu0 = time.process_time()
+        start = spec.start_s + spec.offset_s  # the shared start on this worker's clock
+        if (wait := start - time.perf_counter()) > 0:
+            await asyncio.sleep(wait)
+        late = time.perf_counter() - start
+        run = await send(
+            client,
+            spec.bodies,
+            [o - late for o in spec.offsets],  # still anchored to the shared start
+            spec.deadline_s - late,
+            timeout_s=spec.timeout_s,
+            path=spec.path,
+            stop=self.stop,
+            flight=self.flight,
+            on_done=self._ended,
+        )
+        shift = run.started - start
+        done, self.done = self.done, []
+        return ShardResult(
+            indices=list(spec.indices),
+            sent_s=[None if s.sent_s is None else s.sent_s + shift for s in run.sent],
+            unfinished=[s.unfinished for s in run.sent],
+            done=done,
+            oversleep_ms=run.oversleep_ms,
+            start_late_s=shift,
+            cpu_s=time.process_time() - cpu0,
+            window_end_s=time.perf_counter() - start,
+        )
+
+    def poll(self) -> Polled:
+        done, self.done = self.done, []
+        running = {self.indices[k]: t - self.offset_s for k, t in self.flight.running.items()}
+        return Polled(done, running, self.flight.started, self.flight.completed)
+
+    def halt(self) -> None:
+        if self.stop is not None:
+            self.stop.set()
+
+    async def close(self) -> None:
+        for c in self.clients.values():
+            await c.aclose()
+        self.clients.clear()
+
+
+def split(n: int, workers: int) -> list[list[int]]:
+    """The requests of each worker: worker k sends k, k+workers, k+2·workers, …"""
+    return [list(range(k, n, workers)) for k in range(workers)]
+
+
+def share(items: Sequence[Any], indices: list[int]) -> list[Any]:
+    return [items[i] for i in indices]
