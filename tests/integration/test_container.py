@@ -25,14 +25,14 @@ from pathlib import Path
 
 import git
 import pytest
-from qualify.decision.signing import generate, load_public
-from qualify.decision.trust import init, pin
 
 from qualify.decision.verify import verify
+from qualify.evidence.signing import generate, load_public
 from qualify.pipeline import execute
 from qualify.progress import Progress
 from qualify.records import Verdict
 from qualify.serving.local import LocalPaths
+from qualify.trust.repository import init, pin
 
 pytestmark = pytest.mark.integration
 
