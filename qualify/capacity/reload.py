@@ -230,8 +230,8 @@ def rebuild_load(
         view.trust("the soak's watcher: health probes, counters, memory, timeline, a hang")
         out["soak"] = _soak(view, out["soak"], s, slo, seed)
         if "rate_from" in out["soak"]:  # an earlier build wrote none
-            k = out.get("knee")
-            knee_rps = k.rate_rps if isinstance(k, Knee) else (k or {}).get("rate_rps")
+            held = out.get("knee")
+            knee_rps = held.rate_rps if isinstance(held, Knee) else (held or {}).get("rate_rps")
             out["soak"]["rate_from"] = soak_rate_from(s.soak.rate_rps, knee_rps)
     if out.get("incumbent"):
         out["incumbent"] = _edge_again(view, out, s, slo, seed)
