@@ -31,7 +31,7 @@ LOAD = (
 def test_the_load_runs_on_two_workers_and_verifies(
     candidate_factory: Callable[..., Path],
     stage_runner: Any,
-    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cand = candidate_factory(
@@ -47,7 +47,8 @@ def test_the_load_runs_on_two_workers_and_verifies(
             "soak = { rate_fraction = 0.75 }": "soak = { enabled = false }",
         },
     )
-    with local_cluster(tmp_path / "ray") as address:
+    # a short folder: Ray's unix sockets live under it (107 bytes at most for their paths)
+    with local_cluster(tmp_path_factory.mktemp("ray")) as address:
         monkeypatch.setenv("QUALIFY_RAY_ADDRESS", address)
         runner = stage_runner(cand)
         result = runner.stage("capacity")  # asserts the rebuild from the shards equals it
