@@ -204,8 +204,12 @@ def test_the_soak_watches_a_live_engine(capacity: tuple[StageResult, Path]) -> N
     # depends on how busy the machine's two cores are (seen: +136% in a full suite run), so a
     # fail here may only be a drift or memory finding, measured and named.
     gate = _gate(result, "soak")
-    assert gate.verdict in (Verdict.PASS, Verdict.FAIL), gate.reasons
     assert not any("hung" in r for r in gate.reasons), gate.reasons
+    if soak["completed"] < 30:  # the house's soak_min_requests: too short to show anything
+        assert gate.verdict is Verdict.INCONCLUSIVE, gate.reasons
+        assert gate.reasons[0].startswith(f"only {soak['completed']} requests completed")
+        return
+    assert gate.verdict in (Verdict.PASS, Verdict.FAIL), gate.reasons
     if gate.verdict is Verdict.FAIL:
         assert all("drift" in r or "memory" in r for r in gate.reasons), gate.reasons
     energy = [g for g in result.gates if g.gate.startswith("energy")]
