@@ -23,6 +23,9 @@ class ServerWindow:
     itl_n: float | None
     itl_s: float | None
     problem: str | None = None
+    # the tokens `decode_s` covers, where the server counts them itself (SGLang's ITL histogram
+    # counts each token after a request's first output); else n_i - 1 a request
+    decode_tokens: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -31,9 +34,14 @@ class ServerWindow:
     @property
     def decode_tok_s(self) -> float | None:
         """sum(n_i - 1) / sum(decode_i) over the cell's requests."""
-        if not self.ok or self.generated_tokens is None or not self.decode_s:
+        if not self.ok or not self.decode_s:
             return None
-        steps = self.generated_tokens - self.requests
+        if self.decode_tokens is not None:
+            steps = self.decode_tokens
+        elif self.generated_tokens is not None:
+            steps = self.generated_tokens - self.requests
+        else:
+            return None
         return steps / self.decode_s if steps > 0 else None
 
     @staticmethod

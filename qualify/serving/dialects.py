@@ -38,7 +38,8 @@ class Dialect:
     kv_capacity: tuple[str, ...] = ()
     means: frozenset[str] = frozenset()
     # Latency histograms the server keeps (key -> family name without _sum/_count): decode,
-    # generation_tokens, ttft, prefill, queue, itl (`qualify.serving.histograms`).
+    # generation_tokens, ttft, prefill, queue, itl; or, without decode, e2e and itl_tokens
+    # (an ITL histogram counting tokens, SGLang's) (`qualify.serving.histograms`).
     histograms: tuple[tuple[str, str], ...] = ()
 
     def read(self, snap: MetricsSnapshot, name: str) -> float | None:
@@ -96,6 +97,13 @@ SGLANG = Dialect(
     generated=("sglang:generation_tokens_total",),
     prompt_cached=("sglang:cached_tokens_total",),
     kv_capacity=("sglang:max_total_num_tokens", "sglang:token_usage"),
+    histograms=(
+        ("e2e", "sglang:e2e_request_latency_seconds"),
+        ("itl_tokens", "sglang:inter_token_latency_seconds"),
+        ("generation_tokens", "sglang:generation_tokens_histogram"),
+        ("ttft", "sglang:time_to_first_token_seconds"),
+        ("queue", "sglang:queue_time_seconds"),
+    ),
     means=frozenset(
         {
             "sglang:token_usage",

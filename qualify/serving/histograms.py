@@ -19,6 +19,16 @@ From those deltas, over the cell's requests:
   sum(n_i - 1) / sum(decode_i): the first token is the prefill's;
 - server TTFT = mean of the TTFT observations; queue and prefill means likewise.
 
+SGLang (0.5.17 read) keeps no decode histogram. Its tokenizer manager observes, per finished
+request, `sglang:e2e_request_latency_seconds` (request received to finished) and, per output it
+hands on, `sglang:time_to_first_token_seconds` for the first and, for every later one,
+`sglang:inter_token_latency_seconds` with `_sum` += the time since the previous output and
+`_count` += the tokens it brought. Over a request the ITL `_sum` is its first output to its last
+and the `_count` the tokens after the first output, so:
+
+- server decode tok/s = Δ ITL `_count` / Δ ITL `_sum`; requests = Δ e2e `_count`;
+- server TTFT = mean TTFT observation, as for vLLM.
+
 These are the definitions the client's cell figures are compared with
 (`qualify.httpclient.timing.with_server_window`). The deltas are trusted only when the
 server counted exactly the requests the cell sent: another client, or a request still running
@@ -58,6 +68,10 @@ def server_window(
         return _delta(before, after, f"{name}_count"), _delta(before, after, f"{name}_sum")
 
     decode_n, decode_s = pair("decode")
+    decode_tokens = None
+    if decode_n is None and "itl_tokens" in h:  # SGLang: the ITL histogram counts tokens
+        decode_n, _ = pair("e2e")
+        decode_tokens, decode_s = pair("itl_tokens")
     if decode_n is None:
         return None
     _, generated = pair("generation_tokens")
@@ -66,14 +80,15 @@ def server_window(
     queue_n, queue_s = pair("queue")
     itl_n, itl_s = pair("itl")
     problem = None
+    by = h.get("decode", h.get("e2e"))
     if expected is not None and decode_n != expected:
         problem = (
-            f"{h['decode']} counted {decode_n:g} requests over the cell, which sent {expected}: "
+            f"{by} counted {decode_n:g} requests over the cell, which sent {expected}: "
             "another client used the server, or a request had not finished at the second scrape"
         )
     elif decode_n <= 0:
-        problem = f"{h['decode']} did not move over the cell"
-    elif generated is None:
+        problem = f"{by} did not move over the cell"
+    elif generated is None and decode_tokens is None:
         problem = f"{h.get('generation_tokens')} is missing: the tokens decoded are unknown"
     return ServerWindow(
         source=f"{d.name} histograms (deltas around the cell)",
@@ -89,4 +104,5 @@ def server_window(
         itl_n=itl_n,
         itl_s=itl_s,
         problem=problem,
+        decode_tokens=decode_tokens,
     )
