@@ -324,6 +324,7 @@ class WindowFigures(Written):
     itl_n: float | None = None
     itl_s: float | None = None
     problem: str | None = None
+    decode_tokens: float | None = None
     decode_tok_s: float | None = None
     ttft_ms_mean: float | None = None
     prefill_ms_mean: float | None = None

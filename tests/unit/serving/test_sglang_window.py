@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from qualify.httpclient.timing import WindowFigures
+from qualify.httpclient.window import ServerWindow
 from qualify.serving.dialects import SGLANG, MetricsSnapshot
 from qualify.serving.histograms import server_window
 
@@ -51,3 +53,13 @@ def test_a_cell_the_server_counted_otherwise_has_no_figures() -> None:
     assert w.decode_tok_s is None and w.ttft_ms is None
     still = server_window(BEFORE, BEFORE, SGLANG)
     assert still is not None and "did not move" in (still.problem or "")
+
+
+def test_the_window_is_kept_in_the_records_form() -> None:
+    """What a stage keeps of the window (`WindowFigures`, extra fields forbidden) holds every
+    field `ServerWindow.as_dict` writes, SGLang's token count included."""
+    w = server_window(BEFORE, AFTER, SGLANG, expected=3)
+    assert w is not None
+    kept = WindowFigures.model_validate(w.as_dict())
+    assert kept.decode_tokens == 54 and kept.decode_tok_s == pytest.approx(200.0)
+    assert ServerWindow.from_dict(kept.model_dump()).decode_tok_s == pytest.approx(200.0)
