@@ -196,13 +196,6 @@ def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None
         call.arguments += fn["arguments"]
 
 
-def _count(chunk: dict[str, Any]) -> int | None:
-    """The completion tokens a chunk says were generated so far (`continuous_usage_stats`)."""
-    usage = chunk.get("usage")
-    count = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return count if isinstance(count, int) else None
-
-
 def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
     """Join the recorded SSE events of a streamed chat completion."""
     out = _base(ex)
@@ -256,7 +249,9 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
                     out.t_first_output = ev.t
                 out.t_last_token = ev.t
                 out.token_chunk_times.append(ev.t)
-                out.token_chunk_counts.append(_count(chunk))
+                usage = chunk.get("usage")
+                count = usage.get("completion_tokens") if isinstance(usage, dict) else None
+                out.token_chunk_counts.append(count if isinstance(count, int) else None)
             if choice.get("finish_reason"):
                 out.finish_reason = choice["finish_reason"]
                 if out.t_finish is None:
