@@ -80,8 +80,6 @@ class Request(Written):
     decode_ratio_client_over_server: float | None = None
     ttft_minus_server_prompt_ms: float | None = None
     server_source: str | None = None
-    decode_steps: int | None = None
-    decode_s: float | None = None
     network_chunks: int = 0
     decode_tok_s_if_chunks_counted: float | None = None
     draft_n: int | None = None

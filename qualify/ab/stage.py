@@ -25,7 +25,6 @@ from qualify.ab.record import Energy, LaneEnergy, Record
 from qualify.ab.settings import ABSettings
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.errors import BadInput
-from qualify.httpclient.timing import TIMED_STREAM
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.serving.idle import scrape
@@ -76,7 +75,7 @@ def _plan(cand: Candidate, ps: PromptSet, run: int) -> drive.RunPlan:
         "max_tokens": s.max_tokens,
         "temperature": s.temperature,
         "stream": True,
-        "stream_options": TIMED_STREAM,
+        "stream_options": {"include_usage": True},
         **level_fields(cand, s),
     }
     if s.seed is not None:

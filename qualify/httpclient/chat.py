@@ -145,8 +145,6 @@ class ChatOutcome:
     t_finish: float | None = None
     t_end: float | None = None
     token_chunk_times: list[float] = field(default_factory=list)
-    # the cumulative completion_tokens each token chunk reported (`continuous_usage_stats`), or None
-    token_chunk_counts: list[int | None] = field(default_factory=list)
     # len(content) after each chunk that added to it: the stream's token boundaries in the text
     content_ends: list[int] = field(default_factory=list)
     http_status: int | None = None
@@ -249,9 +247,6 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
                     out.t_first_output = ev.t
                 out.t_last_token = ev.t
                 out.token_chunk_times.append(ev.t)
-                usage = chunk.get("usage")
-                count = usage.get("completion_tokens") if isinstance(usage, dict) else None
-                out.token_chunk_counts.append(count if isinstance(count, int) else None)
             if choice.get("finish_reason"):
                 out.finish_reason = choice["finish_reason"]
                 if out.t_finish is None:

@@ -3,12 +3,7 @@
 - TTFO: request sent to the first output token of any kind, reasoning included.
 - TTFT (visible): request sent to the first visible content (or tool-call) token.
 - effective prefill: prompt tokens / TTFO (includes queueing).
-- decode tok/s: (completion_tokens - 1) / (last token - first token), tokens from `usage`;
-  where the stream reports its count on every chunk (`continuous_usage_stats`, vLLM and
-  SGLang), from the second token chunk instead: (completion_tokens - tokens through it) /
-  (last token - its arrival). The first token's delivery carries the front end's one-off
-  work on the request (on vLLM 0.26 about 0.85 us per prompt token), which the later tokens do
-  not, so a window opened at the first arrival is short by that much (docs/engines.md).
+- decode tok/s: (completion_tokens - 1) / (last token - first token), tokens from `usage`.
 - generation: first token to last token. E2E: request sent to response end.
 
 "Last token" is the last token the server counted. A stop token (EOS, a stop string, the end
@@ -69,9 +64,6 @@ class RequestTiming:
     decode_ratio_client_over_server: float | None
     ttft_minus_server_prompt_ms: float | None
     server_source: str | None = None
-    # the decode rate's own span: the tokens it counts and the seconds they took
-    decode_steps: int | None = None
-    decode_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,33 +121,13 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-# The stream's own opening, in the sender's request body: usage at the end and on every chunk
-TIMED_STREAM = {"include_usage": True, "continuous_usage_stats": True}
-
-
-def decode_span(o: ChatOutcome, end: float | None) -> tuple[int, float] | None:
-    """The tokens the decode rate counts and the seconds they took (the module docstring):
-    from the second token chunk when the stream counted its tokens there, else from the first."""
-    n = o.completion_tokens
-    times, counts = o.token_chunk_times, o.token_chunk_counts
-    if not n or end is None:
-        return None
-    if len(times) > 1 and len(counts) > 1 and counts[1] is not None and n > counts[1]:
-        span = end - times[1]
-        return (n - counts[1], span) if span > 0 else None
-    if o.t_first_output is None or n < 2 or end <= o.t_first_output:
-        return None
-    return n - 1, end - o.t_first_output
-
-
 def timing(o: ChatOutcome) -> RequestTiming:
     n = o.completion_tokens
     gen = None
     end = generation_end(o)
     if o.t_first_output is not None and end is not None:
         gen = end - o.t_first_output
-    span = decode_span(o, end)
-    decode = span[0] / span[1] if span else None
+    decode = (n - 1) / gen if (n and n > 1 and gen and gen > 0) else None
     prefill = None
     if o.prompt_tokens and o.t_first_output:
         prefill = o.prompt_tokens / o.t_first_output
@@ -185,20 +157,16 @@ def timing(o: ChatOutcome) -> RequestTiming:
         decode_ratio_client_over_server=ratio,
         ttft_minus_server_prompt_ms=ttft_gap,
         server_source=source,
-        decode_steps=span[0] if span else None,
-        decode_s=span[1] if span else None,
     )
 
 
 def client_window(timings: Iterable[RequestTiming]) -> dict[str, Any]:
     """The client's figures over a cell by the server histograms' definitions
-    (`qualify.serving.histograms`): decode tok/s = sum(steps_i) / sum(decode_i), each request's
-    span as `decode_span` took it (n_i - 1 tokens over its generation where the stream counted
-    no tokens per chunk), and the mean TTFO; `complete` is False when a request lacks either
-    (the cell is then not compared)."""
+    (`qualify.serving.histograms`): decode tok/s = sum(n_i - 1) / sum(generation_i), and the
+    mean TTFO; `complete` is False when a request lacks either (the cell is then not compared)."""
     ts = list(timings)
-    steps = sum(_steps(t) for t in ts)
-    gen = sum(_span_s(t) for t in ts)
+    steps = sum((t.completion_tokens or 0) - 1 for t in ts)
+    gen = sum(t.generation_s or 0.0 for t in ts)
     ttfo = [t.ttfo_s for t in ts if t.ttfo_s is not None]
     complete = bool(ts) and all(
         t.completion_tokens and t.generation_s is not None and t.ttfo_s is not None for t in ts
@@ -209,14 +177,6 @@ def client_window(timings: Iterable[RequestTiming]) -> dict[str, Any]:
         "decode_tok_s": steps / gen if gen > 0 and steps > 0 else None,
         "ttfo_ms_mean": sum(ttfo) / len(ttfo) * 1000.0 if ttfo else None,
     }
-
-
-def _steps(t: RequestTiming) -> int:
-    return t.decode_steps if t.decode_steps is not None else (t.completion_tokens or 0) - 1
-
-
-def _span_s(t: RequestTiming) -> float:
-    return t.decode_s if t.decode_s is not None else (t.generation_s or 0.0)
 
 
 def with_server_window(

@@ -9,7 +9,6 @@ from typing import Any
 from qualify.httpclient.chat import ANY_ENGINE, ChatOutcome, Quirks, from_stream
 from qualify.httpclient.client import Client
 from qualify.httpclient.load import CHAT, Keep, Messages
-from qualify.httpclient.timing import TIMED_STREAM
 from qualify.serving.dialects import Dialect
 
 
@@ -31,7 +30,7 @@ class Sender:
             **self.body,
             "messages": msgs,
             "stream": True,
-            "stream_options": TIMED_STREAM,
+            "stream_options": {"include_usage": True},
         }
 
     async def send(self, msgs: Messages, label: str) -> tuple[ChatOutcome, list[str]]:

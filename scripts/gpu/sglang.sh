@@ -21,7 +21,7 @@ set -uo pipefail
 [ $# -gt 0 ] || { sed -n 2,19p "$0"; exit 2; }
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
-KIT=$ROOT/${SGK_KIT:-.sglang-h200}  # SGK_KIT: the kit re-cut into bigger parts (below)
+KIT=$ROOT/.sglang-h200
 ST=/tmp/sgk
 B=$ST/bundle
 SITE=$ST/site

@@ -12,7 +12,6 @@ from ab_fakes import FakeEngine, context
 from qualify.ab import drive
 from qualify.ab import stage as ab_stage
 from qualify.ab.stage import ab
-from qualify.httpclient.timing import TIMED_STREAM
 from qualify.gates.thresholds import Thresholds
 from qualify.records import StageResult, Verdict
 
@@ -55,7 +54,7 @@ def test_lanes_alternate_one_server_at_a_time(tmp_path: Path) -> None:
     assert strip == [{k: v for k, v in b.items() if k != "model"} for b in ctrl.requests]
     firsts = [b["messages"][0]["content"].splitlines()[0] for b in cand.requests]
     assert len(set(firsts)) == len(firsts), "every request has a unique first line"
-    assert all(b["stream_options"] == TIMED_STREAM for b in cand.requests)
+    assert all(b["stream_options"] == {"include_usage": True} for b in cand.requests)
     gate = _gates(result)["paired"]
     assert gate.verdict is Verdict.PASS, gate.reasons
     assert all(
