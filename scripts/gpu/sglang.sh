@@ -11,7 +11,7 @@
 #   bash scripts/gpu/sglang.sh probe            /health /server_info /model_info /v1/models /v1/tokenize /metrics + chats
 #   bash scripts/gpu/sglang.sh stop             stop the server of SGK_PORT
 #   bash scripts/gpu/sglang.sh up               install (if not yet), convert (if not yet), the candidate (30000,
-#                                               NGRAM) and the control (30001, none) started together, probe both
+#                                               NGRAM), then the control (30001, none), probe both
 #   bash scripts/gpu/sglang.sh attach|launch    qualify the running servers | stop them and let qualify launch
 # e.g. the last part's call: `bash scripts/gpu/sglang.sh stage install convert`.
 # Env: SGK_PORT (30000), SGK_SPEC (ngram | none; default ngram), SGK_WAIT (420 s from a server's start),
@@ -176,10 +176,12 @@ stop() {  # port
 up() {
   [ -f "$ST/installed" ] || install || return $?
   [ -f "$MODEL/config.json" ] || convert >/dev/null || return 7
-  start 30000 ngram || return 8
-  start 30001 none || return 8
+  # one after the other: started together, the second one's memory profile saw the first one
+  # loading and refused (`Raise --mem-fraction-static above 0.261`, seen on the H100)
   local a=0 b=0
+  start 30000 ngram || return 8
   wait_up 30000 || a=1
+  start 30001 none || return 8
   wait_up 30001 || b=1
   [ $a = 0 ] && probe 30000 >/dev/null
   [ $b = 0 ] && probe 30001 >/dev/null
