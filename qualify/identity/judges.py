@@ -46,6 +46,11 @@ def pins(record: Record, params: PinsParams, thresholds: Thresholds) -> list[Jud
         if pin not in pinned:
             continue
         seen = record.seen.get(pin)
+        if record.unpinned is not None and pin in record.unpinned:
+            shown = None if seen is None else seen.value
+            note = f"{pin} not pinned: the recipe claims nothing to verify"
+            out.append(Judged(Verdict.PASS, [note], {"pinned": None, "reported": shown}, part=pin))
+            continue
         if seen is None:
             why = record.unverifiable.get(pin, "nothing reports it")
             out.append(_unverified(pin, why, pinned[pin], thresholds))

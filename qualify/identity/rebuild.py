@@ -122,6 +122,8 @@ def identity_again(
             env = dict(cand.server.launch.env) if cand.server.launch else {}
             launch = Launch("local", [str(a) for a in shown["args"]], env)
         data = gather(cand.identity, bodies, launch, unreachable)
+        if "unpinned" not in result.data:  # an earlier build: every pin judged as if set
+            data = data.model_copy(update={"unpinned": None})
         gates, _problems = judge_stage("identity", default_gates_dir(), data, thresholds)
         again = sorted((g.gate, g.verdict.value) for g in gates)
         signed = sorted((g.gate, g.verdict.value) for g in result.gates if g.gate != "gate-files")

@@ -69,3 +69,6 @@ class Record(StageRecord):
     not_reported: list[str] = Field(default_factory=list)
     launch: LaunchShown | None = None
     launches: list[Launched] = Field(default_factory=list)
+    # The pins the recipe leaves unset (image_digest): nothing claimed, so nothing to verify.
+    # Records of earlier builds did not write it, and were judged as if every pin were set.
+    unpinned: list[str] | None = Field(default=None, exclude_if=lambda v: v is None)

@@ -21,7 +21,7 @@ from qualify.httpclient.client import Client, Exchange
 from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record, SeenPin
 from qualify.records import StageResult
 from qualify.serving.engine import EngineAdapter
-from qualify.serving.engines import CHAT_PROBE, Launch, adapter, fingerprint
+from qualify.serving.engines import CHAT_PROBE, PINS, Launch, adapter, fingerprint
 from qualify.serving.process import ServerProcess
 from qualify.stage import StageContext, finish
 
@@ -148,6 +148,7 @@ def gather(
         not_reported=sorted(p for p in why if p not in seen and p in pinned),
         launch=None if argv is None else LaunchShown.model_validate(argv),
         launches=[Launched.model_validate(x) for x in launches or []],
+        unpinned=sorted(p for p in PINS if p in pinned and pinned[p] is None),
     )
 
 

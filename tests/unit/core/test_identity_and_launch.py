@@ -189,7 +189,8 @@ def test_llamacpp_kv_and_parallelism_from_launch_flags() -> None:
 
 def test_attached_server_leaves_launch_pins_unverifiable() -> None:
     """With no launch, the pins only a launch shows are inconclusive, each saying why."""
-    data = gather(_pins(), _llama(), None)
+    digest = "registry/llama@sha256:" + "b" * 64
+    data = gather(_pins(image_digest=digest), _llama(), None)
     got = _judge(data)
     for pin in ("kv_dtype", "parallelism", "speculation", "image_digest"):
         assert got[pin].verdict is Verdict.INCONCLUSIVE, pin
@@ -332,9 +333,7 @@ def test_sglang_reads_its_resolved_server_args() -> None:
         speculation=spec,
     )
     got = _verdicts(gather(p, bodies, None))
-    assert {k: v for k, v in got.items() if v is not Verdict.PASS} == {
-        "image_digest": Verdict.INCONCLUSIVE
-    }
+    assert {k: v for k, v in got.items() if v is not Verdict.PASS} == {}  # image: not pinned
     bodies["/server_info"]["tp_size"] = 1
     assert _verdicts(gather(p, bodies, None))["parallelism"] is Verdict.FAIL
 
@@ -453,7 +452,8 @@ def test_the_record_writes_what_the_stage_wrote_before(engine: str) -> None:
     ]
     record = gather(pins_, bodies, launch, None, launches)
     want = _as_written_before(pins_, bodies, launch)
-    assert record.model_dump(mode="json") == {**want, "record_version": 1}
+    unpinned = ["image_digest"] if pins_.image_digest is None else []
+    assert record.model_dump(mode="json") == {**want, "record_version": 1, "unpinned": unpinned}
 
 
 def test_a_misspelt_identity_field_is_refused() -> None:
@@ -471,3 +471,18 @@ def test_a_published_identity_record_of_this_build_writes_back_exactly() -> None
         record = Record.model_validate(result["data"])
         exact += record.model_dump(mode="json") == {**result["data"], "record_version": 1}
     assert exact >= 2
+
+
+def test_an_unpinned_image_passes_saying_so_where_nothing_can_report_it() -> None:
+    """Attached to a running server nothing reports the image: a recipe that pins a digest gets
+    an inconclusive gate, one that pins none claims nothing and passes, named as not pinned. A
+    record of an earlier build (no `unpinned`) is judged as it was then."""
+    attached = gather(_pins(), _llama(), None)
+    assert attached.unpinned == ["image_digest"]
+    got = _judge(attached)["image_digest"]
+    assert got.verdict is Verdict.PASS and "not pinned" in got.reasons[0]
+    digest = "registry/llama@sha256:" + "a" * 64
+    pinned = _judge(gather(_pins(image_digest=digest), _llama(), None))["image_digest"]
+    assert pinned.verdict is Verdict.INCONCLUSIVE and "cannot be verified" in pinned.reasons[0]
+    earlier = attached.model_copy(update={"unpinned": None})
+    assert _judge(earlier)["image_digest"].verdict is Verdict.INCONCLUSIVE
