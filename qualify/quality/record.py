@@ -63,12 +63,16 @@ class Summary(StrictModel):
 
 
 class Control(StrictModel):
-    """Whether the control lane ran, at which level or why not, and its preflight verdicts."""
+    """Whether the control lane ran, at which level its tasks ran or why not, and its preflight
+    verdicts: by `<gate>@<level>` at each of `preflight_levels` (every level the candidate
+    declares that the control declares too); records made before it ran at more than one level
+    have no `preflight_levels` and key `preflight` by gate, at `level`."""
 
     ran: bool
     level: str | None = None
     why_not: str | None = None
     preflight: dict[str, Verdict] = Field(default_factory=dict)
+    preflight_levels: list[str] | None = None
 
 
 class Record(StageRecord):
