@@ -12,13 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-from quality_fakes import chat
+from quality_fakes import FakeLanes, chat
 
 from qualify.candidate import load_candidate
 from qualify.evidence.store import EvidenceStore
 from qualify.gates import load_gates
 from qualify.gates.files import default_gates_dir
-from qualify.httpclient.client import Client
 from qualify.progress import Progress
 from qualify.quality.record import Record
 from qualify.quality.stage import quality, select
@@ -29,33 +28,6 @@ from qualify.stage import StageContext
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "smollm2"
 Handler = Callable[[httpx.Request], httpx.Response]
-
-
-class FakeLanes:
-    """Two lanes over one mock server each; every switch recorded."""
-
-    def __init__(self, loaded: dict[str, Any], handlers: dict[str, Handler]) -> None:
-        self.loaded, self.handlers = loaded, handlers
-        self.current: str | None = None
-        self.switches: list[str] = []
-        self._client: Client | None = None
-
-    def has(self, lane: str) -> bool:
-        return lane in self.loaded
-
-    async def use(self, lane: str) -> Client:
-        if lane != self.current or self._client is None:
-            await self.stop()
-            self.switches.append(lane)
-            transport = httpx.MockTransport(self.handlers[lane])
-            self._client = Client("http://mock.invalid", transport=transport)
-            self.current = lane
-        return self._client
-
-    async def stop(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-        self._client, self.current = None, None
 
 
 def recall_only(request: httpx.Request) -> httpx.Response:
