@@ -81,19 +81,24 @@ def pairs(
 
 
 def metric_rows(
-    cand: list[dict[str, Any]], ctrl: list[dict[str, Any]], resamples: int, seed: int
+    cand: list[dict[str, Any]],
+    ctrl: list[dict[str, Any]],
+    resamples: int,
+    seed: int,
+    exact: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per metric: both lane figures (median of run-level values, with how many runs
     gave one), the delta and its percentage, and `paired`: the median of the per-request
     relative differences with its bootstrap interval over prompts. `ci95` is that interval in
     the metric's unit (per cent of the control's figure); `within_noise` is read from it, and
-    is None when the interval is missing or too wide to say anything ("too few samples")."""
+    is None when the interval is missing or too wide to say anything ("too few samples");
+    `exact` False computes the resampled intervals of records made before (`paired_summary`)."""
     rows = []
     for i, (name, unit, better) in enumerate(METRICS):
         a, b = run_values(cand, name), run_values(ctrl, name)
         fa, fb = median(a), median(b)
         delta = fa - fb if fa is not None and fb is not None else None
-        paired = paired_summary(pairs(cand, ctrl, name), resamples, seed + i)
+        paired = paired_summary(pairs(cand, ctrl, name), resamples, seed + i, exact=exact)
         ci_pct = paired["ci95_pct"]
         ci = [fb * x / 100.0 for x in ci_pct] if ci_pct is not None and fb is not None else None
         rows.append(
