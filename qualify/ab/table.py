@@ -10,7 +10,15 @@ from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
 from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
 
-__all__ = ["METRICS", "fidelity", "lane_figures", "metric_rows", "pairs", "run_values"]
+__all__ = [
+    "METRICS",
+    "fidelity",
+    "lane_figures",
+    "metric_rows",
+    "pairs",
+    "run_values",
+    "same_in_every_request",
+]
 
 # (name, unit, which direction is better)
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -117,6 +125,20 @@ def metric_rows(
             }
         )
     return rows
+
+
+def same_in_every_request(lanes: list[list[dict[str, Any]]], a: str, b: str) -> bool:
+    """True when metrics `a` and `b` have one value in every timed request of every run of
+    `lanes` (TTFO and first-visible TTFT where no token is reasoning): one measure, which the
+    table shows once, with one interval. False for no requests at all."""
+    seen = False
+    for runs in lanes:
+        for r in runs:
+            for q in r.get("requests") or []:
+                if q.get(a) != q.get(b):
+                    return False
+                seen = seen or q.get(a) is not None
+    return seen
 
 
 def _identical(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
