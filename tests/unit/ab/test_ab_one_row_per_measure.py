@@ -1,6 +1,7 @@
 """One interval per distinct measure: the published vLLM attach run's A/B (no token of it is
-reasoning) has TTFO equal to first-visible TTFT in all 54 timed requests (48 counted), so its table shows
-one row and one interval for both; one request where they differ brings the two rows back."""
+reasoning) has TTFO equal to first-visible TTFT in all 54 timed requests (48 counted), so its
+table shows one row and one interval for both; one request where they differ brings the two
+rows back."""
 
 from __future__ import annotations
 
