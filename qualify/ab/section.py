@@ -197,8 +197,8 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, Any]:
     names = {k: (lane.name if lane is not None else "") or k for k, lane in _named(record)}
     per = paired_of(record)
     metrics = []
-    lanes_runs = [[r.model_dump(mode="json") for r in _runs(record, k)] for k in LANES]
-    one_first = same_in_every_request(lanes_runs, "ttfo_s", "ttft_s")
+    every_run = [r for k in LANES for r in _runs(record, k)]
+    one_first = same_in_every_request(every_run, "ttfo_s", "ttft_s")
     labels = {**METRIC_LABELS, "ttfo_s": SAME_FIRST} if one_first else METRIC_LABELS
     for m in record.metrics:
         if one_first and m.metric == "ttft_s":

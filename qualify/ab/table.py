@@ -3,12 +3,17 @@ differences with their bootstrap interval over prompts (`qualify.ab.stats.paired
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from qualify.ab.drive import timing_of
+from qualify.ab.record import Run
 from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
 from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
+
+Runs = list[dict[str, Any]]
+"""One lane's runs in the record's JSON form (`qualify.ab.record.Run` dumped)."""
 
 __all__ = [
     "METRICS",
@@ -89,11 +94,7 @@ def pairs(
 
 
 def metric_rows(
-    cand: list[dict[str, Any]],
-    ctrl: list[dict[str, Any]],
-    resamples: int,
-    seed: int,
-    exact: bool = True,
+    cand: Runs, ctrl: Runs, resamples: int, seed: int, exact: bool = True
 ) -> list[dict[str, Any]]:
     """One row per metric: both lane figures (median of run-level values, with how many runs
     gave one), the delta and its percentage, and `paired`: the median of the per-request
@@ -127,17 +128,16 @@ def metric_rows(
     return rows
 
 
-def same_in_every_request(lanes: list[list[dict[str, Any]]], a: str, b: str) -> bool:
-    """True when metrics `a` and `b` have one value in every timed request of every run of
-    `lanes` (TTFO and first-visible TTFT where no token is reasoning): one measure, which the
-    table shows once, with one interval. False for no requests at all."""
+def same_in_every_request(runs: Iterable[Run], a: str, b: str) -> bool:
+    """True when metrics `a` and `b` have one value in every timed request of `runs` (TTFO and
+    first-visible TTFT where no token is reasoning): one measure, which the table shows once,
+    with one interval. False for no requests at all."""
     seen = False
-    for runs in lanes:
-        for r in runs:
-            for q in r.get("requests") or []:
-                if q.get(a) != q.get(b):
-                    return False
-                seen = seen or q.get(a) is not None
+    for r in runs:
+        for q in r.requests:
+            if getattr(q, a) != getattr(q, b):
+                return False
+            seen = seen or getattr(q, a) is not None
     return seen
 
 

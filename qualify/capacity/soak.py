@@ -104,13 +104,16 @@ def drift(streams: list[dict[str, Any]]) -> dict[str, Any]:
         key=lambda s: s.get("planned_s") or 0.0,
     )
     third = len(ok) // 3
-    out: dict[str, Any] = {"answered": len(ok), "per_third": third}
-    if third < 2:
-        return {"first_p50_s": None, "last_p50_s": None, "drift_pct": None, **out}
-    first = median([float(s["ttft_s"]) for s in ok[:third]])
-    last = median([float(s["ttft_s"]) for s in ok[-third:]])
+    first = median([float(s["ttft_s"]) for s in ok[:third]]) if third >= 2 else None
+    last = median([float(s["ttft_s"]) for s in ok[-third:]]) if third >= 2 else None
     pct = (last / first - 1) * 100 if first and last is not None else None
-    return {"first_p50_s": first, "last_p50_s": last, "drift_pct": pct, **out}
+    return {
+        "first_p50_s": first,
+        "last_p50_s": last,
+        "drift_pct": pct,
+        "answered": len(ok),
+        "per_third": third,
+    }
 
 
 class Watcher:
