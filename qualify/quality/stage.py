@@ -225,7 +225,8 @@ def summarised(
             for r in results
             if r.gate.startswith("control-preflight-")
         },
-        preflight_levels=plan.preflight_levels,
+        # written only where the control's preflight ran by level (the form records keep)
+        **({} if plan.preflight_levels is None else {"preflight_levels": plan.preflight_levels}),
     )
     return ran.model_copy(
         update={
