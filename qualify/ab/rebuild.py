@@ -128,8 +128,11 @@ def _rows(
     (`paired`), is computed as that form defined it: the interval of the delta of the lanes'
     run-level figures, resampling runs (`bootstrap_delta_ci`); which form a row takes is the
     sealed record's (said in the notes: the figures are still the exchanges' own)."""
-    rows = table.metric_rows(runs["candidate"], runs["control"], resamples, seed)
-    old = [m for m in sealed.get("metrics") or [] if isinstance(m, dict) and "paired" not in m]
+    rows_in = [m for m in sealed.get("metrics") or [] if isinstance(m, dict)]
+    # intervals enumerated whole only where the record was made so (`paired.exact` written)
+    exact = all("exact" in (m.get("paired") or {}) for m in rows_in)
+    rows = table.metric_rows(runs["candidate"], runs["control"], resamples, seed, exact)
+    old = [m for m in rows_in if "paired" not in m]
     if not old:
         return rows
     view.trust("the A/B table's earlier form (run-level intervals, no paired statistic)")

@@ -252,6 +252,9 @@ class Paired(Written):
     too_few: bool = True
     why: str | None = None
     method: str = ""
+    # the bootstrap distribution enumerated whole (`qualify.ab.stats.EXACT_MAX`); None in
+    # records made before, whose interval is resampled (`method` names the count and seed)
+    exact: bool | None = None
 
 
 class RunsCounted(Written):

@@ -13,7 +13,7 @@ from typing import Any
 
 from qualify.ab.record import Acceptance, Kv, Lane, Lossless, MetricRow, Paired, Record
 from qualify.ab.stats import paired_summary
-from qualify.ab.table import pairs
+from qualify.ab.table import pairs, same_in_every_request
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
 from qualify.present.cells import Cell, Measure, acceptance_counts, digest, given, nums
@@ -140,6 +140,9 @@ METRIC_LABELS = {
 }
 
 
+SAME_FIRST = "TTFO = first-visible TTFT p50 (equal in every request)"
+
+
 def runs_of(m: MetricRow) -> str:
     """How many run-level values a lane figure is the median of, in words."""
     runs = m.runs
@@ -194,10 +197,15 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, Any]:
     names = {k: (lane.name if lane is not None else "") or k for k, lane in _named(record)}
     per = paired_of(record)
     metrics = []
+    every_run = [r for k in LANES for r in _runs(record, k)]
+    one_first = same_in_every_request(every_run, "ttfo_s", "ttft_s")
+    labels = {**METRIC_LABELS, "ttfo_s": SAME_FIRST} if one_first else METRIC_LABELS
     for m in record.metrics:
+        if one_first and m.metric == "ttft_s":
+            continue  # the same measure as TTFO in every request: one row, one interval
         metrics.append(
             {
-                "label": METRIC_LABELS.get(m.metric, m.metric),
+                "label": labels.get(m.metric, m.metric),
                 "unit": m.unit,
                 "better": m.better if "better" in m.model_fields_set else None,
                 "candidate": m.candidate,

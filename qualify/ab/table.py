@@ -3,14 +3,27 @@ differences with their bootstrap interval over prompts (`qualify.ab.stats.paired
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from qualify.ab.drive import timing_of
+from qualify.ab.record import Run
 from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
 from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
 
-__all__ = ["METRICS", "fidelity", "lane_figures", "metric_rows", "pairs", "run_values"]
+Runs = list[dict[str, Any]]
+"""One lane's runs in the record's JSON form (`qualify.ab.record.Run` dumped)."""
+
+__all__ = [
+    "METRICS",
+    "fidelity",
+    "lane_figures",
+    "metric_rows",
+    "pairs",
+    "run_values",
+    "same_in_every_request",
+]
 
 # (name, unit, which direction is better)
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -81,19 +94,20 @@ def pairs(
 
 
 def metric_rows(
-    cand: list[dict[str, Any]], ctrl: list[dict[str, Any]], resamples: int, seed: int
+    cand: Runs, ctrl: Runs, resamples: int, seed: int, exact: bool = True
 ) -> list[dict[str, Any]]:
     """One row per metric: both lane figures (median of run-level values, with how many runs
     gave one), the delta and its percentage, and `paired`: the median of the per-request
     relative differences with its bootstrap interval over prompts. `ci95` is that interval in
     the metric's unit (per cent of the control's figure); `within_noise` is read from it, and
-    is None when the interval is missing or too wide to say anything ("too few samples")."""
+    is None when the interval is missing or too wide to say anything ("too few samples");
+    `exact` False computes the resampled intervals of records made before (`paired_summary`)."""
     rows = []
     for i, (name, unit, better) in enumerate(METRICS):
         a, b = run_values(cand, name), run_values(ctrl, name)
         fa, fb = median(a), median(b)
         delta = fa - fb if fa is not None and fb is not None else None
-        paired = paired_summary(pairs(cand, ctrl, name), resamples, seed + i)
+        paired = paired_summary(pairs(cand, ctrl, name), resamples, seed + i, exact=exact)
         ci_pct = paired["ci95_pct"]
         ci = [fb * x / 100.0 for x in ci_pct] if ci_pct is not None and fb is not None else None
         rows.append(
@@ -112,6 +126,19 @@ def metric_rows(
             }
         )
     return rows
+
+
+def same_in_every_request(runs: Iterable[Run], a: str, b: str) -> bool:
+    """True when metrics `a` and `b` have one value in every timed request of `runs` (TTFO and
+    first-visible TTFT where no token is reasoning): one measure, which the table shows once,
+    with one interval. False for no requests at all."""
+    seen = False
+    for r in runs:
+        for q in r.requests:
+            if getattr(q, a) != getattr(q, b):
+                return False
+            seen = seen or getattr(q, a) is not None
+    return seen
 
 
 def _identical(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, int]:

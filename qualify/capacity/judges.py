@@ -354,7 +354,8 @@ def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
     """The soak: the engine kept making progress (a hung engine, progress stopped with requests
     in flight while /health may still answer, fails named as such), requests completed, and
     TTFT drift, memory growth and engine error counters stayed within the house's bounds; with
-    fewer than `soak_min_requests` completed, or at a rate from no held knee, inconclusive."""
+    fewer than `soak_min_requests` completed, at a rate from no held knee, or with fewer than
+    `soak_min_third_requests` answered in each third (the drift then not judged), inconclusive."""
     s = data.load.soak
     if s is None:
         return [Judged(Verdict.SKIPPED, ["the soak was not run (stages.capacity.soak)"])]
@@ -379,7 +380,8 @@ def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
         reasons.append(f"no request of {s.planned} completed during the soak")
     if s.unfinished:
         reasons.append(f"{s.unfinished} requests did not finish within the soak's drain")
-    if _drifted(d, thresholds):
+    thin = _thin_thirds(d, thresholds)
+    if not thin and _drifted(d, thresholds):
         rise = f" and at least {thresholds.soak_min_ttft_drift_s:g} s" * bool(
             thresholds.soak_min_ttft_drift_s
         )
@@ -398,7 +400,20 @@ def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
     if reasons:
         return [Judged(Verdict.FAIL, reasons, m)]
     short = _soak_too_short(s, thresholds) if s.rate_from is not None else []
+    short += thin
     return [Judged(Verdict.INCONCLUSIVE if short else Verdict.PASS, short, m)]
+
+
+def _thin_thirds(d: Drift, thresholds: Thresholds) -> list[str]:
+    """Why the TTFT drift is not judged: fewer answered requests in each third than the house
+    asks (a record made before `per_third` existed: judged as it was)."""
+    least = thresholds.soak_min_third_requests
+    if d.per_third is None or d.per_third >= least:
+        return []
+    return [
+        f"TTFT drift not judged: {d.answered} answered requests give {d.per_third} per third, "
+        f"fewer than {least} (thresholds.soak_min_third_requests)"
+    ]
 
 
 def _soak_too_short(s: Soak, thresholds: Thresholds) -> list[str]:

@@ -147,6 +147,9 @@ class Drift(Part):
     last_p50_s: float | None = None
     drift_pct: float | None = None
     answered: int = 0
+    # answered requests in each third; None in records made before, whose drift is judged
+    # without the house's `soak_min_third_requests`
+    per_third: int | None = None
 
 
 def soak_rate_from(fixed_rps: float | None, knee_rps: float | None) -> str:

@@ -96,18 +96,24 @@ def rss_mib(pid: int | None) -> float | None:
 
 
 def drift(streams: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median TTFT of the last third over the first third, by planned send time."""
+    """Median TTFT of the last third over the first third, by planned send time, with how many
+    answered requests each third holds (`per_third`: the gate judges no drift from fewer than
+    the house's `soak_min_third_requests`)."""
     ok = sorted(
         (s for s in streams if isinstance(s.get("ttft_s"), int | float)),
         key=lambda s: s.get("planned_s") or 0.0,
     )
     third = len(ok) // 3
-    if third < 2:
-        return {"first_p50_s": None, "last_p50_s": None, "drift_pct": None, "answered": len(ok)}
-    first = median([float(s["ttft_s"]) for s in ok[:third]])
-    last = median([float(s["ttft_s"]) for s in ok[-third:]])
+    first = median([float(s["ttft_s"]) for s in ok[:third]]) if third >= 2 else None
+    last = median([float(s["ttft_s"]) for s in ok[-third:]]) if third >= 2 else None
     pct = (last / first - 1) * 100 if first and last is not None else None
-    return {"first_p50_s": first, "last_p50_s": last, "drift_pct": pct, "answered": len(ok)}
+    return {
+        "first_p50_s": first,
+        "last_p50_s": last,
+        "drift_pct": pct,
+        "answered": len(ok),
+        "per_third": third,
+    }
 
 
 class Watcher:

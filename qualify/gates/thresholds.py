@@ -100,6 +100,12 @@ class Thresholds(StrictModel):
         description="completed requests below which a soak shows nothing (inconclusive, never "
         "a pass)",
     )
+    soak_min_third_requests: Annotated[int, Field(ge=2)] = Field(
+        10,
+        description="soak: answered requests in each third (the first and the last, by send "
+        "time) below which the TTFT drift is not judged (inconclusive, never a pass); higher "
+        "is stricter",
+    )
     soak_duration_s: Annotated[float, Field(gt=0)] = Field(
         30.0,
         description="steady load of the capacity soak (s); longer is stricter (a production "

@@ -19,11 +19,12 @@ check code).
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qualify.evidence.kept import AttemptView, NotKept
+from qualify.gates import LoadedGate
 from qualify.gates.files import default_gates_dir, pick
 from qualify.preflight.rebuild import (
     declared_again,
@@ -37,6 +38,9 @@ from qualify.quality.record import Record
 from qualify.quality.sandbox import RunResult
 from qualify.records import GateResult
 from qualify.trust.replay import Replay
+
+if TYPE_CHECKING:
+    from qualify.quality.stage import ControlPlan
 
 STAGE = "quality"
 CONTROL = "control"
@@ -60,64 +64,100 @@ class SandboxReplay(Replay):
         return got
 
 
-def _control_level(view: AttemptView, sealed: Record) -> str | None:
+def _control_plan(view: AttemptView, sealed: Record) -> ControlPlan:
+    """Where the sealed record says the control ran, checked against the signed copies: its
+    tasks at the control's lowest level, its preflight at every level both lanes declare (or,
+    in a record made before, at that lowest level alone)."""
+    from qualify.quality.stage import ControlPlan, shared_levels
+
     if sealed.control is None or not sealed.control.ran:
-        return None
-    if view.control is None:
+        why_not = sealed.control.why_not if sealed.control else None
+        return ControlPlan(None, why_not or "", [])
+    if view.control is None or view.candidate is None:
         raise NotKept("the record says the control lane ran; the run signed no control copy")
     level = next(iter(view.control.reasoning))
     if sealed.control.level != level:
         raise NotKept(f"the control ran at {sealed.control.level!r}, its lowest level is {level!r}")
-    return level
+    levels = sealed.control.preflight_levels
+    if levels is not None and levels != shared_levels(view.candidate, view.control):
+        raise NotKept(
+            f"the control's preflight ran at {levels}, the levels both lanes declare are "
+            f"{shared_levels(view.candidate, view.control)}"
+        )
+    return ControlPlan(level, "", levels)
+
+
+@dataclass
+class _Again:
+    """What judging one attempt's gates again needs: the view, its sealed record, where the
+    control ran, the replay, and this installation's task and preflight gate files."""
+
+    view: AttemptView
+    sealed: Record
+    plan: ControlPlan
+    rp: SandboxReplay
+    tasks: dict[str, LoadedGate] = field(default_factory=lambda: gate_files(STAGE))
+    preflights: dict[str, LoadedGate] = field(default_factory=lambda: gate_files("preflight"))
+
+    def gate_of(self, g: GateResult) -> tuple[str, Any, LoadedGate | None, str | None]:
+        """The gate id, context, gate file and sealed sha256 one sealed gate is judged with."""
+        from qualify.quality.stage import control_preflight_context, task_context
+
+        c, ctl, rp, plan = self.view.candidate, self.view.control, self.rp, self.plan
+        assert c is not None and g.level is not None
+        on_control = ctl is not None and g.gate.startswith(f"{CONTROL}-")
+        io = (rp, rp.keep(f"{CONTROL}-" if on_control else ""), rp.write)
+        if on_control and g.gate.startswith(CONTROL_PREFLIGHT) and g.level in plan.preflight_at:
+            gid = g.gate.removeprefix(CONTROL_PREFLIGHT)
+            allowance = plan.preflight_levels is not None
+            ctx = control_preflight_context(ctl, g.level, io, default_gates_dir(), allowance)
+            gate = None if c.stages.preflight.gates_dir else self.preflights.get(gid)
+            return gid, ctx, gate, gate.sha256 if gate else None
+        gid = g.gate.removeprefix(f"{CONTROL}-") if on_control else g.gate
+        if on_control and g.level == plan.level:
+            ctx = task_context(c, ctl, CONTROL, g.level, io)
+        elif g.level in c.reasoning and not on_control:
+            ctx = task_context(c, c, "candidate", g.level, io)
+        else:
+            raise NotKept(f"gate {g.key}: not a gate of the candidate's levels or its control's")
+        return gid, ctx, self.tasks.get(gid), self.sealed.gate_files.get(gid)
+
+    def ran(self) -> set[tuple[str, str]]:
+        """Every (gate, level) the stage runs with these copies: the sealed result must hold
+        exactly these."""
+        c, plan = self.view.candidate, self.plan
+        assert c is not None
+        out = {(t, lv) for t in self.sealed.gate_files for lv in c.reasoning}
+        if plan.level is None:
+            return out
+        out |= {(f"{CONTROL}-{t}", plan.level) for t in self.sealed.gate_files}
+        if c.stages.preflight.gates_dir is None:
+            chosen, _ = pick(list(self.preflights.values()), c.stages.preflight.gates, "gates", "")
+            out |= {
+                (f"{CONTROL_PREFLIGHT}{g.gate.id}", lv) for g in chosen for lv in plan.preflight_at
+            }
+        return out
 
 
 def _judged(view: AttemptView, sealed: Record, strict: bool) -> list[GateResult]:
     """Every gate of the sealed result judged again (or taken as recorded, named)."""
-    from qualify.quality.stage import control_preflight_context, task_context
-
-    c, ctl = view.candidate, view.control
-    assert c is not None
-    tasks, preflights = gate_files(STAGE), gate_files("preflight")
-    control_level = _control_level(view, sealed)
-    own_preflight = c.stages.preflight.gates_dir is not None
-    rp = SandboxReplay(view)
+    again = _Again(view, sealed, _control_plan(view, sealed), SandboxReplay(view))
+    rp = again.rp
     out: list[GateResult] = []
     for g in view.result.gates:
         if g.gate == "gate-files":
             continue
         if g.level is None:
             raise NotKept(f"gate {g.key}: no reasoning level")
-        if g.gate.startswith(CONTROL_PREFLIGHT) and ctl is not None and g.level == control_level:
-            gid = g.gate.removeprefix(CONTROL_PREFLIGHT)
-            io = (rp, rp.keep(f"{CONTROL}-"), rp.write)
-            ctx = control_preflight_context(ctl, g.level, io, default_gates_dir())
-            gate = None if own_preflight else preflights.get(gid)
-            sha = gate.sha256 if gate else None
-        elif g.gate.startswith(f"{CONTROL}-") and ctl is not None and g.level == control_level:
-            gid = g.gate.removeprefix(f"{CONTROL}-")
-            io = (rp, rp.keep(f"{CONTROL}-"), rp.write)
-            ctx = task_context(c, ctl, CONTROL, g.level, io)
-            gate, sha = tasks.get(gid), sealed.gate_files.get(gid)
-        elif g.level in c.reasoning:
-            gid, io = g.gate, (rp, rp.keep(), rp.write)
-            ctx = task_context(c, c, "candidate", g.level, io)
-            gate, sha = tasks.get(gid), sealed.gate_files.get(gid)
-        else:
-            raise NotKept(f"gate {g.key}: not a gate of the candidate's levels or its control's")
+        gid, ctx, gate, sha = again.gate_of(g)
         rp.claim(g, f"{CONTROL}-" if g.gate.startswith(f"{CONTROL}-") else "", gid)
         if hasattr(ctx, "run_code"):
             ctx.run_code = rp.recorded_run
         sealed_as_run = g.model_copy(update={"gate": gid})
         run = replayer(gate, sha, ctx, sealed_as_run, rp)
-        again = regate(view, sealed_as_run, run, strict, g.key)
-        out.append(again.model_copy(update={"gate": g.gate, "stage": STAGE}))
-    ran = {(t, lv) for t in sealed.gate_files for lv in c.reasoning}
-    if control_level is not None:
-        ran |= {(f"{CONTROL}-{t}", control_level) for t in sealed.gate_files}
-        if not own_preflight:
-            chosen, _ = pick(list(preflights.values()), c.stages.preflight.gates, "gates", "")
-            ran |= {(f"{CONTROL_PREFLIGHT}{g.gate.id}", control_level) for g in chosen}
-    every_gate(view, ran)
+        judged = regate(view, sealed_as_run, run, strict, g.key)
+        out.append(judged.model_copy(update={"gate": g.gate, "stage": STAGE}))
+    every_gate(view, again.ran())
     rp.all_claimed()
     return out
 
@@ -165,8 +205,7 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
         if not g.gate.startswith(CONTROL_PREFLIGHT):
             task = g.gate.removeprefix(f"{CONTROL}-") if lane == CONTROL else g.gate
             tasks.append((lane, task, g.model_copy(update={"gate": task})))
-    why_not = sealed.control.why_not if sealed.control else None
-    plan = (_control_level(view, sealed), why_not or "")
+    plan = _control_plan(view, sealed)
     record = summarised(ran, gates, tasks, judged, view.attempt, plan)
     out: dict[str, Any] = record.model_dump(mode="json")
     return {k: v for k, v in out.items() if k in view.sealed}

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
-from qualify.records import StageRecord, StrictModel, Verdict
+from qualify.records import StageRecord, StrictModel, Verdict, Written
 
 # What became of one attempt of a task (`qualify.quality.tasks`: `metrics["outcome"]`).
 Outcome = Literal["pass", "wrong", "cut", "error", "not run"]
@@ -62,13 +62,17 @@ class Summary(StrictModel):
     failures: list[Failure] = Field(default_factory=list)
 
 
-class Control(StrictModel):
-    """Whether the control lane ran, at which level or why not, and its preflight verdicts."""
+class Control(Written):
+    """Whether the control lane ran, at which level its tasks ran or why not, and its preflight
+    verdicts: by `<gate>@<level>` at each of `preflight_levels` (every level the candidate
+    declares that the control declares too); records made before it ran at more than one level
+    have no `preflight_levels` and key `preflight` by gate, at `level`."""
 
     ran: bool
     level: str | None = None
     why_not: str | None = None
     preflight: dict[str, Verdict] = Field(default_factory=dict)
+    preflight_levels: list[str] | None = None
 
 
 class Record(StageRecord):

@@ -1,14 +1,17 @@
 """Quality: every task in `gates/quality/`, three attempts at every reasoning level, all of
-which must pass; then the lowest level of preflight and the suite again on the control lane.
+which must pass; then, on the control lane, the candidate's preflight at every level both
+declare and the suite at the control's lowest level.
 
 The control is the same recipe without the variable (for the demo, without speculative
-decoding): a fault that only the variable introduces shows as a difference between the lanes.
+decoding): a fault that only the variable introduces shows as a difference between the lanes,
+and only where the control ran the same gate at the same level (`qualify.decision.causes`).
 Control gates are reported as `quality/control-<task>@<level>` and
 `quality/control-preflight-<gate>@<level>`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +77,16 @@ def task_context(
 
 
 def control_preflight_context(
-    control: Candidate, level: str, io: tuple[Any, Keep, Write], where: Path
+    control: Candidate, level: str, io: tuple[Any, Keep, Write], where: Path, allowance: bool
 ) -> GateContext:
-    """The context of one of the candidate's preflight gates (from `where`) on the control."""
-    ps = control.stages.preflight
+    """The context of one of the candidate's preflight gates (from `where`) on the control: the
+    preflight stage's own (`preflight.gate_context`, the level's reasoning allowance included),
+    so both lanes send the same request; `allowance` False gives the context of records made
+    before (`ControlPlan.preflight_levels` None), which sent the bare `max_tokens`."""
     client, keep, write = io
+    if allowance:
+        return preflight.gate_context(control, level, client, keep, write, where)
+    ps = control.stages.preflight
     return GateContext(
         client=client,
         keep=keep,
@@ -113,46 +121,88 @@ def _as_control(r: GateResult, name: str) -> GateResult:
     return r.model_copy(update={"gate": name, "stage": "quality"})
 
 
-def control_plan(ctx: StageContext) -> tuple[str | None, str]:
-    """The level the control runs at, or None and why the control is not run."""
+@dataclass(frozen=True)
+class ControlPlan:
+    """Where the control lane runs: `level`, its lowest, for the tasks (None: not run, `why_not`
+    says why), and `preflight_levels` for the candidate's preflight gates: every level the
+    candidate declares that the control declares too. None in records made when the control's
+    preflight ran at `level` alone, keyed by gate, with no reasoning allowance (records carry
+    what they were made with)."""
+
+    level: str | None
+    why_not: str = ""
+    preflight_levels: list[str] | None = None
+
+    @property
+    def preflight_at(self) -> list[str]:
+        """The levels the control's preflight runs at."""
+        if self.level is None:
+            return []
+        return [self.level] if self.preflight_levels is None else list(self.preflight_levels)
+
+
+def shared_levels(candidate: Candidate, control: Candidate) -> list[str]:
+    """The candidate's levels, in its order, that the control declares too: where the lanes
+    can run the same preflight gate on the same request."""
+    return [lv for lv in candidate.reasoning if lv in control.reasoning]
+
+
+def control_plan(ctx: StageContext) -> ControlPlan:
+    """Where the control runs, or None and why the control is not run."""
     if not ctx.candidate.stages.quality.control:
-        return None, "stages.quality.control is false"
+        return ControlPlan(None, "stages.quality.control is false", [])
     if not ctx.lanes.has(CONTROL):
-        return None, "this run has no control lane (stages.ab.control with ab in stages.run)"
-    return next(iter(ctx.lanes.loaded[CONTROL].candidate.reasoning)), ""
+        why = "this run has no control lane (stages.ab.control with ab in stages.run)"
+        return ControlPlan(None, why, [])
+    control = ctx.lanes.loaded[CONTROL].candidate
+    levels = shared_levels(ctx.candidate, control)
+    return ControlPlan(next(iter(control.reasoning)), "", levels)
 
 
-async def _control_preflight(ctx: StageContext, client: Client, level: str) -> list[GateResult]:
-    """The candidate's preflight gates at the control's lowest level, on the control."""
+async def _control_preflight(
+    ctx: StageContext, client: Client, plan: ControlPlan
+) -> list[GateResult]:
+    """The candidate's preflight gates on the control, at every level of `plan`."""
     lc = ctx.lanes.loaded[CONTROL]
     gates, _ = preflight.select(ctx.loaded)
     io = (client, _keeper(ctx, CONTROL), ctx.attempt.write_json)
+    where = preflight.gates_dir(ctx.loaded)
     out = []
-    for gate in gates:
-        gctx = control_preflight_context(lc.candidate, level, io, preflight.gates_dir(ctx.loaded))
-        r = await run_gate(gate, gctx)
-        out.append(_as_control(r, f"control-preflight-{r.gate}"))
+    for level in plan.preflight_at:
+        for gate in gates:
+            gctx = control_preflight_context(lc.candidate, level, io, where, allowance=True)
+            r = await run_gate(gate, gctx)
+            out.append(_as_control(r, f"control-preflight-{r.gate}"))
     return out
 
 
 async def _control_lane(
     ctx: StageContext,
     gates: list[Any],
-    control_level: str,
+    plan: ControlPlan,
     tasks: list[tuple[str, str, GateResult]],
     results: list[GateResult],
     bar: Any,
 ) -> None:
-    """The control's lowest level: its preflight, then every task, named `control-<gate>`."""
+    """The control lane: its preflight at every level of `plan`, then every task at its lowest
+    level, named `control-<gate>`."""
+    assert plan.level is not None
     client = await ctx.client(CONTROL)
-    pf = await _control_preflight(ctx, client, control_level)
+    pf = await _control_preflight(ctx, client, plan)
     results.extend(pf)
     bar.advance(len(pf), note="quality control preflight")
     for gate in gates:
-        r = await run_gate(gate, _context(ctx, client, CONTROL, control_level))
+        r = await run_gate(gate, _context(ctx, client, CONTROL, plan.level))
         tasks.append((CONTROL, gate.gate.id, r))
         results.append(_as_control(r, f"control-{r.gate}"))
         bar.advance(note=f"quality control {r.gate}")
+
+
+def _preflight_key(r: GateResult, plan: ControlPlan) -> str:
+    """A control preflight verdict's key in the record: `<gate>@<level>`, or the gate alone in
+    the form of records made when it ran at one level (`ControlPlan.preflight_levels` None)."""
+    name = r.gate.removeprefix("control-preflight-")
+    return name if plan.preflight_levels is None else f"{name}@{r.level}"
 
 
 def summarised(
@@ -161,20 +211,22 @@ def summarised(
     tasks: list[tuple[str, str, GateResult]],
     results: list[GateResult],
     where: str,
-    plan: tuple[str | None, str],
+    plan: ControlPlan,
 ) -> Record:
     """The record with its totals, table, failures and control, from the tasks' results
     (`(lane, task, result)`) and every gate result; `plan` is `control_plan`'s answer."""
     summary = report.summarise(tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
     control = Control(
-        ran=plan[0] is not None,
-        level=plan[0],
-        why_not=plan[1] or None,
+        ran=plan.level is not None,
+        level=plan.level,
+        why_not=plan.why_not or None,
         preflight={
-            r.gate.removeprefix("control-preflight-"): r.verdict
+            _preflight_key(r, plan): r.verdict
             for r in results
             if r.gate.startswith("control-preflight-")
         },
+        # written only where the control's preflight ran by level (the form records keep)
+        **({} if plan.preflight_levels is None else {"preflight_levels": plan.preflight_levels}),
     )
     return ran.model_copy(
         update={
@@ -214,9 +266,9 @@ async def quality(ctx: StageContext) -> StageResult:
     ran = ran.model_copy(update={"check_code": check_code("quality")})
     for line in report.budget_lines(ran.budgets, s.budget_scale):
         ctx.progress.say(line)
-    control_level, why_not = control_plan(ctx)
-    pf_count = len(preflight.select(ctx.loaded)[0]) if control_level else 0
-    total = len(levels) * len(gates) + (pf_count + len(gates) if control_level else 0)
+    plan = control_plan(ctx)
+    pf_count = len(preflight.select(ctx.loaded)[0]) * len(plan.preflight_at)
+    total = len(levels) * len(gates) + pf_count + (len(gates) if plan.level else 0)
     tasks: list[tuple[str, str, GateResult]] = []
     results: list[GateResult] = []
     with ctx.progress.task("quality", total) as bar:
@@ -227,10 +279,10 @@ async def quality(ctx: StageContext) -> StageResult:
                 tasks.append(("candidate", gate.gate.id, r))
                 results.append(r)
                 bar.advance(note=f"quality {r.key}")
-        if control_level is not None:
-            await _control_lane(ctx, gates, control_level, tasks, results, bar)
+        if plan.level is not None:
+            await _control_lane(ctx, gates, plan, tasks, results, bar)
     where = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
-    record = summarised(ran, gates, tasks, results, where, (control_level, why_not))
+    record = summarised(ran, gates, tasks, results, where, plan)
     for line in record.lines:
         ctx.progress.say(line)
     return finish(ctx, results, record)

@@ -42,6 +42,7 @@ _HIGHER_IS_STRICTER = {
     "goodput_floor",
     "soak_duration_s",
     "soak_min_requests",
+    "soak_min_third_requests",
 }
 _LOWER_IS_STRICTER = {
     "vram_max_gap_fraction",

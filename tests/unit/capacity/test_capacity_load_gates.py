@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import capacity_judging as gates
+import pytest
 
 from qualify.gates.files import load_gates
 from qualify.gates.thresholds import Thresholds
@@ -184,6 +185,49 @@ def test_a_drift_must_also_rise_by_the_houses_seconds() -> None:
     for drift in (fast, slow):
         (j,) = gates.soak_gate(soak(ttft_drift=drift), P, T)
         assert j.verdict is Verdict.FAIL
+
+
+def test_a_drift_from_thin_thirds_is_not_judged() -> None:
+    """Forty completed requests of which 15 carry a TTFT (5 per third): a +150% drift from
+    them neither fails nor passes, it is inconclusive, naming the counts and the threshold;
+    10 per third (the house's default) is judged; a record made before `per_third` is judged
+    as before."""
+    slow = {"first_p50_s": 1.0, "last_p50_s": 2.5, "drift_pct": 150.0}
+    thin = {**slow, "answered": 15, "per_third": 5}
+    (j,) = gates.soak_gate(soak(ttft_drift=thin), P, T)
+    assert j.verdict is Verdict.INCONCLUSIVE
+    assert j.reasons == [
+        "TTFT drift not judged: 15 answered requests give 5 per third, fewer than 10 "
+        "(thresholds.soak_min_third_requests)"
+    ]
+    steady = {"first_p50_s": 1.0, "last_p50_s": 1.1, "drift_pct": 10.0}
+    (j,) = gates.soak_gate(soak(ttft_drift={**steady, "answered": 15, "per_third": 5}), P, T)
+    assert j.verdict is Verdict.INCONCLUSIVE, "a steady drift from thin thirds passes nothing"
+    (j,) = gates.soak_gate(soak(ttft_drift={**slow, "answered": 30, "per_third": 10}), P, T)
+    assert j.verdict is Verdict.FAIL and "TTFT drifted +150%" in j.reasons[0]
+    (j,) = gates.soak_gate(soak(ttft_drift={**steady, "answered": 30, "per_third": 10}), P, T)
+    assert j.verdict is Verdict.PASS, j.reasons
+    stricter = Thresholds(soak_min_third_requests=11)
+    (j,) = gates.soak_gate(
+        soak(ttft_drift={**steady, "answered": 30, "per_third": 10}), P, stricter
+    )
+    assert j.verdict is Verdict.INCONCLUSIVE
+    (j,) = gates.soak_gate(soak(ttft_drift=slow), P, T)
+    assert j.verdict is Verdict.FAIL, "no per_third: an earlier build's record, judged as then"
+
+
+def test_drift_counts_each_third() -> None:
+    """`soak.drift` says how many answered requests each third holds, also where it is too few
+    for a median of each (one request a third: no drift figure at all)."""
+    from qualify.capacity.soak import drift
+
+    streams = [{"ttft_s": 0.1 * (i + 1), "planned_s": float(i)} for i in range(31)]
+    streams.append({"ttft_s": None, "planned_s": 40.0})
+    got = drift(streams)
+    assert (got["answered"], got["per_third"]) == (31, 10)
+    assert got["first_p50_s"] == pytest.approx(0.55) and got["last_p50_s"] == pytest.approx(2.65)
+    few = drift(streams[:5])
+    assert (few["per_third"], few["drift_pct"]) == (1, None)
 
 
 CELL = {"cell": "256-c1", "length": 256, "concurrency": 1}

@@ -95,3 +95,30 @@ def run_seen(
             await client.aclose()
 
     return asyncio.run(go()), seen
+
+
+class FakeLanes:
+    """Two lanes over one mock server each; every switch recorded."""
+
+    def __init__(self, loaded: dict[str, Any], handlers: dict[str, Handler]) -> None:
+        self.loaded, self.handlers = loaded, handlers
+        self.current: str | None = None
+        self.switches: list[str] = []
+        self._client: Client | None = None
+
+    def has(self, lane: str) -> bool:
+        return lane in self.loaded
+
+    async def use(self, lane: str) -> Client:
+        if lane != self.current or self._client is None:
+            await self.stop()
+            self.switches.append(lane)
+            transport = httpx.MockTransport(self.handlers[lane])
+            self._client = Client("http://mock.invalid", transport=transport)
+            self.current = lane
+        return self._client
+
+    async def stop(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+        self._client, self.current = None, None

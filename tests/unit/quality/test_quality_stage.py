@@ -1,5 +1,6 @@
-"""The quality stage over fake lanes: every task at every level, the control's lowest level,
-and the data the decision shows (totals, table, budgets, scope, failing evidence)."""
+"""The quality stage over fake lanes: every task at every level, the control's preflight at
+every level both lanes declare and its tasks at its lowest level, and the data the decision
+shows (totals, table, budgets, scope, failing evidence)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,12 @@ from typing import Any
 
 import httpx
 import pytest
-from quality_fakes import chat
+from quality_fakes import FakeLanes, chat
 
 from qualify.candidate import load_candidate
 from qualify.evidence.store import EvidenceStore
 from qualify.gates import load_gates
 from qualify.gates.files import default_gates_dir
-from qualify.httpclient.client import Client
 from qualify.progress import Progress
 from qualify.quality.record import Record
 from qualify.quality.stage import quality, select
@@ -28,33 +28,6 @@ from qualify.stage import StageContext
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "smollm2"
 Handler = Callable[[httpx.Request], httpx.Response]
-
-
-class FakeLanes:
-    """Two lanes over one mock server each; every switch recorded."""
-
-    def __init__(self, loaded: dict[str, Any], handlers: dict[str, Handler]) -> None:
-        self.loaded, self.handlers = loaded, handlers
-        self.current: str | None = None
-        self.switches: list[str] = []
-        self._client: Client | None = None
-
-    def has(self, lane: str) -> bool:
-        return lane in self.loaded
-
-    async def use(self, lane: str) -> Client:
-        if lane != self.current or self._client is None:
-            await self.stop()
-            self.switches.append(lane)
-            transport = httpx.MockTransport(self.handlers[lane])
-            self._client = Client("http://mock.invalid", transport=transport)
-            self.current = lane
-        return self._client
-
-    async def stop(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-        self._client, self.current = None, None
 
 
 def recall_only(request: httpx.Request) -> httpx.Response:
@@ -104,8 +77,9 @@ def test_stage_runs_every_task_at_every_level_then_the_control(tmp_path: Path) -
     for level in ("off", "think"):
         assert {f"quality/{i}@{level}" for i in ids} <= keys
     assert {f"quality/control-{i}@off" for i in ids} <= keys
-    assert "quality/control-preflight-smoke@off" in keys
-    assert not any(k.startswith("quality/control-") and k.endswith("@think") for k in keys)
+    # The control's preflight runs at every level both lanes declare, its tasks at the lowest.
+    assert {"quality/control-preflight-smoke@off", "quality/control-preflight-smoke@think"} <= keys
+    assert not {f"quality/control-{i}@think" for i in ids} & keys
     assert lanes.switches == ["candidate", "control"]
     assert result.verdict is not Verdict.PASS
 
@@ -119,7 +93,8 @@ def test_stage_runs_every_task_at_every_level_then_the_control(tmp_path: Path) -
     assert record.lines[2] == "quality (control): 3/36 at off (33 wrong)"
     assert record.control is not None
     assert record.control.ran is True and record.control.level == "off"
-    assert record.control.preflight["smoke"] is not None
+    assert record.control.preflight_levels == ["off", "think"]
+    assert set(record.control.preflight) >= {"smoke@off", "smoke@think"}
     row = next(r for r in record.table if r.task == "recall-build" and r.level == "think")
     assert row.attempts == ["pass", "pass", "pass"]
     budgets = {b.task: b for b in record.budgets}
@@ -153,6 +128,7 @@ def test_control_off_by_setting(tmp_path: Path) -> None:
         "level": None,
         "why_not": "stages.quality.control is false",
         "preflight": {},
+        "preflight_levels": [],
     }
 
 
