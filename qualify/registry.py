@@ -53,6 +53,28 @@ class StageParts:
     again: Callable[..., tuple[list[str], list[str]]] | None = None
     sampler: Callable[..., Any] | None = None
 
+    @classmethod
+    def of(
+        cls,
+        run: Callable[..., Any],
+        record: type[StageRecord],
+        section: ModuleType,
+        *judges: ModuleType,
+        **more: Any,
+    ) -> StageParts:
+        """The parts of a stage whose `section` module holds its `section` and whichever of
+        `figures`, `diff_cells` (its `cells`) and `plots` it has; `more`, any other part."""
+        return cls(
+            run=run,
+            record=record,
+            judges=judges,
+            section=section.section,
+            figures=getattr(section, "figures", None),
+            cells=getattr(section, "diff_cells", None),
+            plots=getattr(section, "plots", None),
+            **more,
+        )
+
 
 @dataclass(frozen=True, eq=False)
 class StageSpec:

@@ -16,7 +16,7 @@ import structlog
 from pydantic import BaseModel
 
 from qualify.candidate import Candidate, LoadedCandidate
-from qualify.evidence.kept import AttemptView, NotKept
+from qualify.evidence.kept import AttemptView, NotKept, as_table
 from qualify.evidence.store import Attempt, RunDir, utc_now
 from qualify.gates.files import default_gates_dir, load_gates
 from qualify.gates.runner import judge_stage
@@ -201,7 +201,7 @@ def _judged_from_kept(
     )
     # A probe stage's rebuild replays its gates in an event loop of its own: off this one.
     with ThreadPoolExecutor(1) as pool:
-        rebuilt: dict[str, Any] = pool.submit(fn, view).result()
+        rebuilt = as_table(pool.submit(fn, view).result())
     if view.judged is None:
         return rebuilt, ctx.judge(rebuilt)
     return rebuilt, [*view.judged, *(g for g in gates if g.gate == "gate-files")]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from qualify.evidence.kept import AttemptView
+from qualify.evidence.kept import AttemptView, as_table
 from qualify.evidence.store import RunDir
 from qualify.gates.files import default_gates_dir
 from qualify.gates.runner import judge_stage
@@ -48,7 +48,7 @@ class StageRunner:
         files = {p.relative_to(self.run.path).as_posix(): "" for p in self.run.all_files()}
         control = self.p.control.candidate if self.p.control else None
         view = AttemptView(self.run.path, rel, files, result, self.p.loaded.candidate, control)
-        again = json.loads(json.dumps(fn(view)))
+        again = json.loads(json.dumps(as_table(fn(view))))
         assert again == result.data, f"{rel}: the sealed record is not the one rebuilt from it"
         if view.judged is None:
             gates, _ = judge_stage(result.stage, default_gates_dir(), again, self.runner.thresholds)

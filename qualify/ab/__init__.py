@@ -12,16 +12,7 @@ from qualify.registry import StageParts, StageSpec
 def parts() -> StageParts:
     from qualify.ab import judges, rebuild, record, section, stage
 
-    return StageParts(
-        run=stage.ab,
-        record=record.Record,
-        judges=(judges,),
-        rebuild=rebuild.rebuild,
-        section=section.section,
-        figures=section.figures,
-        cells=section.diff_cells,
-        plots=section.plots,
-    )
+    return StageParts.of(stage.ab, record.Record, section, judges, rebuild=rebuild.rebuild)
 
 
 SPEC = StageSpec(

@@ -28,7 +28,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from qualify.ab.record import Acceptance, Lane, LaneName, MetricRow, Record, Run
+from qualify.ab.record import LANES, Acceptance, Lane, LaneName, MetricRow, Record, Run
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 STAGE = "ab"
-LANES: tuple[LaneName, ...] = ("candidate", "control")
 Found = list[tuple[Verdict, str]]
 
 

@@ -15,14 +15,13 @@ from typing import Annotated
 
 from pydantic import Field
 
-from qualify.ab.record import Lane, LaneName, Record
+from qualify.ab.record import LANES, Lane, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict
 
 STAGE = "ab"
-LANES: tuple[LaneName, ...] = ("candidate", "control")
 
 
 class OverrunParams(Params):

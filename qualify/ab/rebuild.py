@@ -21,14 +21,14 @@ import copy
 from typing import Any
 
 from qualify.ab import lossless, table
-from qualify.ab.acceptance import combine, response_drafts
+from qualify.ab.acceptance import response_drafts
 from qualify.ab.drive import _summary, request_record
 from qualify.ab.prompts import ABPrompt, load_prompts, shipped_path
+from qualify.ab.record import LANES
 from qualify.ab.stats import bootstrap_delta_ci, within_noise
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import from_stream
 
-LANES = ("candidate", "control")
 # Filled from a server's histograms between the idle scrapes around a run, never kept raw.
 _WINDOW = (
     "server_decode_tok_s",
@@ -93,28 +93,8 @@ def _lane(view: AttemptView, lane: str, block: dict[str, Any], runs: list[dict[s
     recipe = view.candidate if lane == "candidate" else view.control
     if recipe is None:
         raise NotKept(f"the {lane} lane: no signed copy of its recipe in the run")
-    want = {
-        "name": recipe.name,
-        "variable": recipe.variable,
-        "engine": recipe.identity.engine,
-        "speculation": recipe.identity.speculation.model_dump(mode="json"),
-    }
-    figure, spreads = table.lane_figures(runs)
     view.trust("each lane's KV figures")
-    return {
-        **block,
-        **want,
-        "runs": runs,
-        "figure": figure,
-        "spread": spreads,
-        "acceptance": combine([r.get("acceptance") for r in runs]),
-    }
-
-
-def _listed(runs: dict[str, list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
-    return [
-        {"lane": lane, "run": r["run"], **e} for lane in LANES for r in runs[lane] for e in r[key]
-    ]
+    return block | table.lane_block(recipe, runs)
 
 
 def _rows(
@@ -178,15 +158,16 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
     if sealed.get("order") != [lane for _ in range(s.runs) for lane in LANES]:
         raise NotKept(f"its order is not the lanes in turn, {s.runs} runs each")
     answers: lossless.Answers = {}
-    runs = {
+    runs: dict[str, list[dict[str, Any]]] = {
         lane: [
             _run(view, lane, r, prompts, answers)
             for r in (lanes_in.get(lane) or {}).get("runs") or []
         ]
         for lane in LANES
     }
-    lanes = {lane: _lane(view, lane, lanes_in.get(lane) or {}, runs[lane]) for lane in LANES}
-    engines = {lane: str(lanes[lane]["engine"]) for lane in LANES}
+    lanes: dict[str, Any] = {
+        lane: _lane(view, lane, lanes_in.get(lane) or {}, runs[lane]) for lane in LANES
+    }
     if "lossless" in sealed:  # a record of an earlier build has none
         sealed["lossless"] = lossless.compare(answers, runs, s.temperature)
     return {
@@ -194,8 +175,5 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
         "runs": s.runs,
         "lanes": lanes,
         "metrics": _rows(view, sealed, runs, s.bootstrap_resamples, s.seed or 0),
-        "acceptance": lanes["candidate"]["acceptance"],
-        "excluded": _listed(runs, "excluded"),
-        "degenerate": _listed(runs, "degenerate"),
-        "fidelity": table.fidelity(runs, engines, s.concurrency),
+        **table.over_lanes(runs, lanes, s.concurrency),
     }

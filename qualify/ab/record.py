@@ -15,6 +15,7 @@ from qualify.httpclient.timing import FidelitySummary, ServerComparison
 from qualify.records import GpuNote, PartGpu, StageRecord, Written, written_keys
 
 LaneName = Literal["candidate", "control"]
+LANES: tuple[LaneName, ...] = ("candidate", "control")
 
 
 class Acceptance(Written):

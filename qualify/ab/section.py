@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from qualify.ab.record import Acceptance, Kv, Lane, Lossless, MetricRow, Paired, Record
+from qualify.ab.record import LANES, Acceptance, Kv, Lane, Lossless, MetricRow, Paired, Record
 from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs, same_in_every_request
 from qualify.evidence.store import RunDir
@@ -23,7 +23,6 @@ from qualify.present.sections import per_token_text, show
 from qualify.present.wording import number, quantity
 from qualify.records import CardWindow
 
-LANES = ("candidate", "control")
 MIB_PER_GIB = 1024
 
 
@@ -44,7 +43,7 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
 
 
 def _lanes(record: Record) -> list[tuple[str, Lane]]:
-    return [(k, lane) for k in LANES if (lane := record.lanes.get(k)) is not None]  # type: ignore[call-overload]
+    return [(k, lane) for k in LANES if (lane := record.lanes.get(k)) is not None]
 
 
 def _mean_power(lane: Lane) -> dict[str, float]:
@@ -254,7 +253,7 @@ def lossless_text(got: Lossless | None) -> str:
 
 
 def _named(record: Record) -> list[tuple[str, Lane | None]]:
-    return [(k, record.lanes.get(k)) for k in LANES]  # type: ignore[call-overload]
+    return [(k, record.lanes.get(k)) for k in LANES]
 
 
 def accepted_per_draft(a: Acceptance) -> float | None:

@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from qualify.ab import drive, kv, table
-from qualify.ab.acceptance import combine
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
-from qualify.ab.record import Energy, LaneEnergy, Record
+from qualify.ab.record import LANES, Energy, LaneEnergy, Record
 from qualify.ab.settings import ABSettings
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.errors import BadInput
@@ -31,8 +30,6 @@ from qualify.serving.idle import scrape
 from qualify.stage import StageContext, finish, validator
 from qualify.vram.energy import NO_TELEMETRY, window_energy
 from qualify.vram.sampler import parts_of
-
-LANES = ("candidate", "control")
 
 
 def prompt_path(loaded: LoadedCandidate) -> Path:
@@ -104,7 +101,7 @@ def _server_log(ctx: StageContext) -> str:
 
 async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], dict[str, Any]]:
     s = ctx.candidate.stages.ab
-    order = [lane for _ in range(s.runs) for lane in LANES]
+    order: list[str] = [lane for _ in range(s.runs) for lane in LANES]
     runs: dict[str, list[dict[str, Any]]] = {lane: [] for lane in LANES}
     kvs: dict[str, Any] = {}
     with ctx.progress.task("ab: paired runs", len(order)) as task:
@@ -163,20 +160,8 @@ def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
 
 
 def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: Any) -> Any:
-    lc: Candidate = ctx.lanes.loaded[lane].candidate
-    figure, spreads = table.lane_figures(runs)
-    return {
-        "name": lc.name,
-        "variable": lc.variable,
-        "engine": lc.identity.engine,
-        "speculation": lc.identity.speculation.model_dump(mode="json"),
-        "runs": runs,
-        "figure": figure,
-        "spread": spreads,
-        "acceptance": combine([r["acceptance"] for r in runs]),
-        "kv": kvd,
-        "energy": lane_energy([r.get("energy") for r in runs]),
-    }
+    block = table.lane_block(ctx.lanes.loaded[lane].candidate, runs)
+    return block | {"kv": kvd, "energy": lane_energy([r.get("energy") for r in runs])}
 
 
 def gpu_note(ctx: StageContext) -> dict[str, Any]:
@@ -196,13 +181,6 @@ def _no_control(ctx: StageContext) -> StageResult:
     return finish(ctx, ctx.judge(record), record)
 
 
-def _listed(runs: dict[str, list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
-    """Every run's `excluded` or `degenerate` entries, each naming its lane and run."""
-    return [
-        {"lane": lane, "run": r["run"], **e} for lane in LANES for r in runs[lane] for e in r[key]
-    ]
-
-
 async def ab(ctx: StageContext) -> StageResult:
     """Both lanes in turn on the same requests; the gate files judge pairing, speed,
     acceptance, draft length and fidelity."""
@@ -212,8 +190,9 @@ async def ab(ctx: StageContext) -> StageResult:
     ps = load_prompts(prompt_path(ctx.loaded))
     order, got = await _drive(ctx, ps)
     runs = got["runs"]
-    lanes = {lane: _lane_block(ctx, lane, runs[lane], got["kv"].get(lane)) for lane in LANES}
-    engines = {lane: str(lanes[lane]["engine"]) for lane in LANES}
+    lanes: dict[str, Any] = {
+        lane: _lane_block(ctx, lane, runs[lane], got["kv"].get(lane)) for lane in LANES
+    }
     data = {
         "runs": s.runs,
         "order": order,
@@ -224,10 +203,7 @@ async def ab(ctx: StageContext) -> StageResult:
         "metrics": table.metric_rows(
             runs["candidate"], runs["control"], s.bootstrap_resamples, s.seed or 0
         ),
-        "acceptance": lanes["candidate"]["acceptance"],
-        "excluded": _listed(runs, "excluded"),
-        "degenerate": _listed(runs, "degenerate"),
-        "fidelity": table.fidelity(runs, engines, s.concurrency),
+        **table.over_lanes(runs, lanes, s.concurrency),
         "lossless": None,  # compared from the kept answers when the stage is judged
         "gpu": gpu_note(ctx),
     }

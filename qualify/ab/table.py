@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from qualify.ab.acceptance import combine
 from qualify.ab.drive import timing_of
-from qualify.ab.record import Run
+from qualify.ab.record import LANES, Run
 from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
+from qualify.candidate import Candidate
 from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
 
@@ -18,8 +20,10 @@ Runs = list[dict[str, Any]]
 __all__ = [
     "METRICS",
     "fidelity",
+    "lane_block",
     "lane_figures",
     "metric_rows",
+    "over_lanes",
     "pairs",
     "run_values",
     "same_in_every_request",
@@ -60,6 +64,42 @@ def lane_figures(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, 
         s = spread(values)
         spreads[name] = list(s) if s is not None else None
     return figure, spreads
+
+
+def lane_block(recipe: Candidate, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A lane's recipe as the record names it, its runs, figures, spreads and acceptance."""
+    figure, spreads = lane_figures(runs)
+    return {
+        "name": recipe.name,
+        "variable": recipe.variable,
+        "engine": recipe.identity.engine,
+        "speculation": recipe.identity.speculation.model_dump(mode="json"),
+        "runs": runs,
+        "figure": figure,
+        "spread": spreads,
+        "acceptance": combine([r.get("acceptance") for r in runs]),
+    }
+
+
+def _listed(runs: dict[str, list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
+    """Every run's `excluded` or `degenerate` entries, each naming its lane and run."""
+    return [
+        {"lane": lane, "run": r["run"], **e} for lane in LANES for r in runs[lane] for e in r[key]
+    ]
+
+
+def over_lanes(
+    runs: dict[str, list[dict[str, Any]]], lanes: dict[str, Any], concurrency: int
+) -> dict[str, Any]:
+    """What the record says over both lanes: the candidate's acceptance, the excluded and
+    degenerate requests, and the timing fidelity."""
+    engines: dict[str, str] = {lane: str(lanes[lane]["engine"]) for lane in LANES}
+    return {
+        "acceptance": lanes["candidate"]["acceptance"],
+        "excluded": _listed(runs, "excluded"),
+        "degenerate": _listed(runs, "degenerate"),
+        "fidelity": fidelity(runs, engines, concurrency),
+    }
 
 
 def _counted(q: dict[str, Any]) -> bool:

@@ -12,16 +12,7 @@ from qualify.registry import StageParts, StageSpec
 def parts() -> StageParts:
     from qualify.capacity import judges, rebuild, record, section, stage
 
-    return StageParts(
-        run=stage.capacity,
-        record=record.Record,
-        judges=(judges,),
-        rebuild=rebuild.rebuild,
-        section=section.section,
-        figures=section.figures,
-        cells=section.diff_cells,
-        plots=section.plots,
-    )
+    return StageParts.of(stage.capacity, record.Record, section, judges, rebuild=rebuild.rebuild)
 
 
 SPEC = StageSpec(

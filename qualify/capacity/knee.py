@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from qualify.capacity.loads import Knee
-from qualify.capacity.openloop import Flight, OpenLoopRun, harness_lag, poisson, send
+from qualify.capacity.openloop import Flight, OpenLoopRun, Plan, harness_lag, poisson, send
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
 from qualify.capacity.spread import annotate, chosen, shard_name
@@ -166,8 +166,7 @@ async def open_cell(
     stop, flight = asyncio.Event(), Flight()
     early = EarlyStop(len(offsets), slo, kind, max_tokens, stop, flight)
     m0 = time.monotonic()
-    run = await chosen(send)(  # on Ray workers while a fleet is open (`capacity.spread`)
-        sender.client,
+    cell = Plan(
         bodies,
         offsets,
         span + drain_s,
@@ -177,6 +176,8 @@ async def open_cell(
         on_done=early.done,
         watch=early.watch,
     )
+    # on Ray workers while a fleet is open (`capacity.spread`)
+    run = await chosen(send)(sender.client, cell)
     energy = meter(m0, time.monotonic()) if meter else None
     streams = cell_streams(run, sender, label, kind, max_tokens)
     done = [s for s in streams if not s.get("unfinished")]

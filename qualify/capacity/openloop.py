@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,41 +167,63 @@ async def _settle(
             s.unfinished = why
 
 
-async def send(
-    client: Client,
-    bodies: Sequence[Any],
-    offsets: Sequence[float],
-    deadline_s: float,
-    timeout_s: float | None = None,
-    path: str = CHAT,
-    stop: asyncio.Event | None = None,
-    flight: Flight | None = None,
-    on_done: Callable[[int, Exchange], None] | None = None,
-    watch: Callable[[], Coroutine[Any, Any, None]] | None = None,
-) -> OpenLoopRun:
-    """Send `bodies[i]` at `offsets[i]` (s after start); requests still running `deadline_s`
-    after the start, or when `stop` is set, are cancelled and marked unfinished (requests not
-    yet sent when `stop` is set are never sent). Nothing here waits on an answer before sending
-    the next request. `watch()` runs beside them until they have ended, then `stop` is set."""
-    if len(bodies) != len(offsets):
-        raise ValueError(f"{len(bodies)} bodies for {len(offsets)} send times")
-    sent = [Sent(float(o)) for o in offsets]
+@dataclass
+class Plan:
+    """One open-loop cell: `bodies[i]` sent at `offsets[i]` (s after the start). Requests still
+    running `deadline_s` after the start, or when `stop` is set, are cancelled and marked
+    unfinished (requests not yet sent when `stop` is set are never sent); `on_done(i, exchange)`
+    as each ends. `watch()` runs beside them until they have ended, then `stop` is set."""
+
+    bodies: Sequence[Any]
+    offsets: Sequence[float]
+    deadline_s: float
+    timeout_s: float | None = None
+    path: str = CHAT
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    flight: Flight = field(default_factory=Flight)
+    on_done: Callable[[int, Exchange], None] | None = None
+    watch: Callable[[], Coroutine[Any, Any, None]] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.bodies) != len(self.offsets):
+            raise ValueError(f"{len(self.bodies)} bodies for {len(self.offsets)} send times")
+
+    @contextlib.asynccontextmanager
+    async def watched(self) -> AsyncIterator[None]:
+        """The block with `watch()` running beside it; `stop` set, and the watch ended, after."""
+        watching = asyncio.create_task(self.watch()) if self.watch is not None else None
+        try:
+            yield
+        finally:
+            if watching is not None:
+                self.stop.set()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+
+
+async def send(client: Client, plan: Plan) -> OpenLoopRun:
+    """Send `plan`'s requests, each at its time; nothing here waits on an answer before sending
+    the next request."""
+    async with plan.watched():
+        return await _send(client, plan)
+
+
+async def _send(client: Client, plan: Plan) -> OpenLoopRun:
+    sent = [Sent(float(o)) for o in plan.offsets]
     oversleep: list[float] = []
-    stop = stop if stop is not None else asyncio.Event()
-    flight = flight if flight is not None else Flight()
-    watching = asyncio.create_task(watch()) if watch is not None else None
+    stop = plan.stop
     tick = asyncio.create_task(_ticker(oversleep))
     halt = asyncio.create_task(stop.wait())
     t0 = time.perf_counter()
 
     async def one(i: int) -> None:
         sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
-        with flight.one(i):
-            ex = await client.stream(path, bodies[i], timeout_s)
+        with plan.flight.one(i):
+            ex = await client.stream(plan.path, plan.bodies[i], plan.timeout_s)
         sent[i].exchange = ex
         sent[i].sent_s = ex.t_sent - t0
-        if on_done is not None:
-            on_done(i, ex)
+        if plan.on_done is not None:
+            plan.on_done(i, ex)
 
     tasks: dict[int, asyncio.Task[None]] = {}
     try:
@@ -212,13 +234,9 @@ async def send(
             if stop.is_set():
                 break
             tasks[i] = asyncio.create_task(one(i))
-        await _settle(sent, tasks, halt, stop, t0, deadline_s)
+        await _settle(sent, tasks, halt, stop, t0, plan.deadline_s)
         return OpenLoopRun.ended(sent, t0, oversleep)
     finally:
         for task in tasks.values():
             task.cancel()
         await cancelled(tick, halt)
-        if watching is not None:
-            stop.set()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching

@@ -18,7 +18,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -26,7 +26,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 import qualify
-from qualify.capacity.openloop import CHAT, Flight, Sent
+from qualify.capacity.openloop import Flight, Plan, Sent
 from qualify.capacity.shard import Polled, Shard, ShardResult, ShardSpec, share, split
 from qualify.capacity.spread import (
     LEAD_S,
@@ -140,47 +140,13 @@ class RayFleet:
             "workers": evidence,
         }
 
-    async def send(
-        self,
-        client: Client,
-        bodies: Sequence[Any],
-        offsets: Sequence[float],
-        deadline_s: float,
-        timeout_s: float | None = None,
-        path: str = CHAT,
-        stop: asyncio.Event | None = None,
-        flight: Flight | None = None,
-        on_done: Callable[[int, Exchange], None] | None = None,
-        watch: Callable[[], Coroutine[Any, Any, None]] | None = None,
-    ) -> SpreadRun:
+    async def send(self, client: Client, cell: Plan) -> SpreadRun:
         """One cell over the workers (the module docstring); `openloop.send`'s contract."""
-        stop = stop if stop is not None else asyncio.Event()
-        watching = asyncio.create_task(watch()) if watch is not None else None
-        try:
-            return await self._send(
-                client, bodies, offsets, deadline_s, timeout_s, path, stop, flight, on_done
-            )
-        finally:
-            if watching is not None:
-                stop.set()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watching
+        async with cell.watched():
+            return await self._send(client, cell)
 
-    async def _send(
-        self,
-        client: Client,
-        bodies: Sequence[Any],
-        offsets: Sequence[float],
-        deadline_s: float,
-        timeout_s: float | None,
-        path: str,
-        stop: asyncio.Event,
-        flight: Flight | None,
-        on_done: Callable[[int, Exchange], None] | None,
-    ) -> SpreadRun:
-        if len(bodies) != len(offsets):
-            raise ValueError(f"{len(bodies)} bodies for {len(offsets)} send times")
-        plan = [float(o) for o in offsets]
+    async def _send(self, client: Client, cell: Plan) -> SpreadRun:
+        plan = [float(o) for o in cell.offsets]
         shares = split(len(plan), len(self.actors))
         workers = [Worker(k, self.wheres[k], idx) for k, idx in enumerate(shares)]
         planned = [Sent(o) for o in plan]
@@ -194,20 +160,20 @@ class RayFleet:
         specs = [
             ShardSpec(
                 indices=w.indices,
-                bodies=share(bodies, w.indices),
+                bodies=share(cell.bodies, w.indices),
                 offsets=share(plan, w.indices),
                 start_s=start,
                 offset_s=best_probe(w.probes)[0],
-                deadline_s=deadline_s,
+                deadline_s=cell.deadline_s,
                 base_url=client.base_url,
                 api_key=client.api_key,
                 client_timeout_s=client.timeout_s,
-                timeout_s=timeout_s,
-                path=path,
+                timeout_s=cell.timeout_s,
+                path=cell.path,
             )
             for w in workers
         ]
-        received = await self._drive(workers, specs, start, deadline_s, stop, flight, on_done)
+        received = await self._drive(workers, specs, start, cell)
         sent = merge(plan, workers, received, start)
         run = SpreadRun(sent, start, window(sent, time.perf_counter() - start))
         run.oversleep_ms = [x for w in workers if w.result for x in w.result.oversleep_ms]
@@ -237,18 +203,10 @@ class RayFleet:
         return None
 
     async def _drive(
-        self,
-        workers: list[Worker],
-        specs: list[ShardSpec],
-        start: float,
-        deadline_s: float,
-        stop: asyncio.Event | None,
-        flight: Flight | None,
-        on_done: Callable[[int, Exchange], None] | None,
+        self, workers: list[Worker], specs: list[ShardSpec], start: float, cell: Plan
     ) -> dict[int, Exchange]:
         """Run every share; poll for ended exchanges; stop all at an early stop or a loss."""
-        stop = stop if stop is not None else asyncio.Event()
-        flight = flight if flight is not None else Flight()
+        stop, flight, on_done, deadline_s = cell.stop, cell.flight, cell.on_done, cell.deadline_s
         received: dict[int, Exchange] = {}
 
         def got(done: list[tuple[int, Exchange]]) -> None:

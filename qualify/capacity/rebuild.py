@@ -212,8 +212,9 @@ def _settings(view: AttemptView, sealed: dict[str, Any]) -> CapacitySettings:
     return s
 
 
-def rebuild(view: AttemptView) -> dict[str, Any]:
-    """The capacity stage's `data` as its kept exchanges give it (see the module docstring)."""
+def rebuild(view: AttemptView) -> Record:
+    """The capacity stage's record as its kept exchanges give it (see the module docstring):
+    the fields its sealed form has."""
     sealed = copy.deepcopy(view.sealed)
     if sealed.get("check_code") != (now := check_code("capacity")):
         view.other_code(sealed.get("check_code"), "capacity", now)
@@ -253,8 +254,7 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
     }
     if load is not None:
         data["load"] = load
-    out: dict[str, Any] = Record.model_validate(data).model_dump(mode="json")
-    return {k: v for k, v in out.items() if k in sealed}
+    return Record.model_validate({k: v for k, v in data.items() if k in sealed})
 
 
 def _comparison(sealed: dict[str, Any], matrix: list[dict[str, Any]]) -> list[Any]:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from qualify.capacity.openloop import CHAT, Flight, send
+from qualify.capacity.openloop import CHAT, Flight, Plan, send
 from qualify.httpclient.client import Client, Exchange
 
 
@@ -99,8 +99,7 @@ class Shard:
         if (wait := start - time.perf_counter()) > 0:
             await asyncio.sleep(wait)
         late = time.perf_counter() - start
-        run = await send(
-            client,
+        cell = Plan(
             spec.bodies,
             [o - late for o in spec.offsets],  # still anchored to the shared start
             spec.deadline_s - late,
@@ -110,6 +109,7 @@ class Shard:
             flight=self.flight,
             on_done=self._ended,
         )
+        run = await send(client, cell)
         shift = run.started - start
         done, self.done = self.done, []
         return ShardResult(

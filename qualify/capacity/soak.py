@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.capacity.knee import Fresh, Meter, cell_streams, tallied
-from qualify.capacity.openloop import Flight, poisson, send
+from qualify.capacity.openloop import Flight, Plan, poisson, send
 from qualify.capacity.slo import Slo
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
@@ -286,8 +286,7 @@ async def soak(
     drain = float(slo.e2e_s or 60.0)
     watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, e2e_s=drain)
     m0 = time.monotonic()
-    run = await send(
-        sender.client,
+    cell = Plan(
         bodies,
         offsets,
         duration_s + drain,
@@ -296,6 +295,7 @@ async def soak(
         flight=flight,
         watch=watcher.run,
     )
+    run = await send(sender.client, cell)
     energy = meter(m0, time.monotonic()) if meter else None
     streams = cell_streams(run, sender, "soak", kind, max_tokens)
     tokens = sum(s.get("completion_tokens") or 0 for s in streams if not s.get("unfinished"))

@@ -39,8 +39,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from qualify.capacity.openloop import OpenLoopRun, Sent, harness_lag
-from qualify.httpclient.client import Exchange
+from qualify.capacity.openloop import OpenLoopRun, Plan, Sent, harness_lag
+from qualify.httpclient.client import Client, Exchange
 
 if TYPE_CHECKING:
     from qualify.capacity.shard import ShardResult
@@ -54,7 +54,7 @@ T = TypeVar("T")
 class Fleet(Protocol):
     """Sends one cell's requests as `openloop.send` does, over workers."""
 
-    async def send(self, *args: Any, **kw: Any) -> OpenLoopRun: ...
+    async def send(self, client: Client, cell: Plan) -> OpenLoopRun: ...
 
     async def close(self) -> None: ...
 
@@ -62,7 +62,10 @@ class Fleet(Protocol):
 FLEET: contextvars.ContextVar[Fleet | None] = contextvars.ContextVar("fleet", default=None)
 
 
-def chosen(send: Callable[..., Awaitable[OpenLoopRun]]) -> Callable[..., Awaitable[OpenLoopRun]]:
+Send = Callable[[Client, Plan], Awaitable[OpenLoopRun]]
+
+
+def chosen(send: Send) -> Send:
     """The sender of an open-loop cell: the Ray fleet's while one is open, else `send`."""
     fleet = FLEET.get()
     return send if fleet is None else fleet.send
@@ -120,8 +123,8 @@ class Broken:
     where: str
     why: str
 
-    async def send(self, client: Any, bodies: Any, offsets: Any, *a: Any, **kw: Any) -> SpreadRun:
-        return never_sent(list(offsets), self.why, {"address": self.where, "workers": []})
+    async def send(self, client: Client, cell: Plan) -> SpreadRun:
+        return never_sent(list(cell.offsets), self.why, {"address": self.where, "workers": []})
 
     async def close(self) -> None:
         return None

@@ -11,16 +11,7 @@ from qualify.registry import StageParts, StageSpec
 def parts() -> StageParts:
     from qualify.context import judges, rebuild, record, section, stage
 
-    return StageParts(
-        run=stage.context,
-        record=record.Record,
-        judges=(judges,),
-        rebuild=rebuild.rebuild,
-        section=section.section,
-        figures=section.figures,
-        cells=section.diff_cells,
-        plots=section.plots,
-    )
+    return StageParts.of(stage.context, record.Record, section, judges, rebuild=rebuild.rebuild)
 
 
 SPEC = StageSpec(

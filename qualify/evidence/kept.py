@@ -18,13 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from qualify.httpclient.client import Exchange, SSEEvent
-from qualify.records import GateResult, StageResult
+from qualify.records import GateResult, StageRecord, StageResult
 
 if TYPE_CHECKING:
     from qualify.candidate import Candidate
 
-__all__ = ["AttemptView", "NotKept", "differences", "exchange_of", "short", "value_at"]
+__all__ = [
+    "AttemptView",
+    "NotKept",
+    "as_table",
+    "differences",
+    "exchange_of",
+    "short",
+    "value_at",
+]
 
 _PART = re.compile(r"^(?P<name>.+)\.part(?P<n>\d{3})$")
 
@@ -184,10 +194,15 @@ def _walk(path: str, key: str, a: Any, b: Any) -> Iterator[str]:
         yield path
 
 
-def differences(sealed: Any, rebuilt: Any) -> list[str]:
+def as_table(rebuilt: StageRecord | dict[str, Any]) -> dict[str, Any]:
+    """A rebuilt record (a stage's typed record, or a table) as `result.json`'s `data` holds it."""
+    return rebuilt.model_dump(mode="json") if isinstance(rebuilt, BaseModel) else rebuilt
+
+
+def differences(sealed: Any, rebuilt: StageRecord | dict[str, Any]) -> list[str]:
     """The field paths where the sealed data differs from the rebuilt one (numbers compared to
     the precision the kept arrival times allow)."""
-    return list(_walk("", "", sealed, rebuilt))
+    return list(_walk("", "", sealed, as_table(rebuilt)))
 
 
 def value_at(data: Any, path: str) -> Any:

@@ -10,12 +10,8 @@ from qualify.registry import StageParts, StageSpec
 def parts() -> StageParts:
     from qualify.identity import judges, rebuild, record, section, stage
 
-    return StageParts(
-        run=stage.identity,
-        record=record.Record,
-        judges=(judges,),
-        section=section.section,
-        again=rebuild.identity_again,
+    return StageParts.of(
+        stage.identity, record.Record, section, judges, again=rebuild.identity_again
     )
 
 

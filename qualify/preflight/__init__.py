@@ -11,13 +11,7 @@ from qualify.registry import StageParts, StageSpec
 def parts() -> StageParts:
     from qualify.preflight import checks, rebuild, record, section, stage
 
-    return StageParts(
-        run=stage.preflight,
-        record=record.Record,
-        judges=(checks,),
-        rebuild=rebuild.rebuild,
-        section=section.section,
-    )
+    return StageParts.of(stage.preflight, record.Record, section, checks, rebuild=rebuild.rebuild)
 
 
 SPEC = StageSpec(

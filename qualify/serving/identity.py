@@ -52,6 +52,19 @@ class Seen:
     by: str = "server"
 
 
+@dataclass
+class Observed:
+    """What one engine's adapter reads its pins from, and fills (`Identity._observe`): the
+    server's answers by path (`bodies`, raw JSON or text), the launch, the `/v1/models` entries;
+    `seen`, each pin read, and `why`, why one cannot be."""
+
+    bodies: dict[str, Any]  # raw server answers (JSON or text), by the path asked
+    launch: Launch | None
+    models: list[dict[str, Any]]  # raw `/v1/models` entries, as the server sent them
+    seen: dict[str, Seen] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+
+
 def flag(args: list[str], *names: str) -> str | None:
     """The value of the last of `names` in `args` (`--x v` or `--x=v`), or None."""
     found: str | None = None
@@ -110,9 +123,9 @@ class Identity:
         self, bodies: dict[str, Any], launch: Launch | None
     ) -> tuple[dict[str, Seen], dict[str, str]]:
         """Every pin as seen (value, source), or the reason it cannot be seen."""
-        seen: dict[str, Seen] = {}
-        why: dict[str, str] = {}
         models = [m for m in models_of(bodies.get("/v1/models")) if isinstance(m, dict)]
+        o = Observed(bodies, launch, models)
+        seen, why = o.seen, o.why
         if models:
             ids = [m.get("id") for m in models] + [
                 a for m in models for a in m.get("aliases") or []
@@ -122,20 +135,13 @@ class Identity:
         else:
             why["model"] = why["engine"] = "GET /v1/models listed no model"
         self._image(seen, why, launch)
-        self._observe(bodies, launch, models, seen, why)
+        self._observe(o)
         for pin in PINS:
             if pin not in seen and pin not in why:
                 why[pin] = f"{self.name} reports no {pin}"
         return seen, why
 
-    def _observe(
-        self,
-        bodies: dict[str, Any],
-        launch: Launch | None,
-        models: list[dict[str, Any]],
-        seen: dict[str, Seen],
-        why: dict[str, str],
-    ) -> None:
+    def _observe(self, o: Observed) -> None:
         raise NotImplementedError
 
     @staticmethod

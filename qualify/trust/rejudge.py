@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualify.candidate import Candidate
-from qualify.evidence.kept import AttemptView, NotKept, differences, short, value_at
+from qualify.evidence.kept import AttemptView, NotKept, as_table, differences, short, value_at
 from qualify.evidence.listing import Listing
 from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
@@ -89,7 +89,7 @@ def rejudge_attempt(
     if not view.result.data and not view.result.gates:  # it claims nothing (`finish`)
         return []
     try:
-        rebuilt = fn(view)
+        rebuilt = as_table(fn(view))
     except NotKept as exc:
         return [f"{where}: cannot be judged again from the exchanges it kept: {exc}"]
     problems = []

@@ -49,16 +49,8 @@ def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
 def parts() -> StageParts:
     from qualify.vram import judges, rebuild, record, section, stage, start_sampler
 
-    return StageParts(
-        run=stage.vram,
-        record=record.Record,
-        judges=(judges,),
-        rebuild=rebuild.rebuild,
-        section=section.section,
-        figures=section.figures,
-        cells=section.diff_cells,
-        plots=section.plots,
-        sampler=start_sampler,
+    return StageParts.of(
+        stage.vram, record.Record, section, judges, rebuild=rebuild.rebuild, sampler=start_sampler
     )
 
 

@@ -18,14 +18,13 @@ host's hardware when the sample header does not hold it, and the reserve the rec
 
 from __future__ import annotations
 
-import copy
 import json
 import re
-from typing import Any
 
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import RESULT
 from qualify.records import StageResult
+from qualify.vram.record import Cost, Hardware, Interval, Record
 from qualify.vram.series import TELEMETRY, Log, parse_log
 from qualify.vram.stage import STAGE, _not_run, build_record
 
@@ -105,30 +104,33 @@ def _ran(view: AttemptView, attempts: dict[str, dict[int, list[str]]]) -> list[s
     return out
 
 
-def rebuild(view: AttemptView) -> dict[str, Any]:
-    """The vram stage's `data` as the kept samples give it (see the module docstring)."""
-    sealed = copy.deepcopy(view.sealed)
+def rebuild(view: AttemptView) -> Record:
+    """The vram stage's record as the kept samples give it (see the module docstring)."""
+    sealed = view.sealed
     attempts = _attempts(view)
     logs = _logs(view, attempts.get(TELEMETRY, {}))
     reserve = sealed.get("reserve_gib")
     if not isinstance(reserve, int | float):
         raise NotKept("its record names no reserve")
     record = build_record(logs, None, _ran(view, attempts), float(reserve))
-    out: dict[str, Any] = record.model_dump(mode="json")
     view.trust("the sampler's interval and read-cost statistics (its own timings)")
-    interval = dict(sealed.get("interval_ms") or {})
+    interval = Interval.model_validate(sealed.get("interval_ms") or {})
     if view.candidate is not None:  # the interval asked for is the candidate's
-        interval["target"] = view.candidate.stages.vram.interval_ms
-    out["interval_ms"] = interval
-    out["cost_ms"] = sealed.get("cost_ms")
+        interval.target = view.candidate.stages.vram.interval_ms
+    cost = sealed.get("cost_ms")
+    out: dict[str, object] = {
+        "interval_ms": interval,
+        "cost_ms": None if cost is None else Cost.model_validate(cost),
+    }
     if not logs or not logs[-1].header.get("system"):
         why = (
             "no sample was kept" if not logs else "the sample header of this form does not hold it"
         )
         view.trust(f"the host's hardware ({why})")
-        out["hardware"] = sealed.get("hardware")
+        hardware = sealed.get("hardware")
+        out["hardware"] = None if hardware is None else Hardware.model_validate(hardware)
     if not logs:
         view.trust("why there was no telemetry (the sampler of the run's process says)")
         out["no_telemetry"] = sealed.get("no_telemetry")
         out["source"], out["power_field"] = sealed.get("source"), sealed.get("power_field")
-    return {**sealed, **out}
+    return record.model_copy(update=out)

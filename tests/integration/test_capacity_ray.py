@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from raycluster import local_cluster
 
-from qualify.capacity.openloop import OpenLoopRun, poisson, send
+from qualify.capacity.openloop import OpenLoopRun, Plan, poisson, send
 from qualify.capacity.spread import SpreadRun, annotate
 from qualify.httpclient.client import Client
 from qualify.serving.process import free_port
@@ -64,7 +64,7 @@ def bodies(n: int = N, events: int = 20) -> list[dict[str, Any]]:
 
 async def single(url: str, offsets: list[float]) -> OpenLoopRun:
     async with Client(url) as client:
-        return await send(client, bodies(len(offsets)), offsets, offsets[-1] + 10)
+        return await send(client, Plan(bodies(len(offsets)), offsets, offsets[-1] + 10))
 
 
 async def spread(
@@ -74,12 +74,12 @@ async def spread(
     try:
         async with Client(url) as client:
             task = asyncio.ensure_future(
-                fleet.send(client, bodies(len(offsets)), offsets, offsets[-1] + 10)
+                fleet.send(client, Plan(bodies(len(offsets)), offsets, offsets[-1] + 10))
             )
             if during is not None:
                 await during(fleet)
             run = await task
-            after = await fleet.send(client, bodies(2), [0.0, 0.1], 5.0)
+            after = await fleet.send(client, Plan(bodies(2), [0.0, 0.1], 5.0))
         return run, after
     finally:
         await fleet.close()

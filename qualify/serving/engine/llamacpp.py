@@ -8,7 +8,7 @@ from typing import Any
 from qualify.httpclient.chat import Quirks
 from qualify.serving.dialects import LLAMACPP
 from qualify.serving.engine.base import EngineAdapter
-from qualify.serving.identity import HEX, Launch, Match, Seen, flag, to_int
+from qualify.serving.identity import HEX, Match, Observed, Seen, flag, to_int
 
 # (kind, pattern with named groups `limit` and `prompt`), as llama-server words it.
 LENGTH_ERRORS: tuple[tuple[str, str], ...] = (
@@ -64,14 +64,8 @@ class LlamaCpp(EngineAdapter):
     )
     kv_note = "llama.cpp exposes no KV gauge on /metrics; figures come from the startup log"
 
-    def _observe(
-        self,
-        bodies: dict[str, Any],
-        launch: Launch | None,
-        models: list[dict[str, Any]],
-        seen: dict[str, Seen],
-        why: dict[str, str],
-    ) -> None:
+    def _observe(self, o: Observed) -> None:
+        bodies, launch, models, seen, why = o.bodies, o.launch, o.models, o.seen, o.why
         props = bodies.get("/props") if isinstance(bodies.get("/props"), dict) else None
         why["revision"] = "llama-server reports the model file (/props model_path), no revision"
         if props is None:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from qualify.httpclient.chat import Quirks
 from qualify.serving.dialects import SGLANG
 from qualify.serving.engine.vllm import Vllm
-from qualify.serving.identity import Launch, Seen, context_from_models
+from qualify.serving.identity import Observed, Seen, context_from_models
 
 # (kind, pattern with named groups `limit` and `prompt`), as SGLang words it.
 LENGTH_ERRORS: tuple[tuple[str, str], ...] = (
@@ -47,14 +47,8 @@ class Sglang(Vllm):
         "max_num_seqs": "max_running_requests",
     }
 
-    def _observe(
-        self,
-        bodies: dict[str, Any],
-        launch: Launch | None,
-        models: list[dict[str, Any]],
-        seen: dict[str, Seen],
-        why: dict[str, str],
-    ) -> None:
+    def _observe(self, o: Observed) -> None:
+        bodies, models, seen, why = o.bodies, o.models, o.seen, o.why
         raw = bodies.get("/server_info")
         info: dict[str, Any] = raw if isinstance(raw, dict) else {}
         context_from_models(models, seen)

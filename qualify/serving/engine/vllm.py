@@ -10,7 +10,14 @@ from typing import Any, ClassVar
 from qualify.httpclient.chat import Quirks
 from qualify.serving.dialects import VLLM, MetricsSnapshot, read_page
 from qualify.serving.engine.base import EngineAdapter
-from qualify.serving.identity import Launch, Match, Seen, context_from_models, flag, to_int
+from qualify.serving.identity import (
+    Match,
+    Observed,
+    Seen,
+    context_from_models,
+    flag,
+    to_int,
+)
 
 # (kind, pattern with named groups `limit` and `prompt`), as vLLM words it.
 LENGTH_ERRORS: tuple[tuple[str, str], ...] = (
@@ -92,14 +99,8 @@ class Vllm(EngineAdapter):
         "qwen3_next_mtp": "mtp",
     }
 
-    def _observe(
-        self,
-        bodies: dict[str, Any],
-        launch: Launch | None,
-        models: list[dict[str, Any]],
-        seen: dict[str, Seen],
-        why: dict[str, str],
-    ) -> None:
+    def _observe(self, o: Observed) -> None:
+        bodies, launch, models, seen, why = o.bodies, o.launch, o.models, o.seen, o.why
         version = bodies.get("/version")
         fp = fingerprint(bodies.get(CHAT_PROBE))
         if isinstance(version, dict) and version.get("version"):

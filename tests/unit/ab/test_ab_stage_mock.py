@@ -13,7 +13,6 @@ from qualify.ab import drive
 from qualify.ab import stage as ab_stage
 from qualify.ab.stage import ab
 from qualify.gates.thresholds import Thresholds
-from qualify.httpclient.timing import TIMED_STREAM
 from qualify.records import StageResult, Verdict
 
 

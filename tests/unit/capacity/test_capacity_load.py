@@ -15,7 +15,7 @@ import pytest
 
 from qualify.capacity import knee as knee_mod
 from qualify.capacity.answers import broken, json_prefix_ok
-from qualify.capacity.openloop import burst, harness_lag, poisson, send
+from qualify.capacity.openloop import Plan, burst, harness_lag, poisson, send
 from qualify.capacity.settings import CapacitySettings, LoadSettings
 from qualify.capacity.slo import SloSettings, effective, goodput, misses, wilson
 from qualify.gates.thresholds import Thresholds
@@ -179,7 +179,7 @@ def test_open_loop_sends_on_schedule_whatever_the_server_does() -> None:
     async def go() -> Any:
         c = client(handler)
         try:
-            return await send(c, [{"n": i} for i in range(4)], [0.0, 0.05, 0.1, 0.15], 5.0)
+            return await send(c, Plan([{"n": i} for i in range(4)], [0.0, 0.05, 0.1, 0.15], 5.0))
         finally:
             await c.aclose()
 
@@ -198,7 +198,7 @@ def test_requests_past_the_deadline_are_cancelled_and_unfinished() -> None:
     async def go() -> Any:
         c = client(handler)
         try:
-            return await send(c, [{}, {}], [0.0, 0.0], deadline_s=0.3)
+            return await send(c, Plan([{}, {}], [0.0, 0.0], deadline_s=0.3))
         finally:
             await c.aclose()
 
@@ -219,7 +219,7 @@ def test_a_client_that_blocks_its_own_loop_is_a_harness_error() -> None:
     async def go() -> Any:
         c = client(handler)
         try:
-            return await send(c, [{}] * 4, [0.0, 0.05, 0.1, 0.15], 10.0)
+            return await send(c, Plan([{}] * 4, [0.0, 0.05, 0.1, 0.15], 10.0))
         finally:
             await c.aclose()
 

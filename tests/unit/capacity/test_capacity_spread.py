@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from qualify.capacity.loads import OpenCell
-from qualify.capacity.openloop import OpenLoopRun, Sent, poisson, send
+from qualify.capacity.openloop import OpenLoopRun, Plan, Sent, poisson, send
 from qualify.capacity.section import ray_rows
 from qualify.capacity.settings import CapacitySettings, LoadSettings
 from qualify.capacity.shard import ShardResult, split
@@ -111,7 +111,7 @@ def test_without_a_fleet_the_one_process_sender_is_chosen() -> None:
     token = FLEET.set(fleet)
     try:
         assert chosen(send) == fleet.send
-        run = asyncio.run(fleet.send(None, [{}, {}], [0.0, 0.5], 1.0))
+        run = asyncio.run(fleet.send(None, Plan([{}, {}], [0.0, 0.5], 1.0)))
     finally:
         FLEET.reset(token)
     assert isinstance(run, SpreadRun) and run.harness == "no cluster"

@@ -28,7 +28,7 @@ from rejudge_run import (
     verified,
 )
 
-from qualify.evidence.kept import AttemptView, NotKept, differences
+from qualify.evidence.kept import AttemptView, NotKept, as_table, differences
 from qualify.gates.files import default_gates_dir
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
@@ -52,7 +52,7 @@ def view_of(run: Path) -> AttemptView:
 def rebuild(view: AttemptView) -> dict[str, Any]:
     from qualify.capacity.rebuild import rebuild as again
 
-    return again(view)
+    return as_table(again(view))
 
 
 def edit(run: Path, change: Any) -> AttemptView:

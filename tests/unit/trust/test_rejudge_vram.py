@@ -41,9 +41,8 @@ def test_the_published_runs_rebuild_to_their_sealed_figures(published: Path) -> 
     view = _view(published)
     rebuilt = rebuild(view)
     assert differences(view.sealed, rebuilt) == []
-    card = rebuilt["cards"][0]
-    assert card["stages"]["ab"]["min_free_mib"] == 1239.125
-    assert rebuilt["stages"] == ["identity", "preflight", "context", "ab"]
+    assert rebuilt.cards[0].stages["ab"].min_free_mib == 1239.125
+    assert rebuilt.stages == ["identity", "preflight", "context", "ab"]
     assert any("interval and read-cost" in t for t in view.trusted)
 
 
