@@ -14,7 +14,9 @@ needles, speed against the control, client/server timing, ...) and one tag:
 - `harness`: harness error: the harness broke (an internal error, a broken pairing, evidence
   changed after sealing, a stage that aborted);
 - `alone`: not compared: only the candidate ran the gate, so the evidence cannot say whether
-  the change or the base is the cause.
+  the change or the base is the cause;
+- `base`: fails on the control only: the control's run of a gate fails where the candidate
+  passes it; nothing the change broke, the base recipe fails it.
 
 Each cause carries the action that clears it; the exit condition lists those actions.
 """
@@ -37,6 +39,7 @@ TAGS = {
     "alone": "not compared with the control",
     "same": "same on the control",
     "limit": "engine or policy limit",
+    "base": "fails on the control only",
 }
 ORDER = tuple(TAGS)
 
@@ -86,11 +89,14 @@ def _counterparts(g: GateOutcome) -> list[str]:
 
 def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
     """`same` or `differs` for a gate the control ran at the same level; `alone` (not compared
-    with the control) when it did not."""
+    with the control) when it did not; `base` for the control's own gate where the candidate
+    passed it (the base fails, not the change)."""
     other = next((by_key[k] for k in _counterparts(g) if k in by_key), None)
     if other is None:
         return "alone"
-    return "differs" if other.status == "pass" else "same"
+    if other.status != "pass":
+        return "same"
+    return "base" if _base(g)[1] else "differs"
 
 
 FAMILIES: dict[str, tuple[str, str, str]] = {
@@ -204,6 +210,8 @@ _FITNESS = {
     "(the control fails the same way: the base model, not the change)",
     "differs": "fix what the change breaks in tool calls and formats (the control passes them)",
     "alone": "serve a model that passes the tool and format gates",
+    "base": "nothing the change broke: the control fails it and the candidate passes; "
+    "fix the control's recipe so the lanes compare",
 }
 
 
