@@ -158,7 +158,7 @@ def test_identity_reads_each_engine_in_its_own_words(full: Any) -> None:
     passed = {"pin@model", "pin@engine", "pin@engine_build", "pin@context_length", "reachable"}
     if engine == "vllm":
         passed |= {"pin@kv_dtype"}
-        unknown = {"revision", "image_digest", "quantization", "parallelism", "max_num_seqs"}
+        unknown = {"revision", "quantization", "parallelism", "max_num_seqs"}
         unknown |= {"speculation"}
         spec = _gate(res["identity"], "pin@speculation")
         assert "drafts 2 tokens, as pinned, but reports no method" in spec.reasons[0]
@@ -167,7 +167,7 @@ def test_identity_reads_each_engine_in_its_own_words(full: Any) -> None:
         assert "cache_config_info" in kv.metrics["source"]
     else:
         passed |= {"pin@kv_dtype", "pin@parallelism", "pin@speculation"}
-        unknown = {"revision", "image_digest", "quantization", "max_num_seqs"}
+        unknown = {"revision", "quantization", "max_num_seqs"}
     assert {k for k, v in got.items() if v is Verdict.PASS} == passed, got
     assert {k for k, v in got.items() if v is Verdict.INCONCLUSIVE} == {
         f"pin@{p}" for p in unknown
