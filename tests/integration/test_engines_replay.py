@@ -156,6 +156,7 @@ def test_identity_reads_each_engine_in_its_own_words(full: Any) -> None:
     engine, res = full
     got = _gates(res["identity"])
     passed = {"pin@model", "pin@engine", "pin@engine_build", "pin@context_length", "reachable"}
+    passed |= {"pin@image_digest"}  # not pinned: nothing claimed, nothing to verify
     if engine == "vllm":
         passed |= {"pin@kv_dtype"}
         unknown = {"revision", "quantization", "parallelism", "max_num_seqs"}

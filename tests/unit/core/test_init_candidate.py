@@ -144,7 +144,9 @@ def test_dev_mode_vllm_fills_every_pin_and_the_control(
     assert p.control is not None and p.control.candidate.identity.speculation.method == "none"
     assert "valid candidate smollm2-135m-instruct-vllm (control" in capsys.readouterr().out
     verdicts = _verdicts(tmp_path / "candidate.toml", "record")
-    assert {k for k, v in verdicts.items() if v is not Verdict.PASS} == {"revision"}  # image: not pinned
+    assert {k for k, v in verdicts.items() if v is not Verdict.PASS} == {
+        "revision"
+    }  # image: not pinned
 
 
 def test_vllm_without_dev_mode_marks_what_it_does_not_report(
@@ -179,6 +181,7 @@ def test_vllm_without_dev_mode_marks_what_it_does_not_report(
         "engine_build",
         "kv_dtype",
         "context_length",
+        "image_digest",  # not pinned: nothing claimed
     }
 
 
