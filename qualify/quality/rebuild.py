@@ -107,14 +107,15 @@ class _Again:
         assert c is not None and g.level is not None
         on_control = ctl is not None and g.gate.startswith(f"{CONTROL}-")
         io = (rp, rp.keep(f"{CONTROL}-" if on_control else ""), rp.write)
-        if on_control and g.gate.startswith(CONTROL_PREFLIGHT) and g.level in plan.preflight_at:
+        preflight_at = g.gate.startswith(CONTROL_PREFLIGHT) and g.level in plan.preflight_at
+        if ctl is not None and on_control and preflight_at:
             gid = g.gate.removeprefix(CONTROL_PREFLIGHT)
             allowance = plan.preflight_levels is not None
             ctx = control_preflight_context(ctl, g.level, io, default_gates_dir(), allowance)
             gate = None if c.stages.preflight.gates_dir else self.preflights.get(gid)
             return gid, ctx, gate, gate.sha256 if gate else None
         gid = g.gate.removeprefix(f"{CONTROL}-") if on_control else g.gate
-        if on_control and g.level == plan.level:
+        if ctl is not None and on_control and g.level == plan.level:
             ctx = task_context(c, ctl, CONTROL, g.level, io)
         elif g.level in c.reasoning and not on_control:
             ctx = task_context(c, c, "candidate", g.level, io)
