@@ -405,7 +405,7 @@ def acceptance(record: Record) -> Plot:
     return plot
 
 
-def figures(ab: Record | None) -> list[str]:
+def figures(ab: Record | None, gates: list[GateOutcome]) -> list[str]:
     """The A/B's end-to-end figure and its draft acceptance, or that it did not run."""
     if ab is None:  # no A/B, or it stopped before measuring (`parse_record`)
         return ["A/B: not run"]

@@ -383,15 +383,72 @@ def aggregate_plot(record: Record | None) -> Plot:
     return Plot("capacity-aggregate.png", "Capacity", "concurrency", [panel])
 
 
-def figures(record: Record | None) -> list[str]:
-    """Its headline line: the best aggregate throughput, where it was reached."""
+def figures(record: Record | None, gates: list[GateOutcome]) -> list[str]:
+    """Its headline lines: the best aggregate throughput and where it was reached; for a run
+    with load, the knee as offered, sent and completed, and what the soak says of it."""
+    out = []
     top = best(record)
-    if top is None:
-        return []
-    return [
-        f"capacity: {number(top.aggregate_output_tok_s)} tok/s aggregate at "
-        f"c={top.concurrency}, {number(top.length, 0)}-token prompts"
-    ]
+    if top is not None:
+        out.append(
+            f"capacity: {number(top.aggregate_output_tok_s)} tok/s aggregate at "
+            f"c={top.concurrency}, {number(top.length, 0)}-token prompts"
+        )
+    if record is not None and record.load.model_fields_set:
+        out.append(f"load: {knee_line(record.load)}; {soak_line(record.load, gates)}")
+    return out
+
+
+def knee_line(ld: Load) -> str:
+    """The knee in one clause: the rate offered, sent and completed, its pace, its goodput."""
+    knee = ld.knee
+    cell = next((c for c in ld.cells if knee is not None and c.cell == knee.cell), None)
+    if knee is None or knee.rate_rps is None or cell is None:
+        return "no knee held" + (f" ({knee.stopped})" if knee is not None and knee.stopped else "")
+    sent = f"{cell.offered_rps:.3g}" if cell.offered_rps is not None else "no data"
+    done = f"{cell.achieved_rps:.3g}" if cell.achieved_rps is not None else "no data"
+    pace = f"pace {cell.pace:.2f}" if cell.pace is not None else "pace no data"
+    over = f"; next rate {knee.first_over:.3g} req/s not held" if knee.first_over else ""
+    return (
+        f"knee {knee.rate_rps:.3g} req/s offered, {sent} sent, {done} completed "
+        f"({cell.completed} of {cell.requests} requests, {pace}), goodput "
+        f"{_pct(knee.goodput)} (95% interval {interval_pct(knee.goodput_ci95)}){over}"
+    )
+
+
+def soak_line(ld: Load, gates: list[GateOutcome]) -> str:
+    """What the soak says of the knee: held at its rate, or not, with the TTFT drift and the
+    largest number of requests in flight; a soak below the knee's rate that fails while every
+    request completed contradicts the knee."""
+    soak, knee = ld.soak, ld.knee
+    if soak is None or not soak.model_fields_set:
+        return "no soak"
+    verdict = _verdict(gates, "soak")
+    rate = soak.rate_rps or 0.0
+    below = knee is not None and knee.rate_rps is not None and rate <= knee.rate_rps
+    share = f", {rate / knee.rate_rps:.2g} of the knee" if below and knee and knee.rate_rps else ""
+    head = f"soak at {rate:.3g} req/s{share}: {soak.completed} of {soak.planned} completed"
+    drift = soak.ttft_drift
+    if drift.first_p50_s is not None and drift.last_p50_s is not None:
+        head += f", TTFT p50 {drift.first_p50_s:.2f} s -> {drift.last_p50_s:.2f} s"
+    flight = soak_in_flight(soak)
+    if flight is not None:
+        head += f", in flight {flight[0]} -> {flight[1]} at most"
+    if verdict == "pass":
+        return f"{head} (held)"
+    queued = below and not soak.hung and not soak.unfinished and soak.completed == soak.planned
+    says = ": a queue built below the knee's rate, so the knee overstates it" if queued else ""
+    return f"{head} ({verdict}{says})"
+
+
+def soak_in_flight(soak: Soak) -> tuple[int, int] | None:
+    """Requests in flight at the soak's first sample and the most at any sample, from its
+    timeline (None when it kept none)."""
+    cols = soak.timeline_columns
+    if "in_flight" not in cols or not soak.timeline:
+        return None
+    i = cols.index("in_flight")
+    seen = [int(n) for r in soak.timeline if isinstance(n := r[i], int | float)]
+    return (seen[0], max(seen)) if seen else None
 
 
 def _capacity_figures(c: Cell, row: CellFigures) -> None:

@@ -197,7 +197,7 @@ def context_reached(ctx: Record | None) -> str:
     return "; ".join(parts) + " prompt tokens"
 
 
-def figures(ctx: Record | None) -> list[str]:
+def figures(ctx: Record | None, gates: list[GateOutcome]) -> list[str]:
     """Its headline line: the largest prompt that passed, per pass, of the largest sent."""
     return ["context reached: " + context_reached(ctx)]
 

@@ -199,6 +199,24 @@ FAMILIES: dict[str, tuple[str, str, str]] = {
         "the engine stops making progress under steady load",
         "fix what stalls the engine under steady load, then soak it again",
     ),
+    "soak-queue": (
+        "alone",
+        "latency climbs under steady load while every request completes: a queue builds, so "
+        "the knee overstates what the server sustains",
+        "find the rate the server sustains (longer knee steps, or the soak at a lower share of "
+        "the knee), then soak at it",
+    ),
+    "soak-growth": (
+        "alone",
+        "memory or engine error counters grow under steady load",
+        "find what grows under steady load (memory, engine errors), then soak it again",
+    ),
+    "fidelity-unmeasured": (
+        "limit",
+        "client and server timings not compared: the server reported nothing to compare",
+        "serve with the metrics the stage compares against (docs/engines.md), or have the "
+        "house stop requiring this fidelity gate before the run",
+    ),
     "load-harness": (
         "harness",
         "the load client fell behind its own schedule",
@@ -226,7 +244,9 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
     if family == "identity":
         return "unverifiable-pins" if any(w in said for w in _UNVERIFIABLE) else "identity"
     if "fidelity" in name:
-        return "fidelity"
+        return "fidelity" if g.verdict.value == "fail" else "fidelity-unmeasured"
+    if family == "soak":
+        return _soak_family(g)
     if name == "over-length":
         return "over-length"
     if family == "fitness" and g.metrics.get("reasoning_only") is True:
@@ -234,6 +254,18 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
     if family == "capacity-incumbent" and g.verdict.value == "skipped":
         return "capacity-first"
     return family
+
+
+def _soak_family(g: GateOutcome) -> str:
+    """Which way a soak failed: a queue (only TTFT drift, every planned request completed),
+    growth (only memory or engine error counters), or progress stopped (anything else)."""
+    m, said = g.metrics, g.reasons
+    done = m.get("planned") is not None and m.get("completed") == m.get("planned")
+    if said and done and all(r.startswith("TTFT drifted") for r in said):
+        return "soak-queue"
+    if said and all(" grew " in r or r.startswith("engine error counter") for r in said):
+        return "soak-growth"
+    return "soak"
 
 
 def declared_family(stage: str, name: str) -> str | None:

@@ -38,11 +38,12 @@ def metric(ab: AbRecord | None, name: str) -> MetricRow | None:
 
 def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> list[str]:
     """The headline figures, one short line each: each stage's own (its spec's `figures`, handed
-    its typed record, None when it has none; the `lead` stage's first), then fidelity."""
+    its typed record, None when it has none, and the gates; the `lead` stage's first), then
+    fidelity."""
     out = []
     for spec in led():
         if spec.loaded.figures is not None:
-            out += spec.loaded.figures(records.get(spec.name))
+            out += spec.loaded.figures(records.get(spec.name), gates)
     fid = fidelity(records, gates)
     if fid:
         out.append(

@@ -123,7 +123,7 @@ def _budget(b: TaskBudget) -> dict[str, Any]:
 _QUALITY = re.compile(r"^quality(?: \((\w+)\))?: ")
 
 
-def figures(quality: Record | None) -> list[str]:
+def figures(quality: Record | None, gates: list[GateOutcome]) -> list[str]:
     """Its headline line: each lane's tasks passed, or that it did not run."""
     parts = [
         _QUALITY.sub(lambda m: f"{m.group(1)} " if m.group(1) else "", x)

@@ -190,7 +190,7 @@ def _stage_bands(rows: list[list[Any]]) -> list[tuple[float, float, str]]:
     return bands
 
 
-def figures(vram: Record | None) -> list[str]:
+def figures(vram: Record | None, gates: list[GateOutcome]) -> list[str]:
     """Each card's lowest free memory against the reserve, when telemetry recorded cards."""
     cards = card_minimums(vram)
     if vram is None or not cards:
