@@ -416,7 +416,7 @@ def knee_line(ld: Load) -> str:
 
 
 def soak_line(ld: Load, gates: list[GateOutcome]) -> str:
-    """What the soak says of the knee: held at its rate, or not, with the TTFT drift and the
+    """What the soak says of the knee: its verdict at its rate, with the TTFT drift and the
     largest number of requests in flight; a soak below the knee's rate that fails while every
     request completed contradicts the knee."""
     soak, knee = ld.soak, ld.knee
@@ -434,7 +434,7 @@ def soak_line(ld: Load, gates: list[GateOutcome]) -> str:
     if flight is not None:
         head += f", in flight {flight[0]} -> {flight[1]} at most"
     if verdict == "pass":
-        return f"{head} (held)"
+        return f"{head} (`capacity/soak` pass)"
     queued = below and not soak.hung and not soak.unfinished and soak.completed == soak.planned
     says = ": a queue built below the knee's rate, so the knee overstates it" if queued else ""
     return f"{head} ({verdict}{says})"

@@ -1,6 +1,6 @@
 """The load's first-screen line, read back from the record it is made of: the knee as offered,
-sent and completed with its pace and goodput interval, and what the soak says of it (held, or a
-queue built below the knee's rate: the knee overstated)."""
+sent and completed with its pace and goodput interval, and what the soak says of it (its
+verdict; a queue built below the knee's rate: the knee overstated)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_the_knee_is_offered_sent_and_completed_and_a_queued_soak_overstates_it(
 
 def test_a_held_soak_and_a_stalled_one_say_so_and_no_more() -> None:
     (held,) = figures(_record(559, 0.30, [2, 3, 2]), [_gate("soak", Verdict.PASS)])
-    assert held.endswith("(held)") and "overstates" not in held
+    assert held.endswith("(`capacity/soak` pass)") and "overstates" not in held
     (stalled,) = figures(_record(500, 9.0, [2, 90]), [_gate("soak", Verdict.FAIL)])
     assert "`capacity/soak` fail)" in stalled and "overstates" not in stalled
 
