@@ -406,7 +406,7 @@ def knee_line(ld: Load) -> str:
         return "no knee held" + (f" ({knee.stopped})" if knee is not None and knee.stopped else "")
     sent = f"{cell.offered_rps:.3g}" if cell.offered_rps is not None else "no data"
     done = f"{cell.achieved_rps:.3g}" if cell.achieved_rps is not None else "no data"
-    pace = f"pace {cell.pace:.2f}" if cell.pace is not None else "pace no data"
+    pace = f"pace {cell.pace:.2f} of it" if cell.pace is not None else "pace no data"
     over = f"; next rate {knee.first_over:.3g} req/s not held" if knee.first_over else ""
     return (
         f"knee {knee.rate_rps:.3g} req/s offered, {sent} sent, {done} completed "

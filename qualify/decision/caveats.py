@@ -11,6 +11,7 @@ from typing import Any
 
 from qualify.ab import section as ab_section
 from qualify.ab.record import Record as AbRecord
+from qualify.decision.headline import preflight_levels
 from qualify.identity.record import Record as IdentityRecord
 from qualify.present.reading import record_of
 from qualify.present.record import DecisionRecord, GateOutcome
@@ -170,7 +171,34 @@ def _substance(
             "nothing about the change, and the speed figures stand on their own."
         )
     out += _scaled_budgets(record_of(records, "quality", QualityRecord))
+    out += _comparability(gates)
     return out + _sample_size(record_of(records, "ab", AbRecord))
+
+
+def _comparability(gates: list[GateOutcome]) -> list[str]:
+    """What the control cannot speak to: the candidate's preflight and quality gates at
+    reasoning levels the control did not run (their causes read "not compared with the
+    control")."""
+    cand, ctrl = preflight_levels(gates)
+    alone = [lv for lv in cand if lv not in ctrl]
+    if not alone:
+        return []
+    probes = ("preflight", "quality")
+    n = sum(
+        1
+        for g in gates
+        if g.stage in probes and g.level in alone and not g.gate.startswith("control-")
+    )
+    theirs = (
+        f"the control ran preflight at {', '.join(ctrl)}, the candidate also at "
+        if ctrl
+        else "the control ran no preflight, the candidate ran it at "
+    )
+    return [
+        f"Comparability: {theirs}{', '.join(alone)}: its {n} preflight and quality gates there "
+        "are not compared with the control, so they cannot say whether the change or the base "
+        "fails them."
+    ]
 
 
 def _sample_size(ab: AbRecord | None) -> list[str]:

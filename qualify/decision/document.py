@@ -152,6 +152,7 @@ def context(
         "against": headline.against(view),
         "hardware": hardware.hardware(records, info),
         "figures": headline.figures(records, gates),
+        "scope": headline.scope(record, stages),
         "outcome": headline.outcome(record, ab, groups),
         "causes": rows,
         "first_screen_causes": blockers.FIRST_SCREEN_CAUSES,

@@ -59,6 +59,39 @@ def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> lis
     return out
 
 
+def scope(record: DecisionRecord, stages: Mapping[str, StageOutcome]) -> str:
+    """What the evidence covers, in one line: the stages that ran (preflight with the reasoning
+    levels each lane ran it at), and those that did not, with why."""
+    ran = [name for name in stage_names() if name in stages and stages[name].ran]
+    cand, ctrl = preflight_levels(record.evaluation.gates)
+    shown = []
+    for name in ran:
+        if name == "preflight" and cand:
+            theirs = f"; the control at {', '.join(ctrl)}" if ctrl else "; the control at none"
+            name += f" ({', '.join(cand)}{theirs})"
+        shown.append(name)
+    out = f"Evidence: {', '.join(shown) or 'no stage ran'}"
+    why: dict[str, list[str]] = {}
+    for n in stage_names():
+        if n not in ran:
+            why.setdefault(stages[n].why_not or "not run" if n in stages else "not run", []).append(
+                n
+            )
+    gone = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in why.items())
+    return out + (f"; not run: {gone}." if gone else "; every stage ran.")
+
+
+def preflight_levels(gates: list[GateOutcome]) -> tuple[list[str], list[str]]:
+    """The reasoning levels the candidate ran preflight at, and those its control ran it at."""
+    cand = [g.level for g in gates if g.stage == "preflight" and g.level]
+    ctrl = [
+        g.level
+        for g in gates
+        if g.stage == "quality" and g.gate.startswith("control-preflight-") and g.level
+    ]
+    return list(dict.fromkeys(cand)), list(dict.fromkeys(ctrl))
+
+
 def sections_delta(m: MetricRow) -> dict[str, Any]:
     return {
         "delta_pct": m.delta_pct,

@@ -41,7 +41,7 @@ def _record(completed: int, last_p50: float, flight: list[int]) -> Record:
 def test_the_knee_is_offered_sent_and_completed_and_a_queued_soak_overstates_it() -> None:
     (line,) = figures(_record(559, 4.655, [2, 40, 96, 14]), [_gate("soak", Verdict.FAIL)])
     assert line.startswith("load: knee 22.6 req/s offered, 22.7 sent, 18.7 completed")
-    assert "(136 of 136 requests, pace 0.94), goodput 100% (95% interval 97%–100%)" in line
+    assert "(136 of 136 requests, pace 0.94 of it), goodput 100% (95% interval 97%–100%)" in line
     assert "next rate 32 req/s not held" in line
     assert "soak at 17 req/s, 0.75 of the knee: 559 of 559 completed" in line
     assert "TTFT p50 0.37 s -> 4.66 s, in flight 2 -> 96 at most" in line
