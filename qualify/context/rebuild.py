@@ -23,6 +23,7 @@ from typing import Any
 
 from qualify.context import battery, ladder
 from qualify.context.corpus import Needle, Needles
+from qualify.context.record import Record
 from qualify.context.stage import (
     _problem,
     audit_summary,
@@ -220,8 +221,8 @@ def _planned(view: AttemptView, targets: list[dict[str, Any]], rows: list[dict[s
         raise NotKept(f"cells the candidate names have no row: {missing[:3]}")
 
 
-def rebuild(view: AttemptView) -> dict[str, Any]:
-    """The context stage's `data` as its kept exchanges give it (see the module docstring)."""
+def rebuild(view: AttemptView) -> Record:
+    """The context stage's record as its kept exchanges give it (see the module docstring)."""
     sealed = copy.deepcopy(view.sealed)
     if view.candidate is None:
         raise NotKept("no signed candidate copy in the run")
@@ -243,13 +244,15 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
         SimpleNamespace(target=t["target"], planned=t["planned_tokens"], contents=t["contents"])
         for t in targets
     ]
-    return {
-        **sealed,
-        "targets": targets,
-        "rows": rows,
-        "fidelity": fidelity_summary(view.candidate.identity.engine, timings),
-        "degenerate": degenerate_streams(rows),
-        "speed": speed_summary(rows),
-        "audits": audit_summary(rungs, rows),  # type: ignore[arg-type]
-        "battery": _battery(view, sealed.get("battery")),
-    }
+    return Record.model_validate(
+        {
+            **sealed,
+            "targets": targets,
+            "rows": rows,
+            "fidelity": fidelity_summary(view.candidate.identity.engine, timings),
+            "degenerate": degenerate_streams(rows),
+            "speed": speed_summary(rows),
+            "audits": audit_summary(rungs, rows),  # type: ignore[arg-type]
+            "battery": _battery(view, sealed.get("battery")),
+        }
+    )

@@ -175,7 +175,7 @@ def _recorded_code(view: AttemptView, judged: list[GateResult]) -> None:
                     raise NotKept(f"gate {g.key} attempt {a.number}: its answer gives another {k}")
 
 
-def rebuild(view: AttemptView) -> dict[str, Any]:
+def rebuild(view: AttemptView) -> Record:
     """The quality record rebuilt from the signed copies and the gates judged again from the
     kept exchanges (`view.judged`)."""
     from qualify.quality.stage import ran_record, summarised
@@ -208,5 +208,5 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
             tasks.append((lane, task, g.model_copy(update={"gate": task})))
     plan = _control_plan(view, sealed)
     record = summarised(ran, gates, tasks, judged, view.attempt, plan)
-    out: dict[str, Any] = record.model_dump(mode="json")
-    return {k: v for k, v in out.items() if k in view.sealed}
+    out = record.model_dump(mode="json")
+    return Record.model_validate({k: v for k, v in out.items() if k in view.sealed})
