@@ -156,13 +156,7 @@ def _contents(view: AttemptView, contents: dict[str, Any]) -> dict[str, Any]:
         for w in info.get("warmups") or []:
             ex, o = _kept(view, w.get("files"), True)
             _held(ex, needles, tasks, f"{kind} warm-up {w.get('n')}")
-            w.update(
-                problem=ladder.stream_problem(o),
-                answer=o.content,
-                prompt_tokens=o.prompt_tokens,
-                cached_tokens=o.cached_tokens,
-                e2e_s=o.t_end,
-            )
+            w.update(ladder.warmup_answer(o))
         by_kind = {t.kind: t for t in tasks.items}
         for a in info.get("asked") or []:
             task = by_kind.get(a.get("kind"))
@@ -170,15 +164,7 @@ def _contents(view: AttemptView, contents: dict[str, Any]) -> dict[str, Any]:
                 raise NotKept(f"{kind}: a task asked on its own is not one the rung records")
             ex, o = _kept(view, a.get("files"), True)
             _held(ex, needles, tasks, f"{kind} task {task.kind}")
-            a.update(
-                problem=ladder.stream_problem(o),
-                finish_reason=o.finish_reason,
-                prompt_tokens=o.prompt_tokens,
-                cached_tokens=o.cached_tokens,
-                completion_tokens=o.completion_tokens,
-                answer=o.content,
-                check=task.check(o.content),
-            )
+            a.update(ladder.asked_answer(o, task))
     return out
 
 

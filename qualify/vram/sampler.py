@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from qualify.records import GpuNote
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
 from qualify.vram.series import CardFigures, SampleLog, figures
@@ -112,6 +113,14 @@ def gpu_over(parts: Parts | None, part: str, t0: float, t1: float) -> dict[str, 
     if w is None or not w.cards:
         return None
     return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
+
+
+def gpu_note(parts: Parts | None, reserve_gib: float) -> GpuNote:
+    """A stage record's `gpu`: the house reserve its parts' free memory is read against, and
+    why no part has figures when the run has no GPU telemetry."""
+    no_sampler = "no GPU telemetry (no sampler in this run)"
+    why = no_sampler if parts is None else parts.window(0.0, 0.0).why
+    return GpuNote(reserve_gib=reserve_gib, why=why)
 
 
 def hardware(src: Source | None) -> dict[str, object]:
