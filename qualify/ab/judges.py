@@ -37,17 +37,6 @@ from qualify.records import Verdict, worst
 from qualify.serving.engines import DIALECTS
 from qualify.shown import say
 
-__all__ = [
-    "acceptance",
-    "draft_length",
-    "drafts",
-    "fidelity",
-    "paired",
-    "slowdown_pct",
-    "spec_speedup",
-    "speed",
-]
-
 STAGE = "ab"
 Found = list[tuple[Verdict, str]]
 
