@@ -31,6 +31,16 @@ class Acceptance(Written):
     source: str = ""
     unmeasured: str | None = None
 
+    @property
+    def per_draft(self) -> float | None:
+        """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
+        drafts, accepted = self.drafts, self.accepted
+        return (
+            accepted / drafts
+            if accepted is not None and drafts is not None and drafts > 0
+            else None
+        )
+
 
 class ResponseDrafts(Written):
     """`qualify.ab.acceptance.response_drafts`: llama.cpp's per-response draft counts."""

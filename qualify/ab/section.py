@@ -257,10 +257,8 @@ def _named(record: Record) -> list[tuple[str, Lane | None]]:
 
 
 def accepted_per_draft(a: Acceptance) -> float | None:
-    """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
-    if a.accepted is not None and a.drafts is not None and a.drafts > 0:
-        return float(a.accepted) / float(a.drafts)
-    return None
+    """Accepted draft tokens per draft (`Acceptance.per_draft`)."""
+    return a.per_draft
 
 
 def draft_share(record: Record) -> str | None:
