@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from qualify.httpclient.timing import percentile
 from qualify.records import GpuNote
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
@@ -133,17 +134,6 @@ def hardware(src: Source | None) -> dict[str, object]:
     if callable(system):
         out.update(system())
     return out
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (0..100), linear between ranks; None for no values."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 class Sampler:
@@ -280,11 +270,7 @@ class Sampler:
         }
 
     def stages(self) -> list[str]:
-        seen: list[str] = []
-        for _, name in self.marks:
-            if name not in seen:
-                seen.append(name)
-        return seen
+        return list(dict.fromkeys(name for _, name in self.marks))
 
     def _run(self) -> None:
         assert self.source is not None
