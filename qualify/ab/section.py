@@ -30,7 +30,7 @@ def _record(record: Record | None) -> Record:
     return record if record is not None else Record()
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's A/B section shows."""
     r = _record(record)
     return {
@@ -61,9 +61,9 @@ def _mean_power(lane: Lane) -> dict[str, float]:
     return {gpu: joules[gpu] / seconds[gpu] for gpu in sorted(joules)}
 
 
-def lane_power(record: Record) -> list[dict[str, Any]]:
+def lane_power(record: Record) -> list[dict[str, object]]:
     """Per lane and card, the mean power over the lane's timed runs (`_mean_power`)."""
-    out = []
+    out: list[dict[str, object]] = []
     for key, lane in _lanes(record):
         watts = _mean_power(lane)
         if watts:
@@ -88,7 +88,7 @@ def _lowest(cards: list[CardWindow]) -> float | None:
     return min(frees) if frees else None
 
 
-def lane_gpu(record: Record) -> dict[str, Any]:
+def lane_gpu(record: Record) -> dict[str, object]:
     """Per lane and card: the lowest free memory over the lane's timed runs with its headroom
     over the house reserve, and the mean power (`_mean_power`, from the runs' energy windows;
     else the runs' own windows). "No GPU telemetry", once, where the run had none; nothing for
@@ -191,7 +191,7 @@ def paired_text(p: Paired | None) -> str:
     return f"{med:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%, {n})"
 
 
-def ab_rows(record: Record, ran: bool = True) -> dict[str, Any]:
+def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
     lanes = record.lanes
     names = {k: (lane.name if lane is not None else "") or k for k, lane in _named(record)}
     per = paired_of(record)
@@ -311,7 +311,7 @@ def _energy(lane: Lane) -> str:
     return per_token_text(e.j_per_output_token, e.joules, e.completion_tokens)
 
 
-def ab_lanes(record: Record) -> list[dict[str, Any]]:
+def ab_lanes(record: Record) -> list[dict[str, object]]:
     """Per lane: name, speculation, KV tokens as the engine reported them, excluded requests."""
     return [
         {

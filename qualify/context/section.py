@@ -7,7 +7,6 @@ the stage's typed record."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from qualify.context.record import Record, Row
 from qualify.evidence.store import RunDir
@@ -25,7 +24,7 @@ ROW_KEYS = (
 MIB_PER_GIB = 1024
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's Context section shows."""
     return {"context": context_rows(record or Record())}
 
@@ -34,8 +33,8 @@ def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     return [ladder(record or Record())]
 
 
-def _norm(r: Row) -> dict[str, Any]:
-    out: dict[str, Any] = {k: getattr(r, k) for k in ROW_KEYS}
+def _norm(r: Row) -> dict[str, object]:
+    out: dict[str, object] = {k: getattr(r, k) for k in ROW_KEYS}
     out["needles"] = ", ".join(
         f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(r.needles.items())
     )
@@ -46,12 +45,12 @@ def _rung_key(r: Row) -> tuple[int, str, int]:
     return (r.target, r.content, r.concurrency)
 
 
-def context_rows(record: Record) -> dict[str, Any]:
+def context_rows(record: Record) -> dict[str, object]:
     """Context rows split by pass: cold and warm are never blended."""
     rows = record.rows
     clamped = [t for t in record.targets if t.clamped]
     planned = {t.target: t.planned_tokens for t in clamped}
-    side: dict[tuple[int, str, int], dict[str, Any]] = {}
+    side: dict[tuple[int, str, int], dict[str, object]] = {}
     for r in rows:
         named = next((t for t, p in planned.items() if p == r.target), None)
         item = side.setdefault(
@@ -102,7 +101,9 @@ def power_text(c: CardWindow | None) -> str:
     return f"{c.mean_power_w:,.0f} W"
 
 
-def gpu_rows(record: Record, side: dict[tuple[int, str, int], dict[str, Any]]) -> dict[str, Any]:
+def gpu_rows(
+    record: Record, side: dict[tuple[int, str, int], dict[str, object]]
+) -> dict[str, object]:
     """Per rung (cold and warm side by side) and card: the lowest free memory with its headroom
     over the house reserve, and the mean power, over the cell's timed sends. "No GPU
     telemetry", once, where the run had none; nothing for a record of a build that did not
