@@ -138,8 +138,7 @@ def paired(data: Record, params: PairedParams, thresholds: Thresholds) -> list[J
     """Fail when a lane ran fewer runs, the lanes' requests as sent differ in any field not in
     `may_differ` (or in which prompts were sent), or the non-speculative lane drafted; error on
     a failed request; inconclusive on an uncountable run or a busy engine."""
-    missing = no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return missing
     lanes, runs = data.lanes, data.runs
     skip = set(params.may_differ)
@@ -231,8 +230,7 @@ def speed(data: Record, params: SpeedParams, thresholds: Thresholds) -> list[Jud
     beyond that bound; inconclusive when the median is beyond it but the interval is not, when
     there is no interval, or when the interval is wider than the control's figure ("too few
     samples"); pass otherwise."""
-    missing = no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return missing
     bound = thresholds.ab_max_regression_pct
     row = data.row(params.metric)
@@ -266,8 +264,7 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
     """When speculative decoding is the variable (the candidate drafts and the control's
     speculation differs), fail when the candidate's median decode is not faster than the
     control's by at least `spec_min_speedup_pct`; skipped when speculation is not the variable."""
-    missing = no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return missing
     cand, ctrl = data.lanes["candidate"], data.lanes["control"]
     if not cand.drafts or cand.speculation == ctrl.speculation:
@@ -432,8 +429,7 @@ def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
     than `fidelity_decode_tolerance`, or TTFT minus the server's prompt time lies outside
     [0, `ttft_bound_ms(engine, concurrency)`]; inconclusive when the server reported neither
     (`qualify.httpclient.timing.fidelity_verdict`, the context ladder's rule too)."""
-    missing = no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return missing
     fid = data.fidelity
     concurrency = fid.concurrency if fid else 1

@@ -40,8 +40,7 @@ def draft_overrun(data: Record, params: OverrunParams, thresholds: Thresholds) -
     """Per drafting lane: fail when the acceptance counters give more accepted tokens per draft
     than the pinned `identity.speculation.draft_tokens`; inconclusive without counted drafts or
     a pinned length; skipped when neither lane drafts."""
-    early = no_lanes(data)
-    if early:
+    if early := no_lanes(data):
         return early
     out: list[Judged] = []
     for lane in LANES:
@@ -75,8 +74,7 @@ def draft_overrun(data: Record, params: OverrunParams, thresholds: Thresholds) -
 def decode_outliers(data: Record, params: OutlierParams, thresholds: Thresholds) -> list[Judged]:
     """Per lane: fail when a counted request (not failed, excluded or degenerate) decoded above
     `factor` times the lane's median decode tok/s; inconclusive without a lane median."""
-    early = no_lanes(data)
-    if early:
+    if early := no_lanes(data):
         return early
     out: list[Judged] = []
     for lane in LANES:
