@@ -22,8 +22,7 @@ from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text, show
 from qualify.present.wording import number, quantity
 from qualify.records import CardWindow
-
-MIB_PER_GIB = 1024
+from qualify.vram.section import MIB_PER_GIB, free_text, power_text
 
 
 def _record(record: Record | None) -> Record:
@@ -72,17 +71,6 @@ def lane_power(record: Record) -> list[dict[str, object]]:
     return out
 
 
-def free_text(free_mib: float | None, reserve_gib: float) -> str:
-    """The lowest free memory with its headroom over the reserve; under it says so in bold."""
-    if free_mib is None:
-        return "no sample"
-    free = free_mib / MIB_PER_GIB
-    room = free - reserve_gib
-    if room < 0:
-        return f"{free:,.1f} GiB (**{-room:,.1f} GiB under the {reserve_gib:g} GiB reserve**)"
-    return f"{free:,.1f} GiB ({room:,.1f} over the {reserve_gib:g} GiB reserve)"
-
-
 def _lowest(cards: list[CardWindow]) -> float | None:
     frees = [c.min_free_mib for c in cards if c.min_free_mib is not None]
     return min(frees) if frees else None
@@ -115,7 +103,7 @@ def lane_gpu(record: Record) -> dict[str, object]:
                     "min_free_mib": low,
                     "mean_power_w": power,
                     "free": free_text(low, note.reserve_gib),
-                    "power": "no data" if power is None else f"{power:,.0f} W",
+                    "power": power_text(power),
                     "under": low is not None and low < note.reserve_gib * MIB_PER_GIB,
                 }
             )

@@ -65,6 +65,25 @@ def vram_rows(record: Record | None) -> dict[str, object]:
     }
 
 
+MIB_PER_GIB = 1024
+
+
+def free_text(free_mib: float | None, reserve_gib: float) -> str:
+    """A card's lowest free memory with its headroom over the reserve; under it says so in bold
+    (the A/B's lanes and the context ladder's cells)."""
+    if free_mib is None:
+        return "no sample"
+    free = free_mib / MIB_PER_GIB
+    room = free - reserve_gib
+    if room < 0:
+        return f"{free:,.1f} GiB (**{-room:,.1f} GiB under the {reserve_gib:g} GiB reserve**)"
+    return f"{free:,.1f} GiB ({room:,.1f} over the {reserve_gib:g} GiB reserve)"
+
+
+def power_text(watts: float | None) -> str:
+    return "no data" if watts is None else f"{watts:,.0f} W"
+
+
 def _fits(free_mib: float, reserve_gib: float) -> str:
     return "pass" if free_mib >= reserve_gib * 1024 else "fail"
 
