@@ -9,9 +9,19 @@ the headline and caveats read the same record through `paired_of`, `runs_of`, `p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from qualify.ab.record import LANES, Acceptance, Kv, Lane, Lossless, MetricRow, Paired, Record
+from qualify.ab.record import (
+    LANES,
+    Acceptance,
+    Kv,
+    Lane,
+    LaneName,
+    Lossless,
+    MetricRow,
+    Paired,
+    Record,
+    Run,
+)
 from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs, same_in_every_request
 from qualify.evidence.store import RunDir
@@ -25,13 +35,9 @@ from qualify.records import CardWindow
 from qualify.vram.section import MIB_PER_GIB, free_text, power_text
 
 
-def _record(record: Record | None) -> Record:
-    return record if record is not None else Record()
-
-
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's A/B section shows."""
-    r = _record(record)
+    r = record or Record()
     return {
         "ab": ab_rows(r, ran=record is not None),
         "ab_lanes": ab_lanes(r),
@@ -113,7 +119,7 @@ def lane_gpu(record: Record) -> dict[str, object]:
 
 
 def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
-    r = _record(record)
+    r = record or Record()
     return [ab_distributions(r), acceptance(r)]
 
 
@@ -160,8 +166,8 @@ def paired_of(record: Record) -> dict[str, Paired]:
     return out
 
 
-def _runs(record: Record, key: str) -> list[Any]:
-    lane = record.lanes.get(key)  # type: ignore[call-overload]
+def _runs(record: Record, key: LaneName) -> list[Run]:
+    lane = record.lanes.get(key)
     return list(lane.runs) if lane is not None else []
 
 
@@ -181,7 +187,7 @@ def paired_text(p: Paired | None) -> str:
 
 def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
     lanes = record.lanes
-    names = {k: (lane.name if lane is not None else "") or k for k, lane in _named(record)}
+    names = {k: (x.name if x is not None else "") or k for k in LANES for x in [lanes.get(k)]}
     per = paired_of(record)
     metrics = []
     every_run = [r for k in LANES for r in _runs(record, k)]
@@ -238,10 +244,6 @@ def lossless_text(got: Lossless | None) -> str:
         d = got.divergent[0]
         text += f"; first: run {d.run} prompt {d.prompt} from token {d.token} of {d.of}"
     return text + "."
-
-
-def _named(record: Record) -> list[tuple[str, Lane | None]]:
-    return [(k, record.lanes.get(k)) for k in LANES]
 
 
 def accepted_per_draft(a: Acceptance) -> float | None:
