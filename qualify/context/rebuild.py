@@ -45,7 +45,7 @@ _AUDITS = ["context-tasks", "context-garble", "context-tools"]
 _PART = re.compile(r"\.part\d{3}$")
 
 
-def _kept(view: AttemptView, files: Any, stream: bool) -> tuple[Exchange, ChatOutcome]:
+def _kept(view: AttemptView, files: object, stream: bool) -> tuple[Exchange, ChatOutcome]:
     if not isinstance(files, list) or not files:
         raise NotKept("an answer names no kept exchange")
     ex = view.exchange(_PART.sub("", str(files[0])))

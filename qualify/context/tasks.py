@@ -22,9 +22,10 @@ from __future__ import annotations
 import random
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from typing import Literal
 
 from qualify.context.corpus import KINDS, text
 
@@ -51,7 +52,7 @@ def _corpus() -> str:
     return "".join(text(k) for k in KINDS).lower()
 
 
-def _fresh(rng: random.Random, make: Any, taken: set[str]) -> str:
+def _fresh(rng: random.Random, make: Callable[[random.Random], object], taken: set[str]) -> str:
     while True:
         v = str(make(rng))
         if v.lower() not in _corpus() and v not in taken:
