@@ -74,6 +74,17 @@ class StageRecord(StrictModel):
     record_version: int = 1
 
 
+class WrittenRecord(StageRecord):
+    """A stage record whose JSON form holds its version and only the fields that were written,
+    as a `Written` part does: it reads every published result and writes back what was written."""
+
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = handler(self)
+        kept = written_keys(self, ("record_version",))
+        return {k: v for k, v in out.items() if k in kept}
+
+
 class Verdict(StrEnum):
     PASS = "pass"
     SKIPPED = "skipped"

@@ -27,18 +27,6 @@ from qualify.serving.histograms import server_window
 from qualify.serving.idle import wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked
 
-__all__ = [
-    "PER_REQUEST",
-    "RunPlan",
-    "body_for",
-    "drive_run",
-    "energy_of",
-    "field_digests",
-    "nonce_line",
-    "request_record",
-    "timing_of",
-]
-
 PER_REQUEST = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
 
 

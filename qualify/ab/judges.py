@@ -37,17 +37,6 @@ from qualify.records import Verdict, worst
 from qualify.serving.engines import DIALECTS
 from qualify.shown import say
 
-__all__ = [
-    "acceptance",
-    "draft_length",
-    "drafts",
-    "fidelity",
-    "paired",
-    "slowdown_pct",
-    "spec_speedup",
-    "speed",
-]
-
 STAGE = "ab"
 Found = list[tuple[Verdict, str]]
 
@@ -76,7 +65,7 @@ def drafts(block: Lane) -> bool:
     return block.drafts
 
 
-def _no_lanes(data: Record) -> list[Judged] | None:
+def no_lanes(data: Record) -> list[Judged] | None:
     """Inconclusive when the stage had no pair to judge (no control lane)."""
     if all(lane in data.lanes for lane in LANES):
         return None
@@ -149,8 +138,7 @@ def paired(data: Record, params: PairedParams, thresholds: Thresholds) -> list[J
     """Fail when a lane ran fewer runs, the lanes' requests as sent differ in any field not in
     `may_differ` (or in which prompts were sent), or the non-speculative lane drafted; error on
     a failed request; inconclusive on an uncountable run or a busy engine."""
-    missing = _no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return missing
     lanes, runs = data.lanes, data.runs
     skip = set(params.may_differ)
@@ -242,8 +230,7 @@ def speed(data: Record, params: SpeedParams, thresholds: Thresholds) -> list[Jud
     beyond that bound; inconclusive when the median is beyond it but the interval is not, when
     there is no interval, or when the interval is wider than the control's figure ("too few
     samples"); pass otherwise."""
-    missing = _no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return missing
     bound = thresholds.ab_max_regression_pct
     row = data.row(params.metric)
@@ -277,8 +264,7 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
     """When speculative decoding is the variable (the candidate drafts and the control's
     speculation differs), fail when the candidate's median decode is not faster than the
     control's by at least `spec_min_speedup_pct`; skipped when speculation is not the variable."""
-    missing = _no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return missing
     cand, ctrl = data.lanes["candidate"], data.lanes["control"]
     if not cand.drafts or cand.speculation == ctrl.speculation:
@@ -360,7 +346,7 @@ def _lane_acceptance(lane: str, block: Lane, floor: float) -> tuple[Verdict, str
 def _drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
     """The lanes that draft, and what to report at once when nothing can be judged
     (a lane is missing: inconclusive; neither drafts: skipped)."""
-    missing = _no_lanes(data)
+    missing = no_lanes(data)
     if missing:
         return [], missing
     spec = [lane for lane in LANES if data.lanes[lane].drafts]
@@ -443,8 +429,7 @@ def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
     than `fidelity_decode_tolerance`, or TTFT minus the server's prompt time lies outside
     [0, `ttft_bound_ms(engine, concurrency)`]; inconclusive when the server reported neither
     (`qualify.httpclient.timing.fidelity_verdict`, the context ladder's rule too)."""
-    missing = _no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return missing
     fid = data.fidelity
     concurrency = fid.concurrency if fid else 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
+from qualify.ab.judges import no_lanes
 from qualify.ab.record import Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
@@ -73,8 +74,8 @@ def compare(answers: Answers, runs: dict[str, list[dict[str, Any]]], temperature
 def gate(data: Record, params: Params, thresholds: Thresholds) -> list[Judged]:
     """Fail when less than `lossless_min_share` of the control's tokens come before each
     pair's first divergence (1.0: any divergence); inconclusive when nothing was compared."""
-    if not {"candidate", "control"} <= set(data.lanes):
-        return [Judged(Verdict.INCONCLUSIVE, [data.no_control or "the A/B ran without both lanes"])]
+    if missing := no_lanes(data):
+        return missing
     got, floor = data.lossless, thresholds.lossless_min_share
     if got is None or got.why or not got.pairs:
         why = (got.why if got else None) or "no paired answers were compared"

@@ -15,7 +15,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from qualify.ab.record import LANES, Lane, Record
+from qualify.ab.judges import no_lanes
+from qualify.ab.record import LANES, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
@@ -34,34 +35,20 @@ class OutlierParams(Params):
     )
 
 
-def accepted_per_draft(block: Lane) -> float | None:
-    """Accepted draft tokens per draft (the bonus token not counted), from the lane's counters."""
-    acc = block.acceptance
-    if acc is None or acc.accepted is None or not acc.drafts:
-        return None
-    return acc.accepted / acc.drafts
-
-
-def _both(data: Record) -> list[Judged] | None:
-    if all(lane in data.lanes for lane in LANES):
-        return None
-    return [Judged(Verdict.INCONCLUSIVE, [data.no_control or "the A/B ran without both lanes"])]
-
-
 @judge(STAGE, "ab-draft-overrun", OverrunParams)
 def draft_overrun(data: Record, params: OverrunParams, thresholds: Thresholds) -> list[Judged]:
     """Per drafting lane: fail when the acceptance counters give more accepted tokens per draft
     than the pinned `identity.speculation.draft_tokens`; inconclusive without counted drafts or
     a pinned length; skipped when neither lane drafts."""
-    early = _both(data)
-    if early:
+    if early := no_lanes(data):
         return early
     out: list[Judged] = []
     for lane in LANES:
         block = data.lanes[lane]
         if not block.drafts:
             continue
-        pinned, per = block.speculation.draft_tokens, accepted_per_draft(block)
+        pinned = block.speculation.draft_tokens
+        per = block.acceptance.per_draft if block.acceptance else None
         source = block.acceptance.source if block.acceptance else ""
         metrics = {"accepted_per_draft": per, "pinned_draft_tokens": pinned, "source": source}
         if per is None or not pinned:
@@ -87,8 +74,7 @@ def draft_overrun(data: Record, params: OverrunParams, thresholds: Thresholds) -
 def decode_outliers(data: Record, params: OutlierParams, thresholds: Thresholds) -> list[Judged]:
     """Per lane: fail when a counted request (not failed, excluded or degenerate) decoded above
     `factor` times the lane's median decode tok/s; inconclusive without a lane median."""
-    early = _both(data)
-    if early:
+    if early := no_lanes(data):
         return early
     out: list[Judged] = []
     for lane in LANES:

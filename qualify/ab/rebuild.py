@@ -24,7 +24,7 @@ from qualify.ab import lossless, table
 from qualify.ab.acceptance import response_drafts
 from qualify.ab.drive import _summary, request_record
 from qualify.ab.prompts import ABPrompt, load_prompts, shipped_path
-from qualify.ab.record import LANES
+from qualify.ab.record import LANES, Record
 from qualify.ab.stats import bootstrap_delta_ci, within_noise
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import from_stream
@@ -141,8 +141,8 @@ def _prompts(view: AttemptView, sealed: dict[str, Any]) -> dict[str, ABPrompt]:
     return {i: ABPrompt(id=i, kind=k, text="-") for i, k in recorded}
 
 
-def rebuild(view: AttemptView) -> dict[str, Any]:
-    """The A/B's `data` as its kept exchanges give it (see the module docstring)."""
+def rebuild(view: AttemptView) -> Record:
+    """The A/B's record as its kept exchanges give it (see the module docstring)."""
     sealed = copy.deepcopy(view.sealed)
     if view.candidate is None:
         raise NotKept("no signed candidate copy in the run")
@@ -151,7 +151,7 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
     if not lanes_in:
         if view.control is not None:
             raise NotKept("the run had a control, the A/B kept no lanes")
-        return sealed
+        return Record.model_validate(sealed)
     if sealed.get("settings") != s.model_dump(mode="json"):
         raise NotKept("its settings are not the signed candidate copy's stages.ab")
     prompts = _prompts(view, sealed)
@@ -170,10 +170,12 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
     }
     if "lossless" in sealed:  # a record of an earlier build has none
         sealed["lossless"] = lossless.compare(answers, runs, s.temperature)
-    return {
-        **sealed,
-        "runs": s.runs,
-        "lanes": lanes,
-        "metrics": _rows(view, sealed, runs, s.bootstrap_resamples, s.seed or 0),
-        **table.over_lanes(runs, lanes, s.concurrency),
-    }
+    return Record.model_validate(
+        {
+            **sealed,
+            "runs": s.runs,
+            "lanes": lanes,
+            "metrics": _rows(view, sealed, runs, s.bootstrap_resamples, s.seed or 0),
+            **table.over_lanes(runs, lanes, s.concurrency),
+        }
+    )

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
-from qualify.records import GpuNote, PartGpu, StageRecord, Written, written_keys
+from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 
 LaneName = Literal["candidate", "control"]
 LANES: tuple[LaneName, ...] = ("candidate", "control")
@@ -30,6 +30,16 @@ class Acceptance(Written):
     accepted_per_position: list[int] = Field(default_factory=list)
     source: str = ""
     unmeasured: str | None = None
+
+    @property
+    def per_draft(self) -> float | None:
+        """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
+        drafts, accepted = self.drafts, self.accepted
+        return (
+            accepted / drafts
+            if accepted is not None and drafts is not None and drafts > 0
+            else None
+        )
 
 
 class ResponseDrafts(Written):
@@ -367,7 +377,7 @@ class PromptRef(Written):
     kind: str = ""
 
 
-class Record(StageRecord):
+class Record(WrittenRecord):
     """Both lanes, in turn, on the same prompts: their runs, the table and the cross-checks."""
 
     runs: int = 0
@@ -384,12 +394,6 @@ class Record(StageRecord):
     lossless: Lossless | None = None
     gpu: GpuNote | None = None
     no_control: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        kept = written_keys(self, ("record_version",))
-        return {k: v for k, v in out.items() if k in kept}
 
     def row(self, metric: str) -> MetricRow | None:
         return next((m for m in self.metrics if m.metric == metric), None)

@@ -9,9 +9,19 @@ the headline and caveats read the same record through `paired_of`, `runs_of`, `p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from qualify.ab.record import LANES, Acceptance, Kv, Lane, Lossless, MetricRow, Paired, Record
+from qualify.ab.record import (
+    LANES,
+    Acceptance,
+    Kv,
+    Lane,
+    LaneName,
+    Lossless,
+    MetricRow,
+    Paired,
+    Record,
+    Run,
+)
 from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs, same_in_every_request
 from qualify.evidence.store import RunDir
@@ -22,17 +32,12 @@ from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text, show
 from qualify.present.wording import number, quantity
 from qualify.records import CardWindow
-
-MIB_PER_GIB = 1024
-
-
-def _record(record: Record | None) -> Record:
-    return record if record is not None else Record()
+from qualify.vram.section import MIB_PER_GIB, free_text, power_text
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's A/B section shows."""
-    r = _record(record)
+    r = record or Record()
     return {
         "ab": ab_rows(r, ran=record is not None),
         "ab_lanes": ab_lanes(r),
@@ -61,9 +66,9 @@ def _mean_power(lane: Lane) -> dict[str, float]:
     return {gpu: joules[gpu] / seconds[gpu] for gpu in sorted(joules)}
 
 
-def lane_power(record: Record) -> list[dict[str, Any]]:
+def lane_power(record: Record) -> list[dict[str, object]]:
     """Per lane and card, the mean power over the lane's timed runs (`_mean_power`)."""
-    out = []
+    out: list[dict[str, object]] = []
     for key, lane in _lanes(record):
         watts = _mean_power(lane)
         if watts:
@@ -72,23 +77,12 @@ def lane_power(record: Record) -> list[dict[str, Any]]:
     return out
 
 
-def free_text(free_mib: float | None, reserve_gib: float) -> str:
-    """The lowest free memory with its headroom over the reserve; under it says so in bold."""
-    if free_mib is None:
-        return "no sample"
-    free = free_mib / MIB_PER_GIB
-    room = free - reserve_gib
-    if room < 0:
-        return f"{free:,.1f} GiB (**{-room:,.1f} GiB under the {reserve_gib:g} GiB reserve**)"
-    return f"{free:,.1f} GiB ({room:,.1f} over the {reserve_gib:g} GiB reserve)"
-
-
 def _lowest(cards: list[CardWindow]) -> float | None:
     frees = [c.min_free_mib for c in cards if c.min_free_mib is not None]
     return min(frees) if frees else None
 
 
-def lane_gpu(record: Record) -> dict[str, Any]:
+def lane_gpu(record: Record) -> dict[str, object]:
     """Per lane and card: the lowest free memory over the lane's timed runs with its headroom
     over the house reserve, and the mean power (`_mean_power`, from the runs' energy windows;
     else the runs' own windows). "No GPU telemetry", once, where the run had none; nothing for
@@ -115,7 +109,7 @@ def lane_gpu(record: Record) -> dict[str, Any]:
                     "min_free_mib": low,
                     "mean_power_w": power,
                     "free": free_text(low, note.reserve_gib),
-                    "power": "no data" if power is None else f"{power:,.0f} W",
+                    "power": power_text(power),
                     "under": low is not None and low < note.reserve_gib * MIB_PER_GIB,
                 }
             )
@@ -125,7 +119,7 @@ def lane_gpu(record: Record) -> dict[str, Any]:
 
 
 def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
-    r = _record(record)
+    r = record or Record()
     return [ab_distributions(r), acceptance(r)]
 
 
@@ -172,8 +166,8 @@ def paired_of(record: Record) -> dict[str, Paired]:
     return out
 
 
-def _runs(record: Record, key: str) -> list[Any]:
-    lane = record.lanes.get(key)  # type: ignore[call-overload]
+def _runs(record: Record, key: LaneName) -> list[Run]:
+    lane = record.lanes.get(key)
     return list(lane.runs) if lane is not None else []
 
 
@@ -191,9 +185,9 @@ def paired_text(p: Paired | None) -> str:
     return f"{med:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%, {n})"
 
 
-def ab_rows(record: Record, ran: bool = True) -> dict[str, Any]:
+def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
     lanes = record.lanes
-    names = {k: (lane.name if lane is not None else "") or k for k, lane in _named(record)}
+    names = {k: (x.name if x is not None else "") or k for k in LANES for x in [lanes.get(k)]}
     per = paired_of(record)
     metrics = []
     every_run = [r for k in LANES for r in _runs(record, k)]
@@ -252,15 +246,9 @@ def lossless_text(got: Lossless | None) -> str:
     return text + "."
 
 
-def _named(record: Record) -> list[tuple[str, Lane | None]]:
-    return [(k, record.lanes.get(k)) for k in LANES]
-
-
 def accepted_per_draft(a: Acceptance) -> float | None:
-    """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
-    if a.accepted is not None and a.drafts is not None and a.drafts > 0:
-        return float(a.accepted) / float(a.drafts)
-    return None
+    """Accepted draft tokens per draft (`Acceptance.per_draft`)."""
+    return a.per_draft
 
 
 def draft_share(record: Record) -> str | None:
@@ -313,7 +301,7 @@ def _energy(lane: Lane) -> str:
     return per_token_text(e.j_per_output_token, e.joules, e.completion_tokens)
 
 
-def ab_lanes(record: Record) -> list[dict[str, Any]]:
+def ab_lanes(record: Record) -> list[dict[str, object]]:
     """Per lane: name, speculation, KV tokens as the engine reported them, excluded requests."""
     return [
         {

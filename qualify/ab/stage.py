@@ -29,7 +29,7 @@ from qualify.serving.engines import dialect
 from qualify.serving.idle import scrape
 from qualify.stage import StageContext, finish, validator
 from qualify.vram.energy import NO_TELEMETRY, window_energy
-from qualify.vram.sampler import parts_of
+from qualify.vram.sampler import gpu_note, parts_of
 
 
 def prompt_path(loaded: LoadedCandidate) -> Path:
@@ -164,16 +164,6 @@ def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: A
     return block | {"kv": kvd, "energy": lane_energy([r.get("energy") for r in runs])}
 
 
-def gpu_note(ctx: StageContext) -> dict[str, Any]:
-    """The record's `gpu`: the house reserve the runs' free memory is read against, and why no
-    run has GPU figures when the run had no telemetry."""
-    parts = parts_of(ctx.sampler)
-    why = "no GPU telemetry (no sampler in this run)" if parts is None else None
-    if parts is not None:
-        why = parts.window(0.0, 0.0).why
-    return {"reserve_gib": ctx.thresholds.vram_reserve_gib, "why": why}
-
-
 def _no_control(ctx: StageContext) -> StageResult:
     why = "stages.ab.control is not set: there is no control lane to pair with"
     data = {"runs": 0, "order": [], "lanes": {}, "metrics": [], "no_control": why}
@@ -205,7 +195,7 @@ async def ab(ctx: StageContext) -> StageResult:
         ),
         **table.over_lanes(runs, lanes, s.concurrency),
         "lossless": None,  # compared from the kept answers when the stage is judged
-        "gpu": gpu_note(ctx),
+        "gpu": gpu_note(parts_of(ctx.sampler), ctx.thresholds.vram_reserve_gib),
     }
     record = Record.model_validate(data)
     return finish(ctx, ctx.judge(record), record)

@@ -28,16 +28,6 @@ from typing import Any
 
 from qualify.httpclient.timing import median, percentile
 
-__all__ = [
-    "TOO_WIDE_PCT",
-    "bootstrap_delta_ci",
-    "delta_pct",
-    "median",
-    "paired_summary",
-    "spread",
-    "within_noise",
-]
-
 TOO_WIDE_PCT = 100.0
 """An interval of a relative difference wider than this (in percentage points, i.e. wider than
 the control's figure itself) is "too few samples", never a result."""

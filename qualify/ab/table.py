@@ -17,18 +17,6 @@ from qualify.httpclient.timing import median
 Runs = list[dict[str, Any]]
 """One lane's runs in the record's JSON form (`qualify.ab.record.Run` dumped)."""
 
-__all__ = [
-    "METRICS",
-    "fidelity",
-    "lane_block",
-    "lane_figures",
-    "metric_rows",
-    "over_lanes",
-    "pairs",
-    "run_values",
-    "same_in_every_request",
-]
-
 # (name, unit, which direction is better)
 METRICS: tuple[tuple[str, str, str], ...] = (
     ("decode_tok_s", "tok/s", "higher"),

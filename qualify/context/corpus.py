@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Literal
 
 Kind = Literal["prose", "list", "code"]
 KINDS: tuple[Kind, ...] = ("prose", "list", "code")
@@ -89,7 +89,7 @@ class Needles:
         flat = _DIGIT_GAP.sub("", answer)
         return {str(n.depth): n.value in flat for n in self.pair}
 
-    def as_dict(self) -> list[dict[str, Any]]:
+    def as_dict(self) -> list[dict[str, object]]:
         return [{"depth": n.depth, "subject": n.subject, "value": n.value} for n in self.pair]
 
 

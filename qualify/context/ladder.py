@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qualify.context.corpus import Needles
-from qualify.context.tasks import Tasks, judge_combined
+from qualify.context.tasks import Task, Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages
@@ -63,6 +63,30 @@ def stream_problem(o: ChatOutcome) -> str | None:
     if o.completion_tokens is None:
         return "no usage.completion_tokens in the stream (include_usage not honoured)"
     return None
+
+
+def warmup_answer(o: ChatOutcome) -> dict[str, object]:
+    """What a warm-up's record says of its answer (the stage and `verify` alike)."""
+    return {
+        "problem": stream_problem(o),
+        "answer": o.content,
+        "prompt_tokens": o.prompt_tokens,
+        "cached_tokens": o.cached_tokens,
+        "e2e_s": o.t_end,
+    }
+
+
+def asked_answer(o: ChatOutcome, task: Task) -> dict[str, object]:
+    """What a task asked on its own says of its answer, checked (the stage and `verify`)."""
+    return {
+        "problem": stream_problem(o),
+        "finish_reason": o.finish_reason,
+        "prompt_tokens": o.prompt_tokens,
+        "cached_tokens": o.cached_tokens,
+        "completion_tokens": o.completion_tokens,
+        "answer": o.content,
+        "check": task.check(o.content),
+    }
 
 
 def _stream_row(
@@ -214,14 +238,6 @@ def warm_note(row: dict[str, Any]) -> dict[str, Any]:
             f"the warm pass reused only {cached} of {prompt} prompt tokens from the cache"
         )
     return row
-
-
-def gpu_note(parts: Parts | None, reserve_gib: float) -> dict[str, Any]:
-    """The record's `gpu`: the house reserve the rows' free memory is read against, and why no
-    row has figures when the run has no GPU telemetry."""
-    if parts is None:
-        return {"reserve_gib": reserve_gib, "why": "no GPU telemetry (no sampler in this run)"}
-    return {"reserve_gib": reserve_gib, "why": parts.window(0.0, 0.0).why}
 
 
 def public(row: dict[str, Any]) -> dict[str, Any]:

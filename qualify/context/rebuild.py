@@ -23,6 +23,7 @@ from typing import Any
 
 from qualify.context import battery, ladder
 from qualify.context.corpus import Needle, Needles
+from qualify.context.record import Record
 from qualify.context.stage import (
     _problem,
     audit_summary,
@@ -44,7 +45,7 @@ _AUDITS = ["context-tasks", "context-garble", "context-tools"]
 _PART = re.compile(r"\.part\d{3}$")
 
 
-def _kept(view: AttemptView, files: Any, stream: bool) -> tuple[Exchange, ChatOutcome]:
+def _kept(view: AttemptView, files: object, stream: bool) -> tuple[Exchange, ChatOutcome]:
     if not isinstance(files, list) or not files:
         raise NotKept("an answer names no kept exchange")
     ex = view.exchange(_PART.sub("", str(files[0])))
@@ -155,13 +156,7 @@ def _contents(view: AttemptView, contents: dict[str, Any]) -> dict[str, Any]:
         for w in info.get("warmups") or []:
             ex, o = _kept(view, w.get("files"), True)
             _held(ex, needles, tasks, f"{kind} warm-up {w.get('n')}")
-            w.update(
-                problem=ladder.stream_problem(o),
-                answer=o.content,
-                prompt_tokens=o.prompt_tokens,
-                cached_tokens=o.cached_tokens,
-                e2e_s=o.t_end,
-            )
+            w.update(ladder.warmup_answer(o))
         by_kind = {t.kind: t for t in tasks.items}
         for a in info.get("asked") or []:
             task = by_kind.get(a.get("kind"))
@@ -169,15 +164,7 @@ def _contents(view: AttemptView, contents: dict[str, Any]) -> dict[str, Any]:
                 raise NotKept(f"{kind}: a task asked on its own is not one the rung records")
             ex, o = _kept(view, a.get("files"), True)
             _held(ex, needles, tasks, f"{kind} task {task.kind}")
-            a.update(
-                problem=ladder.stream_problem(o),
-                finish_reason=o.finish_reason,
-                prompt_tokens=o.prompt_tokens,
-                cached_tokens=o.cached_tokens,
-                completion_tokens=o.completion_tokens,
-                answer=o.content,
-                check=task.check(o.content),
-            )
+            a.update(ladder.asked_answer(o, task))
     return out
 
 
@@ -220,8 +207,8 @@ def _planned(view: AttemptView, targets: list[dict[str, Any]], rows: list[dict[s
         raise NotKept(f"cells the candidate names have no row: {missing[:3]}")
 
 
-def rebuild(view: AttemptView) -> dict[str, Any]:
-    """The context stage's `data` as its kept exchanges give it (see the module docstring)."""
+def rebuild(view: AttemptView) -> Record:
+    """The context stage's record as its kept exchanges give it (see the module docstring)."""
     sealed = copy.deepcopy(view.sealed)
     if view.candidate is None:
         raise NotKept("no signed candidate copy in the run")
@@ -243,13 +230,15 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
         SimpleNamespace(target=t["target"], planned=t["planned_tokens"], contents=t["contents"])
         for t in targets
     ]
-    return {
-        **sealed,
-        "targets": targets,
-        "rows": rows,
-        "fidelity": fidelity_summary(view.candidate.identity.engine, timings),
-        "degenerate": degenerate_streams(rows),
-        "speed": speed_summary(rows),
-        "audits": audit_summary(rungs, rows),  # type: ignore[arg-type]
-        "battery": _battery(view, sealed.get("battery")),
-    }
+    return Record.model_validate(
+        {
+            **sealed,
+            "targets": targets,
+            "rows": rows,
+            "fidelity": fidelity_summary(view.candidate.identity.engine, timings),
+            "degenerate": degenerate_streams(rows),
+            "speed": speed_summary(rows),
+            "audits": audit_summary(rungs, rows),  # type: ignore[arg-type]
+            "battery": _battery(view, sealed.get("battery")),
+        }
+    )

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
+from pydantic import ConfigDict, Field, JsonValue
 
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
-from qualify.records import GpuNote, PartGpu, StageRecord, Written, written_keys
+from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 from qualify.serving.idle import IdleAround
 
 Number = int | float
@@ -317,7 +317,7 @@ class Battery(Written):
     sizing: Sizing | None = None
 
 
-class Record(StageRecord):
+class Record(WrittenRecord):
     """The context ladder: rungs, timed cells, and the figures and audits over them."""
 
     targets: list[Rung] = Field(default_factory=list)
@@ -336,12 +336,6 @@ class Record(StageRecord):
     seed: int = 0
     gpu: GpuNote | None = None
     wall_s: float = 0.0
-
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        kept = written_keys(self, ("record_version",))
-        return {k: v for k, v in out.items() if k in kept}
 
     @property
     def rungs(self) -> list[Rung]:

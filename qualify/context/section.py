@@ -7,7 +7,6 @@ the stage's typed record."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from qualify.context.record import Record, Row
 from qualify.evidence.store import RunDir
@@ -15,17 +14,16 @@ from qualify.present.cells import Cell, Measure, given, nums
 from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.wording import number
-from qualify.records import CardWindow
+from qualify.vram.section import MIB_PER_GIB, free_text, power_text
 
 ROW_KEYS = (
     *("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens"),
     *("cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s", "decode_tok_s"),
     *("generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms", "completion_tokens", "verdict"),
 )
-MIB_PER_GIB = 1024
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's Context section shows."""
     return {"context": context_rows(record or Record())}
 
@@ -34,8 +32,8 @@ def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     return [ladder(record or Record())]
 
 
-def _norm(r: Row) -> dict[str, Any]:
-    out: dict[str, Any] = {k: getattr(r, k) for k in ROW_KEYS}
+def _norm(r: Row) -> dict[str, object]:
+    out: dict[str, object] = {k: getattr(r, k) for k in ROW_KEYS}
     out["needles"] = ", ".join(
         f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(r.needles.items())
     )
@@ -46,12 +44,12 @@ def _rung_key(r: Row) -> tuple[int, str, int]:
     return (r.target, r.content, r.concurrency)
 
 
-def context_rows(record: Record) -> dict[str, Any]:
+def context_rows(record: Record) -> dict[str, object]:
     """Context rows split by pass: cold and warm are never blended."""
     rows = record.rows
     clamped = [t for t in record.targets if t.clamped]
     planned = {t.target: t.planned_tokens for t in clamped}
-    side: dict[tuple[int, str, int], dict[str, Any]] = {}
+    side: dict[tuple[int, str, int], dict[str, object]] = {}
     for r in rows:
         named = next((t for t, p in planned.items() if p == r.target), None)
         item = side.setdefault(
@@ -84,25 +82,9 @@ def prefill_note(r: Row) -> str | None:
     return None
 
 
-def free_text(c: CardWindow | None, reserve_gib: float) -> str:
-    """A card's lowest free memory in a window, with its headroom over the reserve; a window
-    under the reserve says so in bold."""
-    if c is None or c.min_free_mib is None:
-        return "no sample"
-    free = c.min_free_mib / MIB_PER_GIB
-    room = free - reserve_gib
-    if room < 0:
-        return f"{free:,.1f} GiB (**{-room:,.1f} GiB under the {reserve_gib:g} GiB reserve**)"
-    return f"{free:,.1f} GiB ({room:,.1f} over the {reserve_gib:g} GiB reserve)"
-
-
-def power_text(c: CardWindow | None) -> str:
-    if c is None or c.mean_power_w is None:
-        return "no data"
-    return f"{c.mean_power_w:,.0f} W"
-
-
-def gpu_rows(record: Record, side: dict[tuple[int, str, int], dict[str, Any]]) -> dict[str, Any]:
+def gpu_rows(
+    record: Record, side: dict[tuple[int, str, int], dict[str, object]]
+) -> dict[str, object]:
     """Per rung (cold and warm side by side) and card: the lowest free memory with its headroom
     over the house reserve, and the mean power, over the cell's timed sends. "No GPU
     telemetry", once, where the run had none; nothing for a record of a build that did not
@@ -135,11 +117,12 @@ def gpu_rows(record: Record, side: dict[tuple[int, str, int], dict[str, Any]]) -
                     **{
                         f"{p}_{k}": v
                         for p, x in c.items()
+                        for low, watts in [(x.min_free_mib, x.mean_power_w) if x else (None, None)]
                         for k, v in (
-                            ("free", free_text(x, note.reserve_gib) if got[p] else "not run"),
-                            ("power", power_text(x) if got[p] else "not run"),
-                            ("min_free_mib", x.min_free_mib if x else None),
-                            ("mean_power_w", x.mean_power_w if x else None),
+                            ("free", free_text(low, note.reserve_gib) if got[p] else "not run"),
+                            ("power", power_text(watts) if got[p] else "not run"),
+                            ("min_free_mib", low),
+                            ("mean_power_w", watts),
                         )
                     },
                 }

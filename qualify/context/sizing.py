@@ -38,11 +38,11 @@ class Counter:
     client: Client
     engine: str
     model: str
-    fields: dict[str, Any]
+    fields: dict[str, object]
     method: str = ""
     calls: int = 0
     _wrap: tuple[str, str, str] | None = None
-    log: list[dict[str, Any]] = field(default_factory=list)
+    log: list[dict[str, object]] = field(default_factory=list)
 
     async def _call(self, path: str, body: Any) -> Exchange:
         self.calls += 1
@@ -52,7 +52,7 @@ class Counter:
             raise SizingError(f"POST {path} failed: {ex.error}")
         return ex
 
-    async def count(self, msgs: Messages, tools: list[dict[str, Any]] | None = None) -> int:
+    async def count(self, msgs: Messages, tools: list[dict[str, object]] | None = None) -> int:
         """The tokens of the chat prompt `msgs` (with `tools` declared, when given)."""
         if not self.method:
             self.method = adapter(self.engine).sizing
@@ -67,13 +67,13 @@ class Counter:
             n = await self._usage(msgs, tools)
         return n
 
-    async def _rendered(self, msgs: Messages, tools: list[dict[str, Any]]) -> int | None:
+    async def _rendered(self, msgs: Messages, tools: list[dict[str, object]]) -> int | None:
         """llama.cpp with tools: the whole prompt rendered with them, then tokenized."""
         prompt = await self._render(msgs, tools)
         return None if prompt is None else await self._tokens(prompt)
 
     async def _render(
-        self, msgs: Messages, tools: list[dict[str, Any]] | None = None
+        self, msgs: Messages, tools: list[dict[str, object]] | None = None
     ) -> str | None:
         extra = {"tools": tools} if tools else {}
         ex = await self._call("/apply-template", {"messages": msgs, **extra, **self.fields})
@@ -105,9 +105,9 @@ class Counter:
         return len(tokens) if isinstance(tokens, list) else None
 
     async def _tokenize_messages(
-        self, msgs: Messages, tools: list[dict[str, Any]] | None = None
+        self, msgs: Messages, tools: list[dict[str, object]] | None = None
     ) -> int | None:
-        body: dict[str, Any] = {"model": self.model, "messages": msgs}
+        body: dict[str, object] = {"model": self.model, "messages": msgs}
         if tools:
             body["tools"] = tools
         if "chat_template_kwargs" in self.fields:
@@ -121,7 +121,7 @@ class Counter:
             return count
         return len(tokens) if isinstance(tokens, list) else None
 
-    async def _usage(self, msgs: Messages, tools: list[dict[str, Any]] | None = None) -> int:
+    async def _usage(self, msgs: Messages, tools: list[dict[str, object]] | None = None) -> int:
         extra = {"tools": tools} if tools else {}
         body = {"model": self.model, "messages": msgs, "max_tokens": 1, **extra, **self.fields}
         ex = await self._call("/v1/chat/completions", body)
@@ -140,7 +140,7 @@ class Sized:
     steps: list[tuple[int, int]]
     within: bool
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "chars": self.chars,
             "tokens": self.tokens,
@@ -213,7 +213,7 @@ class Fitted:
     def exact(self) -> bool:
         return self.tokens == self.want
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "tokens": self.tokens,
             "want": self.want,

@@ -23,13 +23,19 @@ from typing import Any
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.context import battery
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
-from qualify.context.ladder import Cell, gpu_note, public, run_cell, stream_problem
+from qualify.context.ladder import (
+    Cell,
+    asked_answer,
+    public,
+    run_cell,
+    warmup_answer,
+)
 from qualify.context.ladder import warm_note as warm_note  # where the rebuild imports it
 from qualify.context.record import Record
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
-from qualify.context.tasks import Tasks, combined_question
-from qualify.httpclient.chat import from_response, from_stream
+from qualify.context.tasks import Task, Tasks, combined_question
+from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.load import Messages
 from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
@@ -37,7 +43,7 @@ from qualify.records import StageResult
 from qualify.serving.engines import adapter, dialect
 from qualify.serving.sender import Sender
 from qualify.stage import StageContext, finish, unknown_level, validator
-from qualify.vram.sampler import Parts, parts_of
+from qualify.vram.sampler import Parts, gpu_note, parts_of
 
 
 @dataclass
@@ -206,23 +212,12 @@ class Ladder:
         if deepest and s.tool_battery:
             self.battery = await self.tool_battery(r, kind, source, needles)
 
-    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Any) -> dict[str, Any]:
+    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> dict[str, object]:
         """One task asked on its own (warm: the document is in the prefix cache)."""
         drv = replace(self.drv, body={**self.drv.body, "max_tokens": self.settings.task_max_tokens})
         o, files = await drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
-        return {
-            "kind": task.kind,
-            "pass": "warm",
-            "form": "own question",
-            "problem": stream_problem(o),
-            "finish_reason": o.finish_reason,
-            "prompt_tokens": o.prompt_tokens,
-            "cached_tokens": o.cached_tokens,
-            "completion_tokens": o.completion_tokens,
-            "answer": o.content,
-            "check": task.check(o.content),
-            "files": files,
-        }
+        own = {"kind": task.kind, "pass": "warm", "form": "own question"}
+        return {**own, **asked_answer(o, task), "files": files}
 
     async def tool_battery(
         self, r: Rung, kind: Kind, source: Source, needles: Needles
@@ -295,17 +290,9 @@ class Ladder:
         info["cold_fits"].append(fitted.as_dict())
         return build(fitted.chars, fitted.nonce)
 
-    async def _warmup(self, r: Rung, kind: str, msgs: Any, i: int) -> dict[str, Any]:
+    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> dict[str, object]:
         o, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
-        return {
-            "n": i + 1,
-            "problem": stream_problem(o),
-            "answer": o.content,
-            "prompt_tokens": o.prompt_tokens,
-            "cached_tokens": o.cached_tokens,
-            "e2e_s": o.t_end,
-            "files": files,
-        }
+        return {"n": i + 1, **warmup_answer(o), "files": files}
 
 
 async def context(ctx: StageContext) -> StageResult:
@@ -470,7 +457,7 @@ def audit_summary(rungs: list[Rung], rows: list[dict[str, Any]]) -> dict[str, An
     return {"by_kind": list(by.values())}
 
 
-def _problem(o: Any) -> str | None:
+def _problem(o: ChatOutcome) -> str | None:
     """Why a battery exchange cannot be judged (transport, HTTP 5xx), or None."""
     if o.error_kind in ("connect", "timeout", "dropped", "transport"):
         return f"request failed: {o.error}"

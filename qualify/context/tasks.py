@@ -22,9 +22,10 @@ from __future__ import annotations
 import random
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from typing import Literal
 
 from qualify.context.corpus import KINDS, text
 
@@ -51,7 +52,7 @@ def _corpus() -> str:
     return "".join(text(k) for k in KINDS).lower()
 
 
-def _fresh(rng: random.Random, make: Any, taken: set[str]) -> str:
+def _fresh(rng: random.Random, make: Callable[[random.Random], object], taken: set[str]) -> str:
     while True:
         v = str(make(rng))
         if v.lower() not in _corpus() and v not in taken:
@@ -97,7 +98,7 @@ class Task:
     def depths(self) -> list[int]:
         return sorted({d for d, _ in self.lines})
 
-    def check(self, answer: str) -> dict[str, Any]:
+    def check(self, answer: str) -> dict[str, object]:
         """Whether `answer` is right, with what it named and missed (deterministic)."""
         if self.kind == "aggregation":
             said = first_number(answer)
@@ -120,7 +121,7 @@ class Task:
         missed = [v for v in self.expect if v not in words]
         return {"passed": not missed, "missed": missed, "expected": list(self.expect)}
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "kind": self.kind,
             "depths": self.depths,
@@ -223,7 +224,7 @@ class Tasks:
     def lines(self) -> list[tuple[int, str]]:
         return [line for t in self.items for line in t.lines]
 
-    def as_dict(self) -> list[dict[str, Any]]:
+    def as_dict(self) -> list[dict[str, object]]:
         return [t.as_dict() for t in self.items]
 
 
@@ -250,11 +251,11 @@ def combined_question(first: str, tasks: Tasks) -> str:
     )
 
 
-def judge_combined(answer: str, tasks: Tasks) -> dict[str, dict[str, Any]]:
+def judge_combined(answer: str, tasks: Tasks) -> dict[str, dict[str, object]]:
     """Each task judged on its numbered part of a combined answer (question i + 1), or on the
     whole answer when the model did not number it (`numbered` false)."""
     parts = numbered(answer)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for i, t in enumerate(tasks.items, 2):
         part = parts.get(i)
         out[t.kind] = {**t.check(answer if part is None else part), "numbered": part is not None}

@@ -22,13 +22,12 @@ refused.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from qualify.evidence.kept import AttemptView, NotKept, differences
 from qualify.gates.files import LoadedGate, default_gates_dir, load_gates
 from qualify.gates.probe import GateContext
 from qualify.preflight.code import check_code
-from qualify.preflight.record import Allowance, Record
+from qualify.preflight.record import Record
 from qualify.records import GateResult
 from qualify.trust.replay import Replay, Unmatched, replay_gate
 
@@ -139,11 +138,10 @@ def replayer(
     return run
 
 
-def rebuild(view: AttemptView) -> dict[str, Any]:
+def rebuild(view: AttemptView) -> Record:
     """The preflight record rebuilt from the signed candidate copy, its gates judged again from
     the kept exchanges (`view.judged`)."""
-    from qualify.preflight.budget import allowance
-    from qualify.preflight.stage import gate_context
+    from qualify.preflight.stage import allowances, gate_context
 
     c = view.candidate
     if c is None:
@@ -166,19 +164,7 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
     every_gate(view, {(g, lv) for g in sealed.gate_files for lv in c.reasoning})
     rp.all_claimed()
     view.judged = judged
-    s = c.stages.preflight
-    rebuilt = dict(view.sealed)
-    rebuilt["levels"] = list(c.reasoning)
-    if "reasoning_allowance" in rebuilt:  # a record of an earlier form has none
-        rebuilt["reasoning_allowance"] = {
-            level: _allowance(
-                allowance(f.request_fields(), s.reasoning_tokens, level, s.reasoning_tokens_at)
-            )
-            for level, f in c.reasoning.items()
-        }
-    return rebuilt
-
-
-def _allowance(pair: tuple[int, str]) -> dict[str, Any]:
-    out: dict[str, Any] = Allowance(tokens=pair[0], source=pair[1]).model_dump(mode="json")
-    return out
+    update: dict[str, object] = {"levels": list(c.reasoning)}
+    if "reasoning_allowance" in view.sealed:  # a record of an earlier form has none
+        update["reasoning_allowance"] = allowances(c)
+    return sealed.model_copy(update=update)

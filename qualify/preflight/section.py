@@ -4,20 +4,18 @@ among the causes)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from qualify.preflight.record import Record
 from qualify.present.record import GateOutcome
 from qualify.present.sections import shown
 from qualify.records import Verdict
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's preflight table shows."""
     return {"functional": functional(gates)}
 
 
-def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, Any]:
+def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, object]:
     """Gates of a levelled stage: one column per reasoning level, one totals line per level.
     Reasons are not repeated here: a failing gate is named by its key, its reason is written
     once among the blocking reasons (or the caveats, when advisory)."""

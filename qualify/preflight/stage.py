@@ -75,17 +75,22 @@ def gate_context(
     )
 
 
+def allowances(candidate: Candidate) -> dict[str, Allowance]:
+    """Each reasoning level's allowance (`budget.allowance`), as the record holds it."""
+    s = candidate.stages.preflight
+    return {
+        level: Allowance(tokens=tokens, source=source)
+        for level, f in candidate.reasoning.items()
+        for tokens, source in [
+            allowance(f.request_fields(), s.reasoning_tokens, level, s.reasoning_tokens_at)
+        ]
+    }
+
+
 def _record(loaded: LoadedCandidate, gates: list[LoadedGate]) -> Record:
-    s = loaded.candidate.stages.preflight
-    allowances = {}
-    for level, f in loaded.candidate.reasoning.items():
-        tokens, source = allowance(
-            f.request_fields(), s.reasoning_tokens, level, s.reasoning_tokens_at
-        )
-        allowances[level] = Allowance(tokens=tokens, source=source)
     return Record(
         levels=list(loaded.candidate.reasoning),
-        reasoning_allowance=allowances,
+        reasoning_allowance=allowances(loaded.candidate),
         gates_dir=str(gates_dir(loaded)),
         gate_files={g.gate.id: g.sha256 for g in gates},
         declared_gate_files=declared("preflight"),

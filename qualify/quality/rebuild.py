@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qualify.evidence.kept import AttemptView, NotKept
-from qualify.gates import LoadedGate
+from qualify.gates import GateContext, LoadedGate
 from qualify.gates.files import default_gates_dir, pick
 from qualify.preflight.rebuild import (
     declared_again,
@@ -36,6 +36,7 @@ from qualify.preflight.rebuild import (
 )
 from qualify.quality.record import Record
 from qualify.quality.sandbox import RunResult
+from qualify.quality.tasks import QualityContext
 from qualify.records import GateResult
 from qualify.trust.replay import Replay
 
@@ -99,7 +100,7 @@ class _Again:
     tasks: dict[str, LoadedGate] = field(default_factory=lambda: gate_files(STAGE))
     preflights: dict[str, LoadedGate] = field(default_factory=lambda: gate_files("preflight"))
 
-    def gate_of(self, g: GateResult) -> tuple[str, Any, LoadedGate | None, str | None]:
+    def gate_of(self, g: GateResult) -> tuple[str, GateContext, LoadedGate | None, str | None]:
         """The gate id, context, gate file and sealed sha256 one sealed gate is judged with."""
         from qualify.quality.stage import control_preflight_context, task_context
 
@@ -152,7 +153,7 @@ def _judged(view: AttemptView, sealed: Record, strict: bool) -> list[GateResult]
             raise NotKept(f"gate {g.key}: no reasoning level")
         gid, ctx, gate, sha = again.gate_of(g)
         rp.claim(g, f"{CONTROL}-" if g.gate.startswith(f"{CONTROL}-") else "", gid)
-        if hasattr(ctx, "run_code"):
+        if isinstance(ctx, QualityContext):
             ctx.run_code = rp.recorded_run
         sealed_as_run = g.model_copy(update={"gate": gid})
         run = replayer(gate, sha, ctx, sealed_as_run, rp)
@@ -175,7 +176,7 @@ def _recorded_code(view: AttemptView, judged: list[GateResult]) -> None:
                     raise NotKept(f"gate {g.key} attempt {a.number}: its answer gives another {k}")
 
 
-def rebuild(view: AttemptView) -> dict[str, Any]:
+def rebuild(view: AttemptView) -> Record:
     """The quality record rebuilt from the signed copies and the gates judged again from the
     kept exchanges (`view.judged`)."""
     from qualify.quality.stage import ran_record, summarised
@@ -208,5 +209,5 @@ def rebuild(view: AttemptView) -> dict[str, Any]:
             tasks.append((lane, task, g.model_copy(update={"gate": task})))
     plan = _control_plan(view, sealed)
     record = summarised(ran, gates, tasks, judged, view.attempt, plan)
-    out: dict[str, Any] = record.model_dump(mode="json")
-    return {k: v for k, v in out.items() if k in view.sealed}
+    out = record.model_dump(mode="json")
+    return Record.model_validate({k: v for k, v in out.items() if k in view.sealed})

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
-from qualify.records import StageRecord, StrictModel, Verdict, Written
+from qualify.records import StrictModel, Verdict, Written, WrittenRecord
 
 # What became of one attempt of a task (`qualify.quality.tasks`: `metrics["outcome"]`).
 Outcome = Literal["pass", "wrong", "cut", "error", "not run"]
@@ -75,7 +75,7 @@ class Control(Written):
     preflight_levels: list[str] | None = None
 
 
-class Record(StageRecord):
+class Record(WrittenRecord):
     """What the quality suite ran and how it went."""
 
     levels: list[str] = Field(default_factory=list)
@@ -92,9 +92,3 @@ class Record(StageRecord):
     table: list[TaskRow] = Field(default_factory=list)
     failures: list[Failure] = Field(default_factory=list)
     control: Control | None = None
-
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        kept = self.model_fields_set | {"record_version"}
-        return {k: v for k, v in out.items() if k in kept}

@@ -22,6 +22,7 @@ from qualify.gates.probe import Keep, Write
 from qualify.httpclient.client import Client, Exchange
 from qualify.preflight import stage as preflight
 from qualify.preflight.code import check_code
+from qualify.progress import Task
 from qualify.quality import report
 from qualify.quality.record import Control, Record
 from qualify.quality.tasks import QualityContext
@@ -107,7 +108,7 @@ def _context(ctx: StageContext, client: Client, lane: str, level: str) -> Qualit
     return task_context(ctx.candidate, ctx.lanes.loaded[lane].candidate, lane, level, io)
 
 
-def _keeper(ctx: StageContext, lane: str) -> Any:
+def _keeper(ctx: StageContext, lane: str) -> Keep:
     if lane == "candidate":
         return ctx.keep
 
@@ -178,11 +179,11 @@ async def _control_preflight(
 
 async def _control_lane(
     ctx: StageContext,
-    gates: list[Any],
+    gates: list[LoadedGate],
     plan: ControlPlan,
     tasks: list[tuple[str, str, GateResult]],
     results: list[GateResult],
-    bar: Any,
+    bar: Task,
 ) -> None:
     """The control lane: its preflight at every level of `plan`, then every task at its lowest
     level, named `control-<gate>`."""

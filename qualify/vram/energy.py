@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 NO_TELEMETRY = "unmeasured: no GPU telemetry"
 
@@ -58,11 +57,11 @@ def window_energy(
     t0: float,
     t1: float,
     max_gap_s: float = 1.0,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Energy of every card over [t0, t1]; `joules` is None unless every card was measured."""
     if not series:
         return {"joules": None, "why": NO_TELEMETRY, "cards": {}, "window_s": t1 - t0}
-    cards: dict[str, Any] = {}
+    cards: dict[str, object] = {}
     whys = []
     total = 0.0
     for gpu, (ts, ws) in sorted(series.items()):

@@ -7,12 +7,12 @@ Written by `qualify.vram.stage.build_record` from the run's `telemetry/` logs, r
 
 from __future__ import annotations
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
-from qualify.records import StageRecord, StrictModel, Verdict
+from qualify.records import StageRecord, StrictModel, Verdict, Written
 
 
-class Hardware(StrictModel):
+class Hardware(Written):
     """What the host runs on (`qualify.vram.sampler.hardware`): the CPU model always, the
     driver, CUDA and NVML versions where the source (NVML) gives them. The JSON form holds the
     fields the source gave."""
@@ -21,11 +21,6 @@ class Hardware(StrictModel):
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     nvml_version: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        return {k: v for k, v in out.items() if k in self.model_fields_set}
 
 
 class Interval(StrictModel):

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from qualify.httpclient.timing import percentile
+from qualify.records import GpuNote
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
 from qualify.vram.series import CardFigures, SampleLog, figures
@@ -114,6 +116,14 @@ def gpu_over(parts: Parts | None, part: str, t0: float, t1: float) -> dict[str, 
     return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
 
 
+def gpu_note(parts: Parts | None, reserve_gib: float) -> GpuNote:
+    """A stage record's `gpu`: the house reserve its parts' free memory is read against, and
+    why no part has figures when the run has no GPU telemetry."""
+    no_sampler = "no GPU telemetry (no sampler in this run)"
+    why = no_sampler if parts is None else parts.window(0.0, 0.0).why
+    return GpuNote(reserve_gib=reserve_gib, why=why)
+
+
 def hardware(src: Source | None) -> dict[str, object]:
     """What the host runs on, for the hardware record: the CPU model, and the GPU driver and
     CUDA versions where the source (NVML) gives them."""
@@ -124,17 +134,6 @@ def hardware(src: Source | None) -> dict[str, object]:
     if callable(system):
         out.update(system())
     return out
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (0..100), linear between ranks; None for no values."""
-    if not values:
-        return None
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 class Sampler:
@@ -271,11 +270,7 @@ class Sampler:
         }
 
     def stages(self) -> list[str]:
-        seen: list[str] = []
-        for _, name in self.marks:
-            if name not in seen:
-                seen.append(name)
-        return seen
+        return list(dict.fromkeys(name for _, name in self.marks))
 
     def _run(self) -> None:
         assert self.source is not None

@@ -18,7 +18,7 @@ from qualify.vram.record import Record
 from qualify.vram.series import read_logs
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's VRAM section shows."""
     return {"vram": vram_rows(record)}
 
@@ -27,7 +27,7 @@ def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     return [vram_series(run, record, here)]
 
 
-def vram_rows(record: Record | None) -> dict[str, Any]:
+def vram_rows(record: Record | None) -> dict[str, object]:
     """Per stage, each card's minimum free memory and peak power, against the reserve."""
     if record is None:
         return {
@@ -40,7 +40,7 @@ def vram_rows(record: Record | None) -> dict[str, Any]:
         }
     reserve, cards = record.reserve_gib, record.cards
     stages = list(dict.fromkeys(s for c in cards for s in c.stages))
-    rows = []
+    rows: list[dict[str, object]] = []
     for st in stages:
         cells, verdicts = [], []
         for c in cards:
@@ -65,11 +65,30 @@ def vram_rows(record: Record | None) -> dict[str, Any]:
     }
 
 
+MIB_PER_GIB = 1024
+
+
+def free_text(free_mib: float | None, reserve_gib: float) -> str:
+    """A card's lowest free memory with its headroom over the reserve; under it says so in bold
+    (the A/B's lanes and the context ladder's cells)."""
+    if free_mib is None:
+        return "no sample"
+    free = free_mib / MIB_PER_GIB
+    room = free - reserve_gib
+    if room < 0:
+        return f"{free:,.1f} GiB (**{-room:,.1f} GiB under the {reserve_gib:g} GiB reserve**)"
+    return f"{free:,.1f} GiB ({room:,.1f} over the {reserve_gib:g} GiB reserve)"
+
+
+def power_text(watts: float | None) -> str:
+    return "no data" if watts is None else f"{watts:,.0f} W"
+
+
 def _fits(free_mib: float, reserve_gib: float) -> str:
     return "pass" if free_mib >= reserve_gib * 1024 else "fail"
 
 
-def _overall(rows: list[dict[str, Any]]) -> str:
+def _overall(rows: list[dict[str, object]]) -> str:
     words = [r["reserve"] for r in rows]
     if not words:
         return "no data"

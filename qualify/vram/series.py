@@ -14,7 +14,7 @@ ever ran, from every attempt's samples.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -152,15 +152,8 @@ class StageFigures:
         if attempt not in self.attempts:
             self.attempts.append(attempt)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "min_free_mib": self.min_free_mib,
-            "peak_power_w": self.peak_power_w,
-            "samples": self.samples,
-            "gaps": self.gaps,
-            "missed": self.missed,
-            "attempts": self.attempts,
-        }
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 @dataclass
@@ -208,9 +201,5 @@ def figures(logs: list[Log]) -> dict[str, CardFigures]:
 
 def marked_stages(logs: list[Log]) -> list[str]:
     """Every stage some sampler saw start, in order of first appearance."""
-    seen: list[str] = []
-    for log in logs:
-        for line in log.lines:
-            if isinstance(line, dict) and "mark" in line and line["mark"] not in seen:
-                seen.append(str(line["mark"]))
-    return seen
+    marks = (line for log in logs for line in log.lines if isinstance(line, dict))
+    return list(dict.fromkeys(str(line["mark"]) for line in marks if "mark" in line))

@@ -14,7 +14,6 @@ from typing import Any
 from context_fake import FakeLlama  # type: ignore[import-not-found]
 from fake_parts import FakeParts  # type: ignore[import-not-found]
 
-from qualify.context.ladder import gpu_note
 from qualify.context.record import Record
 from qualify.context.section import context_rows
 from qualify.context.settings import ContextSettings
@@ -24,7 +23,7 @@ from qualify.decision import document
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import LLAMACPP
 from qualify.serving.sender import Sender
-from qualify.vram.sampler import Sampler
+from qualify.vram.sampler import Sampler, gpu_note
 
 
 def _keep(label: str, ex: Exchange) -> list[str]:
@@ -86,13 +85,13 @@ def test_without_a_sampler_rows_have_no_gpu_and_the_record_says_why(
 ) -> None:
     ladder = _run(fake_client(), None, tmp_path)
     assert all("gpu" not in row for row in ladder.rows)
-    assert gpu_note(None, 3.0) == {
+    assert gpu_note(None, 3.0).model_dump() == {
         "reserve_gib": 3.0,
         "why": "no GPU telemetry (no sampler in this run)",
     }
     # a sampler with no source (the CPU demo) says why it has none
     blind = Sampler(None, unavailable="NVML: no driver")
-    assert gpu_note(blind, 3.0)["why"] == "no GPU telemetry (NVML: no driver)"
+    assert gpu_note(blind, 3.0).why == "no GPU telemetry (NVML: no driver)"
 
 
 def _row(pass_: str, c: int, free: float | None, watts: float | None) -> dict[str, Any]:
