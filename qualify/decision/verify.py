@@ -52,7 +52,7 @@ from qualify.evidence.signing import (
     sha256_bytes,
 )
 from qualify.evidence.store import MANIFEST, RunDir
-from qualify.present.reading import candidate_in_run
+from qualify.present.reading import RunView, read_run
 from qualify.present.record import DecisionRecord, WaiverCheck
 from qualify.trust.house import HousePolicy, PolicyRules, effective
 
@@ -71,6 +71,7 @@ class VerifyReport:
     subjects: int = 0
     record: DecisionRecord | None = None
     waivers: list[WaiverCheck] = field(default_factory=list)
+    view: RunView | None = None  # the run as the signed decision counted it, read once
 
     @property
     def ok(self) -> bool:
@@ -80,9 +81,6 @@ class VerifyReport:
     def predicate(self) -> dict[str, Any]:
         p = (self.statement or {}).get("predicate")
         return p if isinstance(p, dict) else {}
-
-    def subjects_with(self, role: str) -> list[dict[str, Any]]:
-        return [s for s in self.subject_list() if s["role"] == role]
 
     def subject_list(self) -> list[dict[str, Any]]:
         """The signed subjects, each `{name, sha256, role}` (malformed ones left out; `verify`
@@ -263,7 +261,9 @@ def _signed_path(report: VerifyReport, rel: str | None, what: str) -> str | None
     return rel
 
 
-def _rules(record: DecisionRecord, run: RunDir, copy: str | None) -> tuple[PolicyRules, list[str]]:
+def _rules(
+    record: DecisionRecord, view: RunView, copy: str | None
+) -> tuple[PolicyRules, list[str]]:
     """The signed effective policy, checked against the signed house rules and candidate copy.
 
     Each digest is checked over the signed table itself (canonical JSON), so a later version of
@@ -277,7 +277,7 @@ def _rules(record: DecisionRecord, run: RunDir, copy: str | None) -> tuple[Polic
     house = HousePolicy.model_validate(record.house.rules)
     if sha256_bytes(canonical(record.house.rules)) != record.house.policy_sha256:
         problems.append("the signed house rules are not the rules their digest names")
-    cand = candidate_in_run(run, copy)
+    cand = view.candidate
     if copy is not None and cand is None:
         problems.append(f"{copy}: the signed candidate copy is not a valid candidate")
     try:
@@ -353,36 +353,27 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
             same = False
         if not same:
             report.problems.append(f"{rec}: not the signed record")
-    info: dict[str, Any] = {}
-    if _signed_path(report, "run.json", "the run's") is not None:
-        try:
-            loaded = json.loads((run.path / "run.json").read_text())
-            info = loaded if isinstance(loaded, dict) else {}
-        except ValueError:
-            report.problems.append("run.json: not JSON")
+    _signed_path(report, "run.json", "the run's")
     copy = _signed_path(report, record.candidate_copy, "the candidate copy")
-    if copy and report.digest_of(copy) != info.get("candidate_sha256"):
-        report.problems.append(f"{copy}: not the candidate file run.json names")
-    rules, problems = _rules(record, run, copy)
-    report.problems += problems
+    signed = {s["name"]: s["sha256"] for s in report.subject_list()}
     listing = Listing(
-        files={s["name"]: s["sha256"] for s in report.subjects_with("evidence")},
+        files={s["name"]: s["sha256"] for s in report.subject_list() if s["role"] == "evidence"},
         unsealed=list(record.unsealed),
     )
     check_manifests(run, listing)
-    _again(report, run, listing, rules, copy)
-    basis = Basis(
-        rules=rules,
-        house=record.house,
-        attempt=record.attempt,
-        decided_at=record.decided_at,
-        tool_version=record.tool_version,
-        waivers=_waivers(report, record, run, rules, keys),
-        candidate_copy=copy,
-        record_attempt=record.record_attempt,
-    )
-    report.waivers = basis.waivers
-    again = derive(run, listing, info, basis)
+    view = read_run(run, listing, copy, signed)
+    report.problems += view.problems
+    if copy and report.digest_of(copy) != view.info.get("candidate_sha256"):
+        report.problems.append(f"{copy}: not the candidate file run.json names")
+    rules, problems = _rules(record, view, copy)
+    report.problems += problems
+    _again(report, view, rules, signed)
+    checks = _waivers(report, record, run, rules, keys)
+    report.waivers = checks
+    r = record
+    basis = Basis(rules, r.house, r.attempt, r.decided_at, r.tool_version, checks, r.record_attempt)
+    again = derive(view, basis)
+    report.view = view.count(record)
     if not problems:  # the signed policy is the derived one, as this version reads both
         again.policy_sha256 = record.policy_sha256
     want, got = comparable(record), comparable(again)
@@ -392,35 +383,25 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
                 f"the signed decision does not follow from the signed evidence under the signed "
                 f"policy: {k} is {_short(want[k])}, derived {_short(got[k])}"
             )
-    for a, b in zip(record.waivers, basis.waivers, strict=True):
+    for a, b in zip(record.waivers, checks, strict=True):
         if a.accepted != b.accepted:
             report.problems.append(f"waiver {a.path}: signed accepted={a.accepted}, now: {b.why}")
 
 
-def _again(
-    report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
-) -> None:
+def _again(report: VerifyReport, view: RunView, rules: PolicyRules, signed: dict[str, str]) -> None:
     """Every registered stage judged again from the exchanges it kept, with the project's gate
     files and the signed thresholds: over the whole run (its parts' `again`: identity), attempt
     by attempt (`rebuild`: `qualify.trust.rejudge.rejudged()`), or, for a stage with neither
     that ran, a note saying why not (its spec's `unjudged`)."""
     from qualify.trust.rejudge import again_over_run, control_in_run, rejudge_run
 
-    problems, notes = again_over_run(run, listing, rules.thresholds, copy)
-    report.problems += problems
-    report.notes += notes
-    signed = {s["name"]: s["sha256"] for s in report.subject_list()}
-    control = control_in_run(run.path, copy, signed)
-    problems, notes = rejudge_run(
-        run.path,
-        listing.files,
-        rules.thresholds,
-        candidate_in_run(run, copy),
-        control,
-        rules.check_codes,
-    )
-    report.problems += problems
-    report.notes += notes
+    control = control_in_run(view, signed)
+    for problems, notes in (
+        again_over_run(view, rules.thresholds),
+        rejudge_run(view, rules.thresholds, control, rules.check_codes),
+    ):
+        report.problems += problems
+        report.notes += notes
 
 
 def _short(value: Any) -> str:
@@ -474,8 +455,9 @@ def _verify(
     if not (run / "run.json").is_file():
         report.problems.append(f"{run}: not a run directory (no run.json); pass --run")
         return
-    envelope_rel = _rel(envelope_path, run)
-    if envelope_rel is None or not ENVELOPE_RE.match(envelope_rel):
+    inside = envelope_path.resolve().is_relative_to(run.resolve())
+    envelope_rel = envelope_path.resolve().relative_to(run.resolve()).as_posix() if inside else ""
+    if not ENVELOPE_RE.match(envelope_rel):
         report.notes.append(f"{envelope_path}: the envelope is not kept in {run}/decision")
     if run.name != report.predicate.get("run_id"):
         report.notes.append(
@@ -489,10 +471,3 @@ def _verify(
         report.problems.append(f"{rec}: its attempt's manifest is not signed")
     if not report.problems:  # derive only from files known to be the signed ones
         _rederive(report, RunDir(run), approvers)
-
-
-def _rel(path: Path, run: Path) -> str | None:
-    try:
-        return path.resolve().relative_to(run.resolve()).as_posix()
-    except ValueError:
-        return None

@@ -180,13 +180,8 @@ def judge(label: str, raw: bytes, approvers: list[Approver], b: Binding) -> Waiv
     return WaiverCheck(**base, **seen, accepted=why is None, why=why or "verified")
 
 
-def approvers(pinned: list[Approver], rules: WaiverRules) -> list[Approver]:
-    """The pinned waiver keys whose names the policy lists as approvers."""
-    return [a for a in pinned if any(fnmatchcase(a.name, p) for p in rules.approvers)]
-
-
 def pinned(snap: Snapshot, rules: WaiverRules) -> list[Approver]:
     """The waiver keys the house pins at its commit whose names `rules` lists as approvers: the
     only keys a waiver is ever checked with (never a key a record or waiver carries)."""
     found = [Approver(k.name, k.keyid, k.pub) for k in snap.keys.get("waiver", {}).values()]
-    return approvers(found, rules)
+    return [a for a in found if any(fnmatchcase(a.name, p) for p in rules.approvers)]
