@@ -16,7 +16,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify._version import __version__
-from qualify.candidate import Candidate, LoadedCandidate
+from qualify.candidate import LoadedCandidate
 from qualify.candidate_settings import Policy
 from qualify.decision import document, statement, waivers
 from qualify.decision.derive import Basis, derive
@@ -69,24 +69,16 @@ def setup(house_root: Path | None) -> Setup:
     return Setup(snap, snap.policy)
 
 
-def signing_key(key: str | Path | None, cand: Candidate | None, base: Path) -> Path | None:
-    """`--key`, else `signing.key` of the candidate (relative to the candidate file)."""
-    if key:
-        return Path(key).expanduser()
-    if cand is not None and cand.signing.key:
-        q = Path(cand.signing.key).expanduser()
-        return q if q.is_absolute() else base / q
-    return None
-
-
 def signer(
     key: str | Path | None, loaded: LoadedCandidate | None, evidence_root: Path
 ) -> Ed25519PrivateKey | None:
-    """The decision's private key, checked before anything is written; never in the evidence."""
-    base = loaded.directory if loaded else Path.cwd()
-    path = signing_key(key, loaded.candidate if loaded else None, base)
-    if path is None:
+    """The decision's private key (`--key`, else the candidate's `signing.key`, relative to the
+    candidate file), checked before anything is written; never in the evidence."""
+    mine = loaded.candidate.signing.key if loaded else None
+    if not key and not mine:
         return None
+    base = loaded.directory if loaded else Path.cwd()
+    path = Path(key).expanduser() if key else base / Path(str(mine)).expanduser()
     if evidence_root.resolve() in path.resolve().parents:
         raise BadInput(
             f"{path} is inside the evidence root",

@@ -94,7 +94,8 @@ def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
 
 def plot_plan(view: RunView) -> list[plots.Plot]:
     """The plots of the decision that counted `view`, with their points (nothing drawn)."""
-    return plots.plan(view.run, view.records(), view.dirs())
+    dirs = {name: v.dir for name, v in view.stages.items()}
+    return plots.plan(view.run, view.records(), dirs)
 
 
 def why_not(s: StageOutcome) -> str:

@@ -29,6 +29,7 @@ from qualify.present.record import DecisionRecord
 PREDICATE_TYPE = "https://qualify.dev/decision/v2"
 STATEMENT = "statement.json"
 _COPY_ROLES = {"candidate.toml": "candidate", "control.toml": "control"}
+_ROLES = {"decision.json": "decision", "decision.md": "document"}
 
 
 def attempt_rel(n: int) -> str:
@@ -49,12 +50,6 @@ def predicate(record: DecisionRecord) -> dict[str, Any]:
     )
 
 
-def _role(name: str) -> str:
-    if name in ("decision.json", "decision.md"):
-        return {"decision.json": "decision", "decision.md": "document"}[name]
-    return "waiver" if name.startswith("waiver-") else "decision-file"
-
-
 def build(view: RunView, record: DecisionRecord) -> bytes:
     """The statement of a decision attempt whose record, document and waivers are written:
     every file of the listing the decision read (`view`), then the attempt's own."""
@@ -62,7 +57,8 @@ def build(view: RunView, record: DecisionRecord) -> bytes:
     subjects = [_subject(n, d, "evidence") for n, d in sorted(view.listing.files.items())]
     for p in sorted((view.run.path / rel).iterdir()):
         if p.is_file() and p.name not in (STATEMENT, MANIFEST):
-            subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), _role(p.name)))
+            role = _ROLES.get(p.name, "waiver" if p.name.startswith("waiver-") else "decision-file")
+            subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), role))
     return dump(statement(subjects, PREDICATE_TYPE, predicate(record)))
 
 

@@ -31,7 +31,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
@@ -55,6 +55,14 @@ from qualify.evidence.store import MANIFEST, RunDir
 from qualify.present.reading import RunView, read_run
 from qualify.present.record import DecisionRecord, WaiverCheck
 from qualify.trust.house import HousePolicy, PolicyRules, effective
+
+
+class Subject(NamedTuple):
+    """A signed subject: a path inside the run, its sha256 and its role."""
+
+    name: str
+    sha256: str
+    role: str
 
 
 @dataclass
@@ -82,9 +90,8 @@ class VerifyReport:
         p = (self.statement or {}).get("predicate")
         return p if isinstance(p, dict) else {}
 
-    def subject_list(self) -> list[dict[str, Any]]:
-        """The signed subjects, each `{name, sha256, role}` (malformed ones left out; `verify`
-        names them)."""
+    def subject_list(self) -> list[Subject]:
+        """The signed subjects (malformed ones left out; `verify` names them)."""
         out = []
         for s in (self.statement or {}).get("subject") or []:
             if not isinstance(s, dict):
@@ -93,12 +100,12 @@ class VerifyReport:
             sha = digest.get("sha256") if isinstance(digest, dict) else None
             role = ann.get("role", "evidence") if isinstance(ann, dict) else "evidence"
             if isinstance(s.get("name"), str) and isinstance(sha, str):
-                out.append({"name": s["name"], "sha256": sha, "role": str(role)})
+                out.append(Subject(s["name"], sha, str(role)))
         return out
 
     def digest_of(self, name: str) -> str | None:
         """The signed sha256 of the subject `name`, None when it is not signed."""
-        return next((s["sha256"] for s in self.subject_list() if s["name"] == name), None)
+        return next((s.sha256 for s in self.subject_list() if s.name == name), None)
 
 
 def _parse(payload: bytes) -> dict[str, Any]:
@@ -142,21 +149,6 @@ def name_in_run(name: object) -> str | None:
     return None
 
 
-def _hash(path: Path) -> str | None:
-    """sha256 of a regular file, opened without following a link; None when it is not one."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
-        h = hashlib.sha256()
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _walk(run: Path) -> tuple[dict[str, str], list[str]]:
     """Every entry under the run without following links: ({rel: kind}, problems)."""
     found: dict[str, str] = {}
@@ -188,26 +180,32 @@ def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     names: set[str] = set()
     for s in (report.statement or {}).get("subject") or []:
         name = s.get("name") if isinstance(s, dict) else None
-        subs = [x for x in report.subject_list() if x["name"] == name]
+        subs = [x for x in report.subject_list() if x.name == name]
         if not subs:
             report.problems.append(f"subject {str(s)[:80]}: not a name with a sha256 digest")
             continue
-        role = subs[0]["role"]
+        role = subs[0].role
         why = name_in_run(name)
         if why is not None:
             report.problems.append(f"{name}: a subject outside the run ({role}: {why})")
             continue
         assert isinstance(name, str)
         if name in names:
-            if len({x["sha256"] for x in subs}) > 1:
+            if len({x.sha256 for x in subs}) > 1:
                 report.problems.append(f"{name}: signed twice with different digests")
             continue
         names.add(name)
-        got = _hash(run / name)
+        try:  # a regular file, opened without following a link
+            fd = os.open(run / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as fh:
+                plain = stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+                got = hashlib.file_digest(fh, "sha256").hexdigest() if plain else None
+        except OSError:
+            got = None
         if got is None:
             report.problems.append(f"{name}: missing, or not a plain file ({role})")
             continue
-        want = subs[0]["sha256"]
+        want = subs[0].sha256
         if got != want:
             report.problems.append(
                 f"{name}: changed ({role}; signed sha256 {str(want)[:12]}, now {got[:12]})"
@@ -355,9 +353,9 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
             report.problems.append(f"{rec}: not the signed record")
     _signed_path(report, "run.json", "the run's")
     copy = _signed_path(report, record.candidate_copy, "the candidate copy")
-    signed = {s["name"]: s["sha256"] for s in report.subject_list()}
+    signed = {s.name: s.sha256 for s in report.subject_list()}
     listing = Listing(
-        files={s["name"]: s["sha256"] for s in report.subject_list() if s["role"] == "evidence"},
+        files={s.name: s.sha256 for s in report.subject_list() if s.role == "evidence"},
         unsealed=list(record.unsealed),
     )
     check_manifests(run, listing)

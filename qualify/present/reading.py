@@ -94,9 +94,6 @@ class RunView:
             self.stages[s.stage] = got
         return self
 
-    def dirs(self) -> dict[str, Path]:
-        return {name: v.dir for name, v in self.stages.items()}
-
     def records(self) -> dict[str, StageRecord]:
         """Each counted stage's typed record, for the stages whose data read into one."""
         return {name: v.record for name, v in self.stages.items() if v.record is not None}

@@ -67,17 +67,11 @@ def _key(g: GateResult) -> str:
     return g.gate + (f"@{g.level}" if g.level else "")
 
 
-def _checks(stage: str, gates_dir: Path) -> dict[str, str]:
-    """The check each of the stage's gate files names, by gate id."""
-    from qualify.gates.files import load_gates
-
-    return {g.gate.id: g.gate.check for g in load_gates(gates_dir, stage)[0]}
-
-
 def rejudge_attempt(
     view: AttemptView, gates_dir: Path, thresholds: Thresholds, most: int = 6
 ) -> list[str]:
     """The problems of one sealed attempt judged again from its exchanges (empty: it holds)."""
+    from qualify.gates.files import load_gates
     from qualify.gates.runner import judge_stage
 
     fn = rebuild_of(view.stage)
@@ -105,7 +99,7 @@ def rejudge_attempt(
         again, _load_problems = judge_stage(view.stage, gates_dir, rebuilt, thresholds)
     signed = {_key(g): g.verdict.value for g in view.result.gates if g.gate != "gate-files"}
     judged = {_key(g): g.verdict.value for g in again}
-    checks = _checks(view.stage, gates_dir)
+    checks = {g.gate.id: g.gate.check for g in load_gates(gates_dir, view.stage)[0]}
     for gate in sorted(set(judged) - set(signed)):
         why = view.earlier.get(checks.get(gate.split("@", 1)[0], ""))
         if why is not None:
