@@ -113,12 +113,6 @@ class Binding:
     run_signer: str | None = None  # keyid of the key that signs the decision, when known
 
 
-def _pem(pub: Ed25519PublicKey) -> str:
-    return pub.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
-
-
 def _open(raw: bytes, approvers: list[Approver]) -> tuple[Approver, dict[str, Any]]:
     """The payload and the approver whose key verifies it; ValueError otherwise."""
     if not approvers:
@@ -171,7 +165,9 @@ def judge(label: str, raw: bytes, approvers: list[Approver], b: Binding) -> Waiv
         "expires": str(data.get("expires")),
         "signer": who.name,
         "signer_keyid": who.keyid,
-        "signer_pem": _pem(who.pub),
+        "signer_pem": who.pub.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode(),
     }
     if b.run_signer is not None and who.keyid == b.run_signer:
         why: str | None = "signed by the key that signs the decision (a run cannot waive itself)"
