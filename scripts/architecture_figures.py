@@ -18,7 +18,8 @@ SRC the package's folder (default: this repository's `qualify/`).
    enters a function not walked yet: a "stay" in the caller's file, a "return" into a file walked
    before that is not the caller's. Result.json parses reached: statements of walked functions
    calling `json.loads`, `model_validate_json`, `read_json` or `read_text` that name `RESULT` or
-   "result.json", or whose call names a variable the function assigned from such an expression.
+   "result.json", or whose call names a variable the function assigned (`=` or `:=`) from such an
+   expression.
 
 Calls resolve statically, best effort, by these rules only. A name: a function or class of the
 module, a function nested in the caller (or in one enclosing it), or an import (module level or
@@ -366,7 +367,8 @@ def parse_sites(m: Module, fn: Func) -> set[str]:
     nodes = list(own(fn))
     tainted: set[str] = set()
     for n in nodes:
-        if isinstance(n, ast.Assign | ast.AnnAssign) and n.value and mentions_result(n.value):
+        assigns = isinstance(n, ast.Assign | ast.AnnAssign | ast.NamedExpr)
+        if assigns and n.value and mentions_result(n.value):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             tainted |= {t.id for t in targets if isinstance(t, ast.Name)}
     sites: set[str] = set()

@@ -76,7 +76,6 @@ def _export(args: argparse.Namespace) -> int:
     from qualify.export.junit import junit, write_junit
     from qualify.export.metrics import push, samples
     from qualify.export.tables import tables, write_tables
-    from qualify.present.reading import run_view
 
     _check(args)
     url = _gateway(args.pushgateway) if args.pushgateway is not None else None
@@ -85,7 +84,7 @@ def _export(args: argparse.Namespace) -> int:
         if path is not None:
             outside_run(side, flag, path)
     xml = junit(side) if args.junit is not None else None
-    rows = tables(run_view(side.run, side.record)) if args.csv is not None else None
+    rows = tables(side.view) if args.csv is not None else None
     found = samples(side) if url is not None else None
     rid = side.record.run_id
     if xml is not None:

@@ -11,10 +11,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from qualify.decision.verify import VerifyReport, verify
 from qualify.diff.compare import diff, summary
-from qualify.diff.runs import Side, alias_run, alias_target, locate, read_stages, unsigned
+from qualify.diff.runs import Side, alias_run, locate, unsigned
 from qualify.errors import BadInput, Refused
-from qualify.evidence.store import RunDir
-from qualify.present.reading import candidate_in_run, run_info
+from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord
 from qualify.trust.repository import TABLE, read_table, snapshot
 
@@ -37,42 +36,39 @@ def verified(label: str, ref: Path, keys: list[Ed25519PublicKey], action: str = 
             f"{label}: {envelope}: {why}; nothing is {action}",
             [f"{label}: {p}" for p in problems],
         )
-    rd = RunDir(run)
-    side = Side(label, rd, good.record, run_info(rd), envelope, good.signer)
-    side.notes = list(good.notes)
-    read_stages(side)
-    return side
+    assert good.view is not None  # a report with a record read the run
+    return Side(label, good.view, good.record, envelope, good.signer, list(good.notes))
 
 
 def decision_summary(
-    run: RunDir,
+    view: RunView,
     record: DecisionRecord,
     alias: str | None,
     house: Path | None,
     evidence: Path | None = None,
 ) -> dict[str, Any]:
-    """For the decision of `run` (its record derived, not signed yet): the diff's summary
-    against the qualification its alias points at now, verified by the decision keys the house
-    pins. Always a table with `status`: `compared` (and the summary's fields), `none` (no alias
-    or nothing behind it yet) or `unusable` (with why: not verifiable, not found)."""
+    """For the decision of the run `view` read (its record derived, not signed yet): the diff's
+    summary against the qualification its alias points at now, verified by the decision keys
+    the house pins. Always a table with `status`: `compared` (and the summary's fields), `none`
+    (no alias or nothing behind it yet) or `unusable` (with why: not verifiable, not found)."""
     if alias is None or house is None:
         return {"status": "none", "why": "no alias or no house to read it from"}
     table = house / TABLE
     try:
-        if not read_table(table).get(alias):
+        target = read_table(table).get(alias)
+        if not target:
             return {"status": "none", "why": f"alias {alias!r} points at nothing yet"}
-        target = alias_target(table, alias)
-        if target.get("run_id") == run.run_id:
+        if target.get("run_id") == view.run.run_id:
             return {"status": "none", "why": f"alias {alias!r} points at this very run"}
         keys = [k.pub for k in snapshot(house).keys.get("decision", {}).values()]
         if not keys:
             return {"status": "unusable", "why": f"the house {house} pins no decision key"}
-        env = alias_run(target, evidence or run.path.parent.parent)
+        env = alias_run(target, evidence or view.run.path.parent.parent)
         a = verified("A", env, keys)
     except (BadInput, Refused) as exc:
         why = str(exc).removeprefix("qualify: ").replace("\n", "; ")
         return {"status": "unusable", "why": why}
-    doc = diff(a, unsigned("B", run, record))
+    doc = diff(a, unsigned("B", view, record))
     return {"status": "compared", "why": "", **summary(doc)}
 
 
@@ -91,11 +87,11 @@ class AliasView:
 
 
 def alias_view(
-    run: RunDir, record: DecisionRecord, house: Path | None = None, evidence: Path | None = None
+    view: RunView, record: DecisionRecord, house: Path | None = None, evidence: Path | None = None
 ) -> AliasView:
-    """The alias of the decision of `run`, its target and the diff's summary against it; the
-    house is `house`, else the one the record was decided under."""
-    cand = candidate_in_run(run, record.candidate_copy)
+    """The alias of the decision of the run `view` read, its target and the diff's summary
+    against it; the house is `house`, else the one the record was decided under."""
+    cand = view.candidate
     if cand is None or cand.alias is None:
         return AliasView()
     name = cand.alias.name
@@ -109,5 +105,5 @@ def alias_view(
     if not target:
         return AliasView(name, house=True)
     return AliasView(
-        name, target, house=True, summary=decision_summary(run, record, name, root, evidence)
+        name, target, house=True, summary=decision_summary(view, record, name, root, evidence)
     )

@@ -297,12 +297,12 @@ def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Ca
         if family == "ab-speed":
             title = speed_title(*_gain(g))
         return Cause(family, tag, title, action.replace("{variable}", variable))
-    reason = (g.reasons or ["no reason recorded"])[0]
+    reason = re.sub(r"^attempt \d+/\d+: ", "", (g.reasons or ["no reason recorded"])[0])
     return Cause(
         g.key,
         "harness" if g.verdict.value == "error" else "alone",
         f"`{g.key}` {g.verdict.value}",
-        f"`{g.key}` passes ({_first_clause(reason)})",
+        f"`{g.key}` passes ({reason.split(';', 1)[0].strip()[:100]})",  # its first clause
     )
 
 
@@ -314,11 +314,6 @@ def _gain(g: GateOutcome) -> tuple[float | None, float | None]:
     if not isinstance(ci, list) or len(ci) != 2:
         return None, None
     return float(ci[0]), float(ci[1])
-
-
-def _first_clause(text: str) -> str:
-    text = re.sub(r"^attempt \d+/\d+: ", "", text)
-    return text.split(";", 1)[0].strip()[:100]
 
 
 def variable_of(lanes: Mapping[LaneName, Lane]) -> str:

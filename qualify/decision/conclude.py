@@ -8,7 +8,6 @@ then `sign_decision`, so the signature covers the invocation too.
 
 from __future__ import annotations
 
-import json
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,22 +16,20 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify._version import __version__
-from qualify.candidate import Candidate, LoadedCandidate
+from qualify.candidate import LoadedCandidate
 from qualify.candidate_settings import Policy
 from qualify.decision import document, statement, waivers
-from qualify.decision.derive import Basis, copy_path, derive
+from qualify.decision.derive import Basis, derive
 from qualify.errors import BadInput, QualifyError
 from qualify.evidence.listing import evidence_listing
 from qualify.evidence.signing import keyid, load_private
 from qualify.evidence.store import RunDir, utc_now
-from qualify.present.reading import DECISION, candidate_in_run, run_info
+from qualify.present import plots
+from qualify.present.reading import DECISION, RunView, read_run
 from qualify.present.record import (
     DecisionRecord,
-    Evaluation,
-    GateOutcome,
     HouseRef,
     TicketRef,
-    WaiverCheck,
 )
 from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
 from qualify.trust import repository
@@ -61,13 +58,8 @@ class Setup:
     def rules(self, mine: Policy | None, where: str) -> PolicyRules:
         return effective(self.policy, mine or Policy(), where)
 
-    def waiver_files(self, candidate: str) -> list[tuple[str, bytes]]:
-        return self.snapshot.waivers(candidate) if self.snapshot else []
-
     def approvers(self, rules: PolicyRules) -> list[waivers.Approver]:
-        pinned = self.snapshot.keys.get("waiver", {}).values() if self.snapshot else []
-        found = [waivers.Approver(k.name, k.keyid, k.pub) for k in pinned]
-        return waivers.approvers(found, rules.waivers)
+        return waivers.pinned(self.snapshot, rules.waivers) if self.snapshot else []
 
 
 def setup(house_root: Path | None) -> Setup:
@@ -77,30 +69,16 @@ def setup(house_root: Path | None) -> Setup:
     return Setup(snap, snap.policy)
 
 
-def _base(info: dict[str, Any]) -> Path:
-    """Paths in a candidate are relative to the candidate file's directory."""
-    p = info.get("candidate_path")
-    return Path(p).parent if p else Path.cwd()
-
-
-def signing_key(key: str | Path | None, cand: Candidate | None, base: Path) -> Path | None:
-    """`--key`, else `signing.key` of the candidate (relative to the candidate file)."""
-    if key:
-        return Path(key).expanduser()
-    if cand is not None and cand.signing.key:
-        q = Path(cand.signing.key).expanduser()
-        return q if q.is_absolute() else base / q
-    return None
-
-
 def signer(
     key: str | Path | None, loaded: LoadedCandidate | None, evidence_root: Path
 ) -> Ed25519PrivateKey | None:
-    """The decision's private key, checked before anything is written; never in the evidence."""
-    base = loaded.directory if loaded else Path.cwd()
-    path = signing_key(key, loaded.candidate if loaded else None, base)
-    if path is None:
+    """The decision's private key (`--key`, else the candidate's `signing.key`, relative to the
+    candidate file), checked before anything is written; never in the evidence."""
+    mine = loaded.candidate.signing.key if loaded else None
+    if not key and not mine:
         return None
+    base = loaded.directory if loaded else Path.cwd()
+    path = Path(key).expanduser() if key else base / Path(str(mine)).expanduser()
     if evidence_root.resolve() in path.resolve().parents:
         raise BadInput(
             f"{path} is inside the evidence root",
@@ -109,32 +87,17 @@ def signer(
     return load_private(path)
 
 
-def ticket_store(policy: Policy, info: dict[str, Any]) -> TicketStore:
-    if policy.tickets_dir:
-        q = Path(policy.tickets_dir).expanduser()
-        return TicketStore(q if q.is_absolute() else _base(info) / q)
-    return TicketStore(default_dir(_base(info)))
-
-
-def _acceptance(gate: str, candidate: str, policy_sha: str) -> str:
-    return (
-        f"{gate} passes in the authoritative attempt of a fresh run of {candidate}, under the "
-        f"policy with sha256 {policy_sha[:16]}, and the signed decision of that run verifies."
-    )
-
-
-def _blocking(ev: Evaluation) -> list[tuple[str, GateOutcome | None]]:
-    items: list[tuple[str, GateOutcome | None]] = [
-        (g.key, g) for g in ev.gates if g.status in ("blocks", "vetoes")
-    ]
-    return items + [(p, None) for p in ev.missing]
-
-
-def _tickets(store: TicketStore, record: DecisionRecord) -> list[TicketRef]:
-    """Open or append a ticket for every blocking gate; list the candidate's other tickets."""
+def _tickets(policy: Policy, info: dict[str, Any], record: DecisionRecord) -> list[TicketRef]:
+    """Open or append a ticket for every blocking gate (or missing pattern), in the policy's
+    tickets directory (relative to the candidate file's, by default `default_dir` there); list
+    the candidate's other tickets."""
+    base = Path(info["candidate_path"]).parent if info.get("candidate_path") else Path.cwd()
+    where = Path(policy.tickets_dir).expanduser() if policy.tickets_dir else None
+    store = TicketStore(base / where if where else default_dir(base))  # `/` keeps an absolute one
     ev, candidate = record.evaluation, record.candidate
-    refs: dict[str, TicketRef] = {}
-    for key, g in _blocking(ev):
+    blocking = [(g.key, g) for g in ev.gates if g.status in ("blocks", "vetoes")]
+    actions: dict[str, tuple[Ticket, str]] = {}
+    for key, g in [*blocking, *((p, None) for p in ev.missing)]:
         entry = LogEntry(
             run=record.run_id,
             stage_attempt=g.authoritative.attempt if g else None,
@@ -142,27 +105,30 @@ def _tickets(store: TicketStore, record: DecisionRecord) -> list[TicketRef]:
             reasons=g.reasons if g else [next(r for r in ev.reasons if r.startswith(key))],
             at=utc_now(),
         )
-        acceptance = _acceptance(key, candidate, record.policy_sha256)
+        acceptance = (
+            f"{key} passes in the authoritative attempt of a fresh run of {candidate}, under the "
+            f"policy with sha256 {record.policy_sha256[:16]}, and the signed decision of that "
+            "run verifies."
+        )
         t, action = store.record(candidate, key, entry, acceptance)
-        refs[t.id] = _ref(t, action)
+        actions[t.id] = (t, action)
     for t in store.all():
-        if t.candidate == candidate and t.id not in refs:
-            refs[t.id] = _ref(t, "listed")
-    return list(refs.values())
-
-
-def _ref(t: Ticket, action: str) -> TicketRef:
-    return TicketRef(
-        id=t.id,
-        title=t.title,
-        status=t.status,
-        gate=t.gate,
-        opened=t.opened,
-        closed=t.closed,
-        fix=t.fix,
-        attempts=len(t.attempts),
-        action=action,
-    )
+        if t.candidate == candidate and t.id not in actions:
+            actions[t.id] = (t, "listed")
+    return [
+        TicketRef(
+            id=t.id,
+            title=t.title,
+            status=t.status,
+            gate=t.gate,
+            opened=t.opened,
+            closed=t.closed,
+            fix=t.fix,
+            attempts=len(t.attempts),
+            action=action,
+        )
+        for t, action in actions.values()
+    ]
 
 
 @dataclass
@@ -171,46 +137,42 @@ class Prepared:
 
     basis: Basis
     raws: list[bytes]
-    candidate: Candidate | None
+
+
+def copy_path(run: RunDir, record_attempt: str | None) -> str | None:
+    """`run/attempt-NNN/candidate.toml` of the invocation that made the decision (else the
+    latest invocation's)."""
+    dirs = [run.path / record_attempt] if record_attempt else []
+    for d in dirs + list(reversed(run.attempt_dirs("run"))):
+        if (d / "candidate.toml").is_file():
+            return (d / "candidate.toml").relative_to(run.path).as_posix()
+    return None
 
 
 def prepare(
-    run: RunDir,
+    view: RunView,
     s: Setup,
     attempt: int,
     record_attempt: str | None = None,
-    run_signer: str | None = None,
+    signer: str | None = None,
 ) -> Prepared:
     """The effective policy from the in-run candidate copy, and every waiver it lists, judged."""
-    info = run_info(run)
-    copy = copy_path(run, "candidate.toml", record_attempt)
-    cand = candidate_in_run(run, copy)
+    run, cand, copy = view.run, view.candidate, view.copy
     rules = s.rules(cand.policy if cand else None, f"{run.path}/{copy}" if copy else "the run")
     decided_at = utc_now()
     bind = waivers.Binding(
-        candidate=str(info.get("candidate") or run.candidate_name),
-        candidate_sha256=info.get("candidate_sha256"),
+        candidate=str(view.info.get("candidate") or run.candidate_name),
+        candidate_sha256=view.info.get("candidate_sha256"),
         policy_sha256=rules.sha256,
         decided_at=decided_at,
         rules=rules.waivers,
-        run_signer=run_signer,
+        run_signer=signer,
     )
-    checks: list[WaiverCheck] = []
-    raws: list[bytes] = []
-    for rel, raw in s.waiver_files(bind.candidate):
-        checks.append(waivers.judge(rel, raw, s.approvers(rules), bind))
-        raws.append(raw)
-    basis = Basis(
-        rules=rules,
-        house=s.ref,
-        attempt=attempt,
-        decided_at=decided_at,
-        tool_version=__version__,
-        waivers=checks,
-        candidate_copy=copy,
-        record_attempt=record_attempt,
-    )
-    return Prepared(basis, raws, cand)
+    found = s.snapshot.waivers(bind.candidate) if s.snapshot else []
+    keys = s.approvers(rules)
+    checks = [waivers.judge(rel, raw, keys, bind) for rel, raw in found]
+    basis = Basis(rules, s.ref, attempt, decided_at, __version__, checks, record_attempt)
+    return Prepared(basis, [raw for _, raw in found])
 
 
 def conclude(
@@ -220,23 +182,25 @@ def conclude(
     record_attempt: str | None = None,
 ) -> DecisionRecord:
     """Decide, write the decision attempt and seal it; sign it now unless the invocation
-    attempt (`record_attempt`) is still open, in which case the caller signs after sealing it."""
-    run_signer = keyid(priv.public_key()) if priv else None
+    attempt (`record_attempt`) is still open, in which case the caller signs after sealing it.
+    The run is read once (`read_run`): the record, plots, document and statement all read it."""
     attempt = run.new_attempt(DECISION)
     try:
-        prep = prepare(run, s, attempt.number, record_attempt, run_signer)
         skip = {statement.attempt_rel(attempt.number)} | ({record_attempt} - {None})
         listing = evidence_listing(run, skip={str(x) for x in skip})
+        view = read_run(run, listing, copy_path(run, record_attempt))
+        signer = keyid(priv.public_key()) if priv else None
+        prep = prepare(view, s, attempt.number, record_attempt, signer)
         for i, (c, raw) in enumerate(zip(prep.basis.waivers, prep.raws, strict=True), 1):
             c.evidence = attempt.write_bytes(f"waiver-{i:02d}.json", raw)[0]  # now evidence
-        record = derive(run, listing, run_info(run), prep.basis)
-        policy = prep.candidate.policy if prep.candidate else Policy()
-        record.tickets = _tickets(ticket_store(policy, run_info(run)), record)
-        attempt.write_bytes("decision.json", _dump(record))
-        for name, png in document.write_plots(run, record):
+        record = derive(view, prep.basis)
+        policy = view.candidate.policy if view.candidate else Policy()
+        record.tickets = _tickets(policy, view.info, record)
+        attempt.write_bytes("decision.json", statement.dump(record.model_dump(mode="json")))
+        for name, png in plots.drawn(document.plot_plan(view.count(record))):
             attempt.write_bytes(name, png)
-        attempt.write_bytes("decision.md", document.render(run, record, run_info(run)).encode())
-        attempt.write_bytes(statement.STATEMENT, statement.build(run, record, listing))
+        attempt.write_bytes("decision.md", document.render(view, record).encode())
+        attempt.write_bytes(statement.STATEMENT, statement.build(view, record))
     except Exception:
         attempt.write_text("traceback.txt", traceback.format_exc())
         raise
@@ -245,10 +209,6 @@ def conclude(
     if priv is not None and record_attempt is None:
         statement.sign_attempt(run, attempt.number, priv)
     return record
-
-
-def _dump(record: DecisionRecord) -> bytes:
-    return (json.dumps(record.model_dump(mode="json"), indent=1) + "\n").encode()
 
 
 def latest(run: RunDir, attempt: int | None = None) -> DecisionRecord | None:

@@ -2,9 +2,9 @@
 
 `derive()` is the only place a `DecisionRecord` is built: `conclude` writes what it returns (and
 adds the tickets it opened), `render` previews with it, and `verify` calls it again on the signed
-files under the signed policy and refuses a statement that does not match. It reads only what
-the `Listing` names (sealed attempts, plus the attempts that were still open), so the same
-listing gives the same record on any machine.
+files under the signed policy and refuses a statement that does not match. It reads the run
+only through its `RunView` (what the `Listing` names: sealed attempts, plus the attempts that
+were still open), so the same listing gives the same record on any machine.
 """
 
 from __future__ import annotations
@@ -13,17 +13,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
-from qualify.decision.policy import StageAttempts, evaluate
-from qualify.evidence.listing import Listing, attempt_number
-from qualify.evidence.store import RESULT, RunDir
-from qualify.present.reading import DECISION
+from qualify.decision.policy import evaluate
+from qualify.evidence.store import RESULT
+from qualify.present.reading import DECISION, RunView
 from qualify.present.record import DecisionRecord, Evaluation, HouseRef, WaiverCheck
-from qualify.records import StageResult, Verdict
+from qualify.records import Verdict
 from qualify.trust.house import PolicyRules
-
-_NOT_STAGES = {DECISION, "run"}
 
 
 @dataclass
@@ -36,38 +31,7 @@ class Basis:
     decided_at: str
     tool_version: str
     waivers: list[WaiverCheck] = field(default_factory=list)
-    candidate_copy: str | None = None
     record_attempt: str | None = None
-
-
-def _stage_of(attempt_rel: str) -> str:
-    return attempt_rel.split("/", 1)[0]
-
-
-def stage_attempts(run: RunDir, listing: Listing, planned: list[str]) -> dict[str, StageAttempts]:
-    """Every listed attempt of every stage, with its result (None when open or without one)."""
-    sealed = listing.attempts()
-    with_result = {a for a in sealed if f"{a}/{RESULT}" in listing.files}
-    stages = list(planned) + sorted(
-        {_stage_of(a) for a in with_result} - set(planned) - _NOT_STAGES
-    )
-    out: dict[str, StageAttempts] = {}
-    for stage in stages:
-        dirs = sorted(
-            {a for a in sealed | set(listing.unsealed) if _stage_of(a) == stage},
-            key=attempt_number,
-        )
-        out[stage] = [(attempt_number(a), _result(run, a, a in with_result)) for a in dirs]
-    return out
-
-
-def _result(run: RunDir, attempt_rel: str, listed: bool) -> StageResult | None:
-    if not listed:
-        return None
-    try:
-        return StageResult.model_validate_json((run.path / attempt_rel / RESULT).read_text())
-    except (OSError, ValidationError):
-        return None
 
 
 NOT_QUALIFIED = "not qualified"
@@ -125,15 +89,17 @@ def headline(ev: Evaluation, waivers: list[WaiverCheck]) -> str:
     return f"promote with {n} waiver{'s' if n > 1 else ''} ({'; '.join(parts)})"
 
 
-def derive(run: RunDir, listing: Listing, info: dict[str, Any], basis: Basis) -> DecisionRecord:
-    """The decision record of `run` from the listed evidence under `basis.rules`."""
+def derive(view: RunView, basis: Basis) -> DecisionRecord:
+    """The decision record of the run `view` read, from its listed evidence under `basis.rules`."""
+    run, listing, info = view.run, view.listing, view.info
     planned = [str(s) for s in info.get("stages") or []]
     waived = {c.gate: c.path for c in basis.waivers if c.accepted and c.gate}
-    ev = evaluate(planned, stage_attempts(run, listing, planned), basis.rules, waived)
+    results = {a.split("/", 1)[0] for a in listing.attempts() if f"{a}/{RESULT}" in listing.files}
+    stages = planned + sorted(results - set(planned) - {DECISION, "run"})
+    ev = evaluate(planned, {s: view.attempts.get(s, []) for s in stages}, basis.rules, waived)
     if listing.integrity:
         ev.reasons += [f"evidence integrity: {p}" for p in listing.integrity]
         ev.promote, ev.verdict = False, Verdict.ERROR
-    copy = basis.candidate_copy
     return DecisionRecord(
         run_id=run.run_id,
         candidate=str(info.get("candidate") or run.candidate_name),
@@ -148,7 +114,7 @@ def derive(run: RunDir, listing: Listing, info: dict[str, Any], basis: Basis) ->
         house=basis.house,
         candidate_path=info.get("candidate_path"),
         candidate_sha256=info.get("candidate_sha256"),
-        candidate_copy=copy if copy and (run.path / copy).is_file() else None,
+        candidate_copy=view.copy,
         record_attempt=basis.record_attempt,
         evidence_root=listing.root,
         evidence_files=len(listing.files),
@@ -172,13 +138,3 @@ def comparable(record: DecisionRecord | dict[str, Any]) -> dict[str, Any]:
         "gates": [(g["key"], g["verdict"], g["status"]) for g in ev.get("gates") or []],
         "policy_sha256": r.get("policy_sha256"),
     }
-
-
-def copy_path(run: RunDir, name: str, record_attempt: str | None) -> str | None:
-    """`run/attempt-NNN/<name>` of the invocation that made the decision (else the latest)."""
-    dirs = [run.path / record_attempt] if record_attempt else []
-    dirs += list(reversed(run.attempt_dirs("run")))
-    for d in dirs:
-        if (d / name).is_file():
-            return (d / name).relative_to(run.path).as_posix()
-    return None

@@ -23,18 +23,13 @@ from qualify.decision import blockers, causes, caveats, hardware, headline
 from qualify.decision.alias_view import AliasView, alias_view
 from qualify.evidence.store import RunDir
 from qualify.present import plots
-from qualify.present.reading import RunView, record_of, run_view
+from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.present.wording import UP, Once, delta_text, duration, number, quantity, table_cell
 from qualify.records import StageRecord, Verdict
 from qualify.registry import specs, stage_names
 
 TEMPLATE = "decision.md.j2"
-
-
-def templates_dir() -> Path:
-    env = os.environ.get("QUALIFY_TEMPLATES")
-    return Path(env) if env else assets.templates_dir()
 
 
 def _partial(name: str) -> str | None:
@@ -44,14 +39,11 @@ def _partial(name: str) -> str | None:
     return spec.partial.read_text() if spec and spec.partial else None
 
 
-def partials() -> list[str]:
-    """The stages' sections of the document, in the registry's order (each its spec's
-    `partial`, loaded as `stage/<name>`)."""
-    return [f"stage/{name}" for name, spec in specs().items() if spec.partial]
-
-
 def environment() -> jinja2.Environment:
-    loader = jinja2.FileSystemLoader(templates_dir())
+    """The template's environment: `QUALIFY_TEMPLATES` (else the installed templates), then each
+    stage's partial as `stage/<name>`."""
+    where = os.environ.get("QUALIFY_TEMPLATES")
+    loader = jinja2.FileSystemLoader(Path(where) if where else assets.templates_dir())
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader([loader, jinja2.FunctionLoader(_partial)]),
         undefined=jinja2.StrictUndefined,
@@ -75,22 +67,21 @@ def stage_outcomes(record: DecisionRecord) -> dict[str, StageOutcome]:
     return found
 
 
-def _passed(g: GateOutcome) -> bool:
-    return g.status == "pass" or (g.status == "advisory" and g.verdict is Verdict.PASS)
-
-
 def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
     """Per stage: how many gates passed, and the keys of the others with their status."""
     out = []
     for stage in dict.fromkeys(g.stage for g in record.evaluation.gates):
         mine = [g for g in record.evaluation.gates if g.stage == stage]
+        passed = [
+            g.status == "pass" or (g.status, g.verdict) == ("advisory", Verdict.PASS) for g in mine
+        ]
         other = [
             f"{g.key.partition('/')[2]} ({g.status}"
             + (f" {g.verdict.value})" if g.status == "advisory" else ")")
-            for g in mine
-            if not _passed(g)
+            for g, p in zip(mine, passed, strict=True)
+            if not p
         ]
-        ok = sum(_passed(g) for g in mine)
+        ok = sum(passed)
         if len(other) > 6:
             n = sum(g.status in ("blocks", "vetoes") for g in mine)
             rest = len(other) - n
@@ -101,10 +92,10 @@ def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
     return out
 
 
-def plot_plan(run: RunDir, record: DecisionRecord, view: RunView | None = None) -> list[plots.Plot]:
-    """The plots of this decision, with their points (nothing drawn)."""
-    view = run_view(run, record) if view is None else view
-    return plots.plan(run, view.records(), view.dirs())
+def plot_plan(view: RunView) -> list[plots.Plot]:
+    """The plots of the decision that counted `view`, with their points (nothing drawn)."""
+    dirs = {name: v.dir for name, v in view.stages.items()}
+    return plots.plan(view.run, view.records(), dirs)
 
 
 def why_not(s: StageOutcome) -> str:
@@ -120,24 +111,28 @@ def attempt_dir(run: RunDir, record: DecisionRecord) -> Path:
 
 
 def context(
-    run: RunDir, record: DecisionRecord, info: dict[str, Any], view: AliasView | None = None
+    view: RunView, record: DecisionRecord, alias: AliasView | None = None
 ) -> dict[str, Any]:
-    """Everything the template shows, computed from the run, its decision record and the alias
-    it gates (read from the house when not given)."""
-    seen = run_view(run, record)
-    records = seen.records()
+    """Everything the template shows, computed from the run as `record` counted it, the record
+    and the alias it gates (read from the house when not given)."""
+    run, info, records = view.run, view.info, view.records()
     gates = record.evaluation.gates
     stages = stage_outcomes(record)
-    times = [t for v in seen.stages.values() for t in (v.result.started_at, v.result.ended_at)]
+    times = [
+        t
+        for v in view.stages.values()
+        if v.result
+        for t in (v.result.started_at, v.result.ended_at)
+    ]
     once = Once()
     ab = record_of(records, "ab", AbRecord)
     variable = causes.variable_of(ab.lanes if ab is not None else {})
     groups = causes.group(record, variable)
     rows = blockers.cause_rows(run, record, groups, once)
     here = attempt_dir(run, record)
-    figures = _plots(plot_plan(run, record, seen), here)
-    view = alias_view(run, record) if view is None else view
-    alias = headline.alias_text(view, records)
+    figures = _plots(plot_plan(view), here)
+    gated = alias_view(view, record) if alias is None else alias
+    alias_line = headline.alias_text(gated, records)
     nq = headline.not_qualified(run, record)
     return stage_sections(records, gates) | {
         "r": record,
@@ -145,11 +140,11 @@ def context(
         "nq": nq,
         "prov": hardware.provenance(record, info),
         "stage": stages,
-        "partials": partials(),
+        "partials": [f"stage/{name}" for name, spec in specs().items() if spec.partial],
         "why_not": {k: why_not(v) for k, v in stages.items()},
         "window": (min(times), max(times)) if times else None,
-        "alias": alias,
-        "against": headline.against(view),
+        "alias": alias_line,
+        "against": headline.against(gated),
         "hardware": hardware.hardware(records, info),
         "figures": headline.figures(records, gates),
         "scope": headline.scope(record, stages),
@@ -157,7 +152,7 @@ def context(
         "causes": rows,
         "first_screen_causes": blockers.FIRST_SCREEN_CAUSES,
         "exit": blockers.exit_text(record, groups),
-        "decision": headline.closing(record, groups, alias, nq),
+        "decision": headline.closing(record, groups, alias_line, nq),
         "policy": hardware.policy_lines(record),
         "launch": hardware.launch_command(run, records),
         "fidelity": headline.fidelity(records, gates),
@@ -204,12 +199,6 @@ def _tickets(record: DecisionRecord) -> dict[str, Any]:
     }
 
 
-def render(
-    run: RunDir, record: DecisionRecord, info: dict[str, Any], view: AliasView | None = None
-) -> str:
-    return environment().get_template(TEMPLATE).render(**context(run, record, info, view))
-
-
-def write_plots(run: RunDir, record: DecisionRecord) -> list[tuple[str, bytes]]:
-    """The PNGs of this decision, to be written beside decision.md before it is rendered."""
-    return plots.drawn(plot_plan(run, record))
+def render(view: RunView, record: DecisionRecord, alias: AliasView | None = None) -> str:
+    """`decision.md` of `record`, from the run as it counted it (`view`)."""
+    return environment().get_template(TEMPLATE).render(**context(view, record, alias))

@@ -10,7 +10,7 @@ from typing import Any
 
 from qualify.ab import section as ab_section
 from qualify.ab.record import Fidelity as LanesFidelity
-from qualify.ab.record import LaneName, MetricRow
+from qualify.ab.record import MetricRow
 from qualify.ab.record import Record as AbRecord
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision import causes
@@ -24,11 +24,6 @@ from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.present.wording import LINE_MAX, delta_text, number, quantity, run_relative, short
 from qualify.records import StageRecord, Verdict
 from qualify.registry import led, stage_names
-
-
-def lane_name(ab: AbRecord, lane: LaneName) -> str:
-    got = ab.lanes.get(lane)
-    return (got.name if got is not None else "") or lane
 
 
 def metric(ab: AbRecord | None, name: str) -> MetricRow | None:
@@ -122,7 +117,8 @@ def outcome(
 ) -> dict[str, str]:
     """The outcome in words: verdict, what the change is, the A/B result (`ab`, None when the
     run has no A/B record), the causes."""
-    control = lane_name(ab, "control") if ab is not None and ab.lanes else None
+    lane = ab.lanes.get("control") if ab is not None else None
+    control = ((lane.name if lane else "") or "control") if ab is not None and ab.lanes else None
     variable = causes.variable_of(ab.lanes if ab is not None else {})
     named = "what its control names: "
     if not control:

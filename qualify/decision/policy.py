@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
-from pydantic import ValidationError
-
+from qualify.present.reading import StageView
 from qualify.present.record import (
     AttemptRef,
     Evaluation,
@@ -21,14 +20,9 @@ from qualify.present.record import (
     StageOutcome,
 )
 from qualify.records import GateResult, StageResult, Verdict, worst
-from qualify.registry import parse_record
 from qualify.trust.house import PolicyRules
 
-StageAttempts = list[tuple[int, StageResult | None]]
-
-
-def matches(key: str, patterns: list[str]) -> bool:
-    return any(fnmatchcase(key, p) for p in patterns)
+StageAttempts = list[StageView]
 
 
 def _ref(number: int, res: StageResult | None) -> AttemptRef:
@@ -44,26 +38,22 @@ def _ref(number: int, res: StageResult | None) -> AttemptRef:
     )
 
 
-def authoritative(attempts: StageAttempts) -> StageResult | None:
-    finished = [r for _, r in attempts if r is not None and r.status == "finished"]
+def authoritative(attempts: StageAttempts) -> StageView | None:
+    finished = [a for a in attempts if a.result is not None and a.result.status == "finished"]
     return finished[-1] if finished else None
 
 
-def _why_not(planned: bool, attempts: StageAttempts) -> str:
-    if not planned:
-        return "not listed in stages.run"
-    if not attempts:
-        return "no attempt was recorded"
-    n, last = attempts[-1]
-    why = "; ".join(last.reasons) if last is not None else "no result.json"
-    return f"no attempt finished (attempt {n} aborted: {why or 'no reason recorded'})"
-
-
 def stage_outcome(stage: str, planned: bool, attempts: StageAttempts) -> StageOutcome:
-    auth = authoritative(attempts)
-    others = [_ref(n, r) for n, r in attempts if auth is None or n != auth.attempt]
+    auth = a.result if (a := authoritative(attempts)) else None
+    others = [
+        _ref(x.number, x.result) for x in attempts if auth is None or x.number != auth.attempt
+    ]
     if auth is None:
-        why = _why_not(planned, attempts)
+        n, last = (attempts[-1].number, attempts[-1].result) if attempts else (0, None)
+        said = "; ".join(last.reasons) if last is not None else "no result.json"
+        why = f"no attempt finished (attempt {n} aborted: {said or 'no reason recorded'})"
+        why = why if attempts else "no attempt was recorded"
+        why = why if planned else "not listed in stages.run"
         return StageOutcome(stage=stage, planned=planned, ran=False, why_not=why, superseded=others)
     skipped = auth.verdict is Verdict.SKIPPED and not auth.gates
     why_not = None
@@ -79,16 +69,6 @@ def stage_outcome(stage: str, planned: bool, attempts: StageAttempts) -> StageOu
     )
 
 
-def _status(g: GateResult, required: bool, critical: bool, waived: bool) -> GateStatus:
-    if g.verdict is Verdict.PASS:
-        return "pass"
-    if not required:
-        return "advisory"
-    if g.verdict is Verdict.INCONCLUSIVE and waived:
-        return "waived"
-    return "vetoes" if critical else "blocks"
-
-
 def gate_outcome(
     g: GateResult,
     auth_attempt: int,
@@ -96,15 +76,21 @@ def gate_outcome(
     policy: PolicyRules,
     waiver: str | None,
 ) -> GateOutcome:
-    critical = g.critical or matches(g.key, policy.critical)
-    required = critical or (g.severity == "required" and matches(g.key, policy.required))
+    critical = g.critical or any(fnmatchcase(g.key, p) for p in policy.critical)
+    required = critical or (
+        g.severity == "required" and any(fnmatchcase(g.key, p) for p in policy.required)
+    )
     earlier = []
-    for n, res in history:
-        if n == auth_attempt:
+    for a in history:
+        if a.number == auth_attempt:
             continue
-        found = next((x for x in res.gates if x.key == g.key), None) if res else None
-        earlier.append(GateVerdict(attempt=n, verdict=found.verdict if found else None))
-    status = _status(g, required, critical, waiver is not None)
+        found = next((x for x in a.result.gates if x.key == g.key), None) if a.result else None
+        earlier.append(GateVerdict(attempt=a.number, verdict=found.verdict if found else None))
+    status: GateStatus = "vetoes" if critical else "blocks"
+    if g.verdict is Verdict.PASS or not required:
+        status = "pass" if g.verdict is Verdict.PASS else "advisory"
+    elif g.verdict is Verdict.INCONCLUSIVE and waiver is not None:
+        status = "waived"
     return GateOutcome(
         key=g.key,
         stage=g.stage,
@@ -123,12 +109,6 @@ def gate_outcome(
     )
 
 
-def _gate_reason(o: GateOutcome) -> str:
-    why = "; ".join(o.reasons) or "no reason recorded"
-    verb = {"vetoes": "critical gate vetoes", "blocks": "required gate"}[o.status]
-    return f"{o.key}: {verb}: {o.verdict.value}: {why}"
-
-
 def _stage_required(stage: str, policy: PolicyRules) -> bool:
     return any(fnmatchcase(stage, p.split("/", 1)[0]) for p in policy.required + policy.critical)
 
@@ -139,15 +119,11 @@ def _broken_stages(
     """Stages that ran, did not pass and have no gate to show for it: they broke early."""
     out = []
     for s in stages:
-        res = authoritative(attempts.get(s.stage, []))
+        found = authoritative(attempts.get(s.stage, []))
+        res = found.result if found else None
         if s.ran and res is not None and not res.gates and res.verdict is not Verdict.PASS:
             out.append(res)
     return out
-
-
-def _missing(gates: list[GateOutcome], policy: PolicyRules) -> list[str]:
-    keys = [o.key for o in gates]
-    return [p for p in policy.required if not any(fnmatchcase(k, p) for k in keys)]
 
 
 def _missing_reason(pattern: str, stages: list[StageOutcome]) -> str:
@@ -179,14 +155,14 @@ def _undeclared(
     changed: the candidate chose a subset or its own gate files, so the stage does not count."""
     out = []
     for s in stages:
-        res = authoritative(attempts.get(s.stage, []))
-        if res is None or not _stage_required(s.stage, policy):
+        found = authoritative(attempts.get(s.stage, []))
+        if found is None or not _stage_required(s.stage, policy):
             continue
-        try:
-            want, ran = _gate_files(s.stage, res)
-        except ValidationError:
+        if not found.reads:
             out.append(f"{s.stage}: its record does not read, so its gate files are unknown")
             continue
+        want = getattr(found.record, "declared_gate_files", None) or {}
+        ran = getattr(found.record, "gate_files", None) or {}
         for gid, digest in sorted(want.items()):
             if gid not in ran:
                 out.append(f"{s.stage}/{gid}: declared by the project's gate files, but not run")
@@ -196,16 +172,6 @@ def _undeclared(
                     f"the project's (sha256 {str(digest)[:12]})"
                 )
     return out
-
-
-def _gate_files(stage: str, res: StageResult) -> tuple[dict[str, str], dict[str, str]]:
-    """The gate files (id to sha256) the stage's typed record says the project declares and
-    the run ran; none for a stage whose record keeps no declared ones. A record that does not
-    read raises (`ValidationError`)."""
-    record = parse_record(stage, res.data)
-    want = getattr(record, "declared_gate_files", None)
-    ran = getattr(record, "gate_files", None)
-    return (want if isinstance(want, dict) else {}), (ran if isinstance(ran, dict) else {})
 
 
 def _worst_required(gates: list[GateOutcome], broken: list[StageResult], blocked: bool) -> Verdict:
@@ -230,15 +196,23 @@ def evaluate(
         history = attempts.get(name, [])
         stages.append(stage_outcome(name, name in planned, history))
         auth = authoritative(history)
-        if auth is not None:
-            n = auth.attempt
-            gates += [gate_outcome(g, n, history, policy, waived.get(g.key)) for g in auth.gates]
+        if auth is not None and auth.result is not None:
+            n = auth.result.attempt
+            gates += [
+                gate_outcome(g, n, history, policy, waived.get(g.key)) for g in auth.result.gates
+            ]
     required_stages = [s for s in stages if _stage_required(s.stage, policy)]
-    missing = _missing(gates, policy)
+    keys = [o.key for o in gates]
+    missing = [p for p in policy.required if not any(fnmatchcase(k, p) for k in keys)]
     levels = _uncovered_levels(gates, policy)
     broken = _broken_stages(required_stages, attempts)
     reasons = [f"{r.stage}: {r.verdict.value}: " + "; ".join(r.reasons) for r in broken]
-    reasons += [_gate_reason(o) for o in gates if o.status in ("blocks", "vetoes")]
+    reasons += [
+        f"{o.key}: {'critical gate vetoes' if o.status == 'vetoes' else 'required gate'}: "
+        f"{o.verdict.value}: {'; '.join(o.reasons) or 'no reason recorded'}"
+        for o in gates
+        if o.status in ("blocks", "vetoes")
+    ]
     reasons += [_missing_reason(p, stages) for p in missing]
     reasons += _undeclared(stages, attempts, policy)
     reasons += [

@@ -14,22 +14,21 @@ import shutil
 from pathlib import Path
 
 from qualify.decision import document
-from qualify.decision.conclude import Setup, latest, prepare
+from qualify.decision.conclude import Setup, copy_path, latest, prepare
 from qualify.decision.derive import derive
 from qualify.errors import BadInput
 from qualify.evidence.listing import evidence_listing
 from qualify.evidence.store import RunDir
-from qualify.present.reading import DECISION, run_info
+from qualify.present.reading import DECISION, RunView, read_run, run_view
 from qualify.present.record import DecisionRecord
 
 
-def preview(run: RunDir, s: Setup) -> DecisionRecord:
-    """What the policy concludes from the evidence now."""
-    n = len(run.attempt_dirs(DECISION)) + 1
-    prep = prepare(run, s, n)
+def preview(run: RunDir, s: Setup, view: RunView | None = None) -> DecisionRecord:
+    """What the policy concludes from the evidence now (from `view`, else the run read now)."""
+    view = view or read_run(run, evidence_listing(run), copy_path(run, None))
+    prep = prepare(view, s, len(run.attempt_dirs(DECISION)) + 1)
     prep.basis.decided_at = "not decided (preview from evidence)"
-    record = derive(run, evidence_listing(run), run_info(run), prep.basis)
-    return record
+    return derive(view, prep.basis)
 
 
 def render_run(run: RunDir, s: Setup, attempt: int | None = None) -> str:
@@ -40,7 +39,11 @@ def render_run(run: RunDir, s: Setup, attempt: int | None = None) -> str:
             f"run {run.run_id} has no decision attempt {attempt}",
             [f"--attempt: expected one of {[d.name for d in run.attempt_dirs(DECISION)]}"],
         )
-    return document.render(run, record or preview(run, s), run_info(run))
+    if record is not None:
+        return document.render(run_view(run, record), record)
+    view = read_run(run, evidence_listing(run), copy_path(run, None))
+    record = preview(run, s, view)
+    return document.render(view.count(record), record)
 
 
 _LINK = re.compile(r"\]\(([^)\s#]+)\)")

@@ -21,14 +21,15 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify.errors import BadInput
-from qualify.evidence.listing import Listing
 from qualify.evidence.signing import PAYLOAD_TYPE, envelope_bytes, seal_envelope, statement
 from qualify.evidence.store import MANIFEST, RunDir, sha256_file
+from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord
 
 PREDICATE_TYPE = "https://qualify.dev/decision/v2"
 STATEMENT = "statement.json"
 _COPY_ROLES = {"candidate.toml": "candidate", "control.toml": "control"}
+_ROLES = {"decision.json": "decision", "decision.md": "document"}
 
 
 def attempt_rel(n: int) -> str:
@@ -49,23 +50,20 @@ def predicate(record: DecisionRecord) -> dict[str, Any]:
     )
 
 
-def _role(name: str) -> str:
-    if name in ("decision.json", "decision.md"):
-        return {"decision.json": "decision", "decision.md": "document"}[name]
-    return "waiver" if name.startswith("waiver-") else "decision-file"
-
-
-def build(run: RunDir, record: DecisionRecord, listing: Listing) -> bytes:
-    """The statement of a decision attempt whose record, document and waivers are written."""
+def build(view: RunView, record: DecisionRecord) -> bytes:
+    """The statement of a decision attempt whose record, document and waivers are written:
+    every file of the listing the decision read (`view`), then the attempt's own."""
     rel = attempt_rel(record.attempt)
-    subjects = [_subject(n, d, "evidence") for n, d in sorted(listing.files.items())]
-    for p in sorted((run.path / rel).iterdir()):
+    subjects = [_subject(n, d, "evidence") for n, d in sorted(view.listing.files.items())]
+    for p in sorted((view.run.path / rel).iterdir()):
         if p.is_file() and p.name not in (STATEMENT, MANIFEST):
-            subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), _role(p.name)))
-    return _dump(statement(subjects, PREDICATE_TYPE, predicate(record)))
+            role = _ROLES.get(p.name, "waiver" if p.name.startswith("waiver-") else "decision-file")
+            subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), role))
+    return dump(statement(subjects, PREDICATE_TYPE, predicate(record)))
 
 
-def _dump(obj: Any) -> bytes:
+def dump(obj: Any) -> bytes:
+    """JSON as the decision attempt keeps it (indented by one, a newline at the end)."""
     return (json.dumps(obj, indent=1) + "\n").encode()
 
 
@@ -91,7 +89,7 @@ def payload(run: RunDir, n: int) -> bytes:
     for name, role in ((STATEMENT, "statement"), (MANIFEST, "manifest")):
         body["subject"].append(_subject(f"{rel}/{name}", sha256_file(d / name), role))
     body["subject"] += _record_subjects(run, body["predicate"].get("record_attempt"))
-    return _dump(body)
+    return dump(body)
 
 
 def sign_attempt(run: RunDir, n: int, key: Ed25519PrivateKey) -> Path:

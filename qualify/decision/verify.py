@@ -31,7 +31,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
@@ -52,9 +52,17 @@ from qualify.evidence.signing import (
     sha256_bytes,
 )
 from qualify.evidence.store import MANIFEST, RunDir
-from qualify.present.reading import candidate_in_run
+from qualify.present.reading import RunView, read_run
 from qualify.present.record import DecisionRecord, WaiverCheck
 from qualify.trust.house import HousePolicy, PolicyRules, effective
+
+
+class Subject(NamedTuple):
+    """A signed subject: a path inside the run, its sha256 and its role."""
+
+    name: str
+    sha256: str
+    role: str
 
 
 @dataclass
@@ -71,6 +79,7 @@ class VerifyReport:
     subjects: int = 0
     record: DecisionRecord | None = None
     waivers: list[WaiverCheck] = field(default_factory=list)
+    view: RunView | None = None  # the run as the signed decision counted it, read once
 
     @property
     def ok(self) -> bool:
@@ -81,12 +90,8 @@ class VerifyReport:
         p = (self.statement or {}).get("predicate")
         return p if isinstance(p, dict) else {}
 
-    def subjects_with(self, role: str) -> list[dict[str, Any]]:
-        return [s for s in self.subject_list() if s["role"] == role]
-
-    def subject_list(self) -> list[dict[str, Any]]:
-        """The signed subjects, each `{name, sha256, role}` (malformed ones left out; `verify`
-        names them)."""
+    def subject_list(self) -> list[Subject]:
+        """The signed subjects (malformed ones left out; `verify` names them)."""
         out = []
         for s in (self.statement or {}).get("subject") or []:
             if not isinstance(s, dict):
@@ -95,12 +100,12 @@ class VerifyReport:
             sha = digest.get("sha256") if isinstance(digest, dict) else None
             role = ann.get("role", "evidence") if isinstance(ann, dict) else "evidence"
             if isinstance(s.get("name"), str) and isinstance(sha, str):
-                out.append({"name": s["name"], "sha256": sha, "role": str(role)})
+                out.append(Subject(s["name"], sha, str(role)))
         return out
 
     def digest_of(self, name: str) -> str | None:
         """The signed sha256 of the subject `name`, None when it is not signed."""
-        return next((s["sha256"] for s in self.subject_list() if s["name"] == name), None)
+        return next((s.sha256 for s in self.subject_list() if s.name == name), None)
 
 
 def _parse(payload: bytes) -> dict[str, Any]:
@@ -144,21 +149,6 @@ def name_in_run(name: object) -> str | None:
     return None
 
 
-def _hash(path: Path) -> str | None:
-    """sha256 of a regular file, opened without following a link; None when it is not one."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
-        h = hashlib.sha256()
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _walk(run: Path) -> tuple[dict[str, str], list[str]]:
     """Every entry under the run without following links: ({rel: kind}, problems)."""
     found: dict[str, str] = {}
@@ -190,26 +180,32 @@ def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     names: set[str] = set()
     for s in (report.statement or {}).get("subject") or []:
         name = s.get("name") if isinstance(s, dict) else None
-        subs = [x for x in report.subject_list() if x["name"] == name]
+        subs = [x for x in report.subject_list() if x.name == name]
         if not subs:
             report.problems.append(f"subject {str(s)[:80]}: not a name with a sha256 digest")
             continue
-        role = subs[0]["role"]
+        role = subs[0].role
         why = name_in_run(name)
         if why is not None:
             report.problems.append(f"{name}: a subject outside the run ({role}: {why})")
             continue
         assert isinstance(name, str)
         if name in names:
-            if len({x["sha256"] for x in subs}) > 1:
+            if len({x.sha256 for x in subs}) > 1:
                 report.problems.append(f"{name}: signed twice with different digests")
             continue
         names.add(name)
-        got = _hash(run / name)
+        try:  # a regular file, opened without following a link
+            fd = os.open(run / name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as fh:
+                plain = stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+                got = hashlib.file_digest(fh, "sha256").hexdigest() if plain else None
+        except OSError:
+            got = None
         if got is None:
             report.problems.append(f"{name}: missing, or not a plain file ({role})")
             continue
-        want = subs[0]["sha256"]
+        want = subs[0].sha256
         if got != want:
             report.problems.append(
                 f"{name}: changed ({role}; signed sha256 {str(want)[:12]}, now {got[:12]})"
@@ -263,7 +259,9 @@ def _signed_path(report: VerifyReport, rel: str | None, what: str) -> str | None
     return rel
 
 
-def _rules(record: DecisionRecord, run: RunDir, copy: str | None) -> tuple[PolicyRules, list[str]]:
+def _rules(
+    record: DecisionRecord, view: RunView, copy: str | None
+) -> tuple[PolicyRules, list[str]]:
     """The signed effective policy, checked against the signed house rules and candidate copy.
 
     Each digest is checked over the signed table itself (canonical JSON), so a later version of
@@ -277,7 +275,7 @@ def _rules(record: DecisionRecord, run: RunDir, copy: str | None) -> tuple[Polic
     house = HousePolicy.model_validate(record.house.rules)
     if sha256_bytes(canonical(record.house.rules)) != record.house.policy_sha256:
         problems.append("the signed house rules are not the rules their digest names")
-    cand = candidate_in_run(run, copy)
+    cand = view.candidate
     if copy is not None and cand is None:
         problems.append(f"{copy}: the signed candidate copy is not a valid candidate")
     try:
@@ -353,36 +351,27 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
             same = False
         if not same:
             report.problems.append(f"{rec}: not the signed record")
-    info: dict[str, Any] = {}
-    if _signed_path(report, "run.json", "the run's") is not None:
-        try:
-            loaded = json.loads((run.path / "run.json").read_text())
-            info = loaded if isinstance(loaded, dict) else {}
-        except ValueError:
-            report.problems.append("run.json: not JSON")
+    _signed_path(report, "run.json", "the run's")
     copy = _signed_path(report, record.candidate_copy, "the candidate copy")
-    if copy and report.digest_of(copy) != info.get("candidate_sha256"):
-        report.problems.append(f"{copy}: not the candidate file run.json names")
-    rules, problems = _rules(record, run, copy)
-    report.problems += problems
+    signed = {s.name: s.sha256 for s in report.subject_list()}
     listing = Listing(
-        files={s["name"]: s["sha256"] for s in report.subjects_with("evidence")},
+        files={s.name: s.sha256 for s in report.subject_list() if s.role == "evidence"},
         unsealed=list(record.unsealed),
     )
     check_manifests(run, listing)
-    _again(report, run, listing, rules, copy)
-    basis = Basis(
-        rules=rules,
-        house=record.house,
-        attempt=record.attempt,
-        decided_at=record.decided_at,
-        tool_version=record.tool_version,
-        waivers=_waivers(report, record, run, rules, keys),
-        candidate_copy=copy,
-        record_attempt=record.record_attempt,
-    )
-    report.waivers = basis.waivers
-    again = derive(run, listing, info, basis)
+    view = read_run(run, listing, copy, signed)
+    report.problems += view.problems
+    if copy and report.digest_of(copy) != view.info.get("candidate_sha256"):
+        report.problems.append(f"{copy}: not the candidate file run.json names")
+    rules, problems = _rules(record, view, copy)
+    report.problems += problems
+    _again(report, view, rules, signed)
+    checks = _waivers(report, record, run, rules, keys)
+    report.waivers = checks
+    r = record
+    basis = Basis(rules, r.house, r.attempt, r.decided_at, r.tool_version, checks, r.record_attempt)
+    again = derive(view, basis)
+    report.view = view.count(record)
     if not problems:  # the signed policy is the derived one, as this version reads both
         again.policy_sha256 = record.policy_sha256
     want, got = comparable(record), comparable(again)
@@ -392,35 +381,25 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
                 f"the signed decision does not follow from the signed evidence under the signed "
                 f"policy: {k} is {_short(want[k])}, derived {_short(got[k])}"
             )
-    for a, b in zip(record.waivers, basis.waivers, strict=True):
+    for a, b in zip(record.waivers, checks, strict=True):
         if a.accepted != b.accepted:
             report.problems.append(f"waiver {a.path}: signed accepted={a.accepted}, now: {b.why}")
 
 
-def _again(
-    report: VerifyReport, run: RunDir, listing: Listing, rules: PolicyRules, copy: str | None
-) -> None:
+def _again(report: VerifyReport, view: RunView, rules: PolicyRules, signed: dict[str, str]) -> None:
     """Every registered stage judged again from the exchanges it kept, with the project's gate
     files and the signed thresholds: over the whole run (its parts' `again`: identity), attempt
     by attempt (`rebuild`: `qualify.trust.rejudge.rejudged()`), or, for a stage with neither
     that ran, a note saying why not (its spec's `unjudged`)."""
     from qualify.trust.rejudge import again_over_run, control_in_run, rejudge_run
 
-    problems, notes = again_over_run(run, listing, rules.thresholds, copy)
-    report.problems += problems
-    report.notes += notes
-    signed = {s["name"]: s["sha256"] for s in report.subject_list()}
-    control = control_in_run(run.path, copy, signed)
-    problems, notes = rejudge_run(
-        run.path,
-        listing.files,
-        rules.thresholds,
-        candidate_in_run(run, copy),
-        control,
-        rules.check_codes,
-    )
-    report.problems += problems
-    report.notes += notes
+    control = control_in_run(view, signed)
+    for problems, notes in (
+        again_over_run(view, rules.thresholds),
+        rejudge_run(view, rules.thresholds, control, rules.check_codes),
+    ):
+        report.problems += problems
+        report.notes += notes
 
 
 def _short(value: Any) -> str:
@@ -474,8 +453,9 @@ def _verify(
     if not (run / "run.json").is_file():
         report.problems.append(f"{run}: not a run directory (no run.json); pass --run")
         return
-    envelope_rel = _rel(envelope_path, run)
-    if envelope_rel is None or not ENVELOPE_RE.match(envelope_rel):
+    inside = envelope_path.resolve().is_relative_to(run.resolve())
+    envelope_rel = envelope_path.resolve().relative_to(run.resolve()).as_posix() if inside else ""
+    if not ENVELOPE_RE.match(envelope_rel):
         report.notes.append(f"{envelope_path}: the envelope is not kept in {run}/decision")
     if run.name != report.predicate.get("run_id"):
         report.notes.append(
@@ -489,10 +469,3 @@ def _verify(
         report.problems.append(f"{rec}: its attempt's manifest is not signed")
     if not report.problems:  # derive only from files known to be the signed ones
         _rederive(report, RunDir(run), approvers)
-
-
-def _rel(path: Path, run: Path) -> str | None:
-    try:
-        return path.resolve().relative_to(run.resolve()).as_posix()
-    except ValueError:
-        return None

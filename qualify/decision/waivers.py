@@ -113,12 +113,6 @@ class Binding:
     run_signer: str | None = None  # keyid of the key that signs the decision, when known
 
 
-def _pem(pub: Ed25519PublicKey) -> str:
-    return pub.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
-
-
 def _open(raw: bytes, approvers: list[Approver]) -> tuple[Approver, dict[str, Any]]:
     """The payload and the approver whose key verifies it; ValueError otherwise."""
     if not approvers:
@@ -171,7 +165,9 @@ def judge(label: str, raw: bytes, approvers: list[Approver], b: Binding) -> Waiv
         "expires": str(data.get("expires")),
         "signer": who.name,
         "signer_keyid": who.keyid,
-        "signer_pem": _pem(who.pub),
+        "signer_pem": who.pub.public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        ).decode(),
     }
     if b.run_signer is not None and who.keyid == b.run_signer:
         why: str | None = "signed by the key that signs the decision (a run cannot waive itself)"
@@ -180,13 +176,8 @@ def judge(label: str, raw: bytes, approvers: list[Approver], b: Binding) -> Waiv
     return WaiverCheck(**base, **seen, accepted=why is None, why=why or "verified")
 
 
-def approvers(pinned: list[Approver], rules: WaiverRules) -> list[Approver]:
-    """The pinned waiver keys whose names the policy lists as approvers."""
-    return [a for a in pinned if any(fnmatchcase(a.name, p) for p in rules.approvers)]
-
-
 def pinned(snap: Snapshot, rules: WaiverRules) -> list[Approver]:
     """The waiver keys the house pins at its commit whose names `rules` lists as approvers: the
     only keys a waiver is ever checked with (never a key a record or waiver carries)."""
     found = [Approver(k.name, k.keyid, k.pub) for k in snap.keys.get("waiver", {}).values()]
-    return approvers(found, rules)
+    return [a for a in found if any(fnmatchcase(a.name, p) for p in rules.approvers)]

@@ -14,7 +14,6 @@ from qualify.diff.figures import compare_figures
 from qualify.diff.gates import compare_gates, policy_differences
 from qualify.diff.report import NAMES
 from qualify.diff.runs import Side
-from qualify.present.reading import candidate_in_run
 from qualify.trust.house import PolicyRules
 
 EXIT_SAME = 0
@@ -25,7 +24,7 @@ def engine_of(side: Side) -> str | None:
     pins = side.identity()
     if pins.get("engine"):
         return str(pins["engine"])
-    cand = candidate_in_run(side.run, side.record.candidate_copy)
+    cand = side.view.candidate
     return cand.identity.engine if cand else None
 
 

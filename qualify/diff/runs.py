@@ -19,7 +19,7 @@ from qualify.errors import BadInput
 from qualify.evidence.signing import sha256_bytes
 from qualify.evidence.store import RunDir, sha256_file
 from qualify.identity.record import Record as IdentityRecord
-from qualify.present.reading import record_of, run_info, run_view
+from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord
 from qualify.records import StageRecord
 from qualify.vram.record import Record as VramRecord
@@ -29,21 +29,36 @@ _ENVELOPE = re.compile(r"^attempt-(\d{3,})\.dsse\.json$")
 
 @dataclass
 class Side:
-    """One run as the diff reads it: verified (or the run being decided), its stage data."""
+    """One run as the diff reads it: verified (or the run being decided), read once (`view`,
+    each stage's authoritative attempt as the signed decision counted it)."""
 
     label: str
-    run: RunDir
+    view: RunView
     record: DecisionRecord
-    info: dict[str, Any]
     envelope: Path | None = None
     signer: str | None = None
-    stages: list[str] = field(default_factory=list)
-    records: dict[str, StageRecord] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
     def verified(self) -> bool:
         return self.envelope is not None
+
+    @property
+    def run(self) -> RunDir:
+        return self.view.run
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self.view.info
+
+    @property
+    def stages(self) -> list[str]:
+        """The stages whose authoritative attempt left a result."""
+        return list(self.view.stages)
+
+    @property
+    def records(self) -> dict[str, StageRecord]:
+        return self.view.records()
 
     def identity(self) -> dict[str, Any]:
         """The identity stage's pins (their JSON form), or nothing when it left no record."""
@@ -71,13 +86,6 @@ class Side:
         }
 
 
-def latest_envelope(run: Path) -> Path | None:
-    """The run's newest decision envelope (`decision/attempt-NNN.dsse.json`)."""
-    d = run / "decision"
-    found = [(int(m.group(1)), p) for p in d.glob("*.dsse.json") if (m := _ENVELOPE.match(p.name))]
-    return max(found)[1] if found else None
-
-
 def locate(ref: Path, action: str = "compared") -> tuple[Path, Path]:
     """(envelope, run) from a run directory (its newest envelope) or an envelope file inside
     a run (`<run>/decision/attempt-NNN.dsse.json`); `action` is what an unsigned run is not."""
@@ -87,8 +95,8 @@ def locate(ref: Path, action: str = "compared") -> tuple[Path, Path]:
                 f"{ref} is not a run directory",
                 [f"RUN: expected a directory holding run.json, or a decision envelope (got {ref})"],
             )
-        env = latest_envelope(ref)
-        if env is None:
+        signed = [(int(m[1]), p) for p in ref.glob("decision/*") if (m := _ENVELOPE.match(p.name))]
+        if not signed:
             raise BadInput(
                 f"{ref} has no signed decision",
                 [
@@ -96,26 +104,17 @@ def locate(ref: Path, action: str = "compared") -> tuple[Path, Path]:
                     f"`qualify sign` first: an unsigned run is not {action})"
                 ],
             )
-        return env, ref.resolve()
+        return max(signed)[1], ref.resolve()  # the newest envelope
     if ref.is_file():
         return ref, ref.resolve().parent.parent
     raise BadInput(f"{ref} does not exist", [f"RUN: expected a run directory or envelope ({ref})"])
 
 
-def read_stages(side: Side) -> None:
-    """Each stage's authoritative attempt, as the decision counted it: `stages` names those
-    that left a result, `records` holds their typed records (read once, hash-checked)."""
-    view = run_view(side.run, side.record)
-    side.stages = list(view.stages)
-    side.records = view.records()
-
-
-def unsigned(label: str, run: RunDir, record: DecisionRecord) -> Side:
+def unsigned(label: str, view: RunView, record: DecisionRecord) -> Side:
     """The run being decided, with the record the decision derives (not signed yet)."""
-    side = Side(label, run, record, run_info(run))
-    side.notes.append("the run being decided: its decision is not signed yet")
-    read_stages(side)
-    return side
+    return Side(
+        label, view, record, notes=["the run being decided: its decision is not signed yet"]
+    )
 
 
 def alias_target(table: Path, name: str) -> dict[str, Any]:
@@ -139,7 +138,11 @@ def alias_run(target: dict[str, Any], evidence: Path) -> Path:
     runs = [p for p in evidence.glob(f"*/{run_id}") if (p / "run.json").is_file()]
     for run in runs:
         for env in sorted((run / "decision").glob("attempt-*.dsse.json"), reverse=True):
-            if want in (sha256_file(env), _payload_sha256(env)):
+            try:  # the sha256 of its signed payload, or of the whole file
+                payload = base64.b64decode(json.loads(env.read_bytes())["payload"], validate=True)
+            except (OSError, ValueError, KeyError, TypeError):
+                payload = None
+            if want in (sha256_file(env), payload and sha256_bytes(payload)):
                 return env
     where = f"{evidence}/*/{run_id}"
     raise BadInput(
@@ -149,12 +152,3 @@ def alias_run(target: dict[str, Any], evidence: Path) -> Path:
             f"{want[:16]} (found {len(runs)} run director{'y' if len(runs) == 1 else 'ies'})"
         ],
     )
-
-
-def _payload_sha256(envelope: Path) -> str | None:
-    """The sha256 of an envelope's signed payload (what the alias table records), or None."""
-    try:
-        env = json.loads(envelope.read_bytes())
-        return sha256_bytes(base64.b64decode(env["payload"], validate=True))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None

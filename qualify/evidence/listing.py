@@ -45,10 +45,6 @@ def root_text(files: dict[str, str]) -> str:
     return "".join(f"{digest}  {name}\n" for name, digest in sorted(files.items()))
 
 
-def _attempt_dir(parts: tuple[str, ...]) -> str | None:
-    return f"{parts[0]}/{parts[1]}" if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]) else None
-
-
 def check_manifests(run: RunDir, listing: Listing) -> None:
     """Name every listed file that no longer matches its attempt's manifest."""
     for attempt in sorted(listing.attempts()):
@@ -71,7 +67,9 @@ def evidence_listing(run: RunDir, skip: set[str] | None = None) -> Listing:
     listing = Listing()
     for p in run.all_files():
         rel = p.relative_to(run.path)
-        name, attempt = rel.as_posix(), _attempt_dir(rel.parts)
+        parts = rel.parts
+        in_attempt = len(parts) >= 3 and _ATTEMPT_NO.search(parts[1])
+        name, attempt = rel.as_posix(), f"{parts[0]}/{parts[1]}" if in_attempt else None
         if ENVELOPE_RE.match(name) or (attempt is not None and attempt in skip):
             continue
         if attempt is not None and not (run.path / attempt / MANIFEST).is_file():

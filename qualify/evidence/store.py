@@ -216,10 +216,6 @@ def read_manifest(attempt_dir: Path) -> dict[str, Any]:
     return data
 
 
-def new_run_id() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
-
-
 @dataclass
 class RunDir:
     """One run of one candidate."""
@@ -286,7 +282,7 @@ class EvidenceStore:
         d = self.root / candidate_name
         d.mkdir(parents=True, exist_ok=True)
         while True:
-            p = d / new_run_id()
+            p = d / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
             try:
                 p.mkdir()
                 return RunDir(p)

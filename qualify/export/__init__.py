@@ -20,7 +20,6 @@ from qualify.decision.alias_view import verified
 from qualify.diff.runs import Side
 from qualify.errors import BadInput
 from qualify.evidence.store import EvidenceStore
-from qualify.present.reading import candidate_in_run
 
 ACTION = "exported"
 
@@ -36,7 +35,7 @@ def open_verified(ref: str, evidence: Path, keys: list[Ed25519PublicKey]) -> Sid
 
 def alias_of(side: Side) -> str | None:
     """The production alias the candidate gates (its `[alias]`, from the run's own copy)."""
-    cand = candidate_in_run(side.run, side.record.candidate_copy)
+    cand = side.view.candidate
     return cand.alias.name if cand is not None and cand.alias is not None else None
 
 

@@ -200,7 +200,7 @@ def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator
 def kept_view(view: RunView, stage: str) -> AttemptView | None:
     """The stage's authoritative attempt, read through its sealed manifest's files."""
     got = view.stages.get(stage)
-    if got is None:
+    if got is None or got.result is None:
         return None
     attempt = f"{stage}/{got.dir.name}"
     try:

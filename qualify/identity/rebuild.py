@@ -14,8 +14,7 @@ from typing import Any
 from qualify.evidence.listing import Listing
 from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
-from qualify.present.reading import candidate_in_run
-from qualify.records import StageResult
+from qualify.present.reading import RunView
 
 _EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")
 
@@ -75,9 +74,7 @@ def _launches(run: RunDir, listing: Listing) -> list[Any]:
     ]
 
 
-def identity_again(
-    run: RunDir, listing: Listing, thresholds: Thresholds, copy: str | None
-) -> tuple[list[str], list[str]]:
+def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], list[str]]:
     """Identity judged again offline from the raw exchanges it kept: the bodies the server sent,
     the launch qualify recorded, the signed candidate's pins, the project's identity gates and
     the signed thresholds. A `result.json` whose gates differ is refused."""
@@ -88,16 +85,14 @@ def identity_again(
 
     problems: list[str] = []
     notes: list[str] = []
-    cand = candidate_in_run(run, copy)
-    attempts = sorted(a for a in listing.attempts() if a.startswith("identity/"))
+    run, listing, cand = view.run, view.listing, view.candidate
+    found = view.attempts.get("identity", [])
+    attempts = [(f"identity/{a.dir.name}", a.result) for a in found if a.result is not None]
     if cand is None or not attempts:
         return problems, notes
     launches = _launches(run, listing)
     engine = adapter(cand.identity.engine)
-    for attempt in attempts:
-        if f"{attempt}/{RESULT}" not in listing.files:
-            continue
-        result = StageResult.model_validate_json((run.path / attempt / RESULT).read_text())
+    for attempt, result in attempts:
         kept = _exchanges(run, attempt, listing)
         if result.status != "finished" or "v1-models" not in kept:
             continue

@@ -1,20 +1,27 @@
-"""Reading a run for the decision: run.json, the candidate as run, each stage's authoritative
-result and typed record (`RunView`); the evidence listing is `qualify.evidence.listing`."""
+"""The run as a decision reads it, once (`RunView`): run.json, the candidate as run and every
+listed attempt's result and typed record, each file read once and checked against the listing.
+
+`conclude` builds it from the listing it signs, `render` from the listing of the run now, and
+`verify` from the signed subjects; derive, policy, plots, document, statement and alias read it.
+"""
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from qualify.candidate import Candidate
-from qualify.evidence.store import MANIFEST, RESULT, RunDir
+from qualify.evidence.listing import Listing, attempt_number, evidence_listing
+from qualify.evidence.signing import sha256_bytes
+from qualify.evidence.store import RESULT, RunDir
 from qualify.records import StageRecord, StageResult
 from qualify.registry import parse_record
 
@@ -25,51 +32,70 @@ DECISION = "decision"
 R = TypeVar("R", bound=StageRecord)
 
 
-def run_info(run: RunDir) -> dict[str, Any]:
-    """`run.json`, or an empty table when the run has none (a run assembled by hand)."""
-    try:
-        data = json.loads((run.path / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def candidate_in_run(run: RunDir, rel: str | None) -> Candidate | None:
-    """The candidate from the run's own copy (`run/attempt-NNN/candidate.toml`)."""
-    if rel is None:
-        return None
-    try:
-        return Candidate.model_validate(tomllib.loads((run.path / rel).read_text()))
-    except (OSError, ValueError, ValidationError):
-        return None
-
-
 @dataclass
 class StageView:
-    """One stage's authoritative attempt as the decision reads it: its `result.json`, read once
-    and checked against the attempt's manifest, and its `data` read into the stage's typed
-    record (`qualify.registry.parse_record`) where the stage declares one and the data reads."""
+    """One listed attempt of a stage: its `result.json` (None while open, or when it has none
+    or it does not read) and, read on first use, its `data` as the stage's typed record."""
 
     stage: str
+    number: int
     dir: Path
-    result: StageResult
-    record: StageRecord | None = None
+    result: StageResult | None = None
+
+    @cached_property
+    def _typed(self) -> tuple[StageRecord | None, bool]:
+        try:
+            return parse_record(self.stage, self.result.data if self.result else {}), True
+        except ValidationError:
+            return None, False  # evidence of a build whose data no record reads: absent
+
+    @property
+    def record(self) -> StageRecord | None:
+        """The typed record (`qualify.registry.parse_record`); None when the stage declares
+        none, the data is empty, or it does not read (`reads` is then False)."""
+        return self._typed[0]
+
+    @property
+    def reads(self) -> bool:
+        return self._typed[1]
 
 
 @dataclass
 class RunView:
-    """Every stage's authoritative result of a run, each read once and hash-checked; a result
-    that does not match its seal is left out and named in `problems`."""
+    """A run read once: run.json (`info`), the candidate copy (`copy`, None when the run has
+    none), every listed attempt by stage in attempt order, and, once a decision counts them
+    (`count`), each stage's authoritative attempt (`stages`); a file that is not what the
+    listing names is named in `problems`."""
 
     run: RunDir
+    listing: Listing
+    info: dict[str, Any] = field(default_factory=dict)  # run.json, as written
+    copy: str | None = None
+    candidate: Candidate | None = None
+    attempts: dict[str, list[StageView]] = field(default_factory=dict)
     stages: dict[str, StageView] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
-    def dirs(self) -> dict[str, Path]:
-        return {name: v.dir for name, v in self.stages.items()}
+    def count(self, record: DecisionRecord) -> RunView:
+        """Each stage's authoritative attempt as `record` counted it, left out (and named)
+        when its result broke its attempt's manifest."""
+        broken = {p.split(": ", 1)[0] for p in self.listing.integrity}
+        self.stages = {}
+        for s in record.evaluation.stages:
+            n = s.authoritative.attempt if s.authoritative else None
+            got = next((a for a in self.attempts.get(s.stage, []) if a.number == n), None)
+            if got is None or got.result is None:
+                continue
+            if f"{s.stage}/{got.dir.name}/{RESULT}" in broken:
+                self.problems.append(
+                    f"{s.stage}/{got.dir.name}/{RESULT}: differs from its manifest"
+                )
+                continue
+            self.stages[s.stage] = got
+        return self
 
     def records(self) -> dict[str, StageRecord]:
-        """Each stage's typed record, for the stages whose data read into one."""
+        """Each counted stage's typed record, for the stages whose data read into one."""
         return {name: v.record for name, v in self.stages.items() if v.record is not None}
 
 
@@ -80,34 +106,49 @@ def record_of(records: Mapping[str, StageRecord], stage: str, kind: type[R]) -> 
     return got if isinstance(got, kind) else None
 
 
-def _sealed_digest(attempt: Path, name: str) -> str | None:
-    try:
-        manifest = json.loads((attempt / MANIFEST).read_text())
-        return str(manifest["files"][name]["sha256"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def read_run(
+    run: RunDir, listing: Listing, copy: str | None, digests: Mapping[str, str] | None = None
+) -> RunView:
+    """`run` read once through `listing` (see `RunView`): each file checked against its digest
+    in `digests` (default: the listing's) before it is parsed; `copy`, the candidate copy."""
+    want = listing.files if digests is None else digests
+    view = RunView(run, listing)
+
+    def read(rel: str) -> bytes | None:
+        try:
+            raw = (run.path / rel).read_bytes()
+        except OSError:
+            return None
+        if rel in want and want[rel] != sha256_bytes(raw):
+            view.problems.append(f"{rel}: not the file the listing names (changed since)")
+            return None
+        return raw
+
+    if "run.json" in listing.files and (written := read("run.json")) is not None:
+        try:
+            info = json.loads(written)
+            view.info = info if isinstance(info, dict) else {}
+        except ValueError:
+            view.problems.append("run.json: not JSON")
+    if copy is not None and (toml := read(copy)) is not None:
+        view.copy = copy
+        with contextlib.suppress(ValueError, ValidationError):  # not a candidate: None
+            view.candidate = Candidate.model_validate(tomllib.loads(toml.decode()))
+    for rel in sorted(listing.attempts() | set(listing.unsealed), key=attempt_number):
+        stage = rel.split("/", 1)[0]
+        if stage in (DECISION, "run"):
+            continue
+        got = StageView(stage, attempt_number(rel), run.path / rel)
+        if f"{rel}/{RESULT}" in listing.files and (raw := read(f"{rel}/{RESULT}")) is not None:
+            try:
+                got.result = StageResult.model_validate_json(raw)
+            except ValidationError as exc:
+                view.problems.append(f"{rel}/{RESULT}: not a stage result ({exc})")
+        view.attempts.setdefault(stage, []).append(got)
+    return view
 
 
 def run_view(run: RunDir, record: DecisionRecord) -> RunView:
-    """The run as the decision document reads it (see `RunView`). An attempt without a
-    manifest (still open) is read unchecked, as the decision lists it unsealed."""
-    view = RunView(run)
-    for s in record.evaluation.stages:
-        if s.authoritative is None:
-            continue
-        here = run.path / s.stage / f"attempt-{s.authoritative.attempt:03d}"
-        try:
-            raw = (here / RESULT).read_bytes()
-            result = StageResult.model_validate_json(raw)
-        except (OSError, ValueError):
-            continue
-        sealed = _sealed_digest(here, RESULT)
-        if sealed is not None and sealed != hashlib.sha256(raw).hexdigest():
-            view.problems.append(f"{s.stage}/{here.name}/{RESULT}: differs from its manifest")
-            continue
-        try:
-            typed = parse_record(s.stage, result.data)
-        except ValidationError:
-            typed = None  # evidence of a build whose data no record reads: presented as absent
-        view.stages[s.stage] = StageView(s.stage, here, result, typed)
-    return view
+    """The run as `record` was decided from it, read now (`render`, `export`): the evidence
+    listed as it is, each stage's authoritative attempt counted as the record counts it."""
+    return read_run(run, evidence_listing(run), record.candidate_copy).count(record)

@@ -26,10 +26,10 @@ from pathlib import Path
 
 from qualify.candidate import Candidate
 from qualify.evidence.kept import AttemptView, NotKept, as_table, differences, short, value_at
-from qualify.evidence.listing import Listing
-from qualify.evidence.store import RESULT, RunDir
+from qualify.evidence.store import RESULT
 from qualify.gates.thresholds import Thresholds
-from qualify.records import GateResult, StageResult
+from qualify.present.reading import RunView
+from qualify.records import GateResult
 from qualify.registry import rebuild_of, specs, stage_names
 
 __all__ = ["rejudge_attempt", "rejudge_run", "rejudged"]
@@ -42,18 +42,16 @@ def rejudged() -> tuple[str, ...]:
     return tuple(n for n in stage_names() if rebuild_of(n) is not None)
 
 
-def again_over_run(
-    run: RunDir, listing: Listing, thresholds: Thresholds, copy: str | None
-) -> tuple[list[str], list[str]]:
+def again_over_run(view: RunView, thresholds: Thresholds) -> tuple[list[str], list[str]]:
     """The stages judged again over the whole run (their parts' `again`: identity), and a note
     for each stage that ran with neither that nor a `rebuild`, saying why (its spec's
     `unjudged`): `(problems, notes)`."""
     problems: list[str] = []
     notes: list[str] = []
-    ran = {a.partition("/")[0] for a in listing.attempts()}
+    ran = {a.partition("/")[0] for a in view.listing.attempts()}
     for name, spec in specs().items():
         if spec.loaded.again is not None:
-            more, said = spec.loaded.again(run, listing, thresholds, copy)
+            more, said = spec.loaded.again(view, thresholds)
             problems, notes = problems + more, notes + said
         elif spec.loaded.rebuild is None and name in ran:
             why = spec.unjudged or "its spec states no reason"
@@ -69,17 +67,11 @@ def _key(g: GateResult) -> str:
     return g.gate + (f"@{g.level}" if g.level else "")
 
 
-def _checks(stage: str, gates_dir: Path) -> dict[str, str]:
-    """The check each of the stage's gate files names, by gate id."""
-    from qualify.gates.files import load_gates
-
-    return {g.gate.id: g.gate.check for g in load_gates(gates_dir, stage)[0]}
-
-
 def rejudge_attempt(
     view: AttemptView, gates_dir: Path, thresholds: Thresholds, most: int = 6
 ) -> list[str]:
     """The problems of one sealed attempt judged again from its exchanges (empty: it holds)."""
+    from qualify.gates.files import load_gates
     from qualify.gates.runner import judge_stage
 
     fn = rebuild_of(view.stage)
@@ -107,7 +99,7 @@ def rejudge_attempt(
         again, _load_problems = judge_stage(view.stage, gates_dir, rebuilt, thresholds)
     signed = {_key(g): g.verdict.value for g in view.result.gates if g.gate != "gate-files"}
     judged = {_key(g): g.verdict.value for g in again}
-    checks = _checks(view.stage, gates_dir)
+    checks = {g.gate.id: g.gate.check for g in load_gates(gates_dir, view.stage)[0]}
     for gate in sorted(set(judged) - set(signed)):
         why = view.earlier.get(checks.get(gate.split("@", 1)[0], ""))
         if why is not None:
@@ -131,43 +123,33 @@ def rejudge_attempt(
 
 
 def rejudge_run(
-    run: Path,
-    files: dict[str, str],
+    view: RunView,
     thresholds: Thresholds,
-    candidate: Candidate | None,
     control: Candidate | None,
     accepted: dict[str, list[str]] | None = None,
 ) -> tuple[list[str], list[str]]:
     """Every finished attempt of every re-judged stage, judged again from its signed files with
     the project's gate files: (problems, notes)."""
-    from pydantic import ValidationError
-
     from qualify.gates.files import default_gates_dir
 
     problems: list[str] = []
     notes: list[str] = []
     stages = rejudged()
-    attempts = sorted({"/".join(n.split("/")[:2]) for n in files if n.endswith(f"/{RESULT}")})
-    for attempt in attempts:
-        if attempt.split("/", 1)[0] not in stages or f"{attempt}/{RESULT}" not in files:
-            continue
-        try:
-            result = StageResult.model_validate_json((run / attempt / RESULT).read_text())
-        except (OSError, ValidationError) as exc:
-            problems.append(f"{attempt}/{RESULT}: not a stage result ({exc})")
-            continue
-        view = AttemptView(run, attempt, files, result, candidate, control, accepted=accepted)
-        problems += rejudge_attempt(view, default_gates_dir(), thresholds)
-        if result.status == "finished":
-            taken = f"; taken as recorded (not kept raw): {'; '.join(view.trusted)}"
-            notes.append(
-                f"{attempt}: judged again from its exchanges{taken if view.trusted else ''}"
-            )
-            notes += [f"{attempt}: {n}" for n in view.said]
+    found = [a for s in stages for a in view.attempts.get(s, []) if a.result is not None]
+    for a in sorted(found, key=lambda a: f"{a.stage}/{a.dir.name}"):
+        assert a.result is not None
+        rel = f"{a.stage}/{a.dir.name}"
+        files, cand = view.listing.files, view.candidate
+        seen = AttemptView(view.run.path, rel, files, a.result, cand, control, accepted=accepted)
+        problems += rejudge_attempt(seen, default_gates_dir(), thresholds)
+        if a.result.status == "finished":
+            taken = f"; taken as recorded (not kept raw): {'; '.join(seen.trusted)}"
+            notes.append(f"{rel}: judged again from its exchanges{taken if seen.trusted else ''}")
+            notes += [f"{rel}: {n}" for n in seen.said]
     return problems, notes
 
 
-def control_in_run(run: Path, copy: str | None, files: dict[str, str]) -> Candidate | None:
+def control_in_run(view: RunView, files: dict[str, str]) -> Candidate | None:
     """The control as the run loaded it: its signed copy (`control.toml`, beside the candidate
     copy) applied to the signed candidate copy it extends; None when the run signed none or it
     does not load."""
@@ -177,6 +159,7 @@ def control_in_run(run: Path, copy: str | None, files: dict[str, str]) -> Candid
     from qualify.candidate import ControlFile, load_candidate
     from qualify.errors import BadInput
 
+    run, copy = view.run.path, view.copy
     if copy is None:
         return None
     ctl = f"{Path(copy).parent.as_posix()}/control.toml"

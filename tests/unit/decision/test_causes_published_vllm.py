@@ -16,7 +16,7 @@ import pytest
 from qualify.decision import causes, document
 from qualify.decision.conclude import latest
 from qualify.evidence.store import RunDir
-from qualify.present.reading import run_info
+from qualify.present.reading import run_view
 from qualify.present.record import DecisionRecord
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -67,7 +67,7 @@ def test_no_cause_blames_the_change_where_the_control_did_not_run(
         "preflight/soft-empty@think",
     }
 
-    text = document.render(run, record, run_info(run))
+    text = document.render(run_view(run, record), record)
     first = text.split("\n## ", 1)[0]
     assert "the control passes them" not in text
     for line in first.splitlines():

@@ -11,7 +11,7 @@ import pytest
 from qualify.decision import document
 from qualify.decision.alias_view import AliasView, alias_view
 from qualify.evidence.store import RunDir, sha256_file
-from qualify.present.reading import run_info
+from qualify.present.reading import run_view
 from qualify.present.record import DecisionRecord
 from qualify.trust.repository import init, pin
 
@@ -57,9 +57,11 @@ def test_an_alias_on_a_qualified_run_shows_the_diff_summary(unpacked: Path, tmp_
     """Tight decided while its alias serves the roomy run: the part names the roomy run, says it
     regressed, and lists the gates that went from pass to fail."""
     run, rec = _tight(unpacked)
-    view = alias_view(run, rec, _house(tmp_path, unpacked / ROOMY), unpacked / "evidence")
+    view = alias_view(
+        run_view(run, rec), rec, _house(tmp_path, unpacked / ROOMY), unpacked / "evidence"
+    )
     assert view.name == "demo-chat-gpu" and view.summary["status"] == "compared", view
-    text = document.render(run, rec, run_info(run), view)
+    text = document.render(run_view(run, rec), rec, view)
     part = text.split(PART, 1)[1].split("\n## ", 1)[0]
     assert "`demo-chat-gpu` now serves run 20261203T075044Z-b0366f" in part
     assert "(`qualify diff --against-alias demo-chat-gpu`): regressed." in part
@@ -73,12 +75,12 @@ def test_an_alias_on_a_qualified_run_shows_the_diff_summary(unpacked: Path, tmp_
 
 def test_no_alias_target_shows_no_part(unpacked: Path, tmp_path: Path) -> None:
     run, rec = _tight(unpacked)
-    view = alias_view(run, rec, _house(tmp_path, None))
+    view = alias_view(run_view(run, rec), rec, _house(tmp_path, None))
     assert view.summary["status"] == "none" and view.target is None
-    text = document.render(run, rec, run_info(run), view)
+    text = document.render(run_view(run, rec), rec, view)
     assert PART not in text
     assert "gates `demo-chat-gpu`, which points at nothing yet" in text
-    bare = document.render(run, rec, run_info(run), AliasView())
+    bare = document.render(run_view(run, rec), rec, AliasView())
     assert PART not in bare and "gates no production alias" in bare
 
 
@@ -86,7 +88,9 @@ def test_an_alias_that_cannot_be_verified_says_why(unpacked: Path, tmp_path: Pat
     """The alias's envelope is not where the evidence is looked for: the part says why it could
     not compare, and compares nothing."""
     run, rec = _tight(unpacked)
-    view = alias_view(run, rec, _house(tmp_path, unpacked / ROOMY), tmp_path / "elsewhere")
+    view = alias_view(
+        run_view(run, rec), rec, _house(tmp_path, unpacked / ROOMY), tmp_path / "elsewhere"
+    )
     assert view.summary["status"] == "unusable"
-    part = document.render(run, rec, run_info(run), view).split(PART, 1)[1]
+    part = document.render(run_view(run, rec), rec, view).split(PART, 1)[1]
     assert "Not compared with `demo-chat-gpu`'s current recipe: the qualification behind" in part

@@ -14,6 +14,7 @@ from qualify.decision import document
 from qualify.decision.conclude import setup
 from qualify.decision.render import preview, render_run
 from qualify.evidence.store import RunDir
+from qualify.present.reading import run_view
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 REGEN = os.environ.get("QUALIFY_REGEN_GOLDEN") == "1"
@@ -50,13 +51,7 @@ def _contract_text(tmp_path: Path) -> str:
     record = preview(run, setup(None)).model_copy(
         update={"evidence_root": "e" * 64, "decided_at": "2026-08-01T00:41:00Z"}
     )
-    return document.render(run, record, {**_info(run)})
-
-
-def _info(run: RunDir) -> dict[str, object]:
-    from qualify.present.reading import run_info
-
-    return run_info(run)
+    return document.render(run_view(run, record), record)
 
 
 def test_contract_shaped_run_renders_every_section(tmp_path: Path) -> None:

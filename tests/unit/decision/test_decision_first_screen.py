@@ -25,7 +25,7 @@ from qualify.decision.statement import envelope_path, sign_attempt
 from qualify.evidence.signing import keyid
 from qualify.evidence.store import RunDir
 from qualify.present import plots, wording
-from qualify.present.reading import run_info
+from qualify.present.reading import run_view
 from qualify.present.record import DecisionRecord
 from qualify.records import Verdict
 
@@ -50,9 +50,9 @@ def _preview_with_plots(run: RunDir) -> tuple[DecisionRecord, str]:
     record = preview(run, setup(None))
     here = document.attempt_dir(run, record)
     here.mkdir(parents=True)
-    for name, png in document.write_plots(run, record):
+    for name, png in plots.drawn(document.plot_plan(run_view(run, record))):
         (here / name).write_bytes(png)
-    return record, document.render(run, record, run_info(run))
+    return record, document.render(run_view(run, record), record)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def roomy3(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunDir, DecisionRe
     run = _published(tmp_path_factory.mktemp("published"), "roomy")
     record = latest(run)
     assert record is not None
-    return run, record, document.render(run, record, run_info(run))
+    return run, record, document.render(run_view(run, record), record)
 
 
 def _first_screen(text: str) -> str:
@@ -143,7 +143,7 @@ def test_a_clean_run_says_nothing_blocks(tmp_path: Path) -> None:
     for g in ev.gates:
         g.status, g.verdict = "pass", Verdict.PASS
     record = record.model_copy(update={"evaluation": ev, "decision": "promote"})
-    text = document.render(run, record, run_info(run))
+    text = document.render(run_view(run, record), record)
     assert "Nothing blocks." in _first_screen(text)
     assert "The answer holds for the recipe as pinned" in text
 
@@ -212,7 +212,7 @@ def test_no_failure_text_is_written_twice(roomy: tuple[RunDir, DecisionRecord, s
 
 def test_no_table_cell_is_long(roomy: tuple[RunDir, DecisionRecord, str], tmp_path: Path) -> None:
     run = contract_run.build(tmp_path)
-    for text in (roomy[2], document.render(run, preview(run, setup(None)), run_info(run))):
+    for text in (roomy[2], document.render(run_view(run, rec := preview(run, setup(None))), rec)):
         cells = _cells(text)
         assert cells and max(len(c) for c in cells) <= CELL_BOUND
 
@@ -227,7 +227,7 @@ def test_a_long_reason_is_one_short_line() -> None:
 
 def test_plots_show_the_figures_of_the_tables(roomy: tuple[RunDir, DecisionRecord, str]) -> None:
     run, record, text = roomy
-    by_name = {p.name: p for p in document.plot_plan(run, record)}
+    by_name = {p.name: p for p in document.plot_plan(run_view(run, record))}
     data = {
         s: json.loads((run.path / s / "attempt-001" / "result.json").read_text())["data"]
         for s in ("context", "ab", "vram")
@@ -336,7 +336,7 @@ def test_a_run_that_never_started_is_not_qualified(tmp_path: Path) -> None:
     assert record.decision == "no-promote"
     cause = "the candidate server crashed during start-up (SIGSEGV)"
     assert record.headline == f"not qualified: {cause}"
-    text = document.render(run, record, run_info(run))
+    text = document.render(run_view(run, record), record)
     lines = text.splitlines()
     assert lines[0] == f"# smollm2-135m-ngram: **not qualified: {cause}**"
     assert lines[2].startswith(f"**Not qualified: {cause}.**")
@@ -431,7 +431,7 @@ def test_the_reserve_is_the_policy_and_the_result_is_stated_apart(tmp_path: Path
     run = _published(tmp_path, "tight")
     record = latest(run)
     assert record is not None
-    text = document.render(run, record, run_info(run))
+    text = document.render(run_view(run, record), record)
     line = next(x for x in text.splitlines() if x.startswith("nvml sampler"))
     assert "Policy: every card keeps 3.0 GiB free at every stage; result: fails" in line
     assert "pass on every card" not in line

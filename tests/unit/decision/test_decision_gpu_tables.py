@@ -15,7 +15,7 @@ from qualify.decision import document
 from qualify.decision.conclude import setup
 from qualify.decision.render import preview
 from qualify.evidence.store import RunDir
-from qualify.present.reading import run_info
+from qualify.present.reading import run_view
 
 GIB = 1024.0
 
@@ -50,7 +50,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Any:
     record = preview(run, setup(None))
 
     def render(ctx_record: Any, ab_gpu: dict[str, Any] | None = None) -> str:
-        ctx = document.context(run, record, run_info(run))
+        ctx = document.context(run_view(run, record), record)
         ctx["context"]["gpu"] = context_rows(ctx_record)["gpu"]
         if ab_gpu is not None:
             ctx["ab_gpu"] = ab_gpu

@@ -14,7 +14,7 @@ from decision_contract_run import INC, F, P, g
 from qualify.decision import causes, document
 from qualify.decision.conclude import setup
 from qualify.decision.render import preview
-from qualify.present.reading import run_info
+from qualify.present.reading import run_view
 from qualify.present.record import AttemptRecord, GateOutcome, GateVerdict
 from qualify.records import Verdict
 
@@ -135,7 +135,7 @@ def _render(tmp: Path, joules: float | None = None, lane_energy: bool = False) -
     gates, data = _capacity(joules)
     contract_run._write(run, "capacity", gates, data)
     record = preview(run, setup(None))
-    return document.render(run, record, run_info(run))
+    return document.render(run_view(run, record), record)
 
 
 def _render_with(tmp: Path, change: Any) -> str:
@@ -145,7 +145,7 @@ def _render_with(tmp: Path, change: Any) -> str:
     change(data)
     contract_run._write(run, "capacity", gates, data)
     record = preview(run, setup(None))
-    return document.render(run, record, run_info(run))
+    return document.render(run_view(run, record), record)
 
 
 def test_the_capacity_section_shows_the_load_results_of_the_record(tmp_path: Path) -> None:
@@ -298,7 +298,7 @@ def test_no_verdict_the_gates_do_not_declare(tmp_path: Path) -> None:
     assert {x.key for x in record.evaluation.gates if x.status == "advisory"} >= {
         "capacity/energy@soak"
     }, "energy is advisory in the gate files"
-    text = document.render(run, record, run_info(run))
+    text = document.render(run_view(run, record), record)
     assert "Implausible" not in text
     lines = [x for x in text.splitlines() if "capacity/energy" in x]
     assert len(lines) == 1, lines
@@ -310,7 +310,7 @@ def test_no_verdict_the_gates_do_not_declare(tmp_path: Path) -> None:
 
 def test_driver_and_cuda_come_from_the_vram_records_hardware(tmp_path: Path) -> None:
     run = contract_run.build(tmp_path)
-    text = document.render(run, preview(run, setup(None)), run_info(run))
+    text = document.render(run_view(run, rec := preview(run, setup(None))), rec)
     gpu = next(x for x in text.splitlines() if x.startswith("- GPU: "))
     assert "driver 580.159.04, CUDA 13.0" in gpu
 

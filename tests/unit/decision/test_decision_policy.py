@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from qualify.decision.policy import StageAttempts, evaluate
+from qualify.present.reading import StageView
 from qualify.records import GateResult, StageResult, Verdict
 from qualify.trust.house import PolicyRules as Policy
 
@@ -30,8 +33,13 @@ def result(stage: str, n: int, gates: list[GateResult], status: str = "finished"
     )
 
 
+def at(n: int, res: StageResult) -> StageView:
+    """Attempt `n` of `res`'s stage, as the decision reads it."""
+    return StageView(res.stage, n, Path(f"{res.stage}/attempt-{n:03d}"), res)
+
+
 def one(stage: str, *gates: GateResult) -> dict[str, StageAttempts]:
-    return {stage: [(1, result(stage, 1, list(gates)))]}
+    return {stage: [at(1, result(stage, 1, list(gates)))]}
 
 
 POLICY = Policy(required=["identity/*", "preflight/*"], critical=["identity/*"])
@@ -141,7 +149,7 @@ def test_error_never_passes_even_with_no_gates() -> None:
         started_at=T,
         ended_at=T,
     )
-    att = one("identity", gate("identity", "model", Verdict.PASS)) | {"preflight": [(1, res)]}
+    att = one("identity", gate("identity", "model", Verdict.PASS)) | {"preflight": [at(1, res)]}
     ev = evaluate(["identity", "preflight"], att, POLICY)
     assert not ev.promote and ev.verdict is Verdict.ERROR
     assert "preflight: error: connection refused" in ev.reasons
@@ -173,9 +181,9 @@ def test_authoritative_is_last_finished_and_superseded_are_listed() -> None:
     """Attempt 2 (finished) decides; attempt 1 and an aborted attempt 3 are superseded."""
     att: dict[str, StageAttempts] = {
         "identity": [
-            (1, result("identity", 1, [gate("identity", "model", Verdict.FAIL)])),
-            (2, result("identity", 2, [gate("identity", "model", Verdict.PASS)])),
-            (3, result("identity", 3, [], status="aborted")),
+            at(1, result("identity", 1, [gate("identity", "model", Verdict.FAIL)])),
+            at(2, result("identity", 2, [gate("identity", "model", Verdict.PASS)])),
+            at(3, result("identity", 3, [], status="aborted")),
         ]
     }
     ev = evaluate(["identity"], att, Policy(required=["identity/*"]))
@@ -190,7 +198,7 @@ def test_authoritative_is_last_finished_and_superseded_are_listed() -> None:
 
 def test_stage_with_only_aborted_attempts_is_not_run() -> None:
     """No finished attempt: the stage did not run, and the reason quotes the aborted attempt."""
-    att: dict[str, StageAttempts] = {"identity": [(1, result("identity", 1, [], "aborted"))]}
+    att: dict[str, StageAttempts] = {"identity": [at(1, result("identity", 1, [], "aborted"))]}
     ev = evaluate(["identity"], att, Policy(required=["identity/*"]))
     assert not ev.promote and not ev.stages[0].ran
     assert "attempt 1 aborted: server died" in ev.reasons[0]
@@ -207,7 +215,7 @@ def test_pipeline_not_run_result_says_why() -> None:
         started_at=T,
         ended_at=T,
     )
-    ev = evaluate(["context"], {"context": [(1, res)]}, Policy(required=["context/*"]))
+    ev = evaluate(["context"], {"context": [at(1, res)]}, Policy(required=["context/*"]))
     s = ev.stages[0]
     assert not s.ran and s.why_not == "the run was aborted earlier (server died)"
     assert "context not run: the run was aborted earlier" in ev.reasons[0]
@@ -220,7 +228,7 @@ def _preflight_with(gate_files: dict[str, str]) -> dict[str, StageAttempts]:
         "gate_files": gate_files,
         "declared_gate_files": {"smoke": "aa", "json": "bb"},
     }
-    return {"preflight": [(1, res)]} | one("identity", gate("identity", "model", Verdict.PASS))
+    return {"preflight": [at(1, res)]} | one("identity", gate("identity", "model", Verdict.PASS))
 
 
 def test_candidate_chosen_subset_of_gates_never_promotes() -> None:
@@ -245,7 +253,7 @@ def test_every_declared_gate_run_unchanged_promotes() -> None:
 def test_a_required_stage_whose_record_does_not_read_never_promotes() -> None:
     """Its gate files cannot be held to the project's, so the stage does not count."""
     att = _preflight_with({"smoke": "aa", "json": "bb"})
-    res = att["preflight"][0][1]
+    res = att["preflight"][0].result
     assert res is not None
     res.data = {"gate_files": {"smoke": "aa", "json": "bb"}}  # no gates_dir: does not read
     ev = evaluate(["identity", "preflight"], att, POLICY)

@@ -21,6 +21,7 @@ from qualify.diff.runs import Side, unsigned
 from qualify.errors import BadInput
 from qualify.evidence.signing import load_public
 from qualify.evidence.store import RunDir
+from qualify.present.reading import run_view
 from qualify.present.record import DecisionRecord
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,13 +47,14 @@ def _side(label: str, path: Path) -> Side:
     """A recorded run read with the record it signed (no verification: the logic alone)."""
     run = RunDir(path)
     rec = DecisionRecord.model_validate(run.read_json("decision/attempt-001/decision.json"))
-    return unsigned(label, run, rec)
+    return unsigned(label, run_view(run, rec), rec)
 
 
 def _derived(label: str, path: Path) -> Side:
     """A run recorded by an older version, its record derived again now (as `render` does)."""
     run = RunDir(path)
-    return unsigned(label, run, preview(run, setup(None)))
+    rec = preview(run, setup(None))
+    return unsigned(label, run_view(run, rec), rec)
 
 
 def _figure(doc: dict[str, Any], group: str, cell: str) -> dict[str, Any]:
@@ -195,12 +197,12 @@ def test_the_decision_summary_against_the_alias(unpacked: Path, tmp_path: Path) 
 
     house = _alias_house(tmp_path, unpacked / ROOMY)
     side = _side("B", unpacked / TIGHT)
-    s = decision_summary(side.run, side.record, "gpu-chat", house, unpacked / "evidence")
+    s = decision_summary(side.view, side.record, "gpu-chat", house, unpacked / "evidence")
     assert s["status"] == "compared", s
     assert s["against"] == "20261203T075044Z-b0366f" and s["regressed"]
     assert "gate vram/reserve@0: pass -> fail" in s["regressions"]
-    assert decision_summary(side.run, side.record, None, house)["status"] == "none"
-    assert decision_summary(side.run, side.record, "other", house)["status"] == "none"
+    assert decision_summary(side.view, side.record, None, house)["status"] == "none"
+    assert decision_summary(side.view, side.record, "other", house)["status"] == "none"
 
 
 def test_the_decision_summary_when_the_alias_cannot_be_verified(
@@ -210,5 +212,5 @@ def test_the_decision_summary_when_the_alias_cannot_be_verified(
 
     house = _alias_house(tmp_path, unpacked / ROOMY, digest="0" * 64)
     side = _side("B", unpacked / TIGHT)
-    s = decision_summary(side.run, side.record, "gpu-chat", house, unpacked / "evidence")
+    s = decision_summary(side.view, side.record, "gpu-chat", house, unpacked / "evidence")
     assert s["status"] == "unusable" and "not under" in s["why"], s

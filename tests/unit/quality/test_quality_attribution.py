@@ -27,6 +27,7 @@ from qualify.decision import causes
 from qualify.decision.policy import evaluate
 from qualify.evidence.store import EvidenceStore
 from qualify.preflight.stage import preflight
+from qualify.present.reading import StageView
 from qualify.present.record import DecisionRecord
 from qualify.progress import Progress
 from qualify.quality.stage import quality
@@ -94,7 +95,8 @@ def _decide(tmp: Path, control_thinks: bool, control_levels: str = "both") -> li
 
     results = {"preflight": stage("preflight", preflight), "quality": stage("quality", quality)}
     asyncio.run(lanes.stop())
-    ev = evaluate(list(results), {k: [(1, r)] for k, r in results.items()}, PolicyRules())
+    at = {k: [StageView(k, 1, Path(k), r)] for k, r in results.items()}
+    ev = evaluate(list(results), at, PolicyRules())
     record = DecisionRecord.model_construct().model_copy(update={"evaluation": ev, "integrity": []})
     return causes.group(record, causes.variable_of({}))
 

@@ -139,11 +139,12 @@ def judged_again(
 def attempt_view(run: Path, attempt: str, control: Candidate | None = None) -> AttemptView:
     """An attempt of an unpacked run as `verify` reads it, every file of the run taken as
     signed, the candidate from the run's own copy."""
-    from qualify.evidence.store import RunDir
-    from qualify.present.reading import candidate_in_run
+    import tomllib
+
     from qualify.records import StageResult
 
     files = {p.relative_to(run).as_posix(): "" for p in run.rglob("*") if p.is_file()}
     result = StageResult.model_validate_json((run / attempt / RESULT).read_text())
-    cand = candidate_in_run(RunDir(run), "run/attempt-001/candidate.toml")
+    copy = (run / "run/attempt-001/candidate.toml").read_text()
+    cand = Candidate.model_validate(tomllib.loads(copy))
     return AttemptView(run, attempt, files, result, cand, control)

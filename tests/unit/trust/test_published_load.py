@@ -104,12 +104,12 @@ def test_the_decision_shows_each_steps_pace(published: Path) -> None:
     from qualify.decision import document
     from qualify.decision.conclude import latest
     from qualify.evidence.store import RunDir
-    from qualify.present.reading import run_info
+    from qualify.present.reading import run_view
 
     run = RunDir(_run(published))
     record = latest(run, None)
     assert record is not None
-    text = document.render(run, record, run_info(run))
+    text = document.render(run_view(run, record), record)
     rows = {c["cell"]: c for c in _cells(_run(published))}
     over = next(c for c in rows.values() if c.get("pace") is not None and c["pace"] < KEEP_PACE)
     line = next(x for x in text.splitlines() if x.startswith(f"| {over['cell']} |"))
