@@ -10,6 +10,7 @@ from pydantic import Field
 
 from qualify.capacity.parts import Energy, Part, PlannedLength
 from qualify.capacity.slo import Goodput, Slo
+from qualify.capacity.specdrift import AcceptanceDrift
 from qualify.serving.idle import Idle
 
 
@@ -186,6 +187,11 @@ class Soak(Goodput):
     error_counters_seen: list[str] = Field(default_factory=list)
     memory: SoakMemory = Field(default_factory=SoakMemory)
     ttft_drift: Drift = Field(default_factory=Drift)
+    # The draft counters on every scrape and the acceptance per third they give
+    # (`qualify.capacity.specdrift`); None in a record made before: not measured.
+    acceptance_columns: list[str] = Field(default_factory=list)
+    acceptance_series: list[list[float | None]] | None = None
+    acceptance_drift: AcceptanceDrift | None = None
     window_s: float | None = None
     completion_tokens: int = 0
     lag: Lag = Field(default_factory=Lag)

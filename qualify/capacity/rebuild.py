@@ -34,7 +34,7 @@ from qualify.capacity.incumbent import compare
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.parts import plan_lengths
 from qualify.capacity.record import Record
-from qualify.capacity.reload import kept_stream, rebuild_load
+from qualify.capacity.reload import SOAK_ACCEPTANCE, kept_stream, rebuild_load
 from qualify.capacity.runs import exclusion, stream_record, summarize
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo
@@ -48,7 +48,7 @@ _COUNTED = re.compile(r"^\d{4}-(cap|kind|load)-.+-s\d+\.json$|^\d{4}-soak-s\d+\.
 # The checks of the record's later fields: a record of the form before them has no such field,
 # and no gates of these checks.
 _LATER = {
-    "load": ["capacity-goodput", "capacity-harness", "capacity-soak"],
+    "load": ["capacity-goodput", "capacity-harness", "capacity-soak", SOAK_ACCEPTANCE],
     "answers": ["capacity-answers"],
 }
 

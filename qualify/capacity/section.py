@@ -147,7 +147,20 @@ def soak_text(soak: Soak | None, verdict: str) -> str:
     moved = soak.error_counters
     errs = f"; engine error counters moved: {', '.join(moved)}" if moved else ""
     good = f"goodput {_pct(soak.goodput)}"
-    return f"{head}: {done}, {good}; {progress}; {ttft}; {memory}{errs}"
+    return f"{head}: {done}, {good}; {progress}; {ttft}; {memory}{errs}{acceptance_text(soak)}"
+
+
+def acceptance_text(soak: Soak) -> str:
+    """The soak's acceptance per third (`capacity.specdrift`); nothing in a record without."""
+    a = soak.acceptance_drift
+    if a is None:
+        return ""
+    if a.why is not None or not a.thirds:
+        return f"; acceptance: {a.why or 'no data'}"
+    rates = " -> ".join("no data" if t.rate is None else f"{t.rate:.2f}" for t in a.thirds)
+    lengths = " -> ".join(number(t.mean_length) for t in a.thirds)
+    drift = "" if a.rate_drift_pct is None else f" ({a.rate_drift_pct:+.0f}%)"
+    return f"; acceptance per third {rates}{drift}, mean accepted length {lengths}"
 
 
 def answers_text(answers: Answers, gates: list[GateOutcome]) -> str:
@@ -422,4 +435,21 @@ def diff_cells(rec: Record) -> list[Cell]:
             a = Cell("acceptance", f"kind {k.cell}", c.setting)
             a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
             out.append(a)
+    return out + soak_cells(rec, base)
+
+
+def soak_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
+    """The soak's first and last third's acceptance, as counts (drafted tokens accepted)."""
+    soak = rec.load.soak
+    a = soak.acceptance_drift if soak is not None else None
+    if a is None or len(a.thirds) != 3:
+        return []
+    out = []
+    for name, t in (("first", a.thirds[0]), ("last", a.thirds[-1])):
+        if t.draft_tokens:
+            c = Cell("acceptance", f"soak {name} third", base)
+            c.measures["acceptance"] = Measure(
+                "rate", "higher", counts=(t.accepted, t.draft_tokens)
+            )
+            out.append(c)
     return out

@@ -1,0 +1,82 @@
+"""The capacity stage's judges of speculative acceptance over time, declared in
+`gates/capacity/*.yaml`, reading the stage's typed record:
+
+- `capacity-soak-acceptance`: the soak's acceptance rate and mean accepted length per third of
+  its time (`qualify.capacity.specdrift`); a fall from the first third to the last beyond the
+  house's `soak_max_acceptance_drop_pct` fails. "No speculation" (the engine drafts nothing) is
+  `skipped`, never a pass; fewer than `soak_min_third_drafts` drafts in the first or last third,
+  or a counter that went down (a restart), is `inconclusive`.
+"""
+
+from __future__ import annotations
+
+from qualify.capacity.judges import NoParams
+from qualify.capacity.record import Record
+from qualify.capacity.specdrift import NO_SPECULATION, AcceptanceThird
+from qualify.gates.registry import Judged, judge
+from qualify.gates.thresholds import Thresholds
+from qualify.records import Verdict
+
+STAGE = "capacity"
+
+
+def _fmt(v: float | None, unit: str = "") -> str:
+    return "none" if v is None else f"{v:.3g}{unit}"
+
+
+def _fell(name: str, first: float | None, last: float | None, bound: float) -> list[str]:
+    """Why a figure fell past the bound from the first third to the last, or nothing."""
+    if first is None or last is None or not first:
+        return []
+    drop = (1 - last / first) * 100
+    if drop <= bound:
+        return []
+    return [
+        f"{name} fell {drop:.0f}% over the soak ({first:.3g} in the first third, {last:.3g} in "
+        f"the last; bound {bound:g}%, thresholds.soak_max_acceptance_drop_pct)"
+    ]
+
+
+def _thirds_text(thirds: list[AcceptanceThird]) -> str:
+    return ", ".join(
+        f"{_fmt(t.rate)} ({_fmt(t.mean_length)} tokens per draft, {t.drafts} drafts)"
+        for t in thirds
+    )
+
+
+@judge(STAGE, "capacity-soak-acceptance", NoParams)
+def soak_acceptance(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Speculative acceptance over the soak's time: the acceptance rate and the mean accepted
+    length of the last third of the soak within the house's bound of the first third's, from
+    the server's draft counters; "no speculation" is skipped, thin thirds inconclusive."""
+    s = data.load.soak
+    if s is None:
+        return [Judged(Verdict.SKIPPED, ["the soak was not run (stages.capacity.soak)"])]
+    a = s.acceptance_drift
+    if a is None:
+        return [Judged(Verdict.SKIPPED, ["acceptance over the soak not measured"])]
+    m = {
+        "rate_drift_pct": a.rate_drift_pct,
+        "length_drift_pct": a.length_drift_pct,
+        "thirds": [t.model_dump(mode="json") for t in a.thirds],
+        "bound_pct": thresholds.soak_max_acceptance_drop_pct,
+    }
+    if a.why is not None or len(a.thirds) != 3:
+        verdict = (
+            Verdict.SKIPPED if (a.why or "").startswith(NO_SPECULATION) else Verdict.INCONCLUSIVE
+        )
+        return [Judged(verdict, [a.why or "no acceptance per third"], m)]
+    first, last = a.thirds[0], a.thirds[-1]
+    least = thresholds.soak_min_third_drafts
+    if min(first.drafts, last.drafts) < least:
+        why = (
+            f"acceptance drift not judged: {first.drafts} drafts in the first third, "
+            f"{last.drafts} in the last, fewer than {least} (thresholds.soak_min_third_drafts)"
+        )
+        return [Judged(Verdict.INCONCLUSIVE, [why], m)]
+    bound = thresholds.soak_max_acceptance_drop_pct
+    reasons = _fell("the acceptance rate", first.rate, last.rate, bound)
+    reasons += _fell("the mean accepted length", first.mean_length, last.mean_length, bound)
+    if reasons:
+        return [Judged(Verdict.FAIL, reasons, m)]
+    return [Judged(Verdict.PASS, [f"acceptance per third: {_thirds_text(a.thirds)}"], m)]
