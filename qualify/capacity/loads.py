@@ -108,6 +108,16 @@ class OpenCell(Goodput):
     step: int | None = None
 
 
+class ReplayCell(OpenCell):
+    """One replay of a trace at one scale (`qualify.capacity.replay.replay_cell`)."""
+
+    arrival: Literal["trace"] = "trace"  # type: ignore[assignment]
+    trace: str = ""
+    trace_sha256: str = ""
+    scale: float = 1.0
+    sessions: int = 0
+
+
 class Knee(Part):
     """The knee search's result (`qualify.capacity.knee`): `statement` is the sentence the
     decision shows ("serves R req/s at goodput G under SLO S")."""
@@ -225,4 +235,6 @@ class Load(Part):
     requests: int = 0
     wall_s: float | None = None
     soak: Soak | None = None
+    # the trace replayed at each scale (`qualify.capacity.replay`); none before replay existed
+    replay: list[ReplayCell] = Field(default_factory=list)
     incumbent: Edge | None = None

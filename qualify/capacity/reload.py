@@ -40,6 +40,7 @@ from qualify.preflight.code import check_code
 _PART = re.compile(r"\.part\d{3}$")
 _NUMBERED = re.compile(r"^\d{4}-(?P<rest>.+)$")
 SOAK_ACCEPTANCE = "capacity-soak-acceptance"
+REPLAY = "capacity-replay"
 SOAK_SEED = 7919  # the soak's arrivals: the stage's seed plus this (`Capacity.load`)
 
 
@@ -94,7 +95,11 @@ def _earlier_answers(
 
 
 def _streams(
-    view: AttemptView, cell: dict[str, Any], offsets: list[float], kind: str, max_tokens: int
+    view: AttemptView,
+    cell: dict[str, Any],
+    offsets: list[float],
+    kind: str,
+    max_tokens: int | None,
 ) -> list[dict[str, Any]]:
     """Each planned request of an open-loop cell, at its planned offset: measured again from its
     exchange, or, never answered, as recorded (its `unfinished` says why)."""
@@ -217,6 +222,8 @@ def rebuild_load(
     out = copy.deepcopy(sealed)
     if "acceptance_series" not in (out.get("soak") or {}):
         view.earlier_form([SOAK_ACCEPTANCE], "the record predates the soak's acceptance series")
+    if "replay" not in out:
+        view.earlier_form([REPLAY], "the record holds no trace replay")
     if not out.get("cells") and not out.get("soak"):
         return out
     if slo is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.capacity.edge import versus
-from qualify.capacity.loads import Load, OpenCell, Soak
+from qualify.capacity.loads import Load, OpenCell, ReplayCell, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
@@ -101,7 +101,7 @@ def cell_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
         out.append(
             {
                 "cell": c.cell or c.label,
-                "arrival": c.arrival,
+                "arrival": f"trace {c.trace}" if isinstance(c, ReplayCell) else c.arrival,
                 "offered": "burst"
                 if c.arrival == "burst"
                 else ("no data" if offered is None else f"{offered:.3f}"),
@@ -208,7 +208,7 @@ def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | No
             f"{planned or 'no data'} tokens, {ld.requests} requests in {ld.wall_s or 0:.0f} s"
         ),
         "goodput_gate": _verdict(gates, "goodput"),
-        "cells": cell_rows(ld.cells),
+        "cells": cell_rows([*ld.cells, *ld.replay]),
         "soak": soak_text(soak, _verdict(gates, "soak")),
         "answers": answers_text(record.answers, gates),
         "unmeasured": _why_unmeasured([e for e in energies if e is not None]),
@@ -435,6 +435,11 @@ def diff_cells(rec: Record) -> list[Cell]:
             a = Cell("acceptance", f"kind {k.cell}", c.setting)
             a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
             out.append(a)
+    for r in rec.load.replay:
+        c = Cell("capacity replay", r.cell, {**base, "trace": r.trace, "scale": r.scale})
+        c.measures["goodput"] = Measure("rate", "higher", counts=(r.good, r.requests))
+        c.measures["ttft_s"] = Measure("s", "lower", nums(st.ttft_s for st in r.streams))
+        out.append(c)
     return out + soak_cells(rec, base)
 
 

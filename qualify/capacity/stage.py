@@ -26,18 +26,13 @@ from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.knee import open_cell, public_load, search
 from qualify.capacity.loads import Knee, soak_rate_from
-from qualify.capacity.matrix import (
-    cell_key,
-    median_of_runs,
-    public_runs,
-    run_goodput,
-    saturation,
-)
+from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
 from qualify.capacity.record import Comparison, Engine, Record
+from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective
@@ -184,6 +179,10 @@ class Capacity:
         if s.soak.enabled:
             out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
+        if s.replay.trace:  # the candidate's trace, at each of its scales
+            where = self.ctx.lanes.loaded[lane.name].directory / s.replay.trace
+            drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
+            out["replay"] = await replays(lane.sender, where, s.replay, common, drain)
         return out
 
     async def soak_step(

@@ -80,3 +80,46 @@ def soak_acceptance(data: Record, params: NoParams, thresholds: Thresholds) -> l
     if reasons:
         return [Judged(Verdict.FAIL, reasons, m)]
     return [Judged(Verdict.PASS, [f"acceptance per third: {_thirds_text(a.thirds)}"], m)]
+
+
+@judge(STAGE, "capacity-replay", NoParams)
+def replay(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """Per replay of the trace (one cell per scale): every request answered, none failed, cut or
+    left unfinished, and every answer judged right (degenerate, garble, JSON, tool calls); at
+    the trace's own pace or slower, goodput under the SLOs at least the house's floor (faster
+    replays show headroom, not judged on it); a lagging client is a harness `error`; no trace
+    replayed is `skipped`."""
+    cells = data.load.replay
+    if not cells:
+        return [Judged(Verdict.SKIPPED, ["no trace replayed (stages.capacity.replay.trace)"])]
+    slo = data.load.slo or data.slo
+    floor = slo.goodput_floor if slo is not None else None
+    out = []
+    for c in cells:
+        m: dict[str, object] = {"scale": c.scale, "requests": c.requests, "floor": floor}
+        m |= {"goodput": c.goodput, "goodput_ci95": c.goodput_ci95}
+        m |= {"trace": c.trace, "trace_sha256": c.trace_sha256}
+        if c.harness_error:
+            out.append(Judged(Verdict.ERROR, [f"harness error: {c.harness_error}"], m, c.cell))
+            continue
+        reasons = [
+            f"{n} of {c.requests} replayed requests {what}"
+            for n, what in (
+                (c.failed, "failed"),
+                (c.cut, "were cut"),
+                (c.unfinished, "did not finish"),
+                (c.broken, "gave a broken answer"),
+            )
+            if n
+        ]
+        reasons += [
+            f"request {i + 1}: {'; '.join(st.broken)}"
+            for i, st in enumerate(c.streams)
+            if st.broken
+        ]
+        short = c.goodput is not None and floor is not None and c.goodput < floor
+        if short and c.scale <= 1.0:
+            reasons.append(f"goodput {c.goodput:.0%} under the floor {floor:.0%} at {c.scale:g}x")
+        said = f"{c.requests} requests at {c.scale:g}x, goodput {_fmt(c.goodput)}"
+        out.append(Judged(Verdict.FAIL if reasons else Verdict.PASS, reasons or [said], m, c.cell))
+    return out
