@@ -118,6 +118,39 @@ class ReplayCell(OpenCell):
     sessions: int = 0
 
 
+class SessionTurn(Part):
+    """One turn of an agent session (`qualify.capacity.sessions.turn_record`)."""
+
+    session: int = 0
+    turn: int = 0
+    failed: str | None = None
+    cut: str | None = None
+    broken: list[str] = Field(default_factory=list)
+    scripted: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_s: float | None = None
+    tool_calls: int = 0
+    files: list[str] = Field(default_factory=list)
+
+
+class Sessions(Goodput):
+    """The multi-turn agent sessions (`qualify.capacity.sessions`)."""
+
+    count: int = 0
+    window_s: float | None = None
+    turns: list[SessionTurn] = Field(default_factory=list)
+    ttft_p50_s_by_turn: list[float | None] = Field(default_factory=list)
+    prompt_tokens_by_turn: list[float | None] = Field(default_factory=list)
+    cached_tokens_by_turn: list[float | None] = Field(default_factory=list)
+    judged: int = 0
+    broken: int = 0
+
+
 class Knee(Part):
     """The knee search's result (`qualify.capacity.knee`): `statement` is the sentence the
     decision shows ("serves R req/s at goodput G under SLO S")."""
@@ -237,4 +270,6 @@ class Load(Part):
     soak: Soak | None = None
     # the trace replayed at each scale (`qualify.capacity.replay`); none before replay existed
     replay: list[ReplayCell] = Field(default_factory=list)
+    # the multi-turn agent sessions (`qualify.capacity.sessions`); none before they existed
+    sessions: Sessions | None = None
     incumbent: Edge | None = None

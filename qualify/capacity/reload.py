@@ -41,6 +41,7 @@ _PART = re.compile(r"\.part\d{3}$")
 _NUMBERED = re.compile(r"^\d{4}-(?P<rest>.+)$")
 SOAK_ACCEPTANCE = "capacity-soak-acceptance"
 REPLAY = "capacity-replay"
+SESSIONS = "capacity-sessions"
 SOAK_SEED = 7919  # the soak's arrivals: the stage's seed plus this (`Capacity.load`)
 
 
@@ -224,6 +225,8 @@ def rebuild_load(
         view.earlier_form([SOAK_ACCEPTANCE], "the record predates the soak's acceptance series")
     if "replay" not in out:
         view.earlier_form([REPLAY], "the record holds no trace replay")
+    if "sessions" not in out:
+        view.earlier_form([SESSIONS], "the record holds no agent sessions")
     if not out.get("cells") and not out.get("soak"):
         return out
     if slo is None:

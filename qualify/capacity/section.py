@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.capacity.edge import versus
-from qualify.capacity.loads import Load, OpenCell, ReplayCell, Soak
+from qualify.capacity.loads import Load, OpenCell, ReplayCell, Sessions, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
@@ -163,6 +163,23 @@ def acceptance_text(soak: Soak) -> str:
     return f"; acceptance per third {rates}{drift}, mean accepted length {lengths}"
 
 
+def _steps(values: list[float | None], fmt: str) -> str:
+    return " -> ".join("no data" if v is None else format(v, fmt) for v in values)
+
+
+def sessions_text(s: Sessions | None, verdict: str) -> str | None:
+    """The agent sessions in one sentence; None when none ran."""
+    if s is None:
+        return None
+    right = sum(1 for t in s.turns if not (t.failed or t.cut or t.broken))
+    return (
+        f"{verdict}; {s.count} sessions × 3 turns, {right} of {len(s.turns)} turns right, "
+        f"goodput {_pct(s.goodput)}; TTFT p50 by turn {_steps(s.ttft_p50_s_by_turn, '.2f')} s; "
+        f"prompt tokens {_steps(s.prompt_tokens_by_turn, '.0f')} "
+        f"(cached {_steps(s.cached_tokens_by_turn, '.0f')})"
+    )
+
+
 def answers_text(answers: Answers, gates: list[GateOutcome]) -> str:
     """How many answers under load were judged and how many broke, and which cells."""
     if not answers.model_fields_set:
@@ -211,6 +228,7 @@ def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | No
         "cells": cell_rows([*ld.cells, *ld.replay]),
         "soak": soak_text(soak, _verdict(gates, "soak")),
         "answers": answers_text(record.answers, gates),
+        "sessions": sessions_text(ld.sessions, _verdict(gates, "sessions")),
         "unmeasured": _why_unmeasured([e for e in energies if e is not None]),
         "edge": edge_part(ld, knee.goodput_floor if knee is not None else 0.0),
         "ray": ray_rows([*ld.cells, *(ld.incumbent.cells if ld.incumbent else [])]),
@@ -440,7 +458,21 @@ def diff_cells(rec: Record) -> list[Cell]:
         c.measures["goodput"] = Measure("rate", "higher", counts=(r.good, r.requests))
         c.measures["ttft_s"] = Measure("s", "lower", nums(st.ttft_s for st in r.streams))
         out.append(c)
-    return out + soak_cells(rec, base)
+    return out + soak_cells(rec, base) + session_cells(rec, base)
+
+
+def session_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
+    """Per turn of the agent sessions: the TTFTs and the share of turns judged right."""
+    s = rec.load.sessions
+    out = []
+    for n in range(1, 4) if s is not None else []:
+        turns = [t for t in s.turns if t.turn == n] if s is not None else []
+        c = Cell("capacity sessions", f"turn {n}", {**base, "turn": n})
+        c.measures["ttft_s"] = Measure("s", "lower", nums(t.ttft_s for t in turns))
+        right = sum(1 for t in turns if not (t.failed or t.cut or t.broken))
+        c.measures["right"] = Measure("rate", "higher", counts=(right, len(turns)))
+        out.append(c)
+    return out
 
 
 def soak_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:

@@ -156,6 +156,14 @@ class ReplaySettings(StrictModel):
     block_tokens: PositiveInt = Field(512, description="tokens per hash_ids block of the trace")
 
 
+class SessionSettings(StrictModel):
+    """Multi-turn agent sessions (`[stages.capacity.sessions]`, `qualify.capacity.sessions`):
+    off at 0."""
+
+    count: Annotated[int, Field(ge=0, le=64)] = Field(0, description="sessions run at once")
+    max_tokens: PositiveInt = Field(64, description="max_tokens of each turn")
+
+
 class CapacitySettings(StrictModel):
     """The capacity matrix and per-kind decode; every prompt is sized with the server's tokenizer
     and opens with a new nonce, so no request reuses another's cached prefix."""
@@ -206,6 +214,7 @@ class CapacitySettings(StrictModel):
     load: LoadSettings = Field(default_factory=LoadSettings)
     soak: SoakSettings = Field(default_factory=SoakSettings)
     replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
     timeout_s: PositiveFloat = 900.0
     idle_wait_s: PositiveFloat = 60.0
     max_tokenizer_counts: Annotated[int, Field(ge=2, le=32)] = 8
@@ -220,10 +229,12 @@ class CapacitySettings(StrictModel):
 
     @model_serializer(mode="wrap")
     def _unset_replay(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        # Records of earlier builds hold no `replay`: without a trace the settings read as before.
+        # Records of earlier builds hold neither: without them the settings read as before.
         out: dict[str, object] = handler(self)
         if self.replay.trace is None and self.replay == ReplaySettings():
             out.pop("replay", None)
+        if self.sessions == SessionSettings():
+            out.pop("sessions", None)
         return out
 
     @property

@@ -34,6 +34,7 @@ from qualify.capacity.prompts import Prompts
 from qualify.capacity.record import Comparison, Engine, Record
 from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
+from qualify.capacity.sessions import run_sessions
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective
 from qualify.capacity.soak import rss_mib, soak
@@ -183,6 +184,8 @@ class Capacity:
             where = self.ctx.lanes.loaded[lane.name].directory / s.replay.trace
             drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
             out["replay"] = await replays(lane.sender, where, s.replay, common, drain)
+        if n := s.sessions.count:  # agent sessions, each turn on the previous answers
+            out["sessions"] = await run_sessions(lane.sender, n, s.sessions.max_tokens, self.slo)
         return out
 
     async def soak_step(

@@ -123,3 +123,32 @@ def replay(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judge
         said = f"{c.requests} requests at {c.scale:g}x, goodput {_fmt(c.goodput)}"
         out.append(Judged(Verdict.FAIL if reasons else Verdict.PASS, reasons or [said], m, c.cell))
     return out
+
+
+@judge(STAGE, "capacity-sessions", NoParams)
+def sessions(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
+    """The multi-turn agent sessions: every turn answered and judged right (the tool call
+    through the server's parser with JSON arguments, the tool result read, the follow-up
+    keeping it), and the turns' goodput under the SLOs at least the house's floor; no sessions
+    is `skipped`."""
+    s = data.load.sessions
+    if s is None:
+        return [Judged(Verdict.SKIPPED, ["no agent sessions run (stages.capacity.sessions)"])]
+    slo = data.load.slo or data.slo
+    floor = slo.goodput_floor if slo is not None else None
+    m: dict[str, object] = {"sessions": s.count, "turns": len(s.turns), "broken": s.broken}
+    m |= {"goodput": s.goodput, "floor": floor, "ttft_p50_s_by_turn": s.ttft_p50_s_by_turn}
+    m |= {"prompt_tokens_by_turn": s.prompt_tokens_by_turn}
+    m["cached_tokens_by_turn"] = s.cached_tokens_by_turn
+    reasons = [
+        f"session {t.session + 1} turn {t.turn}: {why}"
+        for t in s.turns
+        for why in ([t.failed or t.cut] if t.failed or t.cut else t.broken)
+    ]
+    if s.goodput is not None and floor is not None and s.goodput < floor:
+        reasons.append(f"goodput of the turns {s.goodput:.0%} under the floor {floor:.0%}")
+    if reasons:
+        return [Judged(Verdict.FAIL, reasons, m)]
+    ttft = " -> ".join(_fmt(x, " s") for x in s.ttft_p50_s_by_turn)
+    said = f"{s.count} sessions, every turn right; TTFT p50 by turn {ttft}"
+    return [Judged(Verdict.PASS, [said], m)]

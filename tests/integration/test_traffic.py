@@ -1,7 +1,11 @@
-"""Trace replay against a real llama-server: the shipped Mooncake-form trace (lengths and block
-ids, prompts synthesized) at its own pace and four times faster, and the shipped agent-task
-trace (qualify's form, one session per task), every answer judged; the cells' record judged by
-`capacity-replay`."""
+"""Production-shaped traffic against a real llama-server.
+
+Trace replay: the shipped Mooncake-form trace (lengths and block ids, prompts synthesized) at its
+own pace and four times faster, and the shipped agent-task trace (qualify's form, one session
+per task), every answer judged; the cells' record judged by `capacity-replay` and measured
+again from the kept exchanges as `verify` does. Agent sessions: three concurrent sessions of
+three turns each (tool call, tool result, follow-up), every turn judged and kept, measured again
+as `verify` does."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from qualify.capacity import traffic_judges
 from qualify.capacity.knee import public_load
 from qualify.capacity.record import Record
 from qualify.capacity.replay import replay_again, replay_cell
+from qualify.capacity.sessions import run_sessions, sessions_again
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import SloSettings, effective
 from qualify.capacity.trace import read_trace
@@ -146,3 +151,26 @@ def test_the_agent_task_trace_replays_one_session_per_task(server: str) -> None:
     assert cell["requests"] == 11 and cell["sessions"] == 11
     assert cell["completed"] + cell["cut"] == 11
     print("agent trace:", cell["cell"], cell["goodput"], cell["window_s"], cell["broken"])
+
+
+def test_agent_sessions_run_each_turn_on_the_previous_answers(server: str, tmp_path: Path) -> None:
+    kept = Kept(tmp_path)
+
+    async def go() -> dict[str, Any]:
+        async with Client(server) as c:
+            body = {"model": "m", "max_tokens": 48, "temperature": 0}
+            sender = Sender(c, dialect("llama.cpp"), body, 300.0, 5.0, kept)
+            return await run_sessions(sender, 3, 48, SLO)
+
+    out = asyncio.run(go())
+    assert out["count"] == 3 and len(out["turns"]) == 9 and out["judged"] == 9
+    by_turn = out["prompt_tokens_by_turn"]
+    assert by_turn[0] < by_turn[1] < by_turn[2]  # the prefix grows turn by turn
+    record = Record.model_validate({"load": {"sessions": out}})
+    (verdict,) = traffic_judges.sessions(record, traffic_judges.NoParams(), Thresholds())
+    assert verdict.verdict in (Verdict.PASS, Verdict.FAIL)
+    again = sessions_again(kept.view({"load": {"sessions": out}}), out, SLO)
+    for key in ("turns", "judged", "broken", "good", "ttft_p50_s_by_turn"):
+        assert again[key] == out[key], key
+    print("sessions:", out["ttft_p50_s_by_turn"], by_turn, out["cached_tokens_by_turn"])
+    print("sessions verdict:", verdict.verdict.value, verdict.reasons[:4])
