@@ -238,5 +238,11 @@ class CapacitySettings(StrictModel):
         return out
 
     @property
+    def loads(self) -> bool:
+        """Whether the stage runs any open-loop load, replay or sessions."""
+        s = self
+        return s.load.enabled or s.soak.enabled or bool(s.replay.trace or s.sessions.count)
+
+    @property
     def depths(self) -> list[int]:
         return list(self.kind_depths if self.kind_depths is not None else self.lengths)

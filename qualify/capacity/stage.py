@@ -459,7 +459,7 @@ async def capacity(ctx: StageContext) -> StageResult:
             for name, runs in order:
                 if await cap.matrix_turn(name, runs, inc_info, task):
                     ran.append(f"{name} run {','.join(map(str, runs))}")
-            if s.load.enabled or s.soak.enabled:
+            if s.loads:
                 load = await around(cap, cap.loads(inc_info["status"] == "found", ran, task))
     finally:
         if INCUMBENT in ctx.lanes.loaded:

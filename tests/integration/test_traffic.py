@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from qualify.capacity.replay import replay_again, replay_cell
 from qualify.capacity.sessions import run_sessions, sessions_again
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import SloSettings, effective
-from qualify.capacity.trace import read_trace
+from qualify.capacity.trace import read_trace, trace_sha256
 from qualify.evidence.kept import AttemptView
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
@@ -174,3 +174,42 @@ def test_agent_sessions_run_each_turn_on_the_previous_answers(server: str, tmp_p
         assert again[key] == out[key], key
     print("sessions:", out["ttft_p50_s_by_turn"], by_turn, out["cached_tokens_by_turn"])
     print("sessions verdict:", verdict.verdict.value, verdict.reasons[:4])
+
+
+def test_the_capacity_stage_replays_a_trace_and_runs_sessions(
+    candidate_factory: Callable[..., Path], stage_runner: Any
+) -> None:
+    """The stage itself, one matrix cell, no knee search nor soak: the trace at twice its pace
+    and two sessions, written, derived from the attempt's kept files by the rebuild `verify`
+    runs (the stage judges once from those), and judged by `replay` and `sessions`."""
+    trace = TRACES / "mooncake-head.jsonl"
+    cand = candidate_factory(
+        "traffic",
+        stages=["capacity"],
+        replace={
+            "lengths = [256, 2048]": "lengths = [128]",
+            "concurrency = [1, 2]": "concurrency = [1]",
+            'kinds = ["prose", "code", "json", "list"]': "kinds = []",
+            "load = { length = 256,": "load = { enabled = false, length = 128,",
+            "soak = { rate_fraction = 0.75 }": (
+                "soak = { enabled = false }\n"
+                f'replay = {{ trace = "{trace}", scales = [2.0], block_tokens = 16 }}\n'
+                "sessions = { count = 2, max_tokens = 32 }"
+            ),
+        },
+    )
+    result = stage_runner(cand).stage("capacity")
+    assert result.status == "finished", result.reasons
+    (cell,) = result.data["load"]["replay"]
+    assert cell["cell"] == "replay-2x" and cell["requests"] == 4
+    assert cell["trace_sha256"] == trace_sha256(trace.read_text())
+    sessions = result.data["load"]["sessions"]
+    assert sessions["count"] == 2 and len(sessions["turns"]) == 6
+    gates = {g.gate: g.verdict for g in result.gates}
+    assert gates["replay@replay-2x"] in (Verdict.PASS, Verdict.FAIL)
+    assert gates["sessions"] in (Verdict.PASS, Verdict.FAIL)
+    assert gates["soak-acceptance"] is Verdict.SKIPPED
+    print(
+        "stage gates:",
+        {k: v.value for k, v in gates.items() if k in ("replay@replay-2x", "sessions")},
+    )
