@@ -10,9 +10,11 @@ from qualify.registry import StageParts, StageSpec
 
 
 def parts() -> StageParts:
-    from qualify.capacity import judges, rebuild, record, section, stage
+    from qualify.capacity import judges, rebuild, record, section, stage, traffic_judges
 
-    return StageParts.of(stage.capacity, record.Record, section, judges, rebuild=rebuild.rebuild)
+    return StageParts.of(
+        stage.capacity, record.Record, section, judges, traffic_judges, rebuild=rebuild.rebuild
+    )
 
 
 SPEC = StageSpec(

@@ -95,7 +95,7 @@ Fresh = Callable[[], Awaitable[Messages]]
 
 
 def cell_streams(
-    run: OpenLoopRun, sender: Sender, label: str, kind: str, max_tokens: int
+    run: OpenLoopRun, sender: Sender, label: str, kind: str, max_tokens: int | None
 ) -> list[dict[str, Any]]:
     """One record per planned request: judged when it was answered, else why not."""
     out: list[dict[str, Any]] = []
@@ -389,4 +389,6 @@ def public_load(load: dict[str, Any]) -> dict[str, Any]:
         }
     if out.get("soak"):
         out["soak"] = trim(out["soak"])
+    if out.get("replay"):
+        out["replay"] = [trim(c) for c in out["replay"]]
     return out

@@ -10,6 +10,7 @@ from pydantic import Field
 
 from qualify.capacity.parts import Energy, Part, PlannedLength
 from qualify.capacity.slo import Goodput, Slo
+from qualify.capacity.specdrift import AcceptanceDrift
 from qualify.serving.idle import Idle
 
 
@@ -107,6 +108,49 @@ class OpenCell(Goodput):
     step: int | None = None
 
 
+class ReplayCell(OpenCell):
+    """One replay of a trace at one scale (`qualify.capacity.replay.replay_cell`)."""
+
+    arrival: Literal["trace"] = "trace"  # type: ignore[assignment]
+    trace: str = ""
+    trace_sha256: str = ""
+    scale: float = 1.0
+    sessions: int = 0
+
+
+class SessionTurn(Part):
+    """One turn of an agent session (`qualify.capacity.sessions.turn_record`)."""
+
+    session: int = 0
+    turn: int = 0
+    failed: str | None = None
+    cut: str | None = None
+    broken: list[str] = Field(default_factory=list)
+    scripted: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    decode_tok_s: float | None = None
+    tool_calls: int = 0
+    files: list[str] = Field(default_factory=list)
+
+
+class Sessions(Goodput):
+    """The multi-turn agent sessions (`qualify.capacity.sessions`)."""
+
+    count: int = 0
+    window_s: float | None = None
+    turns: list[SessionTurn] = Field(default_factory=list)
+    ttft_p50_s_by_turn: list[float | None] = Field(default_factory=list)
+    prompt_tokens_by_turn: list[float | None] = Field(default_factory=list)
+    cached_tokens_by_turn: list[float | None] = Field(default_factory=list)
+    judged: int = 0
+    broken: int = 0
+
+
 class Knee(Part):
     """The knee search's result (`qualify.capacity.knee`): `statement` is the sentence the
     decision shows ("serves R req/s at goodput G under SLO S")."""
@@ -186,6 +230,11 @@ class Soak(Goodput):
     error_counters_seen: list[str] = Field(default_factory=list)
     memory: SoakMemory = Field(default_factory=SoakMemory)
     ttft_drift: Drift = Field(default_factory=Drift)
+    # The draft counters on every scrape and the acceptance per third they give
+    # (`qualify.capacity.specdrift`); None in a record made before: not measured.
+    acceptance_columns: list[str] = Field(default_factory=list)
+    acceptance_series: list[list[float | None]] | None = None
+    acceptance_drift: AcceptanceDrift | None = None
     window_s: float | None = None
     completion_tokens: int = 0
     lag: Lag = Field(default_factory=Lag)
@@ -219,4 +268,8 @@ class Load(Part):
     requests: int = 0
     wall_s: float | None = None
     soak: Soak | None = None
+    # the trace replayed at each scale (`qualify.capacity.replay`); none before replay existed
+    replay: list[ReplayCell] = Field(default_factory=list)
+    # the multi-turn agent sessions (`qualify.capacity.sessions`); none before they existed
+    sessions: Sessions | None = None
     incumbent: Edge | None = None

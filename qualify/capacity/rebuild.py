@@ -34,8 +34,10 @@ from qualify.capacity.incumbent import compare
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.parts import plan_lengths
 from qualify.capacity.record import Record
-from qualify.capacity.reload import kept_stream, rebuild_load
+from qualify.capacity.reload import REPLAY, SESSIONS, SOAK_ACCEPTANCE, kept_stream, rebuild_load
+from qualify.capacity.replay import replay_again
 from qualify.capacity.runs import exclusion, stream_record, summarize
+from qualify.capacity.sessions import sessions_again
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo
 from qualify.capacity.stage import INCUMBENT
@@ -48,7 +50,14 @@ _COUNTED = re.compile(r"^\d{4}-(cap|kind|load)-.+-s\d+\.json$|^\d{4}-soak-s\d+\.
 # The checks of the record's later fields: a record of the form before them has no such field,
 # and no gates of these checks.
 _LATER = {
-    "load": ["capacity-goodput", "capacity-harness", "capacity-soak"],
+    "load": [
+        "capacity-goodput",
+        "capacity-harness",
+        "capacity-soak",
+        SOAK_ACCEPTANCE,
+        REPLAY,
+        SESSIONS,
+    ],
     "answers": ["capacity-answers"],
 }
 
@@ -185,6 +194,8 @@ def _all_streams(rows: list[dict[str, Any]], load: dict[str, Any] | None) -> lis
     out = [st for row in rows for run in row["_runs"] for st in run["streams"]]
     edge = ((load or {}).get("incumbent") or {}).get("cells") or []
     cells = [*((load or {}).get("cells") or []), *edge, (load or {}).get("soak") or {}]
+    cells += (load or {}).get("replay") or []
+    cells += [{"streams": ((load or {}).get("sessions") or {}).get("turns") or []}]
     return out + [st for c in cells for st in c.get("streams") or []]
 
 
@@ -233,6 +244,11 @@ def rebuild(view: AttemptView) -> Record:
     matrix, sat = _matrix(view, sealed, s, slo)
     kinds = _kinds(view, sealed, s)
     load = rebuild_load(view, sealed.get("load"), s, slo)
+    if load and load.get("replay") and slo is not None:
+        view.trust("each replayed request's send offset and prompt (the trace its cell names)")
+        load["replay"] = [replay_again(view, c, s, slo) for c in load["replay"]]
+    if load and load.get("sessions") and slo is not None:
+        load["sessions"] = sessions_again(view, load["sessions"], slo)
     _complete(view, _all_streams(matrix + kinds, load))
     for row in matrix + kinds:
         row["run_records"] = public_runs(row.pop("_runs"))

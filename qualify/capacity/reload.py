@@ -32,12 +32,16 @@ from qualify.capacity.runs import stream_record
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo, goodput
 from qualify.capacity.soak import drift
+from qualify.capacity.specdrift import acceptance_thirds
 from qualify.capacity.spread import shard_label
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
 _PART = re.compile(r"\.part\d{3}$")
 _NUMBERED = re.compile(r"^\d{4}-(?P<rest>.+)$")
+SOAK_ACCEPTANCE = "capacity-soak-acceptance"
+REPLAY = "capacity-replay"
+SESSIONS = "capacity-sessions"
 SOAK_SEED = 7919  # the soak's arrivals: the stage's seed plus this (`Capacity.load`)
 
 
@@ -92,7 +96,11 @@ def _earlier_answers(
 
 
 def _streams(
-    view: AttemptView, cell: dict[str, Any], offsets: list[float], kind: str, max_tokens: int
+    view: AttemptView,
+    cell: dict[str, Any],
+    offsets: list[float],
+    kind: str,
+    max_tokens: int | None,
 ) -> list[dict[str, Any]]:
     """Each planned request of an open-loop cell, at its planned offset: measured again from its
     exchange, or, never answered, as recorded (its `unfinished` says why)."""
@@ -199,6 +207,9 @@ def _soak(
     if "per_third" not in (sealed.get("ttft_drift") or {}):
         got.pop("per_third")  # a record made before: its drift is judged as it was
     out["ttft_drift"] = got
+    if "acceptance_series" in sealed:
+        series = sealed.get("acceptance_series") or []
+        out["acceptance_drift"] = acceptance_thirds(series).model_dump(mode="json")
     _per_token(out)
     return out
 
@@ -210,6 +221,12 @@ def rebuild_load(
     if not isinstance(sealed, dict):
         return None
     out = copy.deepcopy(sealed)
+    if "acceptance_series" not in (out.get("soak") or {}):
+        view.earlier_form([SOAK_ACCEPTANCE], "the record predates the soak's acceptance series")
+    if "replay" not in out:
+        view.earlier_form([REPLAY], "the record holds no trace replay")
+    if "sessions" not in out:
+        view.earlier_form([SESSIONS], "the record holds no agent sessions")
     if not out.get("cells") and not out.get("soak"):
         return out
     if slo is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.capacity.edge import versus
-from qualify.capacity.loads import Load, OpenCell, Soak
+from qualify.capacity.loads import Load, OpenCell, ReplayCell, Sessions, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
@@ -101,7 +101,7 @@ def cell_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
         out.append(
             {
                 "cell": c.cell or c.label,
-                "arrival": c.arrival,
+                "arrival": f"trace {c.trace}" if isinstance(c, ReplayCell) else c.arrival,
                 "offered": "burst"
                 if c.arrival == "burst"
                 else ("no data" if offered is None else f"{offered:.3f}"),
@@ -147,7 +147,37 @@ def soak_text(soak: Soak | None, verdict: str) -> str:
     moved = soak.error_counters
     errs = f"; engine error counters moved: {', '.join(moved)}" if moved else ""
     good = f"goodput {_pct(soak.goodput)}"
-    return f"{head}: {done}, {good}; {progress}; {ttft}; {memory}{errs}"
+    return f"{head}: {done}, {good}; {progress}; {ttft}; {memory}{errs}{acceptance_text(soak)}"
+
+
+def acceptance_text(soak: Soak) -> str:
+    """The soak's acceptance per third (`capacity.specdrift`); nothing in a record without."""
+    a = soak.acceptance_drift
+    if a is None:
+        return ""
+    if a.why is not None or not a.thirds:
+        return f"; acceptance: {a.why or 'no data'}"
+    rates = " -> ".join("no data" if t.rate is None else f"{t.rate:.2f}" for t in a.thirds)
+    lengths = " -> ".join(number(t.mean_length) for t in a.thirds)
+    drift = "" if a.rate_drift_pct is None else f" ({a.rate_drift_pct:+.0f}%)"
+    return f"; acceptance per third {rates}{drift}, mean accepted length {lengths}"
+
+
+def _steps(values: list[float | None], fmt: str) -> str:
+    return " -> ".join("no data" if v is None else format(v, fmt) for v in values)
+
+
+def sessions_text(s: Sessions | None, verdict: str) -> str | None:
+    """The agent sessions in one sentence; None when none ran."""
+    if s is None:
+        return None
+    right = sum(1 for t in s.turns if not (t.failed or t.cut or t.broken))
+    return (
+        f"{verdict}; {s.count} sessions × 3 turns, {right} of {len(s.turns)} turns right, "
+        f"goodput {_pct(s.goodput)}; TTFT p50 by turn {_steps(s.ttft_p50_s_by_turn, '.2f')} s; "
+        f"prompt tokens {_steps(s.prompt_tokens_by_turn, '.0f')} "
+        f"(cached {_steps(s.cached_tokens_by_turn, '.0f')})"
+    )
 
 
 def answers_text(answers: Answers, gates: list[GateOutcome]) -> str:
@@ -195,9 +225,10 @@ def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | No
             f"{planned or 'no data'} tokens, {ld.requests} requests in {ld.wall_s or 0:.0f} s"
         ),
         "goodput_gate": _verdict(gates, "goodput"),
-        "cells": cell_rows(ld.cells),
+        "cells": cell_rows([*ld.cells, *ld.replay]),
         "soak": soak_text(soak, _verdict(gates, "soak")),
         "answers": answers_text(record.answers, gates),
+        "sessions": sessions_text(ld.sessions, _verdict(gates, "sessions")),
         "unmeasured": _why_unmeasured([e for e in energies if e is not None]),
         "edge": edge_part(ld, knee.goodput_floor if knee is not None else 0.0),
         "ray": ray_rows([*ld.cells, *(ld.incumbent.cells if ld.incumbent else [])]),
@@ -479,4 +510,40 @@ def diff_cells(rec: Record) -> list[Cell]:
             a = Cell("acceptance", f"kind {k.cell}", c.setting)
             a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
             out.append(a)
+    for r in rec.load.replay:
+        c = Cell("capacity replay", r.cell, {**base, "trace": r.trace, "scale": r.scale})
+        c.measures["goodput"] = Measure("rate", "higher", counts=(r.good, r.requests))
+        c.measures["ttft_s"] = Measure("s", "lower", nums(st.ttft_s for st in r.streams))
+        out.append(c)
+    return out + soak_cells(rec, base) + session_cells(rec, base)
+
+
+def session_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
+    """Per turn of the agent sessions: the TTFTs and the share of turns judged right."""
+    s = rec.load.sessions
+    out = []
+    for n in range(1, 4) if s is not None else []:
+        turns = [t for t in s.turns if t.turn == n] if s is not None else []
+        c = Cell("capacity sessions", f"turn {n}", {**base, "turn": n})
+        c.measures["ttft_s"] = Measure("s", "lower", nums(t.ttft_s for t in turns))
+        right = sum(1 for t in turns if not (t.failed or t.cut or t.broken))
+        c.measures["right"] = Measure("rate", "higher", counts=(right, len(turns)))
+        out.append(c)
+    return out
+
+
+def soak_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
+    """The soak's first and last third's acceptance, as counts (drafted tokens accepted)."""
+    soak = rec.load.soak
+    a = soak.acceptance_drift if soak is not None else None
+    if a is None or len(a.thirds) != 3:
+        return []
+    out = []
+    for name, t in (("first", a.thirds[0]), ("last", a.thirds[-1])):
+        if t.draft_tokens:
+            c = Cell("acceptance", f"soak {name} third", base)
+            c.measures["acceptance"] = Measure(
+                "rate", "higher", counts=(t.accepted, t.draft_tokens)
+            )
+            out.append(c)
     return out

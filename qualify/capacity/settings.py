@@ -141,6 +141,29 @@ class SoakSettings(StrictModel):
     poll_s: Annotated[float, Field(gt=0, le=10)] = 1.0
 
 
+class ReplaySettings(StrictModel):
+    """Trace replay (`[stages.capacity.replay]`, `qualify.capacity.replay`): off unless a
+    trace is named."""
+
+    trace: str | None = Field(
+        None, description="a JSONL trace (Mooncake or qualify's form), relative to the candidate"
+    )
+    scales: list[PositiveFloat] = Field(
+        default_factory=lambda: [1.0, 2.0],
+        min_length=1,
+        description="replay speeds: 1 is the trace's own pace, 2 twice as fast",
+    )
+    block_tokens: PositiveInt = Field(512, description="tokens per hash_ids block of the trace")
+
+
+class SessionSettings(StrictModel):
+    """Multi-turn agent sessions (`[stages.capacity.sessions]`, `qualify.capacity.sessions`):
+    off at 0."""
+
+    count: Annotated[int, Field(ge=0, le=64)] = Field(0, description="sessions run at once")
+    max_tokens: PositiveInt = Field(64, description="max_tokens of each turn")
+
+
 class CapacitySettings(StrictModel):
     """The capacity matrix and per-kind decode; every prompt is sized with the server's tokenizer
     and opens with a new nonce, so no request reuses another's cached prefix."""
@@ -190,6 +213,8 @@ class CapacitySettings(StrictModel):
     )
     load: LoadSettings = Field(default_factory=LoadSettings)
     soak: SoakSettings = Field(default_factory=SoakSettings)
+    replay: ReplaySettings = Field(default_factory=ReplaySettings)
+    sessions: SessionSettings = Field(default_factory=SessionSettings)
     timeout_s: PositiveFloat = 900.0
     idle_wait_s: PositiveFloat = 60.0
     max_tokenizer_counts: Annotated[int, Field(ge=2, le=32)] = 8
@@ -201,6 +226,22 @@ class CapacitySettings(StrictModel):
             if len(set(values)) != len(values):
                 raise ValueError(f"{name} lists a value twice ({values}); expected distinct values")
         return self
+
+    @model_serializer(mode="wrap")
+    def _unset_replay(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        # Records of earlier builds hold neither: without them the settings read as before.
+        out: dict[str, object] = handler(self)
+        if self.replay.trace is None and self.replay == ReplaySettings():
+            out.pop("replay", None)
+        if self.sessions == SessionSettings():
+            out.pop("sessions", None)
+        return out
+
+    @property
+    def loads(self) -> bool:
+        """Whether the stage runs any open-loop load, replay or sessions."""
+        s = self
+        return s.load.enabled or s.soak.enabled or bool(s.replay.trace or s.sessions.count)
 
     @property
     def depths(self) -> list[int]:

@@ -15,7 +15,10 @@ arrivals run, a watcher on the same loop polls every `poll_s`:
 - **memory**: GPU used memory from the sampler where there is one, else the resident memory of
   the server process qualify launched; its growth from the first to the last reading;
 - **TTFT drift**: the median TTFT of the last third of the requests (in send order) over that of
-  the first third.
+  the first third;
+- **acceptance drift**: the engine's draft counters on every scrape, kept as a series, and the
+  speculative acceptance and mean accepted length per third of the soak's time from their
+  deltas (`qualify.capacity.specdrift`); "no speculation" on an engine that drafts nothing.
 
 Every answer is judged as in the other load cells, and the soak's goodput is computed under the
 same SLOs. Once the load has ended (not after a hang) the watcher scrapes once more, so the
@@ -33,9 +36,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from qualify.ab.acceptance import SpecCounters
 from qualify.capacity.knee import Fresh, Meter, cell_streams, tallied
 from qualify.capacity.openloop import Flight, Plan, poisson, send
 from qualify.capacity.slo import Slo
+from qualify.capacity.specdrift import SERIES_COLUMNS, acceptance_thirds, spec_point
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
 from qualify.serving.sender import Sender
@@ -144,7 +149,14 @@ class Watcher:
         self.errors_last: dict[str, float] = {}
         self.memory_mib: list[float] = []
         self.health: dict[str, int] = {}
+        self.spec: list[list[float | None]] = []
         self.t0 = time.perf_counter()
+
+    def _spec(self, snap: MetricsSnapshot | None) -> None:
+        """One row of the draft-counter series (`specdrift`), where the engine has any."""
+        point = None if snap is None else spec_point(SpecCounters.read(snap, self.s.dialect))
+        if point is not None and len(self.spec) < TIMELINE_MAX:
+            self.spec.append([round(time.perf_counter() - self.t0, 2), *point])
 
     async def _probe(self) -> tuple[MetricsSnapshot | None, str]:
         c = self.s.client
@@ -173,6 +185,7 @@ class Watcher:
             gen = None if snap is None else snap.first(self.s.dialect.generated)
             if gen is not None:
                 self.generated.append(gen)
+            self._spec(snap)
             moved = self.flight.completed != last_done or (
                 step is not None and last_step is not None and step > last_step
             )
@@ -256,6 +269,7 @@ class Watcher:
             self.generated.append(gen)
         if snap is not None:
             self.errors_last = error_counters(snap)
+        self._spec(snap)
 
 
 async def soak(
@@ -310,6 +324,9 @@ async def soak(
         "sent": sum(1 for s in run.sent if s.sent_s is not None),
         **watcher.seen(memory_source),
         "ttft_drift": drift(streams),
+        "acceptance_columns": SERIES_COLUMNS,
+        "acceptance_series": watcher.spec,
+        "acceptance_drift": acceptance_thirds(watcher.spec).model_dump(mode="json"),
         "timeline_columns": ["t_s", "progress", "completed", "in_flight", "health", "memory_mib"],
         "timeline": watcher.timeline,
     }

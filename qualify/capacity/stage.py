@@ -26,19 +26,15 @@ from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
 from qualify.capacity.knee import open_cell, public_load, search
 from qualify.capacity.loads import Knee, soak_rate_from
-from qualify.capacity.matrix import (
-    cell_key,
-    median_of_runs,
-    public_runs,
-    run_goodput,
-    saturation,
-)
+from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
 from qualify.capacity.record import Comparison, Engine, Record
+from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
+from qualify.capacity.sessions import run_sessions
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective
 from qualify.capacity.soak import rss_mib, soak
@@ -184,6 +180,12 @@ class Capacity:
         if s.soak.enabled:
             out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
+        if s.replay.trace:  # the candidate's trace, at each of its scales
+            where = self.ctx.lanes.loaded[lane.name].directory / s.replay.trace
+            drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
+            out["replay"] = await replays(lane.sender, where, s.replay, common, drain)
+        if n := s.sessions.count:  # agent sessions, each turn on the previous answers
+            out["sessions"] = await run_sessions(lane.sender, n, s.sessions.max_tokens, self.slo)
         return out
 
     async def soak_step(
@@ -457,7 +459,7 @@ async def capacity(ctx: StageContext) -> StageResult:
             for name, runs in order:
                 if await cap.matrix_turn(name, runs, inc_info, task):
                     ran.append(f"{name} run {','.join(map(str, runs))}")
-            if s.load.enabled or s.soak.enabled:
+            if s.loads:
                 load = await around(cap, cap.loads(inc_info["status"] == "found", ran, task))
     finally:
         if INCUMBENT in ctx.lanes.loaded:

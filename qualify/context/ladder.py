@@ -16,6 +16,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from qualify.ab.acceptance import between
 from qualify.context.corpus import Needles
 from qualify.context.tasks import Task, Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
@@ -221,6 +222,9 @@ async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[
     row["_timings"] = counted
     _summarize(row, streams, span)
     row["cached_tokens_metric_delta"] = after.since(before, drv.dialect.prompt_cached)
+    if before.snapshot is not None and after.snapshot is not None:
+        got = between(before.snapshot, after.snapshot, drv.dialect)
+        row["acceptance"] = got or {"unmeasured": "no speculation: no draft counters"}
     _verdict(row, streams)
     if after.idle is False:
         return _idle_error(row, "after", after)

@@ -106,6 +106,8 @@ def _row(
     out = copy.deepcopy(row)
     if row.get("gpu"):
         view.trust("each cell's per-card lowest free memory and mean power (the sampler's)")
+    if row.get("acceptance"):
+        view.trust("each cell's draft acceptance (the counter deltas around it)")
     if not streams:
         view.trust("the idle checks around each cell")
         return out
@@ -212,6 +214,8 @@ def rebuild(view: AttemptView) -> Record:
     sealed = copy.deepcopy(view.sealed)
     if view.candidate is None:
         raise NotKept("no signed candidate copy in the run")
+    if not any("acceptance" in r for r in sealed.get("rows") or []):
+        view.earlier_form(["context-acceptance-depth"], "the record predates acceptance per cell")
     if "audits" not in sealed:
         view.earlier_form(_AUDITS, "the record predates the context audits (no audits field)")
     targets = copy.deepcopy(sealed.get("targets") or [])

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, JsonValue
 
+from qualify.ab.record import Acceptance
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
 from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 from qualify.serving.idle import IdleAround
@@ -98,6 +99,8 @@ class Row(Written):
     answer: str = ""
     cached_tokens_metric_delta: float | None = None
     server_window: ServerComparison | None = None
+    # draft acceptance between the idle scrapes around the cell; None in a record made before
+    acceptance: Acceptance | None = None
     gpu: PartGpu | None = None
     verdict: str = ""
     reasons: list[str] = Field(default_factory=list)

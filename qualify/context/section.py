@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qualify.context.depth_acceptance import rung_acceptance
 from qualify.context.record import Record, Row
 from qualify.evidence.store import RunDir
 from qualify.present.cells import Cell, Measure, given, nums
@@ -70,7 +71,19 @@ def context_rows(record: Record) -> dict[str, object]:
         "side": list(side.values()),
         "clamped": clamped,
         "gpu": gpu_rows(record, side),
+        "acceptance": acceptance_line(record),
     }
+
+
+def acceptance_line(record: Record) -> str | None:
+    """Draft acceptance per rung from the server's counters; None in a record without it."""
+    if not any(r.acceptance is not None for r in record.rows):
+        return None
+    counts = rung_acceptance(record)
+    if not counts:
+        return "Draft acceptance per rung: no speculation (no cell drafted a token)."
+    rates = ", ".join(f"{t:,}: {a / n:.2f}" for t, (a, n) in sorted(counts.items()))
+    return f"Draft acceptance per rung (server counters, accepted of drafted tokens): {rates}."
 
 
 def prefill_note(r: Row) -> str | None:
@@ -202,6 +215,9 @@ def _context_cell(row: Row, level: str | None) -> Cell:
         "tok/s", "higher", nums(s.effective_prefill_tok_s for s in streams)
     )
     c.measures["decode_tok_s"] = Measure("tok/s", "higher", nums(s.decode_tok_s for s in speedy))
+    if row.acceptance is not None and row.acceptance.draft_tokens:
+        counts = (row.acceptance.accepted or 0, row.acceptance.draft_tokens)
+        c.measures["acceptance"] = Measure("rate", "higher", counts=counts)
     needles = [all(s.needles.values()) for s in streams if s.needles]
     if needles:
         c.measures["needles found"] = Measure("rate", "higher", counts=(sum(needles), len(needles)))

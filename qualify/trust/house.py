@@ -43,6 +43,8 @@ _HIGHER_IS_STRICTER = {
     "soak_duration_s",
     "soak_min_requests",
     "soak_min_third_requests",
+    "soak_min_third_drafts",
+    "context_min_acceptance_ratio",
 }
 _LOWER_IS_STRICTER = {
     "vram_max_gap_fraction",
@@ -54,6 +56,7 @@ _LOWER_IS_STRICTER = {
     "soak_max_ttft_drift_pct",
     "soak_min_ttft_drift_s",
     "soak_max_memory_growth_mib",
+    "soak_max_acceptance_drop_pct",
 }
 # None: no bound, the loosest
 _OPTIONAL_LOWER_IS_STRICTER = {"capacity_max_ttft_p95_s", "slo_ttft_s", "slo_tpot_s", "slo_e2e_s"}

@@ -486,3 +486,41 @@ def test_a_house_listing_capacity_check_codes_refuses_a_record_of_another(
     _, report = verified(published, tmp_path, text)
     assert not report.ok
     assert any("nor one the house accepts for capacity" in p for p in report.problems)
+
+
+def test_the_soaks_acceptance_is_derived_again_from_its_kept_series(
+    load_run: Path, tmp_path: Path
+) -> None:
+    """A planted counter series that drifts: verify derives the thirds from it and the gate
+    fails; the record's drift rewritten to a steady one is refused naming the field."""
+    from qualify.capacity.specdrift import acceptance_thirds
+
+    falling: list[list[float]] = [[0.0, 0.0, 0.0, 0.0]]
+    for t in range(1, 31):
+        d, tok, acc = falling[-1][1:]
+        falling.append([float(t), d + 10, tok + 40, acc + (28 if t <= 10 else 12)])
+
+    def planted(data: dict[str, Any]) -> None:
+        soak = data["load"]["soak"]
+        soak["acceptance_series"] = falling
+        soak["acceptance_drift"] = acceptance_thirds(falling).model_dump(mode="json")
+
+    run = _load_copy(load_run, tmp_path)
+    rebuilt = rebuild(edit(run, planted))
+    drift = rebuilt["load"]["soak"]["acceptance_drift"]
+    assert drift["rate_drift_pct"] < -50
+    gates, _ = judge_stage("capacity", default_gates_dir(), rebuilt, Thresholds())
+    (g,) = [g for g in gates if g.gate == "soak-acceptance"]
+    assert g.verdict.value == "fail", g.reasons
+
+    def steady(data: dict[str, Any]) -> None:
+        data["load"]["soak"]["acceptance_drift"]["rate_drift_pct"] = 0.0
+
+    found = problems(edit(run, steady))
+    assert any("data.load.soak.acceptance_drift.rate_drift_pct is 0.0" in p for p in found), found
+
+
+def test_a_soak_without_its_acceptance_series_is_of_an_earlier_form(load_run: Path) -> None:
+    view = view_of(load_run)
+    rebuild(view)
+    assert "capacity-soak-acceptance" in view.earlier

@@ -1,0 +1,129 @@
+"""Trace replay: a recorded trace (`qualify.capacity.trace`) sent through the open-loop sender
+(`qualify.capacity.openloop`) at its recorded pace and at each faster `scales` step, every answer
+judged as the load's answers are (`qualify.capacity.runs.stream_record`).
+
+One cell per scale, labelled `load-replay-<scale>x`: each row of the trace becomes one request at
+its offset divided by the scale, its prompt as the trace gives it or synthesized from its lengths
+and block ids, its `max_tokens` the row's `output_length` capped by the stage's. The cell records
+what an open-loop cell records (requests by outcome, window, lag, goodput under the SLOs, energy)
+and the trace's name and digest; `verify` measures every request again from its kept exchange
+and derives the cell's figures with the same function (`replay_figures`).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+from qualify.capacity.knee import Meter, cell_streams, pace, tallied
+from qualify.capacity.openloop import Plan, send
+from qualify.capacity.reload import _counts, _streams
+from qualify.capacity.settings import CapacitySettings, ReplaySettings
+from qualify.capacity.slo import Slo
+from qualify.capacity.trace import (
+    TraceRow,
+    offsets_of,
+    prompt_of,
+    read_trace,
+    trace_sha256,
+)
+from qualify.evidence.kept import AttemptView, NotKept
+from qualify.serving.idle import wait_idle
+from qualify.serving.sender import Sender
+
+
+def label_of(scale: float) -> str:
+    return f"load-replay-{scale:g}x"
+
+
+def replay_figures(
+    streams: list[dict[str, Any]], slo: Slo, window_s: float | None, offsets: list[float]
+) -> dict[str, Any]:
+    """A replay cell's figures from its streams: counts, tokens, goodput (as every open-loop
+    cell's), the offered and achieved rates and the pace."""
+    out = _counts(streams, slo, window_s)
+    span = offsets[-1] if offsets else 0.0
+    done = [s for s in streams if not s.get("unfinished")]
+    tokens = out["completion_tokens"]
+    out["offered_rps"] = (len(offsets) - 1) / span if span > 0 else None
+    out["achieved_rps"] = len(done) / window_s if window_s else None
+    out["output_tok_s"] = tokens / window_s if window_s and tokens else None
+    out["pace"] = pace(streams) if span > 0 else None
+    return out
+
+
+def body_of(sender: Sender, row: TraceRow, i: int, block_tokens: int, cap: int) -> dict[str, Any]:
+    """The request of row `i`: its messages, its output length as `max_tokens` (capped)."""
+    body = sender.request(prompt_of(row, i, block_tokens))
+    key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    body[key] = min(row.output_length or cap, cap)
+    return body
+
+
+async def replay_cell(
+    sender: Sender,
+    rows: list[TraceRow],
+    *,
+    scale: float,
+    block_tokens: int,
+    kind: str,
+    max_tokens: int,
+    slo: Slo,
+    lag_bound_ms: float,
+    drain_s: float,
+    meter: Meter | None = None,
+) -> dict[str, Any]:
+    """The trace sent once at `scale`, after an idle check; the cell's record."""
+    label = label_of(scale)
+    before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
+    offsets = offsets_of(rows, scale)
+    bodies = [body_of(sender, r, i, block_tokens, max_tokens) for i, r in enumerate(rows)]
+    m0 = time.monotonic()
+    plan = Plan(bodies, offsets, offsets[-1] + drain_s, timeout_s=sender.timeout_s)
+    run = await send(sender.client, plan)
+    energy = meter(m0, time.monotonic()) if meter else None
+    streams = cell_streams(run, sender, label, kind, None)
+    done = [s for s in streams if not s.get("unfinished") and not s.get("failed")]
+    tokens = sum(s.get("completion_tokens") or 0 for s in done)
+    cell = tallied(run, streams, tokens, slo, lag_bound_ms, energy)
+    cell.update(replay_figures(streams, slo, run.window_s, offsets))
+    return cell | {
+        "label": label,
+        "cell": f"replay-{scale:g}x",
+        "arrival": "trace",
+        "scale": scale,
+        "idle_before": before.as_dict(),
+        "sessions": len({r.session for r in rows if r.session is not None}),
+    }
+
+
+async def replays(
+    sender: Sender, trace: Path, s: ReplaySettings, common: dict[str, Any], drain_s: float
+) -> list[dict[str, Any]]:
+    """The trace replayed at each of the candidate's scales, in order."""
+    text = trace.read_text()
+    rows = read_trace(text)
+    out = []
+    for scale in s.scales:
+        cell = await replay_cell(
+            sender, rows, scale=scale, block_tokens=s.block_tokens, drain_s=drain_s, **common
+        )
+        out.append(cell | {"trace": str(s.trace), "trace_sha256": trace_sha256(text)})
+    return out
+
+
+def replay_again(
+    view: AttemptView, sealed: dict[str, Any], s: CapacitySettings, slo: Slo
+) -> dict[str, Any]:
+    """A replay cell measured again (`verify`): each request from its kept exchange, the cell's
+    figures from those with `replay_figures`; the send offsets as recorded (the trace's)."""
+    cell = copy.deepcopy(sealed)
+    scale = float(cell.get("scale") or 0.0)
+    if cell.get("label") != label_of(scale):
+        raise NotKept(f"the replay cell {cell.get('label')} is not the one its scale names")
+    offsets = [float(st.get("planned_s") or 0.0) for st in cell.get("streams") or []]
+    streams = _streams(view, cell, offsets, s.load.kind, None)
+    cell.update(replay_figures(streams, slo, cell.get("window_s"), offsets))
+    return cell

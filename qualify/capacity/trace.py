@@ -1,0 +1,158 @@
+"""A recorded trace, read and turned into requests (`qualify.capacity.replay` sends them).
+
+Two forms, one JSON object a line (JSONL):
+
+- the **Mooncake** form (the FAST'25 traces of kvcache-ai/Mooncake, `FAST25-release/traces`,
+  which AIPerf's and vLLM's trace replay read): `timestamp` (the arrival in ms since the first
+  request), `input_length` and `output_length` in tokens, and `hash_ids`, one id per prefix
+  block of `block_tokens` tokens (512 in those traces; the last block may be partial): two
+  requests whose `hash_ids` start alike share that prefix;
+- qualify's **own** form, the same fields where they apply, and instead of lengths the request's
+  `messages` as sent, with an optional `session` naming the agent session it belongs to.
+
+A row given by lengths gets its prompt synthesized (`prompt_of`): each block id becomes a fixed
+run of words drawn from a generator seeded by the id alone (`block_text`), so a block shared by
+two requests is the same text in both and the engine's prefix cache can serve it; a request
+without `hash_ids` gets blocks of its own (seeded by its line number). The prompt holds
+`input_length` words, a word standing in for a token (the engine's count of them is measured,
+not assumed). `output_length` becomes the request's `max_tokens`, capped by the stage's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from qualify.httpclient.load import Messages
+
+MOONCAKE_BLOCK_TOKENS = 512
+# Plain words, none of them markup: a synthesized prompt is prose an engine reads as text.
+_WORDS = [
+    "river",
+    "stone",
+    "lamp",
+    "harbor",
+    "window",
+    "garden",
+    "ledger",
+    "signal",
+    "copper",
+    "meadow",
+    "lantern",
+    "valley",
+    "engine",
+    "bridge",
+    "orchard",
+    "compass",
+    "thread",
+    "market",
+    "winter",
+    "shelter",
+    "canvas",
+    "furnace",
+    "beacon",
+    "timber",
+    "quarry",
+    "pebble",
+    "summit",
+    "canyon",
+    "glacier",
+    "prairie",
+]
+_ASK = "Summarize the notes above in two sentences."
+
+
+class TraceError(ValueError):
+    """A trace line that is neither form."""
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One request of a trace."""
+
+    t_ms: float
+    input_length: int | None = None
+    output_length: int | None = None
+    hash_ids: tuple[int, ...] = ()
+    messages: tuple[dict[str, Any], ...] = ()
+    session: str | None = None
+
+
+def _row(obj: Any, n: int) -> TraceRow:
+    if not isinstance(obj, dict):
+        raise TraceError(f"line {n}: not a JSON object")
+    t = obj.get("timestamp")
+    if not isinstance(t, int | float) or t < 0:
+        raise TraceError(f"line {n}: no timestamp (ms, at least 0)")
+    msgs, length = obj.get("messages"), obj.get("input_length")
+    if msgs is None and not isinstance(length, int):
+        raise TraceError(f"line {n}: neither messages nor input_length")
+    if msgs is not None and not (isinstance(msgs, list) and all(isinstance(m, dict) for m in msgs)):
+        raise TraceError(f"line {n}: messages is not a list of messages")
+    out = obj.get("output_length")
+    ids = obj.get("hash_ids") or []
+    if not all(isinstance(i, int) for i in ids):
+        raise TraceError(f"line {n}: hash_ids holds a non-integer")
+    session = obj.get("session")
+    return TraceRow(
+        t_ms=float(t),
+        input_length=length if isinstance(length, int) else None,
+        output_length=out if isinstance(out, int) and out > 0 else None,
+        hash_ids=tuple(ids),
+        messages=tuple(msgs or ()),
+        session=None if session is None else str(session),
+    )
+
+
+def read_trace(text: str) -> list[TraceRow]:
+    """The trace's rows in arrival order (ties keep the file's order); blank lines skipped."""
+    rows = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceError(f"line {n}: not JSON ({exc.msg})") from exc
+            rows.append(_row(obj, n))
+    if not rows:
+        raise TraceError("the trace holds no request")
+    return sorted(rows, key=lambda r: r.t_ms)
+
+
+def trace_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def block_text(block: int | str, words: int) -> str:
+    """`words` words seeded by the block's id alone: the same id, the same text."""
+    rng = random.Random(f"qualify-trace-block-{block}")
+    return " ".join(rng.choice(_WORDS) for _ in range(max(0, words)))
+
+
+def prompt_of(row: TraceRow, index: int, block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> Messages:
+    """The request's messages: as the trace gives them, else synthesized from its lengths and
+    block ids (module docstring)."""
+    if row.messages:
+        return [dict(m) for m in row.messages]
+    total = row.input_length or 0
+    ids: list[int | str] = list(row.hash_ids)
+    if not ids:
+        ids = [f"r{index}-{k}" for k in range(max(1, -(-total // block_tokens)))]
+    parts, left = [], total
+    for block in ids:
+        n = min(block_tokens, left)
+        if n <= 0:
+            break
+        parts.append(block_text(block, n))
+        left -= n
+    return [{"role": "user", "content": "\n".join([*parts, _ASK])}]
+
+
+def offsets_of(rows: list[TraceRow], scale: float) -> list[float]:
+    """Each row's send offset in seconds from the first, its time divided by `scale` (2: twice
+    as fast as recorded)."""
+    t0 = rows[0].t_ms
+    return [round((r.t_ms - t0) / 1000.0 / scale, 6) for r in rows]
