@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from qualify.capacity.edge import versus
+from qualify.capacity.firstscreen import _pct, _verdict, interval_pct, knee_line, soak_line
 from qualify.capacity.loads import Load, OpenCell, ReplayCell, Sessions, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
@@ -25,7 +26,6 @@ from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text
 from qualify.present.wording import number
-from qualify.records import Verdict
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
@@ -37,23 +37,12 @@ def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     return [aggregate_plot(record)]
 
 
-def _pct(x: float | None) -> str:
-    return "no data" if x is None else f"{100 * x:.0f}%"
-
-
 def energy_text(energy: Energy | None, j_per_token: float | None = None) -> str:
     """J per output token, or "unmeasured" (the why is said once, under the table)."""
     if energy is None:
         return per_token_text(j_per_token, None, None)
     j = j_per_token if j_per_token is not None else energy.j_per_output_token
     return per_token_text(j, energy.joules, energy.completion_tokens)
-
-
-def interval_pct(ci: list[float] | None) -> str:
-    """A [low, high] share as `65%–100%`, or "" when not recorded."""
-    if ci is None or len(ci) != 2:
-        return ""
-    return f"{100 * ci[0]:.0f}%–{100 * ci[1]:.0f}%"
 
 
 def slo_text(slo: Slo | None) -> str:
@@ -81,14 +70,6 @@ def _why_unmeasured(energies: list[Energy]) -> str | None:
         return None
     first = whys[0]
     return first if first.startswith("unmeasured") else f"unmeasured: {first}"
-
-
-def _verdict(gates: list[GateOutcome], name: str) -> str:
-    mine = [g for g in gates if g.stage == "capacity" and g.gate.split("@", 1)[0] == name]
-    if not mine:
-        return "no gate"
-    bad = [g for g in mine if g.verdict is not Verdict.PASS]
-    return ", ".join(f"`{g.key}` {g.verdict.value}" for g in bad) if bad else "pass"
 
 
 def cell_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
@@ -427,59 +408,6 @@ def figures(record: Record | None, gates: list[GateOutcome]) -> list[str]:
     if record is not None and record.load.model_fields_set:
         out.append(f"load: {knee_line(record.load)}; {soak_line(record.load, gates)}")
     return out
-
-
-def knee_line(ld: Load) -> str:
-    """The knee in one clause: the rate offered, sent and completed, its pace, its goodput."""
-    knee = ld.knee
-    cell = next((c for c in ld.cells if knee is not None and c.cell == knee.cell), None)
-    if knee is None or knee.rate_rps is None or cell is None:
-        return "no knee held" + (f" ({knee.stopped})" if knee is not None and knee.stopped else "")
-    sent = f"{cell.offered_rps:.3g}" if cell.offered_rps is not None else "no data"
-    done = f"{cell.achieved_rps:.3g}" if cell.achieved_rps is not None else "no data"
-    pace = f"pace {cell.pace:.2f} of it" if cell.pace is not None else "pace no data"
-    over = f"; next rate {knee.first_over:.3g} req/s not held" if knee.first_over else ""
-    return (
-        f"knee {knee.rate_rps:.3g} req/s offered, {sent} sent, {done} completed "
-        f"({cell.completed} of {cell.requests} requests, {pace}), goodput "
-        f"{_pct(knee.goodput)} (95% interval {interval_pct(knee.goodput_ci95)}){over}"
-    )
-
-
-def soak_line(ld: Load, gates: list[GateOutcome]) -> str:
-    """What the soak says of the knee: its verdict at its rate, with the TTFT drift and the
-    largest number of requests in flight; a soak below the knee's rate that fails while every
-    request completed contradicts the knee."""
-    soak, knee = ld.soak, ld.knee
-    if soak is None or not soak.model_fields_set:
-        return "no soak"
-    verdict = _verdict(gates, "soak")
-    rate = soak.rate_rps or 0.0
-    below = knee is not None and knee.rate_rps is not None and rate <= knee.rate_rps
-    share = f", {rate / knee.rate_rps:.2g} of the knee" if below and knee and knee.rate_rps else ""
-    head = f"soak at {rate:.3g} req/s{share}: {soak.completed} of {soak.planned} completed"
-    drift = soak.ttft_drift
-    if drift.first_p50_s is not None and drift.last_p50_s is not None:
-        head += f", TTFT p50 {drift.first_p50_s:.2f} s -> {drift.last_p50_s:.2f} s"
-    flight = soak_in_flight(soak)
-    if flight is not None:
-        head += f", in flight {flight[0]} -> {flight[1]} at most"
-    if verdict == "pass":
-        return f"{head} (`capacity/soak` pass)"
-    queued = below and not soak.hung and not soak.unfinished and soak.completed == soak.planned
-    says = ": a queue built below the knee's rate, so the knee overstates it" if queued else ""
-    return f"{head} ({verdict}{says})"
-
-
-def soak_in_flight(soak: Soak) -> tuple[int, int] | None:
-    """Requests in flight at the soak's first sample and the most at any sample, from its
-    timeline (None when it kept none)."""
-    cols = soak.timeline_columns
-    if "in_flight" not in cols or not soak.timeline:
-        return None
-    i = cols.index("in_flight")
-    seen = [int(n) for r in soak.timeline if isinstance(n := r[i], int | float)]
-    return (seen[0], max(seen)) if seen else None
 
 
 def _capacity_figures(c: Cell, row: CellFigures) -> None:
