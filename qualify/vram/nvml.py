@@ -22,16 +22,13 @@ from qualify.vram.readings import MIB, Card, Lost, Poll, Reading
 
 POWER_INSTANT = "NVML_FI_DEV_POWER_INSTANT"
 POWER_AVERAGE = "nvmlDeviceGetPowerUsage (1 s average)"
-# What the NVML library hands back (a device handle, a memory reading, a version): its own
-# raw objects, read by attribute and never typed here.
-Raw = Any
 
 
 class NvmlUnavailable(Exception):
     """NVML did not initialise, or found no GPU: the reason, in words."""
 
 
-def load_pynvml() -> Raw:
+def load_pynvml() -> Any:
     try:
         import pynvml
     except ImportError as exc:  # the dependency is declared; a broken install still says why
@@ -47,12 +44,12 @@ class NvmlSource:
     def __init__(
         self,
         gpus: list[int] | None = None,
-        nvml: Raw = None,
+        nvml: Any = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.nv = nvml if nvml is not None else load_pynvml()
         self.clock = clock
-        self.record: list[dict[str, object]] | None = None  # raw values, when a proof asks
+        self.record: list[dict[str, Any]] | None = None  # raw values, when a proof asks
         try:
             self.nv.nvmlInit()
         except self.nv.NVMLError as exc:
@@ -76,14 +73,14 @@ class NvmlSource:
         self.power_field = self._power_method(next(iter(self.handles.values())))
         self._cards = [self._card(gpu, h) for gpu, h in self.handles.items()]
 
-    def _memory_version(self, h: Raw) -> str:
+    def _memory_version(self, h: Any) -> str:
         try:
             self.nv.nvmlDeviceGetMemoryInfo(h, version=self.nv.nvmlMemory_v2)
             return "v2"
         except self.nv.NVMLError:
             return "v1"
 
-    def _power_method(self, h: Raw) -> str | None:
+    def _power_method(self, h: Any) -> str | None:
         if self._instant_mw(h) is not None:
             return POWER_INSTANT
         try:
@@ -92,7 +89,7 @@ class NvmlSource:
         except self.nv.NVMLError:
             return None
 
-    def _card(self, gpu: str, h: Raw) -> Card:
+    def _card(self, gpu: str, h: Any) -> Card:
         name = self.nv.nvmlDeviceGetName(h)
         uuid = self.nv.nvmlDeviceGetUUID(h)
         total = self._memory(h).total / MIB
@@ -105,7 +102,7 @@ class NvmlSource:
         """The driver, the CUDA version the driver supports, and NVML's own version, where NVML
         gives them (None where a call is missing or fails)."""
 
-        def ask(name: str) -> Raw:
+        def ask(name: str) -> Any:
             fn = getattr(self.nv, name, None)
             if fn is None:
                 return None
@@ -123,12 +120,12 @@ class NvmlSource:
             "nvml_version": None if nvml is None else _text(nvml),
         }
 
-    def _memory(self, h: Raw) -> Raw:
+    def _memory(self, h: Any) -> Any:
         if self.memory_info == "v2":
             return self.nv.nvmlDeviceGetMemoryInfo(h, version=self.nv.nvmlMemory_v2)
         return self.nv.nvmlDeviceGetMemoryInfo(h)
 
-    def _instant_mw(self, h: Raw) -> int | None:
+    def _instant_mw(self, h: Any) -> int | None:
         try:
             (fv,) = self.nv.nvmlDeviceGetFieldValues(h, [self.nv.NVML_FI_DEV_POWER_INSTANT])
         except self.nv.NVMLError_GpuIsLost:
@@ -137,7 +134,7 @@ class NvmlSource:
             return None
         return int(fv.value.uiVal) if fv.nvmlReturn == self.nv.NVML_SUCCESS else None
 
-    def _power_w(self, h: Raw) -> float | None:
+    def _power_w(self, h: Any) -> float | None:
         if self.power_field == POWER_INSTANT:
             mw = self._instant_mw(h)
         elif self.power_field == POWER_AVERAGE:
@@ -174,11 +171,11 @@ class NvmlSource:
             self.nv.nvmlShutdown()
 
 
-def _text(v: Raw) -> str:
+def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _raw(gpu: str, t: float, mem: Raw, power: float | None) -> dict[str, object]:
+def _raw(gpu: str, t: float, mem: Any, power: float | None) -> dict[str, Any]:
     return {
         "gpu": gpu,
         "t": t,
