@@ -10,6 +10,9 @@ import pytest
 from rejudge_run import attempt_view, unpack
 
 from qualify.evidence.kept import as_table, differences
+from qualify.evidence.listing import evidence_listing
+from qualify.evidence.store import RunDir
+from qualify.present.reading import read_run
 from qualify.registry import rebuild_of, record_model
 from qualify.trust.rejudge import control_in_run
 
@@ -25,7 +28,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("stage", STAGES)
 def test_a_rebuild_returns_the_stages_own_record(run: Path, stage: str) -> None:
     files = {p.relative_to(run).as_posix(): "" for p in run.rglob("*") if p.is_file()}
-    view = attempt_view(run, f"{stage}/attempt-001", control_in_run(run, COPY, files))
+    whole = read_run(RunDir(run), evidence_listing(RunDir(run)), COPY)
+    view = attempt_view(run, f"{stage}/attempt-001", control_in_run(whole, files))
     fn, model = rebuild_of(stage), record_model(stage)
     assert fn is not None and model is not None
     rebuilt = fn(view)
