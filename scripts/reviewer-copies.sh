@@ -18,7 +18,7 @@ for run in smollm2-135m-gpu-roomy/20261203T075044Z-b0366f smollm2-135m-gpu-tight
     kind=${run%%/*}; kind=${kind##*-}
     # attempt 2 (decided again from the recorded evidence) is published beside the run
     cp -r "docs/gpu/$kind/${run#*/}/decision/attempt-002" "$work/gpu/evidence/$run/decision/"
-    render gpu "evidence/$run" 2 "docs/gpu/$kind/${run#*/}/decision/reviewer-copy/decision.md"
+    render gpu "evidence/$run" 2 "docs/gpu/$kind/reviewer-copy.md"
 done
 unpack vllm docs/gpu/vllm/evidence.tgz
 render vllm evidence/smollm2-135m-vllm-h200-ngram-attach/20261203T133631Z-c43c9f 1 \
