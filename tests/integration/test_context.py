@@ -137,7 +137,9 @@ def test_every_declared_gate_judged_and_named_by_the_size_run(
     rungs = {f"{g}@{size}" for g in per_rung for size in SIZES}
     deep = {f"{g}@{SIZES[-1]}" for g in ("deep-typed-tools", "deep-streaming-tools")}
     deep.add(f"deep-tool-result@{SIZES[-1]}")
-    assert names == rungs | deep | {"idle", "fidelity@c=1", "degenerate"}
+    # acceptance at depth: one verdict per rung deeper than the shallowest
+    depth = {f"acceptance-depth@{size}" for size in SIZES[1:]}
+    assert names == rungs | deep | depth | {"idle", "fidelity@c=1", "degenerate"}
     clamped = next(g for g in result.gates if g.gate == f"needles@{SIZES[-1]}")
     assert clamped.reasons[0].startswith(f"target {TARGETS[-1]}, clamped to {SIZES[-1]}")
     fid = next(g for g in result.gates if g.gate == "fidelity@c=1")
