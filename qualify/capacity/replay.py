@@ -17,12 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from qualify.candidate import LoadedCandidate
 from qualify.capacity.knee import Meter, cell_streams, pace, tallied
 from qualify.capacity.openloop import Plan, send
 from qualify.capacity.reload import _counts, _streams
 from qualify.capacity.settings import CapacitySettings, ReplaySettings
 from qualify.capacity.slo import Slo
 from qualify.capacity.trace import (
+    TraceError,
     TraceRow,
     offsets_of,
     prompt_of,
@@ -32,6 +34,7 @@ from qualify.capacity.trace import (
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.serving.idle import wait_idle
 from qualify.serving.sender import Sender
+from qualify.stage import validator
 
 
 def label_of(scale: float) -> str:
@@ -127,3 +130,20 @@ def replay_again(
     streams = _streams(view, cell, offsets, s.load.kind, None)
     cell.update(replay_figures(streams, slo, cell.get("window_s"), offsets))
     return cell
+
+
+@validator
+def _check_trace(loaded: LoadedCandidate) -> list[str]:
+    """The trace the candidate replays reads, before anything is sent: one line naming the
+    field, the file and what is wrong with it."""
+    cand = loaded.candidate
+    trace = cand.stages.capacity.replay.trace
+    if "capacity" not in cand.stages.run or trace is None:
+        return []
+    where = loaded.directory / trace
+    try:
+        read_trace(where.read_text())
+    except (OSError, UnicodeDecodeError, TraceError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return [f"stages.capacity.replay.trace: {where}: {why} (expected a JSONL trace)"]
+    return []

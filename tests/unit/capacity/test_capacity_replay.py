@@ -112,3 +112,44 @@ def test_the_load_table_and_diff_show_each_replay_cell() -> None:
     assert row["goodput"] == "75%" and row["requests"] == 4
     (c,) = [c for c in diff_cells(rec) if c.group == "capacity replay"]
     assert c.measures["goodput"].counts == (3, 4) and c.setting["scale"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (None, "No such file or directory"),
+        ('{"timestamp": 0, "input_length": 8}\n{"input_length": 8}\n', "line 2: no timestamp"),
+        ("not json\n", "line 1: not JSON"),
+    ],
+)
+def test_a_trace_that_does_not_read_stops_the_run_before_anything_is_sent(
+    tmp_path: Path, body: str | None, said: str
+) -> None:
+    """`qualify run` and `qualify validate` check the trace first: one line naming the field,
+    the file and what is wrong, exit 2, no evidence written."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    for name in ("candidate.toml", "control.toml"):
+        shutil.copy(root / "examples" / "smollm2" / name, tmp_path / name)
+    cand = tmp_path / "candidate.toml"
+    cand.write_text(cand.read_text() + '\n[stages.capacity.replay]\ntrace = "t.jsonl"\n')
+    if body is not None:
+        (tmp_path / "t.jsonl").write_text(body)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    for cmd in (["validate"], ["run", "--evidence", "ev"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "qualify", cmd[0], "candidate.toml", *cmd[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 2, (done.stdout, done.stderr)
+        (line,) = [ln for ln in done.stderr.splitlines() if "replay.trace" in ln]
+        assert line.startswith("  stages.capacity.replay.trace: t.jsonl: ") and said in line
+        assert not (tmp_path / "ev").exists()
