@@ -60,6 +60,10 @@ def test_a_candidate_may_tighten_the_house_policy() -> None:
         ({"thresholds": {"ab_max_regression_pct": 10}}, "policy.thresholds.ab_max_regression_pct"),
         ({"thresholds": {"acceptance_floor": 0.1}}, "policy.thresholds.acceptance_floor"),
         ({"thresholds": {"soak_min_ttft_drift_s": 5}}, "policy.thresholds.soak_min_ttft_drift_s"),
+        (
+            {"thresholds": {"soak_max_acceptance_drop_pct": 50}},
+            "policy.thresholds.soak_max_acceptance_drop_pct",
+        ),
         ({"vram_reserve_gib": 1.0}, "policy.vram_reserve_gib"),
         (
             {"thresholds": {"unverifiable_pins": ["revision"]}},

@@ -65,6 +65,8 @@ def test_a_bad_house_threshold_stops_a_run_with_exit_2(
         ({"lossless_min_share": 0.5}, "policy.thresholds.lossless_min_share"),
         ({"soak_min_requests": 10}, "policy.thresholds.soak_min_requests"),
         ({"soak_min_third_requests": 5}, "policy.thresholds.soak_min_third_requests"),
+        ({"soak_min_third_drafts": 10}, "policy.thresholds.soak_min_third_drafts"),
+        ({"context_min_acceptance_ratio": 0.1}, "policy.thresholds.context_min_acceptance_ratio"),
     ],
 )
 def test_a_candidate_cannot_loosen_the_new_thresholds(

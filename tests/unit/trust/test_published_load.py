@@ -116,6 +116,32 @@ def test_the_decision_shows_each_steps_pace(published: Path) -> None:
     assert f"(pace {over['pace']:.2f})" in line
 
 
+def test_the_first_screen_knee_is_read_back_from_the_evidence(published: Path) -> None:
+    """The headline's load line carries the knee's step as the evidence recorded it: the rate
+    offered, sent and completed, the requests, the pace and the goodput."""
+    from qualify.decision import document
+    from qualify.decision.conclude import latest
+    from qualify.evidence.store import RunDir
+    from qualify.present.reading import run_view
+
+    run = RunDir(_run(published))
+    record = latest(run, None)
+    assert record is not None
+    text = document.render(run_view(run, record), record)
+    (line,) = [x for x in text.splitlines() if x.startswith("- load: knee ")]
+    data = json.loads((_run(published) / CAP / "result.json").read_text())["data"]["load"]
+    knee = data["knee"]
+    cell = next(c for c in data["cells"] if c["cell"] == knee["cell"])
+    assert line.startswith(
+        f"- load: knee {knee['rate_rps']:.3g} req/s offered, {cell['offered_rps']:.3g} sent, "
+        f"{cell['achieved_rps']:.3g} completed ({cell['completed']} of {cell['requests']} "
+        f"requests, pace {cell['pace']:.2f} of it), goodput {100 * knee['goodput']:.0f}%"
+    ), line
+    soak = data["soak"]
+    assert f"soak at {soak['rate_rps']:.3g} req/s" in line
+    assert f"{soak['completed']} of {soak['planned']} completed" in line
+
+
 # --- the incumbent at the candidate's edge, on the H200 (llama-incumbent-evidence.tar.xz) --------
 
 EDGE_RUN = "smollm2-135m-gpu-load-llama/20261204T071217Z-9fa90a"
