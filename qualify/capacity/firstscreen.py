@@ -64,7 +64,8 @@ def soak_line(ld: Load, gates: list[GateOutcome]) -> str:
         head += f", in flight {flight[0]} -> {flight[1]} at most"
     if verdict == "pass":
         return f"{head} (`capacity/soak` pass)"
-    queued = below and not soak.hung and not soak.unfinished and soak.completed == soak.planned
+    gate = next((g for g in gates if g.stage == "capacity" and g.gate == "soak"), None)
+    queued = below and gate is not None and soak_way(gate) == "queue"
     says = ": a queue built below the knee's rate, so the knee overstates it" if queued else ""
     return f"{head} ({verdict}{says})"
 
@@ -78,3 +79,16 @@ def soak_in_flight(soak: Soak) -> tuple[int, int] | None:
     i = cols.index("in_flight")
     seen = [int(n) for r in soak.timeline if isinstance(n := r[i], int | float)]
     return (seen[0], max(seen)) if seen else None
+
+
+def soak_way(g: GateOutcome) -> str:
+    """Which way a failed `capacity/soak` failed, from its reasons and metrics: `queue` (only
+    the TTFT drift failed while every planned request completed), `growth` (only memory or
+    engine error counters), `stall` (anything else)."""
+    m, said = g.metrics, g.reasons
+    done = m.get("planned") is not None and m.get("completed") == m.get("planned")
+    if said and done and all(r.startswith("TTFT drifted") for r in said):
+        return "queue"
+    if said and all(" grew " in r or r.startswith("engine error counter") for r in said):
+        return "growth"
+    return "stall"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 
 from qualify.ab.record import Lane, LaneName
+from qualify.capacity.firstscreen import soak_way
 from qualify.present.record import DecisionRecord, GateOutcome
 from qualify.registry import spec_of
 from qualify.shown import speed_title
@@ -246,7 +247,7 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
     if "fidelity" in name:
         return "fidelity" if g.verdict.value == "fail" else "fidelity-unmeasured"
     if family == "soak":
-        return _soak_family(g)
+        return {"queue": "soak-queue", "growth": "soak-growth"}.get(soak_way(g), "soak")
     if name == "over-length":
         return "over-length"
     if family == "fitness" and g.metrics.get("reasoning_only") is True:
@@ -254,18 +255,6 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
     if family == "capacity-incumbent" and g.verdict.value == "skipped":
         return "capacity-first"
     return family
-
-
-def _soak_family(g: GateOutcome) -> str:
-    """Which way a soak failed: a queue (only TTFT drift, every planned request completed),
-    growth (only memory or engine error counters), or progress stopped (anything else)."""
-    m, said = g.metrics, g.reasons
-    done = m.get("planned") is not None and m.get("completed") == m.get("planned")
-    if said and done and all(r.startswith("TTFT drifted") for r in said):
-        return "soak-queue"
-    if said and all(" grew " in r or r.startswith("engine error counter") for r in said):
-        return "soak-growth"
-    return "soak"
 
 
 def declared_family(stage: str, name: str) -> str | None:

@@ -12,7 +12,7 @@ from qualify.present.record import GateOutcome, GateVerdict
 from qualify.records import Verdict
 
 
-def _gate(name: str, verdict: Verdict) -> GateOutcome:
+def _gate(name: str, verdict: Verdict, *reasons: str, **metrics: Any) -> GateOutcome:
     return GateOutcome(
         key=f"capacity/{name}",
         stage="capacity",
@@ -21,6 +21,8 @@ def _gate(name: str, verdict: Verdict) -> GateOutcome:
         required=True,
         critical=False,
         status="pass" if verdict is Verdict.PASS else "blocks",
+        reasons=list(reasons),
+        metrics=metrics,
         authoritative=GateVerdict(attempt=1, verdict=verdict),
     )
 
@@ -39,7 +41,9 @@ def _record(completed: int, last_p50: float, flight: list[int]) -> Record:
 
 
 def test_the_knee_is_offered_sent_and_completed_and_a_queued_soak_overstates_it() -> None:
-    (line,) = figures(_record(559, 4.655, [2, 40, 96, 14]), [_gate("soak", Verdict.FAIL)])
+    drift = "TTFT drifted +1173% (median 0.3656 s in the first third, 4.655 s in the last)"
+    failed = _gate("soak", Verdict.FAIL, drift, completed=559, planned=559)
+    (line,) = figures(_record(559, 4.655, [2, 40, 96, 14]), [failed])
     assert line.startswith("load: knee 22.6 req/s offered, 22.7 sent, 18.7 completed")
     assert "(136 of 136 requests, pace 0.94 of it), goodput 100% (95% interval 97%–100%)" in line
     assert "next rate 32 req/s not held" in line
@@ -53,6 +57,9 @@ def test_a_held_soak_and_a_stalled_one_say_so_and_no_more() -> None:
     assert held.endswith("(`capacity/soak` pass)") and "overstates" not in held
     (stalled,) = figures(_record(500, 9.0, [2, 90]), [_gate("soak", Verdict.FAIL)])
     assert "`capacity/soak` fail)" in stalled and "overstates" not in stalled
+    grew = _gate("soak", Verdict.FAIL, "RSS grew 900 MiB over the soak", completed=559, planned=559)
+    (growth,) = figures(_record(559, 0.30, [2, 3]), [grew])
+    assert "overstates" not in growth, "a soak failed by growth says nothing of the knee"
 
 
 def test_no_knee_is_said_with_why() -> None:
