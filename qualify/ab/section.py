@@ -26,7 +26,15 @@ from qualify.ab.stats import paired_summary
 from qualify.ab.table import pairs, same_in_every_request
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
-from qualify.present.cells import Cell, Measure, acceptance_counts, digest, given, nums
+from qualify.present.cells import (
+    Cell,
+    Measure,
+    acceptance_counts,
+    acceptance_rate,
+    digest,
+    given,
+    nums,
+)
 from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text, show
@@ -447,11 +455,12 @@ def diff_cells(rec: Record) -> list[Cell]:
     acc = rec.acceptance
     if (counts := acceptance_counts(acc)) is not None and acc is not None:
         a = Cell("acceptance", "ab candidate lane", setting)
-        a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
+        requests = sum(r.counted for r in runs)
+        a.measures["acceptance"] = acceptance_rate(counts, requests)
         drafts = int(acc.drafts or 0)
         for i, k in enumerate(acc.accepted_per_position):
             if drafts:
-                a.measures[f"position {i}"] = Measure("rate", "higher", counts=(k, drafts))
+                a.measures[f"position {i}"] = acceptance_rate((k, drafts), requests)
         out.append(a)
     if (ll := rec.lossless) is not None and ll.tokens:
         same = Cell("lossless", "ab paired answers", setting)

@@ -21,7 +21,7 @@ from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
 from qualify.evidence.store import RunDir
-from qualify.present.cells import Cell, Measure, acceptance_counts, given, nums
+from qualify.present.cells import Cell, Measure, acceptance_counts, acceptance_rate, given, nums
 from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text
@@ -436,7 +436,7 @@ def diff_cells(rec: Record) -> list[Cell]:
         out.append(c)
         if (counts := acceptance_counts(k.acceptance)) is not None:
             a = Cell("acceptance", f"kind {k.cell}", c.setting)
-            a.measures["acceptance"] = Measure("rate", "higher", counts=counts)
+            a.measures["acceptance"] = acceptance_rate(counts, k.requests)
             out.append(a)
     for r in rec.load.replay:
         c = Cell("capacity replay", r.cell, {**base, "trace": r.trace, "scale": r.scale})

@@ -5,7 +5,9 @@ capacity length x concurrency, a context rung x pass x content, the A/B prompt s
 stage), and holds measures: per-run values (the figure is their median; the interval is the seeded
 bootstrap of the difference of medians, `qualify.ab.stats.bootstrap_delta_ci`, resampling runs)
 or counts (a rate of successes over trials; the interval is Newcombe's hybrid score interval of
-the difference of two proportions, from Wilson intervals).
+the difference of two proportions, from Wilson intervals). A draft acceptance rate's trials are
+its requests, not its tokens: the tokens of one answer are accepted or refused together, so two
+runs whose answers differ differ in acceptance far beyond a per-token interval.
 
 A cell is compared only when both runs measured it under the same setting, on the same engine
 and hardware; otherwise it is `not comparable`, with why. A compared figure is a regression when
@@ -44,7 +46,7 @@ def cells_of(records: Mapping[str, StageRecord]) -> dict[tuple[str, str], Cell]:
 # --- intervals -------------------------------------------------------------------------------
 
 
-def wilson(s: int, n: int, z: float = Z95) -> tuple[float, float]:
+def wilson(s: float, n: float, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval of a proportion s/n."""
     p = s / n
     den = 1 + z * z / n
@@ -53,7 +55,7 @@ def wilson(s: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def newcombe(a: tuple[int, int], b: tuple[int, int]) -> tuple[float, float] | None:
+def newcombe(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float] | None:
     """95% interval of p_b - p_a (Newcombe's hybrid score method); None without trials."""
     (sa, na), (sb, nb) = a, b
     if na <= 0 or nb <= 0:
@@ -109,9 +111,11 @@ def compare_measure(ma: Measure, mb: Measure, margin: float) -> dict[str, Any]:
         )
         return out
     ci: tuple[float, float] | None
-    if ma.counts is not None and mb.counts is not None:
-        ci = newcombe(ma.counts, mb.counts)
-        out["counts"] = [list(ma.counts), list(mb.counts)]
+    if (ta := ma.trials) is not None and (tb := mb.trials) is not None:
+        ci = newcombe(ta, tb)
+        out["counts"] = [list(ma.counts or ()), list(mb.counts or ())]
+        if ma.units is not None or mb.units is not None:
+            out["units"] = [ma.units, mb.units]
     else:
         ci = bootstrap_delta_ci(mb.values, ma.values)
     delta = b - a

@@ -21,6 +21,10 @@ class Measure:
     better: str  # "higher" | "lower"
     values: list[float] = field(default_factory=list)
     counts: tuple[int, int] | None = None  # (successes, trials) for a rate
+    # The independent units behind `counts` when its trials are not independent: draft tokens
+    # come in requests whose answers decide them together, so the interval of a draft
+    # acceptance rate is taken over its requests (at the rate the tokens give), not its tokens.
+    units: int | None = None
 
     @property
     def figure(self) -> float | None:
@@ -32,6 +36,16 @@ class Measure:
     @property
     def n(self) -> int:
         return self.counts[1] if self.counts is not None else len(self.values)
+
+    @property
+    def trials(self) -> tuple[float, float] | None:
+        """(successes, trials) for the rate's interval: over `units` where they are set."""
+        if self.counts is None:
+            return None
+        s, n = self.counts
+        if self.units is None or not n:
+            return float(s), float(n)
+        return self.units * s / n, float(self.units)
 
 
 @dataclass
@@ -55,6 +69,11 @@ def given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
 
 def digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def acceptance_rate(counts: tuple[int, int], requests: int) -> Measure:
+    """A draft acceptance rate over `requests` requests (its interval over requests)."""
+    return Measure("rate", "higher", counts=counts, units=max(1, requests))
 
 
 def acceptance_counts(acc: Any) -> tuple[int, int] | None:

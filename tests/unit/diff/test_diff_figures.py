@@ -160,3 +160,22 @@ def test_answers_that_stop_matching_the_control_are_a_regression() -> None:
     assert got["lossless"]["measures"]["identical answers"]["verdict"] == "regression"
     assert got["lossless"]["measures"]["identical tokens"]["verdict"] == "regression"
     assert not [c for c in ab_cells(AbRecord()) if c.group == "lossless"]
+
+
+def test_a_draft_acceptance_rate_is_judged_over_its_requests_not_its_tokens() -> None:
+    """Two runs of one setting whose few answers differ drafted very differently (a real pair
+    of context cells: 3 requests each); hundreds of tokens per answer are one trial, not
+    hundreds, so this is not a regression; over 300 requests the same rates are one."""
+    from qualify.present.cells import acceptance_rate
+
+    a, b = (412, 520), (48, 444)
+    few = compare_measure(acceptance_rate(a, 3), acceptance_rate(b, 3), 3.0)
+    assert few["verdict"] != "regression", few
+    assert few["units"] == [3, 3] and few["counts"] == [[412, 520], [48, 444]]
+    many = compare_measure(acceptance_rate(a, 300), acceptance_rate(b, 300), 3.0)
+    assert many["verdict"] == "regression", many
+    tokens = compare_measure(
+        Measure("rate", "higher", counts=a), Measure("rate", "higher", counts=b), 3.0
+    )
+    assert tokens["verdict"] == "regression"
+    assert many["ci95"][0] < tokens["ci95"][0] < tokens["ci95"][1] < many["ci95"][1]
