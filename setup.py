@@ -16,7 +16,7 @@ from setuptools.command.build_py import build_py
 from setuptools.command.sdist import sdist
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED = ("gates", "templates", "examples/house")
+SHIPPED = ("gates", "templates", "examples/house", "traces")
 BUILD_FILE = "qualify-build.json"
 
 

@@ -40,10 +40,13 @@ def write_candidate(
     append: str = "",
 ) -> Path:
     """The demo candidate and control with only the named stages, their servers on `port`, or
-    by default on `{port}`: a port the OS reports free at each launch, so runs never collide."""
+    by default on `{port}`: a port the OS reports free at each launch, so runs never collide.
+    The demo's trace replay and agent sessions are left out (a test that wants them names
+    them: tests/integration/test_traffic.py), so each capacity test times only its own part."""
     directory.mkdir(parents=True, exist_ok=True)
     where = "{port}" if port is None else str(port)
     text = (EXAMPLE / "candidate.toml").read_text().replace("8091", where)
+    text = re.sub(r"(?m)^(replay|sessions) = \{.*\}\n", "", text)
     control = (EXAMPLE / "control.toml").read_text().replace("8091", where)
     if stages is not None:
         listed = ", ".join(f'"{s}"' for s in stages)

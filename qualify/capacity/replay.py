@@ -29,6 +29,7 @@ from qualify.capacity.trace import (
     offsets_of,
     prompt_of,
     read_trace,
+    trace_path,
     trace_sha256,
 )
 from qualify.evidence.kept import AttemptView, NotKept
@@ -103,10 +104,11 @@ async def replay_cell(
 
 
 async def replays(
-    sender: Sender, trace: Path, s: ReplaySettings, common: dict[str, Any], drain_s: float
+    sender: Sender, directory: Path, s: ReplaySettings, common: dict[str, Any], drain_s: float
 ) -> list[dict[str, Any]]:
-    """The trace replayed at each of the candidate's scales, in order."""
-    text = trace.read_text()
+    """The candidate's trace (`s.trace`, beside the candidate file in `directory` or shipped)
+    replayed at each of its scales, in order."""
+    text = trace_path(directory, str(s.trace)).read_text()
     rows = read_trace(text)
     out = []
     for scale in s.scales:
@@ -140,7 +142,7 @@ def _check_trace(loaded: LoadedCandidate) -> list[str]:
     trace = cand.stages.capacity.replay.trace
     if "capacity" not in cand.stages.run or trace is None:
         return []
-    where = loaded.directory / trace
+    where = trace_path(loaded.directory, trace)
     try:
         read_trace(where.read_text())
     except (OSError, UnicodeDecodeError, TraceError) as exc:

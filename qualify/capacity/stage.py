@@ -181,7 +181,7 @@ class Capacity:
             out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
         if s.replay.trace:  # the candidate's trace, at each of its scales
-            where = self.ctx.lanes.loaded[lane.name].directory / s.replay.trace
+            where = self.ctx.lanes.loaded[lane.name].directory
             drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
             out["replay"] = await replays(lane.sender, where, s.replay, common, drain)
         if n := s.sessions.count:  # agent sessions, each turn on the previous answers

@@ -16,6 +16,9 @@ two requests is the same text in both and the engine's prefix cache can serve it
 without `hash_ids` gets blocks of its own (seeded by its line number). The prompt holds
 `input_length` words, a word standing in for a token (the engine's count of them is measured,
 not assumed). `output_length` becomes the request's `max_tokens`, capped by the stage's.
+
+A candidate names its trace by a path relative to its own file, or `shipped:<name>` for one of
+the traces qualify ships (`traces/` of the checkout, `qualify/_assets/traces/` of the wheel).
 """
 
 from __future__ import annotations
@@ -24,11 +27,23 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from qualify.assets import root
 from qualify.httpclient.load import Messages
 
 MOONCAKE_BLOCK_TOKENS = 512
+SHIPPED = "shipped:"
+
+
+def trace_path(directory: Path, trace: str) -> Path:
+    """Where the candidate's `replay.trace` is: beside its file, or among the shipped traces."""
+    if trace.startswith(SHIPPED):
+        return root() / "traces" / trace.removeprefix(SHIPPED)
+    return directory / trace
+
+
 # Plain words, none of them markup: a synthesized prompt is prose an engine reads as text.
 _WORDS = [
     "river",

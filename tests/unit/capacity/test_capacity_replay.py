@@ -6,6 +6,7 @@ breaks (fails), a clean replay (passes), a replay under the floor at the trace's
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from qualify.capacity import traffic_judges
 from qualify.capacity.record import Record
-from qualify.capacity.trace import TraceError, offsets_of, prompt_of, read_trace
+from qualify.capacity.trace import TraceError, offsets_of, prompt_of, read_trace, trace_path
 from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict
 
@@ -136,7 +137,11 @@ def test_a_trace_that_does_not_read_stops_the_run_before_anything_is_sent(
     for name in ("candidate.toml", "control.toml"):
         shutil.copy(root / "examples" / "smollm2" / name, tmp_path / name)
     cand = tmp_path / "candidate.toml"
-    cand.write_text(cand.read_text() + '\n[stages.capacity.replay]\ntrace = "t.jsonl"\n')
+    text, replaced = re.subn(
+        r"(?m)^replay = \{.*\}$", 'replay = { trace = "t.jsonl" }', cand.read_text()
+    )
+    assert replaced == 1, "the demo candidate replays a trace"
+    cand.write_text(text)
     if body is not None:
         (tmp_path / "t.jsonl").write_text(body)
     env = {**os.environ, "PYTHONPATH": str(root)}
@@ -153,3 +158,13 @@ def test_a_trace_that_does_not_read_stops_the_run_before_anything_is_sent(
         (line,) = [ln for ln in done.stderr.splitlines() if "replay.trace" in ln]
         assert line.startswith("  stages.capacity.replay.trace: t.jsonl: ") and said in line
         assert not (tmp_path / "ev").exists()
+
+
+def test_a_shipped_trace_is_named_by_its_name_alone(tmp_path: Path) -> None:
+    """`shipped:<name>` is one of qualify's own traces wherever the candidate file is; any
+    other name is a path beside the candidate."""
+    root = Path(__file__).resolve().parents[3]
+    got = trace_path(tmp_path, "shipped:mooncake-head.jsonl")
+    assert got == root / "traces" / "mooncake-head.jsonl" and got.is_file()
+    assert trace_path(tmp_path, "mine/t.jsonl") == tmp_path / "mine" / "t.jsonl"
+    assert trace_path(tmp_path, "mooncake-head.jsonl") == tmp_path / "mooncake-head.jsonl"
