@@ -6,7 +6,9 @@ record holds (never computed again here).
 - capacity: each closed-loop cell of the matrix and each content kind (medians over the
   counted runs, p95 TTFT, goodput, energy per token), each open-loop step and the burst, the
   soak, and the incumbent's steps at the candidate's edge (offered and achieved rates, goodput,
-  output rate, energy per token).
+  output rate, energy per token), each replay of a trace (part `replay`, one row a scale), and
+  the agent sessions (part `sessions`: a row `sessions` with the turns' goodput, then a row per
+  turn with its median TTFT, prompt and cached tokens).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from qualify.ab.record import Record as AbRecord
-from qualify.capacity.loads import OpenCell, Soak
+from qualify.capacity.loads import OpenCell, Sessions, Soak
 from qualify.capacity.record import CellFigures
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
@@ -35,6 +37,7 @@ class CellRow:
     step: int | None = None
     run: int | None = None
     prompt_tokens: float | None = None
+    cached_tokens: float | None = None
     concurrency: int | None = None
     offered_rps: float | None = None
     achieved_rps: float | None = None
@@ -163,6 +166,39 @@ def capacity_cells(rec: CapacityRecord, base: CellRow) -> Iterator[CellRow]:
         yield _open(replace(opened, part="soak"), load.soak)
     for c in load.incumbent.cells if load.incumbent else []:
         yield _open(replace(opened, lane="incumbent"), c)
+    for c in load.replay:
+        yield _open(replace(opened, part="replay", prompt_tokens=None), c)
+    if load.sessions is not None:
+        yield from _sessions(replace(opened, part="sessions", prompt_tokens=None), load.sessions)
+
+
+def _sessions(base: CellRow, s: Sessions) -> Iterator[CellRow]:
+    yield replace(
+        base,
+        cell="sessions",
+        concurrency=s.count,
+        requests=s.requests,
+        failed=s.broken,
+        goodput_ratio=s.goodput,
+        goodput_rps=s.goodput_rps,
+        window_s=s.window_s,
+    )
+    for i, ttft in enumerate(s.ttft_p50_s_by_turn):
+        turns = [t for t in s.turns if t.turn == i + 1]
+        yield replace(
+            base,
+            cell=f"turn-{i + 1}",
+            concurrency=s.count,
+            requests=len(turns),
+            failed=sum(1 for t in turns if t.failed or t.cut or t.broken),
+            prompt_tokens=_at(s.prompt_tokens_by_turn, i),
+            cached_tokens=_at(s.cached_tokens_by_turn, i),
+            ttft_p50_s=ttft,
+        )
+
+
+def _at(xs: list[float | None], i: int) -> float | None:
+    return xs[i] if i < len(xs) else None
 
 
 def cells(view: RunView) -> list[CellRow]:

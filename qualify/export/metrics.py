@@ -110,6 +110,15 @@ def _capacity_samples(capacity: CapacityRecord | None) -> Iterator[Sample]:
         labels = (("cell", best.cell),)
         name = "qualify_capacity_best_aggregate_output_tokens_per_second"
         yield Sample(name, what, best.aggregate_output_tok_s, labels)
+    load = capacity.load if capacity is not None else None
+    for c in load.replay if load else []:
+        if c.goodput is not None:
+            what = "share of a replayed trace's requests meeting every SLO, per scale"
+            name = "qualify_capacity_replay_goodput_ratio"
+            yield Sample(name, what, c.goodput, (("cell", c.cell),))
+    if load is not None and load.sessions is not None and load.sessions.goodput is not None:
+        what = "share of the agent sessions' turns right and within every SLO"
+        yield Sample("qualify_capacity_sessions_goodput_ratio", what, load.sessions.goodput)
 
 
 def _vram_samples(vram: VramRecord | None) -> Iterator[Sample]:

@@ -4,7 +4,9 @@ of the stages the decision counted (`qualify.present.reading.run_view`).
 - ab: every request of every run of both lanes (`lanes.<lane>.runs[].requests`);
 - context: every stream of every timed cell (`rows[].streams`);
 - capacity: every stream of every closed-loop run (matrix and content kinds), of every
-  open-loop step and burst, of the soak, and of the incumbent's steps at the candidate's edge.
+  open-loop step and burst, of the soak, of the incumbent's steps at the candidate's edge, of
+  each replay of a trace (part `replay`), and every turn of every agent session (part
+  `sessions`, cell `s<session>-t<turn>`).
 
 Figures are the record's. The one exception is capacity's closed-loop streams: the record keeps
 no per-stream timings there, so they are read from the exchange the stream kept, with the
@@ -20,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from qualify.ab.record import Record as AbRecord
 from qualify.ab.record import Request
-from qualify.capacity.loads import LoadStream, OpenCell
+from qualify.capacity.loads import LoadStream, OpenCell, SessionTurn
 from qualify.capacity.record import CellFigures, RunStream
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
@@ -195,6 +197,26 @@ def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator
     if load.incumbent is not None:
         base = RequestRow("capacity", "load", "incumbent", "")
         yield from _open(base, load.incumbent.cells, attempt)
+    yield from _open(RequestRow("capacity", "replay", load.lane, ""), list(load.replay), attempt)
+    for t in load.sessions.turns if load.sessions else []:
+        yield _turn_row(RequestRow("capacity", "sessions", load.lane, ""), t, attempt)
+
+
+def _turn_row(base: RequestRow, t: SessionTurn, attempt: str) -> RequestRow:
+    return replace(
+        base,
+        cell=f"s{t.session}-t{t.turn}",
+        stream=t.session,
+        prompt_tokens=t.prompt_tokens,
+        cached_tokens=t.cached_tokens,
+        completion_tokens=t.completion_tokens,
+        ttft_s=t.ttft_s,
+        e2e_s=t.e2e_s,
+        decode_tok_per_s=t.decode_tok_s,
+        finish_reason=t.finish_reason or "",
+        outcome=outcome(failed=t.failed, cut=t.cut, broken=t.broken or None),
+        evidence=_evidence(attempt, t.files),
+    )
 
 
 def kept_view(view: RunView, stage: str) -> AttemptView | None:
