@@ -209,6 +209,17 @@ def test_the_capacity_stage_replays_a_trace_and_runs_sessions(
     assert gates["replay@replay-2x"] in (Verdict.PASS, Verdict.FAIL)
     assert gates["sessions"] in (Verdict.PASS, Verdict.FAIL)
     assert gates["soak-acceptance"] is Verdict.SKIPPED
+    # the CSV export's rows: one per replayed request, one per turn, prompts growing by turn
+    from qualify.capacity.record import Record as CapacityRecord
+    from qualify.export.requests import capacity_requests
+
+    rows = list(capacity_requests(CapacityRecord.model_validate(result.data), None))
+    assert [r.cell for r in rows if r.part == "replay"] == ["replay-2x"] * 4
+    turns = {r.cell: r for r in rows if r.part == "sessions"}
+    assert sorted(turns) == [f"s{s}-t{t}" for s in (1, 2) for t in (1, 2, 3)]
+    for s in (1, 2):
+        grown = [turns[f"s{s}-t{t}"].prompt_tokens or 0 for t in (1, 2, 3)]
+        assert grown == sorted(grown) and grown[0] < grown[2], grown
     print(
         "stage gates:",
         {k: v.value for k, v in gates.items() if k in ("replay@replay-2x", "sessions")},
