@@ -165,9 +165,8 @@ async def _session(sender: Sender, k: int, max_tokens: int) -> list[dict[str, An
     msgs: list[dict[str, Any]] = [{"role": "user", "content": s.ask(1)}]
     out = []
     for turn in range(1, TURNS + 1):
-        body = {**sender.request(msgs), "max_tokens": max_tokens}
-        if turn == 1:
-            body["tools"] = TOOLS
+        # every turn offers the tool, as an agent loop does: the prefix stays the same
+        body = {**sender.request(msgs), "max_tokens": max_tokens, "tools": TOOLS}
         ex = await sender.client.stream(CHAT, body, sender.timeout_s)
         files = sender.keep(f"load-session-t{turn}-s{k + 1}", ex)
         rec = turn_record(ex, files, k, turn)

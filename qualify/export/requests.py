@@ -205,8 +205,8 @@ def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator
 def _turn_row(base: RequestRow, t: SessionTurn, attempt: str) -> RequestRow:
     return replace(
         base,
-        cell=f"s{t.session}-t{t.turn}",
-        stream=t.session,
+        cell=f"s{t.session + 1}-t{t.turn}",  # sessions count from 1, as the decision says
+        stream=t.session + 1,
         prompt_tokens=t.prompt_tokens,
         cached_tokens=t.cached_tokens,
         completion_tokens=t.completion_tokens,

@@ -209,7 +209,8 @@ def test_the_capacity_stage_replays_a_trace_and_runs_sessions(
     assert gates["replay@replay-2x"] in (Verdict.PASS, Verdict.FAIL)
     assert gates["sessions"] in (Verdict.PASS, Verdict.FAIL)
     assert gates["soak-acceptance"] is Verdict.SKIPPED
-    # the CSV export's rows: one per replayed request, one per turn, prompts growing by turn
+    # the CSV export's rows: one per replayed request, one per turn, the conversation (the
+    # tool offered in every turn) growing turn by turn
     from qualify.capacity.record import Record as CapacityRecord
     from qualify.export.requests import capacity_requests
 
@@ -219,7 +220,7 @@ def test_the_capacity_stage_replays_a_trace_and_runs_sessions(
     assert sorted(turns) == [f"s{s}-t{t}" for s in (1, 2) for t in (1, 2, 3)]
     for s in (1, 2):
         grown = [turns[f"s{s}-t{t}"].prompt_tokens or 0 for t in (1, 2, 3)]
-        assert grown == sorted(grown) and grown[0] < grown[2], grown
+        assert 0 < grown[0] < grown[1] < grown[2], grown
     print(
         "stage gates:",
         {k: v.value for k, v in gates.items() if k in ("replay@replay-2x", "sessions")},

@@ -14,7 +14,7 @@ def _record() -> Record:
     broken = {**stream, "broken": ["garbled"], "files": ["0008-x.json"]}
     turns = [
         {"session": s, "turn": t, "ttft_s": 0.1 * t, "prompt_tokens": 50 * t, "files": [f"t{t}"]}
-        for s in (1, 2)
+        for s in (0, 1)
         for t in (1, 2, 3)
     ]
     turns[4]["broken"] = ["the tool result is ignored"]
