@@ -28,6 +28,9 @@ SPEC = StageSpec(
         "answers": "load-answers",
         "goodput": "goodput",
         "soak": "soak",
+        "soak-acceptance": "acceptance-drift",
+        "replay": "trace-replay",
+        "sessions": "agent-sessions",
         "harness": "load-harness",
     },
     # how capacity judges each answer under load (degenerate, garble, JSON, tool calls)

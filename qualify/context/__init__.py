@@ -27,6 +27,7 @@ SPEC = StageSpec(
             ("deep-typed-tools", "deep-streaming-tools", "deep-tool-result"), "deep-tools"
         ),
         "degenerate": "degenerate",
+        "acceptance-depth": "acceptance-depth",
     },
     settings=ContextSettings,
     partial=Path(__file__).with_name("section.md.j2"),

@@ -212,6 +212,29 @@ FAMILIES: dict[str, tuple[str, str, str]] = {
         "memory or engine error counters grow under steady load",
         "find what grows under steady load (memory, engine errors), then soak it again",
     ),
+    "trace-replay": (
+        "alone",
+        "a replayed trace's requests break, go unanswered or miss the SLOs",
+        "serve the trace's traffic with valid answers within the SLOs at its own pace (the "
+        "gate names each failing request)",
+    ),
+    "agent-sessions": (
+        "alone",
+        "multi-turn agent sessions go wrong: a tool not called, its result ignored or lost",
+        "serve a model and tool parser that call the tool, use its result and keep it over "
+        "the turns",
+    ),
+    "acceptance-drift": (
+        "alone",
+        "speculative acceptance falls over steady load",
+        "find why draft acceptance falls over time under steady load, then soak it again",
+    ),
+    "acceptance-depth": (
+        "alone",
+        "speculative acceptance falls in long prompts",
+        "a drafter that keeps its acceptance at depth, or a context pin below the rung where "
+        "it falls",
+    ),
     "fidelity-unmeasured": (
         "limit",
         "client and server timings not compared: the server reported nothing to compare",

@@ -59,3 +59,18 @@ def test_an_unmeasured_fidelity_gate_is_not_a_disagreement() -> None:
     bad = _gate("fidelity", Verdict.FAIL, ["decode ratio 1.034 over the 3% bound"])
     assert _family(bad, {}, "x").family == "fidelity"
     assert "disagree" in _family(bad, {}, "x").title
+
+
+def test_the_traffic_and_acceptance_gates_have_families_of_their_own() -> None:
+    """A failed replay, session, acceptance drift or acceptance at depth is named for itself,
+    not with the gate's name for a title ("`capacity/sessions` passes")."""
+    turn = "session 1 turn 2: the tool result is ignored: the answer does not give 417"
+    sessions = _family(_gate("sessions", Verdict.FAIL, [turn]), {}, "x")
+    assert sessions.family == "agent-sessions" and "tool" in sessions.action
+    replay = _family(_gate("replay@replay-1x", Verdict.FAIL, ["request 3: broken"]), {}, "x")
+    assert replay.family == "trace-replay"
+    drift = _family(_gate("soak-acceptance", Verdict.FAIL, ["acceptance fell 35%"]), {}, "x")
+    assert drift.family == "acceptance-drift"
+    depth = _gate("acceptance-depth@4096", Verdict.FAIL, ["acceptance 0.2 at this rung"])
+    depth = depth.model_copy(update={"stage": "context", "key": "context/acceptance-depth@4096"})
+    assert _family(depth, {}, "x").family == "acceptance-depth"
