@@ -50,6 +50,7 @@ class ServerFidelity(Part):
     window: dict[str, float | str | None] | None = None
     client: ClientWindow | None = None
     decode_ratio: float | None = None
+    frontend_decode_ratio: float | None = None
     ttft_minus_server_ms: float | None = None
     why: str | None = None
 

@@ -218,6 +218,8 @@ def with_server_window(
         )
         for t in timings
     ]
+    front = window.frontend_decode_tok_s
+    out["frontend_decode_ratio"] = client["decode_tok_s"] / front if front else None
     return filled, {**out, "decode_ratio": ratio, "ttft_minus_server_ms": gap, "why": None}
 
 
@@ -285,7 +287,10 @@ class WindowFigures(Written):
     itl_s: float | None = None
     problem: str | None = None
     decode_tokens: float | None = None
+    e2e_n: float | None = None
+    e2e_s: float | None = None
     decode_tok_s: float | None = None
+    frontend_decode_tok_s: float | None = None
     ttft_ms_mean: float | None = None
     prefill_ms_mean: float | None = None
     queue_ms_mean: float | None = None
@@ -307,6 +312,8 @@ class ServerComparison(Written):
     window: WindowFigures | None = None
     client: ClientWindow | None = None
     decode_ratio: float | None = None
+    # the client's decode over the front end's (e2e - TTFT, vLLM): recorded, not judged
+    frontend_decode_ratio: float | None = None
     ttft_minus_server_ms: float | None = None
     why: str | None = None
 

@@ -26,10 +26,25 @@ class ServerWindow:
     # the tokens `decode_s` covers, where the server counts them itself (SGLang's ITL histogram
     # counts each token after a request's first output); else n_i - 1 a request
     decode_tokens: float | None = None
+    # the front end's request latency (vLLM: `e2e_request_latency_seconds`), stamped where the
+    # TTFT is: e2e - TTFT is the decode window on the client's side of the engine
+    e2e_n: float | None = None
+    e2e_s: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.problem is None
+
+    @property
+    def frontend_decode_tok_s(self) -> float | None:
+        """sum(n_i - 1) / sum(e2e_i - ttft_i), both stamped in the front end (kept beside the
+        engine-core `decode_tok_s`, which vLLM stamps where the engine made the tokens)."""
+        if not self.ok or self.decode_tokens is not None or self.generated_tokens is None:
+            return None
+        if self.e2e_s is None or self.ttft_s is None or self.e2e_n != self.ttft_n:
+            return None
+        steps, span = self.generated_tokens - self.requests, self.e2e_s - self.ttft_s
+        return steps / span if steps > 0 and span > 0 else None
 
     @property
     def decode_tok_s(self) -> float | None:
@@ -75,6 +90,7 @@ class ServerWindow:
         return {
             **asdict(self),
             "decode_tok_s": self.decode_tok_s,
+            "frontend_decode_tok_s": self.frontend_decode_tok_s,
             "ttft_ms_mean": self.ttft_ms,
             "prefill_ms_mean": self.prefill_ms,
             "queue_ms_mean": self.queue_ms,

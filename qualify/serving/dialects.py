@@ -75,6 +75,7 @@ VLLM = Dialect(
     means=frozenset({"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}),
     histograms=(
         ("decode", "vllm:request_decode_time_seconds"),
+        ("e2e", "vllm:e2e_request_latency_seconds"),
         ("generation_tokens", "vllm:request_generation_tokens"),
         ("ttft", "vllm:time_to_first_token_seconds"),
         ("prefill", "vllm:request_prefill_time_seconds"),

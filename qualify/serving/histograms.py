@@ -79,6 +79,7 @@ def server_window(
     prefill_n, prefill_s = pair("prefill")
     queue_n, queue_s = pair("queue")
     itl_n, itl_s = pair("itl")
+    e2e_n, e2e_s = pair("e2e")
     problem = None
     by = h.get("decode", h.get("e2e"))
     if expected is not None and decode_n != expected:
@@ -105,4 +106,6 @@ def server_window(
         itl_s=itl_s,
         problem=problem,
         decode_tokens=decode_tokens,
+        e2e_n=e2e_n,
+        e2e_s=e2e_s,
     )

@@ -181,6 +181,10 @@ def test_histogram_deltas_match_the_requests_between_two_scrapes() -> None:
     assert w.decode_tok_s == pytest.approx((256 - 11) / w.decode_s)
     assert w.ttft_ms is not None and w.prefill_ms is not None and w.queue_ms is not None
     assert w.ttft_ms >= w.prefill_ms  # TTFT runs from arrival: queue and prefill inside it
+    # the front end's own decode window (e2e - TTFT, both stamped where the client is) beside
+    # the engine core's: on these short prompts they agree to 0.05 ms a request
+    assert (w.e2e_n, w.frontend_decode_tok_s) == (11, pytest.approx(w.decode_tok_s, rel=1e-3))
+    assert w.as_dict()["frontend_decode_tok_s"] == w.frontend_decode_tok_s
     bad = server_window(snap("metrics_spec_idle.prom"), snap("metrics_spec_after.prom"), VLLM, 12)
     assert bad is not None and not bad.ok and "counted 11 requests" in (bad.problem or "")
     same = server_window(snap("metrics_spec_idle.prom"), snap("metrics_spec_idle.prom"), VLLM)
@@ -208,6 +212,10 @@ def test_cell_comparison_by_the_histograms_definitions() -> None:
     assert compared["why"] is None
     assert compared["decode_ratio"] == pytest.approx(1 / 1.02, rel=1e-6)
     assert compared["ttft_minus_server_ms"] == pytest.approx(4.0, abs=1e-6)
+    front = compared["frontend_decode_ratio"]
+    assert front == pytest.approx(
+        compared["decode_ratio"] * w.decode_tok_s / w.frontend_decode_tok_s
+    )
     assert {t.server_source for t in filled} == {"vllm histograms (deltas around the cell)"}
     _, none = with_server_window(ts, None)
     assert none["why"] == "the server keeps no latency histograms"
