@@ -267,9 +267,25 @@ def draft_share(record: Record) -> str | None:
     tokens = sum(q.completion_tokens or 0 for q in counted)
     if acc.accepted is None or not tokens or not counted:
         return None
-    return (
+    text = (
         f"{acc.drafts} drafts in {len(counted)} timed requests: accepted drafts gave "
         f"{acc.accepted:,} of {tokens:,} output tokens ({100 * acc.accepted / tokens:.1f}%)"
+    )
+    return text + step_cost(record, tokens, acc.accepted)
+
+
+def step_cost(record: Record, tokens: int, accepted: int) -> str:
+    """Acceptance and speed reconciled: each engine step gives one token and the drafts it
+    accepts, so steps = output - accepted; the decode ratio over tokens per step is what a
+    candidate step costs in control steps (over 1: drafting and verifying cost more than the
+    accepted tokens save)."""
+    decode = record.row("decode_tok_s")
+    if tokens <= accepted or decode is None or not decode.candidate or not decode.control:
+        return ""
+    per_step, speed = tokens / (tokens - accepted), decode.candidate / decode.control
+    return (
+        f"; that is {per_step:.2f} tokens per engine step, and at {speed:.2f}x the control's "
+        f"decode each step took {per_step / speed:.2f}x a control step's time"
     )
 
 

@@ -3,6 +3,7 @@ call."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from qualify.ab.record import MetricRow, Record
@@ -67,8 +68,27 @@ def test_the_headline_helpers_read_the_typed_record() -> None:
     assert runs_of(MetricRow(metric="x")) == "run-level values (count not recorded)"
     assert record.acceptance is not None and accepted_per_draft(record.acceptance) == 3.0
     assert draft_share(record) == (
-        "10 drafts in 1 timed requests: accepted drafts gave 30 of 60 output tokens (50.0%)"
+        "10 drafts in 1 timed requests: accepted drafts gave 30 of 60 output tokens (50.0%); "
+        "that is 2.00 tokens per engine step, and at 1.20x the control's decode each step took "
+        "1.67x a control step's time"
     )
+
+
+def test_acceptance_and_a_slowdown_are_reconciled_in_engine_steps() -> None:
+    """The published vLLM A/B: 81% acceptance and 0.41x the control's decode. Steps are output
+    tokens less accepted ones (2,693 - 1,119 = 1,574): 1.71 tokens a step, so each step took
+    4.1x the control's; without a decode figure, no such sentence."""
+    data = copy.deepcopy(DATA)
+    data["acceptance"] = {"accepted": 1119, "drafts": 276, "draft_tokens": 1374}
+    data["metrics"] = [{**METRIC, "candidate": 197.0, "control": 476.0}]
+    data["lanes"]["candidate"]["runs"][0]["requests"] = [{"prompt": "a", "completion_tokens": 2693}]
+    said = draft_share(Record.model_validate(data)) or ""
+    assert said.endswith(
+        "1.71 tokens per engine step, and at 0.41x the control's decode each "
+        "step took 4.13x a control step's time"
+    ), said
+    data["metrics"] = []
+    assert "engine step" not in (draft_share(Record.model_validate(data)) or "")
 
 
 def test_the_section_of_a_stage_without_a_record_is_its_empty_form() -> None:
