@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from qualify.capacity.openloop import Flight, harness_lag, poisson, send
+from qualify.capacity.openloop import Flight, Plan, harness_lag, poisson, send
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
 from qualify.serving.process import free_port
@@ -59,7 +59,7 @@ async def one_rate(
 
     async with Client(url, max_connections=1024) as c:
         w = asyncio.create_task(watch())
-        run = await send(c, [body] * n, offsets, offsets[-1] + 30.0, flight=flight, path="/")
+        run = await send(c, Plan([body] * n, offsets, offsets[-1] + 30.0, path="/", flight=flight))
         w.cancel()
     lag = run.lag()
     ok = sum(1 for s in run.sent if s.exchange is not None and s.exchange.ok)
