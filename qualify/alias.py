@@ -62,7 +62,7 @@ def log_path(table: Path) -> Path:
     return table.with_name(table.stem + ".log.jsonl")
 
 
-def render_table(aliases: dict[str, dict[str, Any]]) -> str:
+def render_table(aliases: dict[str, dict[str, Any]]) -> str:  # targets as the raw log holds them
     """The table as TOML; every value is a string, written as a JSON-escaped basic string."""
     lines = [
         "# Production aliases. Changed only by `qualify alias set`, which verifies a signed",
@@ -75,7 +75,7 @@ def render_table(aliases: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _parse_log(data: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]]:
+def _parse_log(data: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]]:  # raw JSON
     out, problems = [], []
     for n, line in enumerate(data.decode(errors="replace").splitlines(), 1):
         try:
@@ -90,17 +90,17 @@ def _parse_log(data: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]
     return out, problems
 
 
-def read_log(table: Path) -> list[dict[str, Any]]:
+def read_log(table: Path) -> list[dict[str, Any]]:  # raw log JSON, unchecked
     """The log file's entries as they are on disk, unchecked (`state` checks them)."""
     p = log_path(table)
     return _parse_log(p.read_bytes(), str(p))[0] if p.is_file() else []
 
 
-def check_chain(entries: list[dict[str, Any]]) -> list[str]:
+def check_chain(entries: list[dict[str, Any]]) -> list[str]:  # raw log JSON
     """Every break in the chain: a hash, a previous-hash link or a sequence number that does not
     hold, or an entry whose `old` is not what the log had the alias point at before it."""
     problems, prev = [], GENESIS
-    targets: dict[str, Any] = {}
+    targets: dict[str, object] = {}
     for n, e in enumerate(entries, 1):
         if e.get("seq") != n:
             problems.append(f"entry {n}: sequence number {e.get('seq')}, expected {n}")
@@ -121,13 +121,13 @@ def check_chain(entries: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def _target(e: dict[str, Any]) -> dict[str, Any]:
+def _target(e: dict[str, Any]) -> dict[str, Any]:  # a raw log entry's new target
     return {**dict(e["new"]), "set_at": e.get("at")}
 
 
-def derive_table(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def derive_table(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:  # raw log JSON
     """The table the log says: each alias at the target of its latest entry."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {}  # raw log JSON
     for e in entries:
         if isinstance(e.get("alias"), str) and isinstance(e.get("new"), dict):
             out[e["alias"]] = _target(e)
@@ -139,8 +139,8 @@ class AliasState:
     """The alias table of a house as its log derives it, and every way the two disagree."""
 
     root: Path
-    entries: list[dict[str, Any]] = field(default_factory=list)
-    aliases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    entries: list[dict[str, Any]] = field(default_factory=list)  # raw log JSON
+    aliases: dict[str, dict[str, Any]] = field(default_factory=dict)  # as derived from it
     problems: list[str] = field(default_factory=list)
 
     def refuse(self, doing: str) -> None:
@@ -151,7 +151,7 @@ class AliasState:
             )
 
 
-def _history(repo: git.Repo, head: list[dict[str, Any]]) -> list[str]:
+def _history(repo: git.Repo, head: list[dict[str, Any]]) -> list[str]:  # raw log JSON
     """The log at HEAD must extend the log at every earlier commit that touched it."""
     problems = []
     try:
@@ -221,9 +221,9 @@ def state(root: Path) -> AliasState:
 @dataclass
 class Change:
     name: str
-    old: dict[str, Any] | None
-    new: dict[str, Any]
-    entry: dict[str, Any] | None
+    old: dict[str, Any] | None  # the target the raw log had
+    new: dict[str, str]
+    entry: dict[str, object] | None
     commit: str | None
 
 
@@ -337,7 +337,7 @@ def _declared_alias(data: bytes) -> str | None:
 
 def _gate(
     snap: Snapshot, envelope: Path, candidate: Path, key: Path | None, name: str, now: datetime
-) -> dict[str, Any]:
+) -> dict[str, str]:
     """The new target, once the decision verifies by a pinned key, promotes under the house
     policy, names this alias, and its signed candidate copy is this candidate file as it is."""
     signer, report = _signer(snap, envelope, key)
@@ -401,7 +401,7 @@ def set_alias(
     if old is not None and all(old.get(k) == new[k] for k in TARGET_KEYS):
         return Change(name, old, new, None, None)
     entries = st.entries
-    entry: dict[str, Any] = {
+    entry: dict[str, object] = {
         "seq": len(entries) + 1,
         "alias": name,
         "old": old,

@@ -17,9 +17,12 @@ from functools import cached_property
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from qualify.records import StageRecord, StrictModel
+
+if TYPE_CHECKING:
+    from qualify.evidence.kept import AttemptView
 
 GateKind = Literal["probe", "judge"]
 
@@ -45,8 +48,8 @@ class StageParts:
     run: Callable[..., Any]
     record: type[StageRecord] | None = None
     judges: tuple[ModuleType, ...] = ()
-    rebuild: Callable[..., Any] | None = None
-    section: Callable[..., dict[str, Any]] | None = None
+    rebuild: Callable[[AttemptView], StageRecord] | None = None
+    section: Callable[..., Mapping[str, object]] | None = None
     plots: Callable[..., list[Any]] | None = None
     figures: Callable[..., list[str]] | None = None
     cells: Callable[..., list[Any]] | None = None
@@ -202,7 +205,7 @@ def record_model(name: str) -> type[StageRecord] | None:
     return parts.record if parts else None
 
 
-def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:
+def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:  # raw result.json data
     """`result.json`'s `data` of stage `name`, read into its typed record (validation errors
     propagate: a record that does not read is never guessed at). None when the stage declares
     no record or the data is empty (a stage that stopped before measuring)."""
@@ -212,7 +215,7 @@ def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:
     return model.model_validate(data)
 
 
-def rebuild_of(name: str) -> Callable[..., Any] | None:
+def rebuild_of(name: str) -> Callable[[AttemptView], StageRecord] | None:
     """The function deriving a declared stage's record from what its attempt kept, or None."""
     parts = parts_of(name)
     return parts.rebuild if parts else None

@@ -22,7 +22,7 @@ from qualify.gates.files import default_gates_dir, load_gates
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
-from qualify.records import GateResult, StageResult, Verdict, worst
+from qualify.records import GateResult, StageRecord, StageResult, Verdict, worst
 from qualify.registry import judged_stages, rebuild_of, specs, stage_names
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def _unjudged(stage: str, why: str) -> GateResult:
 
 def _judged_from_kept(
     ctx: StageContext,
-    fn: Callable[[AttemptView], Any],
+    fn: Callable[[AttemptView], StageRecord],
     data: dict[str, Any],
     gates: list[GateResult],
 ) -> tuple[dict[str, Any], list[GateResult]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -16,6 +16,17 @@ from qualify.errors import BadInput, Refused
 from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord
 from qualify.trust.repository import TABLE, read_table, snapshot
+
+
+class AliasSummary(TypedDict):
+    """`decision_summary`: `status` and `why`, and the diff's summary when compared."""
+
+    status: str
+    why: str
+    against: NotRequired[str]
+    regressed: NotRequired[bool]
+    lines: NotRequired[list[str]]
+    regressions: NotRequired[list[str]]
 
 
 def verified(label: str, ref: Path, keys: list[Ed25519PublicKey], action: str = "compared") -> Side:
@@ -46,7 +57,7 @@ def decision_summary(
     alias: str | None,
     house: Path | None,
     evidence: Path | None = None,
-) -> dict[str, Any]:
+) -> AliasSummary:
     """For the decision of the run `view` read (its record derived, not signed yet): the diff's
     summary against the qualification its alias points at now, verified by the decision keys
     the house pins. Always a table with `status`: `compared` (and the summary's fields), `none`
@@ -80,10 +91,10 @@ class AliasView:
     was given at all, and the diff's summary against the target (`decision_summary`)."""
 
     name: str | None = None
-    target: dict[str, Any] | None = None
+    target: dict[str, Any] | None = None  # the raw TOML entry of the house table
     error: str | None = None
     house: bool = False
-    summary: dict[str, Any] = field(default_factory=lambda: {"status": "none", "why": ""})
+    summary: AliasSummary = field(default_factory=lambda: AliasSummary(status="none", why=""))
 
 
 def alias_view(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from qualify.registry import probe_stages
 
 def caveats(
     record: DecisionRecord,
-    info: dict[str, Any],
+    info: dict[str, Any],  # raw run.json
     records: Mapping[str, StageRecord],
     once: Once,
     run_path: Path | None = None,
@@ -101,10 +102,21 @@ _WEIGHTY = re.compile(r"context|capp|exceed|overflow|memory|fall(?:s|ing)? ?back
 _WARNING = re.compile(r"^\S+ W (.*)$|^(?:.*\b)?(WARNING|Warning)[: ](.*)$")
 
 
-def server_warnings(run_path: Path) -> list[dict[str, Any]]:
+@dataclass
+class ServerWarning:
+    """A warning a lane's servers wrote: in how many of its starts, and its first log."""
+
+    lane: str
+    text: str
+    log: str  # relative to the run
+    starts: int
+    of: int
+
+
+def server_warnings(run_path: Path) -> list[ServerWarning]:
     """Distinct warnings the servers wrote to their logs (llama.cpp's ` W ` lines, `WARNING`
     lines of other engines), each with the lane, how many starts said it and its first log."""
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: dict[tuple[str, str], tuple[str, set[str], Path]] = {}
     for lane in ("candidate", "control"):
         for d in sorted((run_path).glob(f"server-{lane}/attempt-*")):
             for log in sorted(d.glob("std*.log")):
@@ -119,30 +131,30 @@ def server_warnings(run_path: Path) -> list[dict[str, Any]]:
                     text = " ".join((m.group(1) or m.group(3) or "").split())
                     if not text or _PER_REQUEST.search(text):
                         continue
-                    item = found.setdefault(
-                        (lane, re.sub(r"\d+(?:\.\d+)?", "N", text)),
-                        {"lane": lane, "text": text, "starts": set(), "log": log},
-                    )
-                    item["starts"].add(d.name)
-    out = []
-    for item in found.values():
-        starts = {d.name for d in run_path.glob(f"server-{item['lane']}/attempt-*")}
-        item["of"] = len(starts)
-        item["starts"] = len(item["starts"])
-        item["log"] = item["log"].relative_to(run_path).as_posix()
-        out.append(item)
-    out = [w for w in out if _WEIGHTY.search(w["text"]) or w["starts"] == w["of"]]
-    out.sort(key=lambda w: (not _WEIGHTY.search(w["text"]), w["lane"] != "candidate"))
-    merged: dict[str, dict[str, Any]] = {}
+                    like = (lane, re.sub(r"\d+(?:\.\d+)?", "N", text))
+                    found.setdefault(like, (text, set(), log))[1].add(d.name)
+    out = [
+        ServerWarning(
+            lane,
+            text,
+            log.relative_to(run_path).as_posix(),
+            len(starts),
+            len({d.name for d in run_path.glob(f"server-{lane}/attempt-*")}),
+        )
+        for (lane, _), (text, starts, log) in found.items()
+    ]
+    out = [w for w in out if _WEIGHTY.search(w.text) or w.starts == w.of]
+    out.sort(key=lambda w: (not _WEIGHTY.search(w.text), w.lane != "candidate"))
+    merged: dict[str, ServerWarning] = {}
     for w in out:  # the same warning from both lanes is one caveat
-        key = re.sub(r"\d+(?:\.\d+)?", "N", w["text"])
+        key = re.sub(r"\d+(?:\.\d+)?", "N", w.text)
         if key in merged:
             had = merged[key]
-            had["lane"] = f"{had['lane']} and {w['lane']}"
-            had["starts"] += w["starts"]
-            had["of"] += w["of"]
+            had.lane = f"{had.lane} and {w.lane}"
+            had.starts += w.starts
+            had.of += w.of
         else:
-            merged[key] = dict(w)
+            merged[key] = w
     return list(merged.values())[:2]
 
 
@@ -155,9 +167,9 @@ def _substance(
     if run_path is not None:
         for w in server_warnings(run_path):
             out.append(
-                f"The {w['lane']} server{'s' if ' and ' in w['lane'] else ''} warned in "
-                f"{w['starts']} of {w['of']} starts: "
-                f"«{short(w['text'], 140)}» ([log]({UP}{w['log']}))."
+                f"The {w.lane} server{'s' if ' and ' in w.lane else ''} warned in "
+                f"{w.starts} of {w.of} starts: "
+                f"«{short(w.text, 140)}» ([log]({UP}{w.log}))."
             )
     gates = record.evaluation.gates
     fit = [g for g in gates if g.stage in probe_stages()]

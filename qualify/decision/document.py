@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
@@ -112,7 +111,7 @@ def attempt_dir(run: RunDir, record: DecisionRecord) -> Path:
 
 def context(
     view: RunView, record: DecisionRecord, alias: AliasView | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Everything the template shows, computed from the run as `record` counted it, the record
     and the alias it gates (read from the house when not given)."""
     run, info, records = view.run, view.info, view.records()
@@ -165,7 +164,7 @@ def context(
     }
 
 
-def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, Any]]:
+def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, str | bool]]:
     """Each plot by its template name: drawn into the decision attempt, or why not."""
     return {
         p.name.removesuffix(".png").replace("-", "_"): {
@@ -178,17 +177,19 @@ def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def stage_sections(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> dict[str, Any]:
+def stage_sections(
+    records: Mapping[str, StageRecord], gates: list[GateOutcome]
+) -> dict[str, object]:
     """What each registered stage's `section` (its spec's parts) gives the template, given the
     stage's typed record (None when it has none) and the decision's gates."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, spec in specs().items():
         if spec.loaded.section is not None:
             out |= spec.loaded.section(records.get(name), gates)
     return out
 
 
-def _tickets(record: DecisionRecord) -> dict[str, Any]:
+def _tickets(record: DecisionRecord) -> dict[str, object]:
     """The tickets as a table when few, else counted by what this decision did to them."""
     counts: dict[str, int] = {}
     for t in record.tickets:

@@ -20,11 +20,11 @@ from qualify.trust.house import PolicyRules
 from qualify.vram.record import Record as VramRecord
 
 
-def first_of(*values: Any) -> Any:
+def first_of(*values: object) -> object:
     return next((v for v in values if v not in (None, "", [], {})), None)
 
 
-def hardware(records: Mapping[str, StageRecord], info: dict[str, Any]) -> list[str]:
+def hardware(records: Mapping[str, StageRecord], info: dict[str, Any]) -> list[str]:  # raw run.json
     """GPU, driver and CUDA as the vram record holds them; CPU from run.json, else the record;
     the engine and its build as identity pinned and saw them."""
     vram = record_of(records, "vram", VramRecord)
@@ -77,7 +77,7 @@ def _engine(identity: IdentityRecord | None) -> str:
     return f"{pins.engine or 'engine not recorded'} build {build or 'not recorded'}"
 
 
-def launch_command(run: RunDir, records: Mapping[str, StageRecord]) -> dict[str, Any]:
+def launch_command(run: RunDir, records: Mapping[str, StageRecord]) -> dict[str, str | None]:
     """The candidate server's command as launched, and the file that records it."""
     identity = record_of(records, "identity", IdentityRecord)
     if identity is not None and identity.launch is not None and identity.launch.args:
@@ -93,7 +93,7 @@ def launch_command(run: RunDir, records: Mapping[str, StageRecord]) -> dict[str,
     return {"command": None, "file": None}
 
 
-def provenance(record: DecisionRecord, info: dict[str, Any]) -> dict[str, Any]:
+def provenance(record: DecisionRecord, info: dict[str, Any]) -> dict[str, object]:  # raw run.json
     git = as_dict(info.get("git"))
     tool = as_dict(info.get("tool"))
     return {
@@ -109,7 +109,7 @@ def provenance(record: DecisionRecord, info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def policy_lines(record: DecisionRecord) -> dict[str, Any]:
+def policy_lines(record: DecisionRecord) -> dict[str, object]:
     """The effective policy in a few lines, and where the house policy came from."""
     rules = PolicyRules.model_validate(record.policy)
     h = record.house

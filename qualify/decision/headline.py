@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from qualify.ab import section as ab_section
 from qualify.ab.record import Fidelity as LanesFidelity
@@ -87,7 +87,7 @@ def preflight_levels(gates: list[GateOutcome]) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(cand)), list(dict.fromkeys(ctrl))
 
 
-def sections_delta(m: MetricRow) -> dict[str, Any]:
+def sections_delta(m: MetricRow) -> dict[str, object]:
     return {
         "delta_pct": m.delta_pct,
         "within_noise": bool(m.within_noise),
@@ -168,12 +168,32 @@ def alias_text(view: AliasView, records: Mapping[str, StageRecord]) -> str:
     return f"gates `{name}` (no house repository given, so its alias table was not read)"
 
 
-def against(view: AliasView) -> dict[str, Any] | None:
+def against(view: AliasView) -> dict[str, object] | None:
     """The diff's summary against the alias's current recipe, when there is one to show."""
     s = view.summary
     if s.get("status") not in ("compared", "unusable"):
         return None
     return {"name": view.name, **s}
+
+
+class NotQualified(TypedDict):
+    cause: str
+    lines: list[str]
+    log: str | None
+    stages: str
+
+
+class Fidelity(TypedDict):
+    """A timed stage's fidelity as the document and the exported metrics show it."""
+
+    stage: str
+    n: int | None
+    decode_ratio: float | None
+    ttft_gap_ms: float | None
+    ttft_lane: str | None
+    chunk_error_pct: float | None
+    chunk_lane: str | None
+    verdict: str
 
 
 _LOG = re.compile(r"; log: ([^;]+)")
@@ -182,7 +202,7 @@ _LOG = re.compile(r"; log: ([^;]+)")
 _QUOTED = re.compile(r"«(.*?)»")
 
 
-def not_qualified(run: RunDir, record: DecisionRecord) -> dict[str, Any] | None:
+def not_qualified(run: RunDir, record: DecisionRecord) -> NotQualified | None:
     """For a run that judged nothing: the cause said once, the server's last log lines, the
     log's link (inside the run), and what each planned stage did."""
     if not record.headline.startswith(NOT_QUALIFIED):
@@ -225,7 +245,7 @@ def _stopped(s: StageOutcome) -> str:
 
 
 def closing(
-    record: DecisionRecord, groups: list[causes.Cause], alias: str, nq: dict[str, Any] | None
+    record: DecisionRecord, groups: list[causes.Cause], alias: str, nq: NotQualified | None
 ) -> str:
     """The closing paragraph, in the seed report's shape: what to do with the recipe, until
     when, and what happens to the alias."""
@@ -250,11 +270,11 @@ def closing(
 
 def fidelity(
     records: Mapping[str, StageRecord], gates: list[GateOutcome] | None = None
-) -> list[dict[str, Any]]:
+) -> list[Fidelity]:
     """Per timed stage: how far the client's timings are from the server's own, the verdict of
     the stage's fidelity gates (both halves: decode and TTFT), and the chunk-counting error of
     the lane farthest from zero, sign kept."""
-    out = []
+    out: list[Fidelity] = []
     for stage in stage_names():  # the timed stages are the ones whose record has fidelity
         f = getattr(records.get(stage), "fidelity", None)
         if not isinstance(f, FidelitySummary) or not f.model_fields_set:

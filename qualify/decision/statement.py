@@ -16,12 +16,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from qualify.errors import BadInput
-from qualify.evidence.signing import PAYLOAD_TYPE, envelope_bytes, seal_envelope, statement
+from qualify.evidence.signing import (
+    PAYLOAD_TYPE,
+    Subject,
+    envelope_bytes,
+    seal_envelope,
+    statement,
+)
 from qualify.evidence.store import MANIFEST, RunDir, sha256_file
 from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord
@@ -40,11 +45,11 @@ def envelope_path(run: RunDir, n: int) -> Path:
     return run.path / f"{attempt_rel(n)}.dsse.json"
 
 
-def _subject(name: str, digest: str, role: str) -> dict[str, Any]:
+def _subject(name: str, digest: str, role: str) -> Subject:
     return {"name": name, "digest": {"sha256": digest}, "annotations": {"role": role}}
 
 
-def predicate(record: DecisionRecord) -> dict[str, Any]:
+def predicate(record: DecisionRecord) -> dict[str, object]:
     return {"record": f"{attempt_rel(record.attempt)}/decision.json"} | record.model_dump(
         mode="json"
     )
@@ -62,12 +67,12 @@ def build(view: RunView, record: DecisionRecord) -> bytes:
     return dump(statement(subjects, PREDICATE_TYPE, predicate(record)))
 
 
-def dump(obj: Any) -> bytes:
+def dump(obj: object) -> bytes:
     """JSON as the decision attempt keeps it (indented by one, a newline at the end)."""
     return (json.dumps(obj, indent=1) + "\n").encode()
 
 
-def _record_subjects(run: RunDir, record_attempt: str | None) -> list[dict[str, Any]]:
+def _record_subjects(run: RunDir, record_attempt: str | None) -> list[Subject]:
     """Every file of the sealed invocation attempt that made the decision."""
     if not record_attempt or not (run.path / record_attempt / MANIFEST).is_file():
         return []

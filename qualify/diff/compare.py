@@ -8,12 +8,13 @@ candidate whose alias already points at a qualified recipe.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
-from qualify.diff.figures import compare_figures
-from qualify.diff.gates import compare_gates, policy_differences
+from qualify.diff.figures import FigureDiff, compare_figures
+from qualify.diff.gates import GatesDiff, compare_gates, policy_differences
 from qualify.diff.report import NAMES
-from qualify.diff.runs import Side
+from qualify.diff.runs import Side, SideInfo
 from qualify.trust.house import PolicyRules
 
 EXIT_SAME = 0
@@ -28,10 +29,62 @@ def engine_of(side: Side) -> str | None:
     return cand.identity.engine if cand else None
 
 
-def hardware_of(side: Side) -> dict[str, Any]:
+class CardSeen(TypedDict):
+    gpu: str
+    name: str
+    total_mib: float | None
+
+
+class Hardware(TypedDict):
+    cards: list[CardSeen]
+    cpu: dict[str, Any] | None  # run.json's raw `cpu` table
+
+
+class SideDoc(SideInfo):
+    engine: str | None
+    hardware: str
+
+
+class PolicyDiff(TypedDict):
+    same: bool
+    differences: list[str]
+
+
+class Regressions(TypedDict):
+    decision: str | None
+    gates: list[str]
+    figures: list[str]
+
+
+class Doc(TypedDict):
+    """The comparison of B against A (see the module docstring)."""
+
+    version: int
+    a: SideDoc
+    b: SideDoc
+    policy: PolicyDiff
+    recipe_changes: list[str]
+    margin_pct: float
+    margin_source: str
+    not_comparable: list[str]
+    notes: list[str]
+    gates: GatesDiff
+    figures: list[FigureDiff]
+    regressions: Regressions
+    regressed: bool
+
+
+class Summary(TypedDict):
+    against: str
+    regressed: bool
+    lines: list[str]
+    regressions: list[str]
+
+
+def hardware_of(side: Side) -> Hardware:
     """The cards the VRAM stage saw (name and memory, by index) and the CPU run.json names."""
     vram = side.vram()
-    cards = [
+    cards: list[CardSeen] = [
         {"gpu": c.gpu, "name": c.name, "total_mib": c.total_mib}
         for c in (vram.cards if vram else [])
     ]
@@ -39,7 +92,7 @@ def hardware_of(side: Side) -> dict[str, Any]:
     return {"cards": cards, "cpu": cpu}
 
 
-def _hardware_text(hw: dict[str, Any]) -> str:
+def _hardware_text(hw: Hardware) -> str:
     parts = []
     names: dict[str, int] = {}
     for c in hw["cards"]:
@@ -51,7 +104,7 @@ def _hardware_text(hw: dict[str, Any]) -> str:
     return ", ".join(parts) or "not recorded"
 
 
-def _cpu_model(hw: dict[str, Any]) -> str | None:
+def _cpu_model(hw: Hardware) -> str | None:
     model = (hw["cpu"] or {}).get("model")
     return str(model) if model else None
 
@@ -80,8 +133,8 @@ def run_reasons(a: Side, b: Side) -> tuple[list[str], list[str]]:
     return reasons, notes
 
 
-def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flat(d: Mapping[str, object], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
     for k, v in d.items():
         if isinstance(v, dict):
             out.update(_flat(v, f"{prefix}{k}."))
@@ -111,7 +164,7 @@ def margin_of(a: Side, b: Side) -> tuple[float, str]:
     return m, f"thresholds.ab_max_regression_pct: the smaller of A's {ma:g}% and B's {mb:g}%"
 
 
-def diff(a: Side, b: Side) -> dict[str, Any]:
+def diff(a: Side, b: Side) -> Doc:
     """The comparison of B against A as one document (see module docstring)."""
     policy = policy_differences(a.record.policy, b.record.policy)
     gates = compare_gates(a.record.evaluation.gates, b.record.evaluation.gates, policy)
@@ -120,19 +173,19 @@ def diff(a: Side, b: Side) -> dict[str, Any]:
     figures = compare_figures(a.records, b.records, margin, reasons)
     regressions = [
         f"{f['group']} {f['cell']}: {NAMES.get(name, name)} {m['delta_pct']:+.1f}% (interval "
-        f"{m['ci95_pct'][0]:+.1f}% to {m['ci95_pct'][1]:+.1f}%)"
+        f"{ci[0]:+.1f}% to {ci[1]:+.1f}%)"
         for f in figures
         if f["comparable"]
         for name, m in f["measures"].items()
-        if m["verdict"] == "regression"
+        if m["verdict"] == "regression" and (ci := m["ci95_pct"]) is not None
     ]
     decision = None
     if a.record.promote and not b.record.promote:
         decision = f"the decision went from promote to {b.record.decision}"
     return {
         "version": 1,
-        "a": {**a.describe(), "engine": engine_of(a), "hardware": _hardware_text(hardware_of(a))},
-        "b": {**b.describe(), "engine": engine_of(b), "hardware": _hardware_text(hardware_of(b))},
+        "a": SideDoc(**a.describe(), engine=engine_of(a), hardware=_hardware_text(hardware_of(a))),
+        "b": SideDoc(**b.describe(), engine=engine_of(b), hardware=_hardware_text(hardware_of(b))),
         "policy": {"same": not policy, "differences": policy},
         "recipe_changes": recipe_changes(a, b),
         "margin_pct": margin,
@@ -150,11 +203,11 @@ def diff(a: Side, b: Side) -> dict[str, Any]:
     }
 
 
-def exit_code(doc: dict[str, Any]) -> int:
+def exit_code(doc: Doc) -> int:
     return EXIT_REGRESSION if doc["regressed"] else EXIT_SAME
 
 
-def summary(doc: dict[str, Any]) -> dict[str, Any]:
+def summary(doc: Doc) -> Summary:
     """The few lines a decision shows: against what, regressed or not, and every regression."""
     reg = doc["regressions"]
     counts = doc["gates"]["counts"]

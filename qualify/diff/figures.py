@@ -21,7 +21,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from statistics import NormalDist
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from qualify.ab.stats import bootstrap_delta_ci
 from qualify.present.cells import Cell, Measure
@@ -91,9 +91,38 @@ def judge(gain_pct: float | None, gain_ci: tuple[float, float] | None, margin: f
     return "within margin" if hi >= 0 else "worse, within margin"
 
 
-def compare_measure(ma: Measure, mb: Measure, margin: float) -> dict[str, Any]:
+class MeasureDiff(TypedDict):
+    """One measure of a cell in both runs: the figures, the delta and its interval, a verdict."""
+
+    unit: str
+    better: str
+    a: float | None
+    b: float | None
+    n: list[int]
+    delta: float | None
+    delta_pct: float | None
+    ci95: list[float] | None
+    ci95_pct: list[float] | None
+    verdict: NotRequired[str]  # always set; after the figures, in the JSON's order
+    why: NotRequired[str]
+    counts: NotRequired[list[list[int]]]
+    units: NotRequired[list[int | None]]
+
+
+class FigureDiff(TypedDict):
+    """A cell of either run: its measures compared, or why it is not comparable."""
+
+    group: str
+    cell: str
+    comparable: bool
+    why: NotRequired[str]
+    measures: NotRequired[dict[str, MeasureDiff]]
+    not_measured: NotRequired[list[str]]
+
+
+def compare_measure(ma: Measure, mb: Measure, margin: float) -> MeasureDiff:
     a, b = ma.figure, mb.figure
-    out: dict[str, Any] = {
+    out: MeasureDiff = {
         "unit": ma.unit,
         "better": ma.better,
         "a": a,
@@ -137,7 +166,7 @@ def compare_measure(ma: Measure, mb: Measure, margin: float) -> dict[str, Any]:
     return out
 
 
-def _setting_diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def _setting_diff(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
     return [
         f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
     ]
@@ -148,15 +177,15 @@ def compare_figures(
     db: Mapping[str, StageRecord],
     margin: float,
     run_reasons: list[str],
-) -> list[dict[str, Any]]:
+) -> list[FigureDiff]:
     """One entry per cell of either run: compared per measure, or `not comparable` with why."""
     ca, cb = cells_of(da), cells_of(db)
-    out: list[dict[str, Any]] = []
+    out: list[FigureDiff] = []
     order = list(ca) + [k for k in cb if k not in ca]
     for key in order:
         x, y = ca.get(key), cb.get(key)
         group, cell = key
-        entry: dict[str, Any] = {"group": group, "cell": cell, "comparable": False}
+        entry: FigureDiff = {"group": group, "cell": cell, "comparable": False}
         if x is None or y is None:
             only = x or y
             assert only is not None

@@ -9,14 +9,38 @@ that differ are named.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
 
 from qualify.present.record import GateOutcome
 
 BLOCKING = ("blocks", "vetoes")
 
 
-def _brief(g: GateOutcome) -> dict[str, Any]:
+class GateBrief(TypedDict):
+    verdict: str
+    status: str
+    reason: str
+
+
+class GateRow(TypedDict):
+    key: str
+    change: str
+    a: GateBrief | None
+    b: GateBrief | None
+    blocking_in_b: bool
+    regression: bool
+
+
+class GatesDiff(TypedDict):
+    comparable: bool
+    why_not: str | None
+    counts: dict[str, int]
+    rows: list[GateRow]
+    regressions: list[str]
+
+
+def _brief(g: GateOutcome) -> GateBrief:
     return {
         "verdict": g.verdict.value,
         "status": g.status,
@@ -41,10 +65,10 @@ def change(a: GateOutcome | None, b: GateOutcome | None) -> str:
 
 def compare_gates(
     a: list[GateOutcome], b: list[GateOutcome], policy_differs: list[str]
-) -> dict[str, Any]:
+) -> GatesDiff:
     """Every gate of either decision with its change; `regressions` lists the counted ones."""
     ga, gb = {g.key: g for g in a}, {g.key: g for g in b}
-    rows: list[dict[str, Any]] = []
+    rows: list[GateRow] = []
     for key in sorted(set(ga) | set(gb)):
         x, y = ga.get(key), gb.get(key)
         what = change(x, y)
@@ -79,7 +103,7 @@ def compare_gates(
     }
 
 
-def policy_differences(pa: dict[str, Any], pb: dict[str, Any]) -> list[str]:
+def policy_differences(pa: Mapping[str, object], pb: Mapping[str, object]) -> list[str]:
     """The policy fields (thresholds by name) that differ, as `name A -> B`."""
     out: list[str] = []
     for key in sorted(set(pa) | set(pb)):

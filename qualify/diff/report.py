@@ -3,7 +3,11 @@ figures (one row per cell), and what could not be compared, with why."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qualify.diff.compare import Doc, SideDoc
+    from qualify.diff.figures import FigureDiff, MeasureDiff
 
 VERDICT_ORDER = (
     "regression",
@@ -52,7 +56,7 @@ def value(v: float | None, unit: str) -> str:
     return f"{v:,.1f}"
 
 
-def measure_text(m: dict[str, Any]) -> str:
+def measure_text(m: MeasureDiff) -> str:
     text = f"{value(m['a'], m['unit'])} → {value(m['b'], m['unit'])}"
     if m["delta_pct"] is not None:
         text += f", {m['delta_pct']:+.1f}%"
@@ -62,7 +66,7 @@ def measure_text(m: dict[str, Any]) -> str:
     return text
 
 
-def _worst(measures: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
+def _worst(measures: dict[str, MeasureDiff]) -> tuple[str, list[str]]:
     rank = {v: i for i, v in enumerate(VERDICT_ORDER)}
     if not measures:
         return "no figure", []
@@ -77,7 +81,7 @@ def _listed(items: list[str]) -> str:
     return head + (f" and {more} more" if more > 0 else "")
 
 
-def _header(doc: dict[str, Any]) -> list[str]:
+def _header(doc: Doc) -> list[str]:
     a, b = doc["a"], doc["b"]
     word = "**regression**" if doc["regressed"] else "no regression beyond the house's margins"
     lines = [
@@ -117,13 +121,13 @@ def _header(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _signed(side: dict[str, Any]) -> str:
+def _signed(side: SideDoc) -> str:
     if not side["verified"]:
         return "not signed yet (the run being decided)"
     return f"yes, signer {str(side['signer'])[:16]}"
 
 
-def _gates(doc: dict[str, Any]) -> list[str]:
+def _gates(doc: Doc) -> list[str]:
     g = doc["gates"]
     c = g["counts"]
     lines = [
@@ -140,13 +144,13 @@ def _gates(doc: dict[str, Any]) -> list[str]:
     if changed:
         lines += ["| gate | A | B | change |", "| --- | --- | --- | --- |"]
         for r in changed:
+            a, b = r["a"], r["b"]
+            assert a is not None and b is not None  # a gate that changed is in both decisions
             what = {"regressed": "pass → fail", "fixed": "fail → pass"}.get(r["change"], "changed")
             if r["regression"]:
                 what = f"**{what}** (blocks B)"
-            why = f": {_cell(r['b']['reason'])}" if r["b"]["reason"] else ""
-            lines.append(
-                f"| {r['key']} | {r['a']['verdict']} | {r['b']['verdict']}{why} | {what} |"
-            )
+            why = f": {_cell(b['reason'])}" if b["reason"] else ""
+            lines.append(f"| {r['key']} | {a['verdict']} | {b['verdict']}{why} | {what} |")
         lines.append("")
     for kind, word in (("new", "New in B"), ("removed", "Only in A")):
         keys = [r["key"] for r in g["rows"] if r["change"] == kind]
@@ -171,7 +175,7 @@ def _cell(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _group_table(group: str, entries: list[dict[str, Any]]) -> list[str]:
+def _group_table(group: str, entries: list[FigureDiff]) -> list[str]:
     names: list[str] = []
     for e in entries:
         for n in e["measures"]:
@@ -199,7 +203,7 @@ def _group_table(group: str, entries: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _positions(ms: dict[str, dict[str, Any]]) -> str:
+def _positions(ms: dict[str, MeasureDiff]) -> str:
     pos = {int(n.removeprefix("position ")): m for n, m in ms.items() if n.startswith("position ")}
     runs: list[tuple[int, int, str]] = []  # consecutive positions with one verdict
     for i in sorted(pos):
@@ -214,9 +218,9 @@ def _positions(ms: dict[str, dict[str, Any]]) -> str:
     return f"{len(pos)} compared" + (f"; {_listed(off)}" if off else ", all within margin")
 
 
-def _figures(doc: dict[str, Any]) -> list[str]:
+def _figures(doc: Doc) -> list[str]:
     lines = ["## Figures", ""]
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[FigureDiff]] = {}
     for f in doc["figures"]:
         if f["comparable"]:
             groups.setdefault(f["group"], []).append(f)
@@ -236,5 +240,5 @@ def _figures(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def markdown(doc: dict[str, Any]) -> str:
+def markdown(doc: Doc) -> str:
     return "\n".join(_header(doc) + _gates(doc) + _figures(doc)).rstrip() + "\n"

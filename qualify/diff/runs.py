@@ -11,9 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from qualify.errors import BadInput
 from qualify.evidence.signing import sha256_bytes
@@ -25,6 +26,24 @@ from qualify.records import StageRecord
 from qualify.vram.record import Record as VramRecord
 
 _ENVELOPE = re.compile(r"^attempt-(\d{3,})\.dsse\.json$")
+
+
+class SideInfo(TypedDict):
+    """A side of the diff as its document names it."""
+
+    label: str
+    run: str
+    run_id: str
+    candidate: str
+    decision: str
+    headline: str
+    decided_at: str
+    envelope: str | None
+    verified: bool
+    signer: str | None
+    policy_sha256: str
+    stages: list[str]
+    notes: list[str]
 
 
 @dataclass
@@ -48,7 +67,7 @@ class Side:
         return self.view.run
 
     @property
-    def info(self) -> dict[str, Any]:
+    def info(self) -> dict[str, Any]:  # raw run.json
         return self.view.info
 
     @property
@@ -60,7 +79,7 @@ class Side:
     def records(self) -> dict[str, StageRecord]:
         return self.view.records()
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, object]:
         """The identity stage's pins (their JSON form), or nothing when it left no record."""
         rec = record_of(self.records, "identity", IdentityRecord)
         return rec.pins.model_dump(mode="json") if rec else {}
@@ -68,7 +87,7 @@ class Side:
     def vram(self) -> VramRecord | None:
         return record_of(self.records, "vram", VramRecord)
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> SideInfo:
         return {
             "label": self.label,
             "run": str(self.run.path),
@@ -117,7 +136,7 @@ def unsigned(label: str, view: RunView, record: DecisionRecord) -> Side:
     )
 
 
-def alias_target(table: Path, name: str) -> dict[str, Any]:
+def alias_target(table: Path, name: str) -> dict[str, Any]:  # raw TOML table entry
     """The alias's current target in the house table; BadInput when it points at nothing."""
     from qualify.trust.repository import read_table
 
@@ -130,7 +149,7 @@ def alias_target(table: Path, name: str) -> dict[str, Any]:
     return target
 
 
-def alias_run(target: dict[str, Any], evidence: Path) -> Path:
+def alias_run(target: Mapping[str, object], evidence: Path) -> Path:
     """The signed envelope the alias was set on: under `<evidence>/*/<run_id>`, the newest
     decision envelope whose signed payload (or whole file) has the sha256 the alias table
     records."""

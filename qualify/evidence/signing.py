@@ -12,8 +12,9 @@ import hashlib
 import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -121,7 +122,23 @@ def load_public(path: Path) -> Ed25519PublicKey:
     return pub
 
 
-def seal_envelope(payload: bytes, key: Ed25519PrivateKey, payload_type: str) -> dict[str, Any]:
+class Envelope(TypedDict):
+    """A DSSE envelope as `qualify` writes it."""
+
+    payload: str
+    payloadType: str
+    signatures: list[dict[str, str]]
+
+
+class Subject(TypedDict):
+    """An in-toto subject: a file, its digest and its role."""
+
+    name: str
+    digest: dict[str, str]
+    annotations: dict[str, str]
+
+
+def seal_envelope(payload: bytes, key: Ed25519PrivateKey, payload_type: str) -> Envelope:
     """A DSSE envelope signing the exact payload bytes."""
     sig = key.sign(pae(payload_type, payload))
     return {
@@ -131,11 +148,11 @@ def seal_envelope(payload: bytes, key: Ed25519PrivateKey, payload_type: str) -> 
     }
 
 
-def envelope_bytes(envelope: dict[str, Any]) -> bytes:
+def envelope_bytes(envelope: Mapping[str, object]) -> bytes:
     return (json.dumps(envelope, indent=1) + "\n").encode()
 
 
-def read_envelope(path: Path) -> dict[str, Any]:
+def read_envelope(path: Path) -> dict[str, Any]:  # raw JSON of the file being checked
     try:
         env = json.loads(path.read_bytes())
     except OSError as exc:
@@ -148,7 +165,9 @@ def read_envelope(path: Path) -> dict[str, Any]:
 
 
 def open_envelope(
-    envelope: dict[str, Any], pub: Ed25519PublicKey, payload_type: str = PAYLOAD_TYPE
+    envelope: dict[str, Any],  # raw envelope JSON, as read_envelope read it
+    pub: Ed25519PublicKey,
+    payload_type: str = PAYLOAD_TYPE,
 ) -> bytes:
     """The payload bytes, once a signature by `pub` over their PAE verifies; Refused otherwise."""
     if envelope.get("payloadType") != payload_type:
@@ -172,8 +191,8 @@ def open_envelope(
 
 
 def statement(
-    subjects: list[dict[str, Any]], predicate_type: str, predicate: dict[str, Any]
-) -> dict[str, Any]:
+    subjects: list[Subject], predicate_type: str, predicate: dict[str, object]
+) -> dict[str, object]:
     """An in-toto Statement v1."""
     return {
         "_type": STATEMENT_TYPE,
@@ -183,7 +202,7 @@ def statement(
     }
 
 
-def canonical(obj: Any) -> bytes:
+def canonical(obj: object) -> bytes:
     """Stable bytes of a JSON value, for digests of structured things (e.g. the policy)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
 

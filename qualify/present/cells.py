@@ -8,11 +8,21 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from qualify.httpclient.timing import median
+
+
+class Drafted(Protocol):
+    """Draft acceptance counts (`qualify.ab.record.Acceptance`)."""
+
+    @property
+    def draft_tokens(self) -> int | None: ...
+
+    @property
+    def accepted(self) -> int | None: ...
 
 
 @dataclass
@@ -67,7 +77,7 @@ def given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
     return {n: getattr(model, n) if n in model.model_fields_set else None for n in names}
 
 
-def digest(obj: Any) -> str:
+def digest(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -76,7 +86,7 @@ def acceptance_rate(counts: tuple[int, int], requests: int) -> Measure:
     return Measure("rate", "higher", counts=counts, units=max(1, requests))
 
 
-def acceptance_counts(acc: Any) -> tuple[int, int] | None:
+def acceptance_counts(acc: Drafted | None) -> tuple[int, int] | None:
     """(accepted, draft tokens) when the lane drafted any, else None."""
     if acc is None or acc.draft_tokens is None or acc.draft_tokens <= 0:
         return None

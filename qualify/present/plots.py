@@ -20,7 +20,7 @@ from qualify.records import StageRecord
 from qualify.registry import specs
 
 Point = tuple[float, float]
-Series = list[list[Any]]
+Series = list[list[Any]]  # rows of raw sample JSON, as the run's files hold them
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Plot:
         return not any(pts for p in self.panels for pts in p.series.values())
 
 
-def num(v: Any) -> float | None:
+def num(v: object) -> float | None:
     """A number as a float; None for anything else (a bool is no number)."""
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 

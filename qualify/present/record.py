@@ -48,7 +48,7 @@ class GateOutcome(StrictModel):
     critical: bool
     status: GateStatus
     reasons: list[str] = Field(default_factory=list)
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, Any] = Field(default_factory=dict)  # the gate's JSON figures, as written
     authoritative: GateVerdict
     superseded: list[GateVerdict] = Field(default_factory=list)
     tries: list[AttemptRecord] = Field(default_factory=list)
@@ -107,7 +107,9 @@ class HouseRef(StrictModel):
     root: str | None = Field(description="the house repository; null: built-in defaults")
     commit: str | None = None
     policy_sha256: str = Field(description="sha256 of the house rules (canonical JSON)")
-    rules: dict[str, Any] = Field(description="the house rules (PolicyRules), as they were")
+    rules: dict[str, Any] = Field(  # PolicyRules as JSON, as it was
+        description="the house rules (PolicyRules), as they were"
+    )
     accept: list[str] = Field(default_factory=list, description="earlier digests it accepts")
 
 
@@ -121,7 +123,9 @@ class DecisionRecord(StrictModel):
     decided_at: str
     tool_version: str
     evaluation: Evaluation
-    policy: dict[str, Any] = Field(description="the effective PolicyRules")
+    policy: dict[str, Any] = Field(  # PolicyRules as JSON, as it was
+        description="the effective PolicyRules"
+    )
     policy_sha256: str
     house: HouseRef
     candidate_path: str | None

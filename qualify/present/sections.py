@@ -16,17 +16,17 @@ from pydantic import BaseModel
 from qualify.present.record import GateOutcome
 
 
-def as_dict(x: Any) -> dict[str, Any]:
+def as_dict(x: object) -> dict[str, Any]:  # raw evidence JSON
     """`x` when it is a table, else an empty one (evidence read defensively)."""
     return x if isinstance(x, dict) else {}
 
 
-def as_list(x: Any) -> list[Any]:
+def as_list(x: object) -> list[Any]:  # raw evidence JSON
     """`x` when it is a list, else an empty one."""
     return x if isinstance(x, list) else []
 
 
-def show(value: Any) -> str:
+def show(value: object) -> str:
     """A pinned or reported value as one table cell (a model as its JSON form's fields)."""
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")

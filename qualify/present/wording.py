@@ -5,8 +5,8 @@ them, one short line or table cell of at most `CELL_MAX` characters, each failur
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from qualify.evidence.store import RunDir
 from qualify.present.record import GateOutcome
@@ -20,7 +20,7 @@ LINE_MAX = 160
 UP = "../../"  # from decision/attempt-NNN/ to the run directory
 
 
-def number(value: Any, digits: int = 1) -> str:
+def number(value: object, digits: int = 1) -> str:
     if value is None:
         return "no data"
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -28,20 +28,20 @@ def number(value: Any, digits: int = 1) -> str:
     return f"{value:,.0f}" if isinstance(value, int) or digits == 0 else f"{value:,.{digits}f}"
 
 
-def duration(value: Any) -> str:
+def duration(value: object) -> str:
     """Seconds, shown in ms below one second (as operators read them)."""
     if not isinstance(value, int | float) or isinstance(value, bool):
         return "no data"
     return f"{value * 1000:,.0f} ms" if value < 1 else f"{value:,.2f} s"
 
 
-def quantity(value: Any, unit: str, digits: int = 1) -> str:
+def quantity(value: object, unit: str, digits: int = 1) -> str:
     if unit == "s":
         return duration(value)
     return number(value, digits) + (f" {unit}" if unit and value is not None else "")
 
 
-def delta_text(m: dict[str, Any]) -> str:
+def delta_text(m: Mapping[str, object]) -> str:
     pct = m["delta_pct"]
     if not isinstance(pct, int | float):
         return "no data"
@@ -52,7 +52,7 @@ def delta_text(m: dict[str, Any]) -> str:
     return f"{pct:+.1f}%{noise}"
 
 
-def short(value: Any, limit: int = LINE_MAX) -> str:
+def short(value: object, limit: int = LINE_MAX) -> str:
     """One line of at most `limit` characters; the rest lives in the evidence. A `<` is written
     `&lt;`, so that quoted markup (`<tool_response>`) shows instead of vanishing as an HTML tag
     when the document is rendered."""
@@ -61,7 +61,7 @@ def short(value: Any, limit: int = LINE_MAX) -> str:
     return text.replace("<", "&lt;")
 
 
-def table_cell(value: Any) -> str:
+def table_cell(value: object) -> str:
     """Text safe inside a markdown table cell, at most CELL_MAX characters."""
     return short(value, CELL_MAX).replace("|", "\\|")
 

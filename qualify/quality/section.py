@@ -5,18 +5,53 @@ stage's record."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TypedDict
 
 from qualify.present.record import GateOutcome
 from qualify.quality.record import Failure, Record, TaskBudget, TaskRow
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+class Row(TypedDict):
+    task: str
+    lane: str
+    level: str
+    attempts: str
+    passed: str
+
+
+class Failing(TypedDict):
+    task: str
+    lane: str
+    level: str
+    outcomes: list[str]
+    file: str | None
+
+
+class Budget(TypedDict):
+    task: str
+    visible: int
+    reasoning: int
+    max_tokens: int
+    declared: str | None
+
+
+class Cell(TypedDict):
+    text: str
+    file: str | None
+
+
+class GridLine(TypedDict):
+    task: str
+    cells: list[Cell]
+    budget: Budget | None
+
+
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's quality table shows."""
     return {"quality": quality(record)}
 
 
-def quality(record: Record | None) -> dict[str, Any]:
+def quality(record: Record | None) -> dict[str, object]:
     """Totals lines, tasks x attempts, budgets, scope and the failing attempts' evidence."""
     if record is None:
         return {
@@ -48,7 +83,7 @@ def quality(record: Record | None) -> dict[str, Any]:
     }
 
 
-def _row(r: TaskRow) -> dict[str, Any]:
+def _row(r: TaskRow) -> Row:
     att = [str(a) for a in r.attempts]
     return {
         "task": r.task,
@@ -59,9 +94,9 @@ def _row(r: TaskRow) -> dict[str, Any]:
     }
 
 
-def _failing(failures: list[Failure]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _failing(failures: list[Failure]) -> dict[tuple[str, str, str], Failing]:
     """The failing attempts per task, lane and level, with the first evidence file."""
-    failing: dict[tuple[str, str, str], dict[str, Any]] = {}
+    failing: dict[tuple[str, str, str], Failing] = {}
     for f in failures:
         k = (f.task, f.lane or "candidate", f.level)
         item = failing.setdefault(
@@ -74,29 +109,29 @@ def _failing(failures: list[Failure]) -> dict[tuple[str, str, str], dict[str, An
 
 
 def _grid(
-    rows: list[dict[str, Any]],
+    rows: list[Row],
     columns: list[tuple[str, str]],
-    budgets: list[dict[str, Any]],
-    failing: dict[tuple[str, str, str], dict[str, Any]],
-) -> list[dict[str, Any]]:
+    budgets: list[Budget],
+    failing: dict[tuple[str, str, str], Failing],
+) -> list[GridLine]:
     """One line per task: each lane@level's passes (and what the others were), its budget."""
     by = {(r["task"], r["lane"], r["level"]): r for r in rows}
-    grid = []
+    grid: list[GridLine] = []
     for task in dict.fromkeys(r["task"] for r in rows):
         b = next((x for x in budgets if x["task"] == task), None)
-        cells = []
+        cells: list[Cell] = []
         for lane, level in columns:
             got = by.get((task, lane, level))
             if got is None:
                 cells.append({"text": "not run", "file": None})
                 continue
-            att = [a.strip() for a in str(got["attempts"]).split(",") if a.strip()]
+            att = [a.strip() for a in got["attempts"].split(",") if a.strip()]
             bad = {a: att.count(a) for a in dict.fromkeys(att) if a != "pass"}
             more = ", ".join(f"{n} {a}" for a, n in bad.items())
             fail = failing.get((task, lane, level))
             cells.append(
                 {
-                    "text": str(got["passed"]) + (f" ({more})" if more else ""),
+                    "text": got["passed"] + (f" ({more})" if more else ""),
                     "file": fail["file"] if fail else None,
                 }
             )
@@ -104,7 +139,7 @@ def _grid(
     return grid
 
 
-def _budget(b: TaskBudget) -> dict[str, Any]:
+def _budget(b: TaskBudget) -> Budget:
     """One task's budget as sent, with the declared one beside it where they differ."""
     declared = (b.visible_tokens, b.reasoning_tokens)
     return {

@@ -14,9 +14,11 @@ field is missing, the average is used and `power_field` says so.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
 from qualify.vram.readings import MIB, Card, Lost, Poll, Reading
 
@@ -24,16 +26,23 @@ POWER_INSTANT = "NVML_FI_DEV_POWER_INSTANT"
 POWER_AVERAGE = "nvmlDeviceGetPowerUsage (1 s average)"
 
 
+class MemoryInfo(Protocol):
+    """What `nvmlDeviceGetMemoryInfo` answers (a ctypes structure), in bytes."""
+
+    total: int
+    free: int
+    used: int
+
+
 class NvmlUnavailable(Exception):
     """NVML did not initialise, or found no GPU: the reason, in words."""
 
 
-def load_pynvml() -> Any:
+def load_pynvml() -> ModuleType:
     try:
-        import pynvml
+        return importlib.import_module("pynvml")
     except ImportError as exc:  # the dependency is declared; a broken install still says why
         raise NvmlUnavailable(f"nvidia-ml-py is not importable ({exc})") from None
-    return pynvml
 
 
 class NvmlSource:
@@ -44,12 +53,13 @@ class NvmlSource:
     def __init__(
         self,
         gpus: list[int] | None = None,
-        nvml: Any = None,
+        nvml: Any = None,  # pynvml, or a replay of it in tests: an untyped C binding
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.nv = nvml if nvml is not None else load_pynvml()
         self.clock = clock
-        self.record: list[dict[str, Any]] | None = None  # raw values, when a proof asks
+        # the raw values, when a proof asks
+        self.record: list[dict[str, str | float | None]] | None = None
         try:
             self.nv.nvmlInit()
         except self.nv.NVMLError as exc:
@@ -73,14 +83,14 @@ class NvmlSource:
         self.power_field = self._power_method(next(iter(self.handles.values())))
         self._cards = [self._card(gpu, h) for gpu, h in self.handles.items()]
 
-    def _memory_version(self, h: Any) -> str:
+    def _memory_version(self, h: object) -> str:
         try:
             self.nv.nvmlDeviceGetMemoryInfo(h, version=self.nv.nvmlMemory_v2)
             return "v2"
         except self.nv.NVMLError:
             return "v1"
 
-    def _power_method(self, h: Any) -> str | None:
+    def _power_method(self, h: object) -> str | None:
         if self._instant_mw(h) is not None:
             return POWER_INSTANT
         try:
@@ -89,7 +99,7 @@ class NvmlSource:
         except self.nv.NVMLError:
             return None
 
-    def _card(self, gpu: str, h: Any) -> Card:
+    def _card(self, gpu: str, h: object) -> Card:
         name = self.nv.nvmlDeviceGetName(h)
         uuid = self.nv.nvmlDeviceGetUUID(h)
         total = self._memory(h).total / MIB
@@ -102,14 +112,15 @@ class NvmlSource:
         """The driver, the CUDA version the driver supports, and NVML's own version, where NVML
         gives them (None where a call is missing or fails)."""
 
-        def ask(name: str) -> Any:
+        def ask(name: str) -> int | str | bytes | None:
             fn = getattr(self.nv, name, None)
             if fn is None:
                 return None
             try:
-                return fn()
+                value: int | str | bytes = fn()
             except self.nv.NVMLError:
                 return None
+            return value
 
         cuda = ask("nvmlSystemGetCudaDriverVersion_v2") or ask("nvmlSystemGetCudaDriverVersion")
         cuda_text = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda else None
@@ -120,12 +131,12 @@ class NvmlSource:
             "nvml_version": None if nvml is None else _text(nvml),
         }
 
-    def _memory(self, h: Any) -> Any:
-        if self.memory_info == "v2":
-            return self.nv.nvmlDeviceGetMemoryInfo(h, version=self.nv.nvmlMemory_v2)
-        return self.nv.nvmlDeviceGetMemoryInfo(h)
+    def _memory(self, h: object) -> MemoryInfo:
+        v2 = {"version": self.nv.nvmlMemory_v2} if self.memory_info == "v2" else {}
+        info: MemoryInfo = self.nv.nvmlDeviceGetMemoryInfo(h, **v2)
+        return info
 
-    def _instant_mw(self, h: Any) -> int | None:
+    def _instant_mw(self, h: object) -> int | None:
         try:
             (fv,) = self.nv.nvmlDeviceGetFieldValues(h, [self.nv.NVML_FI_DEV_POWER_INSTANT])
         except self.nv.NVMLError_GpuIsLost:
@@ -134,7 +145,7 @@ class NvmlSource:
             return None
         return int(fv.value.uiVal) if fv.nvmlReturn == self.nv.NVML_SUCCESS else None
 
-    def _power_w(self, h: Any) -> float | None:
+    def _power_w(self, h: object) -> float | None:
         if self.power_field == POWER_INSTANT:
             mw = self._instant_mw(h)
         elif self.power_field == POWER_AVERAGE:
@@ -171,11 +182,11 @@ class NvmlSource:
             self.nv.nvmlShutdown()
 
 
-def _text(v: Any) -> str:
+def _text(v: int | str | bytes) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _raw(gpu: str, t: float, mem: Any, power: float | None) -> dict[str, Any]:
+def _raw(gpu: str, t: float, mem: MemoryInfo, power: float | None) -> dict[str, str | float | None]:
     return {
         "gpu": gpu,
         "t": t,

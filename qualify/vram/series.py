@@ -22,6 +22,8 @@ from qualify.evidence.store import Attempt, ChunkedWriter, RunDir
 
 TELEMETRY = "telemetry"
 COLUMNS = ["t_s", "stage", "gpu", "free_mib", "used_mib", "power_w"]
+# A line as written: a sample (the columns), or a stage mark, a part mark or a lost card.
+Line = list[float | str | None] | dict[str, float | str | None]
 
 
 class SampleLog:
@@ -32,24 +34,24 @@ class SampleLog:
         self.run = run
         self.attempt: Attempt | None = None
         self._out: ChunkedWriter | None = None
-        self.header: dict[str, Any] | None = None
-        self.lines: list[Any] = []
-        self.summary: dict[str, Any] | None = None
+        self.header: dict[str, object] | None = None
+        self.lines: list[Line] = []
+        self.summary: dict[str, object] | None = None
 
-    def open(self, header: dict[str, Any]) -> None:
+    def open(self, header: dict[str, object]) -> None:
         self.header = {"version": 1, "columns": COLUMNS, **header}
         if self.run is not None:
             self.attempt = self.run.new_attempt(TELEMETRY)
             self.attempt.write_json("header.json", self.header)
             self._out = self.attempt.stream("samples", "jsonl")
 
-    def write(self, item: list[Any] | dict[str, Any]) -> None:
+    def write(self, item: Line) -> None:
         if self._out is not None:
             self._out.write((json.dumps(item) + "\n").encode())
         elif self.run is None and self.header is not None:
             self.lines.append(item)
 
-    def close(self, summary: dict[str, Any]) -> None:
+    def close(self, summary: dict[str, object]) -> None:
         """Write the summary and seal; safe to call twice, and before `open` (no-op)."""
         if self.header is None or self.summary is not None:
             return
@@ -73,9 +75,9 @@ class Log:
 
     attempt: int
     path: Path
-    header: dict[str, Any]
-    lines: list[Any]
-    summary: dict[str, Any] | None
+    header: dict[str, Any]  # raw JSON of header.json
+    lines: list[Any]  # raw JSON lines of samples.NNN.jsonl
+    summary: dict[str, Any] | None  # raw JSON of summary.json
 
     @property
     def files(self) -> list[str]:
@@ -105,7 +107,7 @@ def parse_log(
         head = json.loads(header)
     except ValueError:
         return None
-    lines: list[Any] = []
+    lines: list[Any] = []  # raw JSON lines
     for text in samples:
         for line in text.decode(errors="replace").splitlines():
             try:
@@ -162,7 +164,7 @@ class CardFigures:
     name: str
     total_mib: float | None
     stages: dict[str, StageFigures] = field(default_factory=dict)
-    lost: dict[str, Any] | None = None
+    lost: dict[str, Any] | None = None  # the raw lost-card line, and its attempt
 
 
 def missed_intervals(step_s: float, interval_s: float) -> int:
