@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from qualify.ab.acceptance import between, response_drafts
+from qualify.ab.acceptance import between
 from qualify.ab.prompts import ABPrompt
 from qualify.ab.record import Energy
 from qualify.httpclient.chat import ChatOutcome, from_stream
@@ -28,6 +28,15 @@ from qualify.serving.idle import wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked
 
 PER_REQUEST = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
+# A request's figures from a server's histograms over its run (`server_side`): not kept raw, so
+# the rebuild takes them as recorded; all else of a request it derives from its exchange.
+WINDOW = (
+    "server_decode_tok_s",
+    "server_prompt_ms",
+    "decode_ratio_client_over_server",
+    "ttft_minus_server_prompt_ms",
+    "server_source",
+)
 
 
 @dataclass
@@ -205,20 +214,27 @@ def part_name(lane: str, run: int) -> str:
 
 async def _timed(
     client: Client, keep: Keep, lane: str, plan: RunPlan, parts: Parts | None = None
-) -> tuple[list[dict[str, Any]], list[ChatOutcome], float, tuple[float, float]]:
+) -> tuple[list[dict[str, Any]], float, tuple[float, float]]:
     gate = asyncio.Semaphore(plan.concurrency)
 
-    async def one(i: int, p: ABPrompt) -> tuple[dict[str, Any], ChatOutcome]:
+    async def one(i: int, p: ABPrompt) -> dict[str, Any]:
         async with gate:
             label = f"{lane}-run{plan.run}-{p.id}"
             ex, o, f = await _send(client, keep, label, plan.bodies[i], plan.timeout_s)
-            return request_record(p, ex, o, f), o
+            return request_record(p, ex, o, f)
 
     sends = (one(i, p) for i, p in enumerate(plan.prompts))
     done, wall, m0, m1 = await marked(
         parts, part_name(lane, plan.run), lambda: asyncio.gather(*sends)
     )
-    return [r for r, _ in done], [o for _, o in done], wall, (m0, m1)
+    return done, wall, (m0, m1)
+
+
+def _as_recorded(q: dict[str, Any]) -> dict[str, Any]:
+    """What the rebuild reads of a request: its prompt, its kept exchange, and the figures a
+    server's histogram window gave it."""
+    window = {k: q[k] for k in WINDOW} if q["server_source"] is not None else {}
+    return {"prompt": q["prompt"], "file": q["file"], **window}
 
 
 def server_side(
@@ -235,7 +251,7 @@ def server_side(
     return compared
 
 
-def _summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
+def summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     counted = [r for r in records if r["excluded"] is None]
     answered = [r for r in records if r["failed"] is None]
     degenerate_answers = [
@@ -284,21 +300,23 @@ async def drive_run(
 ) -> dict[str, Any]:
     """Warm up, check idle, read counters, send every prompt, read counters again; the energy
     of the timed window from `meter` (the run's GPU sampler), when given, and each card's
-    memory and power over it from `parts` (the sampler, which marks the window)."""
+    memory and power over it from `parts` (the sampler, which marks the window). The draft
+    run holds what the rebuild (`qualify.ab.rebuild`) takes as recorded, and the failed
+    requests, which `run --plan` (judging the draft as it is) names."""
     warm = await _warm_up(client, keep, lane, plan)
     idle_before, before = await idle_state(client, d, plan.idle_wait_s)
-    records, outcomes, wall, window = await _timed(client, keep, lane, plan, parts)
+    records, wall, window = await _timed(client, keep, lane, plan, parts)
     idle_after, after = await idle_state(client, d, plan.idle_wait_s)
     acc = between(before, after, d)
     server = server_side(records, before, after, d)
-    summary = _summary(records, wall)
-    energy = energy_of(meter, *window, summary["completion_tokens"])
+    got = summary(records, wall)
+    energy = energy_of(meter, *window, got["completion_tokens"])
     gpu = gpu_over(parts, part_name(lane, plan.run), *window)
     return {
         "run": plan.run,
-        **summary,
+        "wall_s": wall,
+        "failed": got["failed"],
         "acceptance": acc,
-        "per_response_drafts": response_drafts(outcomes),
         "metrics_scraped": before is not None and after is not None,
         "idle_before": idle_before,
         "idle_after": idle_after,
@@ -307,5 +325,5 @@ async def drive_run(
         **({"gpu": gpu} if gpu is not None else {}),
         "request_digest": digest([q["sent"] for q in records]),
         "warmup_files": warm,
-        "requests": records,
+        "requests": [_as_recorded(q) for q in records],
     }

@@ -22,21 +22,12 @@ from typing import Any
 
 from qualify.ab import lossless, table
 from qualify.ab.acceptance import response_drafts
-from qualify.ab.drive import _summary, request_record
+from qualify.ab.drive import WINDOW, request_record, summary
 from qualify.ab.prompts import ABPrompt, load_prompts, shipped_path
 from qualify.ab.record import LANES, Record
 from qualify.ab.stats import bootstrap_delta_ci, within_noise
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import from_stream
-
-# Filled from a server's histograms between the idle scrapes around a run, never kept raw.
-_WINDOW = (
-    "server_decode_tok_s",
-    "server_prompt_ms",
-    "decode_ratio_client_over_server",
-    "ttft_minus_server_prompt_ms",
-    "server_source",
-)
 
 
 def _request(view: AttemptView, q: dict[str, Any], prompts: dict[str, ABPrompt]) -> Any:
@@ -49,7 +40,7 @@ def _request(view: AttemptView, q: dict[str, Any], prompts: dict[str, ABPrompt])
     again = request_record(prompt, ex, o, name)
     if again["server_source"] is None and q.get("server_source") is not None:
         view.trust("a server's histogram window (its per-request figures)")
-        again.update({k: q.get(k) for k in _WINDOW})
+        again.update({k: q.get(k) for k in WINDOW})
     return again, o
 
 
@@ -83,7 +74,7 @@ def _run(
         view.trust("each run's per-card lowest free memory and mean power (the sampler's)")
     return {
         **r,
-        **_summary(records, float(wall)),
+        **summary(records, float(wall)),
         "per_response_drafts": response_drafts(outcomes),
         "requests": records,
     }

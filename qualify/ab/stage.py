@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from qualify.ab import drive, kv, table
+from qualify.ab import drive, kv
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
 from qualify.ab.record import LANES, Energy, LaneEnergy, Record
 from qualify.ab.settings import ABSettings
@@ -159,11 +159,6 @@ def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
     )
 
 
-def _lane_block(ctx: StageContext, lane: str, runs: list[dict[str, Any]], kvd: Any) -> Any:
-    block = table.lane_block(ctx.lanes.loaded[lane].candidate, runs)
-    return block | {"kv": kvd, "energy": lane_energy([r.get("energy") for r in runs])}
-
-
 def _no_control(ctx: StageContext) -> StageResult:
     why = "stages.ab.control is not set: there is no control lane to pair with"
     data = {"runs": 0, "order": [], "lanes": {}, "metrics": [], "no_control": why}
@@ -179,9 +174,15 @@ async def ab(ctx: StageContext) -> StageResult:
     s: ABSettings = ctx.candidate.stages.ab
     ps = load_prompts(prompt_path(ctx.loaded))
     order, got = await _drive(ctx, ps)
-    runs = got["runs"]
-    lanes: dict[str, Any] = {
-        lane: _lane_block(ctx, lane, runs[lane], got["kv"].get(lane)) for lane in LANES
+    # What the rebuild (`qualify.ab.rebuild`) takes as recorded: the lanes' recipes, figures,
+    # table, acceptance, lists and fidelity it derives from the kept exchanges.
+    lanes = {
+        lane: {
+            "runs": runs,
+            "kv": got["kv"].get(lane),
+            "energy": lane_energy([r.get("energy") for r in runs]),
+        }
+        for lane, runs in got["runs"].items()
     }
     data = {
         "runs": s.runs,
@@ -190,11 +191,7 @@ async def ab(ctx: StageContext) -> StageResult:
         "prompts": [{"id": p.id, "kind": p.kind} for p in ps.prompts],
         "prompt_file": str(prompt_path(ctx.loaded)),
         "lanes": lanes,
-        "metrics": table.metric_rows(
-            runs["candidate"], runs["control"], s.bootstrap_resamples, s.seed or 0
-        ),
-        **table.over_lanes(runs, lanes, s.concurrency),
-        "lossless": None,  # compared from the kept answers when the stage is judged
+        "lossless": None,  # of this form: compared from the kept answers
         "gpu": gpu_note(parts_of(ctx.sampler), ctx.thresholds.vram_reserve_gib),
     }
     record = Record.model_validate(data)

@@ -69,11 +69,22 @@ def continuation(first: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def record(case: CaseName, o: ChatOutcome, files: list[str], problem: str | None) -> dict[str, Any]:
+def _problem(o: ChatOutcome) -> str | None:
+    """Why a case's exchange cannot be judged (transport, HTTP 5xx), or None."""
+    if o.error_kind in ("connect", "timeout", "dropped", "transport"):
+        return f"request failed: {o.error}"
+    if o.http_status is None:
+        return f"no response ({o.error or 'nothing received'})"
+    if o.http_status >= 500:
+        return f"server error HTTP {o.http_status}"
+    return None
+
+
+def record(case: CaseName, o: ChatOutcome, files: list[str]) -> dict[str, Any]:
     """What the server answered to one case, as the gates read it."""
     return {
         "case": case,
-        "problem": problem,
+        "problem": _problem(o),
         "http_status": o.http_status,
         "finish_reason": o.finish_reason,
         "tool_calls": [c.as_dict() for c in o.tool_calls],

@@ -22,7 +22,7 @@ from qualify.context.tasks import Task, Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages
-from qualify.httpclient.timing import RequestTiming, median, timing, with_server_window
+from qualify.httpclient.timing import RequestTiming, median, timing
 from qualify.records import Verdict
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import IdleReport, wait_idle
@@ -90,7 +90,7 @@ def asked_answer(o: ChatOutcome, task: Task) -> dict[str, object]:
     }
 
 
-def _stream_row(
+def stream_row(
     o: ChatOutcome, t: RequestTiming, needles: Needles, files: list[str], tasks: Tasks | None
 ) -> dict[str, Any]:
     return {
@@ -122,7 +122,16 @@ def _med(values: list[Any]) -> float | None:
     return median(nums)
 
 
-def _summarize(row: dict[str, Any], streams: list[dict[str, Any]], span_s: float) -> None:
+def aggregate_rate(streams: list[dict[str, Any]], span_s: float) -> float | None:
+    """The cell's output tok/s over its wall span: none when a stream has no usage tokens or a
+    degenerate answer (its tokens are no measure of speed). The span is not kept raw: the
+    stage records this figure and the rebuild takes it as recorded."""
+    done = [s["completion_tokens"] for s in streams if isinstance(s["completion_tokens"], int)]
+    whole = len(done) == len(streams) and not any(s["degenerate"] for s in streams)
+    return sum(done) / span_s if done and whole and span_s > 0 else None
+
+
+def summarize(row: dict[str, Any], streams: list[dict[str, Any]]) -> None:
     """Row figures: medians over the cell's streams (decode figures over its non-degenerate
     ones); cached tokens the largest of them."""
     speed = [s for s in streams if not s["degenerate"]]
@@ -141,11 +150,6 @@ def _summarize(row: dict[str, Any], streams: list[dict[str, Any]], span_s: float
     row["cached_tokens"] = max(cached) if len(cached) == len(streams) else None
     done = [s["completion_tokens"] for s in streams if isinstance(s["completion_tokens"], int)]
     row["completion_tokens"] = sum(done) if len(done) == len(streams) else None
-    row["aggregate_output_tok_s"] = (
-        sum(done) / span_s
-        if done and len(done) == len(streams) and span_s > 0 and len(speed) == len(streams)
-        else None
-    )
     row["notes"] = [
         f"stream {d['stream']} answer is degenerate ({d['reason']}): left out of the decode "
         "figures" + (" and the aggregate rate" if len(streams) > 1 else "")
@@ -155,7 +159,9 @@ def _summarize(row: dict[str, Any], streams: list[dict[str, Any]], span_s: float
     row["answer"] = streams[0]["answer"] if streams else ""
 
 
-def _verdict(row: dict[str, Any], streams: list[dict[str, Any]]) -> None:
+def verdict(row: dict[str, Any], streams: list[dict[str, Any]], needles: Needles) -> None:
+    """The cell's verdict from its streams: error on a stream that cannot be counted, fail on a
+    needle missed."""
     problems = [f"stream {i + 1}: {s['problem']}" for i, s in enumerate(streams) if s["problem"]]
     if problems:
         row["verdict"], row["reasons"] = Verdict.ERROR.value, problems
@@ -164,23 +170,11 @@ def _verdict(row: dict[str, Any], streams: list[dict[str, Any]]) -> None:
         f"stream {i + 1} missed the {d}% needle ({needle.value}); answer {s['answer'][:160]!r}"
         + (" (cut at max_tokens: finish_reason length)" if s["finish_reason"] == "length" else "")
         for i, s in enumerate(streams)
-        for d, needle in zip(("50", "99"), row["_needles"].pair, strict=True)
+        for d, needle in zip(("50", "99"), needles.pair, strict=True)
         if not s["needles"][d]
     ]
     row["verdict"] = Verdict.FAIL.value if missed else Verdict.PASS.value
     row["reasons"] = missed
-
-
-def _base_row(cell: Cell) -> dict[str, Any]:
-    return {
-        "target": cell.target,
-        "pass": cell.pass_,
-        "content": cell.content,
-        "concurrency": len(cell.prompts),
-        "planned_tokens": cell.planned_tokens,
-        "sized_tokens": cell.sized_tokens,
-        "_needles": cell.needles,
-    }
 
 
 def _idle_error(row: dict[str, Any], when: str, report: IdleReport) -> dict[str, Any]:
@@ -190,12 +184,21 @@ def _idle_error(row: dict[str, Any], when: str, report: IdleReport) -> dict[str,
 
 
 async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[str, Any]:
-    """Run one cell and return its row (figures, needles, idle checks, evidence files); the
-    sampler (`parts`) marks its timed sends."""
-    row = _base_row(cell)
+    """Run one cell and return its draft row: what the rebuild (`qualify.context.rebuild`)
+    takes as recorded (the idle checks, the sampler's figures over the cell, the server's
+    latency-histogram window, the counters' deltas, the aggregate rate over the cell's span)
+    and each stream's evidence files, from which it derives everything else."""
+    row: dict[str, Any] = {
+        "target": cell.target,
+        "pass": cell.pass_,
+        "content": cell.content,
+        "concurrency": len(cell.prompts),
+        "planned_tokens": cell.planned_tokens,
+        "sized_tokens": cell.sized_tokens,
+    }
     before = await wait_idle(drv.client, drv.dialect, drv.idle_wait_s)
     row["idle"] = {"before": before.as_dict()}
-    if before.idle is False:
+    if before.idle is False:  # nothing sent: the row is all as recorded
         row.update({k: None for k in _MEDIAN_KEYS}, streams=[], needles={"50": False, "99": False})
         row.update(answer="", actual_prompt_tokens=None, cached_tokens=None)
         row.update(completion_tokens=None, aggregate_output_tok_s=None, degenerate=[], notes=[])
@@ -207,25 +210,18 @@ async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[
     row["idle"]["after"] = after.as_dict()
     if (gpu := gpu_over(parts, label, m0, m1)) is not None:
         row["gpu"] = gpu
-    timings = [timing(o) for o, _ in sent]
-    streams = [
-        _stream_row(o, t, cell.needles, files, cell.tasks)
-        for (o, files), t in zip(sent, timings, strict=True)
-    ]
-    row["streams"] = streams
-    counted = [t for t, s in zip(timings, streams, strict=True) if not s["problem"]]
+    streams = [stream_row(o, timing(o), cell.needles, files, cell.tasks) for o, files in sent]
+    row["streams"] = [{"files": s["files"]} for s in streams]
     # An engine that reports no figures per request (vLLM) is compared over the cell from its
-    # latency histograms, between the idle scrapes around it.
-    window = server_window(before.snapshot, after.snapshot, drv.dialect, expected=len(counted))
-    counted, row["server_window"] = with_server_window(counted, window)
-    # Kept in memory for the fidelity summary (`public` drops it): only streams that count.
-    row["_timings"] = counted
-    _summarize(row, streams, span)
+    # latency histograms, between the idle scrapes around it (the rebuild compares them).
+    counted = sum(not s["problem"] for s in streams)
+    window = server_window(before.snapshot, after.snapshot, drv.dialect, expected=counted)
+    row["server_window"] = {"window": None if window is None else window.as_dict()}
+    row["aggregate_output_tok_s"] = aggregate_rate(streams, span)
     row["cached_tokens_metric_delta"] = after.since(before, drv.dialect.prompt_cached)
     if before.snapshot is not None and after.snapshot is not None:
         got = between(before.snapshot, after.snapshot, drv.dialect)
         row["acceptance"] = got or {"unmeasured": "no speculation: no draft counters"}
-    _verdict(row, streams)
     if after.idle is False:
         return _idle_error(row, "after", after)
     return row
@@ -242,8 +238,3 @@ def warm_note(row: dict[str, Any]) -> dict[str, Any]:
             f"the warm pass reused only {cached} of {prompt} prompt tokens from the cache"
         )
     return row
-
-
-def public(row: dict[str, Any]) -> dict[str, Any]:
-    """The row as written to `result.json` (without the in-memory needles object)."""
-    return {k: v for k, v in row.items() if not k.startswith("_")}

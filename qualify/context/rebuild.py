@@ -1,7 +1,7 @@
 """The context ladder's judged data rebuilt from the exchanges an attempt kept (`verify`).
 
 Every timed stream, warm-up, task asked on its own and tool-battery case is read back from its
-kept exchange and measured and checked again as the stage did (`ladder._stream_row`,
+kept exchange and measured and checked again as the stage did (`ladder.stream_row`,
 `Task.check`, `battery.record`): its answer, tokens, cached tokens, timings, whether it names
 each needle, each task's check, whether it is degenerate. The needles and tasks a rung recorded
 must be in every prompt its streams sent (a needle the prompt never held cannot be "found").
@@ -18,25 +18,23 @@ from __future__ import annotations
 import copy
 import json
 import re
-from types import SimpleNamespace
 from typing import Any
 
 from qualify.context import battery, ladder
 from qualify.context.corpus import Needle, Needles
 from qualify.context.record import Record
-from qualify.context.stage import (
-    _problem,
-    audit_summary,
-    degenerate_streams,
-    fidelity_summary,
-    speed_summary,
-    warm_note,
-)
 from qualify.context.tasks import Task, Tasks
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
 from qualify.httpclient.client import Exchange
-from qualify.httpclient.timing import RequestTiming, timing, with_server_window
+from qualify.httpclient.timing import (
+    RequestTiming,
+    fidelity,
+    median,
+    percentile,
+    timing,
+    with_server_window,
+)
 from qualify.httpclient.window import ServerWindow
 
 # The checks of the audits (tasks, garble, the tool battery): a record of the form before them
@@ -101,7 +99,7 @@ def _row(
         ex, o = _kept(view, s.get("files"), True)
         _held(ex, needles, tasks, where)
         t = timing(o)
-        streams.append(ladder._stream_row(o, t, needles, s["files"], tasks))
+        streams.append(ladder.stream_row(o, t, needles, s["files"], tasks))
         counted.append(t)
     out = copy.deepcopy(row)
     if row.get("gpu"):
@@ -115,21 +113,17 @@ def _row(
     keep = _windowed(
         view, row, out, [t for t, s in zip(counted, streams, strict=True) if not s["problem"]]
     )
-    aggregate = row.get("aggregate_output_tok_s")
-    ladder._summarize(out, streams, 1.0)
-    out["aggregate_output_tok_s"] = aggregate
+    ladder.summarize(out, streams)
     view.trust("each cell's wall span (its aggregate rate) and cached-token counter delta")
     idle_error = any(str(r).startswith("not counted:") for r in row.get("reasons") or [])
     if idle_error:
         view.trust("the idle checks around each cell")
         out["verdict"], out["reasons"] = row["verdict"], row["reasons"]
     else:
-        out["_needles"] = needles
-        ladder._verdict(out, streams)
-        del out["_needles"]
+        ladder.verdict(out, streams, needles)
         if out["verdict"] != "error":
             timings.setdefault(int(row["concurrency"]), []).extend(keep)
-    return warm_note(out)
+    return ladder.warm_note(out)
 
 
 def _windowed(
@@ -183,7 +177,7 @@ def _battery(view: AttemptView, bat: dict[str, Any] | None) -> dict[str, Any] | 
         ex, o = _kept(view, c.get("files"), c.get("case") == "streaming")
         if (ex.request_body or {}).get("tools") != out["tools"]:
             raise NotKept(f"tool battery {c.get('case')}: its request did not carry the battery")
-        cases.append(battery.record(c["case"], o, c["files"], _problem(o)))
+        cases.append(battery.record(c["case"], o, c["files"]))
     out["cases"] = cases
     return out
 
@@ -230,10 +224,6 @@ def rebuild(view: AttemptView) -> Record:
             raise NotKept(f"a row of target {row.get('target')} is of no rung")
         rows.append(_row(view, row, rung["contents"], timings))
     _planned(view, targets, rows)
-    rungs = [
-        SimpleNamespace(target=t["target"], planned=t["planned_tokens"], contents=t["contents"])
-        for t in targets
-    ]
     return Record.model_validate(
         {
             **sealed,
@@ -242,7 +232,117 @@ def rebuild(view: AttemptView) -> Record:
             "fidelity": fidelity_summary(view.candidate.identity.engine, timings),
             "degenerate": degenerate_streams(rows),
             "speed": speed_summary(rows),
-            "audits": audit_summary(rungs, rows),  # type: ignore[arg-type]
+            "audits": audit_summary(targets, rows),
             "battery": _battery(view, sealed.get("battery")),
         }
     )
+
+
+def fidelity_summary(engine: str, timings: dict[int, list[RequestTiming]]) -> dict[str, Any]:
+    """`qualify.httpclient.timing.fidelity` over every counted stream, and per concurrency (the
+    TTFT bound depends on it: queued requests wait before the server's prompt time starts)."""
+    every = [t for ts in timings.values() for t in ts]
+    return {
+        **fidelity(every),
+        "engine": engine,
+        "by_concurrency": {str(c): fidelity(ts) for c, ts in sorted(timings.items())},
+    }
+
+
+def degenerate_streams(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every stream whose answer is degenerate, with where it ran: kept, and never a speed."""
+    return [
+        {
+            "target": row["target"],
+            "planned_tokens": row["planned_tokens"],
+            "pass": row["pass"],
+            "content": row["content"],
+            "concurrency": row["concurrency"],
+            "stream": i + 1,
+            "reason": s["degenerate"],
+            "answer": s["answer"][:160],
+            "decode_tok_s": s["decode_tok_s"],
+            "files": s["files"],
+        }
+        for row in rows
+        for i, s in enumerate(row.get("streams", []))
+        if s["degenerate"] and not s["problem"]
+    ]
+
+
+def speed_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per pass, decode tok/s over the counted streams whose answers are not degenerate, by rung
+    (planned tokens) and over all rungs, with how many degenerate streams were left out."""
+    out: dict[str, Any] = {}
+    for pass_ in ("warm", "cold"):
+        counted = [
+            (row["planned_tokens"], s)
+            for row in rows
+            if row["pass"] == pass_ and row["verdict"] != "error"
+            for s in row.get("streams", [])
+        ]
+        speed = [(p, s["decode_tok_s"]) for p, s in counted if not s["degenerate"]]
+        rates = [float(v) for _, v in speed if isinstance(v, int | float)]
+        by_rung: dict[str, list[float]] = {}
+        for p, v in speed:
+            if isinstance(v, int | float):
+                by_rung.setdefault(str(p), []).append(float(v))
+        out[pass_] = {
+            "streams": len(counted),
+            "degenerate_left_out": len(counted) - len(speed),
+            "decode_tok_s_median": median(rates),
+            "decode_tok_s_p5": percentile(rates, 5),
+            "decode_tok_s_p95": percentile(rates, 95),
+            "decode_tok_s_median_by_rung": {p: median(v) for p, v in by_rung.items()},
+        }
+    return out
+
+
+def audit_summary(rungs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per rung, content, task kind and pass, how many timed answers got the task right: the
+    numbered answers of the warm and cold cells (`combined`), and the warm task asked on its
+    own (`own question`). Cold and warm are never added together."""
+    by: dict[tuple[int, str, str, str, str], dict[str, Any]] = {}
+
+    def add(r: dict[str, Any], content: str, kind: str, pass_: str, form: str, ok: bool) -> None:
+        key = (r["planned_tokens"], content, kind, pass_, form)
+        e = by.setdefault(
+            key,
+            {
+                "target": r["target"],
+                "planned_tokens": r["planned_tokens"],
+                "content": content,
+                "kind": kind,
+                "pass": pass_,
+                "form": form,
+                "depths": next(
+                    (
+                        t["depths"]
+                        for t in (r["contents"].get(content) or {}).get("tasks", [])
+                        if t["kind"] == kind
+                    ),
+                    [],
+                ),
+                "asked": 0,
+                "passed": 0,
+            },
+        )
+        e["asked"] += 1
+        e["passed"] += int(ok)
+
+    planned = {r["target"]: r for r in rungs}
+    for row in rows:
+        r = planned.get(row["target"])
+        if r is None or row["verdict"] == "error":
+            continue
+        for s in row.get("streams", []):
+            if s["problem"]:
+                continue
+            for kind, check in (s.get("tasks") or {}).items():
+                add(r, row["content"], kind, row["pass"], "combined", bool(check["passed"]))
+    for r in rungs:
+        for content, info in r["contents"].items():
+            for a in info.get("asked") or []:
+                if not a["problem"]:
+                    add(r, content, a["kind"], "warm", "own question", bool(a["check"]["passed"]))
+    return {"by_kind": list(by.values())}

@@ -39,7 +39,7 @@ class StreamServer(Written):
 
 
 class Stream(Written):
-    """One stream of a timed cell (`qualify.context.ladder._stream_row`)."""
+    """One stream of a timed cell (`qualify.context.ladder.stream_row`)."""
 
     actual_prompt_tokens: int | None = None
     cached_tokens: int | None = None
@@ -71,7 +71,7 @@ class DegenerateMark(Written):
 
 
 class Row(Written):
-    """One timed cell (`qualify.context.ladder.run_cell`, as `public` writes it)."""
+    """One timed cell (`qualify.context.ladder.run_cell`; its figures `qualify.context.rebuild`)."""
 
     target: int
     pass_: Pass = Field(alias="pass")
@@ -229,7 +229,7 @@ class Fidelity(FidelitySummary):
 
 
 class DegenerateStream(Written):
-    """A stream whose answer is degenerate (`qualify.context.stage.degenerate_streams`)."""
+    """A stream whose answer is degenerate (`qualify.context.rebuild.degenerate_streams`)."""
 
     target: int
     planned_tokens: int

@@ -23,22 +23,13 @@ from typing import Any
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.context import battery
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
-from qualify.context.ladder import (
-    Cell,
-    asked_answer,
-    public,
-    run_cell,
-    warmup_answer,
-)
-from qualify.context.ladder import warm_note as warm_note  # where the rebuild imports it
+from qualify.context.ladder import Cell, run_cell
 from qualify.context.record import Record
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
 from qualify.context.tasks import Task, Tasks, combined_question
-from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.load import Messages
-from qualify.httpclient.timing import RequestTiming, fidelity, median, percentile
 from qualify.records import StageResult
 from qualify.serving.engines import adapter, dialect
 from qualify.serving.sender import Sender
@@ -130,7 +121,6 @@ class Ladder:
     rng: random.Random
     seed: int
     rows: list[dict[str, Any]] = field(default_factory=list)
-    timings: dict[int, list[RequestTiming]] = field(default_factory=dict)
     battery: dict[str, Any] | None = None
     parts: Parts | None = None
 
@@ -199,10 +189,7 @@ class Ladder:
                     r.errors.append(f"{kind}: sizing a cold prompt failed: {exc}")
                     continue
                 cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles, tasks)
-                row = await run_cell(self.drv, cell, self.parts)
-                if row["verdict"] != "error":
-                    self.timings.setdefault(c, []).extend(row.get("_timings", []))
-                self.rows.append(warm_note(public(row)))
+                self.rows.append(await run_cell(self.drv, cell, self.parts))
             if pass_ == "warm" and tasks.items:  # each task alone: the prefix cache serves it
                 info["asked"] = [
                     await self.ask(r, kind, build(sized.chars, warm_nonce, t.question), t)
@@ -213,11 +200,11 @@ class Ladder:
             self.battery = await self.tool_battery(r, kind, source, needles)
 
     async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> dict[str, object]:
-        """One task asked on its own (warm: the document is in the prefix cache)."""
+        """One task asked on its own (warm: the document is in the prefix cache); the rebuild
+        checks its answer (`ladder.asked_answer`)."""
         drv = replace(self.drv, body={**self.drv.body, "max_tokens": self.settings.task_max_tokens})
-        o, files = await drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
-        own = {"kind": task.kind, "pass": "warm", "form": "own question"}
-        return {**own, **asked_answer(o, task), "files": files}
+        _, files = await drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
+        return {"kind": task.kind, "pass": "warm", "form": "own question", "files": files}
 
     async def tool_battery(
         self, r: Rung, kind: Kind, source: Source, needles: Needles
@@ -271,9 +258,8 @@ class Ladder:
         for case, body in cases:
             send = self.drv.client.stream if case == "streaming" else self.drv.client.post
             ex = await send("/v1/chat/completions", body, s.timeout_s)
-            o = from_stream(ex) if case == "streaming" else from_response(ex)
             files = self.ctx.keep(f"ctx-{r.target}-{kind}-tools-{case}", ex)
-            out["cases"].append(battery.record(case, o, files, _problem(o)))
+            out["cases"].append({"case": case, "files": files})  # read back by the rebuild
         return out
 
     async def cold(
@@ -291,8 +277,8 @@ class Ladder:
         return build(fitted.chars, fitted.nonce)
 
     async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> dict[str, object]:
-        o, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
-        return {"n": i + 1, **warmup_answer(o), "files": files}
+        _, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
+        return {"n": i + 1, "files": files}  # its answer: the rebuild's (`ladder.warmup_answer`)
 
 
 async def context(ctx: StageContext) -> StageResult:
@@ -331,10 +317,7 @@ async def context(ctx: StageContext) -> StageResult:
         "rows": ladder.rows,
         "tokenizer_calls": {str(r.target): r.tokenizer_calls for r in rungs},
         "cold_tokenizer_calls": {str(r.target): r.cold_tokenizer_calls for r in rungs},
-        "fidelity": fidelity_summary(ident.engine, ladder.timings),
-        "degenerate": degenerate_streams(ladder.rows),
-        "speed": speed_summary(ladder.rows),
-        "audits": audit_summary(rungs, ladder.rows),
+        "audits": None,  # of this form: derived with the figures from the kept exchanges
         "battery": ladder.battery,
         "level": level,
         "window": window,
@@ -345,124 +328,3 @@ async def context(ctx: StageContext) -> StageResult:
         "wall_s": round(time.perf_counter() - t_start, 3),
     }
     return finish(ctx, ctx.judge(record := Record.model_validate(data)), record)
-
-
-def fidelity_summary(engine: str, timings: dict[int, list[RequestTiming]]) -> dict[str, Any]:
-    """`qualify.httpclient.timing.fidelity` over every counted stream, and per concurrency (the
-    TTFT bound depends on it: queued requests wait before the server's prompt time starts)."""
-    every = [t for ts in timings.values() for t in ts]
-    return {
-        **fidelity(every),
-        "engine": engine,
-        "by_concurrency": {str(c): fidelity(ts) for c, ts in sorted(timings.items())},
-    }
-
-
-def degenerate_streams(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every stream whose answer is degenerate, with where it ran: kept, and never a speed."""
-    return [
-        {
-            "target": row["target"],
-            "planned_tokens": row["planned_tokens"],
-            "pass": row["pass"],
-            "content": row["content"],
-            "concurrency": row["concurrency"],
-            "stream": i + 1,
-            "reason": s["degenerate"],
-            "answer": s["answer"][:160],
-            "decode_tok_s": s["decode_tok_s"],
-            "files": s["files"],
-        }
-        for row in rows
-        for i, s in enumerate(row.get("streams", []))
-        if s["degenerate"] and not s["problem"]
-    ]
-
-
-def speed_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per pass, decode tok/s over the counted streams whose answers are not degenerate, by rung
-    (planned tokens) and over all rungs, with how many degenerate streams were left out."""
-    out: dict[str, Any] = {}
-    for pass_ in ("warm", "cold"):
-        counted = [
-            (row["planned_tokens"], s)
-            for row in rows
-            if row["pass"] == pass_ and row["verdict"] != "error"
-            for s in row.get("streams", [])
-        ]
-        speed = [(p, s["decode_tok_s"]) for p, s in counted if not s["degenerate"]]
-        rates = [float(v) for _, v in speed if isinstance(v, int | float)]
-        by_rung: dict[str, list[float]] = {}
-        for p, v in speed:
-            if isinstance(v, int | float):
-                by_rung.setdefault(str(p), []).append(float(v))
-        out[pass_] = {
-            "streams": len(counted),
-            "degenerate_left_out": len(counted) - len(speed),
-            "decode_tok_s_median": median(rates),
-            "decode_tok_s_p5": percentile(rates, 5),
-            "decode_tok_s_p95": percentile(rates, 95),
-            "decode_tok_s_median_by_rung": {p: median(v) for p, v in by_rung.items()},
-        }
-    return out
-
-
-def audit_summary(rungs: list[Rung], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per rung, content, task kind and pass, how many timed answers got the task right: the
-    numbered answers of the warm and cold cells (`combined`), and the warm task asked on its
-    own (`own question`). Cold and warm are never added together."""
-    by: dict[tuple[int, str, str, str, str], dict[str, Any]] = {}
-
-    def add(r: Rung, content: str, kind: str, pass_: str, form: str, ok: bool) -> None:
-        key = (r.planned, content, kind, pass_, form)
-        e = by.setdefault(
-            key,
-            {
-                "target": r.target,
-                "planned_tokens": r.planned,
-                "content": content,
-                "kind": kind,
-                "pass": pass_,
-                "form": form,
-                "depths": next(
-                    (
-                        t["depths"]
-                        for t in (r.contents.get(content) or {}).get("tasks", [])
-                        if t["kind"] == kind
-                    ),
-                    [],
-                ),
-                "asked": 0,
-                "passed": 0,
-            },
-        )
-        e["asked"] += 1
-        e["passed"] += int(ok)
-
-    planned = {r.target: r for r in rungs}
-    for row in rows:
-        r = planned.get(row["target"])
-        if r is None or row["verdict"] == "error":
-            continue
-        for s in row.get("streams", []):
-            if s["problem"]:
-                continue
-            for kind, check in (s.get("tasks") or {}).items():
-                add(r, row["content"], kind, row["pass"], "combined", bool(check["passed"]))
-    for r in rungs:
-        for content, info in r.contents.items():
-            for a in info.get("asked") or []:
-                if not a["problem"]:
-                    add(r, content, a["kind"], "warm", "own question", bool(a["check"]["passed"]))
-    return {"by_kind": list(by.values())}
-
-
-def _problem(o: ChatOutcome) -> str | None:
-    """Why a battery exchange cannot be judged (transport, HTTP 5xx), or None."""
-    if o.error_kind in ("connect", "timeout", "dropped", "transport"):
-        return f"request failed: {o.error}"
-    if o.http_status is None:
-        return f"no response ({o.error or 'nothing received'})"
-    if o.http_status >= 500:
-        return f"server error HTTP {o.http_status}"
-    return None

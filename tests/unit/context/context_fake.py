@@ -142,3 +142,31 @@ class FakeLlama:
                 yield line.encode()
 
         return body()
+
+
+class Kept:
+    """The exchanges a cell sent, kept by label (`keep`, the Sender's), and read back as an
+    `AttemptView` reads them (`exchange`, `trust`): a draft row's figures are the rebuild's."""
+
+    def __init__(self) -> None:
+        self.exchanges: dict[str, Any] = {}
+
+    def keep(self, label: str, ex: Any) -> list[str]:
+        self.exchanges[label] = ex
+        return [label]
+
+    def exchange(self, name: str) -> Any:
+        return self.exchanges[name]
+
+    def trust(self, what: str) -> None:
+        pass
+
+    def rows(
+        self, drafts: list[dict[str, Any]], needles: Any, timings: dict[int, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """The draft rows as the stage seals them (`qualify.context.rebuild`), every counted
+        stream's timing added to `timings` by concurrency."""
+        from qualify.context.rebuild import _row
+
+        contents = {"prose": {"needles": needles.as_dict()}}
+        return [_row(self, r, contents, {} if timings is None else timings) for r in drafts]  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from context_fake import FakeLlama  # type: ignore[import-not-found]
+from context_fake import FakeLlama, Kept  # type: ignore[import-not-found]
 
 from qualify.context.corpus import Needles, Source, document, messages, new_nonce
 from qualify.context.judges import (
@@ -20,12 +20,12 @@ from qualify.context.judges import (
     idle,
     needles,
 )
-from qualify.context.ladder import Cell, public, run_cell
+from qualify.context.ladder import Cell, run_cell
+from qualify.context.rebuild import degenerate_streams, fidelity_summary, speed_summary
 from qualify.context.record import Record
-from qualify.context.stage import degenerate_streams, fidelity_summary, speed_summary
 from qualify.gates.registry import Judged
 from qualify.gates.thresholds import Thresholds
-from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.client import Client
 from qualify.records import Verdict
 from qualify.serving.engines import LLAMACPP
 from qualify.serving.sender import Sender
@@ -52,13 +52,17 @@ def idle_gate(rows: list[dict[str, Any]]) -> Judged:
     return j
 
 
-def _keep(label: str, ex: Exchange) -> list[str]:
-    return [label]
-
-
-def _driver(client: Client, idle_wait_s: float = 3.0) -> Sender:
+def _driver(client: Client, idle_wait_s: float = 3.0, kept: Kept | None = None) -> Sender:
     body = {"model": "m", "max_tokens": 32, "temperature": 0}
-    return Sender(client, LLAMACPP, body, 30.0, idle_wait_s, _keep)
+    return Sender(client, LLAMACPP, body, 30.0, idle_wait_s, (kept or Kept()).keep)
+
+
+def _row(client: Client, cell: Cell, idle_wait_s: float = 3.0) -> dict[str, Any]:
+    """One cell run and its row as sealed."""
+    kept = Kept()
+    row = asyncio.run(run_cell(_driver(client, idle_wait_s, kept), cell))
+    [sealed] = kept.rows([row], cell.needles)
+    return sealed
 
 
 def _prompts(seed: int = 1) -> tuple[Needles, list[dict[str, str]], Callable[[], Any]]:
@@ -74,7 +78,8 @@ def _cell(pass_: str, prompts: list[Any], needles: Needles) -> Cell:
 
 def _ladder(fake: FakeLlama, client: Client, c: int = 1, cold_same: bool = False) -> list[Any]:
     needles, warm, cold = _prompts()
-    drv = _driver(client)
+    kept = Kept()
+    drv = _driver(client, kept=kept)
 
     async def go() -> list[Any]:
         await drv.send(warm, "warmup-1")
@@ -82,7 +87,7 @@ def _ladder(fake: FakeLlama, client: Client, c: int = 1, cold_same: bool = False
         rows = [await run_cell(drv, _cell("warm", [warm] * c, needles))]
         cold_prompts = [warm] * c if cold_same else [cold() for _ in range(c)]
         rows.append(await run_cell(drv, _cell("cold", cold_prompts, needles)))
-        return [public(r) for r in rows]
+        return kept.rows(rows, needles)
 
     return asyncio.run(go())
 
@@ -137,7 +142,7 @@ def test_busy_engine_cell_is_error_and_nothing_is_sent(
     """An engine busy past the idle wait makes the cell `error`; no request is timed."""
     needles, warm, _ = _prompts()
     fake.busy_scrapes = 10_000
-    row = public(asyncio.run(run_cell(_driver(fake_client(), 0.2), _cell("warm", [warm], needles))))
+    row = _row(fake_client(), _cell("warm", [warm], needles), 0.2)
     assert row["verdict"] == "error"
     assert "not counted: before the cell" in row["reasons"][0]
     assert fake.chats == []
@@ -151,7 +156,7 @@ def test_a_briefly_busy_engine_is_waited_for(
     """An engine busy for a couple of polls is waited for, and the cell then counts."""
     needles, warm, _ = _prompts()
     fake.busy_scrapes = 2
-    row = public(asyncio.run(run_cell(_driver(fake_client()), _cell("warm", [warm], needles))))
+    row = _row(fake_client(), _cell("warm", [warm], needles))
     assert row["verdict"] == "pass"
     assert row["idle"]["before"]["polls"] == 3
     assert idle_gate([row]).verdict is Verdict.PASS
@@ -193,13 +198,16 @@ def test_a_stream_without_usage_is_an_error(
 def test_counted_streams_keep_their_timings_for_fidelity(
     fake: FakeLlama, fake_client: Callable[[], Client]
 ) -> None:
-    """Each counted stream's timing, with the server's own figures, is kept for the fidelity
-    summary; `public` leaves it out of the row."""
+    """Each counted stream's timing, with the server's own figures, goes to the fidelity
+    summary."""
     needles, warm, _ = _prompts()
-    row = asyncio.run(run_cell(_driver(fake_client()), _cell("warm", [warm, warm], needles)))
-    assert [t.server_decode_tok_s for t in row["_timings"]] == [100.0, 100.0]
-    assert all(t.ttft_minus_server_prompt_ms is not None for t in row["_timings"])
-    assert "_timings" not in public(row)
+    kept, timings = Kept(), {}
+    row = asyncio.run(
+        run_cell(_driver(fake_client(), kept=kept), _cell("warm", [warm] * 2, needles))
+    )
+    kept.rows([row], needles, timings)
+    assert [t.server_decode_tok_s for t in timings[2]] == [100.0, 100.0]
+    assert all(t.ttft_minus_server_prompt_ms is not None for t in timings[2])
 
 
 DIGITS = "The numbers are 1" + "0" * 120
@@ -212,7 +220,7 @@ def test_a_degenerate_answer_is_kept_flagged_and_not_a_speed(
     row's decode figures come from the other stream only, and no aggregate rate is published."""
     needles, warm, _ = _prompts()
     fake.answers = [DIGITS, "The numbers are 12 and 34, as the document states."]
-    row = public(asyncio.run(run_cell(_driver(fake_client()), _cell("warm", [warm] * 2, needles))))
+    row = _row(fake_client(), _cell("warm", [warm] * 2, needles))
     bad = [s for s in row["streams"] if s["degenerate"]]
     good = [s for s in row["streams"] if not s["degenerate"]]
     assert len(bad) == 1 and len(good) == 1 and DIGITS.startswith(bad[0]["answer"])
@@ -235,7 +243,7 @@ def test_every_answer_degenerate_leaves_no_decode_figure(
 ) -> None:
     needles, warm, _ = _prompts()
     fake.answers = [DIGITS]
-    row = public(asyncio.run(run_cell(_driver(fake_client()), _cell("warm", [warm], needles))))
+    row = _row(fake_client(), _cell("warm", [warm], needles))
     assert row["decode_tok_s"] is None and row["itl_p50_ms"] is None and row["e2e_s"] is None
     assert row["streams"][0]["decode_tok_s"] is not None  # kept on the stream as evidence
     assert speed_summary([row])["warm"]["decode_tok_s_median"] is None
@@ -248,11 +256,12 @@ def test_a_client_that_disagrees_with_the_server_fails_fidelity(
     summary, per concurrency, shows the disagreement and the judge fails every concurrency."""
     fake.server_decode = 1e6
     needles, warm, _ = _prompts()
-    drv = _driver(fake_client())
-    timings = {
-        c: asyncio.run(run_cell(drv, _cell("warm", [warm] * c, needles)))["_timings"]
-        for c in (1, 2)
-    }
+    kept, timings = Kept(), {}
+    drv = _driver(fake_client(), kept=kept)
+    for c in (1, 2):
+        kept.rows(
+            [asyncio.run(run_cell(drv, _cell("warm", [warm] * c, needles)))], needles, timings
+        )
     data = {"fidelity": fidelity_summary("llama.cpp", timings)}
     assert data["fidelity"]["requests"] == 3 and data["fidelity"]["engine"] == "llama.cpp"
     assert sorted(data["fidelity"]["by_concurrency"]) == ["1", "2"]

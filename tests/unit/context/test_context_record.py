@@ -13,20 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from context_fake import FakeLlama  # type: ignore[import-not-found]
+from context_fake import FakeLlama, Kept  # type: ignore[import-not-found]
 from pydantic import ValidationError
 
 from qualify.context.corpus import Needles, Source, document, messages, new_nonce
-from qualify.context.ladder import Cell, public, run_cell
-from qualify.context.record import Record
-from qualify.context.stage import (
-    Rung,
+from qualify.context.ladder import Cell, run_cell
+from qualify.context.rebuild import (
     audit_summary,
     degenerate_streams,
     fidelity_summary,
     speed_summary,
 )
-from qualify.httpclient.client import Client, Exchange
+from qualify.context.record import Record
+from qualify.context.stage import Rung
+from qualify.httpclient.client import Client
 from qualify.httpclient.timing import RequestTiming
 from qualify.registry import parse_record
 from qualify.serving.engines import LLAMACPP
@@ -69,27 +69,24 @@ def test_every_published_context_result_reads(name: str, result: dict[str, Any])
     assert record.rows and all(row.where for row in record.rows)
 
 
-def _keep(label: str, ex: Exchange) -> list[str]:
-    return [label]
-
-
 def _built(fake: FakeLlama, client: Client) -> dict[str, Any]:
     """The data the stage writes, from a warm and a cold cell of one rung (a fake server)."""
     needles = Needles.draw(random.Random(3))
     doc = document(Source("prose", 3), 6000, needles)
     warm = messages(doc, needles, new_nonce())
     body = {"model": "m", "max_tokens": 32, "temperature": 0}
-    drv = Sender(client, LLAMACPP, body, 30.0, 3.0, _keep)
+    kept = Kept()
+    drv = Sender(client, LLAMACPP, body, 30.0, 3.0, kept.keep)
     timings: dict[int, list[RequestTiming]] = {}
 
     async def go() -> list[dict[str, Any]]:
         out = []
         for pass_ in ("warm", "cold"):
             prompt = warm if pass_ == "warm" else messages(doc, needles, new_nonce())
-            row = await run_cell(drv, Cell(1500, pass_, "prose", 1500, 1490, [prompt], needles))
-            timings.setdefault(1, []).extend(row["_timings"])
-            out.append(public(row))
-        return out
+            out.append(
+                await run_cell(drv, Cell(1500, pass_, "prose", 1500, 1490, [prompt], needles))
+            )
+        return kept.rows(out, needles, timings)
 
     rows = asyncio.run(go())
     rung = Rung(1500, 1500, False, 8192, contents={"prose": {"needles": needles.as_dict()}})
@@ -101,7 +98,7 @@ def _built(fake: FakeLlama, client: Client) -> dict[str, Any]:
         "fidelity": fidelity_summary("llama.cpp", timings),
         "degenerate": degenerate_streams(rows),
         "speed": speed_summary(rows),
-        "audits": audit_summary([rung], rows),
+        "audits": audit_summary([rung.as_dict()], rows),
         "battery": None,
         "level": "off",
         "window": 8192,
