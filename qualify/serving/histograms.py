@@ -78,8 +78,7 @@ def server_window(
     ttft_n, ttft_s = pair("ttft")
     prefill_n, prefill_s = pair("prefill")
     queue_n, queue_s = pair("queue")
-    itl_n, itl_s = pair("itl")
-    e2e_n, e2e_s = pair("e2e")
+    (itl_n, itl_s), (e2e_n, e2e_s) = pair("itl"), pair("e2e")
     problem = None
     by = h.get("decode", h.get("e2e"))
     if expected is not None and decode_n != expected:
