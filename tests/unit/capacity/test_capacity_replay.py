@@ -168,3 +168,27 @@ def test_a_shipped_trace_is_named_by_its_name_alone(tmp_path: Path) -> None:
     assert got == root / "traces" / "mooncake-head.jsonl" and got.is_file()
     assert trace_path(tmp_path, "mine/t.jsonl") == tmp_path / "mine" / "t.jsonl"
     assert trace_path(tmp_path, "mooncake-head.jsonl") == tmp_path / "mooncake-head.jsonl"
+
+
+def test_a_shipped_trace_that_is_not_shipped_stops_validate(tmp_path: Path) -> None:
+    """`shipped:<name>` naming no shipped trace: one line naming the field and where it looked,
+    exit 2, nothing written."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    for name in ("candidate.toml", "control.toml"):
+        shutil.copy(root / "examples" / "smollm2" / name, tmp_path / name)
+    cand = tmp_path / "candidate.toml"
+    cand.write_text(cand.read_text().replace("shipped:mooncake-head.jsonl", "shipped:nope.jsonl"))
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-m", "qualify", "validate", "candidate.toml"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    (line,) = [ln for ln in done.stderr.splitlines() if "replay.trace" in ln]
+    assert f"{root / 'traces' / 'nope.jsonl'}: No such file" in line and "JSONL trace" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["candidate.toml", "control.toml"]
