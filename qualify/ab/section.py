@@ -29,9 +29,9 @@ from qualify.httpclient.timing import median
 from qualify.present.cells import (
     Cell,
     Measure,
-    acceptance_counts,
     acceptance_rate,
     digest,
+    drafted,
     given,
     nums,
 )
@@ -469,14 +469,13 @@ def diff_cells(rec: Record) -> list[Cell]:
         cell.measures["aggregate_output_tok_s"] = Measure("tok/s", "higher", agg)
     out = [cell]
     acc = rec.acceptance
-    if (counts := acceptance_counts(acc)) is not None and acc is not None:
-        a = Cell("acceptance", "ab candidate lane", setting)
-        requests = sum(r.counted for r in runs)
-        a.measures["acceptance"] = acceptance_rate(counts, requests)
+    requests = sum(r.counted for r in runs)
+    if (rate := drafted(acc, requests)) is not None and acc is not None:
+        a = Cell("acceptance", "ab candidate lane", setting, {"acceptance": rate})
         drafts = int(acc.drafts or 0)
         for i, k in enumerate(acc.accepted_per_position):
             if drafts:
-                a.measures[f"position {i}"] = acceptance_rate((k, drafts), requests)
+                a.measures[f"position {i}"] = acceptance_rate(k, drafts, requests)
         out.append(a)
     if (ll := rec.lossless) is not None and ll.tokens:
         same = Cell("lossless", "ab paired answers", setting)

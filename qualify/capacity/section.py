@@ -21,7 +21,7 @@ from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
 from qualify.capacity.slo import Slo
 from qualify.evidence.store import RunDir
-from qualify.present.cells import Cell, Measure, acceptance_counts, acceptance_rate, given, nums
+from qualify.present.cells import Cell, Measure, drafted, given, nums
 from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text
@@ -434,10 +434,8 @@ def diff_cells(rec: Record) -> list[Cell]:
         c = Cell("capacity kinds", k.cell, {**base, "kind": k.kind, "depth": k.depth})
         _capacity_figures(c, k)
         out.append(c)
-        if (counts := acceptance_counts(k.acceptance)) is not None:
-            a = Cell("acceptance", f"kind {k.cell}", c.setting)
-            a.measures["acceptance"] = acceptance_rate(counts, k.requests)
-            out.append(a)
+        if (rate := drafted(k.acceptance, k.requests)) is not None:
+            out.append(Cell("acceptance", f"kind {k.cell}", c.setting, {"acceptance": rate}))
     for r in rec.load.replay:
         c = Cell("capacity replay", r.cell, {**base, "trace": r.trace, "scale": r.scale})
         c.measures["goodput"] = Measure("rate", "higher", counts=(r.good, r.requests))

@@ -11,7 +11,7 @@ from pathlib import Path
 from qualify.context.depth_acceptance import rung_acceptance
 from qualify.context.record import Record, Row
 from qualify.evidence.store import RunDir
-from qualify.present.cells import Cell, Measure, acceptance_rate, given, nums
+from qualify.present.cells import Cell, Measure, drafted, given, nums
 from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.wording import number
@@ -215,9 +215,8 @@ def _context_cell(row: Row, level: str | None) -> Cell:
         "tok/s", "higher", nums(s.effective_prefill_tok_s for s in streams)
     )
     c.measures["decode_tok_s"] = Measure("tok/s", "higher", nums(s.decode_tok_s for s in speedy))
-    if row.acceptance is not None and row.acceptance.draft_tokens:
-        counts = (row.acceptance.accepted or 0, row.acceptance.draft_tokens)
-        c.measures["acceptance"] = acceptance_rate(counts, len(row.streams))
+    if (rate := drafted(row.acceptance, len(row.streams))) is not None:
+        c.measures["acceptance"] = rate
     needles = [all(s.needles.values()) for s in streams if s.needles]
     if needles:
         c.measures["needles found"] = Measure("rate", "higher", counts=(sum(needles), len(needles)))

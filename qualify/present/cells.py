@@ -81,13 +81,13 @@ def digest(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def acceptance_rate(counts: tuple[int, int], requests: int) -> Measure:
+def acceptance_rate(accepted: int, drafted: int, requests: int) -> Measure:
     """A draft acceptance rate over `requests` requests (its interval over requests)."""
-    return Measure("rate", "higher", counts=counts, units=max(1, requests))
+    return Measure("rate", "higher", counts=(accepted, drafted), units=max(1, requests))
 
 
-def acceptance_counts(acc: Drafted | None) -> tuple[int, int] | None:
-    """(accepted, draft tokens) when the lane drafted any, else None."""
+def drafted(acc: Drafted | None, requests: int) -> Measure | None:
+    """Accepted over drafted tokens over `requests` requests, where any were drafted."""
     if acc is None or acc.draft_tokens is None or acc.draft_tokens <= 0:
         return None
-    return int(acc.accepted or 0), acc.draft_tokens
+    return acceptance_rate(int(acc.accepted or 0), acc.draft_tokens, requests)

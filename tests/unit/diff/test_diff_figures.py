@@ -169,10 +169,10 @@ def test_a_draft_acceptance_rate_is_judged_over_its_requests_not_its_tokens() ->
     from qualify.present.cells import acceptance_rate
 
     a, b = (412, 520), (48, 444)
-    few = compare_measure(acceptance_rate(a, 3), acceptance_rate(b, 3), 3.0)
+    few = compare_measure(acceptance_rate(*a, 3), acceptance_rate(*b, 3), 3.0)
     assert few["verdict"] != "regression", few
     assert few["units"] == [3, 3] and few["counts"] == [[412, 520], [48, 444]]
-    many = compare_measure(acceptance_rate(a, 300), acceptance_rate(b, 300), 3.0)
+    many = compare_measure(acceptance_rate(*a, 300), acceptance_rate(*b, 300), 3.0)
     assert many["verdict"] == "regression", many
     tokens = compare_measure(
         Measure("rate", "higher", counts=a), Measure("rate", "higher", counts=b), 3.0
