@@ -8,6 +8,9 @@
 #                                 and the control (8001), record their answers
 #   scripts/gpu/vllm.sh attach    qualify the running servers (docs/gpu/vllm/candidates/*-attach)
 #   scripts/gpu/vllm.sh launch    stop them; qualify launching and stopping both itself
+#   scripts/gpu/vllm.sh attach-bg start `attach` under setsid (it outlives the call), then wait
+#   scripts/gpu/vllm.sh wait      wait (WAIT_S, default 560 s) for it; bring back what it left
+#                                 (a run longer than one call's 10 minutes: attach-bg, then wait)
 # Results go to $OUT (8 files at most): recorded-*.json, <mode>.tgz (evidence, logs), <mode>.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -76,5 +79,20 @@ launch)
   sleep 3
   run_mode launch "$CANDS/candidate.toml"
   ;;
-*) sed -n 2,12p "$0"; exit 2 ;;
+attach-bg)
+  rm -f "$Q/attach.rc"; mkdir -p "$Q/bgout"
+  OUT=$Q/bgout setsid nohup bash -c 'bash scripts/gpu/vllm.sh attach; echo $? >/tmp/vq/attach.rc' \
+    >"$Q/attach-bg.log" 2>&1 </dev/null &
+  exec bash "$0" wait
+  ;;
+wait)
+  t0=$(date +%s)
+  while [ ! -f "$Q/attach.rc" ] && [ $(( $(date +%s) - t0 )) -lt "${WAIT_S:-560}" ]; do sleep 5; done
+  if [ -f "$Q/attach.rc" ]; then
+    cp "$Q"/bgout/* "$OUT"/ 2>/dev/null; cat "$Q/attach-bg.log"; exit "$(cat "$Q/attach.rc")"
+  fi
+  echo "still running after $(( $(date +%s) - t0 )) s:"; tail -5 "$Q/attach.stderr" 2>/dev/null
+  exit 124
+  ;;
+*) sed -n 2,15p "$0"; exit 2 ;;
 esac
