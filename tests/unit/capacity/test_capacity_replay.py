@@ -59,7 +59,9 @@ def test_qualifys_own_form_carries_messages_and_sessions() -> None:
         read_trace(json.dumps({"input_length": 3}))
 
 
-@pytest.mark.parametrize("name", ["agent-tasks.jsonl", "mooncake-head.jsonl"])
+@pytest.mark.parametrize(
+    "name", ["agent-tasks.jsonl", "mooncake-head.jsonl", "mooncake-conversation-21s.jsonl"]
+)
 def test_the_shipped_traces_read(name: str) -> None:
     rows = read_trace((ROOT / "traces" / name).read_text())
     assert len(rows) >= 4
