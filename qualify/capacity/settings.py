@@ -82,6 +82,11 @@ class LoadSettings(StrictModel):
         None, description="prompt tokens of the load's requests (default: the first length)"
     )
     kind: DecodeKind = "prose"
+    arrival: Literal["poisson", "trace"] = Field(
+        "poisson",
+        description="the steps' arrival process: Poisson, or the replay trace's own pattern "
+        "(its trains and lulls, scaled to each step's rate; needs `replay.trace`)",
+    )
     start_rps: PositiveFloat = Field(0.5, description="the knee search's first rate (req/s)")
     factor: Annotated[float, Field(gt=1, le=10)] = Field(
         2.0, description="rate multiplier between steps (and divisor below a failing start)"
@@ -124,6 +129,8 @@ class LoadSettings(StrictModel):
         if out.get("workers") == 1 and out.get("ray_address") is None:
             out.pop("workers", None)
             out.pop("ray_address", None)
+        if out.get("arrival") == "poisson":  # nor an `arrival`
+            out.pop("arrival", None)
         return out
 
 
@@ -225,6 +232,8 @@ class CapacitySettings(StrictModel):
             values = getattr(self, name) or []
             if len(set(values)) != len(values):
                 raise ValueError(f"{name} lists a value twice ({values}); expected distinct values")
+        if self.load.enabled and self.load.arrival == "trace" and self.replay.trace is None:
+            raise ValueError('load.arrival "trace" follows the replay trace: expected replay.trace')
         return self
 
     @model_serializer(mode="wrap")

@@ -24,6 +24,7 @@ the traces qualify ships (`traces/` of the checkout, `qualify/_assets/traces/` o
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 from dataclasses import dataclass
@@ -171,3 +172,21 @@ def offsets_of(rows: list[TraceRow], scale: float) -> list[float]:
     as fast as recorded)."""
     t0 = rows[0].t_ms
     return [round((r.t_ms - t0) / 1000.0 / scale, 6) for r in rows]
+
+
+def arrivals(rows: list[TraceRow], rate_rps: float, n: int) -> list[float]:
+    """`n` send offsets (s) in the trace's arrival pattern at a mean of `rate_rps`: its gaps in
+    order (the trains and lulls it recorded), repeated from the start with a mean gap between
+    the last row and the next round's first, all scaled by one factor so that the mean gap is
+    1 / `rate_rps` (`load.arrival = "trace"`: the knee search's steps)."""
+    gaps = [(b.t_ms - a.t_ms) / 1000.0 for a, b in itertools.pairwise(rows)]
+    if not gaps or sum(gaps) <= 0:
+        raise TraceError("the trace spans no time: it has no arrival pattern to scale")
+    cycle = [*gaps, sum(gaps) / len(gaps)]
+    factor = len(cycle) / sum(cycle) / rate_rps
+    out, t = [], 0.0
+    for i in range(n):
+        if i:
+            t += cycle[(i - 1) % len(cycle)] * factor
+        out.append(round(t, 6))
+    return out

@@ -14,7 +14,14 @@ import pytest
 
 from qualify.capacity import traffic_judges
 from qualify.capacity.record import Record
-from qualify.capacity.trace import TraceError, offsets_of, prompt_of, read_trace, trace_path
+from qualify.capacity.trace import (
+    TraceError,
+    arrivals,
+    offsets_of,
+    prompt_of,
+    read_trace,
+    trace_path,
+)
 from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict
 
@@ -65,6 +72,31 @@ def test_qualifys_own_form_carries_messages_and_sessions() -> None:
 def test_the_shipped_traces_read(name: str) -> None:
     rows = read_trace((ROOT / "traces" / name).read_text())
     assert len(rows) >= 4
+
+
+def test_trace_arrivals_keep_the_trains_and_take_the_rate() -> None:
+    rows = read_trace(MOONCAKE)  # two at 0, one at 3.052 s: a train of two, then a lull
+    got = arrivals(rows, 2.0, 7)
+    # the cycle's gaps: 0, 3.052, and their mean (1.526) back to the first; mean gap 1/2 s
+    assert got[:4] == [0.0, 0.0, 1.0, 1.5] and got[4:] == [1.5, 2.5, 3.0]
+    assert arrivals(rows, 4.0, 7) == [t / 2 for t in got]
+
+
+def test_a_trace_that_spans_no_time_has_no_arrival_pattern() -> None:
+    with pytest.raises(TraceError, match="spans no time"):
+        arrivals(read_trace('{"timestamp": 0, "input_length": 4}'), 1.0, 3)
+
+
+def test_load_arrival_trace_needs_a_replay_trace() -> None:
+    from pydantic import ValidationError
+
+    from qualify.capacity.settings import CapacitySettings
+
+    with pytest.raises(ValidationError, match=r"expected replay\.trace"):
+        CapacitySettings.model_validate({"load": {"arrival": "trace"}})
+    ok = CapacitySettings.model_validate({"load": {"arrival": "trace"}, "replay": {"trace": "t"}})
+    assert ok.model_dump()["load"]["arrival"] == "trace"
+    assert "arrival" not in CapacitySettings().model_dump()["load"]
 
 
 def cell(**kw: Any) -> dict[str, Any]:
