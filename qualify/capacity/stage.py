@@ -30,7 +30,7 @@ from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Engine, KindRow, MatrixRow, Record
+from qualify.capacity.record import Engine, KindRow, MatrixRow, Record, Warmup
 from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
 from qualify.capacity.sessions import run_sessions
@@ -92,7 +92,7 @@ class Lane:
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
     runs: dict[tuple[int, int], list[dict[str, Any]]] = field(default_factory=dict)
     saturated: dict[int, dict[str, Any]] = field(default_factory=dict)
-    warmups: list[dict[str, Any]] = field(default_factory=list)
+    warmups: list[Warmup] = field(default_factory=list)
 
 
 @dataclass
@@ -266,15 +266,8 @@ class Capacity:
 
     async def warm(self, lane: Lane, p: Prompts, label: str) -> None:
         for i in range(self.s.warmups):
-            o, files = await lane.sender.send(await p.fresh(), f"{label}-warmup{i + 1}")
-            lane.warmups.append(
-                {
-                    "label": label,
-                    "n": i + 1,
-                    "completion_tokens": o.completion_tokens,
-                    "files": files,
-                }
-            )
+            _, files = await lane.sender.send(await p.fresh(), f"{label}-warmup{i + 1}")
+            lane.warmups.append(Warmup(label=label, n=i + 1, files=files))  # tokens: the rebuild's
 
     async def matrix_turn(
         self, name: str, runs: list[int], inc_info: dict[str, Any], task: Any
