@@ -26,7 +26,7 @@ from qualify.evidence.store import EvidenceStore, RunDir
 from qualify.httpclient.client import Client
 from qualify.progress import Progress
 from qualify.records import Verdict
-from qualify.registry import run_order
+from qualify.registry import run_order, specs
 from qualify.serving.command import shell_line
 from qualify.serving.lanes import Lanes
 from qualify.serving.process import ServerProcess
@@ -167,8 +167,9 @@ def print_plan(
             for i, r in enumerate(mine, 1):
                 lane = "" if r.lane == "candidate" else f" ({r.lane})"
                 print(f"  {i:3d}. {r.method} {r.path}{lane} {summary(r.body)}".rstrip(), file=out)
-            if name == "vram":
-                print(f"  telemetry: {telemetry_line(loaded)}", file=out)
+            note = specs()[name].loaded.plan_note
+            if note is not None:
+                print(f"  {note(loaded)}", file=out)
             elif why and mine:
                 print(
                     "  ... any further request depends on the server's answers (none came, "
@@ -177,20 +178,3 @@ def print_plan(
                 )
     print(f"\n{total} request(s) listed; none sent, no evidence written", file=out)
     return total
-
-
-def telemetry_line(loaded: LoadedCandidate) -> str:
-    """What the vram sampler would read (it sends nothing to the model server)."""
-    from qualify.vram.prometheus import QUERY_PATH, query
-
-    s = loaded.candidate.stages.vram
-    parts = [f"source {s.source}, every {s.interval_ms} ms"]
-    if s.source in ("auto", "nvml"):
-        parts.append(f"NVML on this host (GPUs {s.gpus if s.gpus is not None else 'all'})")
-    if s.source in ("auto", "dcgm") and s.dcgm_urls:
-        parts.append("GET " + ", ".join(s.dcgm_urls))
-    if s.source in ("auto", "prometheus") and s.prometheus_url:
-        parts.append(
-            f"GET {s.prometheus_url.rstrip('/')}{QUERY_PATH}?query={query(s.prometheus_selector)}"
-        )
-    return "; ".join(parts)

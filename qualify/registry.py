@@ -55,6 +55,7 @@ class StageParts:
     cells: Callable[..., list[Any]] | None = None
     again: Callable[..., tuple[list[str], list[str]]] | None = None
     sampler: Callable[..., Any] | None = None
+    plan_note: Callable[..., str] | None = None
 
     @classmethod
     def of(

@@ -46,11 +46,35 @@ def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
     return sampler.start()
 
 
+def plan_note(loaded: LoadedCandidate) -> str:
+    """What the vram sampler would read (it sends nothing to the model server): `qualify run
+    --plan`'s line for this stage."""
+    from qualify.vram.prometheus import QUERY_PATH, query
+
+    s = loaded.candidate.stages.vram
+    parts = [f"source {s.source}, every {s.interval_ms} ms"]
+    if s.source in ("auto", "nvml"):
+        parts.append(f"NVML on this host (GPUs {s.gpus if s.gpus is not None else 'all'})")
+    if s.source in ("auto", "dcgm") and s.dcgm_urls:
+        parts.append("GET " + ", ".join(s.dcgm_urls))
+    if s.source in ("auto", "prometheus") and s.prometheus_url:
+        parts.append(
+            f"GET {s.prometheus_url.rstrip('/')}{QUERY_PATH}?query={query(s.prometheus_selector)}"
+        )
+    return "telemetry: " + "; ".join(parts)
+
+
 def parts() -> StageParts:
     from qualify.vram import judges, rebuild, record, section, stage, start_sampler
 
     return StageParts.of(
-        stage.vram, record.Record, section, judges, rebuild=rebuild.rebuild, sampler=start_sampler
+        stage.vram,
+        record.Record,
+        section,
+        judges,
+        rebuild=rebuild.rebuild,
+        sampler=start_sampler,
+        plan_note=plan_note,
     )
 
 
