@@ -113,36 +113,38 @@ def cell_streams(
 
 
 def tallied(
-    run: OpenLoopRun,
-    streams: list[dict[str, Any]],
-    tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
-    energy: dict[str, Any] | None,
+    run: OpenLoopRun, streams: list[dict[str, Any]], lag_bound_ms: float, energy: Any
 ) -> dict[str, Any]:
-    """What an open-loop cell and the soak record alike: the requests by outcome, the window
-    and the tokens in it, the client's lag (a harness error past its bound), the goodput under
-    the SLOs, and the energy over the window with its joules per output token."""
+    """What an open-loop cell and the soak record alike, as measured: the window, the client's
+    lag (a harness error past its bound), the energy over the window and each stream, trimmed.
+    Their counts, goodput and joules per token are the rebuild's (`counts`,
+    `qualify.capacity.reload`)."""
     lag = run.lag()
-    if energy and tokens and energy.get("joules") is not None:
-        energy["j_per_output_token"] = energy["joules"] / tokens
     cell = {
-        "completed": sum(
-            1 for s in streams if not s.get("unfinished") and not s["failed"] and not s["cut"]
-        ),
-        **{
-            k: sum(1 for s in streams if s.get(k))
-            for k in ("failed", "cut", "unfinished", "broken")
-        },
         "window_s": run.window_s,
-        "completion_tokens": tokens,
         "lag": lag,
         "harness_error": harness_lag(lag, lag_bound_ms),
-        **goodput(streams, slo, run.window_s).model_dump(),
         "energy": energy,
-        "streams": streams,
+        "streams": [{k: s.get(k) for k in STREAM_KEYS} for s in streams],
     }
     return annotate(cell, run, lag_bound_ms)  # a cell on Ray workers: each worker's proof
+
+
+def counts(streams: list[dict[str, Any]], slo: Slo, window: Any) -> dict[str, Any]:
+    """An open-loop cell's counts, tokens and goodput from its streams."""
+    done = [s for s in streams if not s.get("unfinished")]
+    tokens = sum(s.get("completion_tokens") or 0 for s in done if not s.get("failed"))
+    return {
+        "requests": len(streams),
+        "completed": sum(1 for s in done if not s.get("failed") and not s.get("cut")),
+        "failed": sum(1 for s in streams if s.get("failed")),
+        "cut": sum(1 for s in streams if s.get("cut")),
+        "unfinished": sum(1 for s in streams if s.get("unfinished")),
+        "broken": sum(1 for s in streams if s.get("broken")),
+        "completion_tokens": tokens,
+        **goodput(streams, slo, window).model_dump(),
+        "streams": [{k: s.get(k) for k in STREAM_KEYS} for s in streams],
+    }
 
 
 async def open_cell(
@@ -180,18 +182,15 @@ async def open_cell(
     run = await chosen(send)(sender.client, cell)
     energy = meter(m0, time.monotonic()) if meter else None
     streams = cell_streams(run, sender, label, kind, max_tokens)
-    done = [s for s in streams if not s.get("unfinished")]
-    tokens = sum(s.get("completion_tokens") or 0 for s in done if not s.get("failed"))
     return {
         "label": label,
         "idle_before": before.as_dict(),
+        # what the search steers by (`holds`, `_knee`), as the rebuild derives it again
         "requests": len(streams),
-        "offered_rps": (len(offsets) - 1) / span if span > 0 else None,
-        "achieved_rps": len(done) / run.window_s if run.window_s else None,
-        "output_tok_s": tokens / run.window_s if run.window_s and tokens else None,
-        "pace": pace(streams) if offsets and offsets[-1] > 0 else None,
+        **goodput(streams, slo, run.window_s).model_dump(),
+        "pace": pace(streams) if span > 0 else None,
         "stopped_early": early.why,
-        **tallied(run, streams, tokens, slo, lag_bound_ms, energy),
+        **tallied(run, streams, lag_bound_ms, energy),
     }
 
 
@@ -371,24 +370,3 @@ STREAM_KEYS = (
     "lag_ms",
     "files",
 )
-
-
-def public_load(load: dict[str, Any]) -> dict[str, Any]:
-    """The load's record with each stream trimmed to what goodput and the gates read."""
-    out = dict(load)
-
-    def trim(cell: dict[str, Any]) -> dict[str, Any]:
-        return {**cell, "streams": [{k: st.get(k) for k in STREAM_KEYS} for st in cell["streams"]]}
-
-    if "cells" in out:
-        out["cells"] = [trim(c) for c in out["cells"]]
-    if out.get("incumbent"):
-        out["incumbent"] = {
-            **out["incumbent"],
-            "cells": [trim(c) for c in out["incumbent"]["cells"]],
-        }
-    if out.get("soak"):
-        out["soak"] = trim(out["soak"])
-    if out.get("replay"):
-        out["replay"] = [trim(c) for c in out["replay"]]
-    return out

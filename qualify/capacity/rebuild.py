@@ -78,7 +78,7 @@ def _run(view: AttemptView, sealed: dict[str, Any], kind: str, want: int) -> dic
     run["streams"] = streams
     run.update(summarize(streams, sealed.get("window_s") if streams else None))
     gen = sealed.get("server_generated_tokens")
-    if "server_aggregate_tok_s" in sealed:
+    if "server_generated_tokens" in sealed:
         window = run["window_s"]
         run["server_aggregate_tok_s"] = gen / window if gen is not None and window else None
     run["excluded"] = exclusion(run)

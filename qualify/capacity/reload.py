@@ -25,12 +25,12 @@ import re
 from typing import Any
 
 from qualify.capacity.edge import PREFIX, edge_steps
-from qualify.capacity.knee import STREAM_KEYS, _knee, holds, pace, step_size
+from qualify.capacity.knee import _knee, counts, holds, pace, step_size
 from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.openloop import burst, poisson
 from qualify.capacity.runs import stream_record
 from qualify.capacity.settings import CapacitySettings
-from qualify.capacity.slo import Slo, goodput
+from qualify.capacity.slo import Slo
 from qualify.capacity.soak import drift
 from qualify.capacity.specdrift import acceptance_thirds
 from qualify.capacity.spread import shard_label
@@ -122,24 +122,7 @@ def _streams(
     return out
 
 
-def _counts(streams: list[dict[str, Any]], slo: Slo, window: Any) -> dict[str, Any]:
-    """An open-loop cell's counts, tokens and goodput from its streams (`knee.open_cell`)."""
-    done = [s for s in streams if not s.get("unfinished")]
-    tokens = sum(s.get("completion_tokens") or 0 for s in done if not s.get("failed"))
-    return {
-        "requests": len(streams),
-        "completed": sum(1 for s in done if not s.get("failed") and not s.get("cut")),
-        "failed": sum(1 for s in streams if s.get("failed")),
-        "cut": sum(1 for s in streams if s.get("cut")),
-        "unfinished": sum(1 for s in streams if s.get("unfinished")),
-        "broken": sum(1 for s in streams if s.get("broken")),
-        "completion_tokens": tokens,
-        **goodput(streams, slo, window).model_dump(),
-        "streams": [{k: s.get(k) for k in STREAM_KEYS} for s in streams],
-    }
-
-
-def _per_token(cell: dict[str, Any]) -> None:
+def per_token(cell: dict[str, Any]) -> None:
     energy, tokens = cell.get("energy"), cell.get("completion_tokens")
     if energy and tokens and energy.get("joules") is not None:
         energy["j_per_output_token"] = energy["joules"] / tokens
@@ -168,7 +151,7 @@ def _cell(
         raise NotKept(f"the load cell {cell.get('label')} is not the one its rate names ({label})")
     streams = _streams(view, cell, offsets, s.load.kind, s.max_tokens)
     window = cell.get("window_s")
-    cell.update(_counts(streams, slo, window))
+    cell.update(counts(streams, slo, window))
     span = offsets[-1] if offsets else 0.0
     cell["offered_rps"] = (len(offsets) - 1) / span if span > 0 else None
     done = [st for st in streams if not st.get("unfinished")]
@@ -177,7 +160,7 @@ def _cell(
         cell["pace"] = pace(streams) if span > 0 else None
     tokens = cell["completion_tokens"]
     cell["output_tok_s"] = tokens / window if window and tokens else None
-    _per_token(cell)
+    per_token(cell)
     return cell
 
 
@@ -198,19 +181,19 @@ def _soak(
         view.trust("the soak's arrival schedule (a run of earlier soak code planned it otherwise)")
         offsets = [float(st.get("planned_s") or 0.0) for st in kept]
     streams = _streams(view, {**out, "label": "soak"}, offsets, s.load.kind, s.max_tokens)
-    out.update(_counts(streams, slo, out.get("window_s")))
+    out.update(counts(streams, slo, out.get("window_s")))
     out["planned"] = len(offsets)
     out["completion_tokens"] = sum(
         st.get("completion_tokens") or 0 for st in streams if not st.get("unfinished")
     )
     got = drift(streams)
-    if "per_third" not in (sealed.get("ttft_drift") or {}):
+    if "per_third" not in (sealed.get("ttft_drift", {"per_third": None}) or {}):
         got.pop("per_third")  # a record made before: its drift is judged as it was
     out["ttft_drift"] = got
     if "acceptance_series" in sealed:
         series = sealed.get("acceptance_series") or []
         out["acceptance_drift"] = acceptance_thirds(series).model_dump(mode="json")
-    _per_token(out)
+    per_token(out)
     return out
 
 

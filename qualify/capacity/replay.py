@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from qualify.candidate import LoadedCandidate
-from qualify.capacity.knee import Meter, cell_streams, pace, tallied
+from qualify.capacity.knee import Meter, cell_streams, counts, pace, tallied
 from qualify.capacity.openloop import Plan, send
-from qualify.capacity.reload import _counts, _streams
+from qualify.capacity.reload import _streams, per_token
 from qualify.capacity.settings import CapacitySettings, ReplaySettings
 from qualify.capacity.slo import Slo
 from qualify.capacity.trace import (
@@ -47,7 +47,7 @@ def replay_figures(
 ) -> dict[str, Any]:
     """A replay cell's figures from its streams: counts, tokens, goodput (as every open-loop
     cell's), the offered and achieved rates and the pace."""
-    out = _counts(streams, slo, window_s)
+    out = counts(streams, slo, window_s)
     span = offsets[-1] if offsets else 0.0
     done = [s for s in streams if not s.get("unfinished")]
     tokens = out["completion_tokens"]
@@ -89,11 +89,7 @@ async def replay_cell(
     run = await send(sender.client, plan)
     energy = meter(m0, time.monotonic()) if meter else None
     streams = cell_streams(run, sender, label, kind, None)
-    done = [s for s in streams if not s.get("unfinished") and not s.get("failed")]
-    tokens = sum(s.get("completion_tokens") or 0 for s in done)
-    cell = tallied(run, streams, tokens, slo, lag_bound_ms, energy)
-    cell.update(replay_figures(streams, slo, run.window_s, offsets))
-    return cell | {
+    return tallied(run, streams, lag_bound_ms, energy) | {
         "label": label,
         "cell": f"replay-{scale:g}x",
         "arrival": "trace",
@@ -131,6 +127,7 @@ def replay_again(
     offsets = [float(st.get("planned_s") or 0.0) for st in cell.get("streams") or []]
     streams = _streams(view, cell, offsets, s.load.kind, None)
     cell.update(replay_figures(streams, slo, cell.get("window_s"), offsets))
+    per_token(cell)
     return cell
 
 

@@ -40,7 +40,7 @@ from qualify.ab.acceptance import SpecCounters
 from qualify.capacity.knee import Fresh, Meter, cell_streams, tallied
 from qualify.capacity.openloop import Flight, Plan, poisson, send
 from qualify.capacity.slo import Slo
-from qualify.capacity.specdrift import SERIES_COLUMNS, acceptance_thirds, spec_point
+from qualify.capacity.specdrift import SERIES_COLUMNS, spec_point
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
 from qualify.serving.sender import Sender
@@ -312,7 +312,6 @@ async def soak(
     run = await send(sender.client, cell)
     energy = meter(m0, time.monotonic()) if meter else None
     streams = cell_streams(run, sender, "soak", kind, max_tokens)
-    tokens = sum(s.get("completion_tokens") or 0 for s in streams if not s.get("unfinished"))
     out: dict[str, Any] = {
         "rate_rps": rate_rps,
         "duration_s": duration_s,
@@ -323,11 +322,9 @@ async def soak(
         "planned": len(offsets),
         "sent": sum(1 for s in run.sent if s.sent_s is not None),
         **watcher.seen(memory_source),
-        "ttft_drift": drift(streams),
         "acceptance_columns": SERIES_COLUMNS,
         "acceptance_series": watcher.spec,
-        "acceptance_drift": acceptance_thirds(watcher.spec).model_dump(mode="json"),
         "timeline_columns": ["t_s", "progress", "completed", "in_flight", "health", "memory_mib"],
         "timeline": watcher.timeline,
     }
-    return out | tallied(run, streams, tokens, slo, lag_bound_ms, energy)
+    return out | tallied(run, streams, lag_bound_ms, energy)

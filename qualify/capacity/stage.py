@@ -17,21 +17,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from qualify.ab.acceptance import combine
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
-from qualify.capacity.answers import answer_code, degenerate_answers, judged_cells
+from qualify.capacity.answers import answer_code
 from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
-from qualify.capacity.incumbent import compare, find_incumbent
-from qualify.capacity.knee import open_cell, public_load, search
+from qualify.capacity.incumbent import find_incumbent
+from qualify.capacity.knee import open_cell, search
 from qualify.capacity.loads import Knee, soak_rate_from
-from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
+from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Comparison, Engine, Record
+from qualify.capacity.record import Engine, KindRow, MatrixRow, Record, Warmup
 from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
 from qualify.capacity.sessions import run_sessions
@@ -93,7 +92,7 @@ class Lane:
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
     runs: dict[tuple[int, int], list[dict[str, Any]]] = field(default_factory=dict)
     saturated: dict[int, dict[str, Any]] = field(default_factory=dict)
-    warmups: list[dict[str, Any]] = field(default_factory=list)
+    warmups: list[Warmup] = field(default_factory=list)
 
 
 @dataclass
@@ -267,15 +266,8 @@ class Capacity:
 
     async def warm(self, lane: Lane, p: Prompts, label: str) -> None:
         for i in range(self.s.warmups):
-            o, files = await lane.sender.send(await p.fresh(), f"{label}-warmup{i + 1}")
-            lane.warmups.append(
-                {
-                    "label": label,
-                    "n": i + 1,
-                    "completion_tokens": o.completion_tokens,
-                    "files": files,
-                }
-            )
+            _, files = await lane.sender.send(await p.fresh(), f"{label}-warmup{i + 1}")
+            lane.warmups.append(Warmup(label=label, n=i + 1, files=files))  # tokens: the rebuild's
 
     async def matrix_turn(
         self, name: str, runs: list[int], inc_info: dict[str, Any], task: Any
@@ -325,17 +317,13 @@ class Capacity:
                     lane.saturated[planned] = {"at": c, "why": why}
         return True
 
-    async def kinds(self, lane: Lane, task: Any) -> list[dict[str, Any]]:
+    async def kinds(self, lane: Lane, task: Any) -> list[KindRow]:
         rows = []
         depths = plan_lengths(self.s.depths, lane.window, self.s.max_tokens)
         warmed = False
         for d in (x for x in depths if not x.same_as and not x.errors):
             for kind in self.s.kinds:
-                row: dict[str, Any] = {
-                    "kind": kind,
-                    "depth": d.planned_tokens,
-                    "target": d.target,
-                }
+                row: dict[str, Any] = {"kind": kind, "depth": d.planned_tokens, "target": d.target}
                 try:
                     p = await self.prompts(lane, kind, d.planned_tokens)
                     if not warmed:
@@ -353,60 +341,24 @@ class Capacity:
                 except SizingError as exc:
                     err = {"error": f"sizing failed: {exc}", "counted_runs": 0, "runs": 0}
                     err.update(excluded_runs=[], failed=0, cut=0, requests=0)
-                    rows.append({**row, **err})
+                    rows.append(KindRow.model_validate({**row, **err}))
                     continue
-                cell = median_of_runs(runs)
-                acc = combine([r["acceptance"] for r in runs if not r["excluded"]])
-                rows.append(
-                    {
-                        **row,
-                        **cell,
-                        "sized_tokens": p.sized.tokens if p.sized else None,
-                        "acceptance_rate": acc.get("rate") if acc else None,
-                        "acceptance": acc,
-                        "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
-                        "run_records": public_runs(runs),
-                    }
-                )
+                sized = p.sized.tokens if p.sized else None
+                row.update(sized_tokens=sized, run_records=public_runs(runs))
+                rows.append(KindRow.model_validate(row))
         return rows
 
 
-def _rows(lane: Lane, s: CapacitySettings, slo: Slo) -> list[dict[str, Any]]:
-    kv = lane.engine.kv_tokens
+def _rows(lane: Lane, s: CapacitySettings) -> list[MatrixRow]:
+    """The lane's cells as run: their runs; their figures are the rebuild's (`capacity.rebuild`)."""
     out = []
     for length in (r for r in lane.lengths if not r.same_as):
-        planned = length.planned_tokens
         for c in s.concurrency:
-            runs = lane.runs.get((planned, c))
-            if not runs:
-                continue
-            need = c * (planned + s.max_tokens)
-            stop = lane.saturated.get(planned)
-            out.append(
-                {
-                    "lane": lane.name,
-                    "cell": cell_key(planned, c),
-                    "length": planned,
-                    "target": length.target,
-                    "concurrency": c,
-                    **median_of_runs(runs),
-                    **run_goodput(runs, slo),
-                    "kv_tokens_needed": need,
-                    "kv_fits": None if not kv else need <= kv,
-                    "saturated": stop["why"] if stop and stop["at"] == c else None,
-                    "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
-                    "run_records": public_runs(runs),
-                }
-            )
-    return out
-
-
-def _not_run(lane: Lane, s: CapacitySettings) -> list[dict[str, Any]]:
-    out = []
-    for planned, stop in lane.saturated.items():
-        for c in s.concurrency[s.concurrency.index(stop["at"]) + 1 :]:
-            why = f"saturated at c={stop['at']}: {stop['why']}"
-            out.append({"lane": lane.name, "cell": cell_key(planned, c), "why": why})
+            if runs := lane.runs.get((length.planned_tokens, c)):
+                planned, cell = length.planned_tokens, cell_key(length.planned_tokens, c)
+                row = {"lane": lane.name, "cell": cell, "length": planned, "concurrency": c}
+                row.update(target=length.target, run_records=public_runs(runs))
+                out.append(MatrixRow.model_validate(row))
     return out
 
 
@@ -449,7 +401,7 @@ async def capacity(ctx: StageContext) -> StageResult:
     steps = len(s.kinds) * len(s.depths) * s.kind_runs + s.soak.enabled
     steps += (s.load.max_steps + s.load.refine + bool(s.load.burst) + 2 * found) * s.load.enabled
     cells = len(s.lengths) * len(s.concurrency)
-    kinds: list[dict[str, Any]] = []
+    kinds: list[KindRow] = []
     load: dict[str, Any] = {}
     ran: list[str] = []
     try:
@@ -466,35 +418,32 @@ async def capacity(ctx: StageContext) -> StageResult:
             if ctx.lanes.current == INCUMBENT:
                 await ctx.lanes.stop()
             del ctx.lanes.loaded[INCUMBENT]
-    matrix = [row for ln in cap.lanes.values() for row in _rows(ln, s, cap.slo)]
-    comparison: list[Comparison] = []
     if INCUMBENT in cap.lanes and inc_info["status"] == "found":
-        lanes = [{r["cell"]: r for r in matrix if r["lane"] == n} for n in ("candidate", INCUMBENT)]
-        comparison = compare(lanes[0], lanes[1], seed=cap.seed)
         inc_info.update(status="measured", engine=cap.lanes[INCUMBENT].engine)
     data = {
         "settings": s.model_dump(mode="json"),
         "lengths": {name: ln.lengths for name, ln in cap.lanes.items()},
-        "matrix": matrix,
-        "not_run": [x for ln in cap.lanes.values() for x in _not_run(ln, s)],
+        "matrix": [row for ln in cap.lanes.values() for row in _rows(ln, s)],
         "saturation": {
             name: {str(k): v for k, v in ln.saturated.items()} for name, ln in cap.lanes.items()
         },
         "kinds": kinds,
-        "degenerate": degenerate_answers(matrix, kinds),
         "engine": cap.lanes["candidate"].engine if "candidate" in cap.lanes else Engine(),
         "slo": cap.slo,
-        "load": public_load(load),
-        "answers": judged_cells(matrix, kinds, load),
-        "expected": [r.model_dump(mode="json") for r in s.expected],
+        "load": load,
         "incumbent": inc_info,
-        "comparison": comparison,
         "order": ran,
         "warmups": {name: ln.warmups for name, ln in cap.lanes.items()},
         "plot": PLOT,
         "seed": cap.seed,
         "wall_s": round(time.perf_counter() - t0, 3),
     }
-    record = Record.model_validate({**data, "check_code": answer_code()})
-    drawn = _plot(ctx, record)
-    return finish(ctx, ctx.judge(record), record, reasons=drawn)
+    # derived from the kept exchanges by the rebuild (`capacity.rebuild`), named here so that
+    # its record holds them
+    derived: dict[str, Any] = {"not_run": [], "degenerate": [], "answers": {}}
+    derived.update(expected=[], comparison=[])
+    record = Record.model_validate({**data, **derived, "check_code": answer_code()})
+    result = finish(ctx, ctx.judge(record), record)
+    # drawn from the record the kept exchanges give (the draft's figures are the rebuild's)
+    result.reasons[:0] = _plot(ctx, Record.model_validate(result.data))
+    return result

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from conftest import start_llama_server
 
-from qualify.capacity.slo import SloSettings, effective
+from qualify.capacity.knee import counts
+from qualify.capacity.slo import Slo, SloSettings, effective
 from qualify.capacity.soak import rss_mib, soak
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
@@ -59,6 +60,11 @@ async def _fresh() -> list[dict[str, str]]:
     return [dict(m) for m in MESSAGES]
 
 
+def _counted(out: dict[str, Any], slo: Slo) -> dict[str, Any]:
+    """The soak's record with its counts and goodput, as the rebuild derives them."""
+    return out | counts(out["streams"], slo, out["window_s"])
+
+
 def _soak(url: str, *, duration_s: float, rate: float, pid: int | None = None, **kw: Any) -> Any:
     slo = effective(Thresholds(), SloSettings(e2e_s=30.0))
 
@@ -81,7 +87,7 @@ def _soak(url: str, *, duration_s: float, rate: float, pid: int | None = None, *
                 **kw,
             )
 
-    return asyncio.run(go())
+    return _counted(asyncio.run(go()), slo)
 
 
 def test_a_healthy_engine_soaks_with_progress(server: Any) -> None:
@@ -125,7 +131,7 @@ def test_a_frozen_llama_server_is_a_hung_engine(server: Any) -> None:
                     seed=5,
                 )
                 await t
-                return out, time.perf_counter() - t0
+                return _counted(out, slo), time.perf_counter() - t0
 
         return asyncio.run(go())
 
@@ -214,7 +220,7 @@ def test_health_200_but_no_request_finishes_is_a_hung_engine() -> None:
                 health_path="/health",
                 seed=7,
             )
-            return out, time.perf_counter() - t0
+            return _counted(out, slo), time.perf_counter() - t0
 
     out, wall = asyncio.run(go())
     assert out["hung"] and "no progress counter" in out["hung"]
