@@ -95,7 +95,7 @@ def test_a_healthy_engine_soaks_with_progress(server: Any) -> None:
     counter advances, the RSS is read, nothing is hung."""
     out = _soak(server.url, duration_s=12.0, rate=0.5, pid=server.pid)
     assert out["hung"] is None
-    assert out["completed"] == out["planned"] >= 2
+    assert out["completed"] + out["cut"] == out["planned"] >= 2  # cut: at max_tokens
     assert out["progress"]["counter"] == "llamacpp:tokens_predicted_total"
     assert out["progress"]["generated_delta"] and out["progress"]["generated_delta"] > 0
     assert out["memory"]["start_mib"] and out["memory"]["growth_mib"] is not None
