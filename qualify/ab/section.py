@@ -193,6 +193,17 @@ def paired_text(p: Paired | None) -> str:
     return f"{med:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%, {n})"
 
 
+def effect_text(m: MetricRow, p: Paired | None) -> str:
+    """The change's one stated effect on a metric: the paired per-request difference, or, in a
+    record with no pairs, the difference of the lane figures, said to be that."""
+    if p is not None and p.model_fields_set:
+        return paired_text(p)
+    if m.delta_pct is None:
+        return "no per-request pairs recorded"
+    noise = ", within noise" if m.within_noise else ""
+    return f"{m.delta_pct:+.1f}% (of the lane figures: no per-request pairs recorded{noise})"
+
+
 def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
     lanes = record.lanes
     names = {k: (x.name if x is not None else "") or k for k in LANES for x in [lanes.get(k)]}
@@ -208,13 +219,10 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
             {
                 "label": labels.get(m.metric, m.metric),
                 "unit": m.unit,
-                "better": m.better if "better" in m.model_fields_set else None,
                 "candidate": m.candidate,
                 "control": m.control,
-                "delta_pct": m.delta_pct,
-                "within_noise": bool(m.within_noise),
                 "runs": runs_of(m),
-                "paired": paired_text(per.get(m.metric)),
+                "effect": effect_text(m, per.get(m.metric)),
             }
         )
     first = next(iter(per.values()), None)

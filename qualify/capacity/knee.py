@@ -44,6 +44,7 @@ from qualify.capacity.openloop import Flight, OpenLoopRun, Plan, harness_lag, po
 from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput, misses, shown
 from qualify.capacity.spread import annotate, chosen, shard_name
+from qualify.capacity.trace import TraceRow, arrivals
 from qualify.httpclient.load import Messages
 from qualify.serving.idle import wait_idle
 from qualify.serving.sender import Sender
@@ -242,6 +243,19 @@ def step_size(rate: float, s: Any) -> int:
     return int(min(s.max_requests_per_step, max(s.min_requests, math.ceil(rate * s.step_s))))
 
 
+def step_plan(
+    s: Any, rate: float, k: int, seed: int, rows: list[TraceRow] | None
+) -> tuple[str, list[float]]:
+    """The k-th step's arrival process and send offsets at `rate`: Poisson seeded by the
+    stage's seed plus k, or (`arrival = "trace"`) the trace's own pattern at that rate."""
+    n = step_size(rate, s)
+    if s.arrival == "trace":
+        if not rows:
+            raise ValueError('load.arrival "trace" without a trace')
+        return "trace", arrivals(rows, rate, n)
+    return "poisson", poisson(rate, n, seed + k)
+
+
 async def search(
     sender: Sender,
     fresh: Fresh,
@@ -254,8 +268,10 @@ async def search(
     seed: int,
     meter: Meter | None = None,
     advance: Callable[[str], None] = lambda note: None,
+    rows: list[TraceRow] | None = None,
 ) -> dict[str, Any]:
-    """The bounded knee search over Poisson cells; its cells, its `Knee`, what it used."""
+    """The bounded knee search over open-loop cells (Poisson, or the trace's pattern in
+    `rows`); its cells, its `Knee`, what it used."""
     floor = slo.goodput_floor
     common: dict[str, Any] = {"kind": kind, "max_tokens": max_tokens, "slo": slo, "meter": meter}
     common.update(lag_bound_ms=lag_bound_ms, drain_s=float(slo.e2e_s or s.step_s) + s.drain_s)
@@ -275,9 +291,9 @@ async def search(
         if time.perf_counter() - t0 >= s.max_total_s:
             return f"time bound: {time.perf_counter() - t0:.0f} s of {s.max_total_s:g} s used"
         used += step_size(r, s)
-        offsets = poisson(r, step_size(r, s), seed + len(cells))
-        c = await open_cell(sender, fresh, offsets, label=f"load-poisson-{r:.4g}rps", **common)
-        c.update(arrival="poisson", rate_rps=r, cell=f"poisson-{r:.4g}rps", step=len(cells) + 1)
+        name, offsets = step_plan(s, r, len(cells), seed, rows)
+        c = await open_cell(sender, fresh, offsets, label=f"load-{name}-{r:.4g}rps", **common)
+        c.update(arrival=name, rate_rps=r, cell=f"{name}-{r:.4g}rps", step=len(cells) + 1)
         cells.append(c)
         advance(f"capacity load {r:.3g} req/s: goodput {c['good']}/{c['requests']}")
         if c["harness_error"]:

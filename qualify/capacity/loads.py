@@ -102,7 +102,8 @@ class OpenCell(Goodput):
     energy: Energy | None = None
     streams: list[LoadStream] = Field(default_factory=list)
     spread: Spread | None = None
-    arrival: Literal["poisson", "burst"] = "poisson"
+    # "trace": a knee step in the replay trace's arrival pattern (`load.arrival`)
+    arrival: Literal["poisson", "burst", "trace"] = "poisson"
     rate_rps: float | None = None
     cell: str = ""
     step: int | None = None
@@ -111,7 +112,7 @@ class OpenCell(Goodput):
 class ReplayCell(OpenCell):
     """One replay of a trace at one scale (`qualify.capacity.replay.replay_cell`)."""
 
-    arrival: Literal["trace"] = "trace"  # type: ignore[assignment]
+    arrival: Literal["trace"] = "trace"
     trace: str = ""
     trace_sha256: str = ""
     scale: float = 1.0

@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from qualify.capacity.edge import PREFIX, edge_steps
-from qualify.capacity.knee import _knee, counts, holds, pace, step_size
+from qualify.capacity.knee import _knee, counts, holds, pace, step_plan
 from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.openloop import burst, poisson
 from qualify.capacity.runs import stream_record
@@ -34,6 +34,7 @@ from qualify.capacity.slo import Slo
 from qualify.capacity.soak import drift
 from qualify.capacity.specdrift import acceptance_thirds
 from qualify.capacity.spread import shard_label
+from qualify.capacity.trace import KEPT_TRACE, TraceError, TraceRow, read_trace, trace_sha256
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
@@ -122,6 +123,18 @@ def _streams(
     return out
 
 
+def kept_trace(view: AttemptView, cell: dict[str, Any]) -> list[TraceRow]:
+    """The trace the stage kept (`KEPT_TRACE`), read again: the one the cell names by digest."""
+    text = view.read_bytes(KEPT_TRACE).decode()
+    want = cell.get("trace_sha256")
+    if want is not None and trace_sha256(text) != want:
+        raise NotKept(f"{KEPT_TRACE}: not the trace {cell.get('label')} replayed (SHA-256)")
+    try:
+        return read_trace(text)
+    except TraceError as exc:
+        raise NotKept(f"{KEPT_TRACE}: {exc}") from None
+
+
 def per_token(cell: dict[str, Any]) -> None:
     energy, tokens = cell.get("energy"), cell.get("completion_tokens")
     if energy and tokens and energy.get("joules") is not None:
@@ -145,8 +158,9 @@ def _cell(
         label = f"load-burst-{s.load.burst}"
     else:
         rate = float(cell.get("rate_rps") or 0.0)
-        offsets = poisson(rate, step_size(rate, s.load), seed + k) if rate > 0 else []
-        label = f"load-{prefix}poisson-{rate:.4g}rps"
+        rows = kept_trace(view, cell) if cell.get("arrival") == "trace" else None
+        name, offsets = step_plan(s.load, rate, k, seed, rows) if rate > 0 else ("poisson", [])
+        label = f"load-{prefix}{name}-{rate:.4g}rps"
     if cell.get("label") != label:
         raise NotKept(f"the load cell {cell.get('label')} is not the one its rate names ({label})")
     streams = _streams(view, cell, offsets, s.load.kind, s.max_tokens)

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import copy
 import time
-from pathlib import Path
 from typing import Any
 
 from qualify.candidate import LoadedCandidate
 from qualify.capacity.knee import Meter, cell_streams, counts, pace, tallied
 from qualify.capacity.openloop import Plan, send
-from qualify.capacity.reload import _streams, per_token
+from qualify.capacity.reload import _PART, _streams, kept_trace, per_token
 from qualify.capacity.settings import CapacitySettings, ReplaySettings
 from qualify.capacity.slo import Slo
 from qualify.capacity.trace import (
+    KEPT_TRACE,
     TraceError,
     TraceRow,
+    arrivals,
     offsets_of,
     prompt_of,
     read_trace,
@@ -100,11 +101,10 @@ async def replay_cell(
 
 
 async def replays(
-    sender: Sender, directory: Path, s: ReplaySettings, common: dict[str, Any], drain_s: float
+    sender: Sender, text: str, s: ReplaySettings, common: dict[str, Any], drain_s: float
 ) -> list[dict[str, Any]]:
-    """The candidate's trace (`s.trace`, beside the candidate file in `directory` or shipped)
-    replayed at each of its scales, in order."""
-    text = trace_path(directory, str(s.trace)).read_text()
+    """The candidate's trace (`s.trace`, whose text the stage read and kept) replayed at each
+    of its scales, in order."""
     rows = read_trace(text)
     out = []
     for scale in s.scales:
@@ -118,17 +118,40 @@ async def replays(
 def replay_again(
     view: AttemptView, sealed: dict[str, Any], s: CapacitySettings, slo: Slo
 ) -> dict[str, Any]:
-    """A replay cell measured again (`verify`): each request from its kept exchange, the cell's
-    figures from those with `replay_figures`; the send offsets as recorded (the trace's)."""
+    """A replay cell measured again (`verify`): its send offsets and prompts derived from the
+    trace the attempt kept (`trace_checked`), each request from its kept exchange, the cell's
+    figures from those with `replay_figures`."""
     cell = copy.deepcopy(sealed)
     scale = float(cell.get("scale") or 0.0)
     if cell.get("label") != label_of(scale):
         raise NotKept(f"the replay cell {cell.get('label')} is not the one its scale names")
-    offsets = [float(st.get("planned_s") or 0.0) for st in cell.get("streams") or []]
+    offsets = trace_checked(view, cell, s)
     streams = _streams(view, cell, offsets, s.load.kind, None)
     cell.update(replay_figures(streams, slo, cell.get("window_s"), offsets))
     per_token(cell)
     return cell
+
+
+def trace_checked(view: AttemptView, cell: dict[str, Any], s: CapacitySettings) -> list[float]:
+    """The cell's send offsets from the kept trace at its scale, once every kept request was
+    found to carry its row's prompt and `max_tokens`; a run of earlier code kept no trace, and
+    its offsets and prompts are taken as recorded."""
+    streams = cell.get("streams") or []
+    if KEPT_TRACE not in view.names():
+        view.trust("the replay's send offsets and prompts (the run kept no trace)")
+        return [float(st.get("planned_s") or 0.0) for st in streams]
+    rows, label = kept_trace(view, cell), cell.get("label")
+    if len(rows) != len(streams):
+        raise NotKept(f"{label}: {len(streams)} requests recorded, the trace holds {len(rows)}")
+    for i, (row, st) in enumerate(zip(rows, streams, strict=True)):
+        if not st.get("files"):
+            continue
+        body = view.exchange(_PART.sub("", str(st["files"][0]))).request_body or {}
+        cap = min(row.output_length or s.max_tokens, s.max_tokens)
+        asked = body.get("max_completion_tokens", body.get("max_tokens"))
+        if body.get("messages") != prompt_of(row, i, s.replay.block_tokens) or asked != cap:
+            raise NotKept(f"{label} stream {i + 1}: not the request of the trace's row {i + 1}")
+    return offsets_of(rows, float(cell.get("scale") or 1.0))
 
 
 @validator
@@ -141,7 +164,9 @@ def _check_trace(loaded: LoadedCandidate) -> list[str]:
         return []
     where = trace_path(loaded.directory, trace)
     try:
-        read_trace(where.read_text())
+        rows = read_trace(where.read_text())
+        if cand.stages.capacity.load.arrival == "trace":
+            arrivals(rows, 1.0, 2)  # the knee steps follow its pattern: it must span time
     except (OSError, UnicodeDecodeError, TraceError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return [f"stages.capacity.replay.trace: {where}: {why} (expected a JSONL trace)"]

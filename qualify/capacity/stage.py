@@ -38,6 +38,7 @@ from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective
 from qualify.capacity.soak import rss_mib, soak
 from qualify.capacity.spread import around
+from qualify.capacity.trace import KEPT_TRACE, read_trace, trace_path
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
 from qualify.records import StageResult
@@ -156,6 +157,7 @@ class Capacity:
             "lag_bound_ms": t.client_max_lag_ms,
             "meter": self.meter,
         }
+        text = self.trace(lane)
         if s.load.enabled:
             found = await search(
                 lane.sender,
@@ -163,6 +165,7 @@ class Capacity:
                 s.load,
                 seed=self.seed,
                 advance=lambda note: task.advance(note=note),
+                rows=read_trace(text) if text else None,
                 **common,
             )
             out.update(found)
@@ -179,13 +182,23 @@ class Capacity:
         if s.soak.enabled:
             out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
-        if s.replay.trace:  # the candidate's trace, at each of its scales
-            where = self.ctx.lanes.loaded[lane.name].directory
+        if text:  # the candidate's trace, at each of its scales
             drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
-            out["replay"] = await replays(lane.sender, where, s.replay, common, drain)
+            out["replay"] = await replays(lane.sender, text, s.replay, common, drain)
         if n := s.sessions.count:  # agent sessions, each turn on the previous answers
             out["sessions"] = await run_sessions(lane.sender, n, s.sessions.max_tokens, self.slo)
         return out
+
+    def trace(self, lane: Lane) -> str | None:
+        """The text of the candidate's replay trace, kept in the attempt (`KEPT_TRACE`) for
+        `verify` to derive the replay's and the trace steps' send times and prompts from."""
+        if not self.s.replay.trace:
+            return None
+        where = self.ctx.lanes.loaded[lane.name].directory
+        text = trace_path(where, self.s.replay.trace).read_text()
+        if not (self.ctx.attempt.path / KEPT_TRACE).exists():
+            self.ctx.attempt.write_text(KEPT_TRACE, text)
+        return text
 
     async def soak_step(
         self, lane: Lane, p: Prompts, out: dict[str, Any], common: dict[str, Any]

@@ -36,6 +36,7 @@ from qualify.httpclient.load import Messages
 
 MOONCAKE_BLOCK_TOKENS = 512
 SHIPPED = "shipped:"
+KEPT_TRACE = "replay-trace.jsonl"  # the trace as the capacity attempt keeps it
 
 
 def trace_path(directory: Path, trace: str) -> Path:

@@ -88,8 +88,11 @@ def acceptance_line(record: Record) -> str | None:
 
 def prefill_note(r: Row) -> str | None:
     """Why a row's effective prefill is no prefill figure: most of its prompt was cached, so
-    prompt tokens over TTFO counts tokens the server never processed."""
+    prompt tokens over TTFO counts tokens the server never processed; or it is a warm repeat
+    whose cache hit the server does not report, so nothing says how much was processed."""
     prompt, cached = r.actual_prompt_tokens, r.cached_tokens
+    if cached is None and r.pass_ == "warm":
+        return "n/a (warm; cached tokens unreported)"
     if prompt is not None and cached is not None and prompt > 0 and cached >= prompt / 2:
         return f"n/a ({100 * cached / prompt:.0f}% cached)"
     return None

@@ -24,7 +24,7 @@ from qualify.evidence.store import RunDir
 from qualify.present import plots
 from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
-from qualify.present.wording import UP, Once, delta_text, duration, number, quantity, table_cell
+from qualify.present.wording import UP, Once, duration, number, quantity, table_cell
 from qualify.records import StageRecord, Verdict
 from qualify.registry import specs, stage_names
 
@@ -51,7 +51,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,  # markdown, not HTML
     )
-    env.filters.update(num=number, dur=duration, value=quantity, delta=delta_text, cell=table_cell)
+    env.filters.update(num=number, dur=duration, value=quantity, cell=table_cell)
     return env
 
 

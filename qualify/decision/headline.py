@@ -21,7 +21,7 @@ from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import FidelitySummary
 from qualify.present.reading import record_of
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
-from qualify.present.wording import LINE_MAX, delta_text, number, quantity, run_relative, short
+from qualify.present.wording import LINE_MAX, number, quantity, run_relative, short
 from qualify.records import StageRecord, Verdict
 from qualify.registry import led, stage_names
 
@@ -87,14 +87,6 @@ def preflight_levels(gates: list[GateOutcome]) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(cand)), list(dict.fromkeys(ctrl))
 
 
-def sections_delta(m: MetricRow) -> dict[str, object]:
-    return {
-        "delta_pct": m.delta_pct,
-        "within_noise": bool(m.within_noise),
-        "better": m.better if "better" in m.model_fields_set else None,
-    }
-
-
 def _ab_result(ab: AbRecord | None) -> str:
     """The A/B result for the candidate's change, in one sentence."""
     m = metric(ab, "decode_tok_s")
@@ -104,8 +96,8 @@ def _ab_result(ab: AbRecord | None) -> str:
     drafts = ab.acceptance.drafts if ab.acceptance is not None else None
     candidate, control = quantity(m.candidate, "tok/s"), quantity(m.control, "tok/s")
     text = (
-        f"decode {candidate} against {control} ({delta_text(sections_delta(m))}, median of "
-        f"{ab_section.runs_of(m)}); paired per request {ab_section.paired_text(p)}"
+        f"decode {candidate} against {control} (median of {ab_section.runs_of(m)}); the "
+        f"change's effect: {ab_section.effect_text(m, p)}"
     )
     if isinstance(drafts, int):
         text += f"; {drafts:,} drafts"

@@ -5,7 +5,6 @@ them, one short line or table cell of at most `CELL_MAX` characters, each failur
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
 from qualify.evidence.store import RunDir
@@ -39,17 +38,6 @@ def quantity(value: object, unit: str, digits: int = 1) -> str:
     if unit == "s":
         return duration(value)
     return number(value, digits) + (f" {unit}" if unit and value is not None else "")
-
-
-def delta_text(m: Mapping[str, object]) -> str:
-    pct = m["delta_pct"]
-    if not isinstance(pct, int | float):
-        return "no data"
-    noise = " (within noise)" if m["within_noise"] else ""
-    if m["better"] == "lower":
-        word = "lower" if pct < 0 else "higher"
-        return f"{abs(pct):.1f}% {word}{noise}"
-    return f"{pct:+.1f}%{noise}"
 
 
 def short(value: object, limit: int = LINE_MAX) -> str:

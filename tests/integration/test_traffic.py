@@ -23,10 +23,10 @@ from qualify.capacity import traffic_judges
 from qualify.capacity.record import Record
 from qualify.capacity.replay import replay_again, replay_cell
 from qualify.capacity.sessions import run_sessions, sessions_again
-from qualify.capacity.settings import CapacitySettings
+from qualify.capacity.settings import CapacitySettings, ReplaySettings
 from qualify.capacity.slo import SloSettings, effective
-from qualify.capacity.trace import read_trace, trace_sha256
-from qualify.evidence.kept import AttemptView
+from qualify.capacity.trace import KEPT_TRACE, read_trace, trace_sha256
+from qualify.evidence.kept import AttemptView, NotKept
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
 from qualify.records import StageResult, Verdict
@@ -88,7 +88,9 @@ class Kept:
 def _replay(url: str, trace: str, scales: list[float], block_tokens: int, kept: Kept) -> list[Any]:
     """The trace replayed at each scale; each cell as the rebuild `verify` runs derives it from
     the kept exchanges (the stage keeps no figure of its own)."""
-    rows = read_trace((TRACES / trace).read_text())
+    text = (TRACES / trace).read_text()
+    rows = read_trace(text)
+    (kept.run / ATTEMPT / KEPT_TRACE).write_text(text)  # as the stage keeps it
     slo = SLO
 
     async def go() -> list[dict[str, Any]]:
@@ -107,16 +109,17 @@ def _replay(url: str, trace: str, scales: list[float], block_tokens: int, kept: 
                     lag_bound_ms=200.0,
                     drain_s=300.0,
                 )
-                | {"trace": trace}
+                | {"trace": trace, "trace_sha256": trace_sha256(text)}
                 for s in scales
             ]
 
     raw = asyncio.run(go())
     view = kept.view({"load": {"replay": raw}})
-    return [replay_again(view, c, PROSE, SLO) for c in raw]
+    settings = PROSE.model_copy(update={"replay": ReplaySettings(block_tokens=block_tokens)})
+    return [replay_again(view, c, settings, SLO) for c in raw]
 
 
-PROSE = CapacitySettings.model_validate({"load": {"kind": "prose"}})
+PROSE = CapacitySettings.model_validate({"load": {"kind": "prose"}, "max_tokens": 32})
 
 
 def test_a_mooncake_trace_replays_at_two_rates_every_answer_judged(
@@ -137,9 +140,19 @@ def test_a_mooncake_trace_replays_at_two_rates_every_answer_judged(
     assert all(v.verdict in (Verdict.PASS, Verdict.FAIL) for v in verdicts)
     assert not any(v.reasons and "broken" in v.reasons[0] for v in verdicts), verdicts
     print("replay figures:", [(c["cell"], c["goodput"], c["window_s"], c["pace"]) for c in cells])
-    as_json = CapacitySettings.model_validate({"load": {"kind": "json"}})
-    again = replay_again(kept.view({"load": {"replay": cells}}), slow, as_json, SLO)
+    as_json = CapacitySettings.model_validate(
+        {"load": {"kind": "json"}, "max_tokens": 32, "replay": {"block_tokens": 16}}
+    )
+    view = kept.view({"load": {"replay": cells}})
+    again = replay_again(view, slow, as_json, SLO)
     assert again["broken"] == 4  # prose answers judged as the JSON kind: every one broken
+    # the send times and prompts come from the kept trace: another block size gives other
+    # prompts than the ones sent, another trace another digest; both are refused
+    other = as_json.model_copy(update={"replay": ReplaySettings(block_tokens=8)})
+    with pytest.raises(NotKept, match="not the request of the trace's row 1"):
+        replay_again(view, slow, other, SLO)
+    with pytest.raises(NotKept, match="not the trace"):
+        replay_again(view, slow | {"trace_sha256": "0" * 64}, as_json, SLO)
 
 
 def test_the_agent_task_trace_replays_one_session_per_task(server: str, tmp_path: Path) -> None:
@@ -221,3 +234,43 @@ def test_the_capacity_stage_replays_a_trace_and_runs_sessions(
         "stage gates:",
         {k: v.value for k, v in gates.items() if k in ("replay@replay-2x", "sessions")},
     )
+
+
+def test_the_knee_search_can_follow_the_trace_s_arrival_pattern(
+    candidate_factory: Callable[..., Path], stage_runner: Any
+) -> None:
+    """`load.arrival = "trace"`: each knee step sends in the trace's pattern (trains of two,
+    then a lull) at the step's rate; the stage keeps the trace, and the rebuild `verify` runs
+    derives every step's send times from that kept copy (the stage judges once from it)."""
+    trace = TRACES / "mooncake-head.jsonl"
+    cand = candidate_factory(
+        "trace-knee",
+        stages=["capacity"],
+        replace={
+            "lengths = [256, 2048]": "lengths = [128]",
+            "concurrency = [1, 2]": "concurrency = [1]",
+            'kinds = ["prose", "code", "json", "list"]': "kinds = []",
+            "load = { length = 256, start_rps = 0.2, step_s = 12,": (
+                'load = { arrival = "trace", length = 128, start_rps = 0.5, step_s = 8,'
+            ),
+            "max_steps = 4, refine = 1, burst = 4,": "max_steps = 2, refine = 0, burst = 0,",
+            "soak = { rate_fraction = 0.75 }": (
+                "soak = { enabled = false }\n"
+                f'replay = {{ trace = "{trace}", scales = [4.0], block_tokens = 16 }}'
+            ),
+        },
+    )
+    runner = stage_runner(cand)
+    result = runner.stage("capacity")
+    assert result.status == "finished", result.reasons
+    steps = result.data["load"]["cells"]
+    assert steps and all(c["arrival"] == "trace" for c in steps)
+    first = steps[0]
+    assert first["label"] == "load-trace-0.5rps" and first["requests"] == 4
+    # the pattern's gaps 0, 3.052 s, 0 and their mean back to the start, scaled to a mean of
+    # 2 s: a train of two, 6 s of lull, a train of two
+    assert [st["planned_s"] for st in first["streams"]] == [0.0, 0.0, 6.0, 6.0]
+    gates = {g.gate: g for g in result.gates}
+    assert not any("cannot be judged" in r for g in gates.values() for r in g.reasons), gates
+    attempt = runner.run.path / "capacity" / f"attempt-{result.attempt:03d}"
+    assert (attempt / KEPT_TRACE).read_text() == trace.read_text()

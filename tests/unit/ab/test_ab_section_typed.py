@@ -99,4 +99,4 @@ def test_the_section_of_a_stage_without_a_record_is_its_empty_form() -> None:
     assert got["ab_gpu"]["rows"] == []
     shown = section(Record.model_validate(DATA), [])
     assert shown["ab"]["names"] == {"candidate": "spec", "control": "plain"}
-    assert shown["ab"]["metrics"][0]["paired"].startswith("+19.5%")
+    assert shown["ab"]["metrics"][0]["effect"].startswith("+19.5%")

@@ -116,8 +116,8 @@ def test_first_screen_holds_the_headline(roomy: tuple[RunDir, DecisionRecord, st
         "- GPU: 1 x NVIDIA H200 (143,771 MiB each); driver, CUDA, interconnect not in this "
         "run's telemetry",
         "- Engine: llama.cpp build b0-unknown",
-        "decode 735.9 tok/s against 763.6 tok/s (-3.6% (within noise), median of 3 run-level "
-        "values); paired per request ",
+        "decode 735.9 tok/s against 763.6 tok/s (median of 3 run-level values); the change's "
+        "effect: -2.6% (95% interval",
         "- A/B E2E p50: 145 ms vs 188 ms",
         "- context reached: cold 1,017 passed of 7,937 sent",
         "- minimum free VRAM: GPU 0 141,687 MiB (pass) against a 3,072 MiB reserve",
@@ -524,3 +524,18 @@ def test_the_published_copy_is_the_signed_document_and_its_links_work(
         if s["name"].endswith("attempt-002/decision.md")
     )
     assert hashlib.sha256(doc.read_bytes()).hexdigest() == digest
+
+
+def test_a_warm_prompt_whose_cache_hit_is_unreported_shows_no_prefill_rate() -> None:
+    """A warm repeat on a server that reports no cached tokens: prompt tokens over TTFO would
+    count tokens the cache may have served, so no rate is shown; a cold row keeps its rate."""
+    from qualify.context.record import Row
+    from qualify.context.section import prefill_note
+
+    base = {"target": 8192, "content": "haystack", "concurrency": 1, "planned_tokens": 7936}
+    warm = Row.model_validate(base | {"pass": "warm", "actual_prompt_tokens": 7936})
+    assert prefill_note(warm) == "n/a (warm; cached tokens unreported)"
+    cold = Row.model_validate(base | {"pass": "cold", "actual_prompt_tokens": 7936})
+    assert prefill_note(cold) is None
+    half = warm.model_copy(update={"cached_tokens": 3968})
+    assert prefill_note(half) == "n/a (50% cached)"
