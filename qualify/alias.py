@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
@@ -62,7 +63,7 @@ def log_path(table: Path) -> Path:
     return table.with_name(table.stem + ".log.jsonl")
 
 
-def render_table(aliases: dict[str, dict[str, Any]]) -> str:  # targets as the raw log holds them
+def render_table(aliases: Mapping[str, Mapping[str, object]]) -> str:
     """The table as TOML; every value is a string, written as a JSON-escaped basic string."""
     lines = [
         "# Production aliases. Changed only by `qualify alias set`, which verifies a signed",
@@ -96,7 +97,7 @@ def read_log(table: Path) -> list[dict[str, Any]]:  # raw log JSON, unchecked
     return _parse_log(p.read_bytes(), str(p))[0] if p.is_file() else []
 
 
-def check_chain(entries: list[dict[str, Any]]) -> list[str]:  # raw log JSON
+def check_chain(entries: Sequence[Mapping[str, object]]) -> list[str]:
     """Every break in the chain: a hash, a previous-hash link or a sequence number that does not
     hold, or an entry whose `old` is not what the log had the alias point at before it."""
     problems, prev = [], GENESIS
@@ -116,21 +117,23 @@ def check_chain(entries: list[dict[str, Any]]) -> list[str]:  # raw log JSON
         else:
             if e.get("old") != targets.get(name):
                 problems.append(f"entry {n}: its old target of {name} is not the log's")
-            targets[name] = _target(e)
+            targets[name] = _target(new, e.get("at"))
         prev = str(e.get("hash"))
     return problems
 
 
-def _target(e: dict[str, Any]) -> dict[str, Any]:  # a raw log entry's new target
-    return {**dict(e["new"]), "set_at": e.get("at")}
+def _target(new: Mapping[str, object], at: object) -> dict[str, object]:
+    """A log entry's new target, with when it was set."""
+    return {**dict(new), "set_at": at}
 
 
-def derive_table(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:  # raw log JSON
+def derive_table(entries: Sequence[Mapping[str, object]]) -> dict[str, dict[str, object]]:
     """The table the log says: each alias at the target of its latest entry."""
-    out: dict[str, dict[str, Any]] = {}  # raw log JSON
+    out: dict[str, dict[str, object]] = {}
     for e in entries:
-        if isinstance(e.get("alias"), str) and isinstance(e.get("new"), dict):
-            out[e["alias"]] = _target(e)
+        name, new = e.get("alias"), e.get("new")
+        if isinstance(name, str) and isinstance(new, dict):
+            out[name] = _target(new, e.get("at"))
     return out
 
 
@@ -140,7 +143,7 @@ class AliasState:
 
     root: Path
     entries: list[dict[str, Any]] = field(default_factory=list)  # raw log JSON
-    aliases: dict[str, dict[str, Any]] = field(default_factory=dict)  # as derived from it
+    aliases: dict[str, dict[str, object]] = field(default_factory=dict)  # as derived from it
     problems: list[str] = field(default_factory=list)
 
     def refuse(self, doing: str) -> None:
@@ -151,7 +154,7 @@ class AliasState:
             )
 
 
-def _history(repo: git.Repo, head: list[dict[str, Any]]) -> list[str]:  # raw log JSON
+def _history(repo: git.Repo, head: Sequence[Mapping[str, object]]) -> list[str]:
     """The log at HEAD must extend the log at every earlier commit that touched it."""
     problems = []
     try:
@@ -221,7 +224,7 @@ def state(root: Path) -> AliasState:
 @dataclass
 class Change:
     name: str
-    old: dict[str, Any] | None  # the target the raw log had
+    old: dict[str, object] | None  # the target the log had
     new: dict[str, str]
     entry: dict[str, object] | None
     commit: str | None
@@ -411,7 +414,7 @@ def set_alias(
         "prev": entries[-1]["hash"] if entries else GENESIS,
     }
     entry["hash"] = entry_hash(entry)
-    aliases = {**st.aliases, name: _target(entry)}
+    aliases = {**st.aliases, name: _target(new, entry["at"])}
     log_text = (at_head(repo, LOG) or b"").decode()
     write_atomic(house / LOG, log_text + json.dumps(entry, sort_keys=True) + "\n")
     write_atomic(house / TABLE, render_table(aliases))

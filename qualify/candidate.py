@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -199,7 +200,7 @@ class ReasoningLevel(StrictModel):
     reasoning_format: str | None = None
     extra_body: dict[str, JSONValue] = Field(default_factory=dict)
 
-    def request_fields(self) -> dict[str, Any]:
+    def request_fields(self) -> dict[str, object]:
         fields = self.model_dump(exclude_none=True, exclude={"extra_body"})
         fields.update(self.extra_body)
         return fields
@@ -244,7 +245,7 @@ class LoadedCandidate(StrictModel):
         return Path(self.path).parent
 
 
-def _read_toml(path: Path) -> tuple[bytes, dict[str, Any]]:
+def _read_toml(path: Path) -> tuple[bytes, dict[str, Any]]:  # raw TOML
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -259,7 +260,7 @@ def _read_toml(path: Path) -> tuple[bytes, dict[str, Any]]:
         raise BadInput(f"{path} is not valid TOML", [str(exc)]) from None
 
 
-def _find_secrets(raw: Any, path: str = "") -> list[str]:
+def _find_secrets(raw: object, path: str = "") -> list[str]:
     found: list[str] = []
     if isinstance(raw, dict):
         for key, value in raw.items():
@@ -273,7 +274,7 @@ def _find_secrets(raw: Any, path: str = "") -> list[str]:
     return found
 
 
-def validate_raw(raw: dict[str, Any], path: Path) -> Candidate:
+def validate_raw(raw: Mapping[str, object], path: Path) -> Candidate:
     problems = _find_secrets(raw)
     secret_paths = {line.split(":", 1)[0] for line in problems}
     try:

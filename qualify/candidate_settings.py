@@ -7,7 +7,7 @@ is refused (exit 2) naming the field. Fields it does not write are the house's.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -37,7 +37,7 @@ class Policy(StrictModel):
         default=None,
         description="reasoning levels that must be covered; must include every house level",
     )
-    thresholds: dict[str, Any] | None = Field(
+    thresholds: dict[str, object] | None = Field(
         default=None,
         description="a qualify.gates.thresholds.Thresholds table: only the fields written "
         "count, and each must be at least as strict as the house's",
@@ -53,7 +53,7 @@ class Policy(StrictModel):
 
     @field_validator("thresholds")
     @classmethod
-    def _thresholds(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _thresholds(cls, v: dict[str, object] | None) -> dict[str, object] | None:
         # imported here: qualify.gates imports the candidate model, which imports this module
         from qualify.gates.thresholds import Thresholds
 
@@ -70,7 +70,7 @@ class Policy(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _house_fields(cls, raw: Any) -> Any:
+    def _house_fields(cls, raw: object) -> object:
         if isinstance(raw, dict):
             for name, why in _HOUSE_ONLY.items():
                 if name in raw:

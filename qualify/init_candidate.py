@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ from qualify.serving.identity import PINS, Seen, models_of
 
 # What a required pin the server does not report is written as, so the file validates; the
 # identity stage finds it unverifiable (inconclusive), never passed.
-PLACEHOLDER: dict[str, Any] = {
+PLACEHOLDER: dict[str, str | int] = {
     "revision": "unknown",
     "engine_build": "unknown",
     "quantization": "unknown",
@@ -42,7 +43,7 @@ _SOME_PINS = {**PLACEHOLDER, "model": "m", "engine": "vllm"}
 # The engines as their own projects write them.
 SPELLED = {"vllm": "vLLM", "sglang": "SGLang", "llama.cpp": "llama.cpp"}
 # What an optional pin's commented-out line shows: its default (unset, the pin is that).
-EXAMPLE: dict[str, Any] = {
+EXAMPLE: dict[str, object] = {
     "image_digest": "registry.example/name@sha256:<digest>",
     "parallelism": {"tensor": 1},
     "max_num_seqs": 1,
@@ -57,7 +58,7 @@ class Server:
     url: str
     engine: EngineAdapter
     model: str
-    bodies: dict[str, Any]
+    bodies: dict[str, object]
     seen: dict[str, Seen]
     why: dict[str, str]
 
@@ -68,7 +69,7 @@ class Pin:
     read (None: not read), and what the reader must know (why unread, or what cannot be told)."""
 
     name: str
-    value: Any
+    value: object
     source: str | None
     note: str = ""
 
@@ -104,7 +105,7 @@ async def read_server(
     return Server(url.rstrip("/"), engine, model, bodies, seen, why)
 
 
-def _spellings(pin: str, value: Any) -> list[Any]:
+def _spellings(pin: str, value: Any) -> list[object]:  # value: as the server reported it
     """The ways a reported value may be written as the pin, most literal first."""
     if value is None and pin != "quantization":
         return []
@@ -126,11 +127,11 @@ def _spellings(pin: str, value: Any) -> list[Any]:
     return [str(value)]
 
 
-def _speculation(seen: dict[str, Any]) -> dict[str, Any]:
+def _speculation(seen: Mapping[str, object]) -> dict[str, object]:
     method = str(seen.get("method") or "none")
     if method == "none":
         return {"method": "none", "draft_tokens": 0}
-    out: dict[str, Any] = {"method": method}
+    out: dict[str, object] = {"method": method}
     if isinstance(seen.get("draft_tokens"), int):
         out["draft_tokens"] = seen["draft_tokens"]
     model = seen.get("draft_model")
@@ -157,7 +158,7 @@ def _read_pin(engine: EngineAdapter, pin: str, seen: Seen) -> Pin:
     return _unread(pin, f"{seen.source} reports {seen.value!r}, which names no {pin}")
 
 
-def _fits(pin: str, value: Any) -> bool:
+def _fits(pin: str, value: object) -> bool:
     """Whether the candidate schema takes `value` as the pin (a server may report nonsense)."""
     try:
         Identity.model_validate({**_SOME_PINS, pin: value})
@@ -216,7 +217,7 @@ def comment(text: str) -> str:
     return "\n".join(f"# {line}".rstrip() for line in lines)
 
 
-def toml_value(value: Any) -> str:
+def toml_value(value: object) -> str:
     """A TOML literal of a string, integer, boolean, list or (inline) table."""
     if isinstance(value, bool):
         return "true" if value else "false"

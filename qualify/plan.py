@@ -16,7 +16,7 @@ import asyncio
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import httpx
 
@@ -40,7 +40,7 @@ class Planned:
     lane: str
     method: str
     path: str
-    body: Any
+    body: object  # the request's JSON
 
 
 @dataclass
@@ -82,7 +82,7 @@ class PlanLanes(Lanes):
         self.current = None
 
 
-def summary(body: Any) -> str:
+def summary(body: object) -> str:
     """What a request body asks: model, budget, messages and their lengths, tools, input."""
     if not isinstance(body, dict):
         return "" if body is None else f"body {str(body)[:60]!r}"

@@ -119,7 +119,7 @@ class AttemptRecord(StrictModel):
     verdict: Verdict
     reasons: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, object] = Field(default_factory=dict)
 
 
 class GateResult(StrictModel):
@@ -133,7 +133,7 @@ class GateResult(StrictModel):
     verdict: Verdict
     reasons: list[str] = Field(default_factory=list)
     attempts: list[AttemptRecord] = Field(default_factory=list)
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, object] = Field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -141,7 +141,7 @@ class GateResult(StrictModel):
 
 
 def one_shot(
-    stage: str, gate: str, verdict: Verdict, reasons: list[str], metrics: dict[str, Any]
+    stage: str, gate: str, verdict: Verdict, reasons: list[str], metrics: dict[str, object]
 ) -> GateResult:
     """A gate decided by a single look at the evidence: one attempt, same verdict."""
     return GateResult(

@@ -8,7 +8,6 @@ held back until it is whole and then replaced."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 SECRET_HEADERS = {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"}
 REDACTED = "[REDACTED]"
@@ -53,11 +52,11 @@ class Redactor:
             for k, v in headers.items()
         }
 
-    def scrub(self, obj: Any) -> Any:
+    def scrub(self, obj: object) -> object:
         if isinstance(obj, str):
             return self.scrub_text(obj) if self.secrets else obj
         if isinstance(obj, dict):
-            out = {}
+            out: dict[object, object] = {}
             for k, v in obj.items():
                 if isinstance(k, str) and k.lower() in SECRET_HEADERS and isinstance(v, str):
                     out[k] = REDACTED

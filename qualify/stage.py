@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from pydantic import BaseModel
+from structlog.typing import FilteringBoundLogger
 
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.evidence.kept import AttemptView, NotKept, as_table
@@ -90,15 +91,15 @@ class StageContext:
     lanes: Lanes
     progress: Progress
     started_at: str = field(default_factory=utc_now)
-    log: Any = field(default_factory=lambda: structlog.get_logger("qualify"))
-    sampler: Any = None
+    log: FilteringBoundLogger = field(default_factory=lambda: structlog.get_logger("qualify"))
+    sampler: object = None  # the run's GPU sampler (`qualify.vram.sampler.Sampler`), if any
     thresholds: Thresholds = field(default_factory=Thresholds)
     gates_dir: Path = field(default_factory=default_gates_dir)
     # False only for `qualify run --plan`, whose stages keep the requests they would send
     from_kept: bool = True
     _seq: int = 0
 
-    def judge(self, data: Any) -> list[GateResult]:
+    def judge(self, data: object) -> list[GateResult]:
         """Every gate `gates/<stage>/` declares, judged over what this stage measured.
 
         A gate file that does not load is an `error` gate naming the file: a stage never

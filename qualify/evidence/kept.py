@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from pydantic import BaseModel
 
@@ -103,7 +103,7 @@ class AttemptView:
             raise NotKept(f"{rel}: not a signed file of the run")
         return b"".join((self.run / p).read_bytes() for p in parts)
 
-    def read_json(self, name: str) -> Any:
+    def read_json(self, name: str) -> Any:  # the file's JSON, raw
         try:
             return json.loads(self.read_bytes(name))
         except ValueError as exc:
@@ -125,7 +125,7 @@ class AttemptView:
             self.trusted.append(what)
 
 
-def exchange_of(kept: Any, where: str) -> Exchange:
+def exchange_of(kept: Any, where: str) -> Exchange:  # raw JSON, checked as read
     """An `Exchange` from its evidence form (`Exchange.evidence`): the request as sent, the
     status, headers, body or text, every SSE event with its arrival time, the end time and the
     error. Arrival times are kept to the microsecond."""
@@ -168,11 +168,11 @@ def _close(key: str, a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=tol)
 
 
-def _num(v: Any) -> bool:
+def _num(v: object) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _walk(path: str, key: str, a: Any, b: Any) -> Iterator[str]:
+def _walk(path: str, key: str, a: object, b: object) -> Iterator[str]:
     if _num(a) and _num(b):
         if not _close(key, float(a), float(b)):
             yield path
@@ -199,13 +199,13 @@ def as_table(rebuilt: StageRecord | dict[str, Any]) -> dict[str, Any]:
     return rebuilt.model_dump(mode="json") if isinstance(rebuilt, BaseModel) else rebuilt
 
 
-def differences(sealed: Any, rebuilt: StageRecord | dict[str, Any]) -> list[str]:
+def differences(sealed: object, rebuilt: StageRecord | dict[str, Any]) -> list[str]:
     """The field paths where the sealed data differs from the rebuilt one (numbers compared to
     the precision the kept arrival times allow)."""
     return list(_walk("", "", sealed, as_table(rebuilt)))
 
 
-def value_at(data: Any, path: str) -> Any:
+def value_at(data: Any, path: str) -> Any:  # raw JSON, walked by path
     cur = data
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", path.split(" ")[0]):
         try:
@@ -215,6 +215,6 @@ def value_at(data: Any, path: str) -> Any:
     return cur
 
 
-def short(value: Any) -> str:
+def short(value: object) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import structlog
+from structlog.typing import EventDict, WrappedLogger
 
 from qualify.evidence.store import ChunkedWriter
 
@@ -17,7 +18,7 @@ class _EvidenceSink:
     def __init__(self, writer: ChunkedWriter) -> None:
         self.writer = writer
 
-    def __call__(self, _logger: Any, _name: str, event: dict[str, Any]) -> str:
+    def __call__(self, _logger: WrappedLogger, _name: str, event: EventDict) -> str:
         clean = self.writer.redactor.scrub(event)
         self.writer.write((json.dumps(clean, default=str) + "\n").encode())
         raise structlog.DropEvent

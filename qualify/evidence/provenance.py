@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import git
 
 
-def git_state(path: Path) -> dict[str, Any]:
+class GitState(TypedDict):
+    """`git_state`'s answer."""
+
+    repository: str | PathLike[str] | None  # as GitPython gives it
+    commit: str | None
+    dirty: bool | None
+    file_dirty: bool | None
+
+
+def git_state(path: Path) -> GitState:
     """Commit, dirty flag and whether the file itself is committed unchanged; None outside git."""
     try:
         repo = git.Repo(path.resolve().parent, search_parent_directories=True)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from qualify.errors import BadInput
 from qualify.records import StageResult
@@ -62,7 +62,7 @@ def _write_once(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def dumps(obj: Any) -> bytes:
+def dumps(obj: object) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=False, default=str) + "\n").encode()
 
 
@@ -168,7 +168,7 @@ class Attempt:
             names.append(part)
         return names
 
-    def write_json(self, name: str, obj: Any) -> list[str]:
+    def write_json(self, name: str, obj: object) -> list[str]:
         return self.write_bytes(name, dumps(self.redactor.scrub(obj)))
 
     def write_text(self, name: str, text: str) -> list[str]:
@@ -186,17 +186,17 @@ class Attempt:
     def write_result(self, result: StageResult) -> None:
         self.write_json(RESULT, result.model_dump(mode="json"))
 
-    def seal(self) -> dict[str, Any]:
+    def seal(self) -> Manifest:
         """Close open streams, write the manifest, and drop every write bit."""
         if self.sealed:
             return read_manifest(self.path)
         for w in list(self._open):
             w.close()
-        files = {}
+        files: dict[str, Sealed] = {}
         for p in sorted(self.path.iterdir()):
             if p.is_file() and p.name != MANIFEST:
                 files[p.name] = {"sha256": sha256_file(p), "size": p.stat().st_size}
-        manifest = {
+        manifest: Manifest = {
             "version": 1,
             "stage": self.stage,
             "attempt": self.number,
@@ -211,8 +211,25 @@ class Attempt:
         return manifest
 
 
-def read_manifest(attempt_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((attempt_dir / MANIFEST).read_text())
+class Sealed(TypedDict):
+    """One file of a sealed attempt, as its manifest lists it."""
+
+    sha256: str
+    size: int
+
+
+class Manifest(TypedDict):
+    """An attempt's `manifest.json`."""
+
+    version: int
+    stage: str
+    attempt: int
+    sealed_at: str
+    files: dict[str, Sealed]
+
+
+def read_manifest(attempt_dir: Path) -> Manifest:
+    data: Manifest = json.loads((attempt_dir / MANIFEST).read_text())
     return data
 
 

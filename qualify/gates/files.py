@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import yaml
 from jsonschema import Draft202012Validator
@@ -42,7 +42,7 @@ class GateFile(StrictModel):
     )
     attempts: int = Field(default=1, ge=1, le=20, description="every attempt must pass")
     description: str = ""
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, object] = Field(default_factory=dict)
 
     @field_validator("stage")
     @classmethod
@@ -291,12 +291,12 @@ def load_gates(gates_dir: Path, stage: str = "preflight") -> tuple[list[LoadedGa
     return sorted(gates, key=lambda g: g.gate.id), problems
 
 
-def gate_file_schema() -> dict[str, Any]:
+def gate_file_schema() -> dict[str, object]:
     """The JSON Schema of a gate file, with each check's params, for editors and tests."""
     load_checks()
     schema = GateFile.model_json_schema()
     schema["$id"] = "https://qualify.local/schemas/gate-file-v1.json"
-    defs: dict[str, Any] = schema.setdefault("$defs", {})
+    defs: dict[str, object] = schema.setdefault("$defs", {})
     rules = []
     for name in sorted(CHECKS):
         ps = CHECKS[name].params.model_json_schema(ref_template="#/$defs/{model}")

@@ -8,7 +8,7 @@ reasoning and the visible content kept apart.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,13 @@ from qualify.httpclient.chat import ANY_ENGINE, ChatOutcome, Quirks, from_respon
 from qualify.httpclient.client import Client, Exchange
 
 Keep = Callable[[str, Exchange], list[str]]
-Write = Callable[[str, Any], list[str]]
+Write = Callable[[str, object], list[str]]
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 
 
-def outcome_summary(o: ChatOutcome) -> dict[str, Any]:
+def outcome_summary(o: ChatOutcome) -> dict[str, object]:
     """The parsed answer as evidence: reasoning and visible content in separate fields."""
     return {
         "content": o.content,
@@ -44,7 +44,7 @@ def outcome_summary(o: ChatOutcome) -> dict[str, Any]:
     }
 
 
-def responses_fields(fields: dict[str, Any]) -> dict[str, Any]:
+def responses_fields(fields: Mapping[str, object]) -> dict[str, object]:
     """Chat-style level fields in Responses form: `reasoning_effort` becomes `reasoning.effort`."""
     out = dict(fields)
     effort = out.pop("reasoning_effort", None)
@@ -64,7 +64,7 @@ class GateContext:
     model: str
     level: str | None = None
     gate: str = "gate"
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, object] = field(default_factory=dict)
     gates_dir: Path = Path("gates")
     max_tokens: int = 256
     timeout_s: float = 120.0
@@ -75,11 +75,11 @@ class GateContext:
     # How the server's engine words its answers (`qualify.serving.engine.adapter(e).quirks`):
     # its reasoning fields, its over-length errors (`ChatOutcome.server_error`).
     quirks: Quirks = ANY_ENGINE
-    _json: dict[str, Any] = field(default_factory=dict)
+    _json: dict[str, object] = field(default_factory=dict)
 
-    def body(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    def body(self, messages: Sequence[Mapping[str, object]], **extra: object) -> dict[str, object]:
         """A chat request: model, messages, the level's fields, then the check's own fields."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        body: dict[str, object] = {"model": self.model, "messages": messages}
         if self.temperature is not None:
             body["temperature"] = self.temperature
         body["max_tokens"] = self.max_tokens
@@ -92,7 +92,9 @@ class GateContext:
         self.files.extend(names)
         return names
 
-    async def chat(self, label: str, body: dict[str, Any], stream: bool = False) -> ChatOutcome:
+    async def chat(
+        self, label: str, body: Mapping[str, object], stream: bool = False
+    ) -> ChatOutcome:
         """Send a chat completion (streamed or not); keep it and its parsed summary."""
         if stream:
             body = {**body, "stream": True, "stream_options": {"include_usage": True}}
@@ -106,9 +108,11 @@ class GateContext:
         self.files.extend(self.write(f"{stem}.outcome.json", outcome_summary(out)))
         return out
 
-    async def responses(self, label: str, body: dict[str, Any], stream: bool = False) -> Exchange:
+    async def responses(
+        self, label: str, body: Mapping[str, object], stream: bool = False
+    ) -> Exchange:
         """Send a Responses API request with the level's fields in Responses form."""
-        full: dict[str, Any] = {"model": self.model, **responses_fields(self.fields), **body}
+        full: dict[str, object] = {"model": self.model, **responses_fields(self.fields), **body}
         if self.temperature is not None:
             full.setdefault("temperature", self.temperature)
         if stream:
@@ -119,7 +123,7 @@ class GateContext:
         self._kept(label, ex)
         return ex
 
-    def load_json(self, rel: str | Path) -> Any:
+    def load_json(self, rel: str | Path) -> Any:  # the file's JSON, raw
         """A JSON file named by a gate's params, relative to the gates directory."""
         key = str(rel)
         if key not in self._json:

@@ -9,7 +9,7 @@ critical, the stage decides nothing.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,18 +29,18 @@ class Outcome:
 
     verdict: Verdict
     reasons: list[str] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, object] = field(default_factory=dict)
 
     @classmethod
-    def passed(cls, metrics: dict[str, Any] | None = None) -> Outcome:
+    def passed(cls, metrics: dict[str, object] | None = None) -> Outcome:
         return cls(Verdict.PASS, [], metrics or {})
 
     @classmethod
-    def failed(cls, *reasons: str, metrics: dict[str, Any] | None = None) -> Outcome:
+    def failed(cls, *reasons: str, metrics: dict[str, object] | None = None) -> Outcome:
         return cls(Verdict.FAIL, list(reasons), metrics or {})
 
     @classmethod
-    def errored(cls, *reasons: str, metrics: dict[str, Any] | None = None) -> Outcome:
+    def errored(cls, *reasons: str, metrics: dict[str, object] | None = None) -> Outcome:
         return cls(Verdict.ERROR, list(reasons), metrics or {})
 
 
@@ -54,7 +54,7 @@ class Judged:
 
     verdict: Verdict
     reasons: list[str] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, object] = field(default_factory=dict)
     part: str | None = None
 
 
@@ -67,13 +67,13 @@ class CheckSpec:
 
     name: str
     params: type[StrictModel]
-    fn: Any
+    fn: Any  # a CheckFn or a JudgeFn, as `kind` says
     doc: str
     stage: str = "preflight"
     kind: str = "probe"
 
 
-def _origin(fn: Any) -> str:
+def _origin(fn: object) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 

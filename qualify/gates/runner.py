@@ -12,7 +12,6 @@ import time
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -97,7 +96,7 @@ def _judged_result(gate: LoadedGate, j: Judged) -> GateResult:
     )
 
 
-def _as_read(fn: Any, data: Any) -> Any:
+def _as_read(fn: Callable[..., object], data: object) -> object:
     """`data` in the form the judge reads: a typed record (`qualify.records.StageRecord`) when
     its first parameter is one and `data` is a table, the table when it reads one and `data` is
     a record; as given otherwise. `verify` judges again from rebuilt tables, stages from either."""
@@ -116,7 +115,7 @@ def _as_read(fn: Any, data: Any) -> Any:
     return data
 
 
-def judge_gates(gates: list[LoadedGate], data: Any, thresholds: Thresholds) -> list[GateResult]:
+def judge_gates(gates: list[LoadedGate], data: object, thresholds: Thresholds) -> list[GateResult]:
     """Every declared judge over the stage's data (a table or a typed record, given to each
     judge in the form it reads). A judge that raises is `error`, never a pass; a judge that
     returns nothing is `inconclusive` (it saw nothing to judge)."""
@@ -135,7 +134,7 @@ def judge_gates(gates: list[LoadedGate], data: Any, thresholds: Thresholds) -> l
 
 
 def judge_stage(
-    stage: str, gates_dir: Path, data: Any, thresholds: Thresholds
+    stage: str, gates_dir: Path, data: object, thresholds: Thresholds
 ) -> tuple[list[GateResult], list[str]]:
     """Load the stage's gate files and judge `data` with them; returns results and problems."""
     gates, problems = load_gates(gates_dir, stage)

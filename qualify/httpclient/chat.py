@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,7 +56,7 @@ class Quirks:
     length_errors: tuple[tuple[str, str], ...] = ()
     window_fields: tuple[str, str] | None = None
 
-    def reasoning(self, obj: dict[str, Any]) -> str:
+    def reasoning(self, obj: Mapping[str, object]) -> str:
         """The reasoning text of a message or delta: vLLM 0.11-0.2x send both, the same text."""
         for key in self.reasoning_fields:
             value = obj.get(key)
@@ -63,7 +64,7 @@ class Quirks:
                 return value
         return ""
 
-    def error(self, body: Any) -> ServerError | None:
+    def error(self, body: object) -> ServerError | None:
         """An error body in either shape, with the window and prompt size an over-length
         message names; None when the body is not an error."""
         if not isinstance(body, dict):
@@ -120,7 +121,7 @@ class ToolCall:
         except ValueError as exc:
             return None, f"arguments are not JSON ({exc}): {self.arguments[:120]!r}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, int | str | None]:
         return {"index": self.index, "id": self.id, "name": self.name, "arguments": self.arguments}
 
 
@@ -132,9 +133,9 @@ class ChatOutcome:
     reasoning: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    timings: dict[str, Any] | None = None
-    server_metrics: dict[str, Any] | None = None
+    usage: dict[str, object] | None = None
+    timings: dict[str, object] | None = None
+    server_metrics: dict[str, object] | None = None
     chunks: int = 0
     done: bool = False
     malformed: list[str] = field(default_factory=list)
@@ -152,31 +153,29 @@ class ChatOutcome:
     error_type: str | None = None
     error_kind: str | None = None
     server_error: ServerError | None = None
-    raw_body: Any = None
+    raw_body: Any = None  # the server's JSON answer, raw
 
     @property
     def completion_tokens(self) -> int | None:
-        if self.usage and isinstance(self.usage.get("completion_tokens"), int):
-            return int(self.usage["completion_tokens"])
-        return None
+        n = self.usage.get("completion_tokens") if self.usage else None
+        return int(n) if isinstance(n, int) else None
 
     @property
     def prompt_tokens(self) -> int | None:
-        if self.usage and isinstance(self.usage.get("prompt_tokens"), int):
-            return int(self.usage["prompt_tokens"])
-        return None
+        n = self.usage.get("prompt_tokens") if self.usage else None
+        return int(n) if isinstance(n, int) else None
 
     @property
     def cached_tokens(self) -> int | None:
         details = (self.usage or {}).get("prompt_tokens_details") or {}
-        if isinstance(details.get("cached_tokens"), int):
-            return int(details["cached_tokens"])
-        if self.timings and isinstance(self.timings.get("cache_n"), int):
-            return int(self.timings["cache_n"])
-        return None
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if isinstance(cached, int):
+            return int(cached)
+        cache_n = self.timings.get("cache_n") if self.timings else None
+        return int(cache_n) if isinstance(cache_n, int) else None
 
 
-def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None:
+def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None:  # raw delta
     idx = delta.get("index")
     if not isinstance(idx, int):
         idx = (

@@ -39,11 +39,11 @@ class Exchange:
     method: str
     url: str
     request_headers: dict[str, str]
-    request_body: Any
+    request_body: Any  # the JSON sent, or as kept evidence holds it: raw
     t_sent: float = 0.0
     status: int | None = None
     response_headers: dict[str, str] = field(default_factory=dict)
-    body: Any = None
+    body: Any = None  # the server's JSON answer, raw
     text: str | None = None
     events: list[SSEEvent] = field(default_factory=list)
     t_headers: float | None = None
@@ -63,7 +63,7 @@ class Exchange:
     def elapsed(self) -> float | None:
         return None if self.t_end is None else self.t_end
 
-    def evidence(self, redactor: Redactor) -> dict[str, Any]:
+    def evidence(self, redactor: Redactor) -> dict[str, object]:
         """The exchange as a JSON object, secrets redacted; SSE events kept raw."""
         return {
             "request": {
@@ -136,12 +136,12 @@ class Client:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _exchange(self, method: str, path: str, body: Any) -> Exchange:
+    def _exchange(self, method: str, path: str, body: object) -> Exchange:
         headers = dict(self._http.headers)
         return Exchange(method, self.base_url + path, headers, body)
 
     async def request(
-        self, method: str, path: str, body: Any = None, timeout_s: float | None = None
+        self, method: str, path: str, body: object = None, timeout_s: float | None = None
     ) -> Exchange:
         """A plain request; the body is parsed as JSON where it is JSON."""
         content = None if body is None else _encode(body)
@@ -152,7 +152,7 @@ class Client:
         return ex
 
     async def _request_once(
-        self, method: str, path: str, body: Any, content: bytes | None, timeout_s: float | None
+        self, method: str, path: str, body: object, content: bytes | None, timeout_s: float | None
     ) -> Exchange:
         ex = self._exchange(method, path, body)
         headers = None if content is None else {"Content-Type": "application/json"}
@@ -183,10 +183,10 @@ class Client:
     async def get(self, path: str, timeout_s: float | None = None) -> Exchange:
         return await self.request("GET", path, None, timeout_s)
 
-    async def post(self, path: str, body: Any, timeout_s: float | None = None) -> Exchange:
+    async def post(self, path: str, body: object, timeout_s: float | None = None) -> Exchange:
         return await self.request("POST", path, body, timeout_s)
 
-    async def stream(self, path: str, body: Any, timeout_s: float | None = None) -> Exchange:
+    async def stream(self, path: str, body: object, timeout_s: float | None = None) -> Exchange:
         """POST and read the answer as SSE, timestamping each network chunk as it arrives.
 
         `timeout_s` bounds the whole exchange; the client's read timeout bounds each gap, so a
@@ -203,7 +203,7 @@ class Client:
         return ex
 
     async def _stream_once(
-        self, path: str, body: Any, content: bytes, timeout_s: float | None
+        self, path: str, body: object, content: bytes, timeout_s: float | None
     ) -> Exchange:
         ex = self._exchange("POST", path, body)
         t0 = now()
@@ -236,7 +236,7 @@ class Client:
 STREAM_HEADERS = {"Accept": "text/event-stream", "Content-Type": "application/json"}
 
 
-def _encode(body: Any) -> bytes:
+def _encode(body: object) -> bytes:
     """JSON as httpx would send it (compact, UTF-8), done before any timing starts."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
@@ -307,7 +307,7 @@ def _whole_data_events(text: str) -> list[str] | None:
     return [b[6:] for b in blocks]
 
 
-def error_message(body: Any) -> tuple[str | None, str | None]:
+def error_message(body: object) -> tuple[str | None, str | None]:
     """The message and type of an error body: nested `{"error": {...}}` or flat."""
     if not isinstance(body, dict):
         return (str(body) if body else None), None

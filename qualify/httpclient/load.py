@@ -67,7 +67,7 @@ class LoadFigures:
     decode_tok_s_p95: float | None
     per_stream_decode_tok_s: list[float | None]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 

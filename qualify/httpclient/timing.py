@@ -22,7 +22,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.window import ServerWindow
@@ -65,7 +65,7 @@ class RequestTiming:
     ttft_minus_server_prompt_ms: float | None
     server_source: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -117,7 +117,7 @@ def server_figures(o: ChatOutcome) -> tuple[float | None, float | None, str | No
     return None, None, None
 
 
-def _num(v: Any) -> float | None:
+def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
@@ -160,7 +160,16 @@ def timing(o: ChatOutcome) -> RequestTiming:
     )
 
 
-def client_window(timings: Iterable[RequestTiming]) -> dict[str, Any]:
+class ClientFigures(TypedDict):
+    """`client_window`'s figures."""
+
+    requests: int
+    complete: bool
+    decode_tok_s: float | None
+    ttfo_ms_mean: float | None
+
+
+def client_window(timings: Iterable[RequestTiming]) -> ClientFigures:
     """The client's figures over a cell by the server histograms' definitions
     (`qualify.serving.histograms`): decode tok/s = sum(n_i - 1) / sum(generation_i), and the
     mean TTFO; `complete` is False when a request lacks either (the cell is then not compared)."""
@@ -181,13 +190,13 @@ def client_window(timings: Iterable[RequestTiming]) -> dict[str, Any]:
 
 def with_server_window(
     timings: list[RequestTiming], window: ServerWindow | None
-) -> tuple[list[RequestTiming], dict[str, Any]]:
+) -> tuple[list[RequestTiming], dict[str, object]]:
     """A cell's timings with the server's figures from its histograms, where the server gave
     none per request (vLLM): every request of the cell carries the cell's comparison, the
     client's cell decode tok/s over the server's and the client's mean TTFO minus the server's
     mean TTFT, so `fidelity()` and the fidelity gates read it as they read per-request figures.
     Returns the timings and what was compared (`why` when nothing was)."""
-    out: dict[str, Any] = {"window": None if window is None else window.as_dict()}
+    out: dict[str, object] = {"window": None if window is None else window.as_dict()}
     if window is None:
         return timings, {**out, "why": "the server keeps no latency histograms"}
     if any(t.server_source for t in timings):
@@ -219,11 +228,12 @@ def with_server_window(
         for t in timings
     ]
     front = window.frontend_decode_tok_s
-    out["frontend_decode_ratio"] = client["decode_tok_s"] / front if front else None
+    decode = client["decode_tok_s"]
+    out["frontend_decode_ratio"] = decode / front if front and decode is not None else None
     return filled, {**out, "decode_ratio": ratio, "ttft_minus_server_ms": gap, "why": None}
 
 
-def fidelity(timings: Iterable[RequestTiming]) -> dict[str, Any]:
+def fidelity(timings: Iterable[RequestTiming]) -> dict[str, float | str | None]:
     """The client's figures against the server's own, over timed requests (`data.fidelity`).
 
     `decode_ratio` is client decode tok/s over the server's; `ttft_minus_server_prompt_ms` is

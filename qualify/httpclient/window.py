@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -81,12 +82,12 @@ class ServerWindow:
         return self._mean_ms(self.itl_n, self.itl_s) if self.ok else None
 
     @classmethod
-    def from_dict(cls, kept: dict[str, Any]) -> ServerWindow:
+    def from_dict(cls, kept: Mapping[str, object]) -> ServerWindow:
         """The window as `as_dict` kept it (its counts and sums; the figures follow from them)."""
-        values: dict[str, Any] = {f.name: kept.get(f.name) for f in fields(cls)}
+        values: dict[str, Any] = {f.name: kept.get(f.name) for f in fields(cls)}  # raw, as kept
         return cls(**values)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             **asdict(self),
             "decode_tok_s": self.decode_tok_s,

@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qualify.evidence.listing import Listing
 from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
 from qualify.present.reading import RunView
 
+if TYPE_CHECKING:
+    from qualify.serving.engine import EngineAdapter
+
 _EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")
 
 
 def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, dict[str, Any]]:
     """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {}  # raw kept exchanges
     for name in sorted(listing.files):
         head, _, base = name.rpartition("/")
         m = _EXCHANGE.match(base)
@@ -33,21 +36,23 @@ def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, dict[st
     return out
 
 
-def _answer(ex: dict[str, Any], text: bool) -> Any:
+def _answer(ex: dict[str, Any], text: bool) -> object:
     r = ex["response"]
     status = r.get("status")
     ok = ex.get("error") is None and isinstance(status, int) and 200 <= status < 300
     return (r.get("text") if text else r.get("body")) if ok else None
 
 
-def _bodies(engine: Any, kept: dict[str, Any]) -> tuple[dict[str, Any], str | None, list[str]]:
+def _bodies(
+    engine: EngineAdapter, kept: dict[str, dict[str, Any]]
+) -> tuple[dict[str, object], str | None, list[str]]:
     """The bodies the server sent, by path, as the stage read them; why it was unreachable;
     the paths this version reads that the attempt kept no exchange of."""
     from qualify.identity.stage import _label
     from qualify.serving.engines import CHAT_PROBE
 
     models = kept["v1-models"]
-    bodies: dict[str, Any] = {"/v1/models": _answer(models, False)}
+    bodies: dict[str, object] = {"/v1/models": _answer(models, False)}
     r = models["response"]
     unreachable = (
         None
@@ -65,7 +70,7 @@ def _bodies(engine: Any, kept: dict[str, Any]) -> tuple[dict[str, Any], str | No
     return bodies, unreachable, missing
 
 
-def _launches(run: RunDir, listing: Listing) -> list[Any]:
+def _launches(run: RunDir, listing: Listing) -> list[object]:
     """The command of every candidate server launch the run recorded."""
     return [
         json.loads((run.path / n).read_text()).get("command")
@@ -131,6 +136,6 @@ def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], li
     return problems, notes
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = json.dumps(value)
     return text if len(text) <= 160 else text[:157] + "..."

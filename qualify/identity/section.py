@@ -3,14 +3,12 @@ and its gate's verdict. A pure function of the stage's record and its gates."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from qualify.identity.record import Record
 from qualify.present.record import GateOutcome
 from qualify.present.sections import show, shown
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, list[dict[str, str]]]:
     """What the template's identity table shows."""
     return {"identity": identity_rows(record, gates)}
 

@@ -14,7 +14,6 @@ import json
 import re
 import subprocess
 from collections.abc import Callable
-from typing import Any
 
 from qualify.candidate import Identity
 from qualify.httpclient.client import Client, Exchange
@@ -22,6 +21,7 @@ from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record, 
 from qualify.records import StageResult
 from qualify.serving.engine import EngineAdapter
 from qualify.serving.engines import CHAT_PROBE, PINS, Launch, adapter, fingerprint
+from qualify.serving.identity import ImageReport
 from qualify.serving.process import ServerProcess
 from qualify.stage import StageContext, finish
 
@@ -34,7 +34,7 @@ def _label(path: str) -> str:
 Keep = Callable[[str, Exchange], object]
 
 
-async def _get(keep: Keep, client: Client, path: str, text: bool = False) -> Any:
+async def _get(keep: Keep, client: Client, path: str, text: bool = False) -> object:
     ex = await client.get(path)
     keep(_label(path), ex)
     if not ex.ok:
@@ -42,7 +42,7 @@ async def _get(keep: Keep, client: Client, path: str, text: bool = False) -> Any
     return ex.text if text else ex.body
 
 
-async def _probe(keep: Keep, client: Client, model: str) -> Any:
+async def _probe(keep: Keep, client: Client, model: str) -> object:
     """One 1-token completion: what every answer carries (vLLM's `system_fingerprint`)."""
     body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
     ex = await client.post("/v1/chat/completions", body)
@@ -52,11 +52,11 @@ async def _probe(keep: Keep, client: Client, model: str) -> Any:
 
 async def engine_reports(
     client: Client, engine: EngineAdapter, model: str, keep: Keep
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """What the engine reports besides `GET /v1/models`: each of its info paths (Prometheus
     pages as text) and, where every answer carries something, one 1-token completion of
     `model`. The identity stage and `qualify init` both read a server through it."""
-    bodies: dict[str, Any] = {}
+    bodies: dict[str, object] = {}
     for path in engine.paths:
         bodies[path] = await _get(keep, client, path, path in engine.text_paths)
     if engine.probe_chat:
@@ -75,10 +75,10 @@ def _run(cmd: list[str]) -> tuple[str | None, str]:
     return r.stdout.strip(), ""
 
 
-def inspect_image(runtime: str, image: str, container_id: str | None) -> dict[str, Any]:
+def inspect_image(runtime: str, image: str, container_id: str | None) -> ImageReport:
     """What the container runtime reports of the image the server runs from: its id and its
     repository digests (`docker inspect` of the container, then `docker image inspect`)."""
-    out: dict[str, Any] = {"image": image}
+    out: ImageReport = {"image": image}
     if not container_id:
         return {**out, "error": "the runtime printed no container id"}
     image_id, err = _run([runtime, "inspect", "--format", "{{.Image}}", container_id])
@@ -122,7 +122,7 @@ async def launched(ctx: StageContext) -> Launch | None:
 
 def gather(
     pins: Identity,
-    bodies: dict[str, Any],
+    bodies: dict[str, object],
     launch: Launch | None,
     unreachable: str | None = None,
     launches: list[dict[str, object]] | None = None,
@@ -159,7 +159,7 @@ async def identity(ctx: StageContext) -> StageResult:
     client = await ctx.client()
     models = await client.get("/v1/models")
     ctx.keep("v1-models", models)
-    bodies: dict[str, Any] = {"/v1/models": models.body if models.ok else None}
+    bodies: dict[str, object] = {"/v1/models": models.body if models.ok else None}
     unreachable = None if models.ok else (models.error or f"HTTP {models.status}")
     if unreachable is None:
         bodies.update(await engine_reports(client, engine, pins.model, ctx.keep))

@@ -7,7 +7,7 @@ the budgets, the suite's scope in one sentence, and the evidence of every failin
 
 from __future__ import annotations
 
-from typing import cast, get_args
+from typing import get_args
 
 from qualify.gates.files import LoadedGate
 from qualify.quality.record import Failure, Outcome, Summary, TaskBudget, TaskRow
@@ -81,7 +81,7 @@ def outcome_of(a: AttemptRecord) -> Outcome:
     implies."""
     found = a.metrics.get("outcome")
     if found in OUTCOMES:
-        return cast(Outcome, found)
+        return found
     implied: dict[Verdict, Outcome] = {Verdict.PASS: "pass", Verdict.ERROR: "error"}
     return implied.get(a.verdict, "wrong")
 

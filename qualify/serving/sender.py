@@ -4,7 +4,6 @@ fields and the evidence keeper. Every request streams, with usage."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from qualify.httpclient.chat import ANY_ENGINE, ChatOutcome, Quirks, from_stream
 from qualify.httpclient.client import Client
@@ -19,13 +18,13 @@ class Sender:
 
     client: Client
     dialect: Dialect
-    body: dict[str, Any]
+    body: dict[str, object]
     timeout_s: float
     idle_wait_s: float
     keep: Keep
     quirks: Quirks = ANY_ENGINE
 
-    def request(self, msgs: Messages) -> dict[str, Any]:
+    def request(self, msgs: Messages) -> dict[str, object]:
         return {
             **self.body,
             "messages": msgs,

@@ -17,7 +17,7 @@ import json
 import sys
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError
 
@@ -265,7 +265,7 @@ def effective(house: HousePolicy, mine: Policy, where: str = "the candidate") ->
     )
 
 
-def schema() -> dict[str, Any]:
+def schema() -> dict[str, object]:
     return HousePolicy.model_json_schema()
 
 

@@ -19,7 +19,6 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
 from qualify.evidence.kept import AttemptView, NotKept
@@ -42,7 +41,7 @@ def safe(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
 
 
-def _first_difference(a: Any, b: Any, path: str = "body") -> str:
+def _first_difference(a: object, b: object, path: str = "body") -> str:
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):
             if k not in a or k not in b:
@@ -99,7 +98,7 @@ class Replay:
         self.problem = self.problem or why
         return Unmatched(why)
 
-    def _next(self, method: str, path: str, body: Any) -> Exchange:
+    def _next(self, method: str, path: str, body: object) -> Exchange:
         if not self.queue:
             raise self._fail(f"the check sends {method} {path}, which the attempt did not keep")
         name = self.queue.pop(0)
@@ -113,10 +112,10 @@ class Replay:
         self.served = name
         return ex
 
-    async def post(self, path: str, body: Any, timeout_s: float | None = None) -> Exchange:
+    async def post(self, path: str, body: object, timeout_s: float | None = None) -> Exchange:
         return self._next("POST", path, body)
 
-    async def stream(self, path: str, body: Any, timeout_s: float | None = None) -> Exchange:
+    async def stream(self, path: str, body: object, timeout_s: float | None = None) -> Exchange:
         return self._next("POST", path, body)
 
     async def get(self, path: str, timeout_s: float | None = None) -> Exchange:
@@ -133,7 +132,7 @@ class Replay:
 
         return kept
 
-    def write(self, name: str, obj: Any) -> list[str]:
+    def write(self, name: str, obj: object) -> list[str]:
         return [name]
 
 

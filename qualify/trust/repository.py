@@ -18,6 +18,7 @@ import json
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -134,11 +135,11 @@ def init(root: Path, seed: Path | None = None) -> tuple[Path, str | None]:
     return policy, _commit(repo, [house_policy.POLICY_FILE], "house: the house policy")
 
 
-def entry_hash(entry: dict[str, Any]) -> str:
+def entry_hash(entry: Mapping[str, object]) -> str:
     return sha256_bytes(canonical({k: v for k, v in entry.items() if k != "hash"}))
 
 
-def _parse_log(text: str, where: str) -> list[dict[str, Any]]:
+def _parse_log(text: str, where: str) -> list[dict[str, Any]]:  # raw log JSON, chain checked
     out, prev = [], GENESIS
     for n, line in enumerate(text.splitlines(), 1):
         try:
@@ -172,11 +173,13 @@ def _clean(repo: git.Repo, root: Path) -> None:
         snapshot(root)  # refuses an inconsistent house
 
 
-def _append(repo: git.Repo, root: Path, entry: dict[str, Any], paths: list[str], msg: str) -> str:
+def _append(
+    repo: git.Repo, root: Path, new: Mapping[str, object], paths: list[str], msg: str
+) -> str:
     log = root / TRUST_LOG
     text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
     entries = _parse_log(text, f"{log} (at HEAD)")
-    entry = {"seq": len(entries) + 1, **entry, "at": utc_now()}
+    entry: dict[str, object] = {"seq": len(entries) + 1, **new, "at": utc_now()}
     entry["prev"] = entries[-1]["hash"] if entries else GENESIS
     entry["hash"] = entry_hash(entry)
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -258,7 +261,7 @@ class Snapshot:
     commit: str | None
     policy: house_policy.HousePolicy
     keys: dict[str, dict[str, PinnedKey]] = field(default_factory=dict)
-    log: list[dict[str, Any]] = field(default_factory=list)
+    log: list[dict[str, Any]] = field(default_factory=list)  # raw log JSON, chain checked
 
     def by_keyid(self, role: str, kid: str) -> PinnedKey | None:
         return next((k for k in self.keys.get(role, {}).values() if k.keyid == kid), None)
@@ -327,7 +330,7 @@ def _tree_files(repo: git.Repo, folder: str) -> list[str]:
     )
 
 
-def _pub(entry: dict[str, Any]) -> Ed25519PublicKey:
+def _pub(entry: Mapping[str, object]) -> Ed25519PublicKey:
     pub = serialization.load_pem_public_key(str(entry.get("pem")).encode())
     if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != entry.get("keyid"):
         raise Refused(f"refused: trust log entry {entry.get('seq')} holds a key that is not its id")
@@ -349,14 +352,14 @@ def default_house() -> Path:
     return Path(root or Path.cwd()).resolve()
 
 
-def read_table(table: Path) -> dict[str, dict[str, Any]]:
+def read_table(table: Path) -> dict[str, dict[str, Any]]:  # raw TOML
     """The table file as it is on disk, unchecked: for showing what an alias points at."""
     if not table.is_file():
         return {}
     return parse_table(table.read_bytes(), str(table))
 
 
-def parse_table(data: bytes, where: str) -> dict[str, dict[str, Any]]:
+def parse_table(data: bytes, where: str) -> dict[str, dict[str, Any]]:  # raw TOML
     try:
         parsed = tomllib.loads(data.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -72,7 +72,11 @@ async def over_length(ctx: GateContext, p: OverLengthParams) -> Outcome:
     o = await ctx.chat("over-length", ctx.body([user(prompt)], max_tokens=p.max_tokens))
     if o.error_kind in ("connect", "timeout", "transport"):
         return Outcome.errored(f"over-length request: {o.error}")
-    metrics = {"window": ctx.window, "http_status": o.http_status, "prompt_chars": len(prompt)}
+    metrics: dict[str, object] = {
+        "window": ctx.window,
+        "http_status": o.http_status,
+        "prompt_chars": len(prompt),
+    }
     if o.http_status is not None and (bad := judge_rejection(o, ctx.window)):
         bad.metrics = metrics
         return bad

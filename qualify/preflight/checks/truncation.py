@@ -74,7 +74,7 @@ async def truncation(ctx: GateContext, p: TruncationParams) -> Outcome:
     if bad := chat_problem(tool, "tool request"):
         return bad
     tool_out = judge_tool(tool, p.tool_max_tokens)
-    metrics = {
+    metrics: dict[str, object] = {
         "text": answer_metrics(text),
         "tool": {**answer_metrics(tool), "tool_calls": [c.as_dict() for c in tool.tool_calls]},
         "finish_reason": text.finish_reason,

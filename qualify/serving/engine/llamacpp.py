@@ -3,6 +3,7 @@ and how it words an over-length request."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from qualify.httpclient.chat import Quirks
@@ -66,7 +67,8 @@ class LlamaCpp(EngineAdapter):
 
     def _observe(self, o: Observed) -> None:
         bodies, launch, models, seen, why = o.bodies, o.launch, o.models, o.seen, o.why
-        props = bodies.get("/props") if isinstance(bodies.get("/props"), dict) else None
+        raw = bodies.get("/props")
+        props = raw if isinstance(raw, dict) else None
         why["revision"] = "llama-server reports the model file (/props model_path), no revision"
         if props is None:
             for pin in ("engine_build", "quantization", "context_length", "max_num_seqs"):
@@ -111,7 +113,7 @@ class LlamaCpp(EngineAdapter):
         seen["speculation"] = Seen(spec, source, "server+launch" if drafts else "launch")
 
     @staticmethod
-    def _attached(bodies: dict[str, Any], seen: dict[str, Seen], why: dict[str, str]) -> None:
+    def _attached(bodies: Mapping[str, object], seen: dict[str, Seen], why: dict[str, str]) -> None:
         """Attached, the launch flags are not known; /slots still says whether any slot drafts
         (no slot drafting proves speculation off; drafting, the method is the flags' word)."""
         for pin in ("kv_dtype", "parallelism", "speculation"):
@@ -128,12 +130,12 @@ class LlamaCpp(EngineAdapter):
                 "flags"
             )
 
-    def _spec(self, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    def _spec(self, args: list[str], env: dict[str, str]) -> dict[str, str | int | None]:
         types = flag(args, "--spec-type") or env.get("LLAMA_ARG_SPEC_TYPE")
         if types is None and "--spec-default" in args:
             types = "ngram-mod"
         method = types or "none"
-        out: dict[str, Any] = {"method": method, "draft_tokens": None}
+        out: dict[str, str | int | None] = {"method": method, "draft_tokens": None}
         if method == "none":
             return out
         if "," in method:
@@ -175,7 +177,7 @@ class LlamaCpp(EngineAdapter):
         return n.removeprefix("draft-")
 
 
-def _drafts(bodies: dict[str, Any]) -> list[Any]:
+def _drafts(bodies: Mapping[str, object]) -> list[object]:
     """Per slot, whether it drafts (`GET /slots` `speculative`); empty without /slots."""
     slots = bodies.get("/slots")
     if not isinstance(slots, list):

@@ -50,7 +50,7 @@ class Sglang(Vllm):
     def _observe(self, o: Observed) -> None:
         bodies, models, seen, why = o.bodies, o.models, o.seen, o.why
         raw = bodies.get("/server_info")
-        info: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        info: dict[str, Any] = raw if isinstance(raw, dict) else {}  # raw server JSON
         context_from_models(models, seen)
         if info.get("version"):
             seen["engine_build"] = Seen(info["version"], "GET /server_info version")

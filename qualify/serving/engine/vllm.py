@@ -267,7 +267,7 @@ class Vllm(EngineAdapter):
                 "server+launch",
             )
 
-    def _spec(self, args: list[str]) -> dict[str, Any]:
+    def _spec(self, args: list[str]) -> dict[str, object]:
         raw = flag(args, "--speculative-config", "-sc")
         try:
             conf = json.loads(raw) if raw else {}
@@ -316,7 +316,7 @@ class Vllm(EngineAdapter):
 _UNQUANTIZED = {"none", "bf16", "bfloat16", "fp16", "float16", "fp32", "float32", "auto"}
 
 
-def same_quant(pinned: str, seen: Any) -> Match:
+def same_quant(pinned: str, seen: object) -> Match:
     """A quantization pin against the config's `quantization` (None: unquantized weights).
     The pin's first word is compared, so `none (GGUF dequantized to bf16)` means none."""
     words = pinned.strip().lower().replace("(", " ").split()
@@ -326,7 +326,7 @@ def same_quant(pinned: str, seen: Any) -> Match:
     return p == str(seen).strip().lower(), ""
 
 
-def fingerprint(body: Any) -> tuple[str, str] | None:
+def fingerprint(body: object) -> tuple[str, str] | None:
     """`system_fingerprint` `vllm-<version>-<hash>` of a completion: the version and the hash
     of the serving config (the same recipe gives the same hash)."""
     fp = body.get("system_fingerprint") if isinstance(body, dict) else None
@@ -334,7 +334,7 @@ def fingerprint(body: Any) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
-def server_config(body: Any) -> dict[str, Any]:
+def server_config(body: object) -> dict[str, Any]:  # the config's JSON, raw
     """The resolved config of `GET /server_info` (dev mode), as sections of dicts: the JSON
     form (`config_format=json`), or the text form read for the fields identity needs."""
     if not isinstance(body, dict):
@@ -345,7 +345,7 @@ def server_config(body: Any) -> dict[str, Any]:
     if not isinstance(conf, str):
         return {}
 
-    def value(key: str) -> Any:
+    def value(key: str) -> int | str | None:
         m = re.search(rf"\b{key}=([^,)]+)", str(conf))
         if m is None:
             return "missing"
