@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from qualify.context.forms import CaseForm
 from qualify.context.record import Case
 from qualify.gates.files import default_gates_dir
 from qualify.httpclient.chat import ChatOutcome, ToolCall
@@ -80,7 +81,7 @@ def _problem(o: ChatOutcome) -> str | None:
     return None
 
 
-def record(case: CaseName, o: ChatOutcome, files: list[str]) -> dict[str, Any]:
+def record(case: CaseName, o: ChatOutcome, files: list[str]) -> CaseForm:
     """What the server answered to one case, as the gates read it."""
     return {
         "case": case,
