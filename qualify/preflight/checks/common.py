@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from jsonschema import Draft202012Validator
 
 from qualify.gates.registry import Outcome
 from qualify.httpclient.chat import ChatOutcome, ToolCall
 from qualify.httpclient.client import Exchange, error_message
+
+T = TypeVar("T")
 
 # The transport failures that say nothing about the candidate: the harness could not judge.
 INFRA_KINDS = {"connect", "timeout", "dropped", "transport"}
@@ -19,7 +21,7 @@ def clip(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def _http_problem(status: int | None, body: Any, what: str) -> Outcome | None:
+def _http_problem(status: int | None, body: object, what: str) -> Outcome | None:
     if status is None or status < 400:
         return None
     msg, typ = error_message(body)
@@ -62,14 +64,14 @@ def exchange_problem(ex: Exchange, what: str) -> Outcome | None:
     return None
 
 
-def json_path(root: str, parts: Iterable[Any]) -> str:
+def json_path(root: str, parts: Iterable[str | int]) -> str:
     out = root
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else f".{p}"
     return out
 
 
-def schema_errors(instance: Any, schema: dict[str, Any], root: str) -> list[str]:
+def schema_errors(instance: object, schema: Mapping[str, object], root: str) -> list[str]:
     """Every violation, each as `root.field message`, in a stable order."""
     validator = Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
@@ -90,7 +92,9 @@ def flat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "function", **t.get("function", t)} for t in tools]
 
 
-def judge_call(call: ToolCall, schemas: dict[str, dict[str, Any]], expect: str | None) -> list[str]:
+def judge_call(
+    call: ToolCall, schemas: Mapping[str, Mapping[str, object]], expect: str | None
+) -> list[str]:
     """Why one tool call is wrong: unknown or unexpected tool, arguments not JSON or invalid."""
     name = call.name or "(no name)"
     if call.name not in schemas:
@@ -106,7 +110,7 @@ def judge_call(call: ToolCall, schemas: dict[str, dict[str, Any]], expect: str |
 
 
 def judge_calls(
-    calls: list[ToolCall], schemas: dict[str, dict[str, Any]], expect: str | None
+    calls: list[ToolCall], schemas: Mapping[str, Mapping[str, object]], expect: str | None
 ) -> list[str]:
     if not calls:
         return ["no tool call in the answer"]
@@ -116,7 +120,7 @@ def judge_calls(
     return problems
 
 
-def answer_metrics(o: ChatOutcome) -> dict[str, Any]:
+def answer_metrics(o: ChatOutcome) -> dict[str, object]:
     """The figures a gate reports: finish reason, tokens, time to first visible token."""
     return {
         "finish_reason": o.finish_reason,
@@ -127,10 +131,10 @@ def answer_metrics(o: ChatOutcome) -> dict[str, Any]:
     }
 
 
-def user(text: str) -> dict[str, Any]:
+def user(text: str) -> dict[str, object]:
     return {"role": "user", "content": text}
 
 
-def pick(items: list[Any], attempt: int) -> Any:
+def pick(items: Sequence[T], attempt: int) -> T:
     """The item an attempt uses: attempts cycle through a gate's cases in order."""
     return items[(attempt - 1) % len(items)]

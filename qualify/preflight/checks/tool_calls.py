@@ -3,7 +3,8 @@ streamed, the same calls reassembled from their deltas (`tool_calls_stream`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import Field
 
@@ -38,7 +39,9 @@ class ToolCallParams(Params):
         return [self.tools]
 
 
-def judge_answer(o: ChatOutcome, schemas: dict[str, dict[str, Any]], case: ToolCase) -> list[str]:
+def judge_answer(
+    o: ChatOutcome, schemas: Mapping[str, Mapping[str, object]], case: ToolCase
+) -> list[str]:
     """Why the answer is not a valid call of `case.expect_tool` (empty when it is)."""
     problems = judge_calls(o.tool_calls, schemas, case.expect_tool)
     if not o.tool_calls:

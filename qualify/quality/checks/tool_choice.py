@@ -26,7 +26,7 @@ class ToolChoiceParams(TaskParams):
         return [self.tools]
 
 
-def same(got: Any, want: Any) -> bool:
+def same(got: object, want: object) -> bool:
     if isinstance(want, bool) or isinstance(got, bool):
         return got is want
     if isinstance(want, str):
