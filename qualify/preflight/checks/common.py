@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from jsonschema import Draft202012Validator
 
@@ -71,30 +71,40 @@ def json_path(root: str, parts: Iterable[str | int]) -> str:
     return out
 
 
-def schema_errors(instance: object, schema: Mapping[str, object], root: str) -> list[str]:
+def schema_errors(instance: object, schema: Schema, root: str) -> list[str]:
     """Every violation, each as `root.field message`, in a stable order."""
     validator = Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     return [f"{json_path(root, e.absolute_path)} {e.message}" for e in errors]
 
 
-def tool_schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+Schema = Mapping[str, object] | bool
+"""A JSON Schema: an object, or `true` / `false`."""
+
+
+def _function(tool: Mapping[str, object]) -> Mapping[str, object]:
+    """A chat tool's `function` (nested), or a Responses-style tool itself (flat)."""
+    fn = tool.get("function", tool)
+    return fn if isinstance(fn, Mapping) else tool
+
+
+def tool_schemas(tools: Sequence[Mapping[str, object]]) -> dict[str, Schema]:
     """Tool name -> parameters schema, from chat-style (nested) or Responses-style (flat) tools."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Schema] = {}
     for t in tools:
-        fn = t.get("function", t)
-        out[str(fn["name"])] = fn.get("parameters") or {"type": "object"}
+        fn = _function(t)
+        params = fn.get("parameters")
+        schema = params if isinstance(params, Mapping | bool) else None
+        out[str(fn["name"])] = schema or {"type": "object"}
     return out
 
 
-def flat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def flat_tools(tools: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Chat tools in the Responses API form: `name`, `parameters` at the top level."""
-    return [{"type": "function", **t.get("function", t)} for t in tools]
+    return [{"type": "function", **_function(t)} for t in tools]
 
 
-def judge_call(
-    call: ToolCall, schemas: Mapping[str, Mapping[str, object]], expect: str | None
-) -> list[str]:
+def judge_call(call: ToolCall, schemas: Mapping[str, Schema], expect: str | None) -> list[str]:
     """Why one tool call is wrong: unknown or unexpected tool, arguments not JSON or invalid."""
     name = call.name or "(no name)"
     if call.name not in schemas:
@@ -110,7 +120,7 @@ def judge_call(
 
 
 def judge_calls(
-    calls: list[ToolCall], schemas: Mapping[str, Mapping[str, object]], expect: str | None
+    calls: list[ToolCall], schemas: Mapping[str, Schema], expect: str | None
 ) -> list[str]:
     if not calls:
         return ["no tool call in the answer"]
