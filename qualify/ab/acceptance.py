@@ -26,8 +26,8 @@ not a delta over the run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from qualify.ab.forms import AcceptanceForm, ResponseDraftsForm
 from qualify.httpclient.chat import ChatOutcome
 from qualify.serving.engines import Dialect, MetricsSnapshot
 
@@ -75,7 +75,7 @@ class SpecCounters:
         return None not in (self.drafts, self.draft_tokens, self.accepted)
 
 
-def _rates(drafts: int, tokens: int | None, accepted: int, per_pos: list[int]) -> dict[str, Any]:
+def _rates(drafts: int, tokens: int | None, accepted: int, per_pos: list[int]) -> AcceptanceForm:
     return {
         "rate": accepted / tokens if tokens else None,
         "mean_length": 1.0 + accepted / drafts if drafts > 0 else None,
@@ -89,14 +89,14 @@ def _rates(drafts: int, tokens: int | None, accepted: int, per_pos: list[int]) -
 
 def between(
     before: MetricsSnapshot | None, after: MetricsSnapshot | None, d: Dialect
-) -> dict[str, Any] | None:
+) -> AcceptanceForm | None:
     """`acceptance` between two scrapes of the engine's counters; None without both."""
     if before is None or after is None:
         return None
     return acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
 
 
-def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> dict[str, Any] | None:
+def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> AcceptanceForm | None:
     """Acceptance over one run from two scrapes; None when the engine reports nothing."""
     if before.counted and after.counted:
         assert before.drafts is not None and after.drafts is not None
@@ -131,7 +131,7 @@ def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> dict[s
     return None
 
 
-def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> dict[str, Any] | None:
+def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> AcceptanceForm | None:
     """SGLang's acceptance from its verify-call and generated-token counters (see above)."""
     assert before.verify_calls is not None and after.verify_calls is not None
     if before.generated is None or after.generated is None:
@@ -153,7 +153,7 @@ def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> dict[str,
     return out
 
 
-def combine(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+def combine(runs: list[AcceptanceForm | None]) -> AcceptanceForm | None:
     """A lane's acceptance over all its runs: counts summed, rates from the sums."""
     counted = [r for r in runs if r is not None and r.get("drafts") is not None]
     if not counted:
@@ -165,10 +165,11 @@ def combine(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
         for i in range(width)
     ]
     tokens = [r["draft_tokens"] for r in counted]
+    known = [t for t in tokens if t is not None]
     out = _rates(
-        sum(r["drafts"] for r in counted),
-        None if None in tokens else sum(tokens),
-        sum(r["accepted"] for r in counted),
+        sum(r["drafts"] or 0 for r in counted),  # not None: counted
+        None if len(known) < len(tokens) else sum(known),
+        sum(r["accepted"] or 0 for r in counted),  # written with drafts
         per_pos,
     )
     unmeasured = next((r["unmeasured"] for r in counted if r.get("unmeasured")), None)
@@ -183,7 +184,7 @@ def combine(runs: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     return out
 
 
-def response_drafts(outcomes: list[ChatOutcome]) -> dict[str, Any]:
+def response_drafts(outcomes: list[ChatOutcome]) -> ResponseDraftsForm:
     """The per-response cross-check: `timings.draft_n` / `draft_n_accepted` summed (llama.cpp)."""
     with_timings = [o.timings for o in outcomes if o.timings is not None]
     drafted = [t.get("draft_n") for t in with_timings]

@@ -12,10 +12,19 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 from qualify.ab.acceptance import between
+from qualify.ab.forms import (
+    IdleForm,
+    PerRequest,
+    PromptWhyForm,
+    RequestForm,
+    RunForm,
+    timing_form,
+    timing_from,
+    window_of,
+)
 from qualify.ab.prompts import ABPrompt
 from qualify.ab.record import Energy
 from qualify.httpclient.chat import ChatOutcome, from_stream
@@ -27,7 +36,7 @@ from qualify.serving.histograms import server_window
 from qualify.serving.idle import wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked
 
-PER_REQUEST = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
+PER_REQUEST: tuple[PerRequest, ...] = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
 # A request's figures from a server's histograms over its run (`server_side`): not kept raw, so
 # the rebuild takes them as recorded; all else of a request it derives from its exchange.
 WINDOW = (
@@ -46,14 +55,14 @@ class RunPlan:
     run: int
     prompts: list[ABPrompt]
     warmup: str
-    base: dict[str, Any]
+    base: dict[str, object]  # the request body every prompt is sent with
     warmups: int
     nonce: bool
     seed: int
     concurrency: int
     timeout_s: float
     idle_wait_s: float
-    bodies: list[dict[str, Any]] = field(default_factory=list)
+    bodies: list[dict[str, object]] = field(default_factory=list)
 
 
 def nonce_line(seed: int, run: int, index: int) -> str:
@@ -65,7 +74,9 @@ def nonce_line(seed: int, run: int, index: int) -> str:
     return f"Request {run}.{index} ({tag})"
 
 
-def body_for(plan: RunPlan, index: int, text: str, max_tokens: int | None = None) -> dict[str, Any]:
+def body_for(
+    plan: RunPlan, index: int, text: str, max_tokens: int | None = None
+) -> dict[str, object]:
     content = f"{nonce_line(plan.seed, plan.run, index)}\n{text}" if plan.nonce else text
     body = dict(plan.base)
     body["messages"] = [{"role": "user", "content": content}]
@@ -74,18 +85,18 @@ def body_for(plan: RunPlan, index: int, text: str, max_tokens: int | None = None
     return body
 
 
-def _sha(value: Any) -> str:
+def _sha(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
-def field_digests(body: Any) -> dict[str, str]:
+def field_digests(body: object) -> dict[str, str]:
     """sha256 of each top-level field of a request body as sent, `model` included."""
     if not isinstance(body, dict):
         return {"(body)": _sha(body)}
     return {k: _sha(v) for k, v in sorted(body.items())}
 
 
-def digest(bodies: list[Any]) -> str:
+def digest(bodies: list[dict[str, str]]) -> str:
     """sha256 of a run's request bodies as sent, every field included."""
     return _sha(bodies)
 
@@ -125,7 +136,7 @@ def _failure(ex: Exchange, o: ChatOutcome) -> str | None:
     return None
 
 
-def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) -> dict[str, Any]:
+def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) -> RequestForm:
     """One request's figures; `excluded` says why it is left out of the aggregates, `sent`
     holds a digest of each field of the body it carried."""
     t = timing(o)
@@ -141,7 +152,7 @@ def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) ->
         "excluded": _excluded(o, failed, deg),
         "degenerate": deg,
         "finish_reason": o.finish_reason,
-        **t.as_dict(),
+        **timing_form(t),
         "network_chunks": len(ex.chunk_times),
         "decode_tok_s_if_chunks_counted": _chunk_decode(o, t.generation_s),
         "draft_n": tm.get("draft_n"),
@@ -152,22 +163,24 @@ def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) ->
     }
 
 
-_TIMING_FIELDS = tuple(f.name for f in fields(RequestTiming))
-
-
-def timing_of(record: dict[str, Any]) -> RequestTiming:
+def timing_of(record: RequestForm) -> RequestTiming:
     """A request record's timing, as `qualify.httpclient.timing.timing` measured it."""
-    return RequestTiming(**{k: record[k] for k in _TIMING_FIELDS})
+    return timing_from(record)
 
 
 async def idle_state(
     client: Client, d: Dialect, wait_s: float
-) -> tuple[dict[str, Any], MetricsSnapshot | None]:
+) -> tuple[IdleForm, MetricsSnapshot | None]:
     """Wait for the engine to go idle (`qualify.serving.idle.wait_idle`); the run records the
     gauges it read, and the last scrape comes back with them for the counters."""
     rep = await wait_idle(client, d, wait_s, poll_s=0.5)
-    state = {"idle": rep.idle, "running": rep.running, "waiting": rep.waiting}
-    return {**state, "waited_s": rep.waited_s}, rep.snapshot
+    state: IdleForm = {
+        "idle": rep.idle,
+        "running": rep.running,
+        "waiting": rep.waiting,
+        "waited_s": rep.waited_s,
+    }
+    return state, rep.snapshot
 
 
 Meter = Callable[[float, float], Mapping[str, object]]
@@ -187,7 +200,7 @@ Keep = Callable[[str, Exchange], list[str]]
 
 
 async def _send(
-    client: Client, keep: Keep, label: str, body: dict[str, Any], timeout_s: float
+    client: Client, keep: Keep, label: str, body: dict[str, object], timeout_s: float
 ) -> tuple[Exchange, ChatOutcome, str]:
     ex = await client.stream("/v1/chat/completions", body, timeout_s=timeout_s)
     files = keep(label, ex)
@@ -196,7 +209,8 @@ async def _send(
 
 async def _warm_up(client: Client, keep: Keep, lane: str, plan: RunPlan) -> list[str]:
     """Warm-ups after each launch: kept as evidence, never counted."""
-    budget = min(32, int(plan.base.get("max_tokens") or 32))
+    asked = plan.base.get("max_tokens")
+    budget = min(32, asked if isinstance(asked, int) and asked else 32)
     files = []
     for k in range(plan.warmups):
         body = body_for(plan, 1000 + k, plan.warmup, max_tokens=budget)
@@ -214,10 +228,10 @@ def part_name(lane: str, run: int) -> str:
 
 async def _timed(
     client: Client, keep: Keep, lane: str, plan: RunPlan, parts: Parts | None = None
-) -> tuple[list[dict[str, Any]], float, tuple[float, float]]:
+) -> tuple[list[RequestForm], float, tuple[float, float]]:
     gate = asyncio.Semaphore(plan.concurrency)
 
-    async def one(i: int, p: ABPrompt) -> dict[str, Any]:
+    async def one(i: int, p: ABPrompt) -> RequestForm:
         async with gate:
             label = f"{lane}-run{plan.run}-{p.id}"
             ex, o, f = await _send(client, keep, label, plan.bodies[i], plan.timeout_s)
@@ -230,16 +244,21 @@ async def _timed(
     return done, wall, (m0, m1)
 
 
-def _as_recorded(q: dict[str, Any]) -> dict[str, Any]:
+def _as_recorded(q: RequestForm) -> RequestForm:
     """What the rebuild reads of a request: its prompt, its kept exchange, and the figures a
     server's histogram window gave it."""
-    window = {k: q[k] for k in WINDOW} if q["server_source"] is not None else {}
-    return {"prompt": q["prompt"], "file": q["file"], **window}
+    out: RequestForm = {"prompt": q["prompt"], "file": q["file"]}
+    if q["server_source"] is not None:
+        out |= window_of(q)
+    return out
 
 
 def server_side(
-    records: list[dict[str, Any]], before: Any, after: Any, d: Dialect
-) -> dict[str, Any]:
+    records: list[RequestForm],
+    before: MetricsSnapshot | None,
+    after: MetricsSnapshot | None,
+    d: Dialect,
+) -> dict[str, object]:
     """The server's own figures for the run from its histograms (vLLM), as deltas between the
     idle scrapes around it; each answered request's record then carries the run's comparison
     (`qualify.httpclient.timing.with_server_window`). Records are changed in place."""
@@ -247,27 +266,25 @@ def server_side(
     window = server_window(before, after, d, expected=len(answered))
     filled, compared = with_server_window([timing_of(r) for r in answered], window)
     for r, t in zip(answered, filled, strict=True):
-        r.update(t.as_dict())
+        r.update(timing_form(t))
     return compared
 
 
-def summary(records: list[dict[str, Any]], wall: float) -> dict[str, Any]:
+def summary(records: list[RequestForm], wall: float) -> RunForm:
     counted = [r for r in records if r["excluded"] is None]
     answered = [r for r in records if r["failed"] is None]
-    degenerate_answers = [
+    degenerate_answers: list[PromptWhyForm] = [
         {"prompt": r["prompt"], "why": r["degenerate"], "file": r["file"]}
         for r in answered
         if r["degenerate"]
     ]
     tokens = sum(r["completion_tokens"] or 0 for r in answered)
     chunks = sum(r["token_chunks"] for r in answered)
-    p50 = {m: median([r[m] for r in counted if r[m] is not None]) for m in PER_REQUEST}
+    p50: dict[str, float | None] = {
+        m: median([v for r in counted if (v := r[m]) is not None]) for m in PER_REQUEST
+    }
     p50["decode_tok_s_if_chunks_counted"] = median(
-        [
-            r["decode_tok_s_if_chunks_counted"]
-            for r in counted
-            if r["decode_tok_s_if_chunks_counted"]
-        ]
+        [v for r in counted if (v := r["decode_tok_s_if_chunks_counted"])]
     )
     return {
         "p50": p50,
@@ -297,7 +314,7 @@ async def drive_run(
     d: Dialect,
     meter: Meter | None = None,
     parts: Parts | None = None,
-) -> dict[str, Any]:
+) -> RunForm:
     """Warm up, check idle, read counters, send every prompt, read counters again; the energy
     of the timed window from `meter` (the run's GPU sampler), when given, and each card's
     memory and power over it from `parts` (the sampler, which marks the window). The draft

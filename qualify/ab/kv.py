@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
+from qualify.ab.forms import KvForm
 from qualify.serving.engines import ADAPTERS, Dialect, MetricsSnapshot, adapter
 
 __all__ = ["from_log", "lane_kv", "read_server_log"]
@@ -33,9 +33,9 @@ def _number(text: str) -> float | int:
     return int(value) if value.is_integer() else value
 
 
-def from_log(text: str, engine: str) -> dict[str, Any]:
+def from_log(text: str, engine: str) -> dict[str, int | float]:
     """Figures from the startup log; a figure printed once per buffer (llama.cpp) is summed."""
-    out: dict[str, Any] = {}
+    out: dict[str, int | float] = {}
     for key, pattern in adapter(engine).kv_log if engine in ADAPTERS else ():
         hits = re.findall(pattern, text)
         if not hits:
@@ -45,7 +45,7 @@ def from_log(text: str, engine: str) -> dict[str, Any]:
     return out
 
 
-def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> dict[str, Any]:
+def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> KvForm:
     """What one lane reports about its KV cache; empty figures are left out, never zero."""
     gauges = {}
     if snap is not None:

@@ -11,8 +11,8 @@ derives again.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any
 
+from qualify.ab.forms import DivergenceForm, LaneRuns, LosslessForm
 from qualify.ab.judges import no_lanes
 from qualify.ab.record import Record
 from qualify.gates.files import Params
@@ -25,7 +25,7 @@ Answers = dict[tuple[str, int, str], ChatOutcome]  # (lane, run, prompt) -> its 
 SNIPPET = 24
 
 
-def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> dict[str, Any]:
+def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> DivergenceForm:
     a, b = cand.content, ctrl.content
     at = next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
@@ -40,7 +40,7 @@ def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> 
     }
 
 
-def compare(answers: Answers, runs: dict[str, list[dict[str, Any]]], temperature: float) -> Any:
+def compare(answers: Answers, runs: LaneRuns, temperature: float) -> LosslessForm:
     """The `lossless` block of the A/B record: pairs, identical ones, control tokens compared
     and those before each pair's first divergence, and every divergent pair."""
     if temperature != 0:
@@ -52,22 +52,28 @@ def compare(answers: Answers, runs: dict[str, list[dict[str, Any]]], temperature
         for q in r["requests"]
         if q["failed"] is None
     }
-    out: dict[str, Any] = {"pairs": 0, "identical": 0, "tokens": 0, "tokens_before": 0}
+    pairs = identical = tokens = before = 0
     divergent = []
     for lane, run, prompt in sorted(answered):
         if lane != "candidate" or ("control", run, prompt) not in answered:
             continue
         cand, ctrl = answers[(lane, run, prompt)], answers[("control", run, prompt)]
-        out["pairs"] += 1
-        out["tokens"] += len(ctrl.content_ends)
+        pairs += 1
+        tokens += len(ctrl.content_ends)
         if cand.content == ctrl.content:
-            out["identical"] += 1
-            out["tokens_before"] += len(ctrl.content_ends)
+            identical += 1
+            before += len(ctrl.content_ends)
             continue
         d = _divergence(run, prompt, cand, ctrl)
-        out["tokens_before"] += d["token"]
+        before += d["token"]
         divergent.append(d)
-    return {**out, "divergent": divergent}
+    return {
+        "pairs": pairs,
+        "identical": identical,
+        "tokens": tokens,
+        "tokens_before": before,
+        "divergent": divergent,
+    }
 
 
 @judge("ab", "ab-lossless", Params)

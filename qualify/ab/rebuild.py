@@ -18,19 +18,31 @@ request), and each lane's KV figures.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from qualify.ab import lossless, table
 from qualify.ab.acceptance import response_drafts
-from qualify.ab.drive import WINDOW, request_record, summary
+from qualify.ab.drive import request_record, summary
+from qualify.ab.forms import (
+    LaneForm,
+    LaneRuns,
+    MetricRowForm,
+    RecordForm,
+    RequestForm,
+    RunForm,
+    Runs,
+    record_form,
+    window_of,
+)
 from qualify.ab.prompts import ABPrompt, load_prompts, shipped_path
 from qualify.ab.record import LANES, Record
 from qualify.ab.stats import bootstrap_delta_ci, within_noise
 from qualify.evidence.kept import AttemptView, NotKept
-from qualify.httpclient.chat import from_stream
+from qualify.httpclient.chat import ChatOutcome, from_stream
 
 
-def _request(view: AttemptView, q: dict[str, Any], prompts: dict[str, ABPrompt]) -> Any:
+def _request(
+    view: AttemptView, q: RequestForm, prompts: dict[str, ABPrompt]
+) -> tuple[RequestForm, ChatOutcome]:
     prompt = prompts.get(str(q.get("prompt")))
     if prompt is None:
         raise NotKept(f"request of prompt {q.get('prompt')!r}: not a prompt of the A/B's set")
@@ -40,17 +52,17 @@ def _request(view: AttemptView, q: dict[str, Any], prompts: dict[str, ABPrompt])
     again = request_record(prompt, ex, o, name)
     if again["server_source"] is None and q.get("server_source") is not None:
         view.trust("a server's histogram window (its per-request figures)")
-        again.update({k: q.get(k) for k in WINDOW})
+        again.update(window_of(q))
     return again, o
 
 
 def _run(
     view: AttemptView,
     lane: str,
-    r: dict[str, Any],
+    r: RunForm,
     prompts: dict[str, ABPrompt],
     answers: lossless.Answers,
-) -> dict[str, Any]:
+) -> RunForm:
     requests = r.get("requests") or []
     ids = [q.get("prompt") for q in requests]
     if sorted(map(str, ids)) != sorted(prompts):
@@ -80,7 +92,7 @@ def _run(
     }
 
 
-def _lane(view: AttemptView, lane: str, block: dict[str, Any], runs: list[dict[str, Any]]) -> Any:
+def _lane(view: AttemptView, lane: str, block: LaneForm, runs: Runs) -> LaneForm:
     recipe = view.candidate if lane == "candidate" else view.control
     if recipe is None:
         raise NotKept(f"the {lane} lane: no signed copy of its recipe in the run")
@@ -90,11 +102,11 @@ def _lane(view: AttemptView, lane: str, block: dict[str, Any], runs: list[dict[s
 
 def _rows(
     view: AttemptView,
-    sealed: dict[str, Any],
-    runs: dict[str, list[dict[str, Any]]],
+    sealed: RecordForm,
+    runs: LaneRuns,
     resamples: int,
     seed: int,
-) -> list[dict[str, Any]]:
+) -> list[MetricRowForm]:
     """The A/B table computed again. A row of the earlier form, with no paired statistic
     (`paired`), is computed as that form defined it: the interval of the delta of the lanes'
     run-level figures, resampling runs (`bootstrap_delta_ci`); which form a row takes is the
@@ -112,11 +124,12 @@ def _rows(
         b = table.run_values(runs["control"], row["metric"])
         ci = bootstrap_delta_ci(a, b, resamples, seed + i)
         row.pop("paired")
-        row.update(ci95=list(ci) if ci is not None else None, within_noise=within_noise(ci))
+        row["ci95"] = list(ci) if ci is not None else None
+        row["within_noise"] = within_noise(ci)
     return rows
 
 
-def _prompts(view: AttemptView, sealed: dict[str, Any]) -> dict[str, ABPrompt]:
+def _prompts(view: AttemptView, sealed: RecordForm) -> dict[str, ABPrompt]:
     """The prompt set the A/B recorded: the shipped one when the candidate names none (checked
     against it), else the candidate's own file, which the run does not keep (taken as recorded)."""
     recorded = [(str(p.get("id")), str(p.get("kind"))) for p in sealed.get("prompts") or []]
@@ -134,7 +147,7 @@ def _prompts(view: AttemptView, sealed: dict[str, Any]) -> dict[str, ABPrompt]:
 
 def rebuild(view: AttemptView) -> Record:
     """The A/B's record as its kept exchanges give it (see the module docstring)."""
-    sealed = copy.deepcopy(view.sealed)
+    sealed = record_form(copy.deepcopy(view.sealed))
     if view.candidate is None:
         raise NotKept("no signed candidate copy in the run")
     s = view.candidate.stages.ab
@@ -149,14 +162,14 @@ def rebuild(view: AttemptView) -> Record:
     if sealed.get("order") != [lane for _ in range(s.runs) for lane in LANES]:
         raise NotKept(f"its order is not the lanes in turn, {s.runs} runs each")
     answers: lossless.Answers = {}
-    runs: dict[str, list[dict[str, Any]]] = {
+    runs: LaneRuns = {
         lane: [
             _run(view, lane, r, prompts, answers)
             for r in (lanes_in.get(lane) or {}).get("runs") or []
         ]
         for lane in LANES
     }
-    lanes: dict[str, Any] = {
+    lanes: dict[str, LaneForm] = {
         lane: _lane(view, lane, lanes_in.get(lane) or {}, runs[lane]) for lane in LANES
     }
     if "lossless" in sealed:  # a record of an earlier build has none

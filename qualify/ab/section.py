@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qualify.ab.forms import run_form
 from qualify.ab.record import (
     LANES,
     Acceptance,
@@ -159,8 +160,8 @@ def runs_of(m: MetricRow) -> str:
 def paired_of(record: Record) -> dict[str, Paired]:
     """Per metric, the paired per-request summary: as the A/B stage recorded it, or computed
     now from the per-request timings it kept (older evidence), by the same function."""
-    cand = [r.model_dump(mode="json") for r in _runs(record, "candidate")]
-    ctrl = [r.model_dump(mode="json") for r in _runs(record, "control")]
+    cand = [run_form(r) for r in _runs(record, "candidate")]
+    ctrl = [run_form(r) for r in _runs(record, "control")]
     settings = record.settings
     resamples = (settings.bootstrap_resamples if settings else 0) or 2000
     seed = (settings.seed if settings else 0) or 0

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from qualify.ab import drive, kv
+from qualify.ab.forms import KvForm, LaneRuns, RunForm
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
 from qualify.ab.record import LANES, Energy, LaneEnergy, Record
 from qualify.ab.settings import ABSettings
@@ -37,7 +37,7 @@ def prompt_path(loaded: LoadedCandidate) -> Path:
     return resolve_path(loaded, rel) if rel else shipped_path()
 
 
-def level_fields(cand: Candidate, s: ABSettings) -> dict[str, Any]:
+def level_fields(cand: Candidate, s: ABSettings) -> dict[str, object]:
     """The request fields of the A/B's reasoning level: the named one, else the first."""
     if not cand.reasoning:
         return {}
@@ -67,7 +67,7 @@ def check_ab(loaded: LoadedCandidate) -> list[str]:
 
 def _plan(cand: Candidate, ps: PromptSet, run: int) -> drive.RunPlan:
     s = cand.stages.ab
-    base: dict[str, Any] = {
+    base: dict[str, object] = {
         "model": cand.identity.model,
         "max_tokens": s.max_tokens,
         "temperature": s.temperature,
@@ -99,11 +99,11 @@ def _server_log(ctx: StageContext) -> str:
     return kv.read_server_log(proc.attempt.path if proc is not None else None)
 
 
-async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], dict[str, Any]]:
+async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], LaneRuns, dict[str, KvForm]]:
     s = ctx.candidate.stages.ab
     order: list[str] = [lane for _ in range(s.runs) for lane in LANES]
-    runs: dict[str, list[dict[str, Any]]] = {lane: [] for lane in LANES}
-    kvs: dict[str, Any] = {}
+    runs: LaneRuns = {lane: [] for lane in LANES}
+    kvs: dict[str, KvForm] = {}
     with ctx.progress.task("ab: paired runs", len(order)) as task:
         for i, lane in enumerate(order):
             run = i // len(LANES) + 1
@@ -121,7 +121,7 @@ async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], dict[str,
                 snap = await scrape(client)
                 kvs[lane] = kv.lane_kv(lc.identity.engine, d, snap, _server_log(ctx))
             task.advance(1, f"ab: {lane} run {run}")
-    return order, {"runs": runs, "kv": kvs}
+    return order, runs, kvs
 
 
 def _meter(ctx: StageContext) -> drive.Meter:
@@ -136,6 +136,12 @@ def _meter(ctx: StageContext) -> drive.Meter:
         return window_energy({}, t0, t1) | {"why": f"{NO_TELEMETRY} (no sampler in this run)"}
 
     return meter
+
+
+def _energy(run: RunForm) -> Energy | None:
+    """A measured run's energy (`qualify.ab.drive.energy_of`); None when it has none."""
+    e = run.get("energy")
+    return e if isinstance(e, Energy) else None
 
 
 def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
@@ -173,16 +179,16 @@ async def ab(ctx: StageContext) -> StageResult:
         return _no_control(ctx)
     s: ABSettings = ctx.candidate.stages.ab
     ps = load_prompts(prompt_path(ctx.loaded))
-    order, got = await _drive(ctx, ps)
+    order, runs_of, kvs = await _drive(ctx, ps)
     # What the rebuild (`qualify.ab.rebuild`) takes as recorded: the lanes' recipes, figures,
     # table, acceptance, lists and fidelity it derives from the kept exchanges.
     lanes = {
         lane: {
             "runs": runs,
-            "kv": got["kv"].get(lane),
-            "energy": lane_energy([r.get("energy") for r in runs]),
+            "kv": kvs.get(lane),
+            "energy": lane_energy([_energy(r) for r in runs]),
         }
-        for lane, runs in got["runs"].items()
+        for lane, runs in runs_of.items()
     }
     data = {
         "runs": s.runs,

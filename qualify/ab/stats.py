@@ -24,8 +24,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterator
-from typing import Any
 
+from qualify.ab.forms import PairedForm
 from qualify.httpclient.timing import median, percentile
 
 TOO_WIDE_PCT = 100.0
@@ -144,7 +144,7 @@ def paired_summary(
     seed: int = 0,
     level: float = 95.0,
     exact: bool = True,
-) -> dict[str, Any]:
+) -> PairedForm:
     """The median of paired relative differences (in %) and its bootstrap interval over
     prompts. `pairs` holds (prompt id, difference in %), one entry per request pair.
 
@@ -158,7 +158,7 @@ def paired_summary(
     values = [d for ds in by_prompt.values() for d in ds]
     k = len(by_prompt)
     whole = exact and k >= MIN_PROMPTS and math.comb(2 * k - 1, k) <= EXACT_MAX
-    out: dict[str, Any] = {
+    out: PairedForm = {
         "pairs": len(values),
         "prompts": k,
         "median_pct": median(values),

@@ -4,18 +4,24 @@ differences with their bootstrap interval over prompts (`qualify.ab.stats.paired
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Literal
 
 from qualify.ab.acceptance import combine
 from qualify.ab.drive import timing_of
+from qualify.ab.forms import (
+    LaneForm,
+    LaneRuns,
+    ListedForm,
+    MetricRowForm,
+    OverLanesForm,
+    RequestForm,
+    Runs,
+)
 from qualify.ab.record import LANES, Run
 from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
 from qualify.candidate import Candidate
 from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
-
-Runs = list[dict[str, Any]]
-"""One lane's runs in the record's JSON form (`qualify.ab.record.Run` dumped)."""
 
 # (name, unit, which direction is better)
 METRICS: tuple[tuple[str, str, str], ...] = (
@@ -28,7 +34,7 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def run_values(runs: list[dict[str, Any]], metric: str) -> list[float]:
+def run_values(runs: Runs, metric: str) -> list[float]:
     """A metric's run-level values: a run's p50, or its aggregate output tok/s."""
     out = []
     for r in runs:
@@ -42,10 +48,12 @@ def run_values(runs: list[dict[str, Any]], metric: str) -> list[float]:
     return out
 
 
-def lane_figures(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+def lane_figures(
+    runs: Runs,
+) -> tuple[dict[str, float | None], dict[str, list[float] | None]]:
     """The lane figure (median of run-level values) and the run-to-run spread of each metric."""
-    figure: dict[str, Any] = {}
-    spreads: dict[str, Any] = {}
+    figure: dict[str, float | None] = {}
+    spreads: dict[str, list[float] | None] = {}
     for name, _, _ in METRICS:
         values = run_values(runs, name)
         figure[name] = median(values)
@@ -54,7 +62,7 @@ def lane_figures(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, 
     return figure, spreads
 
 
-def lane_block(recipe: Candidate, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def lane_block(recipe: Candidate, runs: Runs) -> LaneForm:
     """A lane's recipe as the record names it, its runs, figures, spreads and acceptance."""
     figure, spreads = lane_figures(runs)
     return {
@@ -69,16 +77,14 @@ def lane_block(recipe: Candidate, runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _listed(runs: dict[str, list[dict[str, Any]]], key: str) -> list[dict[str, Any]]:
+def _listed(runs: LaneRuns, key: Literal["excluded", "degenerate"]) -> list[ListedForm]:
     """Every run's `excluded` or `degenerate` entries, each naming its lane and run."""
     return [
         {"lane": lane, "run": r["run"], **e} for lane in LANES for r in runs[lane] for e in r[key]
     ]
 
 
-def over_lanes(
-    runs: dict[str, list[dict[str, Any]]], lanes: dict[str, Any], concurrency: int
-) -> dict[str, Any]:
+def over_lanes(runs: LaneRuns, lanes: dict[str, LaneForm], concurrency: int) -> OverLanesForm:
     """What the record says over both lanes: the candidate's acceptance, the excluded and
     degenerate requests, and the timing fidelity."""
     engines: dict[str, str] = {lane: str(lanes[lane]["engine"]) for lane in LANES}
@@ -90,13 +96,11 @@ def over_lanes(
     }
 
 
-def _counted(q: dict[str, Any]) -> bool:
+def _counted(q: RequestForm) -> bool:
     return not q.get("failed") and not q.get("excluded") and not q.get("degenerate")
 
 
-def pairs(
-    cand: list[dict[str, Any]], ctrl: list[dict[str, Any]], metric: str
-) -> list[tuple[str, float]]:
+def pairs(cand: Runs, ctrl: Runs, metric: str) -> list[tuple[str, float]]:
     """(prompt, relative difference in %) for every request both lanes answered and counted at
     the same run and prompt; for the aggregate output, one pair per run (prompt `run N`)."""
     out: list[tuple[str, float]] = []
@@ -123,14 +127,14 @@ def pairs(
 
 def metric_rows(
     cand: Runs, ctrl: Runs, resamples: int, seed: int, exact: bool = True
-) -> list[dict[str, Any]]:
+) -> list[MetricRowForm]:
     """One row per metric: both lane figures (median of run-level values, with how many runs
     gave one), the delta and its percentage, and `paired`: the median of the per-request
     relative differences with its bootstrap interval over prompts. `ci95` is that interval in
     the metric's unit (per cent of the control's figure); `within_noise` is read from it, and
     is None when the interval is missing or too wide to say anything ("too few samples");
     `exact` False computes the resampled intervals of records made before (`paired_summary`)."""
-    rows = []
+    rows: list[MetricRowForm] = []
     for i, (name, unit, better) in enumerate(METRICS):
         a, b = run_values(cand, name), run_values(ctrl, name)
         fa, fb = median(a), median(b)
@@ -169,7 +173,7 @@ def same_in_every_request(runs: Iterable[Run], a: str, b: str) -> bool:
     return seen
 
 
-def _identical(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
+def _identical(lanes: LaneRuns) -> dict[str, int]:
     """Paired requests whose visible answers are byte-identical across the lanes.
 
     At temperature 0 a lossless drafter changes speed, not text; differing answers mean the
@@ -191,16 +195,16 @@ def _identical(lanes: dict[str, list[dict[str, Any]]]) -> dict[str, int]:
     return {"pairs": pairs, "identical": same}
 
 
-def _chunking(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def _chunking(runs: Runs) -> dict[str, float | None]:
     """What counting SSE chunks instead of usage tokens would have reported for one lane."""
     tokens = sum(r["completion_tokens"] for r in runs)
     chunks = sum(r["token_chunks"] for r in runs)
     usage_fig = median(run_values(runs, "decode_tok_s"))
     chunk_fig = median(
         [
-            float(r["p50"]["decode_tok_s_if_chunks_counted"])
+            float(v)
             for r in runs
-            if r["p50"].get("decode_tok_s_if_chunks_counted") is not None
+            if (v := r["p50"].get("decode_tok_s_if_chunks_counted")) is not None
         ]
     )
     err = 100.0 * (chunk_fig - usage_fig) / usage_fig if chunk_fig and usage_fig else None
@@ -214,9 +218,7 @@ def _chunking(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def fidelity(
-    lanes: dict[str, list[dict[str, Any]]], engines: dict[str, str], concurrency: int
-) -> dict[str, Any]:
+def fidelity(lanes: LaneRuns, engines: dict[str, str], concurrency: int) -> dict[str, object]:
     """The client's timings against the server's own (`qualify.httpclient.timing.fidelity`)
     over every answered timed request, overall and per lane with the lane's engine (the
     `fidelity` gate judges each lane), plus chunk counting and identical outputs."""

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from qualify.context.forms import CaseForm
 from qualify.context.record import Case
 from qualify.gates.files import default_gates_dir
 from qualify.httpclient.chat import ChatOutcome, ToolCall
@@ -44,7 +45,7 @@ RESULT = '{"city": "Paris", "temperature": "13.4 C", "station": "ORLY-4471"}'
 RESULT_EXPECT = ("13.4",)
 
 
-def load_tools(gates_dir: Path) -> list[dict[str, Any]]:
+def load_tools(gates_dir: Path) -> list[dict[str, object]]:
     """The typed tools the preflight declares, from the gates folder in use (else the
     project's)."""
     for base in (gates_dir, default_gates_dir()):
@@ -80,7 +81,7 @@ def _problem(o: ChatOutcome) -> str | None:
     return None
 
 
-def record(case: CaseName, o: ChatOutcome, files: list[str]) -> dict[str, Any]:
+def record(case: CaseName, o: ChatOutcome, files: list[str]) -> CaseForm:
     """What the server answered to one case, as the gates read it."""
     return {
         "case": case,
@@ -98,7 +99,9 @@ def record(case: CaseName, o: ChatOutcome, files: list[str]) -> dict[str, Any]:
     }
 
 
-def judge_case(case: Case | dict[str, Any], tools: Sequence[Mapping[str, Any]]) -> list[str]:
+def judge_case(
+    case: Case | Mapping[str, object], tools: Sequence[Mapping[str, object]]
+) -> list[str]:
     """Why one case's answer is wrong (empty when it is right), by the preflight's judges."""
     rec = case if isinstance(case, Case) else Case.model_validate(case)
     said = rec.answer.strip()

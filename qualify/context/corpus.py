@@ -13,7 +13,10 @@ import secrets
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from qualify.context.forms import NeedleForm
 
 Kind = Literal["prose", "list", "code"]
 KINDS: tuple[Kind, ...] = ("prose", "list", "code")
@@ -89,7 +92,7 @@ class Needles:
         flat = _DIGIT_GAP.sub("", answer)
         return {str(n.depth): n.value in flat for n in self.pair}
 
-    def as_dict(self) -> list[dict[str, object]]:
+    def as_dict(self) -> list[NeedleForm]:
         return [{"depth": n.depth, "subject": n.subject, "value": n.value} for n in self.pair]
 
 

@@ -13,11 +13,19 @@ text wholesale, so its "speed" says nothing about the candidate.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from qualify.ab.acceptance import between
 from qualify.context.corpus import Needles
+from qualify.context.forms import (
+    AskedForm,
+    DecodeKey,
+    PromptKey,
+    RowForm,
+    StreamForm,
+    WarmupForm,
+)
 from qualify.context.tasks import Task, Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
@@ -32,8 +40,14 @@ from qualify.vram.sampler import Parts, gpu_over, marked
 # After the last byte of a stream the engine may take a moment to free the slot.
 AFTER_GRACE_S = 5.0
 # Figures of the prompt, over every stream; figures of the answer, over non-degenerate ones.
-PROMPT_KEYS = ("ttfo_s", "ttft_s", "effective_prefill_tok_s")
-DECODE_KEYS = ("decode_tok_s", "generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms")
+PROMPT_KEYS: tuple[PromptKey, ...] = ("ttfo_s", "ttft_s", "effective_prefill_tok_s")
+DECODE_KEYS: tuple[DecodeKey, ...] = (
+    "decode_tok_s",
+    "generation_s",
+    "e2e_s",
+    "itl_p50_ms",
+    "itl_p95_ms",
+)
 _MEDIAN_KEYS = PROMPT_KEYS + DECODE_KEYS
 
 
@@ -66,7 +80,7 @@ def stream_problem(o: ChatOutcome) -> str | None:
     return None
 
 
-def warmup_answer(o: ChatOutcome) -> dict[str, object]:
+def warmup_answer(o: ChatOutcome) -> WarmupForm:
     """What a warm-up's record says of its answer (the stage and `verify` alike)."""
     return {
         "problem": stream_problem(o),
@@ -77,7 +91,7 @@ def warmup_answer(o: ChatOutcome) -> dict[str, object]:
     }
 
 
-def asked_answer(o: ChatOutcome, task: Task) -> dict[str, object]:
+def asked_answer(o: ChatOutcome, task: Task) -> AskedForm:
     """What a task asked on its own says of its answer, checked (the stage and `verify`)."""
     return {
         "problem": stream_problem(o),
@@ -92,12 +106,19 @@ def asked_answer(o: ChatOutcome, task: Task) -> dict[str, object]:
 
 def stream_row(
     o: ChatOutcome, t: RequestTiming, needles: Needles, files: list[str], tasks: Tasks | None
-) -> dict[str, Any]:
+) -> StreamForm:
     return {
         "actual_prompt_tokens": t.prompt_tokens,
         "cached_tokens": t.cached_tokens,
         "completion_tokens": t.completion_tokens,
-        **{k: getattr(t, k) for k in _MEDIAN_KEYS},
+        "ttfo_s": t.ttfo_s,
+        "ttft_s": t.ttft_s,
+        "effective_prefill_tok_s": t.effective_prefill_tok_s,
+        "decode_tok_s": t.decode_tok_s,
+        "generation_s": t.generation_s,
+        "e2e_s": t.e2e_s,
+        "itl_p50_ms": t.itl_p50_ms,
+        "itl_p95_ms": t.itl_p95_ms,
         "sse_chunks": t.sse_chunks,
         "chunks_per_token": t.chunks_per_token,
         "finish_reason": o.finish_reason,
@@ -117,12 +138,12 @@ def stream_row(
     }
 
 
-def _med(values: list[Any]) -> float | None:
+def _med(values: Sequence[float | None]) -> float | None:
     nums = [float(v) for v in values if isinstance(v, int | float)]
     return median(nums)
 
 
-def aggregate_rate(streams: list[dict[str, Any]], span_s: float) -> float | None:
+def aggregate_rate(streams: list[StreamForm], span_s: float) -> float | None:
     """The cell's output tok/s over its wall span: none when a stream has no usage tokens or a
     degenerate answer (its tokens are no measure of speed). The span is not kept raw: the
     stage records this figure and the rebuild takes it as recorded."""
@@ -131,7 +152,7 @@ def aggregate_rate(streams: list[dict[str, Any]], span_s: float) -> float | None
     return sum(done) / span_s if done and whole and span_s > 0 else None
 
 
-def summarize(row: dict[str, Any], streams: list[dict[str, Any]]) -> None:
+def summarize(row: RowForm, streams: list[StreamForm]) -> None:
     """Row figures: medians over the cell's streams (decode figures over its non-degenerate
     ones); cached tokens the largest of them."""
     speed = [s for s in streams if not s["degenerate"]]
@@ -142,8 +163,8 @@ def summarize(row: dict[str, Any], streams: list[dict[str, Any]]) -> None:
     ]
     for k in PROMPT_KEYS:
         row[k] = _med([s[k] for s in streams])
-    for k in DECODE_KEYS:
-        row[k] = _med([s[k] for s in speed])
+    for key in DECODE_KEYS:
+        row[key] = _med([s[key] for s in speed])
     prompt = _med([s["actual_prompt_tokens"] for s in streams])
     row["actual_prompt_tokens"] = None if prompt is None else round(prompt)
     cached = [s["cached_tokens"] for s in streams if isinstance(s["cached_tokens"], int)]
@@ -159,7 +180,7 @@ def summarize(row: dict[str, Any], streams: list[dict[str, Any]]) -> None:
     row["answer"] = streams[0]["answer"] if streams else ""
 
 
-def verdict(row: dict[str, Any], streams: list[dict[str, Any]], needles: Needles) -> None:
+def verdict(row: RowForm, streams: list[StreamForm], needles: Needles) -> None:
     """The cell's verdict from its streams: error on a stream that cannot be counted, fail on a
     needle missed."""
     problems = [f"stream {i + 1}: {s['problem']}" for i, s in enumerate(streams) if s["problem"]]
@@ -177,18 +198,18 @@ def verdict(row: dict[str, Any], streams: list[dict[str, Any]], needles: Needles
     row["reasons"] = missed
 
 
-def _idle_error(row: dict[str, Any], when: str, report: IdleReport) -> dict[str, Any]:
+def _idle_error(row: RowForm, when: str, report: IdleReport) -> RowForm:
     row["verdict"] = Verdict.ERROR.value
     row["reasons"] = [f"not counted: {when} the cell, {report.reason}"]
     return row
 
 
-async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[str, Any]:
+async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> RowForm:
     """Run one cell and return its draft row: what the rebuild (`qualify.context.rebuild`)
     takes as recorded (the idle checks, the sampler's figures over the cell, the server's
     latency-histogram window, the counters' deltas, the aggregate rate over the cell's span)
     and each stream's evidence files, from which it derives everything else."""
-    row: dict[str, Any] = {
+    row: RowForm = {
         "target": cell.target,
         "pass": cell.pass_,
         "content": cell.content,
@@ -199,9 +220,12 @@ async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[
     before = await wait_idle(drv.client, drv.dialect, drv.idle_wait_s)
     row["idle"] = {"before": before.as_dict()}
     if before.idle is False:  # nothing sent: the row is all as recorded
-        row.update({k: None for k in _MEDIAN_KEYS}, streams=[], needles={"50": False, "99": False})
-        row.update(answer="", actual_prompt_tokens=None, cached_tokens=None)
-        row.update(completion_tokens=None, aggregate_output_tok_s=None, degenerate=[], notes=[])
+        for k in _MEDIAN_KEYS:
+            row[k] = None
+        row["streams"], row["needles"] = [], {"50": False, "99": False}
+        row["answer"], row["actual_prompt_tokens"], row["cached_tokens"] = "", None, None
+        row["completion_tokens"], row["aggregate_output_tok_s"] = None, None
+        row["degenerate"], row["notes"] = [], []
         return _idle_error(row, "before", before)
     label = f"ctx-{cell.target}-{cell.content}-c{len(cell.prompts)}-{cell.pass_}"
     sends = (drv.send(p, f"{label}-s{i + 1}") for i, p in enumerate(cell.prompts))
@@ -227,7 +251,7 @@ async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> dict[
     return row
 
 
-def warm_note(row: dict[str, Any]) -> dict[str, Any]:
+def warm_note(row: RowForm) -> RowForm:
     """A warm row that was not served from the prefix cache says so (it is still published)."""
     cached, prompt = row.get("cached_tokens"), row.get("actual_prompt_tokens")
     row.setdefault("notes", [])

@@ -18,10 +18,20 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Any
 
 from qualify.context import battery, ladder
 from qualify.context.corpus import Needle, Needles
+from qualify.context.forms import (
+    AuditForm,
+    BatteryForm,
+    ContentForm,
+    DegenerateStreamForm,
+    PassSpeedForm,
+    RowForm,
+    RungForm,
+    StreamForm,
+    record_form,
+)
 from qualify.context.record import Record
 from qualify.context.tasks import Task, Tasks
 from qualify.evidence.kept import AttemptView, NotKept
@@ -50,7 +60,7 @@ def _kept(view: AttemptView, files: object, stream: bool) -> tuple[Exchange, Cha
     return ex, from_stream(ex) if stream else from_response(ex)
 
 
-def _needles(info: dict[str, Any]) -> Needles:
+def _needles(info: ContentForm) -> Needles:
     try:
         a, b = (
             Needle(int(n["depth"]), str(n["subject"]), str(n["value"])) for n in info["needles"]
@@ -60,7 +70,7 @@ def _needles(info: dict[str, Any]) -> Needles:
     return Needles((a, b))
 
 
-def _tasks(info: dict[str, Any]) -> Tasks:
+def _tasks(info: ContentForm) -> Tasks:
     try:
         return Tasks(
             tuple(
@@ -89,12 +99,16 @@ def _held(ex: Exchange, needles: Needles, tasks: Tasks, where: str) -> None:
 
 
 def _row(
-    view: AttemptView, row: dict[str, Any], contents: dict[str, Any], timings: dict[int, Any]
-) -> dict[str, Any]:
+    view: AttemptView,
+    row: RowForm,
+    contents: dict[str, ContentForm],
+    timings: dict[int, list[RequestTiming]],
+) -> RowForm:
     info = contents.get(row["content"]) or {}
     needles, tasks = _needles(info), _tasks(info)
     where = f"{row['target']} {row['pass']} {row['content']} c={row['concurrency']}"
-    streams, counted = [], []
+    streams: list[StreamForm] = []
+    counted: list[RequestTiming] = []
     for s in row.get("streams") or []:
         ex, o = _kept(view, s.get("files"), True)
         _held(ex, needles, tasks, where)
@@ -127,7 +141,7 @@ def _row(
 
 
 def _windowed(
-    view: AttemptView, row: dict[str, Any], out: dict[str, Any], keep: list[RequestTiming]
+    view: AttemptView, row: RowForm, out: RowForm, keep: list[RequestTiming]
 ) -> list[RequestTiming]:
     """The cell's counted timings compared with the server's latency histograms over the cell,
     as the live ladder does (`with_server_window`), from the window the sealed row kept: the
@@ -139,12 +153,12 @@ def _windowed(
     window = kept.get("window")
     if window is not None:
         view.trust("each cell's server latency-histogram window (the scrapes around it)")
-    server = None if window is None else ServerWindow.from_dict(window)
+    server = ServerWindow.from_dict(window) if isinstance(window, dict) else None
     keep, out["server_window"] = with_server_window(keep, server)
     return keep
 
 
-def _contents(view: AttemptView, contents: dict[str, Any]) -> dict[str, Any]:
+def _contents(view: AttemptView, contents: dict[str, ContentForm]) -> dict[str, ContentForm]:
     """Each content's warm-ups and tasks asked on their own, from their exchanges."""
     out = copy.deepcopy(contents)
     for kind, info in out.items():
@@ -155,7 +169,8 @@ def _contents(view: AttemptView, contents: dict[str, Any]) -> dict[str, Any]:
             w.update(ladder.warmup_answer(o))
         by_kind = {t.kind: t for t in tasks.items}
         for a in info.get("asked") or []:
-            task = by_kind.get(a.get("kind"))
+            asked = a.get("kind")
+            task = by_kind.get(asked) if asked is not None else None
             if task is None:
                 raise NotKept(f"{kind}: a task asked on its own is not one the rung records")
             ex, o = _kept(view, a.get("files"), True)
@@ -164,7 +179,7 @@ def _contents(view: AttemptView, contents: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _battery(view: AttemptView, bat: dict[str, Any] | None) -> dict[str, Any] | None:
+def _battery(view: AttemptView, bat: BatteryForm | None) -> BatteryForm | None:
     if not bat:
         return bat
     from qualify.gates.files import default_gates_dir
@@ -182,7 +197,7 @@ def _battery(view: AttemptView, bat: dict[str, Any] | None) -> dict[str, Any] | 
     return out
 
 
-def _planned(view: AttemptView, targets: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+def _planned(view: AttemptView, targets: list[RungForm], rows: list[RowForm]) -> None:
     """The rungs are the signed candidate's targets, and every rung that ran holds one row per
     content, pass and concurrency the candidate names: no cell left out."""
     assert view.candidate is not None
@@ -205,7 +220,7 @@ def _planned(view: AttemptView, targets: list[dict[str, Any]], rows: list[dict[s
 
 def rebuild(view: AttemptView) -> Record:
     """The context stage's record as its kept exchanges give it (see the module docstring)."""
-    sealed = copy.deepcopy(view.sealed)
+    sealed = record_form(copy.deepcopy(view.sealed))
     if view.candidate is None:
         raise NotKept("no signed candidate copy in the run")
     if not any("acceptance" in r for r in sealed.get("rows") or []):
@@ -219,7 +234,8 @@ def rebuild(view: AttemptView) -> Record:
     timings: dict[int, list[RequestTiming]] = {}
     rows = []
     for row in sealed.get("rows") or []:
-        rung = by_target.get(row.get("target"))
+        target = row.get("target")
+        rung = by_target.get(target) if target is not None else None
         if rung is None:
             raise NotKept(f"a row of target {row.get('target')} is of no rung")
         rows.append(_row(view, row, rung["contents"], timings))
@@ -238,7 +254,7 @@ def rebuild(view: AttemptView) -> Record:
     )
 
 
-def fidelity_summary(engine: str, timings: dict[int, list[RequestTiming]]) -> dict[str, Any]:
+def fidelity_summary(engine: str, timings: dict[int, list[RequestTiming]]) -> dict[str, object]:
     """`qualify.httpclient.timing.fidelity` over every counted stream, and per concurrency (the
     TTFT bound depends on it: queued requests wait before the server's prompt time starts)."""
     every = [t for ts in timings.values() for t in ts]
@@ -249,7 +265,7 @@ def fidelity_summary(engine: str, timings: dict[int, list[RequestTiming]]) -> di
     }
 
 
-def degenerate_streams(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def degenerate_streams(rows: list[RowForm]) -> list[DegenerateStreamForm]:
     """Every stream whose answer is degenerate, with where it ran: kept, and never a speed."""
     return [
         {
@@ -270,10 +286,10 @@ def degenerate_streams(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def speed_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def speed_summary(rows: list[RowForm]) -> dict[str, PassSpeedForm]:
     """Per pass, decode tok/s over the counted streams whose answers are not degenerate, by rung
     (planned tokens) and over all rungs, with how many degenerate streams were left out."""
-    out: dict[str, Any] = {}
+    out: dict[str, PassSpeedForm] = {}
     for pass_ in ("warm", "cold"):
         counted = [
             (row["planned_tokens"], s)
@@ -298,13 +314,13 @@ def speed_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def audit_summary(rungs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> dict[str, Any]:
+def audit_summary(rungs: list[RungForm], rows: list[RowForm]) -> dict[str, list[AuditForm]]:
     """Per rung, content, task kind and pass, how many timed answers got the task right: the
     numbered answers of the warm and cold cells (`combined`), and the warm task asked on its
     own (`own question`). Cold and warm are never added together."""
-    by: dict[tuple[int, str, str, str, str], dict[str, Any]] = {}
+    by: dict[tuple[int, str, str, str, str], AuditForm] = {}
 
-    def add(r: dict[str, Any], content: str, kind: str, pass_: str, form: str, ok: bool) -> None:
+    def add(r: RungForm, content: str, kind: str, pass_: str, form: str, ok: bool) -> None:
         key = (r["planned_tokens"], content, kind, pass_, form)
         e = by.setdefault(
             key,

@@ -203,7 +203,7 @@ def figures(ctx: Record | None, gates: list[GateOutcome]) -> list[str]:
 
 def _context_cell(row: Row, level: str | None) -> Cell:
     key = f"{row.planned_tokens} {row.pass_} {row.content} c={row.concurrency}"
-    setting = {
+    setting: dict[str, object] = {
         "planned_tokens": row.planned_tokens,
         "pass": row.pass_,
         "content": row.content,
@@ -229,7 +229,8 @@ def _context_cell(row: Row, level: str | None) -> Cell:
 def diff_cells(rec: Record) -> list[Cell]:
     """Per rung (the size run), pass, content and concurrency: every counted stream's figures;
     per rung and task kind, the audit's checks passed (`audits`, when the stage ran them)."""
-    level = given(rec, ("level",))["level"]
+    written = given(rec, ("level",))["level"]
+    level = written if isinstance(written, str) else None
     out = [_context_cell(row, level) for row in rec.rows if row.verdict != "error"]
     tasks: dict[str, Cell] = {}
     for a in rec.audits.by_kind if rec.audits else []:

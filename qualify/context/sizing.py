@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import adapter
@@ -44,7 +43,7 @@ class Counter:
     _wrap: tuple[str, str, str] | None = None
     log: list[dict[str, object]] = field(default_factory=list)
 
-    async def _call(self, path: str, body: Any) -> Exchange:
+    async def _call(self, path: str, body: object) -> Exchange:
         self.calls += 1
         ex = await self.client.post(path, body)
         self.log.append({"path": path, "status": ex.status, "error": ex.error})

@@ -18,11 +18,11 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.context import battery
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
+from qualify.context.forms import AskedForm, BatteryForm, ContentForm, RowForm, RungForm, WarmupForm
 from qualify.context.ladder import Cell, run_cell
 from qualify.context.record import Record
 from qualify.context.settings import ContextSettings
@@ -44,13 +44,13 @@ class Rung:
     clamped: bool
     window: int
     same_as: int | None = None
-    contents: dict[str, Any] = field(default_factory=dict)
+    contents: dict[str, ContentForm] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     tokenizer_calls: int = 0
     cold_tokenizer_calls: int = 0
     wall_s: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> RungForm:
         return {
             "target": self.target,
             "planned_tokens": self.planned,
@@ -75,7 +75,7 @@ def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
     return rungs
 
 
-def level_of(cand: Candidate, s: ContextSettings) -> tuple[str, dict[str, Any]]:
+def level_of(cand: Candidate, s: ContextSettings) -> tuple[str, dict[str, object]]:
     name = s.level or next(iter(cand.reasoning))
     return name, cand.reasoning[name].request_fields()
 
@@ -120,8 +120,8 @@ class Ladder:
     drv: Sender
     rng: random.Random
     seed: int
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    battery: dict[str, Any] | None = None
+    rows: list[RowForm] = field(default_factory=list)
+    battery: BatteryForm | None = None
     parts: Parts | None = None
 
     def tasks_for(self, r: Rung, kind: Kind, needles: Needles) -> tuple[Tasks, str | None]:
@@ -163,7 +163,7 @@ class Ladder:
         finally:
             r.tokenizer_calls += self.counter.calls - calls0
         doc = document(source, sized.chars, needles, extra)
-        info: dict[str, Any] = {
+        info: ContentForm = {
             "sizing": sized.as_dict(),
             "tokenizer_calls": self.counter.calls - calls0,
             "method": self.counter.method,
@@ -199,7 +199,7 @@ class Ladder:
         if deepest and s.tool_battery:
             self.battery = await self.tool_battery(r, kind, source, needles)
 
-    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> dict[str, object]:
+    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> AskedForm:
         """One task asked on its own (warm: the document is in the prefix cache); the rebuild
         checks its answer (`ladder.asked_answer`)."""
         drv = replace(self.drv, body={**self.drv.body, "max_tokens": self.settings.task_max_tokens})
@@ -208,12 +208,12 @@ class Ladder:
 
     async def tool_battery(
         self, r: Rung, kind: Kind, source: Source, needles: Needles
-    ) -> dict[str, Any]:
+    ) -> BatteryForm:
         """Typed, streamed and tool-result calls behind the deepest rung's document, the
         prompt with its tools sized to the rung's planned tokens (`qualify.context.battery`)."""
         tools = battery.load_tools(self.ctx.gates_dir)
         nonce = new_nonce()
-        out: dict[str, Any] = {
+        out: BatteryForm = {
             "target": r.target,
             "planned_tokens": r.planned,
             "content": kind,
@@ -250,7 +250,7 @@ class Ladder:
             **base,
             "messages": battery.continuation(first(sized.chars, battery.RESULT_PROMPT)),
         }
-        cases: list[tuple[battery.CaseName, dict[str, Any]]] = [
+        cases: list[tuple[battery.CaseName, dict[str, object]]] = [
             ("typed", call),
             ("streaming", streamed),
             ("tool-result", result),
@@ -263,7 +263,7 @@ class Ladder:
         return out
 
     async def cold(
-        self, build: Callable[[int, str], Messages], sized: Sized, info: dict[str, Any]
+        self, build: Callable[[int, str], Messages], sized: Sized, info: ContentForm
     ) -> Messages:
         """The rung's document behind a new nonce, with exactly the warm prompt's tokens."""
 
@@ -276,7 +276,7 @@ class Ladder:
         info["cold_fits"].append(fitted.as_dict())
         return build(fitted.chars, fitted.nonce)
 
-    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> dict[str, object]:
+    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> WarmupForm:
         _, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
         return {"n": i + 1, "files": files}  # its answer: the rebuild's (`ladder.warmup_answer`)
 

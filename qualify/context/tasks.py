@@ -25,9 +25,12 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from qualify.context.corpus import KINDS, text
+
+if TYPE_CHECKING:
+    from qualify.context.forms import TaskForm
 
 TaskKind = Literal["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
 TASK_KINDS: tuple[TaskKind, ...] = (
@@ -121,7 +124,7 @@ class Task:
         missed = [v for v in self.expect if v not in words]
         return {"passed": not missed, "missed": missed, "expected": list(self.expect)}
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> TaskForm:
         return {
             "kind": self.kind,
             "depths": self.depths,
@@ -224,7 +227,7 @@ class Tasks:
     def lines(self) -> list[tuple[int, str]]:
         return [line for t in self.items for line in t.lines]
 
-    def as_dict(self) -> list[dict[str, object]]:
+    def as_dict(self) -> list[TaskForm]:
         return [t.as_dict() for t in self.items]
 
 

@@ -4,8 +4,6 @@ change for the answer to change, and the failed attempts grouped by cause."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from qualify.decision import causes
 from qualify.evidence.store import RESULT, RunDir
 from qualify.present.record import DecisionRecord, GateOutcome
@@ -55,7 +53,7 @@ def blocking(run: RunDir, record: DecisionRecord, once: Once) -> list[dict[str, 
 
 def cause_rows(
     run: RunDir, record: DecisionRecord, groups: list[causes.Cause], once: Once
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Each cause as the document shows it: tag, what it is, how many gates, one reason said
     once with its evidence link, the action, and every gate key with its own link."""
     links = {b["key"]: b for b in blocking(run, record, Once())}

@@ -71,7 +71,7 @@ class VerifyReport:
 
     envelope: Path
     run: Path | None = None
-    statement: dict[str, Any] | None = None
+    statement: dict[str, Any] | None = None  # raw signed JSON
     signer: str | None = None
     payload_sha256: str | None = None
     problems: list[str] = field(default_factory=list)
@@ -86,7 +86,7 @@ class VerifyReport:
         return self.statement is not None and not self.problems
 
     @property
-    def predicate(self) -> dict[str, Any]:
+    def predicate(self) -> dict[str, Any]:  # raw signed JSON
         p = (self.statement or {}).get("predicate")
         return p if isinstance(p, dict) else {}
 
@@ -108,7 +108,7 @@ class VerifyReport:
         return next((s.sha256 for s in self.subject_list() if s.name == name), None)
 
 
-def _parse(payload: bytes) -> dict[str, Any]:
+def _parse(payload: bytes) -> dict[str, Any]:  # raw signed JSON
     try:
         stmt = json.loads(payload)
     except ValueError as exc:
@@ -122,7 +122,7 @@ def _parse(payload: bytes) -> dict[str, Any]:
     return stmt
 
 
-def _canonical(env: dict[str, Any], raw: bytes, signer: str) -> str | None:
+def _canonical(env: dict[str, Any], raw: bytes, signer: str) -> str | None:  # raw signed JSON
     """Why the envelope is not exactly what `qualify` writes (one signature, its keyid, no
     other field, the same bytes), None when it is; its unsigned parts cannot vary."""
     if set(env) != {"payload", "payloadType", "signatures"}:
@@ -402,7 +402,7 @@ def _again(report: VerifyReport, view: RunView, rules: PolicyRules, signed: dict
         report.notes += notes
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = json.dumps(value)
     return text if len(text) <= 160 else text[:157] + "..."
 

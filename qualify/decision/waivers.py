@@ -133,7 +133,7 @@ def _open(raw: bytes, approvers: list[Approver]) -> tuple[Approver, dict[str, An
     raise ValueError("no pinned waiver approver key verifies it")
 
 
-def _mismatch(data: dict[str, Any], b: Binding) -> str | None:
+def _mismatch(data: dict[str, Any], b: Binding) -> str | None:  # raw signed waiver JSON
     for field, want in (
         ("candidate", b.candidate),
         ("candidate_sha256", b.candidate_sha256),

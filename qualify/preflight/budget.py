@@ -16,8 +16,8 @@ with the budget it had; `soft-empty` is the gate that fails it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome
@@ -35,32 +35,38 @@ class PreflightContext(GateContext):
     reasoning_source: str = ""
 
 
-def asks(fields: dict[str, Any]) -> bool:
+def _kwargs(fields: Mapping[str, object]) -> Mapping[str, object]:
+    """The level's `chat_template_kwargs` (none: empty)."""
+    kwargs = fields.get("chat_template_kwargs")
+    return kwargs if isinstance(kwargs, Mapping) else {}
+
+
+def asks(fields: Mapping[str, object]) -> bool:
     """True when a level's request fields ask for reasoning (an effort, a template switch on)."""
-    kwargs = fields.get("chat_template_kwargs") or {}
+    kwargs = _kwargs(fields)
     return bool(fields.get("reasoning_effort")) or any(
         kwargs.get(k) is True for k in ("enable_thinking", "thinking")
     )
 
 
-def turns_off(fields: dict[str, Any]) -> bool:
+def turns_off(fields: Mapping[str, object]) -> bool:
     """True when a level's request fields switch reasoning off."""
     if str(fields.get("reasoning_effort") or "").lower() == "none":
         return True
-    kwargs = fields.get("chat_template_kwargs") or {}
+    kwargs = _kwargs(fields)
     return any(kwargs.get(k) is False for k in ("enable_thinking", "thinking"))
 
 
 def allowance(
-    fields: dict[str, Any],
+    fields: Mapping[str, object],
     default: int,
     level: str | None = None,
     by_level: dict[str, int] | None = None,
 ) -> tuple[int, str]:
     """The reasoning tokens a level's requests get on top of each answer budget, and why."""
     for key in ("thinking_token_budget", "thinking_budget_tokens"):
-        if isinstance(fields.get(key), int):
-            return int(fields[key]), f"the level's {key}"
+        if isinstance(budget := fields.get(key), int):
+            return int(budget), f"the level's {key}"
     if turns_off(fields):
         return 0, "the level turns reasoning off"
     if by_level and level in by_level:

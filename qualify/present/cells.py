@@ -8,7 +8,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel
 
@@ -62,7 +62,7 @@ class Measure:
 class Cell:
     group: str
     cell: str
-    setting: dict[str, Any]
+    setting: dict[str, object]
     measures: dict[str, Measure] = field(default_factory=dict)
     stage: str = ""
 
@@ -71,7 +71,7 @@ def nums(xs: Iterable[float | int | None]) -> list[float]:
     return [float(x) for x in xs if isinstance(x, int | float) and not isinstance(x, bool)]
 
 
-def given(model: BaseModel, names: tuple[str, ...]) -> dict[str, Any]:
+def given(model: BaseModel, names: tuple[str, ...]) -> dict[str, object]:
     """The named fields as the record wrote them: a field it did not write is None (not its
     default), so a run of an earlier build compares under the setting it recorded."""
     return {n: getattr(model, n) if n in model.model_fields_set else None for n in names}

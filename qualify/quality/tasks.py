@@ -102,7 +102,7 @@ def quality_check(name: str, params: type[P]) -> Callable[[QualityFn], QualityFn
     return register
 
 
-def messages(p: TaskParams, extra: str = "") -> list[dict[str, Any]]:
+def messages(p: TaskParams, extra: str = "") -> list[dict[str, str]]:
     """The task as chat messages; `extra` (files a task shows) follows the question."""
     if p.turns is not None:
         msgs = [{"role": t.role, "content": t.content} for t in p.turns]
@@ -119,28 +119,28 @@ class Asked:
 
     reply: ChatOutcome
     budget: Budget
-    metrics: dict[str, Any]
+    metrics: dict[str, object]
     outcome: Outcome | None = None
 
     @property
     def answer(self) -> str:
         return self.reply.content
 
-    def passed(self, **extra: Any) -> Outcome:
+    def passed(self, **extra: object) -> Outcome:
         return Outcome.passed({**self.metrics, **extra, "outcome": "pass"})
 
-    def wrong(self, *reasons: str, **extra: Any) -> Outcome:
+    def wrong(self, *reasons: str, **extra: object) -> Outcome:
         metrics = {**self.metrics, **extra, "outcome": "wrong"}
         if why := degenerate(self.reply.content):
             metrics["degenerate"] = why
         return Outcome.failed(*reasons, metrics=metrics)
 
-    def errored(self, *reasons: str, **extra: Any) -> Outcome:
+    def errored(self, *reasons: str, **extra: object) -> Outcome:
         return Outcome.errored(*reasons, metrics={**self.metrics, **extra, "outcome": "error"})
 
 
 async def ask(
-    ctx: QualityContext, p: TaskParams, label: str, extra: str = "", **fields: Any
+    ctx: QualityContext, p: TaskParams, label: str, extra: str = "", **fields: object
 ) -> Asked:
     """Send the task; a broken exchange is `error`, an answer cut by the budget is `cut`."""
     b = budget(p, ctx.budget_scale)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from qualify.evidence.store import RunDir
 from qualify.present.cells import Cell, Measure, nums
@@ -110,11 +110,20 @@ def _reserve_word(verdicts: list[str]) -> str:
     return "no data"
 
 
-def card_minimums(record: Record | None) -> list[dict[str, Any]]:
+class CardMinimum(TypedDict):
+    """A card's lowest free memory over every stage, and whether it kept the reserve."""
+
+    gpu: str
+    name: str
+    min_free_mib: float | None
+    verdict: str
+
+
+def card_minimums(record: Record | None) -> list[CardMinimum]:
     """Each card's lowest free memory over every stage, against the reserve."""
     if record is None:
         return []
-    out = []
+    out: list[CardMinimum] = []
     for c in record.cards:
         frees = [f.min_free_mib for f in c.stages.values() if f.min_free_mib is not None]
         low = min(frees) if frees else None
@@ -229,7 +238,7 @@ def diff_cells(rec: Record) -> list[Cell]:
     """Per card and stage: the lowest free memory seen (one reading per run)."""
     out: list[Cell] = []
     for card in rec.cards:
-        setting = {"name": card.name, "total_mib": card.total_mib}
+        setting: dict[str, object] = {"name": card.name, "total_mib": card.total_mib}
         for stage, s in sorted(card.stages.items()):
             c = Cell("vram", f"gpu {card.gpu} {stage}", setting)
             c.measures["min_free_mib"] = Measure("MiB", "higher", nums([s.min_free_mib]))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from jsonschema import Draft202012Validator
 
 from qualify.gates.registry import Outcome
 from qualify.httpclient.chat import ChatOutcome, ToolCall
 from qualify.httpclient.client import Exchange, error_message
+
+T = TypeVar("T")
 
 # The transport failures that say nothing about the candidate: the harness could not judge.
 INFRA_KINDS = {"connect", "timeout", "dropped", "transport"}
@@ -19,7 +21,7 @@ def clip(text: str, n: int = 120) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def _http_problem(status: int | None, body: Any, what: str) -> Outcome | None:
+def _http_problem(status: int | None, body: object, what: str) -> Outcome | None:
     if status is None or status < 400:
         return None
     msg, typ = error_message(body)
@@ -62,35 +64,47 @@ def exchange_problem(ex: Exchange, what: str) -> Outcome | None:
     return None
 
 
-def json_path(root: str, parts: Iterable[Any]) -> str:
+def json_path(root: str, parts: Iterable[str | int]) -> str:
     out = root
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else f".{p}"
     return out
 
 
-def schema_errors(instance: Any, schema: dict[str, Any], root: str) -> list[str]:
+def schema_errors(instance: object, schema: Schema, root: str) -> list[str]:
     """Every violation, each as `root.field message`, in a stable order."""
     validator = Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
     return [f"{json_path(root, e.absolute_path)} {e.message}" for e in errors]
 
 
-def tool_schemas(tools: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+Schema = Mapping[str, object] | bool
+"""A JSON Schema: an object, or `true` / `false`."""
+
+
+def _function(tool: Mapping[str, object]) -> Mapping[str, object]:
+    """A chat tool's `function` (nested), or a Responses-style tool itself (flat)."""
+    fn = tool.get("function", tool)
+    return fn if isinstance(fn, Mapping) else tool
+
+
+def tool_schemas(tools: Sequence[Mapping[str, object]]) -> dict[str, Schema]:
     """Tool name -> parameters schema, from chat-style (nested) or Responses-style (flat) tools."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Schema] = {}
     for t in tools:
-        fn = t.get("function", t)
-        out[str(fn["name"])] = fn.get("parameters") or {"type": "object"}
+        fn = _function(t)
+        params = fn.get("parameters")
+        schema = params if isinstance(params, Mapping | bool) else None
+        out[str(fn["name"])] = schema or {"type": "object"}
     return out
 
 
-def flat_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def flat_tools(tools: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Chat tools in the Responses API form: `name`, `parameters` at the top level."""
-    return [{"type": "function", **t.get("function", t)} for t in tools]
+    return [{"type": "function", **_function(t)} for t in tools]
 
 
-def judge_call(call: ToolCall, schemas: dict[str, dict[str, Any]], expect: str | None) -> list[str]:
+def judge_call(call: ToolCall, schemas: Mapping[str, Schema], expect: str | None) -> list[str]:
     """Why one tool call is wrong: unknown or unexpected tool, arguments not JSON or invalid."""
     name = call.name or "(no name)"
     if call.name not in schemas:
@@ -106,7 +120,7 @@ def judge_call(call: ToolCall, schemas: dict[str, dict[str, Any]], expect: str |
 
 
 def judge_calls(
-    calls: list[ToolCall], schemas: dict[str, dict[str, Any]], expect: str | None
+    calls: list[ToolCall], schemas: Mapping[str, Schema], expect: str | None
 ) -> list[str]:
     if not calls:
         return ["no tool call in the answer"]
@@ -116,7 +130,7 @@ def judge_calls(
     return problems
 
 
-def answer_metrics(o: ChatOutcome) -> dict[str, Any]:
+def answer_metrics(o: ChatOutcome) -> dict[str, object]:
     """The figures a gate reports: finish reason, tokens, time to first visible token."""
     return {
         "finish_reason": o.finish_reason,
@@ -127,10 +141,10 @@ def answer_metrics(o: ChatOutcome) -> dict[str, Any]:
     }
 
 
-def user(text: str) -> dict[str, Any]:
+def user(text: str) -> dict[str, object]:
     return {"role": "user", "content": text}
 
 
-def pick(items: list[Any], attempt: int) -> Any:
+def pick(items: Sequence[T], attempt: int) -> T:
     """The item an attempt uses: attempts cycle through a gate's cases in order."""
     return items[(attempt - 1) % len(items)]

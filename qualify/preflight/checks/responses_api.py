@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from pydantic import Field
 
@@ -113,7 +112,7 @@ async def function_call(ctx: GateContext, p: ResponsesParams) -> Outcome:
 
 async def continuation(ctx: GateContext, p: ResponsesParams) -> Outcome:
     # A fixed call, so the continuation is judged even where the model cannot make a call.
-    items: list[dict[str, Any]] = [
+    items: list[dict[str, str]] = [
         {"role": "user", "content": p.continue_prompt},
         {
             "type": "function_call",

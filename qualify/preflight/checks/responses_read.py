@@ -11,12 +11,12 @@ from qualify.httpclient.client import SSEEvent
 TERMINAL = {"response.completed", "response.incomplete", "response.failed", "error"}
 
 
-def output_items(body: Any, kind: str) -> list[dict[str, Any]]:
+def output_items(body: Any, kind: str) -> list[dict[str, Any]]:  # raw server JSON
     items = body.get("output") if isinstance(body, dict) else None
     return [i for i in items or [] if isinstance(i, dict) and i.get("type") == kind]
 
 
-def message_text(body: Any) -> str:
+def message_text(body: Any) -> str:  # raw server JSON
     """The visible text of every `message` output item (`output_text` parts), joined."""
     parts = []
     for item in output_items(body, "message"):
@@ -26,7 +26,7 @@ def message_text(body: Any) -> str:
     return "".join(parts)
 
 
-def incomplete_reason(body: Any) -> str | None:
+def incomplete_reason(body: Any) -> str | None:  # raw server JSON
     """`incomplete_details.reason` of a response whose `status` is `incomplete` (vLLM ends a
     cut answer so: `max_output_tokens`), else None."""
     if not isinstance(body, dict) or body.get("status") != "incomplete":
@@ -36,7 +36,7 @@ def incomplete_reason(body: Any) -> str | None:
     return str(reason or "unknown")
 
 
-def reasoning_text(body: Any) -> str:
+def reasoning_text(body: Any) -> str:  # raw server JSON
     """The text of every `reasoning` output item (`reasoning_text` parts), joined."""
     parts = []
     for item in output_items(body, "reasoning"):
@@ -46,7 +46,9 @@ def reasoning_text(body: Any) -> str:
     return "".join(parts)
 
 
-def terminal(parsed: list[tuple[str, dict[str, Any]]]) -> tuple[str | None, str | None]:
+def terminal(
+    parsed: list[tuple[str, dict[str, Any]]],  # raw server JSON
+) -> tuple[str | None, str | None]:
     """The last event's type and, when its response is `incomplete`, the reason. vLLM 0.26
     (recorded) ends a cut stream with `response.completed` whose response has status
     `incomplete` and `incomplete_details.reason` `max_output_tokens`; the Responses API
@@ -57,7 +59,9 @@ def terminal(parsed: list[tuple[str, dict[str, Any]]]) -> tuple[str | None, str 
     return kind, incomplete_reason(data.get("response"))
 
 
-def parse_events(events: list[SSEEvent]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+def parse_events(
+    events: list[SSEEvent],
+) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:  # raw server JSON
     """(type, payload) per event, the type from the `event:` line or the payload; and the bad."""
     out, bad = [], []
     for ev in events:
@@ -78,7 +82,7 @@ def _index(types: list[str], name: str, last: bool = False) -> int | None:
     return (hits[-1] if last else hits[0]) if hits else None
 
 
-def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:
+def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:  # raw server JSON
     """Why the events are not in the documented order (empty when they are)."""
     types = [t for t, _ in parsed]
     if not types:
@@ -117,7 +121,9 @@ def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return problems
 
 
-def streamed_text(parsed: list[tuple[str, dict[str, Any]]]) -> tuple[str, str | None]:
+def streamed_text(
+    parsed: list[tuple[str, dict[str, Any]]],  # raw server JSON
+) -> tuple[str, str | None]:
     """The text joined from deltas, and the text `output_text.done` reported (if any)."""
     joined = "".join(
         str(d.get("delta") or "") for t, d in parsed if t == "response.output_text.delta"

@@ -3,7 +3,8 @@ streamed, the same calls reassembled from their deltas (`tool_calls_stream`)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import Field
 
@@ -13,6 +14,7 @@ from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import (
+    Schema,
     answer_metrics,
     chat_problem,
     clip,
@@ -38,7 +40,7 @@ class ToolCallParams(Params):
         return [self.tools]
 
 
-def judge_answer(o: ChatOutcome, schemas: dict[str, dict[str, Any]], case: ToolCase) -> list[str]:
+def judge_answer(o: ChatOutcome, schemas: Mapping[str, Schema], case: ToolCase) -> list[str]:
     """Why the answer is not a valid call of `case.expect_tool` (empty when it is)."""
     problems = judge_calls(o.tool_calls, schemas, case.expect_tool)
     if not o.tool_calls:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from pydantic import Field, model_validator
 
@@ -19,7 +18,7 @@ CALL_ID = "call_qualify_1"
 
 class ToolCallSpec(Params):
     name: str
-    arguments: dict[str, Any]
+    arguments: dict[str, object]
 
 
 class ToolResultParams(Params):
@@ -59,7 +58,7 @@ def judge_text(text: str, expect: list[str]) -> list[str]:
     return problems
 
 
-def messages(p: ToolResultParams) -> list[dict[str, Any]]:
+def messages(p: ToolResultParams) -> list[dict[str, object]]:
     call = {"name": p.call.name, "arguments": json.dumps(p.call.arguments)}
     return [
         user(p.prompt),

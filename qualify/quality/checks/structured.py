@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -35,14 +34,14 @@ from qualify.records import StrictModel
 
 
 class JsonAnswerParams(TaskParams):
-    schema_: dict[str, Any] = Field(alias="schema", description="JSON Schema of the answer")
+    schema_: dict[str, object] = Field(alias="schema", description="JSON Schema of the answer")
     expect: dict[str, Scalar | list[Scalar]] = Field(
         default_factory=dict, description="top-level fields that must hold exactly these values"
     )
 
     @field_validator("schema_")
     @classmethod
-    def _valid_schema(cls, v: dict[str, Any]) -> dict[str, Any]:
+    def _valid_schema(cls, v: dict[str, object]) -> dict[str, object]:
         try:
             Draft202012Validator.check_schema(v)
         except SchemaError as exc:
@@ -50,7 +49,7 @@ class JsonAnswerParams(TaskParams):
         return v
 
 
-def only_json(answer: str) -> tuple[Any, str | None]:
+def only_json(answer: str) -> tuple[object, str | None]:
     """The answer as JSON: the whole text, or one fenced block with nothing around it."""
     text = answer.strip()
     block = fenced(text, ("json",))

@@ -3,7 +3,7 @@ must pick the one right tool and fill its arguments, each of the right type and 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from pydantic import Field
 
@@ -26,7 +26,7 @@ class ToolChoiceParams(TaskParams):
         return [self.tools]
 
 
-def same(got: Any, want: Any) -> bool:
+def same(got: object, want: object) -> bool:
     if isinstance(want, bool) or isinstance(got, bool):
         return got is want
     if isinstance(want, str):
@@ -36,7 +36,7 @@ def same(got: Any, want: Any) -> bool:
     return isinstance(got, int | float) and got == want
 
 
-def judge_tool(asked: Asked, p: ToolChoiceParams, tools: list[dict[str, Any]]) -> Outcome:
+def judge_tool(asked: Asked, p: ToolChoiceParams, tools: Sequence[Mapping[str, object]]) -> Outcome:
     """Pass on exactly one call of the expected tool, valid under its schema, with the values."""
     calls = asked.reply.tool_calls
     if not calls:
