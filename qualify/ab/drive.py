@@ -107,6 +107,11 @@ def _chunk_decode(o: ChatOutcome, generation: float | None) -> float | None:
     return (n - 1) / generation if n > 1 and generation else None
 
 
+def _count(v: object) -> int | None:
+    """A count llama-server's `timings` gave (an integer), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def _excluded(o: ChatOutcome, failed: str | None, degenerate_why: str | None) -> str | None:
     if failed:
         return f"request failed: {failed}"
@@ -155,8 +160,8 @@ def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) ->
         **timing_form(t),
         "network_chunks": len(ex.chunk_times),
         "decode_tok_s_if_chunks_counted": _chunk_decode(o, t.generation_s),
-        "draft_n": tm.get("draft_n"),
-        "draft_n_accepted": tm.get("draft_n_accepted"),
+        "draft_n": _count(tm.get("draft_n")),
+        "draft_n_accepted": _count(tm.get("draft_n_accepted")),
         "content_sha256": hashlib.sha256(o.content.encode()).hexdigest(),
         "visible_chars": len(o.content),
         "reasoning_chars": len(o.reasoning),

@@ -177,7 +177,7 @@ class CaseForm(TypedDict, total=False):
     problem: str | None
     http_status: int | None
     finish_reason: str | None
-    tool_calls: list[dict[str, object]]
+    tool_calls: list[dict[str, int | str | None]]
     answer: str
     reasoning_chars: int
     prompt_tokens: int | None
