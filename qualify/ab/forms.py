@@ -187,6 +187,13 @@ class DivergenceForm(TypedDict):
     candidate: str
 
 
+class RepeatsForm(TypedDict):
+    """`qualify.ab.record.Repeats`."""
+
+    pairs: int
+    identical: int
+
+
 class LosslessForm(TypedDict, total=False):
     """`qualify.ab.record.Lossless`."""
 
@@ -196,6 +203,7 @@ class LosslessForm(TypedDict, total=False):
     tokens_before: int
     divergent: list[DivergenceForm]
     why: str
+    repeats: dict[str, RepeatsForm] | None
 
 
 def window_of(q: RequestForm) -> RequestForm:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from qualify.ab.forms import DivergenceForm, LaneRuns, LosslessForm
+from qualify.ab.forms import DivergenceForm, LaneRuns, LosslessForm, RepeatsForm
 from qualify.ab.judges import no_lanes
 from qualify.ab.record import Record
 from qualify.gates.files import Params
@@ -40,9 +40,31 @@ def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> 
     }
 
 
-def compare(answers: Answers, runs: LaneRuns, temperature: float) -> LosslessForm:
+def repeats(answers: Answers, answered: set[tuple[str, int, str]]) -> dict[str, RepeatsForm]:
+    """Each lane against itself: every later run's answer to a prompt compared with the lane's
+    first answer to it. A control that answers one prompt two ways at temperature 0 is not
+    deterministic, and a difference between the lanes then says nothing about speculation."""
+    out: dict[str, RepeatsForm] = {}
+    for lane in sorted({k[0] for k in answered}):
+        first: dict[str, str] = {}
+        pairs = same = 0
+        for _, run, prompt in sorted(k for k in answered if k[0] == lane):
+            text = answers[(lane, run, prompt)].content
+            if prompt not in first:
+                first[prompt] = text
+                continue
+            pairs += 1
+            same += text == first[prompt]
+        out[lane] = {"pairs": pairs, "identical": same}
+    return out
+
+
+def compare(
+    answers: Answers, runs: LaneRuns, temperature: float, with_repeats: bool = False
+) -> LosslessForm:
     """The `lossless` block of the A/B record: pairs, identical ones, control tokens compared
-    and those before each pair's first divergence, and every divergent pair."""
+    and those before each pair's first divergence, and every divergent pair; with
+    `with_repeats` (a record that asks for them), each lane's answers across its own runs."""
     if temperature != 0:
         return {"why": f"sampled at temperature {temperature}: answers may differ by sampling"}
     answered = {
@@ -67,13 +89,16 @@ def compare(answers: Answers, runs: LaneRuns, temperature: float) -> LosslessFor
         d = _divergence(run, prompt, cand, ctrl)
         before += d["token"]
         divergent.append(d)
-    return {
+    out: LosslessForm = {
         "pairs": pairs,
         "identical": identical,
         "tokens": tokens,
         "tokens_before": before,
         "divergent": divergent,
     }
+    if with_repeats:
+        out["repeats"] = repeats(answers, answered)
+    return out
 
 
 @judge("ab", "ab-lossless", Params)
@@ -95,6 +120,20 @@ def gate(data: Record, params: Params, thresholds: Thresholds) -> list[Judged]:
     if (got.share or 0.0) >= floor:
         return [Judged(Verdict.PASS, [], metrics)]
     early = sorted(got.divergent, key=lambda d: d.token)
+    own = (got.repeats or {}).get("control")
+    if own is not None and own.identical < own.pairs:
+        return [
+            Judged(
+                Verdict.INCONCLUSIVE,
+                [
+                    f"{got.pairs - got.identical} of {got.pairs} paired answers differ, but the "
+                    f"control's own answers differ between its runs ({own.pairs - own.identical} "
+                    f"of {own.pairs} repeats): the server is not deterministic at temperature 0, "
+                    "so the difference cannot be laid on speculation"
+                ],
+                metrics | {"control_repeats": own.pairs, "control_identical": own.identical},
+            )
+        ]
     reasons = [
         f"{got.share or 0:.1%} of the control's {got.tokens:,} tokens before each pair's first "
         f"divergence, below {floor:.1%}; {got.pairs - got.identical} of {got.pairs} pairs differ"

@@ -173,7 +173,8 @@ def rebuild(view: AttemptView) -> Record:
         lane: _lane(view, lane, lanes_in.get(lane) or {}, runs[lane]) for lane in LANES
     }
     if "lossless" in sealed:  # a record of an earlier build has none
-        sealed["lossless"] = lossless.compare(answers, runs, s.temperature)
+        asked = sealed["lossless"] or {}
+        sealed["lossless"] = lossless.compare(answers, runs, s.temperature, "repeats" in asked)
     return Record.model_validate(
         {
             **sealed,

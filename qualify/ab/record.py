@@ -316,6 +316,13 @@ class Divergence(Written):
     candidate: str = ""
 
 
+class Repeats(Written):
+    """One lane's answers against its own first answer to each prompt (`lossless.repeats`)."""
+
+    pairs: int = 0
+    identical: int = 0
+
+
 class Lossless(Written):
     """`qualify.ab.lossless.compare`: paired answers at temperature 0, token by token."""
 
@@ -325,6 +332,8 @@ class Lossless(Written):
     tokens_before: int = 0
     divergent: list[Divergence] = Field(default_factory=list)
     why: str | None = None
+    # each lane against its own runs; None in a record made before (and in the draft: asked for)
+    repeats: dict[str, Repeats] | None = None
 
     @property
     def share(self) -> float | None:

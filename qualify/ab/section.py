@@ -260,6 +260,8 @@ def lossless_text(got: Lossless | None) -> str:
     if got.divergent:
         d = got.divergent[0]
         text += f"; first: run {d.run} prompt {d.prompt} from token {d.token} of {d.of}"
+    for lane, r in (got.repeats or {}).items():
+        text += f"; the {lane}'s own answers across its runs: {r.identical} of {r.pairs} identical"
     return text + "."
 
 

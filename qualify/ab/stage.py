@@ -197,7 +197,8 @@ async def ab(ctx: StageContext) -> StageResult:
         "prompts": [{"id": p.id, "kind": p.kind} for p in ps.prompts],
         "prompt_file": str(prompt_path(ctx.loaded)),
         "lanes": lanes,
-        "lossless": None,  # of this form: compared from the kept answers
+        # of this form, with each lane's repeats: compared from the kept answers
+        "lossless": {"repeats": None},
         "gpu": gpu_note(parts_of(ctx.sampler), ctx.thresholds.vram_reserve_gib),
     }
     record = Record.model_validate(data)

@@ -86,3 +86,50 @@ def test_failed_requests_are_not_compared_and_nothing_compared_is_inconclusive()
         Thresholds(),
     )
     assert old.verdict is Verdict.INCONCLUSIVE
+
+
+def _two_runs(control_run2_p2: tuple[str, ...], candidate_run2_p2: tuple[str, ...]) -> Any:
+    q = [{"prompt": "p1", "failed": None}, {"prompt": "p2", "failed": None}]
+    runs = {lane: [{"run": r, "requests": q} for r in (1, 2)] for lane in ("candidate", "control")}
+    answers = _answers(TOKENS) | {
+        ("candidate", 2, "p1"): _answer(*TOKENS),
+        ("control", 2, "p1"): _answer(*TOKENS),
+        ("candidate", 2, "p2"): _answer(*candidate_run2_p2),
+        ("control", 2, "p2"): _answer(*control_run2_p2),
+    }
+    return compare(answers, runs, 0.0, with_repeats=True)
+
+
+def test_a_divergence_with_a_deterministic_control_is_laid_on_speculation() -> None:
+    """The control answers each prompt the same in every run; the candidate departs from it in
+    run 2: speculation changed the answer, and the gate fails."""
+    got = _two_runs(TOKENS, ("The", " answer", " is", " four", "."))
+    assert got["repeats"] == {
+        "candidate": {"pairs": 2, "identical": 1},
+        "control": {"pairs": 2, "identical": 2},
+    }
+    (j,) = _judged(got)
+    assert j.verdict is Verdict.FAIL and "1 of 4 pairs differ" in j.reasons[0]
+
+
+def test_a_control_that_answers_two_ways_makes_a_divergence_inconclusive() -> None:
+    """The control itself answers p2 differently in run 2 (the server is not deterministic at
+    temperature 0): a difference between the lanes cannot be laid on speculation."""
+    other = ("The", " answer", " is", " four", ".")
+    got = _two_runs(other, TOKENS)
+    assert got["repeats"]["control"] == {"pairs": 2, "identical": 1}
+    (j,) = _judged(got)
+    assert j.verdict is Verdict.INCONCLUSIVE
+    assert "control's own answers differ between its runs (1 of 2 repeats)" in j.reasons[0]
+    assert j.metrics["control_identical"] == 1
+
+
+def test_a_record_made_before_repeats_is_compared_as_it_was() -> None:
+    got = compare(_answers(TOKENS), _runs(), 0.0)
+    assert "repeats" not in got
+    assert (
+        "repeats"
+        not in Record.model_validate({"lanes": {}, "runs": 1, "lossless": got}).model_dump(
+            mode="json"
+        )["lossless"]
+    )
