@@ -42,8 +42,9 @@ def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> 
 
 def repeats(answers: Answers, answered: set[tuple[str, int, str]]) -> dict[str, RepeatsForm]:
     """Each lane against itself: every later run's answer to a prompt compared with the lane's
-    first answer to it. A control that answers one prompt two ways at temperature 0 is not
-    deterministic, and a difference between the lanes then says nothing about speculation."""
+    first answer to it (asked where the prompts repeat across runs: `nonce = false`). A control
+    that answers one prompt two ways at temperature 0 is not deterministic, and a difference
+    between the lanes then says nothing about speculation."""
     out: dict[str, RepeatsForm] = {}
     for lane in sorted({k[0] for k in answered}):
         first: dict[str, str] = {}

@@ -197,8 +197,9 @@ async def ab(ctx: StageContext) -> StageResult:
         "prompts": [{"id": p.id, "kind": p.kind} for p in ps.prompts],
         "prompt_file": str(prompt_path(ctx.loaded)),
         "lanes": lanes,
-        # of this form, with each lane's repeats: compared from the kept answers
-        "lossless": {"repeats": None},
+        # of this form: compared from the kept answers; each lane against its own runs where
+        # a prompt repeats across runs (no nonce line)
+        "lossless": None if s.nonce else {"repeats": None},
         "gpu": gpu_note(parts_of(ctx.sampler), ctx.thresholds.vram_reserve_gib),
     }
     record = Record.model_validate(data)
