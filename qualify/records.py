@@ -140,20 +140,6 @@ class GateResult(StrictModel):
         return gate_key(self.stage, self.gate, self.level)
 
 
-def one_shot(
-    stage: str, gate: str, verdict: Verdict, reasons: list[str], metrics: dict[str, object]
-) -> GateResult:
-    """A gate decided by a single look at the evidence: one attempt, same verdict."""
-    return GateResult(
-        gate=gate,
-        stage=stage,
-        verdict=verdict,
-        reasons=reasons,
-        attempts=[AttemptRecord(number=1, verdict=verdict, reasons=reasons)],
-        metrics=metrics,
-    )
-
-
 def gate_key(stage: str, gate: str, level: str | None = None) -> str:
     """The stable name of a gate in policies and decisions: `stage/gate[@level]`."""
     return f"{stage}/{gate}" + (f"@{level}" if level else "")

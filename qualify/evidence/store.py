@@ -248,9 +248,6 @@ class RunDir:
     def candidate_name(self) -> str:
         return self.path.parent.name
 
-    def stage_dirs(self) -> list[Path]:
-        return sorted(p for p in self.path.iterdir() if p.is_dir())
-
     def attempt_dirs(self, stage: str) -> list[Path]:
         d = self.path / stage
         if not d.is_dir():

@@ -39,14 +39,6 @@ def alias_of(side: Side) -> str | None:
     return cand.alias.name if cand is not None and cand.alias is not None else None
 
 
-def attempt_of(side: Side, stage: str) -> str | None:
-    """`<stage>/attempt-NNN`, the stage's authoritative attempt as the decision counted it."""
-    for s in side.record.evaluation.stages:
-        if s.stage == stage and s.authoritative is not None:
-            return f"{stage}/attempt-{s.authoritative.attempt:03d}"
-    return None
-
-
 def outside_run(side: Side, flag: str, path: Path) -> None:
     """BadInput when an output path lies inside the sealed run (writing there would add a
     file the decision did not seal)."""

@@ -78,11 +78,5 @@ def reason_parts(g: GateOutcome) -> tuple[str, str]:
     return count, short("; ".join(unique) or "no reason recorded")
 
 
-def reason_of(g: GateOutcome) -> str:
-    """A gate's reasons in one line: repeated attempts said once, with their count."""
-    count, text = reason_parts(g)
-    return count + text
-
-
 def run_relative(run: RunDir, path: Path) -> str:
     return path.relative_to(run.path).as_posix()

@@ -276,18 +276,6 @@ class ServerProcess:
             + f"; log: {log or self.attempt.path}"
         )
 
-    def last_error_line(self) -> str:
-        """The last non-blank line the server (or its runtime) wrote to stderr."""
-        for sink in self._sinks[1:]:
-            for name in reversed(sink.files):
-                path = self.attempt.path / name
-                lines = (
-                    path.read_text(errors="replace").strip().splitlines() if path.is_file() else []
-                )
-                if lines:
-                    return lines[-1].strip()[:300]
-        return ""
-
     async def wait_healthy(self) -> float:
         """Poll the health path until 200; raise StartFailed at the timeout or if it dies."""
         s = self.server
