@@ -7,6 +7,7 @@
 #                                 the model, start the candidate server (8000, ngram, dev mode)
 #                                 and the control (8001), record their answers
 #   scripts/gpu/vllm.sh attach    qualify the running servers (docs/gpu/vllm/candidates/*-attach)
+#   scripts/gpu/vllm.sh repeats   the A/B alone on them, prompts repeated across runs (nonce off)
 #   scripts/gpu/vllm.sh launch    stop them; qualify launching and stopping both itself
 #   scripts/gpu/vllm.sh attach-bg start `attach` under setsid (it outlives the call), then wait
 #   scripts/gpu/vllm.sh wait      wait (WAIT_S, default 560 s) for it; bring back what it left
@@ -74,6 +75,7 @@ up)
   gpu
   ;;
 attach) run_mode attach "$CANDS/candidate-attach.toml" ;;
+repeats) run_mode repeats "$CANDS/candidate-repeats.toml" ;;
 launch)
   vh stop; VH_PORT=8001 vh stop
   sleep 3
