@@ -31,7 +31,7 @@ from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.openloop import burst, poisson
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import CapacitySettings
-from qualify.capacity.slo import Slo
+from qualify.capacity.slo import Slo, number
 from qualify.capacity.soak import drift
 from qualify.capacity.specdrift import acceptance_thirds
 from qualify.capacity.spread import shard_label
@@ -137,9 +137,10 @@ def kept_trace(view: AttemptView, cell: dict[str, Any]) -> list[TraceRow]:
         raise NotKept(f"{KEPT_TRACE}: {exc}") from None
 
 
-def per_token(cell: dict[str, Any]) -> None:
-    energy, tokens = cell.get("energy"), cell.get("completion_tokens")
-    if energy and tokens and energy.get("joules") is not None:
+def per_token(cell: dict[str, object]) -> None:
+    """The cell's J per output token, into its energy, where it has joules and tokens."""
+    energy, tokens = cell.get("energy"), number(cell.get("completion_tokens"))
+    if isinstance(energy, dict) and energy and tokens and energy.get("joules") is not None:
         energy["j_per_output_token"] = energy["joules"] / tokens
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypedDict
 
 from qualify.ab.acceptance import between
-from qualify.capacity.answers import broken
+from qualify.capacity.answers import CallMade, broken
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -84,9 +84,7 @@ def stream_record(
     t = timing(o)
     failed, cut = _failure(ex, o)
     answered = failed is None and cut is None
-    calls: list[dict[str, object]] = [
-        {"name": c.name, "arguments": c.arguments} for c in o.tool_calls
-    ]
+    calls = [CallMade(name=c.name, arguments=c.arguments) for c in o.tool_calls]
     budget = max_tokens if max_tokens is not None else _budget(ex)
     judged = (
         broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, calls)

@@ -349,7 +349,11 @@ class Capacity:
         warmed = False
         for d in (x for x in depths if not x.same_as and not x.errors):
             for kind in self.s.kinds:
-                row: dict[str, Any] = {"kind": kind, "depth": d.planned_tokens, "target": d.target}
+                row: dict[str, object] = {
+                    "kind": kind,
+                    "depth": d.planned_tokens,
+                    "target": d.target,
+                }
                 try:
                     p = await self.prompts(lane, kind, d.planned_tokens)
                     if not warmed:
@@ -466,7 +470,7 @@ async def capacity(ctx: StageContext) -> StageResult:
     }
     # derived from the kept exchanges by the rebuild (`capacity.rebuild`), named here so that
     # its record holds them
-    derived: dict[str, Any] = {"not_run": [], "degenerate": [], "answers": {}}
+    derived: dict[str, object] = {"not_run": [], "degenerate": [], "answers": {}}
     derived.update(expected=[], comparison=[])
     record = Record.model_validate({**data, **derived, "check_code": answer_code()})
     result = finish(ctx, ctx.judge(record), record)
