@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from qualify.httpclient.degenerate import degenerate
 from qualify.preflight.checks.text import garble
@@ -110,7 +111,14 @@ def json_problem(text: str, finished: bool) -> str | None:
     return f"cut at the budget and not a JSON prefix: {body[:60]!r}"
 
 
-def tool_problems(calls: list[dict[str, Any]], offered: bool) -> list[str]:
+class CallMade(TypedDict):
+    """A tool call as the stream gave it: its name and its arguments' text."""
+
+    name: str | None
+    arguments: str
+
+
+def tool_problems(calls: Sequence[CallMade], offered: bool) -> list[str]:
     out = []
     for c in calls:
         name = c.get("name")
@@ -132,7 +140,7 @@ def broken(
     finish_reason: str | None,
     completion_tokens: int | None,
     max_tokens: int,
-    tool_calls: list[dict[str, Any]] | None = None,
+    tool_calls: Sequence[CallMade] | None = None,
     tools_offered: bool = False,
 ) -> list[str]:
     """Every problem of one answered stream; empty when the answer is right."""
@@ -182,13 +190,23 @@ def degenerate_answers(
     return found
 
 
+class JudgedCell(TypedDict):
+    """One load cell's answers: how many were judged, and which broke and why."""
+
+    where: str
+    lane: str
+    kind: str
+    judged: int
+    broken: list[dict[str, object]]
+
+
 def judged_cells(
     matrix: list[dict[str, Any]], kinds: list[dict[str, Any]], load: dict[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Every answer judged: per load cell, how many were judged and which broke, and why."""
-    cells: list[dict[str, Any]] = []
+    cells: list[JudgedCell] = []
 
-    def add(where: str, lane: str, kind: str, streams: list[dict[str, Any]]) -> None:
+    def add(where: str, lane: str, kind: str, streams: Sequence[Mapping[str, object]]) -> None:
         judged = [st for st in streams if not st.get("failed") and not st.get("cut")]
         judged = [st for st in judged if not st.get("unfinished")]
         bad = [

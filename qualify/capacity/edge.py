@@ -25,6 +25,7 @@ from qualify.capacity.parts import plan_lengths
 
 if TYPE_CHECKING:
     from qualify.capacity.stage import Capacity, Lane
+    from qualify.progress import Task
 
 PREFIX = "incumbent-"
 
@@ -50,7 +51,7 @@ def edge_label(rate: float) -> str:
 
 
 async def incumbent_edge(
-    cap: Capacity, lane: Lane, load: dict[str, Any], task: Any
+    cap: Capacity, lane: Lane, load: dict[str, Any], task: Task
 ) -> dict[str, Any]:
     """The incumbent's steps at the candidate's edge (`load` is the candidate's search)."""
     s = cap.s

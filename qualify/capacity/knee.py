@@ -36,33 +36,36 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import NotRequired, TypedDict, Unpack
 
 from qualify.capacity.loads import Knee
 from qualify.capacity.openloop import Flight, OpenLoopRun, Plan, harness_lag, poisson, send
-from qualify.capacity.runs import stream_record
-from qualify.capacity.slo import Slo, goodput, misses, shown
+from qualify.capacity.runs import StreamRec, stream_record
+from qualify.capacity.settings import LoadSettings
+from qualify.capacity.slo import Slo, goodput, misses, number, shown
 from qualify.capacity.spread import annotate, chosen, shard_name
 from qualify.capacity.trace import TraceRow, arrivals
+from qualify.httpclient.client import Exchange
 from qualify.httpclient.load import Messages
 from qualify.serving.idle import wait_idle
 from qualify.serving.sender import Sender
 
-Meter = Callable[[float, float], dict[str, Any]]
+Meter = Callable[[float, float], dict[str, object]]
 
 # The least share of the offered rate a held cell must serve (`pace`).
 KEEP_PACE = 0.9
 
 
-def pace(streams: list[dict[str, Any]]) -> float | None:
+def pace(streams: Sequence[Mapping[str, object]]) -> float | None:
     """The served rate over the offered rate of one open-loop cell: `1 / slope` of the
     least-squares line of completion time (send time + E2E) against send time, over the answered
     requests; None with fewer than 3 answered, or all sent at once (a burst)."""
     sent = [
-        (s["planned_s"] + (s.get("lag_ms") or 0.0) / 1000.0, float(s["e2e_s"]))
+        (planned + (number(s.get("lag_ms")) or 0.0) / 1000.0, float(e2e))
         for s in streams
-        if s.get("e2e_s") is not None and s.get("planned_s") is not None
+        if (e2e := number(s.get("e2e_s"))) is not None
+        and (planned := number(s.get("planned_s"))) is not None
     ]
     if len(sent) < 3:
         return None
@@ -75,15 +78,15 @@ def pace(streams: list[dict[str, Any]]) -> float | None:
     return 1.0 / slope if slope > 0 else None
 
 
-def holds(cell: dict[str, Any], floor: float) -> bool:
+def holds(cell: Mapping[str, object], floor: float) -> bool:
     """A cell holds: goodput at or over the floor, and the server kept pace (`KEEP_PACE`)."""
-    g, p = cell.get("goodput"), cell.get("pace")
+    g, p = number(cell.get("goodput")), number(cell.get("pace"))
     return g is not None and g >= floor and (p is None or p >= KEEP_PACE)
 
 
-def why_not(cell: dict[str, Any], floor: float, rate: float) -> str:
+def why_not(cell: Mapping[str, object], floor: float, rate: float) -> str:
     """Why a cell did not hold, for the search's `stopped`."""
-    g, p = cell.get("goodput"), cell.get("pace")
+    g, p = number(cell.get("goodput")), number(cell.get("pace"))
     if g is not None and g >= floor and p is not None:
         return (
             f"saturated: served {p:.2f} of the offered rate at {rate:.3g} req/s "
@@ -95,15 +98,31 @@ def why_not(cell: dict[str, Any], floor: float, rate: float) -> str:
 Fresh = Callable[[], Awaitable[Messages]]
 
 
+class LaneArgs(TypedDict):
+    """What every open-loop cell of a lane is run with (`open_cell`'s keywords)."""
+
+    kind: str
+    max_tokens: int
+    slo: Slo
+    lag_bound_ms: float
+    meter: NotRequired[Meter | None]
+
+
+class CellArgs(LaneArgs):
+    """A lane's keywords and a step's drain."""
+
+    drain_s: float
+
+
 def cell_streams(
     run: OpenLoopRun, sender: Sender, label: str, kind: str, max_tokens: int | None
-) -> list[dict[str, Any]]:
+) -> list[StreamRec]:
     """One record per planned request: judged when it was answered, else why not."""
-    out: list[dict[str, Any]] = []
+    out: list[StreamRec] = []
     for i, s in enumerate(run.sent):
         if s.exchange is None:
-            rec: dict[str, Any] = {"unfinished": s.unfinished or "never sent", "failed": None}
-            rec.update(cut=None, files=[])
+            why = s.unfinished or "never sent"
+            rec: StreamRec = {"unfinished": why, "failed": None, "cut": None, "files": []}
         else:
             files = sender.keep(shard_name(run, f"{label}-s{i + 1}", i), s.exchange)
             rec = stream_record(s.exchange, files, kind, max_tokens)
@@ -114,14 +133,17 @@ def cell_streams(
 
 
 def tallied(
-    run: OpenLoopRun, streams: list[dict[str, Any]], lag_bound_ms: float, energy: Any
-) -> dict[str, Any]:
+    run: OpenLoopRun,
+    streams: list[StreamRec],
+    lag_bound_ms: float,
+    energy: dict[str, object] | None,
+) -> dict[str, object]:
     """What an open-loop cell and the soak record alike, as measured: the window, the client's
     lag (a harness error past its bound), the energy over the window and each stream, trimmed.
     Their counts, goodput and joules per token are the rebuild's (`counts`,
     `qualify.capacity.reload`)."""
     lag = run.lag()
-    cell = {
+    cell: dict[str, object] = {
         "window_s": run.window_s,
         "lag": lag,
         "harness_error": harness_lag(lag, lag_bound_ms),
@@ -131,10 +153,14 @@ def tallied(
     return annotate(cell, run, lag_bound_ms)  # a cell on Ray workers: each worker's proof
 
 
-def counts(streams: list[dict[str, Any]], slo: Slo, window: Any) -> dict[str, Any]:
+def counts(
+    streams: Sequence[Mapping[str, object]], slo: Slo, window: float | None
+) -> dict[str, object]:
     """An open-loop cell's counts, tokens and goodput from its streams."""
     done = [s for s in streams if not s.get("unfinished")]
-    tokens = sum(s.get("completion_tokens") or 0 for s in done if not s.get("failed"))
+    tokens = sum(
+        t for s in done if not s.get("failed") and isinstance(t := s.get("completion_tokens"), int)
+    )
     return {
         "requests": len(streams),
         "completed": sum(1 for s in done if not s.get("failed") and not s.get("cut")),
@@ -160,7 +186,7 @@ async def open_cell(
     lag_bound_ms: float,
     drain_s: float,
     meter: Meter | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """One open-loop cell between an idle check and the end of its last request."""
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
     prompts = [await fresh() for _ in offsets]  # sized before the clock starts
@@ -224,7 +250,7 @@ class EarlyStop:
             )
             self.stop.set()
 
-    def done(self, i: int, ex: Any) -> None:
+    def done(self, i: int, ex: Exchange) -> None:
         if misses(stream_record(ex, [], self.kind, self.max_tokens), self.slo):
             self.missed.add(i)
             self._check()
@@ -239,12 +265,12 @@ class EarlyStop:
                 await asyncio.wait_for(self.stop.wait(), 0.2)
 
 
-def step_size(rate: float, s: Any) -> int:
+def step_size(rate: float, s: LoadSettings) -> int:
     return int(min(s.max_requests_per_step, max(s.min_requests, math.ceil(rate * s.step_s))))
 
 
 def step_plan(
-    s: Any, rate: float, k: int, seed: int, rows: list[TraceRow] | None
+    s: LoadSettings, rate: float, k: int, seed: int, rows: list[TraceRow] | None
 ) -> tuple[str, list[float]]:
     """The k-th step's arrival process and send offsets at `rate`: Poisson seeded by the
     stage's seed plus k, or (`arrival = "trace"`) the trace's own pattern at that rate."""
@@ -259,29 +285,25 @@ def step_plan(
 async def search(
     sender: Sender,
     fresh: Fresh,
-    s: Any,
+    s: LoadSettings,
     *,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
     seed: int,
-    meter: Meter | None = None,
     advance: Callable[[str], None] = lambda note: None,
     rows: list[TraceRow] | None = None,
-) -> dict[str, Any]:
+    **lane: Unpack[LaneArgs],
+) -> dict[str, object]:
     """The bounded knee search over open-loop cells (Poisson, or the trace's pattern in
-    `rows`); its cells, its `Knee`, what it used."""
+    `rows`), each cell run with the lane's keywords; its cells, its `Knee`, what it used."""
+    slo = lane["slo"]
     floor = slo.goodput_floor
-    common: dict[str, Any] = {"kind": kind, "max_tokens": max_tokens, "slo": slo, "meter": meter}
-    common.update(lag_bound_ms=lag_bound_ms, drain_s=float(slo.e2e_s or s.step_s) + s.drain_s)
+    common = CellArgs(**lane, drain_s=float(slo.e2e_s or s.step_s) + s.drain_s)
     t0 = time.perf_counter()
-    cells: list[dict[str, Any]] = []
-    good: dict[str, Any] | None = None
-    bad: dict[str, Any] | None = None
+    cells: list[dict[str, object]] = []
+    good: dict[str, object] | None = None
+    bad: dict[str, object] | None = None
     used = 0
 
-    async def step(r: float) -> dict[str, Any] | str:
+    async def step(r: float) -> dict[str, object] | str:
         """The cell at `r` (kept as good or bad), else why the search stops: a bound, the client."""
         nonlocal used, good, bad
         if len(cells) >= s.max_steps:
@@ -311,16 +333,21 @@ async def search(
         if not stopped:
             stopped = f"saturated at {bad['rate_rps']:.3g} req/s (lower rates hold the floor)"
         for _ in range(s.refine):
-            if isinstance(c := await step(math.sqrt(good["rate_rps"] * bad["rate_rps"])), str):
+            if isinstance(c := await step(math.sqrt(rate_of(good) * rate_of(bad))), str):
                 stopped = c if c.startswith("harness") else stopped
                 break
     out = {"cells": cells, "knee": _knee(good, bad, stopped, slo, floor), "requests": used}
     return out | {"wall_s": round(time.perf_counter() - t0, 3)}
 
 
+def rate_of(cell: Mapping[str, object]) -> float:
+    """The rate a search step offered (each step's, as `search` records it)."""
+    return number(cell.get("rate_rps")) or 0.0
+
+
 def _knee(
-    good: dict[str, Any] | None,
-    bad: dict[str, Any] | None,
+    good: Mapping[str, object] | None,
+    bad: Mapping[str, object] | None,
     stopped: str,
     slo: Slo,
     floor: float,
@@ -334,7 +361,7 @@ def _knee(
         harness_error=harness,
         slo=shown(slo),
         goodput_floor=floor,
-        first_over=bad["rate_rps"] if bad else None,
+        first_over=number(bad.get("rate_rps")) if bad else None,
     )
     if good is None:
         statement = (
@@ -351,7 +378,8 @@ def _knee(
                 "statement": statement,
             }
         )
-    lo, hi = good["goodput_ci95"] or (None, None)
+    ci95 = good.get("goodput_ci95")
+    lo, hi = ci95 if isinstance(ci95, list) and ci95 else (None, None)
     ci = f" (95% interval {lo:.0%}–{hi:.0%}, {good['requests']} requests)" if lo is not None else ""
     at_least = "at least " if base.lower_bound else ""
     statement = (

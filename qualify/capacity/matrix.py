@@ -23,9 +23,9 @@ where and why.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
-from qualify.capacity.slo import Slo, goodput
+from qualify.capacity.slo import Slo, goodput, number
 from qualify.httpclient.timing import median, percentile
 
 MEDIAN_KEYS = (
@@ -42,33 +42,47 @@ def cell_key(length: int, concurrency: int) -> str:
     return f"{length}-c{concurrency}"
 
 
-def _nums(values: list[Any]) -> list[float]:
+def _nums(values: Iterable[object]) -> list[float]:
     return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
 
 
-def _ratio(run: dict[str, Any]) -> float | None:
-    gen, tokens = run.get("server_generated_tokens"), run.get("completion_tokens")
+def _items(v: object) -> list[object]:
+    """A run's list (its streams, its TTFTs), else none."""
+    return v if isinstance(v, list) else []
+
+
+def _field(v: object, key: str) -> object:
+    """`key` of a part of a run (its queue, its energy, its server window), None without it."""
+    return v.get(key) if isinstance(v, dict) else None
+
+
+def _count(v: object) -> int:
+    return int(number(v) or 0)
+
+
+def _ratio(run: Mapping[str, object]) -> float | None:
+    gen, tokens = run.get("server_generated_tokens"), number(run.get("completion_tokens"))
     return tokens / gen if isinstance(gen, int | float) and gen > 0 and tokens else None
 
 
-def median_of_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def median_of_runs(runs: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """A cell's figures over its counted runs; excluded runs are listed with why, not counted."""
     counted = [r for r in runs if not r.get("excluded")]
-    out: dict[str, Any] = {k: median(_nums([r.get(k) for r in counted])) for k in MEDIAN_KEYS}
-    out["ttft_p95_s"] = percentile(_nums([t for r in counted for t in r.get("ttft_s", [])]), 95)
+    out: dict[str, object] = {k: median(_nums([r.get(k) for r in counted])) for k in MEDIAN_KEYS}
+    out["ttft_p95_s"] = percentile(_nums([t for r in counted for t in _items(r.get("ttft_s"))]), 95)
     out["server_ratio"] = median(_nums([_ratio(r) for r in counted]))
     out["server_decode_ratio"] = median(
-        _nums([(r.get("server_window") or {}).get("decode_ratio") for r in counted])
+        _nums([_field(r.get("server_window"), "decode_ratio") for r in counted])
     )
-    out["failed"] = sum(int(r.get("failed") or 0) for r in runs)
-    out["cut"] = sum(int(r.get("cut") or 0) for r in runs)
-    out["requests"] = sum(int(r.get("requests") or 0) for r in runs)
+    out["failed"] = sum(_count(r.get("failed")) for r in runs)
+    out["cut"] = sum(_count(r.get("cut")) for r in runs)
+    out["requests"] = sum(_count(r.get("requests")) for r in runs)
     queues = [r["queue"] for r in runs if r.get("queue")]
     for key in ("waiting_max", "running_max"):
-        vals = _nums([q.get(key) for q in queues])
+        vals = _nums([_field(q, key) for q in queues])
         out[f"queue_{key}"] = max(vals) if vals else None
-    out["energy"] = cell_energy(counted)
-    out["j_per_output_token"] = out["energy"]["j_per_output_token"]
+    out["energy"] = energy = cell_energy(counted)
+    out["j_per_output_token"] = energy["j_per_output_token"]
     out["runs"] = len(runs)
     out["counted_runs"] = len(counted)
     out["excluded_runs"] = [
@@ -82,19 +96,18 @@ def median_of_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def cell_energy(runs: list[dict[str, Any]]) -> dict[str, Any]:
+def cell_energy(runs: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """J per output token over runs: their joules over their completion tokens; unmeasured,
     with the first reason, when a run's window has no energy."""
     ens = [r.get("energy") for r in runs]
     if not runs:
         return {"j_per_output_token": None, "why": "no counted run"}
-    missing = [e for e in ens if not e or e.get("joules") is None]
+    missing = [e for e in ens if not e or _field(e, "joules") is None]
     if missing:
-        first = missing[0]
-        why = (first or {}).get("why") or "unmeasured: no GPU telemetry"
+        why = _field(missing[0], "why") or "unmeasured: no GPU telemetry"
         return {"j_per_output_token": None, "joules": None, "why": why}
-    joules = sum(float(e["joules"]) for e in ens if e)
-    tokens = sum(int(r.get("completion_tokens") or 0) for r in runs)
+    joules = sum(float(j) for e in ens if isinstance(j := _field(e, "joules"), int | float))
+    tokens = sum(_count(r.get("completion_tokens")) for r in runs)
     return {
         "j_per_output_token": joules / tokens if tokens else None,
         "joules": joules,
@@ -103,7 +116,7 @@ def cell_energy(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def saturation(cell: dict[str, Any], max_ttft_p95_s: float | None) -> str | None:
+def saturation(cell: Mapping[str, object], max_ttft_p95_s: float | None) -> str | None:
     """Why raising concurrency past this cell is pointless, or None."""
     if cell.get("failed") or cell.get("cut"):
         return f"{cell['failed']} failed and {cell['cut']} cut requests"
@@ -113,21 +126,21 @@ def saturation(cell: dict[str, Any], max_ttft_p95_s: float | None) -> str | None
     return None
 
 
-def public_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def public_runs(runs: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Run records as kept in `data`: streams trimmed to what the decision needs."""
     keep = ("failed", "cut", "degenerate", "broken", "finish_reason", "completion_tokens", "files")
     out = []
     for r in runs:
         row = {k: v for k, v in r.items() if k not in ("streams", "ttft_s")}
-        row["streams"] = [{k: s.get(k) for k in keep} for s in r.get("streams", [])]
+        row["streams"] = [{k: _field(s, k) for k in keep} for s in _items(r.get("streams"))]
         out.append(row)
     return out
 
 
-def run_goodput(runs: list[dict[str, Any]], slo: Slo) -> dict[str, Any]:
+def run_goodput(runs: Sequence[Mapping[str, object]], slo: Slo) -> dict[str, object]:
     """A closed-loop cell's goodput over every run (excluded ones too: a broken or failed
     request is a request that missed), the rate over the runs' summed windows."""
-    streams = [st for r in runs for st in r.get("streams", [])]
-    windows = [r["window_s"] for r in runs if isinstance(r.get("window_s"), int | float)]
+    streams = [st for r in runs for st in _items(r.get("streams")) if isinstance(st, dict)]
+    windows = [w for r in runs if isinstance(w := r.get("window_s"), int | float)]
     g = goodput(streams, slo, sum(windows) if windows else None)
     return g.model_dump(include={"good", "goodput", "goodput_ci95", "goodput_rps", "slo_met"})

@@ -18,9 +18,9 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.timing import percentile
@@ -28,6 +28,17 @@ from qualify.httpclient.timing import percentile
 CHAT = "/v1/chat/completions"
 TICK_S = 0.010
 FIRST = asyncio.FIRST_COMPLETED
+
+
+class LagFigures(TypedDict):
+    """The client's own lag over an open-loop cell (`OpenLoopRun.lag`, the record's `Lag`)."""
+
+    send_lag_ms_p50: float | None
+    send_lag_ms_p99: float | None
+    send_lag_ms_max: float | None
+    loop_oversleep_ms_p99: float | None
+    loop_oversleep_ms_max: float | None
+    ticks: int
 
 
 def poisson(rate_rps: float, n: int, seed: int) -> list[float]:
@@ -80,7 +91,7 @@ class OpenLoopRun:
             window = time.perf_counter() - t0
         return cls(sent, t0, window, oversleep_ms)
 
-    def lag(self) -> dict[str, Any]:
+    def lag(self) -> LagFigures:
         lags = [s.lag_s * 1000 for s in self.sent if s.lag_s is not None]
         return {
             "send_lag_ms_p50": percentile(lags, 50),
@@ -92,7 +103,7 @@ class OpenLoopRun:
         }
 
 
-def harness_lag(lag: dict[str, Any], bound_ms: float) -> str | None:
+def harness_lag(lag: Mapping[str, object], bound_ms: float) -> str | None:
     """Why the client, not the server, fell behind in a cell; None when it kept up."""
     for key in ("send_lag_ms_p99", "loop_oversleep_ms_p99"):
         v = lag.get(key)

@@ -128,9 +128,9 @@ class RayFleet:
             out.append({"sent_s": t0, "worker_s": float(w), "back_s": time.perf_counter()})
         return out
 
-    def spread(self, workers: list[Worker], sent: list[Any], start: float) -> dict[str, Any]:
+    def spread(self, workers: list[Worker], sent: list[Sent], start: float) -> dict[str, object]:
         evidence = [w.evidence(sent) for w in workers]
-        uncs = [e["uncertainty_ms"] for e in evidence if e["uncertainty_ms"] is not None]
+        uncs = [u for e in evidence if isinstance(u := e["uncertainty_ms"], float)]
         return {
             "address": self.where,
             "placement": self.placement,
@@ -180,7 +180,7 @@ class RayFleet:
         run.spread = self.spread(workers, sent, start)
         lost = [w for w in workers if w.lost]
         if lost:
-            run.harness = f"{node_text(run.spread['workers'][lost[0].k])} was lost mid-cell "
+            run.harness = f"{node_text(lost[0].evidence(sent))} was lost mid-cell "
             run.harness += f"({lost[0].lost}): the cell is aborted, what came back is kept"
             self.broken = run.harness
         return run

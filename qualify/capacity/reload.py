@@ -22,15 +22,16 @@ from __future__ import annotations
 import copy
 import math
 import re
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from qualify.capacity.edge import PREFIX, edge_steps
 from qualify.capacity.knee import _knee, counts, holds, pace, step_plan
 from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.openloop import burst, poisson
-from qualify.capacity.runs import stream_record
+from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import CapacitySettings
-from qualify.capacity.slo import Slo
+from qualify.capacity.slo import Slo, number
 from qualify.capacity.soak import drift
 from qualify.capacity.specdrift import acceptance_thirds
 from qualify.capacity.spread import shard_label
@@ -50,11 +51,11 @@ def kept_stream(
     view: AttemptView,
     label: str,
     i: int,
-    st: Any,
+    st: object,
     kind: str | None,
     max_tokens: int | None,
     workers: int = 0,
-) -> dict[str, Any]:
+) -> StreamRec:
     """Stream `i` (from 0) of a run or cell named `label`, measured again from its kept
     exchange, which must be the one the stage kept for it (`NNNN-<label>-s<i+1>.json`; of a
     cell on `workers` Ray workers, the shard of worker i mod workers: `<label>-w<k>-s<i+1>`)."""
@@ -73,12 +74,12 @@ def kept_stream(
 
 
 # A stream's answer judgments, which the answer-checking code (`check_code("capacity")`) gives.
-JUDGED = ("degenerate", "broken")
+JUDGED: tuple[Literal["degenerate", "broken"], ...] = ("degenerate", "broken")
 
 
 def _earlier_answers(
-    view: AttemptView, label: str, i: int, st: Any, rec: dict[str, Any]
-) -> dict[str, Any]:
+    view: AttemptView, label: str, i: int, st: object, rec: StreamRec
+) -> StreamRec:
     """A record of other answer-checking code than this installation's (an earlier build wrote
     no `check_code`) keeps a judgment *against* an answer (degenerate, broken) that this code no
     longer makes, named in the notes: such a judgment can only block, so taking it as recorded
@@ -92,7 +93,8 @@ def _earlier_answers(
             "answers judged broken or degenerate by earlier answer-checking code that this "
             "code judges right (a judgment against the candidate, kept as recorded)"
         )
-        rec.update({k: st[k] for k in harsher})
+        for k in harsher:
+            rec[k] = st[k]
     return rec
 
 
@@ -102,7 +104,7 @@ def _streams(
     offsets: list[float],
     kind: str,
     max_tokens: int | None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Each planned request of an open-loop cell, at its planned offset: measured again from its
     exchange, or, never answered, as recorded (its `unfinished` says why)."""
     label, sealed = str(cell.get("label")), cell.get("streams") or []
@@ -113,10 +115,10 @@ def _streams(
     for i, (st, at) in enumerate(zip(sealed, offsets, strict=True)):
         if not isinstance(st, dict) or not (st.get("files") or st.get("unfinished")):
             raise NotKept(f"{label} stream {i + 1}: answered, but no exchange is kept")
-        rec = (
+        rec: dict[str, object] = (
             copy.deepcopy(st)
             if not st.get("files")
-            else kept_stream(view, label, i, st, kind, max_tokens, workers)
+            else dict(kept_stream(view, label, i, st, kind, max_tokens, workers))
         )
         rec.update(planned_s=round(at, 4), lag_ms=st.get("lag_ms"))
         out.append(rec)
@@ -135,9 +137,10 @@ def kept_trace(view: AttemptView, cell: dict[str, Any]) -> list[TraceRow]:
         raise NotKept(f"{KEPT_TRACE}: {exc}") from None
 
 
-def per_token(cell: dict[str, Any]) -> None:
-    energy, tokens = cell.get("energy"), cell.get("completion_tokens")
-    if energy and tokens and energy.get("joules") is not None:
+def per_token(cell: dict[str, object]) -> None:
+    """The cell's J per output token, into its energy, where it has joules and tokens."""
+    energy, tokens = cell.get("energy"), number(cell.get("completion_tokens"))
+    if isinstance(energy, dict) and energy and tokens and energy.get("joules") is not None:
         energy["j_per_output_token"] = energy["joules"] / tokens
 
 
@@ -212,7 +215,7 @@ def _soak(
 
 
 def rebuild_load(
-    view: AttemptView, sealed: Any, s: CapacitySettings, slo: Slo | None
+    view: AttemptView, sealed: object, s: CapacitySettings, slo: Slo | None
 ) -> dict[str, Any] | None:
     """The record's `load` as the kept exchanges give it; None when the record has none."""
     if not isinstance(sealed, dict):
@@ -273,7 +276,9 @@ def _edge_again(
     return edge
 
 
-def _knee_again(cells: list[dict[str, Any]], sealed: dict[str, Any], slo: Slo) -> Any:
+def _knee_again(
+    cells: Sequence[Mapping[str, object]], sealed: Mapping[str, object], slo: Slo
+) -> Knee:
     """The knee as the search keeps it: the last step that held the floor and the last that did
     not, a step that was a harness error ending the search counted as neither."""
     floor = slo.goodput_floor

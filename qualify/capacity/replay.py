@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from qualify.candidate import LoadedCandidate
-from qualify.capacity.knee import Meter, cell_streams, counts, pace, tallied
+from qualify.capacity.knee import LaneArgs, Meter, cell_streams, counts, pace, tallied
 from qualify.capacity.openloop import Plan, send
 from qualify.capacity.reload import _PART, _streams, kept_trace, per_token
 from qualify.capacity.settings import CapacitySettings, ReplaySettings
-from qualify.capacity.slo import Slo
+from qualify.capacity.slo import Slo, number
 from qualify.capacity.trace import (
     KEPT_TRACE,
     TraceError,
@@ -44,14 +45,14 @@ def label_of(scale: float) -> str:
 
 
 def replay_figures(
-    streams: list[dict[str, Any]], slo: Slo, window_s: float | None, offsets: list[float]
-) -> dict[str, Any]:
+    streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float | None, offsets: list[float]
+) -> dict[str, object]:
     """A replay cell's figures from its streams: counts, tokens, goodput (as every open-loop
     cell's), the offered and achieved rates and the pace."""
     out = counts(streams, slo, window_s)
     span = offsets[-1] if offsets else 0.0
     done = [s for s in streams if not s.get("unfinished")]
-    tokens = out["completion_tokens"]
+    tokens = number(out["completion_tokens"])
     out["offered_rps"] = (len(offsets) - 1) / span if span > 0 else None
     out["achieved_rps"] = len(done) / window_s if window_s else None
     out["output_tok_s"] = tokens / window_s if window_s and tokens else None
@@ -59,7 +60,9 @@ def replay_figures(
     return out
 
 
-def body_of(sender: Sender, row: TraceRow, i: int, block_tokens: int, cap: int) -> dict[str, Any]:
+def body_of(
+    sender: Sender, row: TraceRow, i: int, block_tokens: int, cap: int
+) -> dict[str, object]:
     """The request of row `i`: its messages, its output length as `max_tokens` (capped)."""
     body = sender.request(prompt_of(row, i, block_tokens))
     key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
@@ -79,7 +82,7 @@ async def replay_cell(
     lag_bound_ms: float,
     drain_s: float,
     meter: Meter | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The trace sent once at `scale`, after an idle check; the cell's record."""
     label = label_of(scale)
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
@@ -101,8 +104,8 @@ async def replay_cell(
 
 
 async def replays(
-    sender: Sender, text: str, s: ReplaySettings, common: dict[str, Any], drain_s: float
-) -> list[dict[str, Any]]:
+    sender: Sender, text: str, s: ReplaySettings, common: LaneArgs, drain_s: float
+) -> list[dict[str, object]]:
     """The candidate's trace (`s.trace`, whose text the stage read and kept) replayed at each
     of its scales, in order."""
     rows = read_trace(text)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypedDict
 
 from qualify.ab.acceptance import between
-from qualify.capacity.answers import broken
+from qualify.capacity.answers import CallMade, broken
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -34,6 +34,31 @@ from qualify.serving.sender import Sender
 
 AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
 QUEUE_POLL_S = 0.5
+
+
+class StreamRec(TypedDict, total=False):
+    """One stream's figures as `stream_record` measures them; an open-loop cell's planned
+    request adds its send offset and lag (`qualify.capacity.knee.cell_streams`), one never
+    answered carries only why (`unfinished`)."""
+
+    failed: str | None
+    cut: str | None
+    unfinished: str
+    degenerate: str | None
+    finish_reason: str | None
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int | None
+    token_chunks: int
+    ttft_s: float | None
+    e2e_s: float | None
+    decode_tok_s: float | None
+    answer: str
+    broken: list[str]
+    tool_calls: int
+    files: list[str]
+    planned_s: float
+    lag_ms: float | None
 
 
 def _failure(ex: Exchange, o: ChatOutcome) -> tuple[str | None, str | None]:
@@ -53,13 +78,13 @@ def _failure(ex: Exchange, o: ChatOutcome) -> tuple[str | None, str | None]:
 
 def stream_record(
     ex: Exchange, files: list[str], kind: str | None = None, max_tokens: int | None = None
-) -> dict[str, Any]:
+) -> StreamRec:
     """One stream's figures; with `kind`, its answer judged (`broken`, empty when right)."""
     o = from_stream(ex)
     t = timing(o)
     failed, cut = _failure(ex, o)
     answered = failed is None and cut is None
-    calls = [{"name": c.name, "arguments": c.arguments} for c in o.tool_calls]
+    calls = [CallMade(name=c.name, arguments=c.arguments) for c in o.tool_calls]
     budget = max_tokens if max_tokens is not None else _budget(ex)
     judged = (
         broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, calls)
@@ -114,7 +139,7 @@ class QueueWatch:
     def start(self) -> None:
         self._task = asyncio.create_task(self._poll())
 
-    async def stop(self) -> dict[str, Any]:
+    async def stop(self) -> dict[str, object]:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -135,22 +160,22 @@ def _window(exchanges: list[Exchange]) -> float | None:
     return max(ex.t_sent + (ex.t_end or 0.0) for ex in ok) - start
 
 
-def _nums(key: str, rows: list[dict[str, Any]]) -> list[float]:
-    return [float(s[key]) for s in rows if isinstance(s[key], int | float)]
+def _nums(key: str, rows: Sequence[Mapping[str, object]]) -> list[float]:
+    return [float(v) for s in rows if isinstance(v := s[key], int | float)]
 
 
-def summarize(streams: list[dict[str, Any]], window: float | None) -> dict[str, Any]:
+def summarize(streams: list[StreamRec], window: float | None) -> dict[str, object]:
     """A run's figures from its streams; decode over the non-degenerate answered streams."""
-    answered = [s for s in streams if not s["failed"] and not s["cut"]]
-    speed = [s for s in answered if not s["degenerate"]]
-    tokens = sum(s["completion_tokens"] or 0 for s in answered)
-    chunks = sum(s["token_chunks"] for s in answered)
+    answered = [s for s in streams if not s.get("failed") and not s.get("cut")]
+    speed = [s for s in answered if not s.get("degenerate")]
+    tokens = sum(s.get("completion_tokens") or 0 for s in answered)
+    chunks = sum(s.get("token_chunks", 0) for s in answered)
     ttft = _nums("ttft_s", answered)
     return {
         "requests": len(streams),
-        "failed": sum(1 for s in streams if s["failed"]),
-        "cut": sum(1 for s in streams if s["cut"]),
-        "degenerate": sum(1 for s in answered if s["degenerate"]),
+        "failed": sum(1 for s in streams if s.get("failed")),
+        "cut": sum(1 for s in streams if s.get("cut")),
+        "degenerate": sum(1 for s in answered if s.get("degenerate")),
         "completion_tokens": tokens,
         "window_s": window,
         "aggregate_output_tok_s": tokens / window if tokens and window else None,
@@ -164,13 +189,17 @@ def summarize(streams: list[dict[str, Any]], window: float | None) -> dict[str, 
     }
 
 
-def exclusion(run: dict[str, Any]) -> str | None:
+def _field(v: object, key: str) -> object:
+    return v.get(key) if isinstance(v, dict) else None
+
+
+def exclusion(run: Mapping[str, object]) -> str | None:
     """Why a run is not counted in its cell's medians, or None."""
-    idle = run["idle"]
-    if idle["before"]["idle"] is False:
-        return f"not idle before the run: {idle['before']['reason']}"
-    if idle.get("after", {}).get("idle") is False:
-        return f"not idle after the run: {idle['after']['reason']}"
+    before, after = _field(run["idle"], "before"), _field(run["idle"], "after")
+    if _field(before, "idle") is False:
+        return f"not idle before the run: {_field(before, 'reason')}"
+    if _field(after, "idle") is False:
+        return f"not idle after the run: {_field(after, 'reason')}"
     if run["failed"] or run["cut"]:
         return f"{run['failed']} failed and {run['cut']} cut of {run['requests']} requests"
     if run["degenerate"]:
@@ -183,11 +212,12 @@ async def timed_run(
     prompts: list[Messages],
     label: str,
     kind: str = "prose",
-    meter: Callable[[float, float], dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    meter: Callable[[float, float], dict[str, object]] | None = None,
+) -> dict[str, object]:
     """Every prompt in flight at once between two idle checks; the run's record."""
     before = await wait_idle(s.client, s.dialect, s.idle_wait_s)
-    run: dict[str, Any] = {"label": label, "idle": {"before": before.as_dict()}}
+    idle = {"before": before.as_dict()}
+    run: dict[str, object] = {"label": label, "idle": idle}
     if before.idle is False:
         run.update(summarize([], None), streams=[], queue=None, acceptance=None)
         run["excluded"] = exclusion(run)
@@ -203,7 +233,7 @@ async def timed_run(
         run["queue"] = await watch.stop()
     run["energy"] = meter(m0, m1) if meter is not None else None
     after = await wait_idle(s.client, s.dialect, AFTER_GRACE_S)
-    run["idle"]["after"] = after.as_dict()
+    idle["after"] = after.as_dict()
     streams = [
         stream_record(ex, s.keep(f"{label}-s{i + 1}", ex), kind) for i, ex in enumerate(exchanges)
     ]
@@ -221,14 +251,16 @@ def server_fidelity(
     after: IdleReport,
     d: Dialect,
     exchanges: list[Exchange],
-    streams: list[dict[str, Any]],
-) -> dict[str, Any]:
+    streams: list[StreamRec],
+) -> dict[str, object]:
     """The run's answered requests against the server's latency histograms over the same idle
     window (vLLM keeps them; llama.cpp does not, said so): the client's cell decode tok/s over
     the server's and its mean TTFO minus the server's mean TTFT
     (`qualify.httpclient.timing.with_server_window`, as the A/B compares its cells)."""
     answered = [
-        ex for ex, st in zip(exchanges, streams, strict=True) if not st["failed"] and not st["cut"]
+        ex
+        for ex, st in zip(exchanges, streams, strict=True)
+        if not st.get("failed") and not st.get("cut")
     ]
     window = server_window(before.snapshot, after.snapshot, d, expected=len(answered))
     _, compared = with_server_window([timing(from_stream(ex)) for ex in answered], window)

@@ -25,10 +25,11 @@ import asyncio
 import copy
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qualify.capacity.runs import stream_record
+from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.slo import Slo, goodput
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_stream
@@ -74,7 +75,7 @@ class Script:
             "value you read."
         )
 
-    def call(self) -> dict[str, Any]:
+    def call(self) -> dict[str, object]:
         args = json.dumps({"host": self.host, "metric": self.metric})
         fn = {"name": "read_metric", "arguments": args}
         return {"id": "call-1", "type": "function", "function": fn}
@@ -106,20 +107,29 @@ def judge_turn(turn: int, s: Script, o: ChatOutcome) -> list[str]:
     return []
 
 
-def turn_record(ex: Exchange, files: list[str], session: int, turn: int) -> dict[str, Any]:
+class TurnRec(StreamRec, total=False):
+    """One turn's figures (`turn_record`): a stream's, with its session, turn and whether the
+    session went on with the call the model should have made."""
+
+    session: int
+    turn: int
+    scripted: bool
+
+
+def turn_record(ex: Exchange, files: list[str], session: int, turn: int) -> TurnRec:
     """One turn's figures and judgment from its exchange (the stage's and `verify`'s)."""
-    rec = stream_record(ex, files)
+    rec: TurnRec = {**stream_record(ex, files), "session": session, "turn": turn, "scripted": False}
     o = from_stream(ex)
     problems = [] if rec["failed"] or rec["cut"] else judge_turn(turn, script(session), o)
-    rec.update(session=session, turn=turn, broken=problems)
+    rec["broken"] = problems
     rec["scripted"] = turn == 1 and bool(problems)
     return rec
 
 
-def _by_turn(turns: list[dict[str, Any]], key: str) -> list[float | None]:
+def _by_turn(turns: Sequence[Mapping[str, object]], key: str) -> list[float | None]:
     return [
         median(
-            [float(t[key]) for t in turns if t["turn"] == n and isinstance(t.get(key), int | float)]
+            [float(v) for t in turns if t["turn"] == n and isinstance(v := t.get(key), int | float)]
         )
         for n in range(1, TURNS + 1)
     ]
@@ -144,13 +154,11 @@ TURN_KEYS = (
 )
 
 
-def session_figures(
-    turns: list[dict[str, Any]], slo: Slo, window_s: float | None
-) -> dict[str, Any]:
+def session_figures(turns: list[TurnRec], slo: Slo, window_s: float | None) -> dict[str, object]:
     """The sessions' figures from their turns: per turn the median TTFT, prompt and cached
     tokens; turns judged and broken; goodput of the turns under the SLOs."""
     return {
-        "turns": [{k: t[k] for k in TURN_KEYS if k in t} for t in turns],
+        "turns": [{k: t.get(k) for k in TURN_KEYS if k in t} for t in turns],
         "ttft_p50_s_by_turn": _by_turn(turns, "ttft_s"),
         "prompt_tokens_by_turn": _by_turn(turns, "prompt_tokens"),
         "cached_tokens_by_turn": _by_turn(turns, "cached_tokens"),
@@ -160,9 +168,9 @@ def session_figures(
     }
 
 
-async def _session(sender: Sender, k: int, max_tokens: int) -> list[dict[str, Any]]:
+async def _session(sender: Sender, k: int, max_tokens: int) -> list[TurnRec]:
     s = script(k)
-    msgs: list[dict[str, Any]] = [{"role": "user", "content": s.ask(1)}]
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": s.ask(1)}]  # chat JSON, tool calls
     out = []
     for turn in range(1, TURNS + 1):
         # every turn offers the tool, as an agent loop does: the prefix stays the same
@@ -183,14 +191,14 @@ async def _session(sender: Sender, k: int, max_tokens: int) -> list[dict[str, An
 
 
 async def run_sessions(
-    sender: Sender, count: int, max_tokens: int, slo: Slo, **_: Any
-) -> dict[str, Any]:
+    sender: Sender, count: int, max_tokens: int, slo: Slo, **_: object
+) -> dict[str, object]:
     """`count` sessions at once; their record."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     done = await asyncio.gather(*(_session(sender, k, max_tokens) for k in range(count)))
     window = loop.time() - t0
-    turns = [{k: t[k] for k in TURN_KEYS if k in t} for session in done for t in session]
+    turns = [{k: t.get(k) for k in TURN_KEYS if k in t} for session in done for t in session]
     return {"count": count, "window_s": window, "turns": turns}  # figures: `sessions_again`
 
 

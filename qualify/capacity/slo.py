@@ -16,7 +16,8 @@ under a 5 s SLO" is read beside the share.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from collections.abc import Mapping, Sequence
+from typing import Annotated
 
 from pydantic import Field
 
@@ -129,28 +130,37 @@ def shown(slo: Slo) -> str:
     return f"{', '.join(parts) or 'no latency bound'} (p{slo.percentile:g})"
 
 
-def tpot(stream: dict[str, Any]) -> float | None:
+def tpot(stream: Mapping[str, object]) -> float | None:
     """Seconds per output token after the first: 1 / per-stream decode."""
     d = stream.get("decode_tok_s")
     return 1.0 / d if isinstance(d, int | float) and d > 0 else None
 
 
-def misses(stream: dict[str, Any], slo: Slo) -> list[str]:
+def number(v: object) -> float | None:
+    """A figure read from a stream or a cell: the number, else None."""
+    return v if isinstance(v, int | float) else None
+
+
+def misses(stream: Mapping[str, object], slo: Slo) -> list[str]:
     """Why one request does not meet the SLOs (empty when it does)."""
     if stream.get("unfinished"):
         return [f"unfinished: {stream['unfinished']}"]
     if stream.get("failed") or stream.get("cut"):
         return [str(stream.get("failed") or stream.get("cut"))]
     out = []
-    if stream.get("broken"):
-        out.append("broken answer: " + "; ".join(stream["broken"]))
-    values = {"ttft_s": stream.get("ttft_s"), "tpot_s": tpot(stream), "e2e_s": stream.get("e2e_s")}
+    if isinstance(broken := stream.get("broken"), list) and broken:
+        out.append("broken answer: " + "; ".join(broken))
+    values = {
+        "ttft_s": number(stream.get("ttft_s")),
+        "tpot_s": tpot(stream),
+        "e2e_s": number(stream.get("e2e_s")),
+    }
     for m in METRICS:
         bound, v = slo.bound(m), values[m]
         if bound is None:
             continue
         if v is None:
-            if m == "tpot_s" and (stream.get("completion_tokens") or 0) <= 1:
+            if m == "tpot_s" and (number(stream.get("completion_tokens")) or 0) <= 1:
                 continue  # one token has no time per output token
             out.append(f"no {m}")
         elif v > bound:
@@ -171,7 +181,7 @@ def wilson(good: int, n: int, z: float = Z95) -> tuple[float, float] | None:
     return min(p, max(0.0, mid - half)), max(p, min(1.0, mid + half))
 
 
-def goodput(streams: list[dict[str, Any]], slo: Slo, window_s: float | None) -> Goodput:
+def goodput(streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float | None) -> Goodput:
     """A cell's goodput: share and rate of requests meeting every SLO, with intervals, and each
     latency at the SLO percentile over the answered requests."""
     n = len(streams)
@@ -180,7 +190,7 @@ def goodput(streams: list[dict[str, Any]], slo: Slo, window_s: float | None) -> 
     ci = wilson(good, n)
     answered = [s for s in streams if not (s.get("failed") or s.get("cut") or s.get("unfinished"))]
 
-    def at(values: list[Any]) -> float | None:
+    def at(values: Sequence[object]) -> float | None:
         return percentile([float(v) for v in values if isinstance(v, int | float)], slo.percentile)
 
     figures = SloFigures(

@@ -32,14 +32,14 @@ import contextlib
 import math
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from qualify.ab.acceptance import SpecCounters
 from qualify.capacity.knee import Fresh, Meter, cell_streams, tallied
 from qualify.capacity.openloop import Flight, Plan, poisson, send
-from qualify.capacity.slo import Slo
+from qualify.capacity.slo import Slo, number
 from qualify.capacity.specdrift import SERIES_COLUMNS, spec_point
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
@@ -100,17 +100,21 @@ def rss_mib(pid: int | None) -> float | None:
     return int(m.group(1)) / 1024 if m else None
 
 
-def drift(streams: list[dict[str, Any]]) -> dict[str, Any]:
+def drift(streams: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """Median TTFT of the last third over the first third, by planned send time, with how many
     answered requests each third holds (`per_third`: the gate judges no drift from fewer than
     the house's `soak_min_third_requests`)."""
     ok = sorted(
-        (s for s in streams if isinstance(s.get("ttft_s"), int | float)),
-        key=lambda s: s.get("planned_s") or 0.0,
+        (
+            (number(s.get("planned_s")) or 0.0, t)
+            for s in streams
+            if (t := number(s.get("ttft_s"))) is not None
+        ),
+        key=lambda at: at[0],
     )
     third = len(ok) // 3
-    first = median([float(s["ttft_s"]) for s in ok[:third]]) if third >= 2 else None
-    last = median([float(s["ttft_s"]) for s in ok[-third:]]) if third >= 2 else None
+    first = median([float(t) for _, t in ok[:third]]) if third >= 2 else None
+    last = median([float(t) for _, t in ok[-third:]]) if third >= 2 else None
     pct = (last / first - 1) * 100 if first and last is not None else None
     return {
         "first_p50_s": first,
@@ -231,7 +235,7 @@ class Watcher:
                 await asyncio.wait_for(self.stop.wait(), self.poll_s)
         await self._final()
 
-    def seen(self, memory_source: str | None) -> dict[str, Any]:
+    def seen(self, memory_source: str | None) -> dict[str, object]:
         """What the watcher saw over the soak, for its record."""
         first, last = self.errors_first or {}, self.errors_last
         gen, mem = self.generated, self.memory_mib
@@ -289,7 +293,7 @@ async def soak(
     memory_source: str | None = None,
     meter: Meter | None = None,
     poll_s: float = POLL_S,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The steady load and its watcher; the soak's record."""
     # every arrival of the Poisson process that falls within the duration
     n = max(1, math.ceil(rate_rps * duration_s))
@@ -312,7 +316,7 @@ async def soak(
     run = await send(sender.client, cell)
     energy = meter(m0, time.monotonic()) if meter else None
     streams = cell_streams(run, sender, "soak", kind, max_tokens)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "rate_rps": rate_rps,
         "duration_s": duration_s,
         "stall_s": stall_s,

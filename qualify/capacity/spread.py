@@ -35,15 +35,17 @@ from __future__ import annotations
 
 import contextvars
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from qualify.capacity.openloop import OpenLoopRun, Plan, Sent, harness_lag
+from qualify.capacity.openloop import LagFigures, OpenLoopRun, Plan, Sent, harness_lag
 from qualify.httpclient.client import Client, Exchange
 
 if TYPE_CHECKING:
     from qualify.capacity.shard import ShardResult
+    from qualify.capacity.stage import Capacity
+    from qualify.gates.thresholds import Thresholds
 
 ENV = "QUALIFY_RAY_ADDRESS"
 PROBES = 8
@@ -75,7 +77,7 @@ def address(setting: str | None) -> str:
     return os.environ.get(ENV) or setting or "auto"
 
 
-async def around(cap: Any, work: Awaitable[T]) -> T:
+async def around(cap: Capacity, work: Awaitable[T]) -> T:
     """`work` (the stage's loads) with a fleet of `cap.s.load.workers` Ray workers open."""
     s = cap.s.load
     if s.workers <= 1:
@@ -89,7 +91,7 @@ async def around(cap: Any, work: Awaitable[T]) -> T:
         await fleet.close()
 
 
-def open_fleet(where: str, workers: int, thresholds: Any) -> Fleet:
+def open_fleet(where: str, workers: int, thresholds: Thresholds) -> Fleet:
     """The Ray fleet, or a broken one that makes every cell a harness error saying why."""
     bound = float(thresholds.client_max_clock_uncertainty_ms)
     try:
@@ -149,17 +151,17 @@ def best_probe(probes: list[dict[str, float]]) -> tuple[float, float]:
     return p["worker_s"] - (p["sent_s"] + p["back_s"]) / 2, (p["back_s"] - p["sent_s"]) / 2
 
 
-def worker_lag(sent: list[Sent], oversleep_ms: list[float]) -> dict[str, Any]:
+def worker_lag(sent: list[Sent], oversleep_ms: list[float]) -> LagFigures:
     """One worker's own send lag and loop oversleep, over its share of the cell."""
     return OpenLoopRun(sent, 0.0, None, oversleep_ms).lag()
 
 
-def node_text(w: dict[str, Any]) -> str:
+def node_text(w: Mapping[str, object]) -> str:
     host = f" ({w['host']})" if w.get("host") else ""
     return f"worker {w['worker']} on node {str(w.get('node') or '?')[:8]}{host}"
 
 
-def annotate(cell: dict[str, Any], run: OpenLoopRun, lag_bound_ms: float) -> dict[str, Any]:
+def annotate(cell: dict[str, object], run: OpenLoopRun, lag_bound_ms: float) -> dict[str, object]:
     """A cell that ran on workers: its `spread`, and its harness error when a worker was lost,
     its clock was uncertain or it fell behind (named), before the union's own lag."""
     if not isinstance(run, SpreadRun):
@@ -186,7 +188,7 @@ class Worker:
     result: ShardResult | None = None
     lost: str | None = None
 
-    def evidence(self, sent: list[Sent]) -> dict[str, Any]:
+    def evidence(self, sent: list[Sent]) -> dict[str, object]:
         offset, unc = best_probe(self.probes) if self.probes else (None, None)
         r = self.result
         mine = [sent[i] for i in self.indices]

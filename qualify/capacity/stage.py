@@ -15,7 +15,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
@@ -23,7 +23,7 @@ from qualify.capacity.answers import answer_code
 from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import find_incumbent
-from qualify.capacity.knee import open_cell, search
+from qualify.capacity.knee import LaneArgs, open_cell, search
 from qualify.capacity.loads import Knee, soak_rate_from
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.openloop import burst
@@ -41,6 +41,7 @@ from qualify.capacity.spread import around
 from qualify.capacity.trace import KEPT_TRACE, read_trace, trace_path
 from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
+from qualify.progress import Task
 from qualify.records import StageResult
 from qualify.serving.engines import dialect
 from qualify.serving.idle import wait_idle
@@ -59,11 +60,16 @@ def _check_level(loaded: LoadedCandidate) -> list[str]:
     return unknown_level(loaded, "capacity", loaded.candidate.stages.capacity.level)
 
 
-def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, Any]:
+def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, object]:
     """The lane's request fields: model, budget, the named level's fields (else its first)."""
     name = s.level if s.level in cand.reasoning else next(iter(cand.reasoning), None)
     fields = cand.reasoning[name].request_fields() if name is not None else {}
-    body = {"model": cand.identity.model, "max_tokens": s.max_tokens, "temperature": 0, **fields}
+    body: dict[str, object] = {
+        "model": cand.identity.model,
+        "max_tokens": s.max_tokens,
+        "temperature": 0,
+        **fields,
+    }
     if s.ignore_eos:
         body["ignore_eos"] = True
     return body
@@ -80,6 +86,13 @@ def turns(runs: int, incumbent: bool) -> list[tuple[str, list[int]]]:
     return out
 
 
+class Stop(TypedDict):
+    """Where a length stopped raising concurrency, and why (`matrix.saturation`)."""
+
+    at: int
+    why: str
+
+
 @dataclass
 class Lane:
     """One lane's state over its turns: how it is asked, its plan, its sized prompts, its runs."""
@@ -91,8 +104,8 @@ class Lane:
     lengths: list[PlannedLength]
     engine: Engine
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
-    runs: dict[tuple[int, int], list[dict[str, Any]]] = field(default_factory=dict)
-    saturated: dict[int, dict[str, Any]] = field(default_factory=dict)
+    runs: dict[tuple[int, int], list[dict[str, object]]] = field(default_factory=dict)
+    saturated: dict[int, Stop] = field(default_factory=dict)
     warmups: list[Warmup] = field(default_factory=list)
 
 
@@ -113,7 +126,7 @@ class Capacity:
     def __post_init__(self) -> None:
         self.slo = effective(self.ctx.thresholds, self.s.slo)
 
-    def meter(self, t0: float, t1: float) -> dict[str, Any]:
+    def meter(self, t0: float, t1: float) -> dict[str, object]:
         """Energy over a monotonic window, from the run's GPU sampler (unmeasured without)."""
         sampler = self.ctx.sampler
         if isinstance(sampler, Sampler):
@@ -131,7 +144,7 @@ class Capacity:
             return (lambda: rss_mib(pid)), "server process RSS (/proc)"
         return (lambda: None), None
 
-    async def load(self, lane: Lane, task: Any) -> dict[str, Any]:
+    async def load(self, lane: Lane, task: Task) -> dict[str, Any]:
         """The knee search, the burst and the soak on one lane, at one prompt length."""
         s, t = self.s, self.ctx.thresholds
         target = s.load.length or s.lengths[0]
@@ -150,13 +163,13 @@ class Capacity:
             return out
         if fresh_key:
             await self.warm(lane, p, f"load-{lane.name}-{n}")
-        common: dict[str, Any] = {
-            "kind": s.load.kind,
-            "max_tokens": s.max_tokens,
-            "slo": self.slo,
-            "lag_bound_ms": t.client_max_lag_ms,
-            "meter": self.meter,
-        }
+        common = LaneArgs(
+            kind=s.load.kind,
+            max_tokens=s.max_tokens,
+            slo=self.slo,
+            lag_bound_ms=t.client_max_lag_ms,
+            meter=self.meter,
+        )
         text = self.trace(lane)
         if s.load.enabled:
             found = await search(
@@ -201,7 +214,7 @@ class Capacity:
         return text
 
     async def soak_step(
-        self, lane: Lane, p: Prompts, out: dict[str, Any], common: dict[str, Any]
+        self, lane: Lane, p: Prompts, out: dict[str, Any], common: LaneArgs
     ) -> dict[str, Any]:
         """The soak at the candidate's rate, else a fraction of the knee the search found."""
         s, t = self.s, self.ctx.thresholds
@@ -227,7 +240,7 @@ class Capacity:
         )
         return {**got, "rate_from": rate_from}
 
-    async def loads(self, incumbent: bool, ran: list[str], task: Any) -> dict[str, Any]:
+    async def loads(self, incumbent: bool, ran: list[str], task: Task) -> dict[str, Any]:
         """The candidate's load, then the incumbent at the candidate's edge (`capacity.edge`)."""
         out = await self.load(await self.lane("candidate"), task)
         ran.append("candidate load")
@@ -283,7 +296,7 @@ class Capacity:
             lane.warmups.append(Warmup(label=label, n=i + 1, files=files))  # tokens: the rebuild's
 
     async def matrix_turn(
-        self, name: str, runs: list[int], inc_info: dict[str, Any], task: Any
+        self, name: str, runs: list[int], inc_info: dict[str, Any], task: Task
     ) -> bool:
         """One lane's turn of matrix runs; False where the incumbent was not found or did not
         start (`inc_info` says so then)."""
@@ -330,13 +343,17 @@ class Capacity:
                     lane.saturated[planned] = {"at": c, "why": why}
         return True
 
-    async def kinds(self, lane: Lane, task: Any) -> list[KindRow]:
+    async def kinds(self, lane: Lane, task: Task) -> list[KindRow]:
         rows = []
         depths = plan_lengths(self.s.depths, lane.window, self.s.max_tokens)
         warmed = False
         for d in (x for x in depths if not x.same_as and not x.errors):
             for kind in self.s.kinds:
-                row: dict[str, Any] = {"kind": kind, "depth": d.planned_tokens, "target": d.target}
+                row: dict[str, object] = {
+                    "kind": kind,
+                    "depth": d.planned_tokens,
+                    "target": d.target,
+                }
                 try:
                     p = await self.prompts(lane, kind, d.planned_tokens)
                     if not warmed:
@@ -453,7 +470,7 @@ async def capacity(ctx: StageContext) -> StageResult:
     }
     # derived from the kept exchanges by the rebuild (`capacity.rebuild`), named here so that
     # its record holds them
-    derived: dict[str, Any] = {"not_run": [], "degenerate": [], "answers": {}}
+    derived: dict[str, object] = {"not_run": [], "degenerate": [], "answers": {}}
     derived.update(expected=[], comparison=[])
     record = Record.model_validate({**data, **derived, "check_code": answer_code()})
     result = finish(ctx, ctx.judge(record), record)
