@@ -35,7 +35,7 @@ from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.timing import fidelity_verdict
 from qualify.records import Verdict, worst
 from qualify.serving.engines import DIALECTS
-from qualify.shown import say
+from qualify.shown import direction, say
 
 STAGE = "ab"
 Found = list[tuple[Verdict, str]]
@@ -211,10 +211,13 @@ def _speed_verdict(
         if p
         else "median of run-level figures"
     )
-    said = (
-        f"{metric}: the candidate is {median_slow:.1f}% slower than the control "
-        f"({what}; 95% interval of the slowdown {lo:.1f}% to {hi:.1f}%)"
+    # "slower" only where the whole interval says so (`qualify.shown`)
+    claim = (
+        f"the candidate is {median_slow:.1f}% slower than the control"
+        if direction(lo, hi) == "up"
+        else f"no slowdown shown (paired median {median_slow:.1f}%)"
     )
+    said = f"{metric}: {claim} ({what}; 95% interval of the slowdown {lo:.1f}% to {hi:.1f}%)"
     if lo > bound:
         return Verdict.FAIL, f"{said}: the whole interval is beyond the {bound:g}% allowed", *slow
     if median_slow > bound:

@@ -280,6 +280,18 @@ def test_roomy_decode_is_beyond_the_bound_but_not_wholly() -> None:
     )
     tight = Thresholds(ab_max_regression_pct=1.0)
     assert _one(judges.speed(Record.model_validate(data), DECODE, tight)).verdict is Verdict.FAIL
+    assert "the candidate is 3.6% slower than the control" in got.reasons[0]
+
+
+def test_a_slowdown_the_interval_does_not_show_is_not_called_slower() -> None:
+    """A median 4.0% slowdown whose interval reaches a speed-up (the demo's decode): beyond the
+    bound, inconclusive, and its reason says no slowdown was shown, never "slower"."""
+    data = _good()
+    data["metrics"][0] = _row("decode_tok_s", "higher", 96.0, 100.0, (-17.3, 5.9))
+    got = _one(judges.speed(Record.model_validate(data), DECODE, T))
+    assert got.verdict is Verdict.INCONCLUSIVE
+    assert "no slowdown shown (paired median 4.0%)" in got.reasons[0]
+    assert "slower" not in got.reasons[0]
 
 
 def test_speed_without_an_interval_is_inconclusive() -> None:
