@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Literal, TypedDict, cast
 
 from qualify.ab.record import Energy, LaneEnergy, Run
-from qualify.httpclient.timing import RequestTiming
+from qualify.httpclient.timing import RequestTiming, TimingForm
 
 PerRequest = Literal["decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s"]
 Metric = Literal[
@@ -40,30 +40,6 @@ class ResponseDraftsForm(TypedDict):
     draft_n: int | None
     draft_n_accepted: int | None
     rate: float | None
-
-
-class TimingForm(TypedDict, total=False):
-    """`qualify.httpclient.timing.RequestTiming` as its `as_dict` gives it."""
-
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cached_tokens: int | None
-    sse_chunks: int
-    token_chunks: int
-    chunks_per_token: float | None
-    ttfo_s: float | None
-    ttft_s: float | None
-    generation_s: float | None
-    e2e_s: float | None
-    decode_tok_s: float | None
-    effective_prefill_tok_s: float | None
-    itl_p50_ms: float | None
-    itl_p95_ms: float | None
-    server_decode_tok_s: float | None
-    server_prompt_ms: float | None
-    decode_ratio_client_over_server: float | None
-    ttft_minus_server_prompt_ms: float | None
-    server_source: str | None
 
 
 def timing_form(t: RequestTiming) -> RequestForm:

@@ -22,7 +22,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.window import ServerWindow
@@ -41,6 +41,30 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def median(values: list[float]) -> float | None:
     return percentile(values, 50.0)
+
+
+class TimingForm(TypedDict, total=False):
+    """`RequestTiming` as its `as_dict` gives it (the record form of a request's timing)."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+    sse_chunks: int
+    token_chunks: int
+    chunks_per_token: float | None
+    ttfo_s: float | None
+    ttft_s: float | None
+    generation_s: float | None
+    e2e_s: float | None
+    decode_tok_s: float | None
+    effective_prefill_tok_s: float | None
+    itl_p50_ms: float | None
+    itl_p95_ms: float | None
+    server_decode_tok_s: float | None
+    server_prompt_ms: float | None
+    decode_ratio_client_over_server: float | None
+    ttft_minus_server_prompt_ms: float | None
+    server_source: str | None
 
 
 @dataclass
@@ -65,8 +89,8 @@ class RequestTiming:
     ttft_minus_server_prompt_ms: float | None
     server_source: str | None = None
 
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+    def as_dict(self) -> TimingForm:
+        return cast(TimingForm, asdict(self))
 
 
 def per_token_itl_ms(o: ChatOutcome) -> list[float]:
