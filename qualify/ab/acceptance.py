@@ -26,8 +26,9 @@ not a delta over the run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
-from qualify.ab.forms import AcceptanceForm, ResponseDraftsForm
+from qualify.ab.record import ResponseDrafts
 from qualify.httpclient.chat import ChatOutcome
 from qualify.serving.engines import Dialect, MetricsSnapshot
 
@@ -36,6 +37,21 @@ __all__ = ["SpecCounters", "acceptance", "combine", "response_drafts"]
 SGLANG_VERIFY = "sglang:spec_verify_calls_total"
 SGLANG_GENERATED = "sglang:generation_tokens_total"
 SGLANG_WIDTH = "sglang:spec_num_draft_tokens"
+
+
+class AcceptanceForm(TypedDict, total=False):
+    """`qualify.ab.record.Acceptance` as written: the form the capacity and context stages
+    keep in their runs before their records are made."""
+
+    rate: float | None
+    mean_length: float | None
+    per_position: list[float]
+    drafts: int | None
+    draft_tokens: int | None
+    accepted: int | None
+    accepted_per_position: list[int]
+    source: str
+    unmeasured: str | None
 
 
 @dataclass
@@ -184,7 +200,7 @@ def combine(runs: list[AcceptanceForm | None]) -> AcceptanceForm | None:
     return out
 
 
-def response_drafts(outcomes: list[ChatOutcome]) -> ResponseDraftsForm:
+def response_drafts(outcomes: list[ChatOutcome]) -> ResponseDrafts:
     """The per-response cross-check: `timings.draft_n` / `draft_n_accepted` summed (llama.cpp)."""
     with_timings = [o.timings for o in outcomes if o.timings is not None]
     drafted = [t.get("draft_n") for t in with_timings]
@@ -192,10 +208,10 @@ def response_drafts(outcomes: list[ChatOutcome]) -> ResponseDraftsForm:
     n = sum(v for v in drafted if isinstance(v, int))
     a = sum(v for v in accepted if isinstance(v, int))
     reported = sum(1 for v in drafted if isinstance(v, int))
-    return {
-        "responses": len(outcomes),
-        "responses_with_drafts": reported,
-        "draft_n": n if reported else None,
-        "draft_n_accepted": a if reported else None,
-        "rate": a / n if n else None,
-    }
+    return ResponseDrafts(
+        responses=len(outcomes),
+        responses_with_drafts=reported,
+        draft_n=n if reported else None,
+        draft_n_accepted=a if reported else None,
+        rate=a / n if n else None,
+    )

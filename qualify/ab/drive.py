@@ -12,21 +12,19 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from qualify.ab.acceptance import between
-from qualify.ab.forms import (
-    IdleForm,
-    PerRequest,
-    PromptWhyForm,
-    RequestForm,
-    RunForm,
-    timing_form,
-    timing_from,
-    window_of,
-)
 from qualify.ab.prompts import ABPrompt
-from qualify.ab.record import Energy
+from qualify.ab.record import (
+    DegenerateAnswer,
+    Energy,
+    IdleState,
+    PromptWhy,
+    Request,
+    Run,
+    RunP50,
+)
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -36,7 +34,7 @@ from qualify.serving.histograms import server_window
 from qualify.serving.idle import wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked
 
-PER_REQUEST: tuple[PerRequest, ...] = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
+PER_REQUEST = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
 # A request's figures from a server's histograms over its run (`server_side`): not kept raw, so
 # the rebuild takes them as recorded; all else of a request it derives from its exchange.
 WINDOW = (
@@ -141,50 +139,47 @@ def _failure(ex: Exchange, o: ChatOutcome) -> str | None:
     return None
 
 
-def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) -> RequestForm:
+def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) -> Request:
     """One request's figures; `excluded` says why it is left out of the aggregates, `sent`
     holds a digest of each field of the body it carried."""
     t = timing(o)
     failed = _failure(ex, o)
     deg = degenerate(o.content) if failed is None else None
     tm = o.timings or {}
-    return {
-        "prompt": prompt.id,
-        "kind": prompt.kind,
-        "file": file,
-        "sent": field_digests(ex.request_body),
-        "failed": failed,
-        "excluded": _excluded(o, failed, deg),
-        "degenerate": deg,
-        "finish_reason": o.finish_reason,
-        **timing_form(t),
-        "network_chunks": len(ex.chunk_times),
-        "decode_tok_s_if_chunks_counted": _chunk_decode(o, t.generation_s),
-        "draft_n": _count(tm.get("draft_n")),
-        "draft_n_accepted": _count(tm.get("draft_n_accepted")),
-        "content_sha256": hashlib.sha256(o.content.encode()).hexdigest(),
-        "visible_chars": len(o.content),
-        "reasoning_chars": len(o.reasoning),
-    }
+    return Request(
+        prompt=prompt.id,
+        kind=prompt.kind,
+        file=file,
+        sent=field_digests(ex.request_body),
+        failed=failed,
+        excluded=_excluded(o, failed, deg),
+        degenerate=deg,
+        finish_reason=o.finish_reason,
+        **t.as_dict(),
+        network_chunks=len(ex.chunk_times),
+        decode_tok_s_if_chunks_counted=_chunk_decode(o, t.generation_s),
+        draft_n=_count(tm.get("draft_n")),
+        draft_n_accepted=_count(tm.get("draft_n_accepted")),
+        content_sha256=hashlib.sha256(o.content.encode()).hexdigest(),
+        visible_chars=len(o.content),
+        reasoning_chars=len(o.reasoning),
+    )
 
 
-def timing_of(record: RequestForm) -> RequestTiming:
+def timing_of(q: Request) -> RequestTiming:
     """A request record's timing, as `qualify.httpclient.timing.timing` measured it."""
-    return timing_from(record)
+    return RequestTiming(**{f.name: getattr(q, f.name) for f in fields(RequestTiming)})
 
 
 async def idle_state(
     client: Client, d: Dialect, wait_s: float
-) -> tuple[IdleForm, MetricsSnapshot | None]:
+) -> tuple[IdleState, MetricsSnapshot | None]:
     """Wait for the engine to go idle (`qualify.serving.idle.wait_idle`); the run records the
     gauges it read, and the last scrape comes back with them for the counters."""
     rep = await wait_idle(client, d, wait_s, poll_s=0.5)
-    state: IdleForm = {
-        "idle": rep.idle,
-        "running": rep.running,
-        "waiting": rep.waiting,
-        "waited_s": rep.waited_s,
-    }
+    state = IdleState(
+        idle=rep.idle, running=rep.running, waiting=rep.waiting, waited_s=rep.waited_s
+    )
     return state, rep.snapshot
 
 
@@ -233,10 +228,10 @@ def part_name(lane: str, run: int) -> str:
 
 async def _timed(
     client: Client, keep: Keep, lane: str, plan: RunPlan, parts: Parts | None = None
-) -> tuple[list[RequestForm], float, tuple[float, float]]:
+) -> tuple[list[Request], float, tuple[float, float]]:
     gate = asyncio.Semaphore(plan.concurrency)
 
-    async def one(i: int, p: ABPrompt) -> RequestForm:
+    async def one(i: int, p: ABPrompt) -> Request:
         async with gate:
             label = f"{lane}-run{plan.run}-{p.id}"
             ex, o, f = await _send(client, keep, label, plan.bodies[i], plan.timeout_s)
@@ -249,17 +244,15 @@ async def _timed(
     return done, wall, (m0, m1)
 
 
-def _as_recorded(q: RequestForm) -> RequestForm:
+def _as_recorded(q: Request) -> Request:
     """What the rebuild reads of a request: its prompt, its kept exchange, and the figures a
     server's histogram window gave it."""
-    out: RequestForm = {"prompt": q["prompt"], "file": q["file"]}
-    if q["server_source"] is not None:
-        out |= window_of(q)
-    return out
+    window = {k: getattr(q, k) for k in WINDOW} if q.server_source is not None else {}
+    return Request(prompt=q.prompt, file=q.file, **window)
 
 
 def server_side(
-    records: list[RequestForm],
+    records: list[Request],
     before: MetricsSnapshot | None,
     after: MetricsSnapshot | None,
     d: Dialect,
@@ -267,48 +260,47 @@ def server_side(
     """The server's own figures for the run from its histograms (vLLM), as deltas between the
     idle scrapes around it; each answered request's record then carries the run's comparison
     (`qualify.httpclient.timing.with_server_window`). Records are changed in place."""
-    answered = [r for r in records if r["failed"] is None]
+    answered = [r for r in records if r.failed is None]
     window = server_window(before, after, d, expected=len(answered))
     filled, compared = with_server_window([timing_of(r) for r in answered], window)
     for r, t in zip(answered, filled, strict=True):
-        r.update(timing_form(t))
+        for k, v in t.as_dict().items():
+            setattr(r, k, v)
     return compared
 
 
-def summary(records: list[RequestForm], wall: float) -> RunForm:
-    counted = [r for r in records if r["excluded"] is None]
-    answered = [r for r in records if r["failed"] is None]
-    degenerate_answers: list[PromptWhyForm] = [
-        {"prompt": r["prompt"], "why": r["degenerate"], "file": r["file"]}
+def summary(run: Run, records: list[Request], wall: float) -> Run:
+    """`run` with the figures of its requests: p50s, counts, and what was left out, and why."""
+    counted = [r for r in records if r.excluded is None]
+    answered = [r for r in records if r.failed is None]
+    degenerate_answers = [
+        DegenerateAnswer(prompt=r.prompt, why=r.degenerate, file=r.file)
         for r in answered
-        if r["degenerate"]
+        if r.degenerate
     ]
-    tokens = sum(r["completion_tokens"] or 0 for r in answered)
-    chunks = sum(r["token_chunks"] for r in answered)
-    p50: dict[str, float | None] = {
-        m: median([v for r in counted if (v := r[m]) is not None]) for m in PER_REQUEST
-    }
+    tokens = sum(r.completion_tokens or 0 for r in answered)
+    chunks = sum(r.token_chunks for r in answered)
+    p50 = {m: median([v for r in counted if (v := getattr(r, m)) is not None]) for m in PER_REQUEST}
     p50["decode_tok_s_if_chunks_counted"] = median(
-        [v for r in counted if (v := r["decode_tok_s_if_chunks_counted"])]
+        [v for r in counted if (v := r.decode_tok_s_if_chunks_counted)]
     )
-    return {
-        "p50": p50,
+    figures = {
+        "p50": RunP50(**p50),
         # A degenerate answer's tokens are no measure of speed: the run gets no aggregate.
         "aggregate_output_tok_s": (
             tokens / wall if tokens and wall > 0 and not degenerate_answers else None
         ),
         "wall_s": wall,
         "counted": len(counted),
-        "failed": [{"prompt": r["prompt"], "why": r["failed"]} for r in records if r["failed"]],
-        "excluded": [
-            {"prompt": r["prompt"], "why": r["excluded"]} for r in records if r["excluded"]
-        ],
+        "failed": [PromptWhy(prompt=r.prompt, why=r.failed) for r in records if r.failed],
+        "excluded": [PromptWhy(prompt=r.prompt, why=r.excluded) for r in records if r.excluded],
         "degenerate": degenerate_answers,
-        "sse_chunks": sum(r["sse_chunks"] for r in answered),
+        "sse_chunks": sum(r.sse_chunks for r in answered),
         "token_chunks": chunks,
         "completion_tokens": tokens,
         "chunks_per_token": chunks / tokens if tokens else None,
     }
+    return run.model_copy(update=figures)
 
 
 async def drive_run(
@@ -319,7 +311,7 @@ async def drive_run(
     d: Dialect,
     meter: Meter | None = None,
     parts: Parts | None = None,
-) -> RunForm:
+) -> Run:
     """Warm up, check idle, read counters, send every prompt, read counters again; the energy
     of the timed window from `meter` (the run's GPU sampler), when given, and each card's
     memory and power over it from `parts` (the sampler, which marks the window). The draft
@@ -331,21 +323,21 @@ async def drive_run(
     idle_after, after = await idle_state(client, d, plan.idle_wait_s)
     acc = between(before, after, d)
     server = server_side(records, before, after, d)
-    got = summary(records, wall)
-    energy = energy_of(meter, *window, got["completion_tokens"])
+    got = summary(Run(run=plan.run), records, wall)
+    energy = energy_of(meter, *window, got.completion_tokens)
     gpu = gpu_over(parts, part_name(lane, plan.run), *window)
-    return {
-        "run": plan.run,
-        "wall_s": wall,
-        "failed": got["failed"],
-        "acceptance": acc,
-        "metrics_scraped": before is not None and after is not None,
-        "idle_before": idle_before,
-        "idle_after": idle_after,
-        "server_histograms": server,
+    return Run(
+        run=plan.run,
+        wall_s=wall,
+        failed=got.failed,
+        acceptance=acc,
+        metrics_scraped=before is not None and after is not None,
+        idle_before=idle_before,
+        idle_after=idle_after,
+        server_histograms=server,
         **({"energy": energy} if energy is not None else {}),
         **({"gpu": gpu} if gpu is not None else {}),
-        "request_digest": digest([q["sent"] for q in records]),
-        "warmup_files": warm,
-        "requests": [_as_recorded(q) for q in records],
-    }
+        request_digest=digest([q.sent for q in records]),
+        warmup_files=warm,
+        requests=[_as_recorded(q) for q in records],
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from qualify.ab.forms import KvForm
+from qualify.ab.record import Kv, KvLog
 from qualify.serving.engines import ADAPTERS, Dialect, MetricsSnapshot, adapter
 
 __all__ = ["from_log", "lane_kv", "read_server_log"]
@@ -45,7 +45,7 @@ def from_log(text: str, engine: str) -> dict[str, int | float]:
     return out
 
 
-def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> KvForm:
+def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> Kv:
     """What one lane reports about its KV cache; empty figures are left out, never zero."""
     gauges = {}
     if snap is not None:
@@ -54,9 +54,9 @@ def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> 
             if v is not None:
                 gauges[name] = v
     logged = from_log(log, engine)
-    return {
-        "gauges": gauges,
-        "log": logged,
-        "reported": bool(gauges or logged),
-        "note": adapter(engine).kv_note if engine in ADAPTERS else "",
-    }
+    return Kv(
+        gauges=gauges,
+        log=KvLog(**logged),
+        reported=bool(gauges or logged),
+        note=adapter(engine).kv_note if engine in ADAPTERS else "",
+    )

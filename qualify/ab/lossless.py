@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from qualify.ab.forms import DivergenceForm, LaneRuns, LosslessForm, RepeatsForm
 from qualify.ab.judges import no_lanes
-from qualify.ab.record import Record
+from qualify.ab.record import Divergence, Identical, LaneRuns, Lossless, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
@@ -25,27 +24,27 @@ Answers = dict[tuple[str, int, str], ChatOutcome]  # (lane, run, prompt) -> its 
 SNIPPET = 24
 
 
-def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> DivergenceForm:
+def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> Divergence:
     a, b = cand.content, ctrl.content
     at = next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
-    return {
-        "run": run,
-        "prompt": prompt,
-        "token": bisect_right(ctrl.content_ends, at),
-        "of": len(ctrl.content_ends),
-        "control": ctrl.content[at : at + SNIPPET],
-        "candidate": cand.content[at : at + SNIPPET],
-    }
+    return Divergence(
+        run=run,
+        prompt=prompt,
+        token=bisect_right(ctrl.content_ends, at),
+        of=len(ctrl.content_ends),
+        control=ctrl.content[at : at + SNIPPET],
+        candidate=cand.content[at : at + SNIPPET],
+    )
 
 
-def repeats(answers: Answers, answered: set[tuple[str, int, str]]) -> dict[str, RepeatsForm]:
+def repeats(answers: Answers, answered: set[tuple[str, int, str]]) -> dict[str, Identical]:
     """Each lane against itself: every later run's answer to a prompt compared with the lane's
     first answer to it (asked where the prompts repeat across runs: `nonce = false`). A control
     that answers one prompt two ways at temperature 0 is not deterministic, and a difference
     between the lanes then says nothing about speculation."""
-    out: dict[str, RepeatsForm] = {}
+    out: dict[str, Identical] = {}
     for lane in sorted({k[0] for k in answered}):
         first: dict[str, str] = {}
         pairs = same = 0
@@ -56,24 +55,24 @@ def repeats(answers: Answers, answered: set[tuple[str, int, str]]) -> dict[str, 
                 continue
             pairs += 1
             same += text == first[prompt]
-        out[lane] = {"pairs": pairs, "identical": same}
+        out[lane] = Identical(pairs=pairs, identical=same)
     return out
 
 
 def compare(
     answers: Answers, runs: LaneRuns, temperature: float, with_repeats: bool = False
-) -> LosslessForm:
+) -> Lossless:
     """The `lossless` block of the A/B record: pairs, identical ones, control tokens compared
     and those before each pair's first divergence, and every divergent pair; with
     `with_repeats` (a record that asks for them), each lane's answers across its own runs."""
     if temperature != 0:
-        return {"why": f"sampled at temperature {temperature}: answers may differ by sampling"}
+        return Lossless(why=f"sampled at temperature {temperature}: answers may differ by sampling")
     answered = {
-        (lane, r["run"], q["prompt"])
+        (lane, r.run, q.prompt)
         for lane, rs in runs.items()
         for r in rs
-        for q in r["requests"]
-        if q["failed"] is None
+        for q in r.requests
+        if q.failed is None
     }
     pairs = identical = tokens = before = 0
     divergent = []
@@ -88,18 +87,16 @@ def compare(
             before += len(ctrl.content_ends)
             continue
         d = _divergence(run, prompt, cand, ctrl)
-        before += d["token"]
+        before += d.token
         divergent.append(d)
-    out: LosslessForm = {
-        "pairs": pairs,
-        "identical": identical,
-        "tokens": tokens,
-        "tokens_before": before,
-        "divergent": divergent,
-    }
-    if with_repeats:
-        out["repeats"] = repeats(answers, answered)
-    return out
+    return Lossless(
+        pairs=pairs,
+        identical=identical,
+        tokens=tokens,
+        tokens_before=before,
+        divergent=divergent,
+        **({"repeats": repeats(answers, answered)} if with_repeats else {}),
+    )
 
 
 @judge("ab", "ab-lossless", Params)

@@ -169,6 +169,10 @@ class Run(Written):
     requests: list[Request] = Field(default_factory=list)
 
 
+LaneRuns = dict[str, list[Run]]
+"""Each lane's runs, by lane name."""
+
+
 class Speculation(Written):
     """The lane's pinned `identity.speculation`, as dumped."""
 
@@ -300,6 +304,10 @@ class Listed(Written):
 
 
 class Identical(Written):
+    """Answers compared and how many were byte-identical: paired across the lanes
+    (`Fidelity.identical_outputs`), or each lane's against its own first answer to each prompt
+    (`Lossless.repeats`)."""
+
     pairs: int = 0
     identical: int = 0
 
@@ -316,13 +324,6 @@ class Divergence(Written):
     candidate: str = ""
 
 
-class Repeats(Written):
-    """One lane's answers against its own first answer to each prompt (`lossless.repeats`)."""
-
-    pairs: int = 0
-    identical: int = 0
-
-
 class Lossless(Written):
     """`qualify.ab.lossless.compare`: paired answers at temperature 0, token by token."""
 
@@ -333,7 +334,7 @@ class Lossless(Written):
     divergent: list[Divergence] = Field(default_factory=list)
     why: str | None = None
     # each lane against its own runs; None in a record made before (and in the draft: asked for)
-    repeats: dict[str, Repeats] | None = None
+    repeats: dict[str, Identical] | None = None
 
     @property
     def share(self) -> float | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qualify.ab.forms import run_form
 from qualify.ab.record import (
     LANES,
     Acceptance,
@@ -160,8 +159,7 @@ def runs_of(m: MetricRow) -> str:
 def paired_of(record: Record) -> dict[str, Paired]:
     """Per metric, the paired per-request summary: as the A/B stage recorded it, or computed
     now from the per-request timings it kept (older evidence), by the same function."""
-    cand = [run_form(r) for r in _runs(record, "candidate")]
-    ctrl = [run_form(r) for r in _runs(record, "control")]
+    cand, ctrl = _runs(record, "candidate"), _runs(record, "control")
     settings = record.settings
     resamples = (settings.bootstrap_resamples if settings else 0) or 2000
     seed = (settings.seed if settings else 0) or 0
@@ -170,8 +168,7 @@ def paired_of(record: Record) -> dict[str, Paired]:
         if m.paired is not None:
             out[m.metric] = m.paired
         elif cand and ctrl:
-            got = paired_summary(pairs(cand, ctrl, m.metric), resamples, seed + i)
-            out[m.metric] = Paired.model_validate(got)
+            out[m.metric] = paired_summary(pairs(cand, ctrl, m.metric), resamples, seed + i)
     return out
 
 

@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from qualify.ab import drive, kv
-from qualify.ab.forms import KvForm, LaneRuns, RunForm
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
-from qualify.ab.record import LANES, Energy, LaneEnergy, Record
+from qualify.ab.record import LANES, Energy, Kv, Lane, LaneEnergy, LaneRuns, Record
 from qualify.ab.settings import ABSettings
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.errors import BadInput
@@ -99,11 +98,11 @@ def _server_log(ctx: StageContext) -> str:
     return kv.read_server_log(proc.attempt.path if proc is not None else None)
 
 
-async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], LaneRuns, dict[str, KvForm]]:
+async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], LaneRuns, dict[str, Kv]]:
     s = ctx.candidate.stages.ab
     order: list[str] = [lane for _ in range(s.runs) for lane in LANES]
     runs: LaneRuns = {lane: [] for lane in LANES}
-    kvs: dict[str, KvForm] = {}
+    kvs: dict[str, Kv] = {}
     with ctx.progress.task("ab: paired runs", len(order)) as task:
         for i, lane in enumerate(order):
             run = i // len(LANES) + 1
@@ -136,12 +135,6 @@ def _meter(ctx: StageContext) -> drive.Meter:
         return window_energy({}, t0, t1) | {"why": f"{NO_TELEMETRY} (no sampler in this run)"}
 
     return meter
-
-
-def _energy(run: RunForm) -> Energy | None:
-    """A measured run's energy (`qualify.ab.drive.energy_of`); None when it has none."""
-    e = run.get("energy")
-    return e if isinstance(e, Energy) else None
 
 
 def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
@@ -183,11 +176,7 @@ async def ab(ctx: StageContext) -> StageResult:
     # What the rebuild (`qualify.ab.rebuild`) takes as recorded: the lanes' recipes, figures,
     # table, acceptance, lists and fidelity it derives from the kept exchanges.
     lanes = {
-        lane: {
-            "runs": runs,
-            "kv": kvs.get(lane),
-            "energy": lane_energy([_energy(r) for r in runs]),
-        }
+        lane: Lane(runs=runs, kv=kvs.get(lane), energy=lane_energy([r.energy for r in runs]))
         for lane, runs in runs_of.items()
     }
     data = {

@@ -25,7 +25,7 @@ import math
 import random
 from collections.abc import Iterator
 
-from qualify.ab.forms import PairedForm
+from qualify.ab.record import Paired
 from qualify.httpclient.timing import median, percentile
 
 TOO_WIDE_PCT = 100.0
@@ -144,48 +144,46 @@ def paired_summary(
     seed: int = 0,
     level: float = 95.0,
     exact: bool = True,
-) -> PairedForm:
+) -> Paired:
     """The median of paired relative differences (in %) and its bootstrap interval over
     prompts. `pairs` holds (prompt id, difference in %), one entry per request pair.
 
-    Returns `pairs`, `prompts`, `median_pct`, `ci95_pct` (None with fewer than two prompts),
-    `too_few` (True when there is no interval, or it is wider than `TOO_WIDE_PCT`), `why`,
-    `method` and `exact` (the distribution enumerated whole, up to `EXACT_MAX` multisets;
-    `exact=False` gives the resampled interval of records made before)."""
+    `ci95_pct` is None with fewer than two prompts; `too_few` is True when there is no interval,
+    or it is wider than `TOO_WIDE_PCT`; `exact`: the distribution enumerated whole, up to
+    `EXACT_MAX` multisets (`exact=False` gives the resampled interval of records made before)."""
     by_prompt: dict[str, list[float]] = {}
     for prompt, d in pairs:
         by_prompt.setdefault(prompt, []).append(float(d))
     values = [d for ds in by_prompt.values() for d in ds]
     k = len(by_prompt)
-    whole = exact and k >= MIN_PROMPTS and math.comb(2 * k - 1, k) <= EXACT_MAX
-    out: PairedForm = {
-        "pairs": len(values),
-        "prompts": k,
-        "median_pct": median(values),
-        "ci95_pct": None,
-        "too_few": True,
-        "why": None,
-        "method": f"percentile bootstrap over prompts, {resamples} resamples, seed {seed}",
-        "exact": whole,
-    }
-    if whole:
-        n = math.comb(2 * k - 1, k)
-        out["method"] = f"exact bootstrap over prompts (all {n:,} resamples of {k}, weighted)"
+    n = math.comb(2 * k - 1, k) if k else 0
+    whole = exact and k >= MIN_PROMPTS and n <= EXACT_MAX
+    out = Paired(
+        pairs=len(values),
+        prompts=k,
+        median_pct=median(values),
+        ci95_pct=None,
+        too_few=True,
+        why=None,
+        method=f"exact bootstrap over prompts (all {n:,} resamples of {k}, weighted)"
+        if whole
+        else f"percentile bootstrap over prompts, {resamples} resamples, seed {seed}",
+        exact=whole,
+    )
     if k < MIN_PROMPTS:
-        out["why"] = f"{len(values)} pair(s) over {k} prompt(s): no interval"
-        return out
+        return out.model_copy(
+            update={"why": f"{len(values)} pair(s) over {k} prompt(s): no interval"}
+        )
     groups = list(by_prompt.values())
     tail = (100.0 - level) / 2.0
     if whole:
         lo, hi = exact_quantiles(groups, (tail, 100.0 - tail))
     else:
         lo, hi = _resampled(groups, resamples, seed, tail)
-    out["ci95_pct"] = [lo, hi]
     if hi - lo > TOO_WIDE_PCT and lo <= 0.0 <= hi:
-        out["why"] = (
+        why = (
             f"the interval ({lo:+.1f}% to {hi:+.1f}%) is wider than the control's own figure "
             "and does not even give the sign"
         )
-    else:
-        out["too_few"] = False
-    return out
+        return out.model_copy(update={"ci95_pct": [lo, hi], "why": why})
+    return out.model_copy(update={"ci95_pct": [lo, hi], "too_few": False})

@@ -4,20 +4,26 @@ differences with their bootstrap interval over prompts (`qualify.ab.stats.paired
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, cast
 
-from qualify.ab.acceptance import combine
+from qualify.ab.acceptance import AcceptanceForm, combine
 from qualify.ab.drive import timing_of
-from qualify.ab.forms import (
-    LaneForm,
+from qualify.ab.record import (
+    LANES,
+    Acceptance,
+    Fidelity,
+    Figures,
+    Identical,
+    Lane,
     LaneRuns,
-    ListedForm,
-    MetricRowForm,
-    OverLanesForm,
-    RequestForm,
-    Runs,
+    Listed,
+    MetricRow,
+    Request,
+    Run,
+    RunsCounted,
+    Speculation,
+    Spreads,
 )
-from qualify.ab.record import LANES, Run
 from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
 from qualify.candidate import Candidate
 from qualify.httpclient.timing import fidelity as timing_fidelity
@@ -34,24 +40,23 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def run_values(runs: Runs, metric: str) -> list[float]:
+def run_values(runs: list[Run], metric: str) -> list[float]:
     """A metric's run-level values: a run's p50, or its aggregate output tok/s."""
-    out = []
-    for r in runs:
-        v = (
-            r.get(metric)
+    return [
+        float(v)
+        for r in runs
+        if (
+            v := r.aggregate_output_tok_s
             if metric == "aggregate_output_tok_s"
-            else (r.get("p50") or {}).get(metric)
+            else getattr(r.p50, metric)
         )
-        if isinstance(v, int | float):
-            out.append(float(v))
-    return out
+        is not None
+    ]
 
 
-def lane_figures(
-    runs: Runs,
-) -> tuple[dict[str, float | None], dict[str, list[float] | None]]:
-    """The lane figure (median of run-level values) and the run-to-run spread of each metric."""
+def lane_block(block: Lane, recipe: Candidate, runs: list[Run]) -> Lane:
+    """A lane's recipe as the record names it, its runs, the lane figure (median of run-level
+    values) and run-to-run spread of each metric, and its acceptance over the runs."""
     figure: dict[str, float | None] = {}
     spreads: dict[str, list[float] | None] = {}
     for name, _, _ in METRICS:
@@ -59,103 +64,106 @@ def lane_figures(
         figure[name] = median(values)
         s = spread(values)
         spreads[name] = list(s) if s is not None else None
-    return figure, spreads
+    acc = combine(
+        [cast(AcceptanceForm, r.acceptance.model_dump()) if r.acceptance else None for r in runs]
+    )
+    speculation = recipe.identity.speculation.model_dump(mode="json")
+    return block.model_copy(
+        update={
+            "name": recipe.name,
+            "variable": recipe.variable,
+            "engine": recipe.identity.engine,
+            "speculation": Speculation.model_validate(speculation),
+            "runs": runs,
+            "figure": Figures(**figure),
+            "spread": Spreads(**spreads),
+            "acceptance": Acceptance.model_validate(acc) if acc is not None else None,
+        }
+    )
 
 
-def lane_block(recipe: Candidate, runs: Runs) -> LaneForm:
-    """A lane's recipe as the record names it, its runs, figures, spreads and acceptance."""
-    figure, spreads = lane_figures(runs)
-    return {
-        "name": recipe.name,
-        "variable": recipe.variable,
-        "engine": recipe.identity.engine,
-        "speculation": recipe.identity.speculation.model_dump(mode="json"),
-        "runs": runs,
-        "figure": figure,
-        "spread": spreads,
-        "acceptance": combine([r.get("acceptance") for r in runs]),
-    }
-
-
-def _listed(runs: LaneRuns, key: Literal["excluded", "degenerate"]) -> list[ListedForm]:
+def _listed(runs: LaneRuns, key: Literal["excluded", "degenerate"]) -> list[Listed]:
     """Every run's `excluded` or `degenerate` entries, each naming its lane and run."""
     return [
-        {"lane": lane, "run": r["run"], **e} for lane in LANES for r in runs[lane] for e in r[key]
+        Listed(lane=lane, run=r.run, **e.model_dump())
+        for lane in LANES
+        for r in runs[lane]
+        for e in getattr(r, key)
     ]
 
 
-def over_lanes(runs: LaneRuns, lanes: dict[str, LaneForm], concurrency: int) -> OverLanesForm:
+def over_lanes(runs: LaneRuns, lanes: dict[str, Lane], concurrency: int) -> dict[str, object]:
     """What the record says over both lanes: the candidate's acceptance, the excluded and
     degenerate requests, and the timing fidelity."""
-    engines: dict[str, str] = {lane: str(lanes[lane]["engine"]) for lane in LANES}
+    engines: dict[str, str] = {lane: lanes[lane].engine for lane in LANES}
     return {
-        "acceptance": lanes["candidate"]["acceptance"],
+        "acceptance": lanes["candidate"].acceptance,
         "excluded": _listed(runs, "excluded"),
         "degenerate": _listed(runs, "degenerate"),
         "fidelity": fidelity(runs, engines, concurrency),
     }
 
 
-def _counted(q: RequestForm) -> bool:
-    return not q.get("failed") and not q.get("excluded") and not q.get("degenerate")
+def _counted(q: Request) -> bool:
+    return not q.failed and not q.excluded and not q.degenerate
 
 
-def pairs(cand: Runs, ctrl: Runs, metric: str) -> list[tuple[str, float]]:
+def pairs(cand: list[Run], ctrl: list[Run], metric: str) -> list[tuple[str, float]]:
     """(prompt, relative difference in %) for every request both lanes answered and counted at
     the same run and prompt; for the aggregate output, one pair per run (prompt `run N`)."""
     out: list[tuple[str, float]] = []
-    theirs = {r.get("run"): r for r in ctrl}
+    theirs = {r.run: r for r in ctrl}
     for r in cand:
-        other = theirs.get(r.get("run"))
+        other = theirs.get(r.run)
         if other is None:
             continue
         if metric == "aggregate_output_tok_s":
-            a, b = r.get(metric), other.get(metric)
-            if isinstance(a, int | float) and isinstance(b, int | float) and b > 0:
-                out.append((f"run {r.get('run')}", 100.0 * (a - b) / b))
+            a, b = r.aggregate_output_tok_s, other.aggregate_output_tok_s
+            if a is not None and b is not None and b > 0:
+                out.append((f"run {r.run}", 100.0 * (a - b) / b))
             continue
-        base = {q.get("prompt"): q for q in other.get("requests") or [] if _counted(q)}
-        for q in r.get("requests") or []:
-            k = base.get(q.get("prompt"))
+        base = {q.prompt: q for q in other.requests if _counted(q)}
+        for q in r.requests:
+            k = base.get(q.prompt)
             if k is None or not _counted(q):
                 continue
-            a, b = q.get(metric), k.get(metric)
+            a, b = getattr(q, metric), getattr(k, metric)
             if isinstance(a, int | float) and isinstance(b, int | float) and b > 0:
-                out.append((str(q.get("prompt")), 100.0 * (a - b) / b))
+                out.append((q.prompt, 100.0 * (a - b) / b))
     return out
 
 
 def metric_rows(
-    cand: Runs, ctrl: Runs, resamples: int, seed: int, exact: bool = True
-) -> list[MetricRowForm]:
+    cand: list[Run], ctrl: list[Run], resamples: int, seed: int, exact: bool = True
+) -> list[MetricRow]:
     """One row per metric: both lane figures (median of run-level values, with how many runs
     gave one), the delta and its percentage, and `paired`: the median of the per-request
     relative differences with its bootstrap interval over prompts. `ci95` is that interval in
     the metric's unit (per cent of the control's figure); `within_noise` is read from it, and
     is None when the interval is missing or too wide to say anything ("too few samples");
     `exact` False computes the resampled intervals of records made before (`paired_summary`)."""
-    rows: list[MetricRowForm] = []
+    rows: list[MetricRow] = []
     for i, (name, unit, better) in enumerate(METRICS):
         a, b = run_values(cand, name), run_values(ctrl, name)
         fa, fb = median(a), median(b)
         delta = fa - fb if fa is not None and fb is not None else None
         paired = paired_summary(pairs(cand, ctrl, name), resamples, seed + i, exact=exact)
-        ci_pct = paired["ci95_pct"]
+        ci_pct = paired.ci95_pct
         ci = [fb * x / 100.0 for x in ci_pct] if ci_pct is not None and fb is not None else None
         rows.append(
-            {
-                "metric": name,
-                "unit": unit,
-                "better": better,
-                "candidate": fa,
-                "control": fb,
-                "delta": delta,
-                "delta_pct": delta_pct(delta, fb),
-                "ci95": ci,
-                "within_noise": None if paired["too_few"] else within_noise(ci),
-                "runs": {"candidate": len(a), "control": len(b)},
-                "paired": paired,
-            }
+            MetricRow(
+                metric=name,
+                unit=unit,
+                better=better,
+                candidate=fa,
+                control=fb,
+                delta=delta,
+                delta_pct=delta_pct(delta, fb),
+                ci95=ci,
+                within_noise=None if paired.too_few else within_noise(ci),
+                runs=RunsCounted(candidate=len(a), control=len(b)),
+                paired=paired,
+            )
         )
     return rows
 
@@ -173,39 +181,35 @@ def same_in_every_request(runs: Iterable[Run], a: str, b: str) -> bool:
     return seen
 
 
-def _identical(lanes: LaneRuns) -> dict[str, int]:
+def _identical(lanes: LaneRuns) -> Identical:
     """Paired requests whose visible answers are byte-identical across the lanes.
 
     At temperature 0 a lossless drafter changes speed, not text; differing answers mean the
     lanes did different work, which the timing deltas then partly reflect.
     """
     seen = {
-        (r["run"], q["prompt"]): q["content_sha256"]
+        (r.run, q.prompt): q.content_sha256
         for r in lanes.get("control", [])
-        for q in r["requests"]
-        if q["failed"] is None
+        for q in r.requests
+        if q.failed is None
     }
     pairs = same = 0
     for r in lanes.get("candidate", []):
-        for q in r["requests"]:
-            other = seen.get((r["run"], q["prompt"]))
-            if other is not None and q["failed"] is None:
+        for q in r.requests:
+            other = seen.get((r.run, q.prompt))
+            if other is not None and q.failed is None:
                 pairs += 1
-                same += other == q["content_sha256"]
-    return {"pairs": pairs, "identical": same}
+                same += other == q.content_sha256
+    return Identical(pairs=pairs, identical=same)
 
 
-def _chunking(runs: Runs) -> dict[str, float | None]:
+def _chunking(runs: list[Run]) -> dict[str, float | None]:
     """What counting SSE chunks instead of usage tokens would have reported for one lane."""
-    tokens = sum(r["completion_tokens"] for r in runs)
-    chunks = sum(r["token_chunks"] for r in runs)
+    tokens = sum(r.completion_tokens for r in runs)
+    chunks = sum(r.token_chunks for r in runs)
     usage_fig = median(run_values(runs, "decode_tok_s"))
     chunk_fig = median(
-        [
-            float(v)
-            for r in runs
-            if (v := r["p50"].get("decode_tok_s_if_chunks_counted")) is not None
-        ]
+        [float(v) for r in runs if (v := r.p50.decode_tok_s_if_chunks_counted) is not None]
     )
     err = 100.0 * (chunk_fig - usage_fig) / usage_fig if chunk_fig and usage_fig else None
     return {
@@ -218,12 +222,12 @@ def _chunking(runs: Runs) -> dict[str, float | None]:
     }
 
 
-def fidelity(lanes: LaneRuns, engines: dict[str, str], concurrency: int) -> dict[str, object]:
+def fidelity(lanes: LaneRuns, engines: dict[str, str], concurrency: int) -> Fidelity:
     """The client's timings against the server's own (`qualify.httpclient.timing.fidelity`)
     over every answered timed request, overall and per lane with the lane's engine (the
     `fidelity` gate judges each lane), plus chunk counting and identical outputs."""
     answered = {
-        lane: [timing_of(q) for r in runs for q in r["requests"] if q["failed"] is None]
+        lane: [timing_of(q) for r in runs for q in r.requests if q.failed is None]
         for lane, runs in lanes.items()
     }
     per_lane = {
@@ -234,9 +238,11 @@ def fidelity(lanes: LaneRuns, engines: dict[str, str], concurrency: int) -> dict
         }
         for lane, runs in lanes.items()
     }
-    return {
-        **timing_fidelity(t for ts in answered.values() for t in ts),
-        "concurrency": concurrency,
-        "identical_outputs": _identical(lanes),
-        "lanes": per_lane,
-    }
+    return Fidelity.model_validate(
+        {
+            **timing_fidelity(t for ts in answered.values() for t in ts),
+            "concurrency": concurrency,
+            "identical_outputs": _identical(lanes),
+            "lanes": per_lane,
+        }
+    )

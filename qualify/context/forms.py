@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, TypedDict, cast
 
-from qualify.ab.forms import AcceptanceForm
+from qualify.ab.acceptance import AcceptanceForm
 from qualify.context.tasks import TaskKind
 
 PromptKey = Literal["ttfo_s", "ttft_s", "effective_prefill_tok_s"]

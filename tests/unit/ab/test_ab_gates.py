@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from qualify.ab import judges
+from qualify.ab import judges, table
 from qualify.ab.drive import field_digests
-from qualify.ab.record import Record
-from qualify.ab.table import metric_rows
+from qualify.ab.record import Record, Run
 from qualify.gates.files import default_gates_dir, load_gates
 from qualify.gates.runner import judge_gates
 from qualify.gates.thresholds import Thresholds
@@ -310,6 +309,11 @@ def _timed(run: int, values: dict[str, float], **over: Any) -> dict[str, Any]:
     return {"run": run, "p50": {"decode_tok_s": sorted(values.values())[1]}, "requests": reqs}
 
 
+def metric_rows(cand: Any, ctrl: Any, resamples: int, seed: int) -> list[dict[str, Any]]:
+    typed = [[Run.model_validate(r) for r in runs] for runs in (cand, ctrl)]
+    return [r.model_dump() for r in table.metric_rows(*typed, resamples, seed)]
+
+
 def test_metric_rows_pair_requests_by_run_and_prompt() -> None:
     """The interval is over paired per-request differences: the same prompt in the same run on
     both lanes; a degenerate answer on either side drops the pair; runs alone give no pairs."""
@@ -323,7 +327,12 @@ def test_metric_rows_pair_requests_by_run_and_prompt() -> None:
     lo, hi = paired["ci95_pct"]
     assert lo <= paired["median_pct"] <= hi < 0 and paired["too_few"] is False
     assert row["within_noise"] is False
-    alone = metric_rows([{"p50": {"decode_tok_s": 1.0}}], [{"p50": {"decode_tok_s": 2.0}}], 10, 0)
+    alone = metric_rows(
+        [{"run": 1, "p50": {"decode_tok_s": 1.0}}],
+        [{"run": 1, "p50": {"decode_tok_s": 2.0}}],
+        10,
+        0,
+    )
     assert alone[0]["ci95"] is None and alone[0]["within_noise"] is None
     assert alone[0]["paired"]["too_few"] is True
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from qualify.ab import lossless
-from qualify.ab.lossless import Answers, compare
-from qualify.ab.record import Record
+from qualify.ab.lossless import Answers
+from qualify.ab.record import Record, Run
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.chat import ChatOutcome
 from qualify.records import Verdict
@@ -29,6 +29,13 @@ TOKENS = ("The", " answer", " is", " forty", "-two", ".")
 def _runs(failed: str | None = None) -> dict[str, list[dict[str, Any]]]:
     q = [{"prompt": "p1", "failed": None}, {"prompt": "p2", "failed": failed}]
     return {lane: [{"run": 1, "requests": q}] for lane in ("candidate", "control")}
+
+
+def compare(
+    answers: Answers, runs: dict[str, Any], temperature: float, with_repeats: bool = False
+) -> dict[str, Any]:
+    typed = {lane: [Run.model_validate(r) for r in rs] for lane, rs in runs.items()}
+    return lossless.compare(answers, typed, temperature, with_repeats).model_dump()
 
 
 def _answers(candidate_p2: tuple[str, ...]) -> Answers:

@@ -102,9 +102,9 @@ def test_per_response_draft_fields() -> None:
     a = ChatOutcome(timings={"draft_n": 64, "draft_n_accepted": 48})
     b = ChatOutcome(timings={"predicted_n": 10})
     got = response_drafts([a, b, ChatOutcome()])
-    assert got["draft_n"] == 64 and got["rate"] == pytest.approx(0.75)
-    assert got["responses_with_drafts"] == 1
-    assert response_drafts([b])["draft_n"] is None
+    assert got.draft_n == 64 and got.rate == pytest.approx(0.75)
+    assert got.responses_with_drafts == 1
+    assert response_drafts([b]).draft_n is None
 
 
 def _sglang(verify: int, generated: int, width: int | None) -> str:

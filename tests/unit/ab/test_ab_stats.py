@@ -9,7 +9,7 @@ import math
 import tarfile
 from pathlib import Path
 
-from qualify.ab.record import Paired
+from qualify.ab.record import Paired, Record
 from qualify.ab.section import paired_text
 from qualify.ab.stats import (
     EXACT_MAX,
@@ -67,13 +67,14 @@ def test_paired_bootstrap_resamples_prompts_and_is_seeded() -> None:
     pairs = [(p, d + i) for i, p in enumerate("abcdef") for d in (-12.0, -11.0, -10.0)]
     one = paired_summary(pairs, 2000, seed=3)
     assert one == paired_summary(pairs, 2000, seed=3)
-    assert (one["pairs"], one["prompts"]) == (18, 6)
-    lo, hi = one["ci95_pct"]
-    assert lo <= one["median_pct"] <= hi and one["too_few"] is False
+    assert (one.pairs, one.prompts) == (18, 6)
+    assert one.ci95_pct is not None and one.median_pct is not None
+    lo, hi = one.ci95_pct
+    assert lo <= one.median_pct <= hi and one.too_few is False
     single = paired_summary([("a", -5.0), ("a", -6.0)])
-    assert single["ci95_pct"] is None and single["too_few"] is True
+    assert single.ci95_pct is None and single.too_few is True
     wide = paired_summary([("a", -90.0), ("b", 400.0)])
-    assert wide["too_few"] is True and "wider than the control" in wide["why"]
+    assert wide.too_few is True and "wider than the control" in (wide.why or "")
 
 
 # The published vLLM attach run's A/B (docs/gpu/vllm/evidence.tgz): 24 E2E pairs over 8 prompts.
@@ -89,12 +90,12 @@ def _attach_pairs(metric: str) -> list[tuple[str, float]]:
         f = tf.extractfile(ATTACH_AB)
         assert f is not None
         data = json.load(f)["data"]
-    lanes = data["lanes"]
-    return pairs(lanes["candidate"]["runs"], lanes["control"]["runs"], metric)
+    lanes = Record.model_validate(data).lanes
+    return pairs(lanes["candidate"].runs, lanes["control"].runs, metric)
 
 
-def _printed(summary: dict[str, object]) -> str:
-    return paired_text(Paired.model_validate(summary))
+def _printed(summary: Paired) -> str:
+    return paired_text(summary)
 
 
 def test_resampled_bounds_move_with_the_seed_the_exact_ones_do_not() -> None:
@@ -105,17 +106,17 @@ def test_resampled_bounds_move_with_the_seed_the_exact_ones_do_not() -> None:
     got = _attach_pairs("e2e_s")
     assert (len(got), len({p for p, _ in got})) == (24, 8)
     resampled = [paired_summary(got, 2000, seed, exact=False) for seed in range(1, 21)]
-    lows = [s["ci95_pct"][0] for s in resampled]  # type: ignore[index]
+    lows = [s.ci95_pct[0] for s in resampled if s.ci95_pct]
     assert max(lows) - min(lows) > 10.0, (min(lows), max(lows))
     assert len({_printed(s) for s in resampled}) > 1
     exact = [paired_summary(got, 2000, seed) for seed in range(1, 21)]
-    assert {s["exact"] for s in exact} == {True}
+    assert {s.exact for s in exact} == {True}
     assert len({_printed(s) for s in exact}) == 1
     assert _printed(exact[0]) == _printed(paired_summary(got, 500, seed=99))
-    highs = [s["ci95_pct"][1] for s in resampled]  # type: ignore[index]
-    lo, hi = exact[0]["ci95_pct"]  # type: ignore[misc]
+    highs = [s.ci95_pct[1] for s in resampled if s.ci95_pct]
+    lo, hi = exact[0].ci95_pct or (0.0, 0.0)
     assert min(lows) <= lo <= max(lows) and min(highs) <= hi <= max(highs)
-    assert exact[0]["method"] == "exact bootstrap over prompts (all 6,435 resamples of 8, weighted)"
+    assert exact[0].method == "exact bootstrap over prompts (all 6,435 resamples of 8, weighted)"
 
 
 def test_exact_quantiles_equal_every_ordered_draw_counted() -> None:
@@ -136,5 +137,5 @@ def test_many_prompts_are_resampled_and_say_so() -> None:
     and the record says which (`exact` False, the method naming count and seed)."""
     many = [(f"p{i}", float(i) + d) for i in range(10) for d in (-1.0, 0.0, 1.0)]
     s = paired_summary(many, 300, seed=5)
-    assert s["exact"] is False and s["method"].endswith("300 resamples, seed 5")
+    assert s.exact is False and s.method.endswith("300 resamples, seed 5")
     assert math.comb(19, 10) > EXACT_MAX >= math.comb(17, 9)

@@ -456,17 +456,18 @@ def test_the_ab_interval_is_over_paired_requests(
 ) -> None:
     """The printed interval is the bootstrap over prompts of paired per-request differences,
     computed from the per-request timings, with the number of pairs and prompts."""
+    from qualify.ab.record import Record
     from qualify.ab.stats import paired_summary
     from qualify.ab.table import pairs
 
     run, _, text = roomy3
     ab = _data(run, "ab")
-    lanes = ab["lanes"]
+    lanes = Record.model_validate(ab).lanes
     got = paired_summary(
-        pairs(lanes["candidate"]["runs"], lanes["control"]["runs"], "decode_tok_s"),
+        pairs(lanes["candidate"].runs, lanes["control"].runs, "decode_tok_s"),
         ab["settings"]["bootstrap_resamples"],
         ab["settings"]["seed"],
-    )
+    ).model_dump()
     lo, hi = got["ci95_pct"]
     assert got["pairs"] == 25 and got["prompts"] == 9
     want = (

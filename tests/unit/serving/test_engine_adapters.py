@@ -88,7 +88,7 @@ def test_spec_names_list_what_each_engine_is_read_from() -> None:
 def test_kv_capacity_from_gauge_and_log() -> None:
     sg = MetricsSnapshot.parse(page("sglang", "metrics.prom"))
     got = lane_kv("sglang", adapter("sglang").metrics, sg, "")
-    assert got["gauges"]["sglang:max_total_num_tokens"] == 161721.0 and got["reported"]
+    assert got.gauges["sglang:max_total_num_tokens"] == 161721.0 and got.reported
     assert adapter("sglang").kv_report == "pool-gauge"
     log = (
         "INFO GPU KV cache size: 1,234,560 tokens\n"
