@@ -83,20 +83,16 @@ def body_for(
     return body
 
 
-def _sha(value: object) -> str:
+def sha_json(value: object) -> str:
+    """sha256 of a value's JSON, keys sorted."""
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
 
 
 def field_digests(body: object) -> dict[str, str]:
     """sha256 of each top-level field of a request body as sent, `model` included."""
     if not isinstance(body, dict):
-        return {"(body)": _sha(body)}
-    return {k: _sha(v) for k, v in sorted(body.items())}
-
-
-def digest(bodies: list[dict[str, str]]) -> str:
-    """sha256 of a run's request bodies as sent, every field included."""
-    return _sha(bodies)
+        return {"(body)": sha_json(body)}
+    return {k: sha_json(v) for k, v in sorted(body.items())}
 
 
 def _chunk_decode(o: ChatOutcome, generation: float | None) -> float | None:
@@ -337,7 +333,7 @@ async def drive_run(
         server_histograms=server,
         **({"energy": energy} if energy is not None else {}),
         **({"gpu": gpu} if gpu is not None else {}),
-        request_digest=digest([q.sent for q in records]),
+        request_digest=sha_json([q.sent for q in records]),  # every field of every body as sent
         warmup_files=warm,
         requests=[_as_recorded(q) for q in records],
     )

@@ -1,33 +1,16 @@
 """The A/B's judges, declared in `gates/ab/*.yaml`: each reads the stage's typed record
-(`qualify.ab.record.Record`) and the house `Thresholds`, never a number from the candidate.
-
-- `ab-paired`: both lanes ran every run, idle, and were sent the same request bodies (as sent,
-  field by field, `model` included unless the gate file lists it in `may_differ`).
-- `ab-speed`: one metric (decode, E2E) per gate file: fail when the candidate is slower than
-  the control by more than `ab_max_regression_pct` with the whole paired bootstrap interval
-  beyond it; inconclusive when that interval is too wide to say anything ("too few samples").
-- `ab-spec-speedup`: when speculative decoding is the variable, the candidate's median decode
-  must be faster by at least `spec_min_speedup_pct`.
-- `ab-acceptance`: every drafting lane's acceptance rate, counted over its timed runs, is at
-  least `acceptance_floor`.
-- `ab-draft-length`: the draft positions the server's per-position counters show equal the
-  lane's pinned `identity.speculation.draft_tokens`.
-- `ab-fidelity`: per lane, the client's decode and TTFT agree with the server's own figures.
-- `ab-lossless`: at temperature 0 the paired answers agree in both lanes: the share of the
-  control's tokens before each pair's first divergence is at least `lossless_min_share`
-  (`qualify.ab.lossless`).
-- `ab-draft-overrun`, `ab-decode-outliers` (advisory, `qualify.ab.plausible`): figures the
-  evidence itself contradicts.
+(`qualify.ab.record.Record`) and the house `Thresholds`, never a number from the candidate; the
+advisory ones of figures the evidence itself contradicts are in `qualify.ab.plausible`, the
+lossless check in `qualify.ab.lossless`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Literal
 
 from pydantic import Field
 
+from qualify.ab.drive import sha_json
 from qualify.ab.record import LANES, Acceptance, Lane, LaneName, MetricRow, Record, Run
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
@@ -58,11 +41,6 @@ class SpeedParams(Params):
 
 class NoParams(Params):
     pass
-
-
-def drafts(block: Lane) -> bool:
-    """Whether a lane's recipe uses speculative decoding."""
-    return block.drafts
 
 
 def no_lanes(data: Record) -> list[Judged] | None:
@@ -106,11 +84,6 @@ def _run_problems(lane: str, r: Run) -> Found:
 def _sent(run: Run, skip: set[str]) -> dict[str, dict[str, str]]:
     """Per prompt, the digest of each field its request carried, minus the allowed fields."""
     return {q.prompt: {k: v for k, v in q.sent.items() if k not in skip} for q in run.requests}
-
-
-def _lane_digest(runs: list[Run], skip: set[str]) -> str:
-    blob = json.dumps([[r.run, _sent(r, skip)] for r in runs], sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _body_problems(cand: Run | None, ctrl: Run | None, run: int, skip: set[str]) -> Found:
@@ -160,7 +133,9 @@ def paired(data: Record, params: PairedParams, thresholds: Thresholds) -> list[J
         "runs": runs,
         "counted_requests": sum(r.counted for lane in LANES for r in lanes[lane].runs),
         "may_differ": sorted(skip),
-        "sent_digest": {lane: _lane_digest(lanes[lane].runs, skip) for lane in LANES},
+        "sent_digest": {
+            lane: sha_json([[r.run, _sent(r, skip)] for r in lanes[lane].runs]) for lane in LANES
+        },
     }
     return _judged(found, metrics)
 
@@ -305,21 +280,15 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
 # -- acceptance and draft length ----------------------------------------------------------------
 
 
-def _counter_names(engine: str) -> str:
-    d = DIALECTS.get(engine)
-    if d is None:
-        return "(unknown engine)"
-    return ", ".join(d.spec_names())
-
-
 def _lane_acceptance(lane: str, block: Lane, floor: float) -> tuple[Verdict, str]:
     acc = block.acceptance
     missing = [r.run for r in block.runs if r.acceptance is None]
     if acc is None:
-        missing_name = d.spec_missing if (d := DIALECTS.get(block.engine)) else "spec-absent"
+        d = DIALECTS.get(block.engine)
+        names = ", ".join(d.spec_names()) if d else "(unknown engine)"
         return Verdict.INCONCLUSIVE, (
-            f"{lane}: {missing_name}: no speculative-decoding counters on /metrics (looked for "
-            f"{_counter_names(block.engine)}); acceptance is unknown, not assumed"
+            f"{lane}: {d.spec_missing if d else 'spec-absent'}: no speculative-decoding counters "
+            f"on /metrics (looked for {names}); acceptance is unknown, not assumed"
         )
     if acc.drafts is None:
         return Verdict.INCONCLUSIVE, (
@@ -359,10 +328,6 @@ def _drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
     return spec, []
 
 
-def _acc_dump(block: Lane) -> dict[str, object] | None:
-    return block.acceptance.model_dump() if block.acceptance else None
-
-
 @judge(STAGE, "ab-acceptance", NoParams)
 def acceptance(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
     """Fail when a drafting lane's acceptance rate, counted over its timed runs, is below
@@ -374,7 +339,9 @@ def acceptance(data: Record, params: NoParams, thresholds: Thresholds) -> list[J
     floor = thresholds.acceptance_floor
     found = [_lane_acceptance(lane, data.lanes[lane], floor) for lane in spec]
     metrics: dict[str, object] = {"floor": floor}
-    metrics.update({lane: _acc_dump(data.lanes[lane]) for lane in spec})
+    for lane in spec:
+        acc = data.lanes[lane].acceptance
+        metrics[lane] = acc.model_dump() if acc else None
     return _judged(found, metrics)
 
 

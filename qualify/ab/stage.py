@@ -64,10 +64,10 @@ def check_ab(loaded: LoadedCandidate) -> list[str]:
     return problems
 
 
-def _plan(cand: Candidate, ps: PromptSet, run: int) -> drive.RunPlan:
+def _plan(cand: Candidate, ps: PromptSet, run: int, model: str) -> drive.RunPlan:
     s = cand.stages.ab
     base: dict[str, object] = {
-        "model": cand.identity.model,
+        "model": model,
         "max_tokens": s.max_tokens,
         "temperature": s.temperature,
         "stream": True,
@@ -109,10 +109,7 @@ async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], LaneRuns,
             lc: Candidate = ctx.lanes.loaded[lane].candidate
             d = dialect(lc.identity.engine)
             client = await ctx.client(lane)
-            plan = _plan(ctx.candidate, ps, run)
-            plan.base["model"] = lc.identity.model
-            for b in plan.bodies:
-                b["model"] = lc.identity.model
+            plan = _plan(ctx.candidate, ps, run, lc.identity.model)
             parts = parts_of(ctx.sampler)
             record = await drive.drive_run(client, ctx.keep, lane, plan, d, _meter(ctx), parts)
             runs[lane].append(record)
