@@ -315,7 +315,7 @@ def _lane_acceptance(lane: str, block: Lane, floor: float) -> tuple[Verdict, str
     return Verdict.PASS, ""
 
 
-def _drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
+def drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
     """The lanes that draft, and what to report at once when nothing can be judged
     (a lane is missing: inconclusive; neither drafts: skipped)."""
     missing = no_lanes(data)
@@ -333,7 +333,7 @@ def acceptance(data: Record, params: NoParams, thresholds: Thresholds) -> list[J
     """Fail when a drafting lane's acceptance rate, counted over its timed runs, is below
     `acceptance_floor`; inconclusive when the server's counters cannot give it (the reason says
     which); skipped when neither lane drafts."""
-    spec, early = _drafting_lanes(data)
+    spec, early = drafting_lanes(data)
     if early:
         return early
     floor = thresholds.acceptance_floor
@@ -374,7 +374,7 @@ def draft_length(data: Record, params: NoParams, thresholds: Thresholds) -> list
     counters show (the length of the per-position curve, which vLLM and llama.cpp size to the
     configured maximum draft) differs from `identity.speculation.draft_tokens`; inconclusive
     where the server has no such counters or nothing was drafted."""
-    spec, early = _drafting_lanes(data)
+    spec, early = drafting_lanes(data)
     if early:
         return early
     return [_lane_draft_length(lane, data.lanes[lane]) for lane in spec]

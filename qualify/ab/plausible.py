@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from qualify.ab.judges import no_lanes
+from qualify.ab.judges import drafting_lanes, no_lanes
 from qualify.ab.record import LANES, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
@@ -40,13 +40,12 @@ def draft_overrun(data: Record, params: OverrunParams, thresholds: Thresholds) -
     """Per drafting lane: fail when the acceptance counters give more accepted tokens per draft
     than the pinned `identity.speculation.draft_tokens`; inconclusive without counted drafts or
     a pinned length; skipped when neither lane drafts."""
-    if early := no_lanes(data):
+    spec, early = drafting_lanes(data)
+    if early:
         return early
     out: list[Judged] = []
-    for lane in LANES:
+    for lane in spec:
         block = data.lanes[lane]
-        if not block.drafts:
-            continue
         pinned = block.speculation.draft_tokens
         per = block.acceptance.per_draft if block.acceptance else None
         source = block.acceptance.source if block.acceptance else ""
@@ -64,9 +63,6 @@ def draft_overrun(data: Record, params: OverrunParams, thresholds: Thresholds) -
             out.append(Judged(Verdict.FAIL, [why], metrics, part=lane))
         else:
             out.append(Judged(Verdict.PASS, [], metrics, part=lane))
-    if not out:
-        why = "neither lane uses speculative decoding (identity.speculation.method)"
-        return [Judged(Verdict.SKIPPED, [why])]
     return out
 
 

@@ -85,11 +85,6 @@ def lane_power(record: Record) -> list[dict[str, object]]:
     return out
 
 
-def _lowest(cards: list[CardWindow]) -> float | None:
-    frees = [c.min_free_mib for c in cards if c.min_free_mib is not None]
-    return min(frees) if frees else None
-
-
 def lane_gpu(record: Record) -> dict[str, object]:
     """Per lane and card: the lowest free memory over the lane's timed runs with its headroom
     over the house reserve, and the mean power (`_mean_power`, from the runs' energy windows;
@@ -106,7 +101,7 @@ def lane_gpu(record: Record) -> dict[str, object]:
             for gpu, c in (run.gpu.cards if run.gpu is not None else {}).items():
                 by_card.setdefault(gpu, []).append(c)
         for gpu, cards in sorted(by_card.items()):
-            low = _lowest(cards)
+            low = min((c.min_free_mib for c in cards if c.min_free_mib is not None), default=None)
             own = [c.mean_power_w for c in cards if c.mean_power_w is not None]
             power = watts.get(gpu, sum(own) / len(own) if own else None)
             rows.append(
@@ -182,11 +177,9 @@ def paired_text(p: Paired | None) -> str:
     sizes, or "too few samples" (inconclusive) when the interval says nothing."""
     if p is None or not p.model_fields_set:
         return "no per-request pairs recorded"
-    s = p
-    pn, kn = s.pairs, s.prompts
-    n = f"{pn} pair{'' if pn == 1 else 's'} over {kn} prompt{'' if kn == 1 else 's'}"
-    med, ci = s.median_pct, s.ci95_pct
-    if s.too_few or med is None or ci is None:
+    n = f"{p.pairs} pair{'s' * (p.pairs != 1)} over {p.prompts} prompt{'s' * (p.prompts != 1)}"
+    med, ci = p.median_pct, p.ci95_pct
+    if p.too_few or med is None or ci is None:
         return f"too few samples ({n}): inconclusive"
     return f"{med:+.1f}% (95% interval {ci[0]:+.1f}% to {ci[1]:+.1f}%, {n})"
 
@@ -235,10 +228,7 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
         "acceptance_text": acceptance_text(record.acceptance, record),
         "lossless_text": lossless_text(record.lossless),
         "energy_why": ab_energy_why(record),
-        "excluded": [
-            {"lane": x.lane, "run": x.run, "prompt": x.prompt, "why": x.why}
-            for x in record.excluded
-        ],
+        "excluded": [x.model_dump(exclude={"file"}) for x in record.excluded],
     }
 
 
@@ -350,8 +340,7 @@ def ab_lanes(record: Record) -> list[dict[str, object]]:
 
 def ab_energy_why(record: Record) -> str | None:
     """Why a lane's energy per output token is unmeasured (said once for both lanes)."""
-    lanes = [lane for _, lane in _lanes(record)]
-    unmeasured = [lane.energy for lane in lanes if _energy(lane) == "unmeasured"]
+    unmeasured = [lane.energy for _, lane in _lanes(record) if _energy(lane) == "unmeasured"]
     if not unmeasured:
         return None
     why = next((e.why for e in unmeasured if e is not None and e.why), None)
@@ -430,15 +419,12 @@ def figures(ab: Record | None, gates: list[GateOutcome]) -> list[str]:
     if ab is None:  # no A/B, or it stopped before measuring (`parse_record`)
         return ["A/B: not run"]
     out = []
-    paired = paired_of(ab)
-    for name, label in (("e2e_s", "E2E p50"),):  # decode is in the outcome
-        m = ab.row(name)
-        if m is not None:
-            out.append(
-                f"A/B {label}: {quantity(m.candidate, m.unit)} vs "
-                f"{quantity(m.control, m.unit)} (median of {runs_of(m)}); paired: "
-                f"{paired_text(paired.get(name))}"
-            )
+    m = ab.row("e2e_s")  # decode is in the outcome
+    if m is not None:
+        out.append(
+            f"A/B E2E p50: {quantity(m.candidate, m.unit)} vs {quantity(m.control, m.unit)} "
+            f"(median of {runs_of(m)}); paired: {paired_text(paired_of(ab).get('e2e_s'))}"
+        )
     acc = ab.acceptance
     if acc is not None and acc.model_fields_set:
         out.append("acceptance: " + acceptance_short(acc, ab))
