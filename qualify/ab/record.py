@@ -7,13 +7,14 @@ written. The judges (`qualify.ab.judges`) and the decision read these attributes
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from pydantic import Field
 
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
 from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 
+V = TypeVar("V")
 LaneName = Literal["candidate", "control"]
 LANES: tuple[LaneName, ...] = ("candidate", "control")
 
@@ -181,26 +182,20 @@ class Speculation(Written):
     draft_model: str | None = None
 
 
-class Figures(Written):
-    """One value per metric of `qualify.ab.table.METRICS`."""
+class PerMetric(Written, Generic[V]):
+    """One value per metric of `qualify.ab.table.METRICS`: a lane's figure (`Figures`), or
+    its run-to-run range [min, max] (`Spreads`, None without a run-level value)."""
 
-    decode_tok_s: float | None = None
-    aggregate_output_tok_s: float | None = None
-    ttfo_s: float | None = None
-    ttft_s: float | None = None
-    generation_s: float | None = None
-    e2e_s: float | None = None
+    decode_tok_s: V | None = None
+    aggregate_output_tok_s: V | None = None
+    ttfo_s: V | None = None
+    ttft_s: V | None = None
+    generation_s: V | None = None
+    e2e_s: V | None = None
 
 
-class Spreads(Written):
-    """The run-to-run range [min, max] per metric; None without a run-level value."""
-
-    decode_tok_s: list[float] | None = None
-    aggregate_output_tok_s: list[float] | None = None
-    ttfo_s: list[float] | None = None
-    ttft_s: list[float] | None = None
-    generation_s: list[float] | None = None
-    e2e_s: list[float] | None = None
+Figures = PerMetric[float]
+Spreads = PerMetric[list[float]]
 
 
 class KvLog(Written):
