@@ -32,8 +32,6 @@ from qualify.ab.record import ResponseDrafts
 from qualify.httpclient.chat import ChatOutcome
 from qualify.serving.engines import Dialect, MetricsSnapshot
 
-__all__ = ["SpecCounters", "acceptance", "combine", "response_drafts"]
-
 SGLANG_VERIFY = "sglang:spec_verify_calls_total"
 SGLANG_GENERATED = "sglang:generation_tokens_total"
 SGLANG_WIDTH = "sglang:spec_num_draft_tokens"

@@ -15,8 +15,6 @@ from pathlib import Path
 from qualify.ab.record import Kv, KvLog
 from qualify.serving.engines import ADAPTERS, Dialect, MetricsSnapshot, adapter
 
-__all__ = ["from_log", "lane_kv", "read_server_log"]
-
 _LOG_LIMIT = 1 << 20
 
 

@@ -15,8 +15,6 @@ from qualify.candidate import format_validation_error
 from qualify.errors import BadInput
 from qualify.records import StrictModel
 
-__all__ = ["ABPrompt", "PromptSet", "load_prompts", "repetition_problems", "shipped_path"]
-
 _WORD = re.compile(r"\w+", re.UNICODE)
 # A word said this many times in a row is repetition, not a task: it collapses drafters.
 _MAX_RUN = 3

@@ -225,7 +225,7 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
         "pairs": first.model_dump(mode="json") if first is not None else None,
         "method": (first.method if first else "") or "percentile bootstrap over prompts",
         "metrics": metrics,
-        "acceptance_text": acceptance_text(record.acceptance, record),
+        "acceptance_text": acceptance_text(record),
         "lossless_text": lossless_text(record.lossless),
         "energy_why": ab_energy_why(record),
         "excluded": [x.model_dump(exclude={"file"}) for x in record.excluded],
@@ -287,8 +287,9 @@ def step_cost(record: Record, tokens: int, accepted: int) -> str:
     )
 
 
-def acceptance_text(acc: Acceptance | None, record: Record | None = None) -> str:
+def acceptance_text(record: Record) -> str:
     """Draft acceptance from the server's counters, or why there is none."""
+    acc = record.acceptance
     if acc is None:
         return "no acceptance counters were recorded."
     accepted, drafted = acc.accepted, acc.draft_tokens
@@ -297,7 +298,7 @@ def acceptance_text(acc: Acceptance | None, record: Record | None = None) -> str
         text = f"{accepted:,} accepted of {drafted:,} drafted tokens: {rate} acceptance"
     else:
         text = "no drafted tokens were counted"
-    per_draft = accepted_per_draft(acc)
+    per_draft = acc.per_draft
     if per_draft is not None:
         text += f", {per_draft:.1f} accepted tokens per draft over {acc.drafts:,} drafts"
         mean = acc.mean_length
@@ -305,7 +306,7 @@ def acceptance_text(acc: Acceptance | None, record: Record | None = None) -> str
             text += f" ({mean:.1f} counting the bonus token)"
     elif acc.mean_length is not None:
         text += f", mean acceptance length {acc.mean_length:.2f} (server's figure)"
-    share = draft_share(record) if record is not None else None
+    share = draft_share(record)
     if share:
         text += f"; {share}"
     per = acc.per_position
@@ -427,21 +428,13 @@ def figures(ab: Record | None, gates: list[GateOutcome]) -> list[str]:
         )
     acc = ab.acceptance
     if acc is not None and acc.model_fields_set:
-        out.append("acceptance: " + acceptance_short(acc, ab))
+        text = f"{100 * acc.rate:.1f}%" if acc.rate is not None else "no rate"
+        text += f" ({number(acc.accepted, 0)} of {number(acc.draft_tokens, 0)} drafted)"
+        if (per := acc.per_draft) is not None:
+            text += f", {per:.1f} accepted tokens per draft over {number(acc.drafts, 0)} drafts"
+        share = draft_share(ab)
+        out.append(f"acceptance: {text}" + (f"; {share}" if share else ""))
     return out
-
-
-def acceptance_short(acc: Acceptance, ab: Record) -> str:
-    rate, drafts = acc.rate, acc.drafts
-    text = f"{100 * rate:.1f}%" if rate is not None else "no rate"
-    text += f" ({number(acc.accepted, 0)} of {number(acc.draft_tokens, 0)} drafted)"
-    per = accepted_per_draft(acc)
-    if per is not None:
-        text += f", {per:.1f} accepted tokens per draft over {number(drafts, 0)} drafts"
-    share = draft_share(ab)
-    if share:
-        text += f"; {share}"
-    return text
 
 
 def diff_cells(rec: Record) -> list[Cell]:
