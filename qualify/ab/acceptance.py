@@ -26,6 +26,7 @@ not a delta over the run.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import TypedDict
 
 from qualify.ab.record import ResponseDrafts
@@ -173,11 +174,8 @@ def combine(runs: list[AcceptanceForm | None]) -> AcceptanceForm | None:
     if not counted:
         gauges = [r for r in runs if r is not None]
         return gauges[-1] if gauges else None
-    width = max(len(r["accepted_per_position"]) for r in counted)
-    per_pos = [
-        sum(r["accepted_per_position"][i] for r in counted if i < len(r["accepted_per_position"]))
-        for i in range(width)
-    ]
+    positions = zip_longest(*(r["accepted_per_position"] for r in counted), fillvalue=0)
+    per_pos = [sum(at) for at in positions]
     tokens = [r["draft_tokens"] for r in counted]
     known = [t for t in tokens if t is not None]
     out = _rates(

@@ -140,18 +140,12 @@ def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
     energies = [e or Energy(why="no energy kept") for e in runs]
     tokens = sum(e.completion_tokens or 0 for e in energies)
     why = next((e.why or "no energy kept" for e in energies if e.joules is None), None)
-    if not runs or why is not None:
-        return LaneEnergy(
-            joules=None,
-            completion_tokens=tokens,
-            j_per_output_token=None,
-            runs=len(runs),
-            why=why or "no timed run",
-        )
-    joules = sum(e.joules or 0.0 for e in energies)
-    per = joules / tokens if tokens else None
+    if not runs:
+        why = "no timed run"
+    joules = None if why else sum(e.joules or 0.0 for e in energies)
+    per = joules / tokens if joules is not None and tokens else None
     return LaneEnergy(
-        joules=joules, completion_tokens=tokens, j_per_output_token=per, runs=len(runs), why=None
+        joules=joules, completion_tokens=tokens, j_per_output_token=per, runs=len(runs), why=why
     )
 
 
