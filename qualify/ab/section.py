@@ -13,6 +13,7 @@ from pathlib import Path
 from qualify.ab.record import (
     LANES,
     Acceptance,
+    Energy,
     Kv,
     Lane,
     LaneName,
@@ -65,12 +66,11 @@ def _mean_power(lane: Lane) -> dict[str, float]:
     joules: dict[str, float] = {}
     seconds: dict[str, float] = {}
     for run in lane.runs:
-        energy = run.energy
-        window = energy.window_s if energy is not None else None
-        for gpu, card in (energy.cards if energy is not None else {}).items():
-            if card.joules is not None and window:
+        e = run.energy or Energy()
+        for gpu, card in e.cards.items():
+            if card.joules is not None and e.window_s:
                 joules[gpu] = joules.get(gpu, 0.0) + card.joules
-                seconds[gpu] = seconds.get(gpu, 0.0) + window
+                seconds[gpu] = seconds.get(gpu, 0.0) + e.window_s
     return {gpu: joules[gpu] / seconds[gpu] for gpu in sorted(joules)}
 
 
@@ -116,9 +116,8 @@ def lane_gpu(record: Record) -> dict[str, object]:
                     "under": low is not None and low < note.reserve_gib * MIB_PER_GIB,
                 }
             )
-    if not rows:
-        return {"note": note.why or "no GPU telemetry", "reserve_gib": note.reserve_gib, "rows": []}
-    return {"note": None, "reserve_gib": note.reserve_gib, "rows": rows}
+    why = None if rows else note.why or "no GPU telemetry"
+    return {"note": why, "reserve_gib": note.reserve_gib, "rows": rows}
 
 
 def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
