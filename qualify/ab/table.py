@@ -42,16 +42,9 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 
 def run_values(runs: list[Run], metric: str) -> list[float]:
     """A metric's run-level values: a run's p50, or its aggregate output tok/s."""
-    return [
-        float(v)
-        for r in runs
-        if (
-            v := r.aggregate_output_tok_s
-            if metric == "aggregate_output_tok_s"
-            else getattr(r.p50, metric)
-        )
-        is not None
-    ]
+    agg = metric == "aggregate_output_tok_s"
+    values = (r.aggregate_output_tok_s if agg else getattr(r.p50, metric) for r in runs)
+    return [float(v) for v in values if v is not None]
 
 
 def lane_block(block: Lane, recipe: Candidate, runs: list[Run]) -> Lane:
