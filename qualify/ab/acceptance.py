@@ -39,8 +39,8 @@ SGLANG_WIDTH = "sglang:spec_num_draft_tokens"
 
 
 class AcceptanceForm(TypedDict, total=False):
-    """`qualify.ab.record.Acceptance` as written: the form the capacity and context stages
-    keep in their runs before their records are made."""
+    """`qualify.ab.record.Acceptance` as written (`model_dump(mode="json")`): what `between`
+    and `combine` give, kept in the capacity and context stages' runs until their records."""
 
     rate: float | None
     mean_length: float | None
