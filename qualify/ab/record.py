@@ -11,6 +11,7 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import Field
 
+from qualify.ab.settings import ABSettings
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
 from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 
@@ -357,22 +358,10 @@ class Fidelity(FidelitySummary):
     lanes: dict[LaneName, LaneFidelity] = Field(default_factory=dict)
 
 
-class Settings(Written):
-    """`stages.ab` as the run used it (`qualify.ab.settings.ABSettings`)."""
+class Settings(Written, ABSettings):
+    """`stages.ab` as the run used it, only the fields it wrote."""
 
-    control: str | None = None
-    runs: int = 3
-    max_tokens: int = 256
-    temperature: float = 0.0
-    seed: int | None = None
-    prompts: str | None = None
-    level: str | None = None
-    concurrency: int = 1
-    warmups: int = 2
-    nonce: bool = True
-    bootstrap_resamples: int = 2000
-    idle_wait_s: float = 30.0
-    timeout_s: float = 300.0
+    seed: int | None = None  # a record that wrote none had none
     # an earlier build's setting, read back as written
     min_acceptance_rate: float | None = None
 
