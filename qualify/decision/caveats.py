@@ -8,7 +8,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from qualify.ab import section as ab_section
 from qualify.ab.record import Record as AbRecord
@@ -25,7 +24,7 @@ from qualify.registry import probe_stages
 
 def caveats(
     record: DecisionRecord,
-    info: dict[str, Any],  # raw run.json
+    info: Mapping[str, object],  # raw run.json
     records: Mapping[str, StageRecord],
     once: Once,
     run_path: Path | None = None,

@@ -9,9 +9,9 @@ then `sign_decision`, so the signature covers the invocation too.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -87,11 +87,11 @@ def signer(
     return load_private(path)
 
 
-def _tickets(policy: Policy, info: dict[str, Any], record: DecisionRecord) -> list[TicketRef]:
+def _tickets(policy: Policy, info: Mapping[str, object], record: DecisionRecord) -> list[TicketRef]:
     """Open or append a ticket for every blocking gate (or missing pattern), in the policy's
     tickets directory (relative to the candidate file's, by default `default_dir` there); list
     the candidate's other tickets."""
-    base = Path(info["candidate_path"]).parent if info.get("candidate_path") else Path.cwd()
+    base = Path(str(info["candidate_path"])).parent if info.get("candidate_path") else Path.cwd()
     where = Path(policy.tickets_dir).expanduser() if policy.tickets_dir else None
     store = TicketStore(base / where if where else default_dir(base))  # `/` keeps an absolute one
     ev, candidate = record.evaluation, record.candidate
