@@ -9,6 +9,7 @@ that differ are named.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import TypedDict
 
@@ -84,9 +85,6 @@ def compare_gates(
                 "regression": counted,
             }
         )
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["change"]] = counts.get(r["change"], 0) + 1
     return {
         "comparable": not policy_differs,
         "why_not": (
@@ -97,7 +95,7 @@ def compare_gates(
         )
         if policy_differs
         else None,
-        "counts": counts,
+        "counts": Counter(r["change"] for r in rows),
         "rows": rows,
         "regressions": [r["key"] for r in rows if r["regression"]],
     }

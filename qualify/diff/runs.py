@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from qualify.errors import BadInput
 from qualify.evidence.signing import sha256_bytes
@@ -67,7 +67,7 @@ class Side:
         return self.view.run
 
     @property
-    def info(self) -> dict[str, Any]:  # raw run.json
+    def info(self) -> Mapping[str, object]:  # raw run.json
         return self.view.info
 
     @property
@@ -136,7 +136,7 @@ def unsigned(label: str, view: RunView, record: DecisionRecord) -> Side:
     )
 
 
-def alias_target(table: Path, name: str) -> dict[str, Any]:  # raw TOML table entry
+def alias_target(table: Path, name: str) -> Mapping[str, object]:  # raw TOML table entry
     """The alias's current target in the house table; BadInput when it points at nothing."""
     from qualify.trust.repository import read_table
 
