@@ -22,7 +22,7 @@ from qualify.decision import document, statement, waivers
 from qualify.decision.derive import Basis, derive
 from qualify.errors import BadInput, QualifyError
 from qualify.evidence.listing import evidence_listing
-from qualify.evidence.signing import keyid, load_private
+from qualify.evidence.signing import keyid, load_private, open_envelope, read_envelope
 from qualify.evidence.store import RunDir, utc_now
 from qualify.present import plots
 from qualify.present.reading import DECISION, RunView, read_run
@@ -248,24 +248,16 @@ def sign(run: RunDir, key: Path, s: Setup) -> tuple[Path, DecisionRecord]:
     signed and that is bad input (exit 2), naming both keys."""
     priv: Ed25519PrivateKey = load_private(key)
     record = latest(run)
-    if record is not None and covers_run(run, record):
-        env = statement.envelope_path(run, record.attempt)
-        if env.exists():
-            _signed_by(env, priv, key)
-            return env, record
+    if record is None or not covers_run(run, record):
+        record = conclude(run, s, priv)
+        return statement.envelope_path(run, record.attempt), record
+    env = statement.envelope_path(run, record.attempt)
+    if not env.exists():
         return sign_decision(run, record, priv), record
-    record = conclude(run, s, priv)
-    return statement.envelope_path(run, record.attempt), record
-
-
-def _signed_by(env: Path, priv: Ed25519PrivateKey, key: Path) -> None:
-    """Refuse (exit 2) an envelope that `key` did not sign: signing it again is not possible."""
-    from qualify.evidence.signing import open_envelope, read_envelope
-
     mine = priv.public_key()
     try:
         open_envelope(read_envelope(env), mine)
-    except QualifyError:
+    except QualifyError:  # `key` did not sign it: signing it again is not possible
         sigs = read_envelope(env).get("signatures") or [{}]
         other = str(sigs[0].get("keyid") if isinstance(sigs[0], dict) else "?")
         raise BadInput(
@@ -275,3 +267,4 @@ def _signed_by(env: Path, priv: Ed25519PrivateKey, key: Path) -> None:
                 "is signed once, and nothing was signed now"
             ],
         ) from None
+    return env, record

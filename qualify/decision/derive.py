@@ -53,11 +53,6 @@ def stop_reason(ev: Evaluation) -> str | None:
     return found[0] if found else None
 
 
-def cause_of(reason: str) -> str:
-    """The cause in words: a stop reason up to its first `;` (ServerProcess.death's shape)."""
-    return reason.split(";", 1)[0].strip()
-
-
 def headline(ev: Evaluation, waivers: list[WaiverCheck]) -> str:
     """The verdict line: `promote`, `promote with N waiver(s) (...)`, `no-promote`, or
     `not qualified: <cause>` when no gate judged the candidate (every stage aborted or not run);
@@ -69,7 +64,8 @@ def headline(ev: Evaluation, waivers: list[WaiverCheck]) -> str:
     )
     if not ev.promote and not judged:
         why = stop_reason(ev)
-        return f"{NOT_QUALIFIED}: {cause_of(why) if why else 'no stage reached a judged gate'}"
+        cause = why.split(";", 1)[0].strip() if why else "no stage reached a judged gate"
+        return f"{NOT_QUALIFIED}: {cause}"  # the cause: up to the first `;` (ServerProcess.death)
     if not ev.promote:
         return "no-promote"
     if not ev.waived:

@@ -16,7 +16,7 @@ from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision import causes
 from qualify.decision.alias_view import AliasView
 from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text
-from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
+from qualify.decision.derive import NOT_QUALIFIED, stop_reason
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import FidelitySummary
 from qualify.present.reading import record_of
@@ -205,7 +205,7 @@ def not_qualified(run: RunDir, record: DecisionRecord) -> NotQualified | None:
         stopped = aborted and not all(r.startswith("not run:") for r in said)
         stages.append(f"{s.stage} ({'aborted' if stopped else 'not run'})")
     return {
-        "cause": cause_of(reason) if reason else "no stage reached a judged gate",
+        "cause": reason.split(";", 1)[0].strip() if reason else "no stage reached a judged gate",
         "lines": [short(x, LINE_MAX) for x in _QUOTED.findall(reason)],
         "log": link,
         "stages": ", ".join(stages) or "none planned",
