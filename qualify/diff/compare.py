@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import TypedDict
 
 from qualify.diff.figures import FigureDiff, compare_figures
-from qualify.diff.gates import GatesDiff, compare_gates, policy_differences
+from qualify.diff.gates import GatesDiff, changes, compare_gates, policy_differences
 from qualify.diff.report import NAMES
 from qualify.diff.runs import Side, SideInfo
 from qualify.trust.house import PolicyRules
@@ -116,16 +116,6 @@ def _flat(d: Mapping[str, object], prefix: str = "") -> dict[str, object]:
     return out
 
 
-def recipe_changes(a: Side, b: Side) -> list[str]:
-    """The identity pins that differ (what the two recipes changed), as `pin A -> B`."""
-    pa, pb = _flat(a.identity()), _flat(b.identity())
-    return [
-        f"{k} {pa.get(k)!r} -> {pb.get(k)!r}"
-        for k in sorted(set(pa) | set(pb))
-        if pa.get(k) != pb.get(k)
-    ]
-
-
 def margin_of(a: Side, b: Side) -> tuple[float, str]:
     """The house's margin for a figure: `ab_max_regression_pct` of the policy (the smaller of
     the two policies when they differ, so a loosened policy never hides a regression)."""
@@ -160,7 +150,8 @@ def diff(a: Side, b: Side) -> Doc:
         "a": SideDoc(**a.describe(), engine=engine_of(a), hardware=_hardware(a)[2]),
         "b": SideDoc(**b.describe(), engine=engine_of(b), hardware=_hardware(b)[2]),
         "policy": {"same": not policy, "differences": policy},
-        "recipe_changes": recipe_changes(a, b),
+        # the identity pins that differ: what the two recipes changed
+        "recipe_changes": changes(_flat(a.identity()), _flat(b.identity())),
         "margin_pct": margin,
         "margin_source": margin_source,
         "not_comparable": reasons,

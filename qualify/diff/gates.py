@@ -101,17 +101,22 @@ def compare_gates(
     }
 
 
+def changes(a: Mapping[str, object], b: Mapping[str, object], prefix: str = "") -> list[str]:
+    """Each key (sorted) whose value differs, as `key A -> B`."""
+    return [
+        f"{prefix}{k} {a.get(k)!r} -> {b.get(k)!r}"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
+
+
 def policy_differences(pa: Mapping[str, object], pb: Mapping[str, object]) -> list[str]:
     """The policy fields (thresholds by name) that differ, as `name A -> B`."""
     out: list[str] = []
     for key in sorted(set(pa) | set(pb)):
         va, vb = pa.get(key), pb.get(key)
         if key == "thresholds" and isinstance(va, dict) and isinstance(vb, dict):
-            out += [
-                f"thresholds.{t} {va.get(t)!r} -> {vb.get(t)!r}"
-                for t in sorted(set(va) | set(vb))
-                if va.get(t) != vb.get(t)
-            ]
+            out += changes(va, vb, "thresholds.")
         elif va != vb:
             out.append(f"{key} {va!r} -> {vb!r}")
     return out
