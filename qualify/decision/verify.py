@@ -54,6 +54,7 @@ from qualify.evidence.signing import (
 from qualify.evidence.store import MANIFEST, RunDir
 from qualify.present.reading import RunView, read_run
 from qualify.present.record import DecisionRecord, WaiverCheck
+from qualify.present.sections import as_list
 from qualify.trust.house import HousePolicy, PolicyRules, effective
 
 
@@ -71,7 +72,7 @@ class VerifyReport:
 
     envelope: Path
     run: Path | None = None
-    statement: dict[str, Any] | None = None  # raw signed JSON
+    statement: dict[str, object] | None = None  # raw signed JSON
     signer: str | None = None
     payload_sha256: str | None = None
     problems: list[str] = field(default_factory=list)
@@ -93,7 +94,7 @@ class VerifyReport:
     def subject_list(self) -> list[Subject]:
         """The signed subjects (malformed ones left out; `verify` names them)."""
         out = []
-        for s in (self.statement or {}).get("subject") or []:
+        for s in as_list((self.statement or {}).get("subject")):
             if not isinstance(s, dict):
                 continue
             digest, ann = s.get("digest"), s.get("annotations")
@@ -108,7 +109,7 @@ class VerifyReport:
         return next((s.sha256 for s in self.subject_list() if s.name == name), None)
 
 
-def _parse(payload: bytes) -> dict[str, Any]:  # raw signed JSON
+def _parse(payload: bytes) -> dict[str, object]:  # raw signed JSON
     try:
         stmt = json.loads(payload)
     except ValueError as exc:
@@ -122,7 +123,7 @@ def _parse(payload: bytes) -> dict[str, Any]:  # raw signed JSON
     return stmt
 
 
-def _canonical(env: dict[str, Any], raw: bytes, signer: str) -> str | None:  # raw signed JSON
+def _canonical(env: dict[str, object], raw: bytes, signer: str) -> str | None:  # raw signed JSON
     """Why the envelope is not exactly what `qualify` writes (one signature, its keyid, no
     other field, the same bytes), None when it is; its unsigned parts cannot vary."""
     if set(env) != {"payload", "payloadType", "signatures"}:
@@ -178,7 +179,7 @@ def _walk(run: Path) -> tuple[dict[str, str], list[str]]:
 
 def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     names: set[str] = set()
-    for s in (report.statement or {}).get("subject") or []:
+    for s in as_list((report.statement or {}).get("subject")):
         name = s.get("name") if isinstance(s, dict) else None
         subs = [x for x in report.subject_list() if x.name == name]
         if not subs:
