@@ -116,23 +116,20 @@ def _flat(d: Mapping[str, object], prefix: str = "") -> dict[str, object]:
     return out
 
 
-def margin_of(a: Side, b: Side) -> tuple[float, str]:
-    """The house's margin for a figure: `ab_max_regression_pct` of the policy (the smaller of
-    the two policies when they differ, so a loosened policy never hides a regression)."""
-    ma = PolicyRules.model_validate(a.record.policy).thresholds.ab_max_regression_pct
-    mb = PolicyRules.model_validate(b.record.policy).thresholds.ab_max_regression_pct
-    if ma == mb:
-        return mb, "the policy's thresholds.ab_max_regression_pct"
-    m = min(ma, mb)
-    return m, f"thresholds.ab_max_regression_pct: the smaller of A's {ma:g}% and B's {mb:g}%"
-
-
 def diff(a: Side, b: Side) -> Doc:
     """The comparison of B against A as one document (see module docstring)."""
     policy = policy_differences(a.record.policy, b.record.policy)
     gates = compare_gates(a.record.evaluation.gates, b.record.evaluation.gates, policy)
     reasons, notes = run_reasons(a, b)
-    margin, margin_source = margin_of(a, b)
+    # the house's margin for a figure: the smaller of the two policies' when they differ, so a
+    # loosened policy never hides a regression
+    ma, mb = (PolicyRules.model_validate(s.record.policy).thresholds for s in (a, b))
+    pa, pb = ma.ab_max_regression_pct, mb.ab_max_regression_pct
+    margin, margin_source = min(pa, pb), "the policy's thresholds.ab_max_regression_pct"
+    if pa != pb:
+        margin_source = (
+            f"thresholds.ab_max_regression_pct: the smaller of A's {pa:g}% and B's {pb:g}%"
+        )
     figures = compare_figures(a.records, b.records, margin, reasons)
     regressions = [
         f"{f['group']} {f['cell']}: {NAMES.get(name, name)} {m['delta_pct']:+.1f}% (interval "
