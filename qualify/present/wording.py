@@ -5,6 +5,7 @@ them, one short line or table cell of at most `CELL_MAX` characters, each failur
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from qualify.present.record import GateOutcome
 
@@ -52,11 +53,11 @@ def table_cell(value: object) -> str:
     return short(value, CELL_MAX).replace("|", "\\|")
 
 
+@dataclass
 class Once:
     """Each failure text is written once; later mentions name the gate key that holds it."""
 
-    def __init__(self) -> None:
-        self.seen: dict[str, str] = {}
+    seen: dict[str, str] = field(default_factory=dict)
 
     def say(self, text: str, key: str) -> str:
         if text in self.seen:
