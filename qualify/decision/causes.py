@@ -96,6 +96,12 @@ def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
 FAMILIES: dict[str, tuple[str, str, str]] = {
     # family: (tag, title, action); tag `control` is decided against the control lane
     "harness": ("harness", "the harness broke", "fix the harness error and rerun"),
+    "identity": (
+        "alone",
+        "the server is not what the recipe pins",
+        "serve what the recipe pins (or correct the pin `{pin}`)",
+    ),
+    "fitness": ("control", "the model cannot call tools or follow formats in budget", "by tag"),
     "unverifiable-pins": (
         "limit",
         "pins the engine cannot report",
@@ -277,28 +283,19 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
 def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Cause:
     name, _, stage = _base(g)
     family = _which(g, name, stage)
-    if family == "identity":
-        pin = g.gate.removeprefix("pin@")
-        return Cause(
-            "identity",
-            "alone",
-            "the server is not what the recipe pins",
-            f"serve what the recipe pins (or correct the pin `{pin}`)",
-        )
-    if family == "fitness":
-        tag = _against_control(g, by_key)
-        title = "the model cannot call tools or follow formats in budget"
-        return Cause("fitness", tag, title, _FITNESS[tag])
     if family is not None:
         tag, title, action = FAMILIES[family]
         if tag == "control":
             tag = _against_control(g, by_key)
+        if family == "fitness":  # its action is the tag's
+            action = _FITNESS[tag]
         if family == "ab-speed":  # the 95% interval of the speed gain (per cent, + = faster)
             m = g.metrics
             ci = m.get("paired_ci95_pct") or [-float(v) for v in m.get("slowdown_ci95_pct") or []]
             ok = isinstance(ci, list) and len(ci) == 2
             title = speed_title(float(ci[0]), float(ci[1])) if ok else speed_title(None, None)
-        return Cause(family, tag, title, action.replace("{variable}", variable))
+        action = action.replace("{variable}", variable)
+        return Cause(family, tag, title, action.replace("{pin}", g.gate.removeprefix("pin@")))
     reason = re.sub(r"^attempt \d+/\d+: ", "", (g.reasons or ["no reason recorded"])[0])
     return Cause(
         g.key,
