@@ -115,18 +115,9 @@ def _tickets(policy: Policy, info: Mapping[str, object], record: DecisionRecord)
     for t in store.all():
         if t.candidate == candidate and t.id not in actions:
             actions[t.id] = (t, "listed")
+    shown = {"id", "title", "status", "gate", "opened", "closed", "fix"}
     return [
-        TicketRef(
-            id=t.id,
-            title=t.title,
-            status=t.status,
-            gate=t.gate,
-            opened=t.opened,
-            closed=t.closed,
-            fix=t.fix,
-            attempts=len(t.attempts),
-            action=action,
-        )
+        TicketRef(**t.model_dump(include=shown), attempts=len(t.attempts), action=action)
         for t, action in actions.values()
     ]
 
