@@ -16,8 +16,10 @@ from qualify.diff.figures import FigureDiff, compare_figures
 from qualify.diff.gates import GatesDiff, changes, compare_gates, policy_differences
 from qualify.diff.report import NAMES
 from qualify.diff.runs import Side, SideInfo
+from qualify.present.reading import record_of
 from qualify.trust.house import PolicyRules
 from qualify.vram.record import Card
+from qualify.vram.record import Record as VramRecord
 
 EXIT_SAME = 0
 EXIT_REGRESSION = 1
@@ -74,7 +76,7 @@ class Summary(TypedDict):
 
 def _hardware(side: Side) -> tuple[list[Card], str | None, str]:
     """The cards the VRAM stage saw, the CPU model run.json names, and both in words."""
-    vram = side.vram()
+    vram = record_of(side.records, "vram", VramRecord)
     cards = vram.cards if vram else []
     cpu = side.info.get("cpu")
     cpu = cpu if isinstance(cpu, dict) else {}

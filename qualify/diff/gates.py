@@ -49,21 +49,6 @@ def _brief(g: GateOutcome) -> GateBrief:
     }
 
 
-def change(a: GateOutcome | None, b: GateOutcome | None) -> str:
-    """`regressed`, `fixed`, `changed`, `same`, `new` or `removed`."""
-    if a is None:
-        return "new"
-    if b is None:
-        return "removed"
-    if a.verdict == b.verdict:
-        return "same"
-    if a.verdict.value == "pass":
-        return "regressed"
-    if b.verdict.value == "pass":
-        return "fixed"
-    return "changed"
-
-
 def compare_gates(
     a: list[GateOutcome], b: list[GateOutcome], policy_differs: list[str]
 ) -> GatesDiff:
@@ -72,7 +57,15 @@ def compare_gates(
     rows: list[GateRow] = []
     for key in sorted(set(ga) | set(gb)):
         x, y = ga.get(key), gb.get(key)
-        what = change(x, y)
+        what = "changed"  # or regressed (pass -> not), fixed (not -> pass), same, new, removed
+        if x is None or y is None:
+            what = "new" if x is None else "removed"
+        elif x.verdict == y.verdict:
+            what = "same"
+        elif x.verdict.value == "pass":
+            what = "regressed"
+        elif y.verdict.value == "pass":
+            what = "fixed"
         blocking = y is not None and y.status in BLOCKING
         counted = what == "regressed" and blocking and not policy_differs
         rows.append(

@@ -23,7 +23,6 @@ from qualify.identity.record import Record as IdentityRecord
 from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord
 from qualify.records import StageRecord
-from qualify.vram.record import Record as VramRecord
 
 _ENVELOPE = re.compile(r"^attempt-(\d{3,})\.dsse\.json$")
 
@@ -83,9 +82,6 @@ class Side:
         """The identity stage's pins (their JSON form), or nothing when it left no record."""
         rec = record_of(self.records, "identity", IdentityRecord)
         return rec.pins.model_dump(mode="json") if rec else {}
-
-    def vram(self) -> VramRecord | None:
-        return record_of(self.records, "vram", VramRecord)
 
     def describe(self) -> SideInfo:
         return {
