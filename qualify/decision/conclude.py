@@ -122,14 +122,6 @@ def _tickets(policy: Policy, info: Mapping[str, object], record: DecisionRecord)
     ]
 
 
-@dataclass
-class Prepared:
-    """A decision's basis, with the waivers' bytes (copied into the decision attempt)."""
-
-    basis: Basis
-    raws: list[bytes]
-
-
 def copy_path(run: RunDir, record_attempt: str | None) -> str | None:
     """`run/attempt-NNN/candidate.toml` of the invocation that made the decision (else the
     latest invocation's)."""
@@ -146,8 +138,9 @@ def prepare(
     attempt: int,
     record_attempt: str | None = None,
     signer: str | None = None,
-) -> Prepared:
-    """The effective policy from the in-run candidate copy, and every waiver it lists, judged."""
+) -> tuple[Basis, list[bytes]]:
+    """A decision's basis: the effective policy from the in-run candidate copy, and every waiver
+    it lists, judged; with the waivers' bytes (copied into the decision attempt)."""
     run, cand, copy = view.run, view.candidate, view.copy
     rules = s.rules(cand.policy if cand else None, f"{run.path}/{copy}" if copy else "the run")
     decided_at = utc_now()
@@ -163,7 +156,7 @@ def prepare(
     keys = s.approvers(rules)
     checks = [waivers.judge(rel, raw, keys, bind) for rel, raw in found]
     basis = Basis(rules, s.ref, attempt, decided_at, __version__, checks, record_attempt)
-    return Prepared(basis, [raw for _, raw in found])
+    return basis, [raw for _, raw in found]
 
 
 def conclude(
@@ -181,10 +174,10 @@ def conclude(
         listing = evidence_listing(run, skip={str(x) for x in skip})
         view = read_run(run, listing, copy_path(run, record_attempt))
         signer = keyid(priv.public_key()) if priv else None
-        prep = prepare(view, s, attempt.number, record_attempt, signer)
-        for i, (c, raw) in enumerate(zip(prep.basis.waivers, prep.raws, strict=True), 1):
+        basis, raws = prepare(view, s, attempt.number, record_attempt, signer)
+        for i, (c, raw) in enumerate(zip(basis.waivers, raws, strict=True), 1):
             c.evidence = attempt.write_bytes(f"waiver-{i:02d}.json", raw)[0]  # now evidence
-        record = derive(view, prep.basis)
+        record = derive(view, basis)
         policy = view.candidate.policy if view.candidate else Policy()
         record.tickets = _tickets(policy, view.info, record)
         attempt.write_bytes("decision.json", statement.dump(record.model_dump(mode="json")))
