@@ -3,9 +3,10 @@ diff's summary against it, read once its signed decision verifies (`verified`, a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -91,7 +92,7 @@ class AliasView:
     was given at all, and the diff's summary against the target (`decision_summary`)."""
 
     name: str | None = None
-    target: dict[str, Any] | None = None  # the raw TOML entry of the house table
+    target: Mapping[str, object] | None = None  # the raw TOML entry of the house table
     error: str | None = None
     house: bool = False
     summary: AliasSummary = field(default_factory=lambda: AliasSummary(status="none", why=""))

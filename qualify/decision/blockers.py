@@ -93,13 +93,6 @@ def cause_rows(
     return out
 
 
-def tag_counts(groups: list[causes.Cause]) -> str:
-    counts: dict[str, int] = {}
-    for c in groups:
-        counts[c.label] = counts.get(c.label, 0) + 1
-    return ", ".join(f"{n} {label}" for label, n in counts.items())
-
-
 def exit_text(record: DecisionRecord, groups: list[causes.Cause]) -> str:
     """What must change, before which run, for the answer to change: the actions of the
     causes, not a count of gates."""

@@ -74,35 +74,34 @@ def _base(g: GateOutcome) -> tuple[str, bool, str]:
     return name, False, g.stage
 
 
-def _counterparts(g: GateOutcome) -> list[str]:
-    """Keys of the same gate at the same level on the other lane: only a gate the control ran
-    on the same inputs at the same level compares the lanes."""
+def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
+    """`same` or `differs` for a gate the control ran at the same level (on the same inputs:
+    only that compares the lanes); `alone` (not compared with the control) when it did not;
+    `base` for the control's own gate where the candidate passed it (the base fails, not the
+    change)."""
     name, is_control, stage = _base(g)
     level = f"@{g.level}" if g.level else ""
     if is_control:
-        return [f"{stage}/{name}{level}"]
-    if stage == "preflight":
-        return [f"quality/control-preflight-{name}{level}"]
-    if stage == "quality":
-        return [f"quality/control-{name}{level}"]
-    return []
-
-
-def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
-    """`same` or `differs` for a gate the control ran at the same level; `alone` (not compared
-    with the control) when it did not; `base` for the control's own gate where the candidate
-    passed it (the base fails, not the change)."""
-    other = next((by_key[k] for k in _counterparts(g) if k in by_key), None)
-    if other is None:
+        other = f"{stage}/{name}{level}"
+    else:
+        prefix = {"preflight": "control-preflight-", "quality": "control-"}.get(stage)
+        other = f"quality/{prefix}{name}{level}" if prefix else ""
+    if other not in by_key:
         return "alone"
-    if other.status != "pass":
+    if by_key[other].status != "pass":
         return "same"
-    return "base" if _base(g)[1] else "differs"
+    return "base" if is_control else "differs"
 
 
 FAMILIES: dict[str, tuple[str, str, str]] = {
     # family: (tag, title, action); tag `control` is decided against the control lane
     "harness": ("harness", "the harness broke", "fix the harness error and rerun"),
+    "identity": (
+        "alone",
+        "the server is not what the recipe pins",
+        "serve what the recipe pins (or correct the pin `{pin}`)",
+    ),
+    "fitness": ("control", "the model cannot call tools or follow formats in budget", "by tag"),
     "unverifiable-pins": (
         "limit",
         "pins the engine cannot report",
@@ -264,7 +263,8 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
         return "degenerate"  # nothing to time: the model's answers, not the harness
     if "internal error" in said or (g.verdict.value == "error" and stage != "ab"):
         return "harness"
-    family = declared_family(g.stage, name)
+    spec = spec_of(g.stage)  # the family the stage's spec gives the gate (`StageSpec.causes`)
+    family = next((f for p, f in (spec.causes if spec else {}).items() if fnmatch(name, p)), None)
     if family == "identity":
         return "unverifiable-pins" if any(w in said for w in _UNVERIFIABLE) else "identity"
     if "fidelity" in name:
@@ -280,35 +280,22 @@ def _which(g: GateOutcome, name: str, stage: str) -> str | None:
     return family
 
 
-def declared_family(stage: str, name: str) -> str | None:
-    """The cause family a stage's spec gives a gate of that name (`StageSpec.causes`: the first
-    pattern, fnmatch, that matches), or None for a gate of its own."""
-    spec = spec_of(stage)
-    return next((f for pat, f in (spec.causes if spec else {}).items() if fnmatch(name, pat)), None)
-
-
 def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Cause:
     name, _, stage = _base(g)
     family = _which(g, name, stage)
-    if family == "identity":
-        pin = g.gate.removeprefix("pin@")
-        return Cause(
-            "identity",
-            "alone",
-            "the server is not what the recipe pins",
-            f"serve what the recipe pins (or correct the pin `{pin}`)",
-        )
-    if family == "fitness":
-        tag = _against_control(g, by_key)
-        title = "the model cannot call tools or follow formats in budget"
-        return Cause("fitness", tag, title, _FITNESS[tag])
     if family is not None:
         tag, title, action = FAMILIES[family]
         if tag == "control":
             tag = _against_control(g, by_key)
-        if family == "ab-speed":
-            title = speed_title(*_gain(g))
-        return Cause(family, tag, title, action.replace("{variable}", variable))
+        if family == "fitness":  # its action is the tag's
+            action = _FITNESS[tag]
+        if family == "ab-speed":  # the 95% interval of the speed gain (per cent, + = faster)
+            m = g.metrics
+            ci = m.get("paired_ci95_pct") or [-float(v) for v in m.get("slowdown_ci95_pct") or []]
+            ok = isinstance(ci, list) and len(ci) == 2
+            title = speed_title(float(ci[0]), float(ci[1])) if ok else speed_title(None, None)
+        action = action.replace("{variable}", variable)
+        return Cause(family, tag, title, action.replace("{pin}", g.gate.removeprefix("pin@")))
     reason = re.sub(r"^attempt \d+/\d+: ", "", (g.reasons or ["no reason recorded"])[0])
     return Cause(
         g.key,
@@ -318,34 +305,21 @@ def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Ca
     )
 
 
-def _gain(g: GateOutcome) -> tuple[float | None, float | None]:
-    """The 95% interval of the candidate's speed gain over the control (per cent, positive =
-    faster) a speed gate recorded: the decode gain's, or a slowdown's turned round."""
-    m = g.metrics
-    ci = m.get("paired_ci95_pct") or [-float(v) for v in m.get("slowdown_ci95_pct") or []]
-    if not isinstance(ci, list) or len(ci) != 2:
-        return None, None
-    return float(ci[0]), float(ci[1])
-
-
 def variable_of(lanes: Mapping[LaneName, Lane]) -> str:
     """What the candidate changes against its control, in a few words: the speculation pins
     the candidate wrote that differ from the control's, else what the control names."""
-    a, b = _pins(lanes.get("candidate")), _pins(lanes.get("control"))
+    a: dict[str, object] = {}
+    b: dict[str, object] = {}
+    for pins, lane in ((a, lanes.get("candidate")), (b, lanes.get("control"))):
+        if lane is not None:  # its speculation pins as written, by name
+            sp = lane.speculation
+            pins |= {k: getattr(sp, k) for k in type(sp).model_fields if k in sp.model_fields_set}
     changed = [f"{k}={a.get(k)}" for k in a if a.get(k) != b.get(k) and a.get(k) is not None]
     if changed:
         return "speculation " + ", ".join(changed)
     control = lanes.get("control")
     var = control.variable if control is not None else None
     return f"what its control names: {var}" if var else "what is not recorded"
-
-
-def _pins(lane: Lane | None) -> dict[str, object]:
-    """A lane's speculation pins as written, by name (none for a lane not recorded)."""
-    if lane is None:
-        return {}
-    spec = lane.speculation
-    return {k: getattr(spec, k) for k in type(spec).model_fields if k in spec.model_fields_set}
 
 
 def group(record: DecisionRecord, variable: str = "the change") -> list[Cause]:

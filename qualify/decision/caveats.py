@@ -8,7 +8,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from qualify.ab import section as ab_section
 from qualify.ab.record import Record as AbRecord
@@ -25,7 +24,7 @@ from qualify.registry import probe_stages
 
 def caveats(
     record: DecisionRecord,
-    info: dict[str, Any],  # raw run.json
+    info: Mapping[str, object],  # raw run.json
     records: Mapping[str, StageRecord],
     once: Once,
     run_path: Path | None = None,
@@ -182,7 +181,14 @@ def _substance(
             f"{both}; at this size the model is not fit for these tasks, so their failures say "
             "nothing about the change, and the speed figures stand on their own."
         )
-    out += _scaled_budgets(record_of(records, "quality", QualityRecord))
+    quality = record_of(records, "quality", QualityRecord)
+    if quality is not None and quality.budget_scale != 1:  # the budgets sent were scaled
+        attempts = [a for r in quality.table for a in r.attempts]
+        out.append(
+            f"Quality budgets were scaled to {quality.budget_scale:g} of the declared ones (the "
+            f"table shows both); {attempts.count('cut')} of {len(attempts)} attempts were cut by "
+            "the budget sent."
+        )
     out += _comparability(gates)
     return out + _sample_size(record_of(records, "ab", AbRecord))
 
@@ -233,16 +239,4 @@ def _sample_size(ab: AbRecord | None) -> list[str]:
         f"Sample size: the A/B compares {pairs} request pairs over {prompts} prompts and "
         f"{runs} runs per lane{more}; an interval from so few is wide, and one marked too few "
         "samples is no result."
-    ]
-
-
-def _scaled_budgets(quality: QualityRecord | None) -> list[str]:
-    """A caveat when the quality budgets sent were scaled from the declared ones."""
-    if quality is None or quality.budget_scale == 1:
-        return []
-    attempts = [a for r in quality.table for a in r.attempts]
-    return [
-        f"Quality budgets were scaled to {quality.budget_scale:g} of the declared ones (the table "
-        f"shows both); {attempts.count('cut')} of {len(attempts)} attempts were cut by the "
-        "budget sent."
     ]

@@ -9,9 +9,9 @@ then `sign_decision`, so the signature covers the invocation too.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -22,7 +22,7 @@ from qualify.decision import document, statement, waivers
 from qualify.decision.derive import Basis, derive
 from qualify.errors import BadInput, QualifyError
 from qualify.evidence.listing import evidence_listing
-from qualify.evidence.signing import keyid, load_private
+from qualify.evidence.signing import keyid, load_private, open_envelope, read_envelope
 from qualify.evidence.store import RunDir, utc_now
 from qualify.present import plots
 from qualify.present.reading import DECISION, RunView, read_run
@@ -87,11 +87,11 @@ def signer(
     return load_private(path)
 
 
-def _tickets(policy: Policy, info: dict[str, Any], record: DecisionRecord) -> list[TicketRef]:
+def _tickets(policy: Policy, info: Mapping[str, object], record: DecisionRecord) -> list[TicketRef]:
     """Open or append a ticket for every blocking gate (or missing pattern), in the policy's
     tickets directory (relative to the candidate file's, by default `default_dir` there); list
     the candidate's other tickets."""
-    base = Path(info["candidate_path"]).parent if info.get("candidate_path") else Path.cwd()
+    base = Path(str(info["candidate_path"])).parent if info.get("candidate_path") else Path.cwd()
     where = Path(policy.tickets_dir).expanduser() if policy.tickets_dir else None
     store = TicketStore(base / where if where else default_dir(base))  # `/` keeps an absolute one
     ev, candidate = record.evaluation, record.candidate
@@ -115,28 +115,11 @@ def _tickets(policy: Policy, info: dict[str, Any], record: DecisionRecord) -> li
     for t in store.all():
         if t.candidate == candidate and t.id not in actions:
             actions[t.id] = (t, "listed")
+    shown = {"id", "title", "status", "gate", "opened", "closed", "fix"}
     return [
-        TicketRef(
-            id=t.id,
-            title=t.title,
-            status=t.status,
-            gate=t.gate,
-            opened=t.opened,
-            closed=t.closed,
-            fix=t.fix,
-            attempts=len(t.attempts),
-            action=action,
-        )
+        TicketRef(**t.model_dump(include=shown), attempts=len(t.attempts), action=action)
         for t, action in actions.values()
     ]
-
-
-@dataclass
-class Prepared:
-    """A decision's basis, with the waivers' bytes (copied into the decision attempt)."""
-
-    basis: Basis
-    raws: list[bytes]
 
 
 def copy_path(run: RunDir, record_attempt: str | None) -> str | None:
@@ -155,8 +138,9 @@ def prepare(
     attempt: int,
     record_attempt: str | None = None,
     signer: str | None = None,
-) -> Prepared:
-    """The effective policy from the in-run candidate copy, and every waiver it lists, judged."""
+) -> tuple[Basis, list[bytes]]:
+    """A decision's basis: the effective policy from the in-run candidate copy, and every waiver
+    it lists, judged; with the waivers' bytes (copied into the decision attempt)."""
     run, cand, copy = view.run, view.candidate, view.copy
     rules = s.rules(cand.policy if cand else None, f"{run.path}/{copy}" if copy else "the run")
     decided_at = utc_now()
@@ -172,7 +156,7 @@ def prepare(
     keys = s.approvers(rules)
     checks = [waivers.judge(rel, raw, keys, bind) for rel, raw in found]
     basis = Basis(rules, s.ref, attempt, decided_at, __version__, checks, record_attempt)
-    return Prepared(basis, [raw for _, raw in found])
+    return basis, [raw for _, raw in found]
 
 
 def conclude(
@@ -190,10 +174,10 @@ def conclude(
         listing = evidence_listing(run, skip={str(x) for x in skip})
         view = read_run(run, listing, copy_path(run, record_attempt))
         signer = keyid(priv.public_key()) if priv else None
-        prep = prepare(view, s, attempt.number, record_attempt, signer)
-        for i, (c, raw) in enumerate(zip(prep.basis.waivers, prep.raws, strict=True), 1):
+        basis, raws = prepare(view, s, attempt.number, record_attempt, signer)
+        for i, (c, raw) in enumerate(zip(basis.waivers, raws, strict=True), 1):
             c.evidence = attempt.write_bytes(f"waiver-{i:02d}.json", raw)[0]  # now evidence
-        record = derive(view, prep.basis)
+        record = derive(view, basis)
         policy = view.candidate.policy if view.candidate else Policy()
         record.tickets = _tickets(policy, view.info, record)
         attempt.write_bytes("decision.json", statement.dump(record.model_dump(mode="json")))
@@ -248,24 +232,16 @@ def sign(run: RunDir, key: Path, s: Setup) -> tuple[Path, DecisionRecord]:
     signed and that is bad input (exit 2), naming both keys."""
     priv: Ed25519PrivateKey = load_private(key)
     record = latest(run)
-    if record is not None and covers_run(run, record):
-        env = statement.envelope_path(run, record.attempt)
-        if env.exists():
-            _signed_by(env, priv, key)
-            return env, record
+    if record is None or not covers_run(run, record):
+        record = conclude(run, s, priv)
+        return statement.envelope_path(run, record.attempt), record
+    env = statement.envelope_path(run, record.attempt)
+    if not env.exists():
         return sign_decision(run, record, priv), record
-    record = conclude(run, s, priv)
-    return statement.envelope_path(run, record.attempt), record
-
-
-def _signed_by(env: Path, priv: Ed25519PrivateKey, key: Path) -> None:
-    """Refuse (exit 2) an envelope that `key` did not sign: signing it again is not possible."""
-    from qualify.evidence.signing import open_envelope, read_envelope
-
     mine = priv.public_key()
     try:
         open_envelope(read_envelope(env), mine)
-    except QualifyError:
+    except QualifyError:  # `key` did not sign it: signing it again is not possible
         sigs = read_envelope(env).get("signatures") or [{}]
         other = str(sigs[0].get("keyid") if isinstance(sigs[0], dict) else "?")
         raise BadInput(
@@ -275,3 +251,4 @@ def _signed_by(env: Path, priv: Ed25519PrivateKey, key: Path) -> None:
                 "is signed once, and nothing was signed now"
             ],
         ) from None
+    return env, record

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from qualify.decision.policy import evaluate
 from qualify.evidence.store import RESULT
@@ -38,15 +37,6 @@ NOT_QUALIFIED = "not qualified"
 _EARLIER = re.compile(r"^(?:not run: )?the run was aborted earlier \((.*)\)$", re.S)
 
 
-def judged(ev: Evaluation) -> bool:
-    """Whether the run judged the candidate at all: some stage finished, or some gate said pass
-    or fail. A run where every stage aborted or was not run, and no gate judged, never
-    qualified anything, whatever its policy concludes."""
-    return any(s.ran for s in ev.stages) or any(
-        g.verdict in (Verdict.PASS, Verdict.FAIL) for g in ev.gates
-    )
-
-
 def stop_reason(ev: Evaluation) -> str | None:
     """The reason the run stopped, said once: the first aborted stage attempt's own reason (the
     stages after it only say "the run was aborted earlier (...)", which is unwrapped)."""
@@ -63,18 +53,19 @@ def stop_reason(ev: Evaluation) -> str | None:
     return found[0] if found else None
 
 
-def cause_of(reason: str) -> str:
-    """The cause in words: a stop reason up to its first `;` (ServerProcess.death's shape)."""
-    return reason.split(";", 1)[0].strip()
-
-
 def headline(ev: Evaluation, waivers: list[WaiverCheck]) -> str:
     """The verdict line: `promote`, `promote with N waiver(s) (...)`, `no-promote`, or
     `not qualified: <cause>` when no gate judged the candidate (every stage aborted or not run);
     the record's `decision` stays no-promote then, so no alias moves."""
-    if not ev.promote and not judged(ev):
+    # a run where every stage aborted or was not run, and no gate said pass or fail, never
+    # qualified anything, whatever its policy concludes
+    judged = any(s.ran for s in ev.stages) or any(
+        g.verdict in (Verdict.PASS, Verdict.FAIL) for g in ev.gates
+    )
+    if not ev.promote and not judged:
         why = stop_reason(ev)
-        return f"{NOT_QUALIFIED}: {cause_of(why) if why else 'no stage reached a judged gate'}"
+        cause = why.split(";", 1)[0].strip() if why else "no stage reached a judged gate"
+        return f"{NOT_QUALIFIED}: {cause}"  # the cause: up to the first `;` (ServerProcess.death)
     if not ev.promote:
         return "no-promote"
     if not ev.waived:
@@ -124,17 +115,16 @@ def derive(view: RunView, basis: Basis) -> DecisionRecord:
     )
 
 
-def comparable(record: DecisionRecord | dict[str, Any]) -> dict[str, Any]:
+def comparable(record: DecisionRecord) -> dict[str, object]:
     """What verify holds a signed decision to: decision, verdict, reasons, every gate's status."""
-    r = record.model_dump(mode="json") if isinstance(record, DecisionRecord) else record
-    ev = r.get("evaluation") or {}
+    ev = record.evaluation
     return {
-        "decision": r.get("decision"),
-        "headline": r.get("headline"),
-        "verdict": ev.get("verdict"),
-        "reasons": ev.get("reasons"),
-        "missing": ev.get("missing"),
-        "waived": ev.get("waived"),
-        "gates": [(g["key"], g["verdict"], g["status"]) for g in ev.get("gates") or []],
-        "policy_sha256": r.get("policy_sha256"),
+        "decision": record.decision,
+        "headline": record.headline,
+        "verdict": ev.verdict.value,
+        "reasons": ev.reasons,
+        "missing": ev.missing,
+        "waived": ev.waived,
+        "gates": [(g.key, g.verdict.value, g.status) for g in ev.gates],
+        "policy_sha256": record.policy_sha256,
     }

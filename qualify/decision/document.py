@@ -11,6 +11,7 @@ where `decision.md` and its plots are written.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -55,17 +56,6 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def stage_outcomes(record: DecisionRecord) -> dict[str, StageOutcome]:
-    """Every registered stage, so a stage that was never planned still says why it is absent."""
-    found = {s.stage: s for s in record.evaluation.stages}
-    for name in stage_names():
-        found.setdefault(
-            name,
-            StageOutcome(stage=name, planned=False, ran=False, why_not="not listed in stages.run"),
-        )
-    return found
-
-
 def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
     """Per stage: how many gates passed, and the keys of the others with their status."""
     out = []
@@ -97,14 +87,6 @@ def plot_plan(view: RunView) -> list[plots.Plot]:
     return plots.plan(view.run, view.records(), dirs)
 
 
-def why_not(s: StageOutcome) -> str:
-    """Why a stage did not run, the stop reason shortened to its cause (said once above)."""
-    why = s.why_not or "not run"
-    if "aborted" in why:
-        return "the run stopped before it finished; the cause is under Failed attempts"
-    return why
-
-
 def attempt_dir(run: RunDir, record: DecisionRecord) -> Path:
     return run.path / "decision" / f"attempt-{record.attempt:03d}"
 
@@ -115,66 +97,58 @@ def context(
     """Everything the template shows, computed from the run as `record` counted it, the record
     and the alias it gates (read from the house when not given)."""
     run, info, records = view.run, view.info, view.records()
-    gates = record.evaluation.gates
-    stages = stage_outcomes(record)
-    times = [
-        t
-        for v in view.stages.values()
-        if v.result
-        for t in (v.result.started_at, v.result.ended_at)
-    ]
+    stages = {s.stage: s for s in record.evaluation.stages}
+    for name in stage_names():  # every registered stage: one never planned says why it is absent
+        why = "not listed in stages.run"
+        stages.setdefault(name, StageOutcome(stage=name, planned=False, ran=False, why_not=why))
+    results = [v.result for v in view.stages.values() if v.result]
+    times = [t for r in results for t in (r.started_at, r.ended_at)]
     once = Once()
     ab = record_of(records, "ab", AbRecord)
-    variable = causes.variable_of(ab.lanes if ab is not None else {})
-    groups = causes.group(record, variable)
-    rows = blockers.cause_rows(run, record, groups, once)
+    groups = causes.group(record, causes.variable_of(ab.lanes if ab is not None else {}))
+    rows = blockers.cause_rows(run, record, groups, once)  # each failure said once, first here
     here = attempt_dir(run, record)
-    figures = _plots(plot_plan(view), here)
     gated = alias_view(view, record) if alias is None else alias
-    alias_line = headline.alias_text(gated, records)
-    nq = headline.not_qualified(run, record)
-    return stage_sections(records, gates) | {
-        "r": record,
-        "up": UP,
-        "nq": nq,
-        "prov": hardware.provenance(record, info),
-        "stage": stages,
-        "partials": [f"stage/{name}" for name, spec in specs().items() if spec.partial],
-        "why_not": {k: why_not(v) for k, v in stages.items()},
-        "window": (min(times), max(times)) if times else None,
-        "alias": alias_line,
-        "against": headline.against(gated),
-        "hardware": hardware.hardware(records, info),
-        "figures": headline.figures(records, gates),
-        "scope": headline.scope(record, stages),
-        "outcome": headline.outcome(record, ab, groups),
-        "causes": rows,
-        "first_screen_causes": blockers.FIRST_SCREEN_CAUSES,
-        "exit": blockers.exit_text(record, groups),
-        "decision": headline.closing(record, groups, alias_line, nq),
-        "policy": hardware.policy_lines(record),
-        "launch": hardware.launch_command(run, records),
-        "fidelity": headline.fidelity(records, gates),
-        "plot": figures,
-        "failed": blockers.failed_attempts(record, once),
-        "caveats": caveats.caveats(record, info, records, once, run.path),
-        "gate_summary": gate_summary(record),
-        "tickets": _tickets(record),
-        "record_written": (here / "decision.json").is_file(),
-    }
-
-
-def _plots(plan: list[plots.Plot], here: Path) -> dict[str, dict[str, str | bool]]:
-    """Each plot by its template name: drawn into the decision attempt, or why not."""
-    return {
-        p.name.removesuffix(".png").replace("-", "_"): {
-            "name": p.name,
-            "title": p.title,
-            "drawn": (here / p.name).is_file(),
-            "missing": p.missing if p.empty else "not drawn: a preview draws no plots",
+    aborted = "the run stopped before it finished; the cause is under Failed attempts"
+    tickets = Counter(t.action for t in record.tickets)
+    return (
+        stage_sections(records, record.evaluation.gates)
+        | headline.context(run, record, gated, records, stages, ab, groups)
+        | hardware.context(run, record, info, records)
+        | {
+            "r": record,
+            "up": UP,
+            "stage": stages,
+            "partials": [f"stage/{name}" for name, spec in specs().items() if spec.partial],
+            # why a stage did not run, a stop reason shortened to its cause (said once above)
+            "why_not": {
+                k: aborted if "aborted" in (v.why_not or "") else v.why_not or "not run"
+                for k, v in stages.items()
+            },
+            "window": (min(times), max(times)) if times else None,
+            "causes": rows,
+            "first_screen_causes": blockers.FIRST_SCREEN_CAUSES,
+            "exit": blockers.exit_text(record, groups),
+            "plot": {  # each plot by its template name: drawn into the decision attempt, or why not
+                p.name.removesuffix(".png").replace("-", "_"): {
+                    "name": p.name,
+                    "title": p.title,
+                    "drawn": (here / p.name).is_file(),
+                    "missing": p.missing if p.empty else "not drawn: a preview draws no plots",
+                }
+                for p in plot_plan(view)
+            },
+            "failed": blockers.failed_attempts(record, once),
+            "caveats": caveats.caveats(record, info, records, once, run.path),
+            "gate_summary": gate_summary(record),
+            # the tickets as a table when few, else counted by what this decision did to them
+            "tickets": {
+                "table": len(record.tickets) <= blockers.FIRST_SCREEN_CAUSES,
+                "summary": ", ".join(f"{n} {a}" for a, n in tickets.items()),
+            },
+            "record_written": (here / "decision.json").is_file(),
         }
-        for p in plan
-    }
+    )
 
 
 def stage_sections(
@@ -187,17 +161,6 @@ def stage_sections(
         if spec.loaded.section is not None:
             out |= spec.loaded.section(records.get(name), gates)
     return out
-
-
-def _tickets(record: DecisionRecord) -> dict[str, object]:
-    """The tickets as a table when few, else counted by what this decision did to them."""
-    counts: dict[str, int] = {}
-    for t in record.tickets:
-        counts[t.action] = counts.get(t.action, 0) + 1
-    return {
-        "table": len(record.tickets) <= blockers.FIRST_SCREEN_CAUSES,
-        "summary": ", ".join(f"{n} {a}" for a, n in counts.items()),
-    }
 
 
 def render(view: RunView, record: DecisionRecord, alias: AliasView | None = None) -> str:

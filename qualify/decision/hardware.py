@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from qualify.evidence.store import RunDir
 from qualify.identity.record import Record as IdentityRecord
@@ -14,31 +13,67 @@ from qualify.present import sections
 from qualify.present.reading import record_of
 from qualify.present.record import DecisionRecord
 from qualify.present.sections import as_dict, as_list
-from qualify.present.wording import number, run_relative
+from qualify.present.wording import number
 from qualify.records import StageRecord
 from qualify.trust.house import PolicyRules
 from qualify.vram.record import Record as VramRecord
 
 
-def first_of(*values: object) -> object:
-    return next((v for v in values if v not in (None, "", [], {})), None)
-
-
-def hardware(records: Mapping[str, StageRecord], info: dict[str, Any]) -> list[str]:  # raw run.json
-    """GPU, driver and CUDA as the vram record holds them; CPU from run.json, else the record;
-    the engine and its build as identity pinned and saw them."""
+def context(
+    run: RunDir,
+    record: DecisionRecord,
+    info: Mapping[str, object],  # raw run.json
+    records: Mapping[str, StageRecord],
+) -> dict[str, object]:
+    """The document's `hardware` (GPU, driver and CUDA as the vram record holds them; CPU from
+    run.json, else the record; the engine and its build as identity pinned and saw them), the
+    launch command, the provenance (`prov`) and the effective policy in a few lines."""
     vram = record_of(records, "vram", VramRecord)
     hw = vram.hardware if vram is not None else None
-    cpu = first_of(info.get("cpu"), hw.cpu_model if hw is not None else None)
+    cpus = (info.get("cpu"), hw.cpu_model if hw is not None else None)
+    cpu = next((v for v in cpus if v not in (None, "", [], {})), None)
     if isinstance(cpu, dict):
         cores = cpu.get("cores")
         cpu = str(cpu.get("model") or "model not recorded") + (f", {cores} cores" if cores else "")
     plat = info.get("platform")
-    return [
-        f"GPU: {_gpu(vram)}",
-        f"CPU: {cpu or 'not recorded in this run'}" + (f"; platform {plat}" if plat else ""),
-        f"Engine: {_engine(record_of(records, 'identity', IdentityRecord))}",
-    ]
+    identity = record_of(records, "identity", IdentityRecord)
+    engine = "engine not recorded build not recorded"
+    if identity is not None:  # the build as the server reports it, else as pinned
+        pins, reported = identity.pins, identity.reported.get("engine_build")
+        build = reported or (
+            f"{pins.engine_build} (pinned, not reported)" if pins.engine_build else None
+        )
+        engine = f"{pins.engine or 'engine not recorded'} build {build or 'not recorded'}"
+    git, h = as_dict(info.get("git")), record.house
+    return {
+        "hardware": [
+            f"GPU: {_gpu(vram)}",
+            f"CPU: {cpu or 'not recorded in this run'}" + (f"; platform {plat}" if plat else ""),
+            f"Engine: {engine}",
+        ],
+        "launch": _launch(run, identity),
+        "prov": {
+            "tool": as_dict(info.get("tool")),
+            "candidate_path": info.get("candidate_path") or record.candidate_path or "not recorded",
+            "candidate_sha256": info.get("candidate_sha256")
+            or record.candidate_sha256
+            or "unknown",
+            "control_path": info.get("control_path"),
+            "control_sha256": info.get("control_sha256"),
+            "tool_version": info.get("tool_version") or "unknown",
+            "git_commit": git.get("commit") or "none recorded",
+            "git_dirty": git.get("dirty"),
+            "repository": git.get("repository") or "not in a git repository",
+        },
+        "policy": {
+            "source": f"`{h.root}` at commit {(h.commit or 'none')[:12]}"
+            if h.root
+            else "built-in defaults",
+            "house_sha256": h.policy_sha256,
+            "tightened": h.policy_sha256 != record.policy_sha256,
+            "lines": PolicyRules.model_validate(record.policy).lines(),
+        },
+    }
 
 
 def _gpu(vram: VramRecord | None) -> str:
@@ -48,8 +83,8 @@ def _gpu(vram: VramRecord | None) -> str:
     cards, hw = vram.cards, vram.hardware
     names = list(dict.fromkeys(c.name or "unnamed" for c in cards))
     found = {
-        "driver": first_of(hw.driver_version if hw is not None else None),
-        "CUDA": first_of(hw.cuda_driver_version if hw is not None else None),
+        "driver": (hw.driver_version or None) if hw is not None else None,
+        "CUDA": (hw.cuda_driver_version or None) if hw is not None else None,
         "interconnect": None,  # no telemetry source of this build records it
     }
     totals = {c.total_mib for c in cards}
@@ -66,20 +101,8 @@ def _gpu(vram: VramRecord | None) -> str:
     return gpu + f" (telemetry: {vram.source or 'unknown'})"
 
 
-def _engine(identity: IdentityRecord | None) -> str:
-    """The engine pinned and its build as the server reports it, else as pinned."""
-    if identity is None:
-        return "engine not recorded build not recorded"
-    pins, reported = identity.pins, identity.reported.get("engine_build")
-    build = reported or (
-        f"{pins.engine_build} (pinned, not reported)" if pins.engine_build else None
-    )
-    return f"{pins.engine or 'engine not recorded'} build {build or 'not recorded'}"
-
-
-def launch_command(run: RunDir, records: Mapping[str, StageRecord]) -> dict[str, str | None]:
+def _launch(run: RunDir, identity: IdentityRecord | None) -> dict[str, str | None]:
     """The candidate server's command as launched, and the file that records it."""
-    identity = record_of(records, "identity", IdentityRecord)
     if identity is not None and identity.launch is not None and identity.launch.args:
         return {"command": " ".join(identity.launch.args), "file": None}
     for d in reversed(run.attempt_dirs("server-candidate")):
@@ -89,34 +112,8 @@ def launch_command(run: RunDir, records: Mapping[str, StageRecord]) -> dict[str,
         except (OSError, ValueError):
             continue
         if cmd:
-            return {"command": " ".join(str(a) for a in cmd), "file": run_relative(run, f)}
+            return {
+                "command": " ".join(str(a) for a in cmd),
+                "file": f.relative_to(run.path).as_posix(),
+            }
     return {"command": None, "file": None}
-
-
-def provenance(record: DecisionRecord, info: dict[str, Any]) -> dict[str, object]:  # raw run.json
-    git = as_dict(info.get("git"))
-    tool = as_dict(info.get("tool"))
-    return {
-        "tool": tool,
-        "candidate_path": info.get("candidate_path") or record.candidate_path or "not recorded",
-        "candidate_sha256": info.get("candidate_sha256") or record.candidate_sha256 or "unknown",
-        "control_path": info.get("control_path"),
-        "control_sha256": info.get("control_sha256"),
-        "tool_version": info.get("tool_version") or "unknown",
-        "git_commit": git.get("commit") or "none recorded",
-        "git_dirty": git.get("dirty"),
-        "repository": git.get("repository") or "not in a git repository",
-    }
-
-
-def policy_lines(record: DecisionRecord) -> dict[str, object]:
-    """The effective policy in a few lines, and where the house policy came from."""
-    rules = PolicyRules.model_validate(record.policy)
-    h = record.house
-    where = f"`{h.root}` at commit {(h.commit or 'none')[:12]}" if h.root else "built-in defaults"
-    return {
-        "source": where,
-        "house_sha256": h.policy_sha256,
-        "tightened": h.policy_sha256 != record.policy_sha256,
-        "lines": rules.lines(),
-    }

@@ -4,31 +4,26 @@ the closing paragraph, and, for a run that judged nothing, why not."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TypedDict
 
 from qualify.ab import section as ab_section
 from qualify.ab.record import Fidelity as LanesFidelity
-from qualify.ab.record import MetricRow
 from qualify.ab.record import Record as AbRecord
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision import causes
 from qualify.decision.alias_view import AliasView
-from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text, tag_counts
-from qualify.decision.derive import NOT_QUALIFIED, cause_of, stop_reason
+from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text
+from qualify.decision.derive import NOT_QUALIFIED, stop_reason
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import FidelitySummary
 from qualify.present.reading import record_of
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
-from qualify.present.wording import LINE_MAX, number, quantity, run_relative, short
+from qualify.present.wording import LINE_MAX, number, quantity, short
 from qualify.records import StageRecord, Verdict
 from qualify.registry import led, stage_names
-
-
-def metric(ab: AbRecord | None, name: str) -> MetricRow | None:
-    """The A/B's row for `name`, or None (no A/B, or it recorded no such metric)."""
-    return ab.row(name) if ab is not None else None
 
 
 def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> list[str]:
@@ -87,28 +82,11 @@ def preflight_levels(gates: list[GateOutcome]) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(cand)), list(dict.fromkeys(ctrl))
 
 
-def _ab_result(ab: AbRecord | None) -> str:
-    """The A/B result for the candidate's change, in one sentence."""
-    m = metric(ab, "decode_tok_s")
-    if ab is None or m is None:
-        return "no A/B ran, so the change was not measured against its control"
-    p = ab_section.paired_of(ab).get("decode_tok_s")
-    drafts = ab.acceptance.drafts if ab.acceptance is not None else None
-    candidate, control = quantity(m.candidate, "tok/s"), quantity(m.control, "tok/s")
-    text = (
-        f"decode {candidate} against {control} (median of {ab_section.runs_of(m)}); the "
-        f"change's effect: {ab_section.effect_text(m, p)}"
-    )
-    if isinstance(drafts, int):
-        text += f"; {drafts:,} drafts"
-    return text
-
-
 def outcome(
     record: DecisionRecord, ab: AbRecord | None, groups: list[causes.Cause]
 ) -> dict[str, str]:
-    """The outcome in words: verdict, what the change is, the A/B result (`ab`, None when the
-    run has no A/B record), the causes."""
+    """The outcome in words: verdict, what the change is, the A/B result for the candidate's
+    change (`ab`, None when the run has no A/B record), the causes."""
     lane = ab.lanes.get("control") if ab is not None else None
     control = ((lane.name if lane else "") or "control") if ab is not None and ab.lanes else None
     variable = causes.variable_of(ab.lanes if ab is not None else {})
@@ -121,17 +99,29 @@ def outcome(
         )
     else:
         change = f"{record.candidate} changes {variable} against its control `{control}`"
+    m = ab.row("decode_tok_s") if ab is not None else None
+    if ab is None or m is None:
+        result = "no A/B ran, so the change was not measured against its control"
+    else:
+        p = ab_section.paired_of(ab).get("decode_tok_s")
+        drafts = ab.acceptance.drafts if ab.acceptance is not None else None
+        result = (
+            f"decode {quantity(m.candidate, 'tok/s')} against {quantity(m.control, 'tok/s')} "
+            f"(median of {ab_section.runs_of(m)}); the change's effect: "
+            f"{ab_section.effect_text(m, p)}"
+        ) + (f"; {drafts:,} drafts" if isinstance(drafts, int) else "")
     verdict = "Promote" if record.promote else "No-promote"
     if record.promote and record.evaluation.waived:
         verdict = f"Promote with {len(record.evaluation.waived)} waiver(s)"
     gates = sum(len(c.keys) for c in groups)
+    tags = ", ".join(f"{n} {label}" for label, n in Counter(c.label for c in groups).items())
     why = (
-        f"{gates} blocking item(s) come down to {len(groups)} cause(s): {tag_counts(groups)}."
+        f"{gates} blocking item(s) come down to {len(groups)} cause(s): {tags}."
         if groups
         else "Nothing blocks."
     )
     return {
-        "text": f"**{verdict}.** {change}: {_ab_result(ab)}. {why}",
+        "text": f"**{verdict}.** {change}: {result}. {why}",
         "next": groups[0].action if groups else exit_text(record, groups),
         "variable": variable,
     }
@@ -158,14 +148,6 @@ def alias_text(view: AliasView, records: Mapping[str, StageRecord]) -> str:
         was = capacity.incumbent.candidate
         return f"gates `{name}`, which pointed at {was} when capacity ran"
     return f"gates `{name}` (no house repository given, so its alias table was not read)"
-
-
-def against(view: AliasView) -> dict[str, object] | None:
-    """The diff's summary against the alias's current recipe, when there is one to show."""
-    s = view.summary
-    if s.get("status") not in ("compared", "unusable"):
-        return None
-    return {"name": view.name, **s}
 
 
 class NotQualified(TypedDict):
@@ -208,61 +190,75 @@ def not_qualified(run: RunDir, record: DecisionRecord) -> NotQualified | None:
         except ValueError:
             rel = None
     link = rel if rel and (run.path / rel).is_file() else None
-    if link is None:
-        for lane in ("candidate", "control"):
-            for d in reversed(run.attempt_dirs(f"server-{lane}")):
-                logs = sorted(d.glob("stderr.*.log"))
-                if logs:
-                    link = run_relative(run, logs[-1])
-                    break
-            if link:
-                break
-    stages = [f"{s.stage} ({_stopped(s)})" for s in record.evaluation.stages if s.planned]
+    found = (
+        sorted(d.glob("stderr.*.log"))
+        for lane in ("candidate", "control")
+        for d in reversed(run.attempt_dirs(f"server-{lane}"))
+    )
+    link = link or next((x[-1].relative_to(run.path).as_posix() for x in found if x), None)
+    stages = []  # `aborted` for the stage the run stopped in, `not run` for those after it
+    for s in record.evaluation.stages:
+        if not s.planned:
+            continue
+        said = [r for a in s.superseded for r in a.reasons]
+        aborted = any(a.status == "aborted" for a in s.superseded)
+        stopped = aborted and not all(r.startswith("not run:") for r in said)
+        stages.append(f"{s.stage} ({'aborted' if stopped else 'not run'})")
     return {
-        "cause": cause_of(reason) if reason else "no stage reached a judged gate",
+        "cause": reason.split(";", 1)[0].strip() if reason else "no stage reached a judged gate",
         "lines": [short(x, LINE_MAX) for x in _QUOTED.findall(reason)],
         "log": link,
         "stages": ", ".join(stages) or "none planned",
     }
 
 
-def _stopped(s: StageOutcome) -> str:
-    """`aborted` for the stage the run stopped in, `not run` for those after it."""
-    said = [r for a in s.superseded for r in a.reasons]
-    if any(a.status == "aborted" for a in s.superseded) and not all(
-        r.startswith("not run:") for r in said
-    ):
-        return "aborted"
-    return "not run"
-
-
-def closing(
-    record: DecisionRecord, groups: list[causes.Cause], alias: str, nq: NotQualified | None
-) -> str:
-    """The closing paragraph, in the seed report's shape: what to do with the recipe, until
-    when, and what happens to the alias."""
+def context(
+    run: RunDir,
+    record: DecisionRecord,
+    gated: AliasView,
+    records: Mapping[str, StageRecord],
+    stages: Mapping[str, StageOutcome],
+    ab: AbRecord | None,
+    groups: list[causes.Cause],
+) -> dict[str, object]:
+    """The first screen's words, and the closing paragraph in the seed report's shape: what to
+    do with the recipe, until when, and what happens to the alias it gates (`gated`)."""
+    alias, nq = alias_text(gated, records), not_qualified(run, record)
     if nq is not None:
-        return (
+        closing = (
             f"Nothing was decided about {record.candidate}: the run stopped before any stage "
             f"judged it ({nq['cause']}). Fix that and run it again; this decision {alias}, "
             "and it does not move."
         )
-    if record.promote:
-        return (
+    elif record.promote:
+        closing = (
             f"Promote {record.candidate}: this decision {alias}; `qualify alias set` may point it "
             f"at this run under policy {record.policy_sha256[:16]}. {exit_text(record, groups)}"
         )
-    titles = "; ".join(f"{c.title} ({c.label})" for c in groups[:FIRST_SCREEN_CAUSES])
-    return (
-        f"Keep {record.candidate} no-promote until a fresh run clears {len(groups)} cause(s): "
-        f"{titles}; or until the house policy is reviewed and changed before a run, never "
-        f"after seeing this result. This decision {alias}; it does not move."
-    )
+    else:
+        titles = "; ".join(f"{c.title} ({c.label})" for c in groups[:FIRST_SCREEN_CAUSES])
+        closing = (
+            f"Keep {record.candidate} no-promote until a fresh run clears {len(groups)} cause(s): "
+            f"{titles}; or until the house policy is reviewed and changed before a run, never "
+            f"after seeing this result. This decision {alias}; it does not move."
+        )
+    s, gates = gated.summary, record.evaluation.gates
+    return {
+        "nq": nq,
+        "alias": alias,
+        # the diff's summary against the alias's current recipe, when there is one to show
+        "against": {"name": gated.name, **s}
+        if s.get("status") in ("compared", "unusable")
+        else None,
+        "figures": figures(records, gates),
+        "scope": scope(record, stages),
+        "outcome": outcome(record, ab, groups),
+        "decision": closing,
+        "fidelity": fidelity(records, gates),
+    }
 
 
-def fidelity(
-    records: Mapping[str, StageRecord], gates: list[GateOutcome] | None = None
-) -> list[Fidelity]:
+def fidelity(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> list[Fidelity]:
     """Per timed stage: how far the client's timings are from the server's own, the verdict of
     the stage's fidelity gates (both halves: decode and TTFT), and the chunk-counting error of
     the lane farthest from zero, sign kept."""
@@ -282,6 +278,10 @@ def fidelity(
             if (g := v.ttft_minus_server_prompt_ms_median) is not None
         }
         gap_lane = max(gaps, key=lambda k: gaps[k], default=None)
+        mine = [g for g in gates if g.stage == stage and "fidelity" in g.gate]
+        bad = ", ".join(
+            f"`{g.key}` {g.verdict.value}" for g in mine if g.verdict is not Verdict.PASS
+        )
         out.append(
             {
                 "stage": stage,
@@ -291,18 +291,7 @@ def fidelity(
                 "ttft_lane": gap_lane,
                 "chunk_error_pct": chunk[worst_lane] if worst_lane else None,
                 "chunk_lane": worst_lane,
-                "verdict": _fidelity_verdict(stage, gates or []),
+                "verdict": (bad or "pass") if mine else "no gate",
             }
         )
     return out
-
-
-def _fidelity_verdict(stage: str, gates: list[GateOutcome]) -> str:
-    """The verdict of a stage's fidelity gates: pass, the ones that did not pass, or none."""
-    mine = [g for g in gates if g.stage == stage and "fidelity" in g.gate]
-    bad = [g for g in mine if g.verdict is not Verdict.PASS]
-    if not mine:
-        return "no gate"
-    if bad:
-        return ", ".join(f"`{g.key}` {g.verdict.value}" for g in bad)
-    return "pass"

@@ -28,14 +28,8 @@ StageAttempts = list[StageView]
 def _ref(number: int, res: StageResult | None) -> AttemptRef:
     if res is None:
         return AttemptRef(attempt=number, status="no result", reasons=["no result.json"])
-    return AttemptRef(
-        attempt=number,
-        status=res.status,
-        verdict=res.verdict,
-        reasons=res.reasons,
-        started_at=res.started_at,
-        ended_at=res.ended_at,
-    )
+    said = res.model_dump(include={"status", "verdict", "reasons", "started_at", "ended_at"})
+    return AttemptRef(attempt=number, **said)
 
 
 def authoritative(attempts: StageAttempts) -> StageView | None:
@@ -93,15 +87,10 @@ def gate_outcome(
         status = "waived"
     return GateOutcome(
         key=g.key,
-        stage=g.stage,
-        gate=g.gate,
-        level=g.level,
-        verdict=g.verdict,
+        **g.model_dump(include={"stage", "gate", "level", "verdict", "reasons", "metrics"}),
         required=required,
         critical=critical,
         status=status,
-        reasons=g.reasons,
-        metrics=g.metrics,
         authoritative=GateVerdict(attempt=auth_attempt, verdict=g.verdict),
         superseded=earlier,
         tries=g.attempts,
@@ -174,15 +163,6 @@ def _undeclared(
     return out
 
 
-def _worst_required(gates: list[GateOutcome], broken: list[StageResult], blocked: bool) -> Verdict:
-    counted = [o.verdict for o in gates if o.required and o.status != "waived"]
-    counted += [r.verdict for r in broken]
-    verdict = worst(counted) if counted else Verdict.SKIPPED
-    if blocked and verdict is Verdict.PASS:
-        return Verdict.SKIPPED  # something required is missing: never a pass
-    return verdict
-
-
 def evaluate(
     planned: list[str],
     attempts: dict[str, StageAttempts],
@@ -225,7 +205,11 @@ def evaluate(
         for o in gates
         if o.status == "advisory" and o.verdict is not Verdict.PASS
     ]
-    verdict = _worst_required(gates, broken, bool(reasons))
+    counted = [o.verdict for o in gates if o.required and o.status != "waived"]
+    counted += [r.verdict for r in broken]
+    verdict = worst(counted) if counted else Verdict.SKIPPED
+    if reasons and verdict is Verdict.PASS:
+        verdict = Verdict.SKIPPED  # something required is missing: never a pass
     return Evaluation(
         promote=not reasons and verdict is Verdict.PASS,
         verdict=verdict,

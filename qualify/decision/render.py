@@ -26,9 +26,9 @@ from qualify.present.record import DecisionRecord
 def preview(run: RunDir, s: Setup, view: RunView | None = None) -> DecisionRecord:
     """What the policy concludes from the evidence now (from `view`, else the run read now)."""
     view = view or read_run(run, evidence_listing(run), copy_path(run, None))
-    prep = prepare(view, s, len(run.attempt_dirs(DECISION)) + 1)
-    prep.basis.decided_at = "not decided (preview from evidence)"
-    return derive(view, prep.basis)
+    basis, _ = prepare(view, s, len(run.attempt_dirs(DECISION)) + 1)
+    basis.decided_at = "not decided (preview from evidence)"
+    return derive(view, basis)
 
 
 def render_run(run: RunDir, s: Setup, attempt: int | None = None) -> str:

@@ -49,12 +49,6 @@ def _subject(name: str, digest: str, role: str) -> Subject:
     return {"name": name, "digest": {"sha256": digest}, "annotations": {"role": role}}
 
 
-def predicate(record: DecisionRecord) -> dict[str, object]:
-    return {"record": f"{attempt_rel(record.attempt)}/decision.json"} | record.model_dump(
-        mode="json"
-    )
-
-
 def build(view: RunView, record: DecisionRecord) -> bytes:
     """The statement of a decision attempt whose record, document and waivers are written:
     every file of the listing the decision read (`view`), then the attempt's own."""
@@ -64,24 +58,13 @@ def build(view: RunView, record: DecisionRecord) -> bytes:
         if p.is_file() and p.name not in (STATEMENT, MANIFEST):
             role = _ROLES.get(p.name, "waiver" if p.name.startswith("waiver-") else "decision-file")
             subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), role))
-    return dump(statement(subjects, PREDICATE_TYPE, predicate(record)))
+    predicate = {"record": f"{rel}/decision.json"} | record.model_dump(mode="json")
+    return dump(statement(subjects, PREDICATE_TYPE, predicate))
 
 
 def dump(obj: object) -> bytes:
     """JSON as the decision attempt keeps it (indented by one, a newline at the end)."""
     return (json.dumps(obj, indent=1) + "\n").encode()
-
-
-def _record_subjects(run: RunDir, record_attempt: str | None) -> list[Subject]:
-    """Every file of the sealed invocation attempt that made the decision."""
-    if not record_attempt or not (run.path / record_attempt / MANIFEST).is_file():
-        return []
-    d = run.path / record_attempt
-    out = []
-    for p in sorted(x for x in d.rglob("*") if x.is_file()):
-        role = _COPY_ROLES.get(p.name, "record")
-        out.append(_subject(p.relative_to(run.path).as_posix(), sha256_file(p), role))
-    return out
 
 
 def payload(run: RunDir, n: int) -> bytes:
@@ -93,7 +76,13 @@ def payload(run: RunDir, n: int) -> bytes:
     body = json.loads((d / STATEMENT).read_bytes())
     for name, role in ((STATEMENT, "statement"), (MANIFEST, "manifest")):
         body["subject"].append(_subject(f"{rel}/{name}", sha256_file(d / name), role))
-    body["subject"] += _record_subjects(run, body["predicate"].get("record_attempt"))
+    record = body["predicate"].get("record_attempt")  # the sealed invocation attempt, if any
+    if record and (run.path / record / MANIFEST).is_file():
+        for p in sorted(x for x in (run.path / record).rglob("*") if x.is_file()):
+            role = _COPY_ROLES.get(p.name, "record")
+            body["subject"].append(
+                _subject(p.relative_to(run.path).as_posix(), sha256_file(p), role)
+            )
     return dump(body)
 
 

@@ -54,6 +54,7 @@ from qualify.evidence.signing import (
 from qualify.evidence.store import MANIFEST, RunDir
 from qualify.present.reading import RunView, read_run
 from qualify.present.record import DecisionRecord, WaiverCheck
+from qualify.present.sections import as_list
 from qualify.trust.house import HousePolicy, PolicyRules, effective
 
 
@@ -71,7 +72,7 @@ class VerifyReport:
 
     envelope: Path
     run: Path | None = None
-    statement: dict[str, Any] | None = None  # raw signed JSON
+    statement: dict[str, object] | None = None  # raw signed JSON
     signer: str | None = None
     payload_sha256: str | None = None
     problems: list[str] = field(default_factory=list)
@@ -93,7 +94,7 @@ class VerifyReport:
     def subject_list(self) -> list[Subject]:
         """The signed subjects (malformed ones left out; `verify` names them)."""
         out = []
-        for s in (self.statement or {}).get("subject") or []:
+        for s in as_list((self.statement or {}).get("subject")):
             if not isinstance(s, dict):
                 continue
             digest, ann = s.get("digest"), s.get("annotations")
@@ -108,7 +109,7 @@ class VerifyReport:
         return next((s.sha256 for s in self.subject_list() if s.name == name), None)
 
 
-def _parse(payload: bytes) -> dict[str, Any]:  # raw signed JSON
+def _parse(payload: bytes) -> dict[str, object]:  # raw signed JSON
     try:
         stmt = json.loads(payload)
     except ValueError as exc:
@@ -122,7 +123,7 @@ def _parse(payload: bytes) -> dict[str, Any]:  # raw signed JSON
     return stmt
 
 
-def _canonical(env: dict[str, Any], raw: bytes, signer: str) -> str | None:  # raw signed JSON
+def _canonical(env: dict[str, object], raw: bytes, signer: str) -> str | None:  # raw signed JSON
     """Why the envelope is not exactly what `qualify` writes (one signature, its keyid, no
     other field, the same bytes), None when it is; its unsigned parts cannot vary."""
     if set(env) != {"payload", "payloadType", "signatures"}:
@@ -178,7 +179,7 @@ def _walk(run: Path) -> tuple[dict[str, str], list[str]]:
 
 def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     names: set[str] = set()
-    for s in (report.statement or {}).get("subject") or []:
+    for s in as_list((report.statement or {}).get("subject")):
         name = s.get("name") if isinstance(s, dict) else None
         subs = [x for x in report.subject_list() if x.name == name]
         if not subs:
@@ -418,54 +419,43 @@ def verify(
     the decision counts cannot be checked and is a problem)."""
     report = VerifyReport(envelope=envelope_path)
     try:
-        _verify(report, envelope_path, pub, run, approvers)
+        try:
+            raw = envelope_path.read_bytes()
+            env = read_envelope(envelope_path)
+            payload = open_envelope(env, pub)
+            report.statement = _parse(payload)
+        except (Refused, BadInput, OSError) as exc:
+            text = exc.render() if isinstance(exc, BadInput) else str(exc)
+            report.problems.append(f"{envelope_path}: {text.removeprefix('qualify: ')}")
+            return report
+        report.signer = keyid(pub)
+        report.payload_sha256 = sha256_bytes(payload)
+        odd = _canonical(env, raw, report.signer)
+        if odd is not None:
+            report.problems.append(f"{envelope_path}: not a canonical decision envelope: {odd}")
+        run = run or envelope_path.resolve().parent.parent
+        report.run = run
+        if not (run / "run.json").is_file():
+            report.problems.append(f"{run}: not a run directory (no run.json); pass --run")
+            return report
+        inside = envelope_path.resolve().is_relative_to(run.resolve())
+        rel = envelope_path.resolve().relative_to(run.resolve()).as_posix() if inside else ""
+        if not ENVELOPE_RE.match(rel):
+            report.notes.append(f"{envelope_path}: the envelope is not kept in {run}/decision")
+        if run.name != report.predicate.get("run_id"):
+            report.notes.append(
+                f"the run directory is named {run.name}, the statement names "
+                f"{report.predicate.get('run_id')}"
+            )
+        names = _check_subjects(report, run)
+        _check_exact(report, run, names)
+        rec = str(report.predicate.get("record", ""))
+        if rec and f"{Path(rec).parent}/{MANIFEST}" not in names:
+            report.problems.append(f"{rec}: its attempt's manifest is not signed")
+        if not report.problems:  # derive only from files known to be the signed ones
+            _rederive(report, RunDir(run), approvers)
     except (QualifyError, OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
         # hostile input reaching a reader not guarded above: a refusal, never a traceback
         why = exc.render() if isinstance(exc, BadInput) else str(exc)
         report.problems.append(f"could not be checked: {why.removeprefix('qualify: ')}")
     return report
-
-
-def _verify(
-    report: VerifyReport,
-    envelope_path: Path,
-    pub: Ed25519PublicKey,
-    run: Path | None,
-    approvers: list[waivers.Approver] | None,
-) -> None:
-    try:
-        raw = envelope_path.read_bytes()
-        env = read_envelope(envelope_path)
-        payload = open_envelope(env, pub)
-        report.statement = _parse(payload)
-    except (Refused, BadInput, OSError) as exc:
-        text = exc.render() if isinstance(exc, BadInput) else str(exc)
-        report.problems.append(f"{envelope_path}: {text.removeprefix('qualify: ')}")
-        report.statement = None
-        return
-    report.signer = keyid(pub)
-    report.payload_sha256 = sha256_bytes(payload)
-    odd = _canonical(env, raw, report.signer)
-    if odd is not None:
-        report.problems.append(f"{envelope_path}: not a canonical decision envelope: {odd}")
-    run = run or envelope_path.resolve().parent.parent
-    report.run = run
-    if not (run / "run.json").is_file():
-        report.problems.append(f"{run}: not a run directory (no run.json); pass --run")
-        return
-    inside = envelope_path.resolve().is_relative_to(run.resolve())
-    envelope_rel = envelope_path.resolve().relative_to(run.resolve()).as_posix() if inside else ""
-    if not ENVELOPE_RE.match(envelope_rel):
-        report.notes.append(f"{envelope_path}: the envelope is not kept in {run}/decision")
-    if run.name != report.predicate.get("run_id"):
-        report.notes.append(
-            f"the run directory is named {run.name}, the statement names "
-            f"{report.predicate.get('run_id')}"
-        )
-    names = _check_subjects(report, run)
-    _check_exact(report, run, names)
-    rec = str(report.predicate.get("record", ""))
-    if rec and f"{Path(rec).parent}/{MANIFEST}" not in names:
-        report.problems.append(f"{rec}: its attempt's manifest is not signed")
-    if not report.problems:  # derive only from files known to be the signed ones
-        _rederive(report, RunDir(run), approvers)

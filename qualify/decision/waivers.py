@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -48,16 +48,20 @@ def _time(text: str) -> datetime:
     return datetime.strptime(text, _TIME).replace(tzinfo=UTC)
 
 
-def make_waiver(
+def grant(
     store: TicketStore,
+    house: Path,
     ticket_id: str,
     reason: str,
     key: Path,
     bound: dict[str, str],
     days: int,
-) -> tuple[str, bytes]:
+) -> tuple[Path, str]:
     """Sign a waiver of the gate of an open ticket, bound to `candidate_sha256` and
-    `policy_sha256` (from the decision that opened it); returns the candidate and the bytes."""
+    `policy_sha256` (from the decision that opened it), and commit it to the house under
+    `waivers/<candidate>/<ticket>.json`."""
+    from qualify.trust.repository import add_waiver
+
     t = store.get(ticket_id)
     if t.status != "open":
         raise BadInput(f"ticket {ticket_id} is {t.status}", ["id: expected an open ticket"])
@@ -75,23 +79,7 @@ def make_waiver(
     }
     body = (json.dumps(payload, indent=1) + "\n").encode()
     env = seal_envelope(body, load_private(key), WAIVER_TYPE)
-    return t.candidate, envelope_bytes(env)
-
-
-def grant(
-    store: TicketStore,
-    house: Path,
-    ticket_id: str,
-    reason: str,
-    key: Path,
-    bound: dict[str, str],
-    days: int,
-) -> tuple[Path, str]:
-    """Sign a waiver and commit it to the house under `waivers/<candidate>/<ticket>.json`."""
-    from qualify.trust.repository import add_waiver
-
-    candidate, data = make_waiver(store, ticket_id, reason, key, bound, days)
-    return add_waiver(house, candidate, ticket_id, data)
+    return add_waiver(house, t.candidate, ticket_id, envelope_bytes(env))
 
 
 @dataclass
@@ -113,7 +101,7 @@ class Binding:
     run_signer: str | None = None  # keyid of the key that signs the decision, when known
 
 
-def _open(raw: bytes, approvers: list[Approver]) -> tuple[Approver, dict[str, Any]]:
+def _open(raw: bytes, approvers: list[Approver]) -> tuple[Approver, dict[str, object]]:
     """The payload and the approver whose key verifies it; ValueError otherwise."""
     if not approvers:
         raise ValueError("the house pins no waiver key that its policy lists as an approver")
@@ -133,7 +121,7 @@ def _open(raw: bytes, approvers: list[Approver]) -> tuple[Approver, dict[str, An
     raise ValueError("no pinned waiver approver key verifies it")
 
 
-def _mismatch(data: dict[str, Any], b: Binding) -> str | None:  # raw signed waiver JSON
+def _mismatch(data: dict[str, object], b: Binding) -> str | None:  # raw signed waiver JSON
     for field, want in (
         ("candidate", b.candidate),
         ("candidate_sha256", b.candidate_sha256),

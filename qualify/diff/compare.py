@@ -8,14 +8,18 @@ candidate whose alias already points at a qualified recipe.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from qualify.diff.figures import FigureDiff, compare_figures
-from qualify.diff.gates import GatesDiff, compare_gates, policy_differences
+from qualify.diff.gates import GatesDiff, changes, compare_gates, policy_differences
 from qualify.diff.report import NAMES
 from qualify.diff.runs import Side, SideInfo
+from qualify.present.reading import record_of
 from qualify.trust.house import PolicyRules
+from qualify.vram.record import Card
+from qualify.vram.record import Record as VramRecord
 
 EXIT_SAME = 0
 EXIT_REGRESSION = 1
@@ -27,17 +31,6 @@ def engine_of(side: Side) -> str | None:
         return str(pins["engine"])
     cand = side.view.candidate
     return cand.identity.engine if cand else None
-
-
-class CardSeen(TypedDict):
-    gpu: str
-    name: str
-    total_mib: float | None
-
-
-class Hardware(TypedDict):
-    cards: list[CardSeen]
-    cpu: dict[str, Any] | None  # run.json's raw `cpu` table
 
 
 class SideDoc(SideInfo):
@@ -81,32 +74,18 @@ class Summary(TypedDict):
     regressions: list[str]
 
 
-def hardware_of(side: Side) -> Hardware:
-    """The cards the VRAM stage saw (name and memory, by index) and the CPU run.json names."""
-    vram = side.vram()
-    cards: list[CardSeen] = [
-        {"gpu": c.gpu, "name": c.name, "total_mib": c.total_mib}
-        for c in (vram.cards if vram else [])
-    ]
-    cpu = side.info.get("cpu") if isinstance(side.info.get("cpu"), dict) else None
-    return {"cards": cards, "cpu": cpu}
-
-
-def _hardware_text(hw: Hardware) -> str:
-    parts = []
-    names: dict[str, int] = {}
-    for c in hw["cards"]:
-        label = f"{c['name']} ({c['total_mib']:,.0f} MiB)" if c.get("total_mib") else str(c["name"])
-        names[label] = names.get(label, 0) + 1
-    parts += [f"{n} x {label}" for label, n in names.items()]
-    if hw["cpu"]:
-        parts.append(f"CPU {hw['cpu'].get('model')} ({hw['cpu'].get('cores')} cores)")
-    return ", ".join(parts) or "not recorded"
-
-
-def _cpu_model(hw: Hardware) -> str | None:
-    model = (hw["cpu"] or {}).get("model")
-    return str(model) if model else None
+def _hardware(side: Side) -> tuple[list[Card], str | None, str]:
+    """The cards the VRAM stage saw, the CPU model run.json names, and both in words."""
+    vram = record_of(side.records, "vram", VramRecord)
+    cards = vram.cards if vram else []
+    cpu = side.info.get("cpu")
+    cpu = cpu if isinstance(cpu, dict) else {}
+    names = Counter(f"{c.name} ({c.total_mib:,.0f} MiB)" if c.total_mib else c.name for c in cards)
+    parts = [f"{n} x {label}" for label, n in names.items()]
+    if cpu:
+        parts.append(f"CPU {cpu.get('model')} ({cpu.get('cores')} cores)")
+    model = cpu.get("model")
+    return cards, str(model) if model else None, ", ".join(parts) or "not recorded"
 
 
 def run_reasons(a: Side, b: Side) -> tuple[list[str], list[str]]:
@@ -115,20 +94,16 @@ def run_reasons(a: Side, b: Side) -> tuple[list[str], list[str]]:
     ea, eb = engine_of(a), engine_of(b)
     if ea and eb and ea != eb:
         reasons.append(f"the engine differs ({ea} in A, {eb} in B)")
-    ha, hb = hardware_of(a), hardware_of(b)
-    cards_a = sorted((str(c["name"]), c["total_mib"]) for c in ha["cards"])
-    cards_b = sorted((str(c["name"]), c["total_mib"]) for c in hb["cards"])
-    if ha["cards"] and hb["cards"] and cards_a != cards_b:
-        reasons.append(
-            f"the hardware differs ({_hardware_text(ha)} in A, {_hardware_text(hb)} in B)"
-        )
-    elif bool(ha["cards"]) != bool(hb["cards"]):
-        reasons.append(
-            "the hardware differs (GPU cards seen in " + ("A" if ha["cards"] else "B") + " only)"
-        )
-    if _cpu_model(ha) and _cpu_model(hb) and _cpu_model(ha) != _cpu_model(hb):
-        reasons.append(f"the CPU differs ({_cpu_model(ha)} in A, {_cpu_model(hb)} in B)")
-    if not ha["cards"] and not hb["cards"] and not (_cpu_model(ha) and _cpu_model(hb)):
+    (ca, cpu_a, text_a), (cb, cpu_b, text_b) = _hardware(a), _hardware(b)
+    cards_a = sorted((c.name, c.total_mib) for c in ca)
+    cards_b = sorted((c.name, c.total_mib) for c in cb)
+    if ca and cb and cards_a != cards_b:
+        reasons.append(f"the hardware differs ({text_a} in A, {text_b} in B)")
+    elif bool(ca) != bool(cb):
+        reasons.append(f"the hardware differs (GPU cards seen in {'A' if ca else 'B'} only)")
+    if cpu_a and cpu_b and cpu_a != cpu_b:
+        reasons.append(f"the CPU differs ({cpu_a} in A, {cpu_b} in B)")
+    if not ca and not cb and not (cpu_a and cpu_b):
         notes.append("the hardware is not recorded in both runs: assumed the same")
     return reasons, notes
 
@@ -143,33 +118,20 @@ def _flat(d: Mapping[str, object], prefix: str = "") -> dict[str, object]:
     return out
 
 
-def recipe_changes(a: Side, b: Side) -> list[str]:
-    """The identity pins that differ (what the two recipes changed), as `pin A -> B`."""
-    pa, pb = _flat(a.identity()), _flat(b.identity())
-    return [
-        f"{k} {pa.get(k)!r} -> {pb.get(k)!r}"
-        for k in sorted(set(pa) | set(pb))
-        if pa.get(k) != pb.get(k)
-    ]
-
-
-def margin_of(a: Side, b: Side) -> tuple[float, str]:
-    """The house's margin for a figure: `ab_max_regression_pct` of the policy (the smaller of
-    the two policies when they differ, so a loosened policy never hides a regression)."""
-    ma = PolicyRules.model_validate(a.record.policy).thresholds.ab_max_regression_pct
-    mb = PolicyRules.model_validate(b.record.policy).thresholds.ab_max_regression_pct
-    if ma == mb:
-        return mb, "the policy's thresholds.ab_max_regression_pct"
-    m = min(ma, mb)
-    return m, f"thresholds.ab_max_regression_pct: the smaller of A's {ma:g}% and B's {mb:g}%"
-
-
 def diff(a: Side, b: Side) -> Doc:
     """The comparison of B against A as one document (see module docstring)."""
     policy = policy_differences(a.record.policy, b.record.policy)
     gates = compare_gates(a.record.evaluation.gates, b.record.evaluation.gates, policy)
     reasons, notes = run_reasons(a, b)
-    margin, margin_source = margin_of(a, b)
+    # the house's margin for a figure: the smaller of the two policies' when they differ, so a
+    # loosened policy never hides a regression
+    ma, mb = (PolicyRules.model_validate(s.record.policy).thresholds for s in (a, b))
+    pa, pb = ma.ab_max_regression_pct, mb.ab_max_regression_pct
+    margin, margin_source = min(pa, pb), "the policy's thresholds.ab_max_regression_pct"
+    if pa != pb:
+        margin_source = (
+            f"thresholds.ab_max_regression_pct: the smaller of A's {pa:g}% and B's {pb:g}%"
+        )
     figures = compare_figures(a.records, b.records, margin, reasons)
     regressions = [
         f"{f['group']} {f['cell']}: {NAMES.get(name, name)} {m['delta_pct']:+.1f}% (interval "
@@ -184,10 +146,11 @@ def diff(a: Side, b: Side) -> Doc:
         decision = f"the decision went from promote to {b.record.decision}"
     return {
         "version": 1,
-        "a": SideDoc(**a.describe(), engine=engine_of(a), hardware=_hardware_text(hardware_of(a))),
-        "b": SideDoc(**b.describe(), engine=engine_of(b), hardware=_hardware_text(hardware_of(b))),
+        "a": SideDoc(**a.describe(), engine=engine_of(a), hardware=_hardware(a)[2]),
+        "b": SideDoc(**b.describe(), engine=engine_of(b), hardware=_hardware(b)[2]),
         "policy": {"same": not policy, "differences": policy},
-        "recipe_changes": recipe_changes(a, b),
+        # the identity pins that differ: what the two recipes changed
+        "recipe_changes": changes(_flat(a.identity()), _flat(b.identity())),
         "margin_pct": margin,
         "margin_source": margin_source,
         "not_comparable": reasons,

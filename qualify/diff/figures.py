@@ -24,6 +24,7 @@ from statistics import NormalDist
 from typing import NotRequired, TypedDict
 
 from qualify.ab.stats import bootstrap_delta_ci
+from qualify.diff.gates import changes
 from qualify.present.cells import Cell, Measure
 from qualify.records import StageRecord
 
@@ -166,12 +167,6 @@ def compare_measure(ma: Measure, mb: Measure, margin: float) -> MeasureDiff:
     return out
 
 
-def _setting_diff(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
-    return [
-        f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)
-    ]
-
-
 def compare_figures(
     da: Mapping[str, StageRecord],
     db: Mapping[str, StageRecord],
@@ -196,7 +191,7 @@ def compare_figures(
             )
         elif run_reasons:
             entry["why"] = "; ".join(run_reasons)
-        elif diff := _setting_diff(x.setting, y.setting):
+        elif diff := changes(x.setting, y.setting):
             entry["why"] = "measured under another setting: " + "; ".join(diff)
         else:
             entry["comparable"] = True

@@ -9,6 +9,7 @@ that differ are named.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import TypedDict
 
@@ -48,21 +49,6 @@ def _brief(g: GateOutcome) -> GateBrief:
     }
 
 
-def change(a: GateOutcome | None, b: GateOutcome | None) -> str:
-    """`regressed`, `fixed`, `changed`, `same`, `new` or `removed`."""
-    if a is None:
-        return "new"
-    if b is None:
-        return "removed"
-    if a.verdict == b.verdict:
-        return "same"
-    if a.verdict.value == "pass":
-        return "regressed"
-    if b.verdict.value == "pass":
-        return "fixed"
-    return "changed"
-
-
 def compare_gates(
     a: list[GateOutcome], b: list[GateOutcome], policy_differs: list[str]
 ) -> GatesDiff:
@@ -71,7 +57,15 @@ def compare_gates(
     rows: list[GateRow] = []
     for key in sorted(set(ga) | set(gb)):
         x, y = ga.get(key), gb.get(key)
-        what = change(x, y)
+        what = "changed"  # or regressed (pass -> not), fixed (not -> pass), same, new, removed
+        if x is None or y is None:
+            what = "new" if x is None else "removed"
+        elif x.verdict == y.verdict:
+            what = "same"
+        elif x.verdict.value == "pass":
+            what = "regressed"
+        elif y.verdict.value == "pass":
+            what = "fixed"
         blocking = y is not None and y.status in BLOCKING
         counted = what == "regressed" and blocking and not policy_differs
         rows.append(
@@ -84,9 +78,6 @@ def compare_gates(
                 "regression": counted,
             }
         )
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["change"]] = counts.get(r["change"], 0) + 1
     return {
         "comparable": not policy_differs,
         "why_not": (
@@ -97,10 +88,19 @@ def compare_gates(
         )
         if policy_differs
         else None,
-        "counts": counts,
+        "counts": Counter(r["change"] for r in rows),
         "rows": rows,
         "regressions": [r["key"] for r in rows if r["regression"]],
     }
+
+
+def changes(a: Mapping[str, object], b: Mapping[str, object], prefix: str = "") -> list[str]:
+    """Each key (sorted) whose value differs, as `key A -> B`."""
+    return [
+        f"{prefix}{k} {a.get(k)!r} -> {b.get(k)!r}"
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
 
 
 def policy_differences(pa: Mapping[str, object], pb: Mapping[str, object]) -> list[str]:
@@ -109,11 +109,7 @@ def policy_differences(pa: Mapping[str, object], pb: Mapping[str, object]) -> li
     for key in sorted(set(pa) | set(pb)):
         va, vb = pa.get(key), pb.get(key)
         if key == "thresholds" and isinstance(va, dict) and isinstance(vb, dict):
-            out += [
-                f"thresholds.{t} {va.get(t)!r} -> {vb.get(t)!r}"
-                for t in sorted(set(va) | set(vb))
-                if va.get(t) != vb.get(t)
-            ]
+            out += changes(va, vb, "thresholds.")
         elif va != vb:
             out.append(f"{key} {va!r} -> {vb!r}")
     return out

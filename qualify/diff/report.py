@@ -25,7 +25,6 @@ SHORT = {
     "regression": "**regression**",
     "worse, inconclusive (interval reaches inside the margin)": "worse, inconclusive",
     "worse beyond margin, one reading (not counted)": "worse, one reading",
-    "worse, within margin": "worse, within margin",
     "within margin, one reading": "within margin (one reading)",
     "better, one reading": "better (one reading)",
 }

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from qualify.errors import BadInput
 from qualify.evidence.signing import sha256_bytes
@@ -23,7 +23,6 @@ from qualify.identity.record import Record as IdentityRecord
 from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord
 from qualify.records import StageRecord
-from qualify.vram.record import Record as VramRecord
 
 _ENVELOPE = re.compile(r"^attempt-(\d{3,})\.dsse\.json$")
 
@@ -67,7 +66,7 @@ class Side:
         return self.view.run
 
     @property
-    def info(self) -> dict[str, Any]:  # raw run.json
+    def info(self) -> Mapping[str, object]:  # raw run.json
         return self.view.info
 
     @property
@@ -83,9 +82,6 @@ class Side:
         """The identity stage's pins (their JSON form), or nothing when it left no record."""
         rec = record_of(self.records, "identity", IdentityRecord)
         return rec.pins.model_dump(mode="json") if rec else {}
-
-    def vram(self) -> VramRecord | None:
-        return record_of(self.records, "vram", VramRecord)
 
     def describe(self) -> SideInfo:
         return {
@@ -136,7 +132,7 @@ def unsigned(label: str, view: RunView, record: DecisionRecord) -> Side:
     )
 
 
-def alias_target(table: Path, name: str) -> dict[str, Any]:  # raw TOML table entry
+def alias_target(table: Path, name: str) -> Mapping[str, object]:  # raw TOML table entry
     """The alias's current target in the house table; BadInput when it points at nothing."""
     from qualify.trust.repository import read_table
 

@@ -26,9 +26,8 @@ from qualify.present.reading import RunView, record_of
 
 
 @dataclass
-class CellRow:
-    """One cell or step. Times in seconds, rates in tokens (or requests) per second, goodput as
-    a ratio of requests; None where the record holds no such figure."""
+class Row:
+    """Where a row of either table was measured: its first columns."""
 
     stage: str
     part: str
@@ -36,6 +35,13 @@ class CellRow:
     cell: str
     step: int | None = None
     run: int | None = None
+
+
+@dataclass
+class CellRow(Row):
+    """One cell or step. Times in seconds, rates in tokens (or requests) per second, goodput as
+    a ratio of requests; None where the record holds no such figure."""
+
     prompt_tokens: float | None = None
     cached_tokens: float | None = None
     concurrency: int | None = None

@@ -22,13 +22,14 @@ from dataclasses import dataclass, replace
 
 from qualify.ab.record import Record as AbRecord
 from qualify.ab.record import Request
-from qualify.capacity.loads import LoadStream, OpenCell, SessionTurn
+from qualify.capacity.loads import LoadStream, OpenCell
 from qualify.capacity.record import CellFigures, RunStream
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
 from qualify.context.record import Stream
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import read_manifest
+from qualify.export.cells import Row
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.timing import RequestTiming, timing
 from qualify.present.reading import RunView, record_of
@@ -37,16 +38,10 @@ _PART = re.compile(r"\.part\d{3}$")
 
 
 @dataclass
-class RequestRow:
+class RequestRow(Row):
     """One timed request. Times in seconds (`_s`) or milliseconds (`_ms`), rates in tokens per
     second, counts in tokens; None where the evidence holds no such figure."""
 
-    stage: str
-    part: str
-    lane: str
-    cell: str
-    step: int | None = None
-    run: int | None = None
     stream: int | None = None
     prompt: str = ""
     prompt_tokens: int | None = None
@@ -95,37 +90,21 @@ def _evidence(attempt: str, files: list[str]) -> str:
     return f"{attempt}/{files[0]}" if files else ""
 
 
-def _ab_row(base: RequestRow, q: Request, attempt: str) -> RequestRow:
-    return replace(
-        _timed(base, q),
-        prompt=q.prompt,
-        prompt_tokens=q.prompt_tokens,
-        cached_tokens=q.cached_tokens,
-        completion_tokens=q.completion_tokens,
-        finish_reason=q.finish_reason or "",
-        outcome=outcome(failed=q.failed, excluded=q.excluded, degenerate=q.degenerate),
-        evidence=_evidence(attempt, [q.file] if q.file else []),
-    )
-
-
 def ab_requests(rec: AbRecord, attempt: str) -> Iterator[RequestRow]:
     for lane, got in rec.lanes.items():
         for r in got.runs:
             base = RequestRow("ab", "runs", lane, f"run-{r.run}", run=r.run)
             for i, q in enumerate(r.requests, 1):
-                yield _ab_row(replace(base, stream=i), q, attempt)
-
-
-def _context_row(base: RequestRow, s: Stream, attempt: str) -> RequestRow:
-    return replace(
-        _timed(base, s),
-        prompt_tokens=s.actual_prompt_tokens,
-        cached_tokens=s.cached_tokens,
-        completion_tokens=s.completion_tokens,
-        finish_reason=s.finish_reason or "",
-        outcome=outcome(failed=s.problem, degenerate=s.degenerate),
-        evidence=_evidence(attempt, s.files),
-    )
+                yield replace(
+                    _timed(replace(base, stream=i), q),
+                    prompt=q.prompt,
+                    prompt_tokens=q.prompt_tokens,
+                    cached_tokens=q.cached_tokens,
+                    completion_tokens=q.completion_tokens,
+                    finish_reason=q.finish_reason or "",
+                    outcome=outcome(failed=q.failed, excluded=q.excluded, degenerate=q.degenerate),
+                    evidence=_evidence(attempt, [q.file] if q.file else []),
+                )
 
 
 def context_requests(rec: ContextRecord, attempt: str) -> Iterator[RequestRow]:
@@ -133,7 +112,15 @@ def context_requests(rec: ContextRecord, attempt: str) -> Iterator[RequestRow]:
         cell = f"{row.planned_tokens} {row.pass_} {row.content} c={row.concurrency}"
         base = RequestRow("context", "ladder", "candidate", cell)
         for i, s in enumerate(row.streams, 1):
-            yield _context_row(replace(base, stream=i), s, attempt)
+            yield replace(
+                _timed(replace(base, stream=i), s),
+                prompt_tokens=s.actual_prompt_tokens,
+                cached_tokens=s.cached_tokens,
+                completion_tokens=s.completion_tokens,
+                finish_reason=s.finish_reason or "",
+                outcome=outcome(failed=s.problem, degenerate=s.degenerate),
+                evidence=_evidence(attempt, s.files),
+            )
 
 
 def _closed_row(base: RequestRow, st: RunStream, view: AttemptView | None) -> RequestRow:
@@ -199,24 +186,22 @@ def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator
         yield from _open(base, load.incumbent.cells, attempt)
     yield from _open(RequestRow("capacity", "replay", load.lane, ""), list(load.replay), attempt)
     for t in load.sessions.turns if load.sessions else []:
-        yield _turn_row(RequestRow("capacity", "sessions", load.lane, ""), t, attempt)
-
-
-def _turn_row(base: RequestRow, t: SessionTurn, attempt: str) -> RequestRow:
-    return replace(
-        base,
-        cell=f"s{t.session + 1}-t{t.turn}",  # sessions count from 1, as the decision says
-        stream=t.session + 1,
-        prompt_tokens=t.prompt_tokens,
-        cached_tokens=t.cached_tokens,
-        completion_tokens=t.completion_tokens,
-        ttft_s=t.ttft_s,
-        e2e_s=t.e2e_s,
-        decode_tok_per_s=t.decode_tok_s,
-        finish_reason=t.finish_reason or "",
-        outcome=outcome(failed=t.failed, cut=t.cut, broken=t.broken or None),
-        evidence=_evidence(attempt, t.files),
-    )
+        yield RequestRow(
+            "capacity",
+            "sessions",
+            load.lane,
+            f"s{t.session + 1}-t{t.turn}",  # sessions count from 1, as the decision says
+            stream=t.session + 1,
+            prompt_tokens=t.prompt_tokens,
+            cached_tokens=t.cached_tokens,
+            completion_tokens=t.completion_tokens,
+            ttft_s=t.ttft_s,
+            e2e_s=t.e2e_s,
+            decode_tok_per_s=t.decode_tok_s,
+            finish_reason=t.finish_reason or "",
+            outcome=outcome(failed=t.failed, cut=t.cut, broken=t.broken or None),
+            evidence=_evidence(attempt, t.files),
+        )
 
 
 def kept_view(view: RunView, stage: str) -> AttemptView | None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields
 from pathlib import Path
 
-from qualify.export.cells import CellRow, cells
+from qualify.export.cells import CellRow, Row, cells
 from qualify.export.requests import RequestRow, requests
 from qualify.present.reading import RunView
 
@@ -17,16 +17,10 @@ REQUESTS = "requests.csv"
 CELLS = "cells.csv"
 
 
-def header(kind: type[RequestRow] | type[CellRow]) -> list[str]:
-    return [f.name for f in fields(kind)]
-
-
-def write_rows(
-    path: Path, kind: type[RequestRow] | type[CellRow], rows: Sequence[RequestRow | CellRow]
-) -> None:
+def write_rows(path: Path, kind: type[Row], rows: Sequence[Row]) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
         out = csv.writer(fh)
-        out.writerow(header(kind))
+        out.writerow(f.name for f in fields(kind))
         out.writerows(["" if v is None else v for v in astuple(r)] for r in rows)
 
 

@@ -9,19 +9,17 @@ evidence does not hold is None and is printed as "no data"; it is never replaced
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
 from qualify.present.record import GateOutcome
 
 
-def as_dict(x: object) -> dict[str, Any]:  # raw evidence JSON
+def as_dict(x: object) -> dict[str, object]:  # raw evidence JSON
     """`x` when it is a table, else an empty one (evidence read defensively)."""
     return x if isinstance(x, dict) else {}
 
 
-def as_list(x: object) -> list[Any]:  # raw evidence JSON
+def as_list(x: object) -> list[object]:  # raw evidence JSON
     """`x` when it is a list, else an empty one."""
     return x if isinstance(x, list) else []
 

@@ -1,13 +1,12 @@
 """The decision document's wording: numbers, durations and quantities as the template prints
 them, one short line or table cell of at most `CELL_MAX` characters, each failure said once
-(`Once`), a gate's reasons in one line, and links relative to the run."""
+(`Once`), a gate's reasons in one line."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from dataclasses import dataclass, field
 
-from qualify.evidence.store import RunDir
 from qualify.present.record import GateOutcome
 
 CELL_MAX = 120
@@ -54,11 +53,11 @@ def table_cell(value: object) -> str:
     return short(value, CELL_MAX).replace("|", "\\|")
 
 
+@dataclass
 class Once:
     """Each failure text is written once; later mentions name the gate key that holds it."""
 
-    def __init__(self) -> None:
-        self.seen: dict[str, str] = {}
+    seen: dict[str, str] = field(default_factory=dict)
 
     def say(self, text: str, key: str) -> str:
         if text in self.seen:
@@ -76,7 +75,3 @@ def reason_parts(g: GateOutcome) -> tuple[str, str]:
     unique = list(dict.fromkeys(texts))
     count = f"{len(texts)} of {len(texts)} attempts: " if len(texts) > 1 == len(unique) else ""
     return count, short("; ".join(unique) or "no reason recorded")
-
-
-def run_relative(run: RunDir, path: Path) -> str:
-    return path.relative_to(run.path).as_posix()
