@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from qualify.context.forms import CaseForm
-from qualify.context.record import Case
+from qualify.context.record import Case, ToolCallRecord
 from qualify.gates.files import default_gates_dir
 from qualify.httpclient.chat import ChatOutcome, ToolCall
 from qualify.preflight.checks.common import judge_calls, tool_schemas
@@ -81,22 +80,22 @@ def _problem(o: ChatOutcome) -> str | None:
     return None
 
 
-def record(case: CaseName, o: ChatOutcome, files: list[str]) -> CaseForm:
+def record(case: CaseName, o: ChatOutcome, files: list[str]) -> Case:
     """What the server answered to one case, as the gates read it."""
-    return {
-        "case": case,
-        "problem": _problem(o),
-        "http_status": o.http_status,
-        "finish_reason": o.finish_reason,
-        "tool_calls": [c.as_dict() for c in o.tool_calls],
-        "answer": o.content,
-        "reasoning_chars": len(o.reasoning),
-        "prompt_tokens": o.prompt_tokens,
-        "cached_tokens": o.cached_tokens,
-        "completion_tokens": o.completion_tokens,
-        "sse_chunks": o.chunks,
-        "files": files,
-    }
+    return Case(
+        case=case,
+        problem=_problem(o),
+        http_status=o.http_status,
+        finish_reason=o.finish_reason,
+        tool_calls=[ToolCallRecord.model_validate(c.as_dict()) for c in o.tool_calls],
+        answer=o.content,
+        reasoning_chars=len(o.reasoning),
+        prompt_tokens=o.prompt_tokens,
+        cached_tokens=o.cached_tokens,
+        completion_tokens=o.completion_tokens,
+        sse_chunks=o.chunks,
+        files=files,
+    )
 
 
 def judge_case(

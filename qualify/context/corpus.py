@@ -13,10 +13,9 @@ import secrets
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from qualify.context.forms import NeedleForm
+from qualify.context.record import NeedleInfo
 
 Kind = Literal["prose", "list", "code"]
 KINDS: tuple[Kind, ...] = ("prose", "list", "code")
@@ -27,7 +26,7 @@ _SUBJECTS = (
     "the registry number of the ship Velmora",
 )
 # Digits separated by a comma, space or dash in an answer still name the same number.
-_DIGIT_GAP = re.compile(r"(?<=\d)[,\s.\-](?=\d)")
+DIGIT_GAP = re.compile(r"(?<=\d)[,\s.\-](?=\d)")
 
 
 @cache
@@ -89,11 +88,11 @@ class Needles:
 
     def found(self, answer: str) -> dict[str, bool]:
         """Which needles the answer names, by their exact digits."""
-        flat = _DIGIT_GAP.sub("", answer)
+        flat = DIGIT_GAP.sub("", answer)
         return {str(n.depth): n.value in flat for n in self.pair}
 
-    def as_dict(self) -> list[NeedleForm]:
-        return [{"depth": n.depth, "subject": n.subject, "value": n.value} for n in self.pair]
+    def record(self) -> list[NeedleInfo]:
+        return [NeedleInfo(depth=n.depth, subject=n.subject, value=n.value) for n in self.pair]
 
 
 @dataclass

@@ -22,9 +22,20 @@ from dataclasses import dataclass, field, replace
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.context import battery
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
-from qualify.context.forms import AskedForm, BatteryForm, ContentForm, RowForm, RungForm, WarmupForm
 from qualify.context.ladder import Cell, run_cell
-from qualify.context.record import Record
+from qualify.context.record import (
+    Asked,
+    Battery,
+    Case,
+    ColdFit,
+    Content,
+    Pass,
+    Record,
+    Row,
+    Sizing,
+    Warmup,
+)
+from qualify.context.record import Rung as RungRecord
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
 from qualify.context.tasks import Task, Tasks, combined_question
@@ -44,23 +55,23 @@ class Rung:
     clamped: bool
     window: int
     same_as: int | None = None
-    contents: dict[str, ContentForm] = field(default_factory=dict)
+    contents: dict[str, Content] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     tokenizer_calls: int = 0
     cold_tokenizer_calls: int = 0
     wall_s: float = 0.0
 
-    def as_dict(self) -> RungForm:
-        return {
-            "target": self.target,
-            "planned_tokens": self.planned,
-            "clamped": self.clamped,
-            "window": self.window,
-            "same_as": self.same_as,
-            "wall_s": round(self.wall_s, 3),
-            "contents": self.contents,
-            "errors": self.errors,
-        }
+    def record(self) -> RungRecord:
+        return RungRecord(
+            target=self.target,
+            planned_tokens=self.planned,
+            clamped=self.clamped,
+            window=self.window,
+            same_as=self.same_as,
+            wall_s=round(self.wall_s, 3),
+            contents=self.contents,
+            errors=self.errors,
+        )
 
 
 def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
@@ -120,8 +131,8 @@ class Ladder:
     drv: Sender
     rng: random.Random
     seed: int
-    rows: list[RowForm] = field(default_factory=list)
-    battery: BatteryForm | None = None
+    rows: list[Row] = field(default_factory=list)
+    battery: Battery | None = None
     parts: Parts | None = None
 
     def tasks_for(self, r: Rung, kind: Kind, needles: Needles) -> tuple[Tasks, str | None]:
@@ -163,23 +174,24 @@ class Ladder:
         finally:
             r.tokenizer_calls += self.counter.calls - calls0
         doc = document(source, sized.chars, needles, extra)
-        info: ContentForm = {
-            "sizing": sized.as_dict(),
-            "tokenizer_calls": self.counter.calls - calls0,
-            "method": self.counter.method,
-            "passes": doc.passes,
-            "needle_depths": doc.depths,
-            "needles": needles.as_dict(),
-            "tasks": tasks.as_dict(),
-            "tasks_note": no_tasks,
-            "question": question,
-        }
-        self.ctx.attempt.write_json(f"sizing-{r.target}-{kind}.json", info)
+        info = Content(
+            sizing=Sizing.model_validate(sized.as_dict()),
+            tokenizer_calls=self.counter.calls - calls0,
+            method=self.counter.method,
+            passes=doc.passes,
+            needle_depths=doc.depths,
+            needles=needles.record(),
+            tasks=tasks.record(),
+            tasks_note=no_tasks,
+            question=question,
+        )
+        self.ctx.attempt.write_json(f"sizing-{r.target}-{kind}.json", info.model_dump(mode="json"))
         warm = build(sized.chars, warm_nonce)
-        info["warmups"] = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
+        info.warmups = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
         r.contents[kind] = info
-        info["cold_fits"] = []
-        for pass_ in ("warm", "cold"):  # warm first: a cold prompt may evict the warm one
+        info.cold_fits = []
+        passes: tuple[Pass, ...] = ("warm", "cold")
+        for pass_ in passes:  # warm first: a cold prompt may evict the warm one
             for c in s.concurrency:
                 try:
                     prompts = [warm] * c
@@ -191,36 +203,34 @@ class Ladder:
                 cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles, tasks)
                 self.rows.append(await run_cell(self.drv, cell, self.parts))
             if pass_ == "warm" and tasks.items:  # each task alone: the prefix cache serves it
-                info["asked"] = [
+                info.asked = [
                     await self.ask(r, kind, build(sized.chars, warm_nonce, t.question), t)
                     for t in tasks.items
                 ]
-        r.cold_tokenizer_calls += self.counter.calls - calls0 - info["tokenizer_calls"]
+        r.cold_tokenizer_calls += self.counter.calls - calls0 - info.tokenizer_calls
         if deepest and s.tool_battery:
             self.battery = await self.tool_battery(r, kind, source, needles)
 
-    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> AskedForm:
+    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> Asked:
         """One task asked on its own (warm: the document is in the prefix cache); the rebuild
         checks its answer (`ladder.asked_answer`)."""
         drv = replace(self.drv, body={**self.drv.body, "max_tokens": self.settings.task_max_tokens})
         _, files = await drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
-        return {"kind": task.kind, "pass": "warm", "form": "own question", "files": files}
+        return Asked(kind=task.kind, pass_="warm", form="own question", files=files)
 
-    async def tool_battery(
-        self, r: Rung, kind: Kind, source: Source, needles: Needles
-    ) -> BatteryForm:
+    async def tool_battery(self, r: Rung, kind: Kind, source: Source, needles: Needles) -> Battery:
         """Typed, streamed and tool-result calls behind the deepest rung's document, the
         prompt with its tools sized to the rung's planned tokens (`qualify.context.battery`)."""
         tools = battery.load_tools(self.ctx.gates_dir)
         nonce = new_nonce()
-        out: BatteryForm = {
-            "target": r.target,
-            "planned_tokens": r.planned,
-            "content": kind,
-            "tools": tools,
-            "cases": [],
-            "errors": [],
-        }
+        out = Battery(
+            target=r.target,
+            planned_tokens=r.planned,
+            content=kind,
+            tools=tools,
+            cases=[],
+            errors=[],
+        )
 
         def first(chars: int, prompt: str) -> Messages:
             return messages(document(source, chars, needles), needles, nonce, prompt)
@@ -234,11 +244,11 @@ class Ladder:
             sized = await size(count, r.planned, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts)
             typed_tokens = await self.counter.count(first(sized.chars, battery.CALL_PROMPT), tools)
         except SizingError as exc:
-            out["errors"].append(f"sizing the battery's prompt failed: {exc}")
+            out.errors.append(f"sizing the battery's prompt failed: {exc}")
             return out
         finally:
-            out["tokenizer_calls"] = self.counter.calls - calls0
-        out["sizing"] = {**sized.as_dict(), "typed_tokens": typed_tokens}
+            out.tokenizer_calls = self.counter.calls - calls0
+        out.sizing = Sizing.model_validate({**sized.as_dict(), "typed_tokens": typed_tokens})
         base = {**self.drv.body, "max_tokens": s.battery_max_tokens, "tools": tools}
         call = {
             **base,
@@ -259,11 +269,11 @@ class Ladder:
             send = self.drv.client.stream if case == "streaming" else self.drv.client.post
             ex = await send("/v1/chat/completions", body, s.timeout_s)
             files = self.ctx.keep(f"ctx-{r.target}-{kind}-tools-{case}", ex)
-            out["cases"].append({"case": case, "files": files})  # read back by the rebuild
+            out.cases.append(Case(case=case, files=files))  # read back by the rebuild
         return out
 
     async def cold(
-        self, build: Callable[[int, str], Messages], sized: Sized, info: ContentForm
+        self, build: Callable[[int, str], Messages], sized: Sized, info: Content
     ) -> Messages:
         """The rung's document behind a new nonce, with exactly the warm prompt's tokens."""
 
@@ -273,12 +283,12 @@ class Ladder:
         fitted = await fit(
             count, sized.tokens, sized.chars, new_nonce, self.settings.max_tokenizer_counts
         )
-        info["cold_fits"].append(fitted.as_dict())
+        info.cold_fits.append(ColdFit.model_validate(fitted.as_dict()))
         return build(fitted.chars, fitted.nonce)
 
-    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> WarmupForm:
+    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> Warmup:
         _, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
-        return {"n": i + 1, "files": files}  # its answer: the rebuild's (`ladder.warmup_answer`)
+        return Warmup(n=i + 1, files=files)  # its answer: the rebuild's (`ladder.warmup_answer`)
 
 
 async def context(ctx: StageContext) -> StageResult:
@@ -312,19 +322,19 @@ async def context(ctx: StageContext) -> StageResult:
                     await ladder.rung(r, kind, deepest=r is deepest and i == 0)
                     task.advance(note=f"context {r.planned} tokens ({kind})")
             r.wall_s = time.perf_counter() - t0
-    data = {
-        "targets": [r.as_dict() for r in rungs],
-        "rows": ladder.rows,
-        "tokenizer_calls": {str(r.target): r.tokenizer_calls for r in rungs},
-        "cold_tokenizer_calls": {str(r.target): r.cold_tokenizer_calls for r in rungs},
-        "audits": None,  # of this form: derived with the figures from the kept exchanges
-        "battery": ladder.battery,
-        "level": level,
-        "window": window,
-        "window_source": window_source,
-        "sizing_method": ladder.counter.method or None,
-        "seed": seed,
-        "gpu": gpu_note(ladder.parts, ctx.thresholds.vram_reserve_gib),
-        "wall_s": round(time.perf_counter() - t_start, 3),
-    }
-    return finish(ctx, ctx.judge(record := Record.model_validate(data)), record)
+    record = Record(
+        targets=[r.record() for r in rungs],
+        rows=ladder.rows,
+        tokenizer_calls={str(r.target): r.tokenizer_calls for r in rungs},
+        cold_tokenizer_calls={str(r.target): r.cold_tokenizer_calls for r in rungs},
+        audits=None,  # of this form: derived with the figures from the kept exchanges
+        battery=ladder.battery,
+        level=level,
+        window=window,
+        window_source=window_source,
+        sizing_method=ladder.counter.method or None,
+        seed=seed,
+        gpu=gpu_note(ladder.parts, ctx.thresholds.vram_reserve_gib),
+        wall_s=round(time.perf_counter() - t_start, 3),
+    )
+    return finish(ctx, ctx.judge(record), record)

@@ -25,12 +25,10 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from qualify.context.corpus import KINDS, text
-
-if TYPE_CHECKING:
-    from qualify.context.forms import TaskForm
+from qualify.context.corpus import DIGIT_GAP, KINDS, text
+from qualify.context.record import TaskCheck, TaskInfo
 
 TaskKind = Literal["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
 TASK_KINDS: tuple[TaskKind, ...] = (
@@ -40,7 +38,6 @@ TASK_KINDS: tuple[TaskKind, ...] = (
     "common-words",
     "aggregation",
 )
-_DIGIT_GAP = re.compile(r"(?<=\d)[,\s.\-](?=\d)")
 _NUMBER = re.compile(r"\b\d+\b")
 _WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -75,10 +72,6 @@ def _word(rng: random.Random) -> str:
     return "".join(rng.choice(_SYLLABLES) for _ in range(2))
 
 
-def _flat(answer: str) -> str:
-    return _DIGIT_GAP.sub("", answer)
-
-
 def first_number(answer: str) -> int | None:
     """The first number an answer states, in digits or as a word (one to twelve)."""
     hits = [(m.start(), int(m.group(0))) for m in _NUMBER.finditer(answer)]
@@ -101,39 +94,36 @@ class Task:
     def depths(self) -> list[int]:
         return sorted({d for d, _ in self.lines})
 
-    def check(self, answer: str) -> dict[str, object]:
+    def check(self, answer: str) -> TaskCheck:
         """Whether `answer` is right, with what it named and missed (deterministic)."""
         if self.kind == "aggregation":
             said = first_number(answer)
-            return {"passed": said == self.count, "expected": self.count, "said": said}
+            return TaskCheck(passed=said == self.count, expected=self.count, said=said)
+        expected = list(self.expect)
         if self.kind in ("multi-key", "multi-value"):
-            flat = _flat(answer)
+            flat = DIGIT_GAP.sub("", answer)
             missed = [v for v in self.expect if v not in flat]
-            return {"passed": not missed, "missed": missed, "expected": list(self.expect)}
+            return TaskCheck(passed=not missed, missed=missed, expected=expected)
         if self.kind == "variable-tracking":
             words = set(re.findall(r"\b[A-Z]{4}\b", answer))
             missed = [v for v in self.expect if v not in words]
             wrong = [v for v in self.forbid if v in words]
-            return {
-                "passed": not missed and not wrong,
-                "missed": missed,
-                "wrong": wrong,
-                "expected": list(self.expect),
-            }
+            ok = not missed and not wrong
+            return TaskCheck(passed=ok, missed=missed, wrong=wrong, expected=expected)
         words = set(re.findall(r"[a-z]+", answer.lower()))
         missed = [v for v in self.expect if v not in words]
-        return {"passed": not missed, "missed": missed, "expected": list(self.expect)}
+        return TaskCheck(passed=not missed, missed=missed, expected=expected)
 
-    def as_dict(self) -> TaskForm:
-        return {
-            "kind": self.kind,
-            "depths": self.depths,
-            "lines": [[d, line] for d, line in self.lines],
-            "question": self.question,
-            "expect": list(self.expect),
-            "forbid": list(self.forbid),
-            "count": self.count,
-        }
+    def record(self) -> TaskInfo:
+        return TaskInfo(
+            kind=self.kind,
+            depths=self.depths,
+            lines=list(self.lines),
+            question=self.question,
+            expect=list(self.expect),
+            forbid=list(self.forbid),
+            count=self.count,
+        )
 
 
 def multi_key(rng: random.Random, taken: set[str]) -> Task:
@@ -227,8 +217,8 @@ class Tasks:
     def lines(self) -> list[tuple[int, str]]:
         return [line for t in self.items for line in t.lines]
 
-    def as_dict(self) -> list[TaskForm]:
-        return [t.as_dict() for t in self.items]
+    def record(self) -> list[TaskInfo]:
+        return [t.record() for t in self.items]
 
 
 _NUMBERED = re.compile(r"(?m)^\s*(?:\*\*)?(\d{1,2})\s*[.):]")
@@ -254,12 +244,13 @@ def combined_question(first: str, tasks: Tasks) -> str:
     )
 
 
-def judge_combined(answer: str, tasks: Tasks) -> dict[str, dict[str, object]]:
+def judge_combined(answer: str, tasks: Tasks) -> dict[str, TaskCheck]:
     """Each task judged on its numbered part of a combined answer (question i + 1), or on the
     whole answer when the model did not number it (`numbered` false)."""
     parts = numbered(answer)
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, TaskCheck] = {}
     for i, t in enumerate(tasks.items, 2):
         part = parts.get(i)
-        out[t.kind] = {**t.check(answer if part is None else part), "numbered": part is not None}
+        out[t.kind] = t.check(answer if part is None else part)
+        out[t.kind].numbered = part is not None
     return out

@@ -84,7 +84,7 @@ def test_without_a_sampler_rows_have_no_gpu_and_the_record_says_why(
     fake: FakeLlama, fake_client: Callable[[], Client], tmp_path: Path
 ) -> None:
     ladder = _run(fake_client(), None, tmp_path)
-    assert all("gpu" not in row for row in ladder.rows)
+    assert all("gpu" not in row.model_fields_set for row in ladder.rows)
     assert gpu_note(None, 3.0).model_dump() == {
         "reserve_gib": 3.0,
         "why": "no GPU telemetry (no sampler in this run)",
