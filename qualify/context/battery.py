@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from qualify.context.record import Case, ToolCallRecord
 from qualify.gates.files import default_gates_dir
@@ -55,7 +55,7 @@ def load_tools(gates_dir: Path) -> list[dict[str, object]]:
     return []
 
 
-def continuation(first: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def continuation(first: Sequence[Mapping[str, str]]) -> list[Mapping[str, object]]:
     """The tool-result request's messages: the user turn, the call, the tool's result."""
     call = {"name": RESULT_CALL["name"], "arguments": json.dumps(RESULT_CALL["arguments"])}
     return [

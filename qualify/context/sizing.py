@@ -14,13 +14,13 @@ calls as a 1K one.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import adapter
 
-Messages = list[dict[str, str]]
+Messages = Sequence[Mapping[str, object]]
 Tools = list[dict[str, object]]
 _SPECIAL = {"add_special": True, "parse_special": True}
 # A first guess of characters per token, by content kind; the first count corrects it.
