@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -40,6 +41,24 @@ def paragraphs(kind: Kind) -> tuple[str, ...]:
     return tuple(p for p in re.split(r"\n\s*\n", text(kind)) if p.strip())
 
 
+@cache
+def _corpus() -> str:
+    return "".join(text(k) for k in KINDS).lower()
+
+
+def fresh(rng: random.Random, make: Callable[[random.Random], object], taken: set[str]) -> str:
+    """A value `make` draws that the shipped text never holds and `taken` does not yet."""
+    while True:
+        v = str(make(rng))
+        if v.lower() not in _corpus() and v not in taken:
+            taken.add(v)
+            return v
+
+
+def five_digits(rng: random.Random) -> str:
+    return str(rng.randint(10000, 99999))
+
+
 def new_nonce(chars: int = 16) -> str:
     """`chars` random hex digits (16 unless a cold prompt's count needs another length)."""
     return secrets.token_hex((chars + 1) // 2)[:chars]
@@ -63,12 +82,8 @@ class Needles:
 
     @classmethod
     def draw(cls, rng: random.Random) -> Needles:
-        corpus = "".join(text(k) for k in KINDS)
-        values: list[str] = []
-        while len(values) < 2:
-            v = str(rng.randint(10000, 99999))
-            if v not in corpus and v not in values:
-                values.append(v)
+        taken: set[str] = set()
+        values = [fresh(rng, five_digits, taken) for _ in range(2)]
         shallow, deep = (Needle(d, s, v) for d, s, v in zip(DEPTHS, _SUBJECTS, values, strict=True))
         return cls((shallow, deep))
 

@@ -22,12 +22,10 @@ from __future__ import annotations
 import random
 import re
 import string
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Literal
 
-from qualify.context.corpus import DIGIT_GAP, KINDS, text
+from qualify.context.corpus import DIGIT_GAP, five_digits, fresh
 from qualify.context.record import TaskCheck, TaskInfo
 
 TaskKind = Literal["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
@@ -45,23 +43,6 @@ _WORDS = {
 }  # fmt: skip
 _NUMBER_WORD = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
 _SYLLABLES = ("zor", "vel", "quin", "tar", "plix", "mun", "dra", "keth", "wob", "lys", "fen", "gru")
-
-
-@cache
-def _corpus() -> str:
-    return "".join(text(k) for k in KINDS).lower()
-
-
-def _fresh(rng: random.Random, make: Callable[[random.Random], object], taken: set[str]) -> str:
-    while True:
-        v = str(make(rng))
-        if v.lower() not in _corpus() and v not in taken:
-            taken.add(v)
-            return v
-
-
-def _value(rng: random.Random) -> str:
-    return str(rng.randint(10000, 99999))
 
 
 def _varname(rng: random.Random) -> str:
@@ -131,7 +112,7 @@ def multi_key(rng: random.Random, taken: set[str]) -> Task:
     lockers = [f"L-{rng.randint(100, 999)}" for _ in depths]
     while len(set(lockers)) < len(lockers):
         lockers = [f"L-{rng.randint(100, 999)}" for _ in depths]
-    values = [_fresh(rng, _value, taken) for _ in depths]
+    values = [fresh(rng, five_digits, taken) for _ in depths]
     lines = tuple(
         (d, f"Note: the access code of locker {k} is {v}.")
         for d, k, v in zip(depths, lockers, values, strict=True)
@@ -144,9 +125,9 @@ def multi_key(rng: random.Random, taken: set[str]) -> Task:
     return Task("multi-key", lines, q, tuple(values[i] for i in asked))
 
 
-def multi_value(rng: random.Random, taken: set[str]) -> Task:
+def multifive_digits(rng: random.Random, taken: set[str]) -> Task:
     depths = (20, 55, 85)
-    values = [_fresh(rng, _value, taken) for _ in depths]
+    values = [fresh(rng, five_digits, taken) for _ in depths]
     lines = tuple(
         (d, f"Note: one batch code of the Corwen depot is {v}.")
         for d, v in zip(depths, values, strict=True)
@@ -156,8 +137,8 @@ def multi_value(rng: random.Random, taken: set[str]) -> Task:
 
 
 def variable_tracking(rng: random.Random, taken: set[str]) -> Task:
-    names = [_fresh(rng, _varname, taken) for _ in range(5)]
-    value, other = _fresh(rng, _value, taken), _fresh(rng, _value, taken)
+    names = [fresh(rng, _varname, taken) for _ in range(5)]
+    value, other = fresh(rng, five_digits, taken), fresh(rng, five_digits, taken)
     chain, decoy = names[:3], names[3:]
     lines = (
         (10, f"VAR {chain[0]} = {value}"),
@@ -174,8 +155,8 @@ def variable_tracking(rng: random.Random, taken: set[str]) -> Task:
 
 
 def common_words(rng: random.Random, taken: set[str]) -> Task:
-    common = [_fresh(rng, _word, taken) for _ in range(3)]
-    rare = [_fresh(rng, _word, taken) for _ in range(6)]
+    common = [fresh(rng, _word, taken) for _ in range(3)]
+    rare = [fresh(rng, _word, taken) for _ in range(6)]
     bag = common * 4 + rare
     rng.shuffle(bag)
     thirds = [bag[i::3] for i in range(3)]
@@ -196,7 +177,7 @@ def aggregation(rng: random.Random, taken: set[str]) -> Task:
 
 _MAKERS = {
     "multi-key": multi_key,
-    "multi-value": multi_value,
+    "multi-value": multifive_digits,
     "variable-tracking": variable_tracking,
     "common-words": common_words,
     "aggregation": aggregation,
