@@ -16,7 +16,8 @@ from __future__ import annotations
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from qualify.candidate import Candidate, LoadedCandidate
@@ -32,10 +33,10 @@ from qualify.context.record import (
     Pass,
     Record,
     Row,
+    Rung,
     Sizing,
     Warmup,
 )
-from qualify.context.record import Rung as RungRecord
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
 from qualify.context.tasks import Task, Tasks, combined_question
@@ -48,32 +49,6 @@ from qualify.stage import StageContext, finish, unknown_level, validator
 from qualify.vram.sampler import Parts, gpu_note, parts_of
 
 
-@dataclass
-class Rung:
-    target: int
-    planned: int
-    clamped: bool
-    window: int
-    same_as: int | None = None
-    contents: dict[str, Content] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    tokenizer_calls: int = 0
-    cold_tokenizer_calls: int = 0
-    wall_s: float = 0.0
-
-    def record(self) -> RungRecord:
-        return RungRecord(
-            target=self.target,
-            planned_tokens=self.planned,
-            clamped=self.clamped,
-            window=self.window,
-            same_as=self.same_as,
-            wall_s=round(self.wall_s, 3),
-            contents=self.contents,
-            errors=self.errors,
-        )
-
-
 def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
     """Each target clamped to the per-request window minus the completion margin. A target that
     clamps to the size of an earlier rung is not run twice: it names that rung in `same_as`."""
@@ -81,8 +56,20 @@ def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
     rungs: list[Rung] = []
     for t in targets:
         planned = min(t, room)
-        first = next((r for r in rungs if r.planned == planned and r.same_as is None), None)
-        rungs.append(Rung(t, planned, t > room, window, first.target if first else None))
+        first = next((r for r in rungs if r.planned_tokens == planned and r.same_as is None), None)
+        same_as = first.target if first else None
+        rungs.append(
+            Rung(
+                target=t,
+                planned_tokens=planned,
+                clamped=t > room,
+                window=window,
+                same_as=same_as,
+                wall_s=0.0,
+                contents={},
+                errors=[],
+            )
+        )
     return rungs
 
 
@@ -134,6 +121,9 @@ class Ladder:
     rows: list[Row] = field(default_factory=list)
     battery: Battery | None = None
     parts: Parts | None = None
+    # tokenizer counts per rung target: sizing its prompts, and fitting its cold prompts
+    calls: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    cold_calls: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
 
     def tasks_for(self, r: Rung, kind: Kind, needles: Needles) -> tuple[Tasks, str | None]:
         """The rung's tasks, or none with why: a rung too small to hold their lines twice over
@@ -145,12 +135,17 @@ class Ladder:
         chars = sum(len(line) + 3 for _, line in tasks.lines())
         chars += len(combined_question(needles.ask, tasks))
         need = int(2 * chars / CHARS_PER_TOKEN[kind])
-        if r.planned < need:
+        if r.planned_tokens < need:
             return Tasks(), (
-                f"no tasks at {r.planned} tokens: their lines and questions take about "
+                f"no tasks at {r.planned_tokens} tokens: their lines and questions take about "
                 f"{need // 2} tokens, more than half the prompt"
             )
         return tasks, None
+
+    async def _size(self, count: Callable[[int], Awaitable[int]], r: Rung, kind: Kind) -> Sized:
+        """The rung's prompt sized with the server's tokenizer (`qualify.context.sizing`)."""
+        per_token, most = CHARS_PER_TOKEN[kind], self.settings.max_tokenizer_counts
+        return await size(count, r.planned_tokens, per_token, most)
 
     async def rung(self, r: Rung, kind: Kind, deepest: bool = False) -> None:
         s = self.settings
@@ -167,12 +162,12 @@ class Ladder:
 
         calls0 = self.counter.calls
         try:
-            sized = await size(count, r.planned, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts)
+            sized = await self._size(count, r, kind)
         except SizingError as exc:
             r.errors.append(f"{kind}: sizing failed: {exc}")
             return
         finally:
-            r.tokenizer_calls += self.counter.calls - calls0
+            self.calls[r.target] += self.counter.calls - calls0
         doc = document(source, sized.chars, needles, extra)
         info = Content(
             sizing=Sizing.model_validate(sized.as_dict()),
@@ -200,14 +195,16 @@ class Ladder:
                 except SizingError as exc:
                     r.errors.append(f"{kind}: sizing a cold prompt failed: {exc}")
                     continue
-                cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles, tasks)
+                cell = Cell(
+                    r.target, pass_, kind, r.planned_tokens, sized.tokens, prompts, needles, tasks
+                )
                 self.rows.append(await run_cell(self.drv, cell, self.parts))
             if pass_ == "warm" and tasks.items:  # each task alone: the prefix cache serves it
                 info.asked = [
                     await self.ask(r, kind, build(sized.chars, warm_nonce, t.question), t)
                     for t in tasks.items
                 ]
-        r.cold_tokenizer_calls += self.counter.calls - calls0 - info.tokenizer_calls
+        self.cold_calls[r.target] += self.counter.calls - calls0 - info.tokenizer_calls
         if deepest and s.tool_battery:
             self.battery = await self.tool_battery(r, kind, source, needles)
 
@@ -225,7 +222,7 @@ class Ladder:
         nonce = new_nonce()
         out = Battery(
             target=r.target,
-            planned_tokens=r.planned,
+            planned_tokens=r.planned_tokens,
             content=kind,
             tools=tools,
             cases=[],
@@ -241,7 +238,7 @@ class Ladder:
 
         s, calls0 = self.settings, self.counter.calls
         try:
-            sized = await size(count, r.planned, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts)
+            sized = await self._size(count, r, kind)
             typed_tokens = await self.counter.count(first(sized.chars, battery.CALL_PROMPT), tools)
         except SizingError as exc:
             out.errors.append(f"sizing the battery's prompt failed: {exc}")
@@ -306,12 +303,12 @@ async def context(ctx: StageContext) -> StageResult:
     drv = Sender(client, dialect(ident.engine), body, s.timeout_s, s.idle_wait_s, ctx.keep)
     counter = Counter(client, ident.engine, ident.model, fields)
     ladder = Ladder(ctx, s, counter, drv, random.Random(seed), seed, parts=parts_of(ctx.sampler))
-    runnable = [r for r in rungs if r.planned > 0 and r.same_as is None]
-    deepest = max(runnable, key=lambda r: r.planned) if runnable else None
+    runnable = [r for r in rungs if r.planned_tokens > 0 and r.same_as is None]
+    deepest = max(runnable, key=lambda r: r.planned_tokens) if runnable else None
     with ctx.progress.task("context ladder", len(rungs) * len(s.content)) as task:
         for r in rungs:
             t0 = time.perf_counter()
-            if r.planned <= 0:
+            if r.planned_tokens <= 0:
                 r.errors.append(
                     f"window {window} leaves no room after the margin {s.completion_margin}"
                 )
@@ -320,13 +317,13 @@ async def context(ctx: StageContext) -> StageResult:
             else:
                 for i, kind in enumerate(s.content):
                     await ladder.rung(r, kind, deepest=r is deepest and i == 0)
-                    task.advance(note=f"context {r.planned} tokens ({kind})")
-            r.wall_s = time.perf_counter() - t0
+                    task.advance(note=f"context {r.planned_tokens} tokens ({kind})")
+            r.wall_s = round(time.perf_counter() - t0, 3)
     record = Record(
-        targets=[r.record() for r in rungs],
+        targets=rungs,
         rows=ladder.rows,
-        tokenizer_calls={str(r.target): r.tokenizer_calls for r in rungs},
-        cold_tokenizer_calls={str(r.target): r.cold_tokenizer_calls for r in rungs},
+        tokenizer_calls={str(r.target): ladder.calls[r.target] for r in rungs},
+        cold_tokenizer_calls={str(r.target): ladder.cold_calls[r.target] for r in rungs},
         audits=None,  # of this form: derived with the figures from the kept exchanges
         battery=ladder.battery,
         level=level,

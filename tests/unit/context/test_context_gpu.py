@@ -18,7 +18,7 @@ from qualify.context.record import Record
 from qualify.context.section import context_rows
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import Counter
-from qualify.context.stage import Ladder, Rung
+from qualify.context.stage import Ladder, plan_targets
 from qualify.decision import document
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import LLAMACPP
@@ -43,7 +43,7 @@ def _ladder(client: Client, parts: FakeParts | None, tmp: Path) -> Ladder:
 
 def _run(client: Client, parts: FakeParts | None, tmp: Path) -> Ladder:
     ladder = _ladder(client, parts, tmp)
-    asyncio.run(ladder.rung(Rung(1500, 1500, False, 8192), "prose"))
+    asyncio.run(ladder.rung(plan_targets([1500], 8192, 512)[0], "prose"))
     return ladder
 
 

@@ -25,7 +25,7 @@ from qualify.context.rebuild import (
     speed_summary,
 )
 from qualify.context.record import Content, Record, Row
-from qualify.context.stage import Rung
+from qualify.context.stage import plan_targets
 from qualify.httpclient.client import Client
 from qualify.httpclient.timing import RequestTiming
 from qualify.registry import parse_record
@@ -90,16 +90,17 @@ def _built(fake: FakeLlama, client: Client) -> dict[str, Any]:
 
     rows = asyncio.run(go())
     typed = [Row.model_validate(r) for r in rows]
-    rung = Rung(1500, 1500, False, 8192, contents={"prose": Content(needles=needles.record())})
+    [rung] = plan_targets([1500], 8192, 512)
+    rung.contents["prose"] = Content(needles=needles.record())
     return {
-        "targets": [rung.record().model_dump(mode="json")],
+        "targets": [rung.model_dump(mode="json")],
         "rows": rows,
         "tokenizer_calls": {"1500": 4},
         "cold_tokenizer_calls": {"1500": 2},
         "fidelity": fidelity_summary("llama.cpp", timings).model_dump(mode="json"),
         "degenerate": [d.model_dump(mode="json") for d in degenerate_streams(typed)],
         "speed": speed_summary(typed).model_dump(mode="json"),
-        "audits": audit_summary([rung.record()], typed).model_dump(mode="json"),
+        "audits": audit_summary([rung], typed).model_dump(mode="json"),
         "battery": None,
         "level": "off",
         "window": 8192,
