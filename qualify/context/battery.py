@@ -28,7 +28,6 @@ from qualify.preflight.checks.common import judge_calls, tool_schemas
 from qualify.preflight.checks.text import leaked_markup
 
 CaseName = Literal["typed", "streaming", "tool-result"]
-CASES: tuple[CaseName, ...] = ("typed", "streaming", "tool-result")
 TOOLS_FILE = "schemas/tools/three-typed-tools.json"
 CALL_ID = "call_qualify_deep_1"
 EXPECT_TOOL = "book_table"

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
-from qualify.candidate import Candidate, LoadedCandidate
+from qualify.candidate import LoadedCandidate
 from qualify.context import battery
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
 from qualify.context.ladder import Cell, run_cell
@@ -71,11 +71,6 @@ def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
             )
         )
     return rungs
-
-
-def level_of(cand: Candidate, s: ContextSettings) -> tuple[str, dict[str, object]]:
-    name = s.level or next(iter(cand.reasoning))
-    return name, cand.reasoning[name].request_fields()
 
 
 @validator
@@ -295,7 +290,8 @@ async def context(ctx: StageContext) -> StageResult:
     t_start = time.perf_counter()
     client = await ctx.client()
     ident = ctx.candidate.identity
-    level, fields = level_of(ctx.candidate, s)
+    level = s.level or next(iter(ctx.candidate.reasoning))
+    fields = ctx.candidate.reasoning[level].request_fields()
     window, window_source = await window_of(ident.engine, ident.context_length, client, ctx.keep)
     rungs = plan_targets(s.targets, window, s.completion_margin)
     seed = secrets.randbits(32)

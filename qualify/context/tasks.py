@@ -23,19 +23,13 @@ import random
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from qualify.context.corpus import DIGIT_GAP, five_digits, fresh
 from qualify.context.record import TaskCheck, TaskInfo
 
 TaskKind = Literal["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
-TASK_KINDS: tuple[TaskKind, ...] = (
-    "multi-key",
-    "multi-value",
-    "variable-tracking",
-    "common-words",
-    "aggregation",
-)
+TASK_KINDS: tuple[TaskKind, ...] = get_args(TaskKind)
 _NUMBER = re.compile(r"\b\d+\b")
 _WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
