@@ -97,11 +97,8 @@ def record(case: CaseName, o: ChatOutcome, files: list[str]) -> Case:
     )
 
 
-def judge_case(
-    case: Case | Mapping[str, object], tools: Sequence[Mapping[str, object]]
-) -> list[str]:
+def judge_case(rec: Case, tools: Sequence[Mapping[str, object]]) -> list[str]:
     """Why one case's answer is wrong (empty when it is right), by the preflight's judges."""
-    rec = case if isinstance(case, Case) else Case.model_validate(case)
     said = rec.answer.strip()
     if rec.case == "tool-result":
         if not said:

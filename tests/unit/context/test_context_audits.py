@@ -17,7 +17,7 @@ from qualify.context.judges import (
     garbled,
     tasks,
 )
-from qualify.context.record import Record
+from qualify.context.record import Case, Record
 from qualify.context.tasks import (
     TASK_KINDS,
     Tasks,
@@ -267,7 +267,7 @@ def test_deep_tools_fail_on_the_wrong_data() -> None:
         T,
     )
     assert j.verdict == "inconclusive"
-    assert judge_case(_case("typed"), _tools()) == []
+    assert judge_case(Case.model_validate(_case("typed")), _tools()) == []
 
 
 def test_the_declared_gate_files_load_and_judge_the_audits() -> None:
