@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from qualify.candidate import LoadedCandidate
 from qualify.context import battery
+from qualify.context.battery import CaseName
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
 from qualify.context.ladder import Cell, run_cell
 from qualify.context.record import (
@@ -234,7 +235,8 @@ class Ladder:
         s, calls0 = self.settings, self.counter.calls
         try:
             sized = await self._size(count, r, kind)
-            typed_tokens = await self.counter.count(first(sized.chars, battery.CALL_PROMPT), tools)
+            call = first(sized.chars, battery.CALL_PROMPT)
+            typed_tokens = await self.counter.count(call, tools)
         except SizingError as exc:
             out.errors.append(f"sizing the battery's prompt failed: {exc}")
             return out
@@ -242,22 +244,12 @@ class Ladder:
             out.tokenizer_calls = self.counter.calls - calls0
         out.sizing = Sizing.model_validate({**sized.as_dict(), "typed_tokens": typed_tokens})
         base = {**self.drv.body, "max_tokens": s.battery_max_tokens, "tools": tools}
-        call = {
-            **base,
-            "messages": first(sized.chars, battery.CALL_PROMPT),
-            "tool_choice": "required",
-        }
-        streamed = {**call, "stream": True, "stream_options": {"include_usage": True}}
-        result = {
-            **base,
-            "messages": battery.continuation(first(sized.chars, battery.RESULT_PROMPT)),
-        }
-        cases: list[tuple[battery.CaseName, dict[str, object]]] = [
-            ("typed", call),
-            ("streaming", streamed),
-            ("tool-result", result),
-        ]
-        for case, body in cases:
+        typed = {**base, "messages": call, "tool_choice": "required"}
+        streamed = {**typed, "stream": True, "stream_options": {"include_usage": True}}
+        told = battery.continuation(first(sized.chars, battery.RESULT_PROMPT))
+        cases: dict[CaseName, object] = {"typed": typed, "streaming": streamed}
+        cases["tool-result"] = {**base, "messages": told}
+        for case, body in cases.items():
             send = self.drv.client.stream if case == "streaming" else self.drv.client.post
             ex = await send("/v1/chat/completions", body, s.timeout_s)
             files = self.ctx.keep(f"ctx-{r.target}-{kind}-tools-{case}", ex)
