@@ -64,31 +64,27 @@ def _kept(view: AttemptView, files: list[str], stream: bool) -> tuple[Exchange, 
     return ex, from_stream(ex) if stream else from_response(ex)
 
 
-def _needles(info: Content) -> Needles:
+def _recorded(info: Content) -> tuple[Needles, Tasks]:
+    """The needles and tasks the rung recorded for one content (every part of them written)."""
     if len(info.needles) != 2 or any(
         {"subject", "value"} - n.model_fields_set for n in info.needles
     ):
         raise NotKept(f"its needles are not recorded ({info.needles!r})")
-    a, b = (Needle(n.depth, n.subject, n.value) for n in info.needles)
-    return Needles((a, b))
-
-
-def _tasks(info: Content) -> Tasks:
     if any({"lines", "question", "expect"} - t.model_fields_set for t in info.tasks):
         raise NotKept(f"its tasks are not recorded ({info.tasks!r})")
-    return Tasks(
-        tuple(
-            Task(
-                kind=cast(TaskKind, t.kind),
-                lines=tuple(t.lines),
-                question=t.question,
-                expect=tuple(t.expect),
-                forbid=tuple(t.forbid),
-                count=t.count,
-            )
-            for t in info.tasks
+    a, b = (Needle(n.depth, n.subject, n.value) for n in info.needles)
+    tasks = [
+        Task(
+            kind=cast(TaskKind, t.kind),
+            lines=tuple(t.lines),
+            question=t.question,
+            expect=tuple(t.expect),
+            forbid=tuple(t.forbid),
+            count=t.count,
         )
-    )
+        for t in info.tasks
+    ]
+    return Needles((a, b)), Tasks(tuple(tasks))
 
 
 def _held(ex: Exchange, needles: Needles, tasks: Tasks, where: str) -> None:
@@ -108,7 +104,7 @@ def _row(
 ) -> Row:
     """The sealed row with its streams, figures and verdict derived again (in place)."""
     info = contents.get(row.content) or Content()
-    needles, tasks = _needles(info), _tasks(info)
+    needles, tasks = _recorded(info)
     streams: list[Stream] = []
     counted: list[RequestTiming] = []
     for s in row.streams:
@@ -156,7 +152,7 @@ def _windowed(view: AttemptView, row: Row, keep: list[RequestTiming]) -> list[Re
 def _contents(view: AttemptView, contents: dict[str, Content]) -> dict[str, Content]:
     """Each content's warm-ups and tasks asked on their own, from their exchanges (in place)."""
     for kind, info in contents.items():
-        needles, tasks = _needles(info), _tasks(info)
+        needles, tasks = _recorded(info)
         for i, w in enumerate(info.warmups):
             ex, o = _kept(view, w.files, True)
             _held(ex, needles, tasks, f"{kind} warm-up {w.n}")
