@@ -203,10 +203,9 @@ def numbered(answer: str) -> dict[int, str]:
     """The answer's numbered parts (`1.`, `2)`, `3:` at a line start), by number."""
     marks = list(_NUMBERED.finditer(answer))
     out: dict[int, str] = {}
-    ends: list[re.Match[str] | None] = [*marks[1:], None]
-    for m, nxt in zip(marks, ends[: len(marks)], strict=True):
-        n = int(m.group(1))
-        out.setdefault(n, answer[m.end() : nxt.start() if nxt else len(answer)])
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(answer)
+        out.setdefault(int(m.group(1)), answer[m.end() : end])
     return out
 
 
