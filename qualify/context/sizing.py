@@ -17,6 +17,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from qualify.context.record import Sizing
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import adapter
 
@@ -26,6 +27,8 @@ _SPECIAL = {"add_special": True, "parse_special": True}
 # A first guess of characters per token, by content kind; the first count corrects it.
 CHARS_PER_TOKEN = {"prose": 4.0, "list": 3.6, "code": 3.2}
 _MARKS = ("\x01QSYS\x01", "\x01QUSER\x01")
+# What `size` found: the record's form of a sized prompt (`qualify.context.record.Sizing`).
+Sized = Sizing
 
 
 class SizingError(Exception):
@@ -109,24 +112,6 @@ class Counter:
         return n
 
 
-@dataclass
-class Sized:
-    chars: int
-    tokens: int
-    calls: int
-    steps: list[tuple[int, int]]
-    within: bool
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "chars": self.chars,
-            "tokens": self.tokens,
-            "calls": self.calls,
-            "steps": [list(s) for s in self.steps],
-            "within_tolerance": self.within,
-        }
-
-
 def tolerance(target: int) -> int:
     """How far under the target a sized prompt may land: 0.1%, at least 8 tokens."""
     return max(8, target // 1000)
@@ -172,8 +157,14 @@ async def size(
             f"no prompt of at most {target} tokens in {len(steps)} counts "
             f"(smallest counted {min(n for _, n in steps)} tokens)"
         )
-    best = max(fitting, key=lambda s: s[1])
-    return Sized(best[0], best[1], len(steps), steps, target - tol <= best[1] <= target)
+    chars, tokens = max(fitting, key=lambda s: s[1])
+    return Sized(
+        chars=chars,
+        tokens=tokens,
+        calls=len(steps),
+        steps=[list(s) for s in steps],
+        within_tolerance=target - tol <= tokens <= target,
+    )
 
 
 @dataclass

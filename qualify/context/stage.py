@@ -35,7 +35,6 @@ from qualify.context.record import (
     Record,
     Row,
     Rung,
-    Sizing,
     Warmup,
 )
 from qualify.context.settings import ContextSettings
@@ -166,7 +165,7 @@ class Ladder:
             self.calls[r.target] += self.counter.calls - calls0
         doc = document(source, sized.chars, needles, extra)
         info = Content(
-            sizing=Sizing.model_validate(sized.as_dict()),
+            sizing=sized,
             tokenizer_calls=self.counter.calls - calls0,
             method=self.counter.method,
             passes=doc.passes,
@@ -242,7 +241,7 @@ class Ladder:
             return out
         finally:
             out.tokenizer_calls = self.counter.calls - calls0
-        out.sizing = Sizing.model_validate({**sized.as_dict(), "typed_tokens": typed_tokens})
+        out.sizing = sized.model_copy(update={"typed_tokens": typed_tokens})
         base = {**self.drv.body, "max_tokens": s.battery_max_tokens, "tools": tools}
         typed = {**base, "messages": call, "tool_choice": "required"}
         streamed = {**typed, "stream": True, "stream_options": {"include_usage": True}}
