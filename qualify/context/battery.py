@@ -19,17 +19,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from qualify.context.forms import CaseForm
-from qualify.context.record import Case
+from qualify.context.record import Case, ToolCallRecord
 from qualify.gates.files import default_gates_dir
 from qualify.httpclient.chat import ChatOutcome, ToolCall
 from qualify.preflight.checks.common import judge_calls, tool_schemas
 from qualify.preflight.checks.text import leaked_markup
 
 CaseName = Literal["typed", "streaming", "tool-result"]
-CASES: tuple[CaseName, ...] = ("typed", "streaming", "tool-result")
 TOOLS_FILE = "schemas/tools/three-typed-tools.json"
 CALL_ID = "call_qualify_deep_1"
 EXPECT_TOOL = "book_table"
@@ -56,7 +54,7 @@ def load_tools(gates_dir: Path) -> list[dict[str, object]]:
     return []
 
 
-def continuation(first: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def continuation(first: Sequence[Mapping[str, str]]) -> list[Mapping[str, object]]:
     """The tool-result request's messages: the user turn, the call, the tool's result."""
     call = {"name": RESULT_CALL["name"], "arguments": json.dumps(RESULT_CALL["arguments"])}
     return [
@@ -81,29 +79,26 @@ def _problem(o: ChatOutcome) -> str | None:
     return None
 
 
-def record(case: CaseName, o: ChatOutcome, files: list[str]) -> CaseForm:
+def record(case: CaseName, o: ChatOutcome, files: list[str]) -> Case:
     """What the server answered to one case, as the gates read it."""
-    return {
-        "case": case,
-        "problem": _problem(o),
-        "http_status": o.http_status,
-        "finish_reason": o.finish_reason,
-        "tool_calls": [c.as_dict() for c in o.tool_calls],
-        "answer": o.content,
-        "reasoning_chars": len(o.reasoning),
-        "prompt_tokens": o.prompt_tokens,
-        "cached_tokens": o.cached_tokens,
-        "completion_tokens": o.completion_tokens,
-        "sse_chunks": o.chunks,
-        "files": files,
-    }
+    return Case(
+        case=case,
+        problem=_problem(o),
+        http_status=o.http_status,
+        finish_reason=o.finish_reason,
+        tool_calls=[ToolCallRecord.model_validate(c.as_dict()) for c in o.tool_calls],
+        answer=o.content,
+        reasoning_chars=len(o.reasoning),
+        prompt_tokens=o.prompt_tokens,
+        cached_tokens=o.cached_tokens,
+        completion_tokens=o.completion_tokens,
+        sse_chunks=o.chunks,
+        files=files,
+    )
 
 
-def judge_case(
-    case: Case | Mapping[str, object], tools: Sequence[Mapping[str, object]]
-) -> list[str]:
+def judge_case(rec: Case, tools: Sequence[Mapping[str, object]]) -> list[str]:
     """Why one case's answer is wrong (empty when it is right), by the preflight's judges."""
-    rec = case if isinstance(case, Case) else Case.model_validate(case)
     said = rec.answer.strip()
     if rec.case == "tool-result":
         if not said:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import random
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from qualify.context.forms import NeedleForm
+from qualify.context.record import NeedleInfo
 
 Kind = Literal["prose", "list", "code"]
 KINDS: tuple[Kind, ...] = ("prose", "list", "code")
@@ -27,7 +27,7 @@ _SUBJECTS = (
     "the registry number of the ship Velmora",
 )
 # Digits separated by a comma, space or dash in an answer still name the same number.
-_DIGIT_GAP = re.compile(r"(?<=\d)[,\s.\-](?=\d)")
+DIGIT_GAP = re.compile(r"(?<=\d)[,\s.\-](?=\d)")
 
 
 @cache
@@ -39,6 +39,24 @@ def text(kind: Kind) -> str:
 @cache
 def paragraphs(kind: Kind) -> tuple[str, ...]:
     return tuple(p for p in re.split(r"\n\s*\n", text(kind)) if p.strip())
+
+
+@cache
+def _corpus() -> str:
+    return "".join(text(k) for k in KINDS).lower()
+
+
+def fresh(rng: random.Random, make: Callable[[random.Random], object], taken: set[str]) -> str:
+    """A value `make` draws that the shipped text never holds and `taken` does not yet."""
+    while True:
+        v = str(make(rng))
+        if v.lower() not in _corpus() and v not in taken:
+            taken.add(v)
+            return v
+
+
+def five_digits(rng: random.Random) -> str:
+    return str(rng.randint(10000, 99999))
 
 
 def new_nonce(chars: int = 16) -> str:
@@ -64,12 +82,8 @@ class Needles:
 
     @classmethod
     def draw(cls, rng: random.Random) -> Needles:
-        corpus = "".join(text(k) for k in KINDS)
-        values: list[str] = []
-        while len(values) < 2:
-            v = str(rng.randint(10000, 99999))
-            if v not in corpus and v not in values:
-                values.append(v)
+        taken: set[str] = set()
+        values = [fresh(rng, five_digits, taken) for _ in range(2)]
         shallow, deep = (Needle(d, s, v) for d, s, v in zip(DEPTHS, _SUBJECTS, values, strict=True))
         return cls((shallow, deep))
 
@@ -89,11 +103,11 @@ class Needles:
 
     def found(self, answer: str) -> dict[str, bool]:
         """Which needles the answer names, by their exact digits."""
-        flat = _DIGIT_GAP.sub("", answer)
+        flat = DIGIT_GAP.sub("", answer)
         return {str(n.depth): n.value in flat for n in self.pair}
 
-    def as_dict(self) -> list[NeedleForm]:
-        return [{"depth": n.depth, "subject": n.subject, "value": n.value} for n in self.pair]
+    def record(self) -> list[NeedleInfo]:
+        return [NeedleInfo(depth=n.depth, subject=n.subject, value=n.value) for n in self.pair]
 
 
 @dataclass

@@ -11,7 +11,6 @@ never a pass); a rung that drafted nothing while the shallowest did is inconclus
 
 from __future__ import annotations
 
-from qualify.ab.record import Acceptance
 from qualify.context.record import Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
@@ -29,7 +28,7 @@ def rung_acceptance(data: Record) -> dict[int, tuple[int, int]]:
     """(accepted, draft tokens) per rung target over its counted cells that drafted."""
     out: dict[int, tuple[int, int]] = {}
     for row in data.rows:
-        a: Acceptance | None = row.acceptance
+        a = row.acceptance
         if row.verdict == Verdict.ERROR.value or a is None or not a.draft_tokens:
             continue
         got, tokens = out.get(row.target, (0, 0))
@@ -65,18 +64,12 @@ def acceptance_depth(data: Record, params: NoParams, thresholds: Thresholds) -> 
         ratio = rate / base if base else None
         m.update(rate=rate, ratio=ratio, accepted=acc, draft_tokens=tok)
         said = f"acceptance {rate:.3g} at this rung, {base:.3g} at the shallowest ({base_target})"
+        verdict = Verdict.PASS
         if ratio is not None and ratio < floor:
-            why = f"{said}: {ratio:.0%} of it, under the floor {floor:.0%}"
-            out.append(
-                Judged(
-                    Verdict.FAIL,
-                    [why + " (thresholds.context_min_acceptance_ratio)"],
-                    m,
-                    part=rung.part,
-                )
-            )
-        else:
-            out.append(Judged(Verdict.PASS, [said], m, part=rung.part))
+            verdict = Verdict.FAIL
+            said += f": {ratio:.0%} of it, under the floor {floor:.0%}"
+            said += " (thresholds.context_min_acceptance_ratio)"
+        out.append(Judged(verdict, [said], m, part=rung.part))
     if not out:
         why = f"only the shallowest rung ({base_target}) drafted: nothing deeper to compare"
         return [Judged(Verdict.INCONCLUSIVE, [why], {"shallowest": base_target})]

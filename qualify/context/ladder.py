@@ -17,38 +17,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qualify.ab.acceptance import between
+from qualify.ab.record import Acceptance
 from qualify.context.corpus import Needles
-from qualify.context.forms import (
-    AskedForm,
-    DecodeKey,
-    PromptKey,
-    RowForm,
-    StreamForm,
-    WarmupForm,
+from qualify.context.record import (
+    Asked,
+    DegenerateMark,
+    Pass,
+    Row,
+    Stream,
+    StreamServer,
+    Warmup,
 )
 from qualify.context.tasks import Task, Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages
-from qualify.httpclient.timing import RequestTiming, median, timing
-from qualify.records import Verdict
+from qualify.httpclient.timing import RequestTiming, ServerComparison, median, timing
+from qualify.records import PartGpu, Verdict
 from qualify.serving.histograms import server_window
-from qualify.serving.idle import IdleReport, wait_idle
+from qualify.serving.idle import Idle, IdleAround, IdleReport, wait_idle
 from qualify.serving.sender import Sender
 from qualify.vram.sampler import Parts, gpu_over, marked
 
 # After the last byte of a stream the engine may take a moment to free the slot.
 AFTER_GRACE_S = 5.0
 # Figures of the prompt, over every stream; figures of the answer, over non-degenerate ones.
-PROMPT_KEYS: tuple[PromptKey, ...] = ("ttfo_s", "ttft_s", "effective_prefill_tok_s")
-DECODE_KEYS: tuple[DecodeKey, ...] = (
-    "decode_tok_s",
-    "generation_s",
-    "e2e_s",
-    "itl_p50_ms",
-    "itl_p95_ms",
-)
-_MEDIAN_KEYS = PROMPT_KEYS + DECODE_KEYS
+PROMPT_KEYS = ("ttfo_s", "ttft_s", "effective_prefill_tok_s")
+DECODE_KEYS = ("decode_tok_s", "generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms")
 
 
 @dataclass
@@ -56,7 +51,7 @@ class Cell:
     """What to send: the rung, the pass, and one prompt per concurrent stream."""
 
     target: int
-    pass_: str
+    pass_: Pass
     content: str
     planned_tokens: int
     sized_tokens: int
@@ -80,62 +75,66 @@ def stream_problem(o: ChatOutcome) -> str | None:
     return None
 
 
-def warmup_answer(o: ChatOutcome) -> WarmupForm:
-    """What a warm-up's record says of its answer (the stage and `verify` alike)."""
-    return {
-        "problem": stream_problem(o),
-        "answer": o.content,
-        "prompt_tokens": o.prompt_tokens,
-        "cached_tokens": o.cached_tokens,
-        "e2e_s": o.t_end,
-    }
+def warmup_answer(w: Warmup, o: ChatOutcome) -> Warmup:
+    """A warm-up's record with what its answer says (the rebuild's, from its exchange)."""
+    return w.model_copy(
+        update={
+            "problem": stream_problem(o),
+            "answer": o.content,
+            "prompt_tokens": o.prompt_tokens,
+            "cached_tokens": o.cached_tokens,
+            "e2e_s": o.t_end,
+        }
+    )
 
 
-def asked_answer(o: ChatOutcome, task: Task) -> AskedForm:
-    """What a task asked on its own says of its answer, checked (the stage and `verify`)."""
-    return {
-        "problem": stream_problem(o),
-        "finish_reason": o.finish_reason,
-        "prompt_tokens": o.prompt_tokens,
-        "cached_tokens": o.cached_tokens,
-        "completion_tokens": o.completion_tokens,
-        "answer": o.content,
-        "check": task.check(o.content),
-    }
+def asked_answer(a: Asked, o: ChatOutcome, task: Task) -> Asked:
+    """A task asked on its own with what its answer says, checked (the rebuild's)."""
+    return a.model_copy(
+        update={
+            "problem": stream_problem(o),
+            "finish_reason": o.finish_reason,
+            "prompt_tokens": o.prompt_tokens,
+            "cached_tokens": o.cached_tokens,
+            "completion_tokens": o.completion_tokens,
+            "answer": o.content,
+            "check": task.check(o.content),
+        }
+    )
 
 
 def stream_row(
     o: ChatOutcome, t: RequestTiming, needles: Needles, files: list[str], tasks: Tasks | None
-) -> StreamForm:
-    return {
-        "actual_prompt_tokens": t.prompt_tokens,
-        "cached_tokens": t.cached_tokens,
-        "completion_tokens": t.completion_tokens,
-        "ttfo_s": t.ttfo_s,
-        "ttft_s": t.ttft_s,
-        "effective_prefill_tok_s": t.effective_prefill_tok_s,
-        "decode_tok_s": t.decode_tok_s,
-        "generation_s": t.generation_s,
-        "e2e_s": t.e2e_s,
-        "itl_p50_ms": t.itl_p50_ms,
-        "itl_p95_ms": t.itl_p95_ms,
-        "sse_chunks": t.sse_chunks,
-        "chunks_per_token": t.chunks_per_token,
-        "finish_reason": o.finish_reason,
-        "needles": needles.found(o.content),
-        "tasks": judge_combined(o.content, tasks) if tasks and tasks.items else {},
-        "answer": o.content,
-        "degenerate": degenerate(o.content),
-        "reasoning": o.reasoning,
-        "problem": stream_problem(o),
-        "server": {
-            "decode_tok_s": t.server_decode_tok_s,
-            "prompt_ms": t.server_prompt_ms,
-            "decode_ratio": t.decode_ratio_client_over_server,
-            "ttft_minus_server_prompt_ms": t.ttft_minus_server_prompt_ms,
-        },
-        "files": files,
-    }
+) -> Stream:
+    return Stream(
+        actual_prompt_tokens=t.prompt_tokens,
+        cached_tokens=t.cached_tokens,
+        completion_tokens=t.completion_tokens,
+        ttfo_s=t.ttfo_s,
+        ttft_s=t.ttft_s,
+        effective_prefill_tok_s=t.effective_prefill_tok_s,
+        decode_tok_s=t.decode_tok_s,
+        generation_s=t.generation_s,
+        e2e_s=t.e2e_s,
+        itl_p50_ms=t.itl_p50_ms,
+        itl_p95_ms=t.itl_p95_ms,
+        sse_chunks=t.sse_chunks,
+        chunks_per_token=t.chunks_per_token,
+        finish_reason=o.finish_reason,
+        needles=needles.found(o.content),
+        tasks=judge_combined(o.content, tasks) if tasks and tasks.items else {},
+        answer=o.content,
+        degenerate=degenerate(o.content),
+        reasoning=o.reasoning,
+        problem=stream_problem(o),
+        server=StreamServer(
+            decode_tok_s=t.server_decode_tok_s,
+            prompt_ms=t.server_prompt_ms,
+            decode_ratio=t.decode_ratio_client_over_server,
+            ttft_minus_server_prompt_ms=t.ttft_minus_server_prompt_ms,
+        ),
+        files=files,
+    )
 
 
 def _med(values: Sequence[float | None]) -> float | None:
@@ -143,122 +142,120 @@ def _med(values: Sequence[float | None]) -> float | None:
     return median(nums)
 
 
-def aggregate_rate(streams: list[StreamForm], span_s: float) -> float | None:
+def aggregate_rate(streams: list[Stream], span_s: float) -> float | None:
     """The cell's output tok/s over its wall span: none when a stream has no usage tokens or a
     degenerate answer (its tokens are no measure of speed). The span is not kept raw: the
     stage records this figure and the rebuild takes it as recorded."""
-    done = [s["completion_tokens"] for s in streams if isinstance(s["completion_tokens"], int)]
-    whole = len(done) == len(streams) and not any(s["degenerate"] for s in streams)
+    done = [s.completion_tokens for s in streams if s.completion_tokens is not None]
+    whole = len(done) == len(streams) and not any(s.degenerate for s in streams)
     return sum(done) / span_s if done and whole and span_s > 0 else None
 
 
-def summarize(row: RowForm, streams: list[StreamForm]) -> None:
+def summarize(row: Row, streams: list[Stream]) -> None:
     """Row figures: medians over the cell's streams (decode figures over its non-degenerate
     ones); cached tokens the largest of them."""
-    speed = [s for s in streams if not s["degenerate"]]
-    row["degenerate"] = [
-        {"stream": i + 1, "reason": s["degenerate"]}
+    row.degenerate = [
+        DegenerateMark(stream=i + 1, reason=s.degenerate)
         for i, s in enumerate(streams)
-        if s["degenerate"]
+        if s.degenerate
     ]
     for k in PROMPT_KEYS:
-        row[k] = _med([s[k] for s in streams])
-    for key in DECODE_KEYS:
-        row[key] = _med([s[key] for s in speed])
-    prompt = _med([s["actual_prompt_tokens"] for s in streams])
-    row["actual_prompt_tokens"] = None if prompt is None else round(prompt)
-    cached = [s["cached_tokens"] for s in streams if isinstance(s["cached_tokens"], int)]
-    row["cached_tokens"] = max(cached) if len(cached) == len(streams) else None
-    done = [s["completion_tokens"] for s in streams if isinstance(s["completion_tokens"], int)]
-    row["completion_tokens"] = sum(done) if len(done) == len(streams) else None
-    row["notes"] = [
-        f"stream {d['stream']} answer is degenerate ({d['reason']}): left out of the decode "
+        setattr(row, k, _med([getattr(s, k) for s in streams]))
+    for k in DECODE_KEYS:
+        setattr(row, k, _med([getattr(s, k) for s in streams if not s.degenerate]))
+    prompt = _med([s.actual_prompt_tokens for s in streams])
+    row.actual_prompt_tokens = None if prompt is None else round(prompt)
+    cached = [s.cached_tokens for s in streams if s.cached_tokens is not None]
+    row.cached_tokens = max(cached) if len(cached) == len(streams) else None
+    done = [s.completion_tokens for s in streams if s.completion_tokens is not None]
+    row.completion_tokens = sum(done) if len(done) == len(streams) else None
+    row.notes = [
+        f"stream {d.stream} answer is degenerate ({d.reason}): left out of the decode "
         "figures" + (" and the aggregate rate" if len(streams) > 1 else "")
-        for d in row["degenerate"]
+        for d in row.degenerate
     ]
-    row["needles"] = {d: all(s["needles"][d] for s in streams) for d in ("50", "99")}
-    row["answer"] = streams[0]["answer"] if streams else ""
+    row.needles = {d: all(s.needles[d] for s in streams) for d in ("50", "99")}
+    row.answer = streams[0].answer if streams else ""
 
 
-def verdict(row: RowForm, streams: list[StreamForm], needles: Needles) -> None:
+def verdict(row: Row, streams: list[Stream], needles: Needles) -> None:
     """The cell's verdict from its streams: error on a stream that cannot be counted, fail on a
     needle missed."""
-    problems = [f"stream {i + 1}: {s['problem']}" for i, s in enumerate(streams) if s["problem"]]
+    problems = [f"stream {i + 1}: {s.problem}" for i, s in enumerate(streams) if s.problem]
     if problems:
-        row["verdict"], row["reasons"] = Verdict.ERROR.value, problems
+        row.verdict, row.reasons = Verdict.ERROR.value, problems
         return
     missed = [
-        f"stream {i + 1} missed the {d}% needle ({needle.value}); answer {s['answer'][:160]!r}"
-        + (" (cut at max_tokens: finish_reason length)" if s["finish_reason"] == "length" else "")
+        f"stream {i + 1} missed the {d}% needle ({needle.value}); answer {s.answer[:160]!r}"
+        + (" (cut at max_tokens: finish_reason length)" if s.finish_reason == "length" else "")
         for i, s in enumerate(streams)
         for d, needle in zip(("50", "99"), needles.pair, strict=True)
-        if not s["needles"][d]
+        if not s.needles[d]
     ]
-    row["verdict"] = Verdict.FAIL.value if missed else Verdict.PASS.value
-    row["reasons"] = missed
+    row.verdict = Verdict.FAIL.value if missed else Verdict.PASS.value
+    row.reasons = missed
 
 
-def _idle_error(row: RowForm, when: str, report: IdleReport) -> RowForm:
-    row["verdict"] = Verdict.ERROR.value
-    row["reasons"] = [f"not counted: {when} the cell, {report.reason}"]
+def _idle_error(row: Row, when: str, report: IdleReport) -> Row:
+    row.verdict = Verdict.ERROR.value
+    row.reasons = [f"not counted: {when} the cell, {report.reason}"]
     return row
 
 
-async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> RowForm:
+async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> Row:
     """Run one cell and return its draft row: what the rebuild (`qualify.context.rebuild`)
     takes as recorded (the idle checks, the sampler's figures over the cell, the server's
     latency-histogram window, the counters' deltas, the aggregate rate over the cell's span)
     and each stream's evidence files, from which it derives everything else."""
-    row: RowForm = {
-        "target": cell.target,
-        "pass": cell.pass_,
-        "content": cell.content,
-        "concurrency": len(cell.prompts),
-        "planned_tokens": cell.planned_tokens,
-        "sized_tokens": cell.sized_tokens,
-    }
     before = await wait_idle(drv.client, drv.dialect, drv.idle_wait_s)
-    row["idle"] = {"before": before.as_dict()}
+    row = Row(
+        target=cell.target,
+        pass_=cell.pass_,
+        content=cell.content,
+        concurrency=len(cell.prompts),
+        planned_tokens=cell.planned_tokens,
+        sized_tokens=cell.sized_tokens,
+        idle=IdleAround(before=Idle.model_validate(before.as_dict())),
+    )
     if before.idle is False:  # nothing sent: the row is all as recorded
-        for k in _MEDIAN_KEYS:
-            row[k] = None
-        row["streams"], row["needles"] = [], {"50": False, "99": False}
-        row["answer"], row["actual_prompt_tokens"], row["cached_tokens"] = "", None, None
-        row["completion_tokens"], row["aggregate_output_tok_s"] = None, None
-        row["degenerate"], row["notes"] = [], []
+        for k in (*PROMPT_KEYS, *DECODE_KEYS, "actual_prompt_tokens", "cached_tokens"):
+            setattr(row, k, None)
+        row.completion_tokens, row.aggregate_output_tok_s = None, None
+        row.streams, row.needles, row.answer = [], {"50": False, "99": False}, ""
+        row.degenerate, row.notes = [], []
         return _idle_error(row, "before", before)
     label = f"ctx-{cell.target}-{cell.content}-c{len(cell.prompts)}-{cell.pass_}"
     sends = (drv.send(p, f"{label}-s{i + 1}") for i, p in enumerate(cell.prompts))
     sent, span, m0, m1 = await marked(parts, label, lambda: asyncio.gather(*sends))
     after = await wait_idle(drv.client, drv.dialect, AFTER_GRACE_S)
-    row["idle"]["after"] = after.as_dict()
+    row.idle.after = Idle.model_validate(after.as_dict())
     if (gpu := gpu_over(parts, label, m0, m1)) is not None:
-        row["gpu"] = gpu
+        row.gpu = PartGpu.model_validate(gpu)
     streams = [stream_row(o, timing(o), cell.needles, files, cell.tasks) for o, files in sent]
-    row["streams"] = [{"files": s["files"]} for s in streams]
+    row.streams = [Stream(files=s.files) for s in streams]
     # An engine that reports no figures per request (vLLM) is compared over the cell from its
     # latency histograms, between the idle scrapes around it (the rebuild compares them).
-    counted = sum(not s["problem"] for s in streams)
+    counted = sum(not s.problem for s in streams)
     window = server_window(before.snapshot, after.snapshot, drv.dialect, expected=counted)
-    row["server_window"] = {"window": None if window is None else window.as_dict()}
-    row["aggregate_output_tok_s"] = aggregate_rate(streams, span)
-    row["cached_tokens_metric_delta"] = after.since(before, drv.dialect.prompt_cached)
+    row.server_window = ServerComparison.model_validate(
+        {"window": None if window is None else window.as_dict()}
+    )
+    row.aggregate_output_tok_s = aggregate_rate(streams, span)
+    row.cached_tokens_metric_delta = after.since(before, drv.dialect.prompt_cached)
     if before.snapshot is not None and after.snapshot is not None:
         got = between(before.snapshot, after.snapshot, drv.dialect)
-        row["acceptance"] = got or {"unmeasured": "no speculation: no draft counters"}
+        unmeasured = {"unmeasured": "no speculation: no draft counters"}
+        row.acceptance = Acceptance.model_validate(got or unmeasured)
     if after.idle is False:
         return _idle_error(row, "after", after)
     return row
 
 
-def warm_note(row: RowForm) -> RowForm:
+def warm_note(row: Row) -> Row:
     """A warm row that was not served from the prefix cache says so (it is still published)."""
-    cached, prompt = row.get("cached_tokens"), row.get("actual_prompt_tokens")
-    row.setdefault("notes", [])
-    if row["pass"] != "warm" or not isinstance(cached, int) or not isinstance(prompt, int):
-        return row
-    if cached < 0.9 * prompt:
-        row["notes"].append(
+    cached, prompt = row.cached_tokens, row.actual_prompt_tokens
+    if row.pass_ == "warm" and cached is not None and prompt is not None and cached < 0.9 * prompt:
+        row.notes.append(
             f"the warm pass reused only {cached} of {prompt} prompt tokens from the cache"
         )
     return row

@@ -113,7 +113,7 @@ class Row(Written):
 
 
 class Sizing(Written):
-    """`qualify.context.sizing.Sized.as_dict` (the battery's adds `typed_tokens`)."""
+    """What `qualify.context.sizing.size` found (the battery's adds `typed_tokens`)."""
 
     chars: int = 0
     tokens: int = 0

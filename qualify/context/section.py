@@ -119,10 +119,7 @@ def gpu_rows(
             c = {p: (w.cards.get(g) if w is not None else None) for p, w in got.items()}
             rows.append(
                 {
-                    "target": item["target"],
-                    "clamped_to": item["clamped_to"],
-                    "content": item["content"],
-                    "concurrency": item["concurrency"],
+                    **{k: item[k] for k in ("target", "clamped_to", "content", "concurrency")},
                     "gpu": g,
                     "under": any(
                         x is not None

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from qualify.context.corpus import Kind
 from qualify.context.tasks import TASK_KINDS, TaskKind
 from qualify.records import StrictModel
 
 PositiveFloat = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
-ContentKind = Literal["prose", "list", "code"]
 
 
 class ContextSettings(StrictModel):
@@ -27,9 +27,7 @@ class ContextSettings(StrictModel):
     )
     max_tokens: PositiveInt = 64
     warmups: Annotated[int, Field(ge=2)] = 2
-    content: list[ContentKind] = Field(
-        default_factory=lambda: list[ContentKind](["prose"]), min_length=1
-    )
+    content: list[Kind] = Field(default_factory=lambda: list[Kind](["prose"]), min_length=1)
     concurrency: list[PositiveInt] = Field(default_factory=lambda: [1], min_length=1)
     timeout_s: PositiveFloat = 900.0
     idle_wait_s: PositiveFloat = 60.0

@@ -14,16 +14,21 @@ calls as a 1K one.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 
+from qualify.context.record import Sizing
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import adapter
 
-Messages = list[dict[str, str]]
+Messages = Sequence[Mapping[str, object]]
+Tools = list[dict[str, object]]
+_SPECIAL = {"add_special": True, "parse_special": True}
 # A first guess of characters per token, by content kind; the first count corrects it.
 CHARS_PER_TOKEN = {"prose": 4.0, "list": 3.6, "code": 3.2}
 _MARKS = ("\x01QSYS\x01", "\x01QUSER\x01")
+# What `size` found: the record's form of a sized prompt (`qualify.context.record.Sizing`).
+Sized = Sizing
 
 
 class SizingError(Exception):
@@ -41,45 +46,39 @@ class Counter:
     method: str = ""
     calls: int = 0
     _wrap: tuple[str, str, str] | None = None
-    log: list[dict[str, object]] = field(default_factory=list)
 
     async def _call(self, path: str, body: object) -> Exchange:
         self.calls += 1
         ex = await self.client.post(path, body)
-        self.log.append({"path": path, "status": ex.status, "error": ex.error})
         if ex.error_kind is not None:
             raise SizingError(f"POST {path} failed: {ex.error}")
         return ex
 
-    async def count(self, msgs: Messages, tools: list[dict[str, object]] | None = None) -> int:
+    async def count(self, msgs: Messages, tools: Tools | None = None) -> int:
         """The tokens of the chat prompt `msgs` (with `tools` declared, when given)."""
         if not self.method:
             self.method = adapter(self.engine).sizing
+        n = None
         if self.method == "apply-template+tokenize":
-            n = await (self._llamacpp(msgs) if tools is None else self._rendered(msgs, tools))
+            prompt = await (self._llamacpp(msgs) if tools is None else self._render(msgs, tools))
+            n = None if prompt is None else await self._tokenize({"content": prompt, **_SPECIAL})
         elif self.method == "tokenize":
-            n = await self._tokenize_messages(msgs, tools)
-        else:
-            n = await self._usage(msgs, tools)
+            extra = {"tools": tools} if tools else {}
+            kw = {k: v for k, v in self.fields.items() if k == "chat_template_kwargs"}
+            n = await self._tokenize({"model": self.model, "messages": msgs, **extra, **kw})
         if n is None:
             self.method = "usage.prompt_tokens"
             n = await self._usage(msgs, tools)
         return n
 
-    async def _rendered(self, msgs: Messages, tools: list[dict[str, object]]) -> int | None:
-        """llama.cpp with tools: the whole prompt rendered with them, then tokenized."""
-        prompt = await self._render(msgs, tools)
-        return None if prompt is None else await self._tokens(prompt)
-
-    async def _render(
-        self, msgs: Messages, tools: list[dict[str, object]] | None = None
-    ) -> str | None:
+    async def _render(self, msgs: Messages, tools: Tools | None = None) -> str | None:
         extra = {"tools": tools} if tools else {}
         ex = await self._call("/apply-template", {"messages": msgs, **extra, **self.fields})
         prompt = ex.body.get("prompt") if ex.ok and isinstance(ex.body, dict) else None
         return prompt if isinstance(prompt, str) else None
 
-    async def _llamacpp(self, msgs: Messages) -> int | None:
+    async def _llamacpp(self, msgs: Messages) -> str | None:
+        """llama.cpp's prompt: the template rendered once around markers, then filled in."""
         if self._wrap is None:
             marked = [{"role": m["role"], "content": k} for m, k in zip(msgs, _MARKS, strict=True)]
             rendered = await self._render(marked)
@@ -89,38 +88,20 @@ class Counter:
             mid, tail = rest.split(_MARKS[1], 1) if _MARKS[1] in rest else ("", "")
             self._wrap = (head, mid, tail) if rest and (mid or tail) else ("", "", "")
         if self._wrap == ("", "", ""):  # the template does not keep contents verbatim
-            prompt = await self._render(msgs)
-        else:
-            head, mid, tail = self._wrap
-            prompt = f"{head}{msgs[0]['content']}{mid}{msgs[1]['content']}{tail}"
-        if prompt is None:
-            return None
-        return await self._tokens(prompt)
+            return await self._render(msgs)
+        head, mid, tail = self._wrap
+        return f"{head}{msgs[0]['content']}{mid}{msgs[1]['content']}{tail}"
 
-    async def _tokens(self, prompt: str) -> int | None:
-        body = {"content": prompt, "add_special": True, "parse_special": True}
+    async def _tokenize(self, body: dict[str, object]) -> int | None:
+        """`POST /tokenize`: its `count` (vLLM), else how many `tokens` it lists."""
         ex = await self._call("/tokenize", body)
-        tokens = ex.body.get("tokens") if ex.ok and isinstance(ex.body, dict) else None
-        return len(tokens) if isinstance(tokens, list) else None
+        got = ex.body if ex.ok and isinstance(ex.body, dict) else {}
+        count, tokens = got.get("count"), got.get("tokens")
+        return (
+            count if isinstance(count, int) else len(tokens) if isinstance(tokens, list) else None
+        )
 
-    async def _tokenize_messages(
-        self, msgs: Messages, tools: list[dict[str, object]] | None = None
-    ) -> int | None:
-        body: dict[str, object] = {"model": self.model, "messages": msgs}
-        if tools:
-            body["tools"] = tools
-        if "chat_template_kwargs" in self.fields:
-            body["chat_template_kwargs"] = self.fields["chat_template_kwargs"]
-        ex = await self._call("/tokenize", body)
-        if not ex.ok or not isinstance(ex.body, dict):
-            return None
-        count = ex.body.get("count")
-        tokens = ex.body.get("tokens")
-        if isinstance(count, int):
-            return count
-        return len(tokens) if isinstance(tokens, list) else None
-
-    async def _usage(self, msgs: Messages, tools: list[dict[str, object]] | None = None) -> int:
+    async def _usage(self, msgs: Messages, tools: Tools | None = None) -> int:
         extra = {"tools": tools} if tools else {}
         body = {"model": self.model, "messages": msgs, "max_tokens": 1, **extra, **self.fields}
         ex = await self._call("/v1/chat/completions", body)
@@ -129,24 +110,6 @@ class Counter:
         if not ex.ok or not isinstance(n, int):
             raise SizingError(f"no prompt_tokens to size with: HTTP {ex.status} {ex.body!r:.200}")
         return n
-
-
-@dataclass
-class Sized:
-    chars: int
-    tokens: int
-    calls: int
-    steps: list[tuple[int, int]]
-    within: bool
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "chars": self.chars,
-            "tokens": self.tokens,
-            "calls": self.calls,
-            "steps": [list(s) for s in self.steps],
-            "within_tolerance": self.within,
-        }
 
 
 def tolerance(target: int) -> int:
@@ -194,8 +157,14 @@ async def size(
             f"no prompt of at most {target} tokens in {len(steps)} counts "
             f"(smallest counted {min(n for _, n in steps)} tokens)"
         )
-    best = max(fitting, key=lambda s: s[1])
-    return Sized(best[0], best[1], len(steps), steps, target - tol <= best[1] <= target)
+    chars, tokens = max(fitting, key=lambda s: s[1])
+    return Sized(
+        chars=chars,
+        tokens=tokens,
+        calls=len(steps),
+        steps=[list(s) for s in steps],
+        within_tolerance=target - tol <= tokens <= target,
+    )
 
 
 @dataclass

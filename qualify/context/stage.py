@@ -16,15 +16,27 @@ from __future__ import annotations
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
-from qualify.candidate import Candidate, LoadedCandidate
+from qualify.candidate import LoadedCandidate
 from qualify.context import battery
+from qualify.context.battery import CaseName
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
-from qualify.context.forms import AskedForm, BatteryForm, ContentForm, RowForm, RungForm, WarmupForm
 from qualify.context.ladder import Cell, run_cell
-from qualify.context.record import Record
+from qualify.context.record import (
+    Asked,
+    Battery,
+    Case,
+    ColdFit,
+    Content,
+    Pass,
+    Record,
+    Row,
+    Rung,
+    Warmup,
+)
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, SizingError, fit, size
 from qualify.context.tasks import Task, Tasks, combined_question
@@ -37,32 +49,6 @@ from qualify.stage import StageContext, finish, unknown_level, validator
 from qualify.vram.sampler import Parts, gpu_note, parts_of
 
 
-@dataclass
-class Rung:
-    target: int
-    planned: int
-    clamped: bool
-    window: int
-    same_as: int | None = None
-    contents: dict[str, ContentForm] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    tokenizer_calls: int = 0
-    cold_tokenizer_calls: int = 0
-    wall_s: float = 0.0
-
-    def as_dict(self) -> RungForm:
-        return {
-            "target": self.target,
-            "planned_tokens": self.planned,
-            "clamped": self.clamped,
-            "window": self.window,
-            "same_as": self.same_as,
-            "wall_s": round(self.wall_s, 3),
-            "contents": self.contents,
-            "errors": self.errors,
-        }
-
-
 def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
     """Each target clamped to the per-request window minus the completion margin. A target that
     clamps to the size of an earlier rung is not run twice: it names that rung in `same_as`."""
@@ -70,14 +56,21 @@ def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
     rungs: list[Rung] = []
     for t in targets:
         planned = min(t, room)
-        first = next((r for r in rungs if r.planned == planned and r.same_as is None), None)
-        rungs.append(Rung(t, planned, t > room, window, first.target if first else None))
+        first = next((r for r in rungs if r.planned_tokens == planned and r.same_as is None), None)
+        same_as = first.target if first else None
+        rungs.append(
+            Rung(
+                target=t,
+                planned_tokens=planned,
+                clamped=t > room,
+                window=window,
+                same_as=same_as,
+                wall_s=0.0,
+                contents={},
+                errors=[],
+            )
+        )
     return rungs
-
-
-def level_of(cand: Candidate, s: ContextSettings) -> tuple[str, dict[str, object]]:
-    name = s.level or next(iter(cand.reasoning))
-    return name, cand.reasoning[name].request_fields()
 
 
 @validator
@@ -120,9 +113,12 @@ class Ladder:
     drv: Sender
     rng: random.Random
     seed: int
-    rows: list[RowForm] = field(default_factory=list)
-    battery: BatteryForm | None = None
+    rows: list[Row] = field(default_factory=list)
+    battery: Battery | None = None
     parts: Parts | None = None
+    # tokenizer counts per rung target: sizing its prompts, and fitting its cold prompts
+    calls: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    cold_calls: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
 
     def tasks_for(self, r: Rung, kind: Kind, needles: Needles) -> tuple[Tasks, str | None]:
         """The rung's tasks, or none with why: a rung too small to hold their lines twice over
@@ -134,12 +130,17 @@ class Ladder:
         chars = sum(len(line) + 3 for _, line in tasks.lines())
         chars += len(combined_question(needles.ask, tasks))
         need = int(2 * chars / CHARS_PER_TOKEN[kind])
-        if r.planned < need:
+        if r.planned_tokens < need:
             return Tasks(), (
-                f"no tasks at {r.planned} tokens: their lines and questions take about "
+                f"no tasks at {r.planned_tokens} tokens: their lines and questions take about "
                 f"{need // 2} tokens, more than half the prompt"
             )
         return tasks, None
+
+    async def _size(self, count: Callable[[int], Awaitable[int]], r: Rung, kind: Kind) -> Sized:
+        """The rung's prompt sized with the server's tokenizer (`qualify.context.sizing`)."""
+        per_token, most = CHARS_PER_TOKEN[kind], self.settings.max_tokenizer_counts
+        return await size(count, r.planned_tokens, per_token, most)
 
     async def rung(self, r: Rung, kind: Kind, deepest: bool = False) -> None:
         s = self.settings
@@ -156,30 +157,31 @@ class Ladder:
 
         calls0 = self.counter.calls
         try:
-            sized = await size(count, r.planned, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts)
+            sized = await self._size(count, r, kind)
         except SizingError as exc:
             r.errors.append(f"{kind}: sizing failed: {exc}")
             return
         finally:
-            r.tokenizer_calls += self.counter.calls - calls0
+            self.calls[r.target] += self.counter.calls - calls0
         doc = document(source, sized.chars, needles, extra)
-        info: ContentForm = {
-            "sizing": sized.as_dict(),
-            "tokenizer_calls": self.counter.calls - calls0,
-            "method": self.counter.method,
-            "passes": doc.passes,
-            "needle_depths": doc.depths,
-            "needles": needles.as_dict(),
-            "tasks": tasks.as_dict(),
-            "tasks_note": no_tasks,
-            "question": question,
-        }
-        self.ctx.attempt.write_json(f"sizing-{r.target}-{kind}.json", info)
+        info = Content(
+            sizing=sized,
+            tokenizer_calls=self.counter.calls - calls0,
+            method=self.counter.method,
+            passes=doc.passes,
+            needle_depths=doc.depths,
+            needles=needles.record(),
+            tasks=tasks.record(),
+            tasks_note=no_tasks,
+            question=question,
+        )
+        self.ctx.attempt.write_json(f"sizing-{r.target}-{kind}.json", info.model_dump(mode="json"))
         warm = build(sized.chars, warm_nonce)
-        info["warmups"] = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
+        info.warmups = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
         r.contents[kind] = info
-        info["cold_fits"] = []
-        for pass_ in ("warm", "cold"):  # warm first: a cold prompt may evict the warm one
+        info.cold_fits = []
+        passes: tuple[Pass, ...] = ("warm", "cold")
+        for pass_ in passes:  # warm first: a cold prompt may evict the warm one
             for c in s.concurrency:
                 try:
                     prompts = [warm] * c
@@ -188,39 +190,39 @@ class Ladder:
                 except SizingError as exc:
                     r.errors.append(f"{kind}: sizing a cold prompt failed: {exc}")
                     continue
-                cell = Cell(r.target, pass_, kind, r.planned, sized.tokens, prompts, needles, tasks)
+                cell = Cell(
+                    r.target, pass_, kind, r.planned_tokens, sized.tokens, prompts, needles, tasks
+                )
                 self.rows.append(await run_cell(self.drv, cell, self.parts))
             if pass_ == "warm" and tasks.items:  # each task alone: the prefix cache serves it
-                info["asked"] = [
+                info.asked = [
                     await self.ask(r, kind, build(sized.chars, warm_nonce, t.question), t)
                     for t in tasks.items
                 ]
-        r.cold_tokenizer_calls += self.counter.calls - calls0 - info["tokenizer_calls"]
+        self.cold_calls[r.target] += self.counter.calls - calls0 - info.tokenizer_calls
         if deepest and s.tool_battery:
             self.battery = await self.tool_battery(r, kind, source, needles)
 
-    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> AskedForm:
+    async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> Asked:
         """One task asked on its own (warm: the document is in the prefix cache); the rebuild
         checks its answer (`ladder.asked_answer`)."""
         drv = replace(self.drv, body={**self.drv.body, "max_tokens": self.settings.task_max_tokens})
         _, files = await drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
-        return {"kind": task.kind, "pass": "warm", "form": "own question", "files": files}
+        return Asked(kind=task.kind, pass_="warm", form="own question", files=files)
 
-    async def tool_battery(
-        self, r: Rung, kind: Kind, source: Source, needles: Needles
-    ) -> BatteryForm:
+    async def tool_battery(self, r: Rung, kind: Kind, source: Source, needles: Needles) -> Battery:
         """Typed, streamed and tool-result calls behind the deepest rung's document, the
         prompt with its tools sized to the rung's planned tokens (`qualify.context.battery`)."""
         tools = battery.load_tools(self.ctx.gates_dir)
         nonce = new_nonce()
-        out: BatteryForm = {
-            "target": r.target,
-            "planned_tokens": r.planned,
-            "content": kind,
-            "tools": tools,
-            "cases": [],
-            "errors": [],
-        }
+        out = Battery(
+            target=r.target,
+            planned_tokens=r.planned_tokens,
+            content=kind,
+            tools=tools,
+            cases=[],
+            errors=[],
+        )
 
         def first(chars: int, prompt: str) -> Messages:
             return messages(document(source, chars, needles), needles, nonce, prompt)
@@ -231,39 +233,30 @@ class Ladder:
 
         s, calls0 = self.settings, self.counter.calls
         try:
-            sized = await size(count, r.planned, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts)
-            typed_tokens = await self.counter.count(first(sized.chars, battery.CALL_PROMPT), tools)
+            sized = await self._size(count, r, kind)
+            call = first(sized.chars, battery.CALL_PROMPT)
+            typed_tokens = await self.counter.count(call, tools)
         except SizingError as exc:
-            out["errors"].append(f"sizing the battery's prompt failed: {exc}")
+            out.errors.append(f"sizing the battery's prompt failed: {exc}")
             return out
         finally:
-            out["tokenizer_calls"] = self.counter.calls - calls0
-        out["sizing"] = {**sized.as_dict(), "typed_tokens": typed_tokens}
+            out.tokenizer_calls = self.counter.calls - calls0
+        out.sizing = sized.model_copy(update={"typed_tokens": typed_tokens})
         base = {**self.drv.body, "max_tokens": s.battery_max_tokens, "tools": tools}
-        call = {
-            **base,
-            "messages": first(sized.chars, battery.CALL_PROMPT),
-            "tool_choice": "required",
-        }
-        streamed = {**call, "stream": True, "stream_options": {"include_usage": True}}
-        result = {
-            **base,
-            "messages": battery.continuation(first(sized.chars, battery.RESULT_PROMPT)),
-        }
-        cases: list[tuple[battery.CaseName, dict[str, object]]] = [
-            ("typed", call),
-            ("streaming", streamed),
-            ("tool-result", result),
-        ]
-        for case, body in cases:
+        typed = {**base, "messages": call, "tool_choice": "required"}
+        streamed = {**typed, "stream": True, "stream_options": {"include_usage": True}}
+        told = battery.continuation(first(sized.chars, battery.RESULT_PROMPT))
+        cases: dict[CaseName, object] = {"typed": typed, "streaming": streamed}
+        cases["tool-result"] = {**base, "messages": told}
+        for case, body in cases.items():
             send = self.drv.client.stream if case == "streaming" else self.drv.client.post
             ex = await send("/v1/chat/completions", body, s.timeout_s)
             files = self.ctx.keep(f"ctx-{r.target}-{kind}-tools-{case}", ex)
-            out["cases"].append({"case": case, "files": files})  # read back by the rebuild
+            out.cases.append(Case(case=case, files=files))  # read back by the rebuild
         return out
 
     async def cold(
-        self, build: Callable[[int, str], Messages], sized: Sized, info: ContentForm
+        self, build: Callable[[int, str], Messages], sized: Sized, info: Content
     ) -> Messages:
         """The rung's document behind a new nonce, with exactly the warm prompt's tokens."""
 
@@ -273,12 +266,12 @@ class Ladder:
         fitted = await fit(
             count, sized.tokens, sized.chars, new_nonce, self.settings.max_tokenizer_counts
         )
-        info["cold_fits"].append(fitted.as_dict())
+        info.cold_fits.append(ColdFit.model_validate(fitted.as_dict()))
         return build(fitted.chars, fitted.nonce)
 
-    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> WarmupForm:
+    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> Warmup:
         _, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
-        return {"n": i + 1, "files": files}  # its answer: the rebuild's (`ladder.warmup_answer`)
+        return Warmup(n=i + 1, files=files)  # its answer: the rebuild's (`ladder.warmup_answer`)
 
 
 async def context(ctx: StageContext) -> StageResult:
@@ -288,7 +281,8 @@ async def context(ctx: StageContext) -> StageResult:
     t_start = time.perf_counter()
     client = await ctx.client()
     ident = ctx.candidate.identity
-    level, fields = level_of(ctx.candidate, s)
+    level = s.level or next(iter(ctx.candidate.reasoning))
+    fields = ctx.candidate.reasoning[level].request_fields()
     window, window_source = await window_of(ident.engine, ident.context_length, client, ctx.keep)
     rungs = plan_targets(s.targets, window, s.completion_margin)
     seed = secrets.randbits(32)
@@ -296,12 +290,12 @@ async def context(ctx: StageContext) -> StageResult:
     drv = Sender(client, dialect(ident.engine), body, s.timeout_s, s.idle_wait_s, ctx.keep)
     counter = Counter(client, ident.engine, ident.model, fields)
     ladder = Ladder(ctx, s, counter, drv, random.Random(seed), seed, parts=parts_of(ctx.sampler))
-    runnable = [r for r in rungs if r.planned > 0 and r.same_as is None]
-    deepest = max(runnable, key=lambda r: r.planned) if runnable else None
+    runnable = [r for r in rungs if r.planned_tokens > 0 and r.same_as is None]
+    deepest = max(runnable, key=lambda r: r.planned_tokens) if runnable else None
     with ctx.progress.task("context ladder", len(rungs) * len(s.content)) as task:
         for r in rungs:
             t0 = time.perf_counter()
-            if r.planned <= 0:
+            if r.planned_tokens <= 0:
                 r.errors.append(
                     f"window {window} leaves no room after the margin {s.completion_margin}"
                 )
@@ -310,21 +304,21 @@ async def context(ctx: StageContext) -> StageResult:
             else:
                 for i, kind in enumerate(s.content):
                     await ladder.rung(r, kind, deepest=r is deepest and i == 0)
-                    task.advance(note=f"context {r.planned} tokens ({kind})")
-            r.wall_s = time.perf_counter() - t0
-    data = {
-        "targets": [r.as_dict() for r in rungs],
-        "rows": ladder.rows,
-        "tokenizer_calls": {str(r.target): r.tokenizer_calls for r in rungs},
-        "cold_tokenizer_calls": {str(r.target): r.cold_tokenizer_calls for r in rungs},
-        "audits": None,  # of this form: derived with the figures from the kept exchanges
-        "battery": ladder.battery,
-        "level": level,
-        "window": window,
-        "window_source": window_source,
-        "sizing_method": ladder.counter.method or None,
-        "seed": seed,
-        "gpu": gpu_note(ladder.parts, ctx.thresholds.vram_reserve_gib),
-        "wall_s": round(time.perf_counter() - t_start, 3),
-    }
-    return finish(ctx, ctx.judge(record := Record.model_validate(data)), record)
+                    task.advance(note=f"context {r.planned_tokens} tokens ({kind})")
+            r.wall_s = round(time.perf_counter() - t0, 3)
+    record = Record(
+        targets=rungs,
+        rows=ladder.rows,
+        tokenizer_calls={str(r.target): ladder.calls[r.target] for r in rungs},
+        cold_tokenizer_calls={str(r.target): ladder.cold_calls[r.target] for r in rungs},
+        audits=None,  # of this form: derived with the figures from the kept exchanges
+        battery=ladder.battery,
+        level=level,
+        window=window,
+        window_source=window_source,
+        sizing_method=ladder.counter.method or None,
+        seed=seed,
+        gpu=gpu_note(ladder.parts, ctx.thresholds.vram_reserve_gib),
+        wall_s=round(time.perf_counter() - t_start, 3),
+    )
+    return finish(ctx, ctx.judge(record), record)

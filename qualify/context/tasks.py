@@ -22,25 +22,14 @@ from __future__ import annotations
 import random
 import re
 import string
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, get_args
 
-from qualify.context.corpus import KINDS, text
-
-if TYPE_CHECKING:
-    from qualify.context.forms import TaskForm
+from qualify.context.corpus import DIGIT_GAP, five_digits, fresh
+from qualify.context.record import TaskCheck, TaskInfo
 
 TaskKind = Literal["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
-TASK_KINDS: tuple[TaskKind, ...] = (
-    "multi-key",
-    "multi-value",
-    "variable-tracking",
-    "common-words",
-    "aggregation",
-)
-_DIGIT_GAP = re.compile(r"(?<=\d)[,\s.\-](?=\d)")
+TASK_KINDS: tuple[TaskKind, ...] = get_args(TaskKind)
 _NUMBER = re.compile(r"\b\d+\b")
 _WORDS = {
     "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -50,33 +39,12 @@ _NUMBER_WORD = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
 _SYLLABLES = ("zor", "vel", "quin", "tar", "plix", "mun", "dra", "keth", "wob", "lys", "fen", "gru")
 
 
-@cache
-def _corpus() -> str:
-    return "".join(text(k) for k in KINDS).lower()
-
-
-def _fresh(rng: random.Random, make: Callable[[random.Random], object], taken: set[str]) -> str:
-    while True:
-        v = str(make(rng))
-        if v.lower() not in _corpus() and v not in taken:
-            taken.add(v)
-            return v
-
-
-def _value(rng: random.Random) -> str:
-    return str(rng.randint(10000, 99999))
-
-
 def _varname(rng: random.Random) -> str:
     return "".join(rng.choice(string.ascii_uppercase) for _ in range(4))
 
 
 def _word(rng: random.Random) -> str:
     return "".join(rng.choice(_SYLLABLES) for _ in range(2))
-
-
-def _flat(answer: str) -> str:
-    return _DIGIT_GAP.sub("", answer)
 
 
 def first_number(answer: str) -> int | None:
@@ -101,39 +69,36 @@ class Task:
     def depths(self) -> list[int]:
         return sorted({d for d, _ in self.lines})
 
-    def check(self, answer: str) -> dict[str, object]:
+    def check(self, answer: str) -> TaskCheck:
         """Whether `answer` is right, with what it named and missed (deterministic)."""
         if self.kind == "aggregation":
             said = first_number(answer)
-            return {"passed": said == self.count, "expected": self.count, "said": said}
+            return TaskCheck(passed=said == self.count, expected=self.count, said=said)
+        expected = list(self.expect)
         if self.kind in ("multi-key", "multi-value"):
-            flat = _flat(answer)
+            flat = DIGIT_GAP.sub("", answer)
             missed = [v for v in self.expect if v not in flat]
-            return {"passed": not missed, "missed": missed, "expected": list(self.expect)}
+            return TaskCheck(passed=not missed, missed=missed, expected=expected)
         if self.kind == "variable-tracking":
             words = set(re.findall(r"\b[A-Z]{4}\b", answer))
             missed = [v for v in self.expect if v not in words]
             wrong = [v for v in self.forbid if v in words]
-            return {
-                "passed": not missed and not wrong,
-                "missed": missed,
-                "wrong": wrong,
-                "expected": list(self.expect),
-            }
+            ok = not missed and not wrong
+            return TaskCheck(passed=ok, missed=missed, wrong=wrong, expected=expected)
         words = set(re.findall(r"[a-z]+", answer.lower()))
         missed = [v for v in self.expect if v not in words]
-        return {"passed": not missed, "missed": missed, "expected": list(self.expect)}
+        return TaskCheck(passed=not missed, missed=missed, expected=expected)
 
-    def as_dict(self) -> TaskForm:
-        return {
-            "kind": self.kind,
-            "depths": self.depths,
-            "lines": [[d, line] for d, line in self.lines],
-            "question": self.question,
-            "expect": list(self.expect),
-            "forbid": list(self.forbid),
-            "count": self.count,
-        }
+    def record(self) -> TaskInfo:
+        return TaskInfo(
+            kind=self.kind,
+            depths=self.depths,
+            lines=list(self.lines),
+            question=self.question,
+            expect=list(self.expect),
+            forbid=list(self.forbid),
+            count=self.count,
+        )
 
 
 def multi_key(rng: random.Random, taken: set[str]) -> Task:
@@ -141,7 +106,7 @@ def multi_key(rng: random.Random, taken: set[str]) -> Task:
     lockers = [f"L-{rng.randint(100, 999)}" for _ in depths]
     while len(set(lockers)) < len(lockers):
         lockers = [f"L-{rng.randint(100, 999)}" for _ in depths]
-    values = [_fresh(rng, _value, taken) for _ in depths]
+    values = [fresh(rng, five_digits, taken) for _ in depths]
     lines = tuple(
         (d, f"Note: the access code of locker {k} is {v}.")
         for d, k, v in zip(depths, lockers, values, strict=True)
@@ -154,9 +119,9 @@ def multi_key(rng: random.Random, taken: set[str]) -> Task:
     return Task("multi-key", lines, q, tuple(values[i] for i in asked))
 
 
-def multi_value(rng: random.Random, taken: set[str]) -> Task:
+def multifive_digits(rng: random.Random, taken: set[str]) -> Task:
     depths = (20, 55, 85)
-    values = [_fresh(rng, _value, taken) for _ in depths]
+    values = [fresh(rng, five_digits, taken) for _ in depths]
     lines = tuple(
         (d, f"Note: one batch code of the Corwen depot is {v}.")
         for d, v in zip(depths, values, strict=True)
@@ -166,8 +131,8 @@ def multi_value(rng: random.Random, taken: set[str]) -> Task:
 
 
 def variable_tracking(rng: random.Random, taken: set[str]) -> Task:
-    names = [_fresh(rng, _varname, taken) for _ in range(5)]
-    value, other = _fresh(rng, _value, taken), _fresh(rng, _value, taken)
+    names = [fresh(rng, _varname, taken) for _ in range(5)]
+    value, other = fresh(rng, five_digits, taken), fresh(rng, five_digits, taken)
     chain, decoy = names[:3], names[3:]
     lines = (
         (10, f"VAR {chain[0]} = {value}"),
@@ -184,8 +149,8 @@ def variable_tracking(rng: random.Random, taken: set[str]) -> Task:
 
 
 def common_words(rng: random.Random, taken: set[str]) -> Task:
-    common = [_fresh(rng, _word, taken) for _ in range(3)]
-    rare = [_fresh(rng, _word, taken) for _ in range(6)]
+    common = [fresh(rng, _word, taken) for _ in range(3)]
+    rare = [fresh(rng, _word, taken) for _ in range(6)]
     bag = common * 4 + rare
     rng.shuffle(bag)
     thirds = [bag[i::3] for i in range(3)]
@@ -206,7 +171,7 @@ def aggregation(rng: random.Random, taken: set[str]) -> Task:
 
 _MAKERS = {
     "multi-key": multi_key,
-    "multi-value": multi_value,
+    "multi-value": multifive_digits,
     "variable-tracking": variable_tracking,
     "common-words": common_words,
     "aggregation": aggregation,
@@ -227,8 +192,8 @@ class Tasks:
     def lines(self) -> list[tuple[int, str]]:
         return [line for t in self.items for line in t.lines]
 
-    def as_dict(self) -> list[TaskForm]:
-        return [t.as_dict() for t in self.items]
+    def record(self) -> list[TaskInfo]:
+        return [t.record() for t in self.items]
 
 
 _NUMBERED = re.compile(r"(?m)^\s*(?:\*\*)?(\d{1,2})\s*[.):]")
@@ -238,10 +203,9 @@ def numbered(answer: str) -> dict[int, str]:
     """The answer's numbered parts (`1.`, `2)`, `3:` at a line start), by number."""
     marks = list(_NUMBERED.finditer(answer))
     out: dict[int, str] = {}
-    ends: list[re.Match[str] | None] = [*marks[1:], None]
-    for m, nxt in zip(marks, ends[: len(marks)], strict=True):
-        n = int(m.group(1))
-        out.setdefault(n, answer[m.end() : nxt.start() if nxt else len(answer)])
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(answer)
+        out.setdefault(int(m.group(1)), answer[m.end() : end])
     return out
 
 
@@ -254,12 +218,13 @@ def combined_question(first: str, tasks: Tasks) -> str:
     )
 
 
-def judge_combined(answer: str, tasks: Tasks) -> dict[str, dict[str, object]]:
+def judge_combined(answer: str, tasks: Tasks) -> dict[str, TaskCheck]:
     """Each task judged on its numbered part of a combined answer (question i + 1), or on the
     whole answer when the model did not number it (`numbered` false)."""
     parts = numbered(answer)
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, TaskCheck] = {}
     for i, t in enumerate(tasks.items, 2):
         part = parts.get(i)
-        out[t.kind] = {**t.check(answer if part is None else part), "numbered": part is not None}
+        out[t.kind] = t.check(answer if part is None else part)
+        out[t.kind].numbered = part is not None
     return out

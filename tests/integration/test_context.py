@@ -230,6 +230,7 @@ def test_tool_battery_at_the_deepest_rung_through_the_servers_parser(
     prefix cache) and the tool-result continuation are kept and judged by the preflight's own
     judges over what llama-server's tool parser returned."""
     from qualify.context.battery import judge_case
+    from qualify.context.record import Case
 
     result, attempt = ladder
     bat = result.data["battery"]
@@ -242,7 +243,7 @@ def test_tool_battery_at_the_deepest_rung_through_the_servers_parser(
         assert SIZES[-1] - 200 <= case["prompt_tokens"] <= WINDOW, case
         assert (attempt / case["files"][0]).exists()
         gate = next(g for g in result.gates if g.gate.startswith(f"deep-{_gate_of(name)}@"))
-        problems = judge_case(case, bat["tools"])
+        problems = judge_case(Case.model_validate(case), bat["tools"])
         assert gate.verdict is (Verdict.FAIL if problems else Verdict.PASS), gate.reasons
     streamed = cases["streaming"]
     assert streamed["sse_chunks"] > 1

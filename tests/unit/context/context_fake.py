@@ -162,11 +162,13 @@ class Kept:
         pass
 
     def rows(
-        self, drafts: list[dict[str, Any]], needles: Any, timings: dict[int, Any] | None = None
+        self, drafts: list[Any], needles: Any, timings: dict[int, Any] | None = None
     ) -> list[dict[str, Any]]:
-        """The draft rows as the stage seals them (`qualify.context.rebuild`), every counted
-        stream's timing added to `timings` by concurrency."""
+        """The draft rows as the stage seals them (`qualify.context.rebuild`), in their JSON
+        form, every counted stream's timing added to `timings` by concurrency."""
         from qualify.context.rebuild import _row
+        from qualify.context.record import Content
 
-        contents = {"prose": {"needles": needles.as_dict()}}
-        return [_row(self, r, contents, {} if timings is None else timings) for r in drafts]  # type: ignore[arg-type]
+        contents = {"prose": Content(needles=needles.record())}
+        timings = {} if timings is None else timings
+        return [_row(self, r, contents, timings).model_dump(mode="json") for r in drafts]  # type: ignore[arg-type]

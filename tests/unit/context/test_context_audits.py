@@ -17,7 +17,7 @@ from qualify.context.judges import (
     garbled,
     tasks,
 )
-from qualify.context.record import Record
+from qualify.context.record import Case, Record
 from qualify.context.tasks import (
     TASK_KINDS,
     Tasks,
@@ -64,20 +64,20 @@ def test_five_kinds_each_spread_over_two_depths_or_more() -> None:
 
 def test_each_check_passes_the_right_answer_and_fails_a_wrong_one() -> None:
     for t in _tasks().items:
-        assert t.check(_right(t))["passed"], t.kind
-        assert not t.check("I do not know.")["passed"], t.kind
+        assert t.check(_right(t)).passed, t.kind
+        assert not t.check("I do not know.").passed, t.kind
     mk, mv, vt, cw, agg = _tasks().items
-    assert not mk.check(mk.expect[0])["passed"], "one key of two is not enough"
-    assert not mv.check(", ".join(mv.expect[:2]))["passed"], "every value is asked"
+    assert not mk.check(mk.expect[0]).passed, "one key of two is not enough"
+    assert not mv.check(", ".join(mv.expect[:2])).passed, "every value is asked"
     decoy = vt.forbid[0]
-    assert vt.check(", ".join(vt.expect))["passed"]
+    assert vt.check(", ".join(vt.expect)).passed
     wrong = vt.check(", ".join([*vt.expect, decoy]))
-    assert not wrong["passed"] and wrong["wrong"] == [decoy], "a decoy named fails"
-    assert not cw.check(" ".join(cw.expect[:2]))["passed"]
+    assert not wrong.passed and wrong.wrong == [decoy], "a decoy named fails"
+    assert not cw.check(" ".join(cw.expect[:2])).passed
     assert agg.count is not None
-    assert not agg.check(f"{agg.count + 1} crates, not {agg.count}")["passed"], "first number"
+    assert not agg.check(f"{agg.count + 1} crates, not {agg.count}").passed, "first number"
     words = {3: "three", 4: "four", 5: "five", 6: "six"}
-    assert agg.check(f"There were {words[agg.count]} crates.")["passed"]
+    assert agg.check(f"There were {words[agg.count]} crates.").passed
 
 
 def test_values_names_and_words_never_occur_in_the_corpus() -> None:
@@ -101,12 +101,12 @@ def test_combined_answers_are_judged_by_their_numbers() -> None:
     )
     assert set(numbered(answer)) == set(range(1, 7))
     judged = judge_combined(answer, ts)
-    assert all(j["passed"] and j["numbered"] for j in judged.values()), judged
+    assert all(j.passed and j.numbered for j in judged.values()), judged
     # The aggregation count given to the wrong question does not count for it.
     shifted = answer.replace(f"6. {_right(ts.items[4])}", "6. none")
-    assert not judge_combined(shifted, ts)["aggregation"]["passed"]
+    assert not judge_combined(shifted, ts)["aggregation"].passed
     unnumbered = judge_combined("no idea", ts)
-    assert not any(j["numbered"] or j["passed"] for j in unnumbered.values())
+    assert not any(j.numbered or j.passed for j in unnumbered.values())
     assert first_number("About 4, maybe 5") == 4
 
 
@@ -139,7 +139,7 @@ def _row(pass_: str, answer: str, checks: dict[str, Any]) -> dict[str, Any]:
 
 def _audited(cold_agg: bool = True, garble: str = "") -> dict[str, Any]:
     ts = _tasks()
-    right = {t.kind: {**t.check(_right(t)), "numbered": True} for t in ts.items}
+    right = {t.kind: {**t.check(_right(t)).model_dump(), "numbered": True} for t in ts.items}
     cold = dict(right)
     if not cold_agg:
         cold["aggregation"] = {"passed": False, "said": 9, "expected": 4, "numbered": True}
@@ -148,7 +148,7 @@ def _audited(cold_agg: bool = True, garble: str = "") -> dict[str, Any]:
         for t in ts.items
     ]
     warmups = [{"n": 1, "answer": "fine"}, {"n": 2, "answer": garble or "fine"}]
-    contents = {"prose": {"tasks": ts.as_dict(), "asked": asked, "warmups": warmups}}
+    contents = {"prose": {"tasks": ts.record(), "asked": asked, "warmups": warmups}}
     return {
         "targets": [_rung(contents=contents)],
         "rows": [_row("warm", "fine", right), _row("cold", "fine", cold)],
@@ -267,7 +267,7 @@ def test_deep_tools_fail_on_the_wrong_data() -> None:
         T,
     )
     assert j.verdict == "inconclusive"
-    assert judge_case(_case("typed"), _tools()) == []
+    assert judge_case(Case.model_validate(_case("typed")), _tools()) == []
 
 
 def test_the_declared_gate_files_load_and_judge_the_audits() -> None:

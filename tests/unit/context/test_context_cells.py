@@ -22,7 +22,7 @@ from qualify.context.judges import (
 )
 from qualify.context.ladder import Cell, run_cell
 from qualify.context.rebuild import degenerate_streams, fidelity_summary, speed_summary
-from qualify.context.record import Record
+from qualify.context.record import Record, Row
 from qualify.gates.registry import Judged
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
@@ -231,11 +231,11 @@ def test_a_degenerate_answer_is_kept_flagged_and_not_a_speed(
         {"stream": row["streams"].index(bad[0]) + 1, "reason": bad[0]["degenerate"]}
     ]
     assert "left out of the decode figures" in row["notes"][0]
-    listed = degenerate_streams([row])
-    assert [(d["pass"], d["answer"]) for d in listed] == [("warm", bad[0]["answer"])]
-    speed = speed_summary([row])["warm"]
-    assert speed["streams"] == 2 and speed["degenerate_left_out"] == 1
-    assert speed["decode_tok_s_median"] == good[0]["decode_tok_s"]
+    listed = degenerate_streams([Row.model_validate(row)])
+    assert [(d.pass_, d.answer) for d in listed] == [("warm", bad[0]["answer"])]
+    speed = speed_summary([Row.model_validate(row)]).warm
+    assert speed.streams == 2 and speed.degenerate_left_out == 1
+    assert speed.decode_tok_s_median == good[0]["decode_tok_s"]
 
 
 def test_every_answer_degenerate_leaves_no_decode_figure(
@@ -246,7 +246,7 @@ def test_every_answer_degenerate_leaves_no_decode_figure(
     row = _row(fake_client(), _cell("warm", [warm], needles))
     assert row["decode_tok_s"] is None and row["itl_p50_ms"] is None and row["e2e_s"] is None
     assert row["streams"][0]["decode_tok_s"] is not None  # kept on the stream as evidence
-    assert speed_summary([row])["warm"]["decode_tok_s_median"] is None
+    assert speed_summary([Row.model_validate(row)]).warm.decode_tok_s_median is None
 
 
 def test_a_client_that_disagrees_with_the_server_fails_fidelity(
@@ -262,9 +262,9 @@ def test_a_client_that_disagrees_with_the_server_fails_fidelity(
         kept.rows(
             [asyncio.run(run_cell(drv, _cell("warm", [warm] * c, needles)))], needles, timings
         )
-    data = {"fidelity": fidelity_summary("llama.cpp", timings)}
-    assert data["fidelity"]["requests"] == 3 and data["fidelity"]["engine"] == "llama.cpp"
-    assert sorted(data["fidelity"]["by_concurrency"]) == ["1", "2"]
-    judged = fidelity(Record.model_validate(data), FidelityParams(), Thresholds())
+    summary = fidelity_summary("llama.cpp", timings)
+    assert summary.requests == 3 and summary.engine == "llama.cpp"
+    assert sorted(summary.by_concurrency) == ["1", "2"]
+    judged = fidelity(Record(fidelity=summary), FidelityParams(), Thresholds())
     assert [(j.part, j.verdict) for j in judged] == [("c=1", Verdict.FAIL), ("c=2", Verdict.FAIL)]
     assert "decode_ratio_median" in judged[0].reasons[0]

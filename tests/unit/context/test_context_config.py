@@ -38,7 +38,7 @@ def test_duplicate_targets_refused() -> None:
 def test_targets_clamp_to_window_minus_margin() -> None:
     """A target over the window minus the margin is clamped and marked; others are kept."""
     rungs = plan_targets([1024, 3072, 16384], 8192, 256)
-    assert [(r.target, r.planned, r.clamped) for r in rungs] == [
+    assert [(r.target, r.planned_tokens, r.clamped) for r in rungs] == [
         (1024, 1024, False),
         (3072, 3072, False),
         (16384, 7936, True),
@@ -48,7 +48,7 @@ def test_targets_clamp_to_window_minus_margin() -> None:
 def test_targets_clamped_to_one_size_run_once() -> None:
     """Two targets that clamp to the same size are one rung: the later names the earlier."""
     rungs = plan_targets([3072, 16384, 32768], 8192, 256)
-    assert [(r.target, r.planned, r.same_as) for r in rungs] == [
+    assert [(r.target, r.planned_tokens, r.same_as) for r in rungs] == [
         (3072, 3072, None),
         (16384, 7936, None),
         (32768, 7936, 16384),
@@ -66,7 +66,7 @@ def test_llamacpp_window_is_per_request_not_per_server(
     fake.n_ctx, fake.total_slots = 8192, 4
     window, source = asyncio.run(window_of("llama.cpp", 32768, fake_client(), _keep))
     assert (window, source) == (8192, "/props default_generation_settings.n_ctx (per slot)")
-    assert plan_targets([16384], window, 256)[0].planned == 7936
+    assert plan_targets([16384], window, 256)[0].planned_tokens == 7936
 
 
 def test_pinned_context_is_per_request_when_the_server_is_silent(

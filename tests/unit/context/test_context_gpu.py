@@ -18,7 +18,7 @@ from qualify.context.record import Record
 from qualify.context.section import context_rows
 from qualify.context.settings import ContextSettings
 from qualify.context.sizing import Counter
-from qualify.context.stage import Ladder, Rung
+from qualify.context.stage import Ladder, plan_targets
 from qualify.decision import document
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import LLAMACPP
@@ -43,7 +43,7 @@ def _ladder(client: Client, parts: FakeParts | None, tmp: Path) -> Ladder:
 
 def _run(client: Client, parts: FakeParts | None, tmp: Path) -> Ladder:
     ladder = _ladder(client, parts, tmp)
-    asyncio.run(ladder.rung(Rung(1500, 1500, False, 8192), "prose"))
+    asyncio.run(ladder.rung(plan_targets([1500], 8192, 512)[0], "prose"))
     return ladder
 
 
@@ -84,7 +84,7 @@ def test_without_a_sampler_rows_have_no_gpu_and_the_record_says_why(
     fake: FakeLlama, fake_client: Callable[[], Client], tmp_path: Path
 ) -> None:
     ladder = _run(fake_client(), None, tmp_path)
-    assert all("gpu" not in row for row in ladder.rows)
+    assert all("gpu" not in row.model_fields_set for row in ladder.rows)
     assert gpu_note(None, 3.0).model_dump() == {
         "reserve_gib": 3.0,
         "why": "no GPU telemetry (no sampler in this run)",

@@ -24,8 +24,8 @@ from qualify.context.rebuild import (
     fidelity_summary,
     speed_summary,
 )
-from qualify.context.record import Record
-from qualify.context.stage import Rung
+from qualify.context.record import Content, Record, Row
+from qualify.context.stage import plan_targets
 from qualify.httpclient.client import Client
 from qualify.httpclient.timing import RequestTiming
 from qualify.registry import parse_record
@@ -89,16 +89,18 @@ def _built(fake: FakeLlama, client: Client) -> dict[str, Any]:
         return kept.rows(out, needles, timings)
 
     rows = asyncio.run(go())
-    rung = Rung(1500, 1500, False, 8192, contents={"prose": {"needles": needles.as_dict()}})
+    typed = [Row.model_validate(r) for r in rows]
+    [rung] = plan_targets([1500], 8192, 512)
+    rung.contents["prose"] = Content(needles=needles.record())
     return {
-        "targets": [rung.as_dict()],
+        "targets": [rung.model_dump(mode="json")],
         "rows": rows,
         "tokenizer_calls": {"1500": 4},
         "cold_tokenizer_calls": {"1500": 2},
-        "fidelity": fidelity_summary("llama.cpp", timings),
-        "degenerate": degenerate_streams(rows),
-        "speed": speed_summary(rows),
-        "audits": audit_summary([rung.as_dict()], rows),
+        "fidelity": fidelity_summary("llama.cpp", timings).model_dump(mode="json"),
+        "degenerate": [d.model_dump(mode="json") for d in degenerate_streams(typed)],
+        "speed": speed_summary(typed).model_dump(mode="json"),
+        "audits": audit_summary([rung], typed).model_dump(mode="json"),
         "battery": None,
         "level": "off",
         "window": 8192,

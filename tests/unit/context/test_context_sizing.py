@@ -37,7 +37,7 @@ def test_lands_within_tolerance_in_few_counts(kind: str, target: int) -> None:
     """Every kind and size lands at or just under the target in at most five counts."""
     sized = asyncio.run(size(_count_with_fake(kind), target, CHARS_PER_TOKEN[kind], 8))  # type: ignore[arg-type]
     assert target - tolerance(target) <= sized.tokens <= target
-    assert sized.within
+    assert sized.within_tolerance
     assert sized.calls <= 5, sized.steps
 
 
@@ -57,7 +57,7 @@ def test_never_over_the_target() -> None:
 
     sized = asyncio.run(size(coarse, 1000, 4.0, 6))
     assert sized.tokens <= 1000
-    assert not sized.within
+    assert not sized.within_tolerance
 
 
 def test_target_below_the_fixed_part_is_an_error() -> None:

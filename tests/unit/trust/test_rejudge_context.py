@@ -99,9 +99,15 @@ def test_a_cell_compared_with_the_servers_histograms_is_compared_again_the_same_
     from typing import cast
 
     from qualify.context.rebuild import _windowed
+    from qualify.context.record import Row
     from qualify.evidence.kept import AttemptView
     from qualify.httpclient.chat import ChatOutcome
-    from qualify.httpclient.timing import fidelity, timing, with_server_window
+    from qualify.httpclient.timing import (
+        ServerComparison,
+        fidelity,
+        timing,
+        with_server_window,
+    )
     from qualify.httpclient.window import ServerWindow
 
     ts = [
@@ -123,9 +129,12 @@ def test_a_cell_compared_with_the_servers_histograms_is_compared_again_the_same_
     live, info = with_server_window(ts, window)
     trusted: list[str] = []
     view = cast(AttemptView, SimpleNamespace(trust=trusted.append))
-    out: dict[str, Any] = {}
-    again = _windowed(view, {"server_window": json.loads(json.dumps(info))}, out, ts)
-    assert again == live and out["server_window"] == info
+    row = Row.model_validate(
+        {"target": 1, "pass": "warm", "content": "prose", "concurrency": 2, "planned_tokens": 1}
+        | {"server_window": json.loads(json.dumps(info))}
+    )
+    again = _windowed(view, row, ts)
+    assert again == live and row.server_window == ServerComparison.model_validate(info)
     assert fidelity(again)["decode_ratio_median"] == pytest.approx(1.9 / 2)
     assert fidelity(ts)["n_decode"] == 0, "without the window there is nothing to compare"
     assert trusted == ["each cell's server latency-histogram window (the scrapes around it)"]
