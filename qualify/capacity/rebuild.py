@@ -62,16 +62,12 @@ _LATER = {
 }
 
 
-def streams_of(view: AttemptView, label: str, sealed: list[Any], kind: str | None) -> list[Any]:
-    """Each stream of a timed run named `label`, measured again from its kept exchange."""
-    return [kept_stream(view, label, i, st, kind, None) for i, st in enumerate(sealed)]
-
-
 def _run(view: AttemptView, sealed: dict[str, Any], kind: str, want: int) -> dict[str, Any]:
     """One timed run measured again: its streams from their exchanges, the rest as recorded."""
     run = copy.deepcopy(sealed)
     label = str(sealed.get("label"))
-    streams = streams_of(view, label, sealed.get("streams") or [], kind)
+    sent = sealed.get("streams") or []
+    streams = [kept_stream(view, label, i, st, kind, None) for i, st in enumerate(sent)]
     idle = ((sealed.get("idle") or {}).get("before") or {}).get("idle")
     if len(streams) != (0 if idle is False else want):
         raise NotKept(f"{label}: {len(streams)} streams kept, the run sends {want}")
@@ -85,11 +81,16 @@ def _run(view: AttemptView, sealed: dict[str, Any], kind: str, want: int) -> dic
     return run
 
 
-def _runs(view: AttemptView, row: dict[str, Any], kind: str, want: int, n: int) -> list[Any]:
+def _runs(
+    view: AttemptView, row: dict[str, Any], name: str, kind: str, want: int, n: int
+) -> dict[str, Any]:
+    """A cell's runs measured again, and its figures over them."""
     sealed = row.get("run_records") or []
     if len(sealed) != n:
-        raise NotKept(f"{row.get('cell')}: {len(sealed)} runs recorded, the candidate asks {n}")
-    return [_run(view, r, kind, want) for r in sealed]
+        raise NotKept(f"{name}: {len(sealed)} runs recorded, the candidate asks {n}")
+    runs = [_run(view, r, kind, want) for r in sealed]
+    idle = any(r["idle"]["before"]["idle"] is None for r in runs)
+    return {**median_of_runs(runs), "idle_unknown": idle, "_runs": runs}
 
 
 def _saturation(
@@ -122,7 +123,7 @@ def _matrix(
     rows, sat = [], {}
     for row in sealed.get("matrix") or []:
         c, planned = int(row["concurrency"]), int(row["length"])
-        runs = _runs(view, row, "prose", c, s.runs)
+        cell = _runs(view, row, str(row.get("cell")), "prose", c, s.runs)
         kv = engines.get(row.get("lane", "candidate"), {}).get("kv_tokens")
         need = c * (planned + s.max_tokens)
         rows.append(
@@ -131,12 +132,10 @@ def _matrix(
                 "cell": cell_key(planned, c),
                 "length": planned,
                 "concurrency": c,
-                **median_of_runs(runs),
-                **(run_goodput(runs, slo) if slo is not None else {}),
+                **cell,
+                **(run_goodput(cell["_runs"], slo) if slo is not None else {}),
                 "kv_tokens_needed": need,
                 "kv_fits": None if not kv else need <= kv,
-                "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
-                "_runs": runs,
             }
         )
     for lane in dict.fromkeys(r["lane"] for r in rows):
@@ -154,18 +153,14 @@ def _kinds(view: AttemptView, sealed: dict[str, Any], s: CapacitySettings) -> li
         if row.get("error"):
             rows.append(copy.deepcopy(row))
             continue
-        runs = _runs(
-            view, {**row, "cell": f"{row['kind']}@{row['depth']}"}, row["kind"], 1, s.kind_runs
-        )
-        acc = combine([r.get("acceptance") for r in runs if not r["excluded"]])
+        cell = _runs(view, row, f"{row['kind']}@{row['depth']}", row["kind"], 1, s.kind_runs)
+        acc = combine([r.get("acceptance") for r in cell["_runs"] if not r["excluded"]])
         rows.append(
             {
                 **{k: row.get(k) for k in ("kind", "depth", "target", "sized_tokens")},
-                **median_of_runs(runs),
+                **cell,
                 "acceptance_rate": acc.get("rate") if acc else None,
                 "acceptance": acc,
-                "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
-                "_runs": runs,
             }
         )
     return rows
@@ -181,22 +176,18 @@ def _not_run(sat: dict[str, dict[str, Any]], s: CapacitySettings) -> list[dict[s
     return out
 
 
-def _complete(view: AttemptView, streams: list[dict[str, Any]]) -> None:
+def _complete(view: AttemptView, rows: list[dict[str, Any]], load: dict[str, Any]) -> None:
     """Every counted exchange the attempt kept (not a warm-up, not the engine's) belongs to a
     stream of the record: none was left out of it."""
+    edge = (load.get("incumbent") or {}).get("cells") or []
+    cells = [*(load.get("cells") or []), *edge, load.get("soak") or {}]
+    cells += [*(load.get("replay") or []), {"streams": (load.get("sessions") or {}).get("turns")}]
+    streams = [st for row in rows for run in row["_runs"] for st in run["streams"]]
+    streams += [st for c in cells for st in c.get("streams") or []]
     named = {_PART.sub("", str(f)) for st in streams for f in (st.get("files") or [])[:1]}
     kept = [n for n in view.names() if _COUNTED.match(n) and n not in named]
     if kept:
         raise NotKept(f"kept exchanges no run of the record holds: {kept[:3]}")
-
-
-def _all_streams(rows: list[dict[str, Any]], load: dict[str, Any] | None) -> list[Any]:
-    out = [st for row in rows for run in row["_runs"] for st in run["streams"]]
-    edge = ((load or {}).get("incumbent") or {}).get("cells") or []
-    cells = [*((load or {}).get("cells") or []), *edge, (load or {}).get("soak") or {}]
-    cells += (load or {}).get("replay") or []
-    cells += [{"streams": ((load or {}).get("sessions") or {}).get("turns") or []}]
-    return out + [st for c in cells for st in c.get("streams") or []]
 
 
 def _lengths(sealed: dict[str, Any], s: CapacitySettings, window: int | None) -> dict[str, Any]:
@@ -249,7 +240,7 @@ def rebuild(view: AttemptView) -> Record:
         load["replay"] = [replay_again(view, c, s, slo) for c in load["replay"]]
     if load and load.get("sessions") and slo is not None:
         load["sessions"] = sessions_again(view, load["sessions"], slo)
-    _complete(view, _all_streams(matrix + kinds, load))
+    _complete(view, matrix + kinds, load or {})
     for row in matrix + kinds:
         row["run_records"] = public_runs(row.pop("_runs"))
     window = (sealed.get("engine") or {}).get("context_per_request")

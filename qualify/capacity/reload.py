@@ -251,7 +251,7 @@ def rebuild_load(
         out["soak"] = _soak(view, out["soak"], s, slo, seed)
         if "rate_from" in out["soak"]:  # an earlier build wrote none
             held = out.get("knee")
-            knee_rps = held.rate_rps if isinstance(held, Knee) else (held or {}).get("rate_rps")
+            knee_rps = held.rate_rps if isinstance(held, Knee) else None
             out["soak"]["rate_from"] = soak_rate_from(s.soak.rate_rps, knee_rps)
     if out.get("incumbent"):
         out["incumbent"] = _edge_again(view, out, s, slo, seed)
@@ -264,9 +264,7 @@ def _edge_again(
     """The incumbent's steps at the candidate's edge, measured again: they must repeat the
     rates and steps the rebuilt search gives (`edge.edge_steps`), each with that step's seed."""
     edge: dict[str, Any] = copy.deepcopy(load["incumbent"])
-    knee = load.get("knee")
-    knee = Knee.model_validate(knee) if isinstance(knee, dict) else knee
-    steps = edge_steps(load.get("cells") or [], knee)
+    steps = edge_steps(load.get("cells") or [], load.get("knee"))
     cells = edge.get("cells") or []
     ran = [(float(c.get("rate_rps") or 0.0), int(c.get("step") or 0) - 1) for c in cells]
     if cells and ran != steps:
