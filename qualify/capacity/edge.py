@@ -46,10 +46,6 @@ def edge_steps(cells: list[dict[str, Any]], knee: Knee | None) -> list[tuple[flo
     return out
 
 
-def edge_label(rate: float) -> str:
-    return f"load-{PREFIX}poisson-{rate:.4g}rps"
-
-
 async def incumbent_edge(
     cap: Capacity, lane: Lane, load: dict[str, Any], task: Task
 ) -> dict[str, Any]:
@@ -78,7 +74,7 @@ async def incumbent_edge(
             lane.sender,
             p.fresh,
             poisson(rate, step_size(rate, s.load), cap.seed + k),
-            label=edge_label(rate),
+            label=f"load-{PREFIX}poisson-{rate:.4g}rps",
             kind=s.load.kind,
             max_tokens=s.max_tokens,
             slo=cap.slo,

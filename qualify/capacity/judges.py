@@ -1,26 +1,5 @@
 """The capacity stage's judges, declared in `gates/capacity/*.yaml`, reading the stage's typed
-record (`qualify.capacity.record.Record`).
-
-- `capacity-expected-range`: one verdict per declared range; a covered cell outside it fails;
-  no range declared at all is `inconclusive` ("no range"), never a pass;
-- `capacity-unranged`: the measured cells no range covers, `inconclusive` when there are any;
-- `capacity-requests`: no timed request failed or was cut;
-- `capacity-measured`: every cell that was run has a counted run, with the engine idle around;
-- `capacity-fidelity`: per cell, the client's completion tokens agree with the server's own
-  generated-token counter over the same window, and (where the engine keeps latency histograms)
-  its decode tok/s with the server's, within `fidelity_decode_tolerance`;
-- `capacity-incumbent`: per cell, a regression against the incumbent beyond
-  `ab_max_regression_pct`, with the whole interval beyond it, fails; no incumbent is `skipped`;
-- `capacity-degenerate`: degenerate answers, listed (left out of every speed figure), judged
-  by the one rule (`qualify.httpclient.degenerate.degenerate_verdict`);
-- `capacity-engine`: the engine reported its KV capacity (`inconclusive` when it did not);
-- `capacity-answers`: per load cell, every answer judged and none broken;
-- `capacity-goodput`: the knee ("serves R req/s at goodput G under SLO S"), and the house's
-  minimum rate when it sets one;
-- `capacity-harness`: per open-loop cell, the client kept to its schedule (else `error`);
-- `capacity-soak`: no hung engine, requests completed, drift and error counters within bounds;
-- `capacity-energy`: J per output token per lane and cell, `inconclusive` when unmeasured.
-"""
+record (`qualify.capacity.record.Record`); each judge's docstring says what it holds."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ def acceptance_text(soak: Soak) -> str:
         return ""
     if a.why is not None or not a.thirds:
         return f"; acceptance: {a.why or 'no data'}"
-    rates = " -> ".join("no data" if t.rate is None else f"{t.rate:.2f}" for t in a.thirds)
+    rates = _steps([t.rate for t in a.thirds], ".2f")
     lengths = " -> ".join(number(t.mean_length) for t in a.thirds)
     drift = "" if a.rate_drift_pct is None else f" ({a.rate_drift_pct:+.0f}%)"
     return f"; acceptance per third {rates}{drift}, mean accepted length {lengths}"
@@ -305,11 +305,9 @@ def capacity(record: Record | None) -> dict[str, Any]:
             "concurrency": eng.max_concurrency_at_full_context,
             "slots": eng.slots,
         },
-        "incumbent": {
-            "status": inc.status if inc is not None else "not recorded",
-            "why": inc.why if inc is not None else None,
-            "candidate": inc.candidate if inc is not None else None,
-        },
+        "incumbent": {"status": inc.status, "why": inc.why, "candidate": inc.candidate}
+        if inc is not None
+        else {"status": "not recorded", "why": None, "candidate": None},
         "best": best(record),
         "left_out": left_out(record),
     }

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from qualify.capacity.openloop import LagFigures, OpenLoopRun, Plan, Sent, harness_lag
+from qualify.capacity.openloop import OpenLoopRun, Plan, Sent, harness_lag
 from qualify.httpclient.client import Client, Exchange
 
 if TYPE_CHECKING:
@@ -151,11 +151,6 @@ def best_probe(probes: list[dict[str, float]]) -> tuple[float, float]:
     return p["worker_s"] - (p["sent_s"] + p["back_s"]) / 2, (p["back_s"] - p["sent_s"]) / 2
 
 
-def worker_lag(sent: list[Sent], oversleep_ms: list[float]) -> LagFigures:
-    """One worker's own send lag and loop oversleep, over its share of the cell."""
-    return OpenLoopRun(sent, 0.0, None, oversleep_ms).lag()
-
-
 def node_text(w: Mapping[str, object]) -> str:
     host = f" ({w['host']})" if w.get("host") else ""
     return f"worker {w['worker']} on node {str(w.get('node') or '?')[:8]}{host}"
@@ -201,7 +196,7 @@ class Worker:
             "uncertainty_ms": None if unc is None else round(unc * 1000, 3),
             "probes": [{k: round(v, 6) for k, v in p.items()} for p in self.probes],
             "start_late_ms": None if r is None else round(r.start_late_s * 1000, 3),
-            "lag": worker_lag(mine, r.oversleep_ms if r else []),
+            "lag": OpenLoopRun(mine, 0.0, None, r.oversleep_ms if r else []).lag(),
             "cpu_s": None if r is None else round(r.cpu_s, 3),
             "lost": self.lost,
         }

@@ -1,12 +1,5 @@
-"""The capacity stage's judges of speculative acceptance over time, declared in
-`gates/capacity/*.yaml`, reading the stage's typed record:
-
-- `capacity-soak-acceptance`: the soak's acceptance rate and mean accepted length per third of
-  its time (`qualify.capacity.specdrift`); a fall from the first third to the last beyond the
-  house's `soak_max_acceptance_drop_pct` fails. "No speculation" (the engine drafts nothing) is
-  `skipped`, never a pass; fewer than `soak_min_third_drafts` drafts in the first or last third,
-  or a counter that went down (a restart), is `inconclusive`.
-"""
+"""The capacity stage's judges of the soak's speculative acceptance over time, the trace replay
+and the agent sessions, declared in `gates/capacity/*.yaml`, reading the stage's typed record."""
 
 from __future__ import annotations
 
