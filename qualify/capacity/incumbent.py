@@ -73,19 +73,16 @@ def find_incumbent(
 
 
 def compare(
-    cand: dict[str, dict[str, Any]],
-    inc: dict[str, dict[str, Any]],
-    resamples: int = 2000,
-    seed: int = 0,
+    cand: dict[str, dict[str, list[float]]], inc: dict[str, dict[str, list[float]]], seed: int = 0
 ) -> list[Comparison]:
-    """One row per cell both lanes measured and metric: medians, delta %, its 95% interval."""
+    """One row per cell both lanes measured (by cell, its `run_values`) and metric: medians,
+    delta %, its 95% interval."""
     rows = []
     for key in (k for k in cand if k in inc):
         for metric in COMPARED:
-            a = cand[key]["run_values"].get(metric, [])
-            b = inc[key]["run_values"].get(metric, [])
+            a, b = cand[key].get(metric, []), inc[key].get(metric, [])
             ma, mb = median(a), median(b)
-            ci = bootstrap_delta_ci(a, b, resamples, seed)
+            ci = bootstrap_delta_ci(a, b, 2000, seed)
             pct_ci = None
             if ci is not None and mb:
                 pct_ci = [100.0 * ci[0] / mb, 100.0 * ci[1] / mb]

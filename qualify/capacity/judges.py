@@ -3,7 +3,7 @@ record (`qualify.capacity.record.Record`); each judge's docstring says what it h
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -53,7 +53,7 @@ def expected_range(data: Record, params: NoParams, thresholds: Thresholds) -> li
         covered = [c for c in cells if rng.covers(c.length, c.concurrency)]
         part = rng.cell if rng.metric == "aggregate_output_tok_s" else f"{rng.cell}-{rng.metric}"
         values: dict[str, float | None] = {}
-        metrics: dict[str, Any] = {"range": rng.model_dump(), "values": values}
+        metrics: dict[str, object] = {"range": rng.model_dump(), "values": values}
         if not covered:
             why = f"range {rng.shown()} covers no measured cell"
             out.append(Judged(Verdict.INCONCLUSIVE, [why], metrics, part))
@@ -284,7 +284,7 @@ def goodput_knee(data: Record, params: NoParams, thresholds: Thresholds) -> list
     if knee is None:
         why = data.load.error or "the open-loop load was not run (stages.capacity.load)"
         return [Judged(Verdict.SKIPPED, [why])]
-    m: dict[str, Any] = {
+    m: dict[str, object] = {
         "rate_rps": knee.rate_rps,
         "goodput": knee.goodput,
         "goodput_ci95": knee.goodput_ci95,

@@ -10,10 +10,13 @@ house's floor as a horizontal line and the knee marked.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING
 
 from qualify.capacity.loads import Load, OpenCell
 from qualify.capacity.record import MatrixRow
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 PLOT = "aggregate-vs-concurrency.svg"
 
@@ -82,7 +85,7 @@ def plot(
     return buf.getvalue()
 
 
-def _goodput_panel(ax: Any, cells: list[OpenCell], load: Load) -> None:
+def _goodput_panel(ax: Axes, cells: list[OpenCell], load: Load) -> None:
     pts = sorted(
         ((float(c.rate_rps or 0.0), c.goodput, c.goodput_ci95) for c in cells),
         key=lambda p: p[0],

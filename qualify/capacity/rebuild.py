@@ -33,7 +33,7 @@ from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.parts import plan_lengths
-from qualify.capacity.record import Record
+from qualify.capacity.record import Comparison, Record
 from qualify.capacity.reload import REPLAY, SESSIONS, SOAK_ACCEPTANCE, kept_stream, rebuild_load
 from qualify.capacity.replay import replay_again
 from qualify.capacity.runs import exclusion, stream_record, summarize
@@ -264,11 +264,11 @@ def rebuild(view: AttemptView) -> Record:
     return Record.model_validate({k: v for k, v in data.items() if k in sealed})
 
 
-def _comparison(sealed: dict[str, Any], matrix: list[dict[str, Any]]) -> list[Any]:
+def _comparison(sealed: dict[str, Any], matrix: list[dict[str, Any]]) -> list[Comparison]:
     if (sealed.get("incumbent") or {}).get("status") != "measured":
         return []
-    cand = {r["cell"]: r for r in matrix if r["lane"] == "candidate"}
-    inc = {r["cell"]: r for r in matrix if r["lane"] == INCUMBENT}
+    cand = {r["cell"]: r["run_values"] for r in matrix if r["lane"] == "candidate"}
+    inc = {r["cell"]: r["run_values"] for r in matrix if r["lane"] == INCUMBENT}
     return compare(cand, inc, seed=int(sealed.get("seed") or 0))
 
 
