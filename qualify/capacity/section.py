@@ -300,15 +300,10 @@ def capacity(record: Record | None) -> dict[str, Any]:
     return {
         "grid": capacity_grid(record.matrix, eng.slots),
         "kind_grid": kind_grid(record.kinds),
-        "engine": {
-            "kv_tokens": eng.kv_tokens,
-            "concurrency": eng.max_concurrency_at_full_context,
-            "slots": eng.slots,
-        },
-        "incumbent": {"status": inc.status, "why": inc.why, "candidate": inc.candidate}
+        "engine": {"kv_tokens": eng.kv_tokens, "concurrency": eng.max_concurrency_at_full_context},
+        "incumbent": {"status": inc.status, "why": inc.why}
         if inc is not None
-        else {"status": "not recorded", "why": None, "candidate": None},
-        "best": best(record),
+        else {"status": "not recorded", "why": None},
         "left_out": left_out(record),
     }
 
