@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 PREFIX = "incumbent-"
 
 
-def edge_steps(cells: list[dict[str, Any]], knee: Knee | None) -> list[tuple[float, int]]:
+def edge_steps(cells: list[dict[str, object]], knee: Knee | None) -> list[tuple[float, int]]:
     """(rate, index of its step among the candidate's Poisson steps) for the knee and the first
     rate over it, in that order; empty without a knee search. The index gives the step's seed."""
     if knee is None:

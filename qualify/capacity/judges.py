@@ -207,18 +207,6 @@ def incumbent(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
     return out
 
 
-def counted_answers(data: Record) -> int:
-    """The answered streams of the matrix and the per-kind decode (every lane)."""
-    rows: list[MatrixRow | KindRow] = [*data.matrix, *data.kinds]
-    return sum(
-        1
-        for r in rows
-        for run in r.run_records
-        for st in run.streams
-        if not st.failed and not st.cut
-    )
-
-
 @judge(STAGE, "capacity-degenerate", DegenerateParams)
 def degenerate_answers(
     data: Record, params: DegenerateParams, thresholds: Thresholds
@@ -226,7 +214,9 @@ def degenerate_answers(
     """Degenerate answers are listed and left out of every speed; more than allowed fails, and
     nothing counted is inconclusive (`qualify.httpclient.degenerate.degenerate_verdict`)."""
     found = data.degenerate
-    counted = counted_answers(data)
+    rows: list[MatrixRow | KindRow] = [*data.matrix, *data.kinds]  # every lane's answers
+    runs = [run for r in rows for run in r.run_records]
+    counted = sum(1 for run in runs for st in run.streams if not st.failed and not st.cut)
     lines = [f"{d.where} stream {d.stream}: {d.reason}" for d in found]
     verdict, reasons = degenerate_verdict(lines, counted, params.max_answers)
     return [Judged(verdict, reasons, {"answers": len(found), "streams": counted})]

@@ -21,11 +21,6 @@ if TYPE_CHECKING:
 PLOT = "aggregate-vs-concurrency.svg"
 
 
-def _legend(lane: str, length: int, line: list[tuple[int, float]]) -> str:
-    vals = ", ".join(f"c{c} {v:.3g}" for c, v in line)
-    return f"{length} tok {lane}: {vals} tok/s"
-
-
 def plot(
     rows: list[MatrixRow],
     title: str,
@@ -60,7 +55,7 @@ def plot(
             marker="o",
             linestyle="--" if lane != "candidate" else "-",
             color=colours[lengths.index(length) % len(colours)],
-            label=_legend(lane, length, line),
+            label=f"{length} tok {lane}: {', '.join(f'c{c} {v:.3g}' for c, v in line)} tok/s",
         )
     if isinstance(slots, int | float) and slots > 0:
         ax.axvline(slots, color="grey", linestyle=":", label=f"slot limit: {slots:g} sequences")

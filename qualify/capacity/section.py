@@ -65,11 +65,8 @@ def slo_text(slo: Slo | None) -> str:
 
 
 def _why_unmeasured(energies: list[Energy]) -> str | None:
-    whys = [e.why for e in energies if e.why and energy_text(e) == "unmeasured"]
-    if not whys:
-        return None
-    first = whys[0]
-    return first if first.startswith("unmeasured") else f"unmeasured: {first}"
+    first = next((e.why for e in energies if e.why and energy_text(e) == "unmeasured"), None)
+    return first if first is None or first.startswith("unmeasured") else f"unmeasured: {first}"
 
 
 def cell_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
