@@ -194,11 +194,9 @@ def _lengths(sealed: dict[str, Any], s: CapacitySettings, window: int | None) ->
     """The planned lengths again (the lane's window as the engine reported it); the sizing's
     outcome (tokens, errors) as recorded."""
     out = copy.deepcopy(sealed.get("lengths") or {})
-    for lane, recorded in out.items():
-        if lane != "candidate" or window is None:
-            continue
+    if window is not None and "candidate" in out:
         planned = plan_lengths(s.lengths, window, s.max_tokens)
-        for p, r in zip(planned, recorded, strict=False):
+        for p, r in zip(planned, out["candidate"], strict=False):
             r.update(p.model_dump(exclude={"errors", "sized_tokens"}))
     return out
 

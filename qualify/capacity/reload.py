@@ -280,12 +280,7 @@ def _knee_again(
     """The knee as the search keeps it: the last step that held the floor and the last that did
     not, a step that was a harness error ending the search counted as neither."""
     floor = slo.goodput_floor
-    good = bad = None
-    for c in cells:
-        if c.get("arrival") == "burst" or c.get("harness_error"):
-            continue
-        if holds(c, floor):
-            good = c
-        else:
-            bad = c
+    steps = [c for c in cells if c.get("arrival") != "burst" and not c.get("harness_error")]
+    good = next((c for c in reversed(steps) if holds(c, floor)), None)
+    bad = next((c for c in reversed(steps) if not holds(c, floor)), None)
     return _knee(good, bad, str(sealed.get("stopped") or ""), slo, floor)
