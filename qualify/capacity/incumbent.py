@@ -27,16 +27,6 @@ from qualify.trust.repository import TABLE, default_house, read_table
 COMPARED = ("aggregate_output_tok_s", "decode_tok_s_p50")
 
 
-def _table(loaded: LoadedCandidate, house: Path | None) -> Path | None:
-    alias = loaded.candidate.alias
-    if alias is None:
-        return None
-    near = resolve_path(loaded, alias.table)
-    if near.is_file():
-        return near
-    return (house if house is not None else default_house()) / TABLE
-
-
 def find_incumbent(
     loaded: LoadedCandidate, house: Path | None = None
 ) -> tuple[LoadedCandidate | None, dict[str, Any]]:
@@ -45,10 +35,11 @@ def find_incumbent(
     alias = loaded.candidate.alias
     if alias is None:
         return None, {"status": "none", "why": "the candidate names no alias"}
-    table = _table(loaded, house)
+    near = resolve_path(loaded, alias.table)
+    table = near if near.is_file() else (house if house is not None else default_house()) / TABLE
     info: dict[str, Any] = {"alias": alias.name, "table": str(table)}
     try:
-        target = read_table(table).get(alias.name) if table is not None else None
+        target = read_table(table).get(alias.name)
     except BadInput as exc:
         return None, {**info, "status": "unusable", "why": f"{exc.headline}: {exc.problems}"}
     if not target:

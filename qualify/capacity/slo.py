@@ -91,36 +91,19 @@ def effective(t: Thresholds, mine: SloSettings) -> Slo:
     ignored: list[str] = []
     bounds: dict[str, float | None] = {}
     for name in METRICS:
-        house = getattr(t, f"slo_{name}")
+        house, want = getattr(t, f"slo_{name}"), getattr(mine, name)
+        looser = want is not None and house is not None and want > house
+        if looser:
+            ignored.append(f"slo.{name} {want:g} is looser than the house's {house:g}")
+        bounds[name] = house if want is None or looser else want
+    least = {"percentile": t.slo_percentile, "goodput_floor": t.goodput_floor}
+    for name, house in least.items():
         want = getattr(mine, name)
-        bound = house
-        if want is not None:
-            if house is None or want <= house:
-                bound = want
-            else:
-                ignored.append(f"slo.{name} {want:g} is looser than the house's {house:g}")
-        bounds[name] = bound
-    pct, floor = t.slo_percentile, t.goodput_floor
-    if mine.percentile is not None:
-        if mine.percentile >= pct:
-            pct = mine.percentile
-        else:
-            ignored.append(f"slo.percentile {mine.percentile:g} is below the house's {pct:g}")
-    if mine.goodput_floor is not None:
-        if mine.goodput_floor >= floor:
-            floor = mine.goodput_floor
-        else:
-            ignored.append(
-                f"slo.goodput_floor {mine.goodput_floor:g} is below the house's {floor:g}"
-            )
-    return Slo(
-        ignored=ignored,
-        ttft_s=bounds["ttft_s"],
-        tpot_s=bounds["tpot_s"],
-        e2e_s=bounds["e2e_s"],
-        percentile=pct,
-        goodput_floor=floor,
-    )
+        if want is not None and want < house:
+            ignored.append(f"slo.{name} {want:g} is below the house's {house:g}")
+        elif want is not None:
+            least[name] = want
+    return Slo(ignored=ignored, **bounds, **least)
 
 
 def shown(slo: Slo) -> str:
