@@ -48,7 +48,7 @@ def edge_steps(cells: list[dict[str, object]], knee: Knee | None) -> list[tuple[
 
 async def incumbent_edge(
     cap: Capacity, lane: Lane, load: dict[str, Any], task: Task
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The incumbent's steps at the candidate's edge (`load` is the candidate's search)."""
     s = cap.s
     steps = edge_steps(load.get("cells") or [], load.get("knee"))

@@ -14,7 +14,6 @@ of the incumbent's, and a bootstrap 95% interval of that delta over the runs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from qualify.ab.stats import bootstrap_delta_ci, delta_pct
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
@@ -29,7 +28,7 @@ COMPARED = ("aggregate_output_tok_s", "decode_tok_s_p50")
 
 def find_incumbent(
     loaded: LoadedCandidate, house: Path | None = None
-) -> tuple[LoadedCandidate | None, dict[str, Any]]:
+) -> tuple[LoadedCandidate | None, dict[str, object]]:
     """The incumbent's candidate and a note saying what was found (always filled); `house` is
     the house repository the run was given."""
     alias = loaded.candidate.alias
@@ -37,7 +36,7 @@ def find_incumbent(
         return None, {"status": "none", "why": "the candidate names no alias"}
     near = resolve_path(loaded, alias.table)
     table = near if near.is_file() else (house if house is not None else default_house()) / TABLE
-    info: dict[str, Any] = {"alias": alias.name, "table": str(table)}
+    info: dict[str, object] = {"alias": alias.name, "table": str(table)}
     try:
         target = read_table(table).get(alias.name)
     except BadInput as exc:

@@ -28,7 +28,7 @@ from qualify.present.sections import per_token_text
 from qualify.present.wording import number
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's Capacity section shows."""
     return {"capacity": capacity(record), "load": load(record, gates)}
 
@@ -69,11 +69,11 @@ def _why_unmeasured(energies: list[Energy]) -> str | None:
     return first if first is None or first.startswith("unmeasured") else f"unmeasured: {first}"
 
 
-def cell_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
+def cell_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
     """Each open-loop cell: arrival, offered and achieved rate, the served share of the offer
     (pace, under 0.9: the queue grew), requests, goodput with its interval, good requests per
     second, energy per output token."""
-    out = []
+    out: list[dict[str, object]] = []
     for c in cells:
         offered = c.rate_rps if c.rate_rps is not None else c.offered_rps
         out.append(
@@ -185,7 +185,7 @@ def knee_claim(ld: Load) -> str:
     )
 
 
-def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | None:
+def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, object] | None:
     """The load part of the capacity section, or None when the stage ran no load."""
     if record is None or not record.load.model_fields_set:
         return None
@@ -217,11 +217,11 @@ def _ms(x: float | None, sign: bool = False) -> str:
     return "no data" if x is None else (f"{x:+.2f} ms" if sign else f"{x:.2f} ms")
 
 
-def ray_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
+def ray_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
     """Each cell that ran on Ray workers (`qualify.capacity.spread`): its clock uncertainty
     against the house's bound, and per worker its node, clock offset ± uncertainty, own p99
     send lag and CPU time, or that it was lost."""
-    out = []
+    out: list[dict[str, object]] = []
     for c in cells:
         sp = c.spread
         if sp is None:
@@ -255,7 +255,7 @@ def _lane_text(x: dict[str, Any]) -> str:
     return f"{_pct(x['goodput'])}, {pace}, {held}{harness}"
 
 
-def edge_part(ld: Load, floor: float) -> dict[str, Any] | None:
+def edge_part(ld: Load, floor: float) -> dict[str, object] | None:
     """The incumbent at the candidate's edge (`qualify.capacity.edge`): per rate, both lanes'
     goodput, pace and whether each held; None when the stage ran no such step."""
     e = ld.incumbent
@@ -289,7 +289,7 @@ def matrix_extras(row: MatrixRow) -> str:
     return ", ".join(parts)
 
 
-def capacity(record: Record | None) -> dict[str, Any]:
+def capacity(record: Record | None) -> dict[str, object]:
     """The matrix, per-kind decode, the engine's own capacity and the incumbent."""
     record = record if record is not None else Record()
     inc = record.incumbent if "incumbent" in record.model_fields_set else None
@@ -311,7 +311,7 @@ def best(record: Record | None) -> MatrixRow | None:
     return max(rows, key=lambda r: r.aggregate_output_tok_s or 0.0, default=None)
 
 
-def capacity_grid(matrix: list[MatrixRow], slots: int | None) -> dict[str, Any]:
+def capacity_grid(matrix: list[MatrixRow], slots: int | None) -> dict[str, object]:
     """The candidate's matrix as prompt length x concurrency: aggregate tok/s (decode p50 per
     stream) per cell; a concurrency above the engine's slots is marked (requests queue)."""
     mine = [r for r in matrix if r.lane == "candidate"]
@@ -338,14 +338,14 @@ def capacity_grid(matrix: list[MatrixRow], slots: int | None) -> dict[str, Any]:
     return {"heads": heads, "rows": grid, "slots": slots}
 
 
-def kind_grid(kinds: list[KindRow]) -> dict[str, Any]:
+def kind_grid(kinds: list[KindRow]) -> dict[str, object]:
     """Per-kind decode as a kind x prompt-depth grid, with the longer axis down the rows (one
     depth and four kinds is one row of four, not four rows of one)."""
     depths = sorted({k.depth for k in kinds})
     names = list(dict.fromkeys(k.kind for k in kinds))
     cells = {(k.kind, k.depth): k for k in kinds}
 
-    def cell(n: str, d: int) -> dict[str, Any] | None:
+    def cell(n: str, d: int) -> dict[str, object] | None:
         k = cells.get((n, d))
         return (
             None if k is None else {"decode": k.decode_tok_s_p50, "acceptance": k.acceptance_rate}
@@ -434,7 +434,7 @@ def diff_cells(rec: Record) -> list[Cell]:
     return out + soak_cells(rec, base) + session_cells(rec, base)
 
 
-def session_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
+def session_cells(rec: Record, base: dict[str, object]) -> list[Cell]:
     """Per turn of the agent sessions: the TTFTs and the share of turns judged right."""
     s = rec.load.sessions
     out = []
@@ -448,7 +448,7 @@ def session_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
     return out
 
 
-def soak_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
+def soak_cells(rec: Record, base: dict[str, object]) -> list[Cell]:
     """The soak's first and last third's acceptance, as counts (drafted tokens accepted)."""
     soak = rec.load.soak
     a = soak.acceptance_drift if soak is not None else None

@@ -16,6 +16,7 @@ under a 5 s SLO" is read beside the share.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Annotated
 
@@ -186,11 +187,7 @@ def goodput(streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float |
         bound, value = slo.bound(m), getattr(figures, m)
         return None if bound is None or value is None else bool(value <= bound)
 
-    counts: dict[str, int] = {}
-    for w in why:
-        for reason in w:
-            key = reason.split(" ", 1)[0].rstrip(":")
-            counts[key] = counts.get(key, 0) + 1
+    counts = Counter(reason.split(" ", 1)[0].rstrip(":") for w in why for reason in w)
     return Goodput(
         requests=n,
         good=good,
@@ -200,5 +197,5 @@ def goodput(streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float |
         goodput_rps_ci95=[ci[0] * n / window_s, ci[1] * n / window_s] if ci and window_s else None,
         at_percentile=figures,
         slo_met=SloMet(ttft_s=met("ttft_s"), tpot_s=met("tpot_s"), e2e_s=met("e2e_s")),
-        missed_by=counts,
+        missed_by=dict(counts),
     )

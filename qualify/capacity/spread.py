@@ -177,7 +177,7 @@ class Worker:
     """The driver's view of one worker over one cell."""
 
     k: int  # from 0
-    where: dict[str, Any]
+    where: dict[str, object]
     indices: list[int]
     probes: list[dict[str, float]] = field(default_factory=list)
     result: ShardResult | None = None
