@@ -139,17 +139,15 @@ def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
             continue
         ratio, decode = c.server_ratio, c.server_decode_ratio
         m = {"server_ratio": ratio, "server_decode_ratio": decode, "tolerance": tol}
-        reasons = []
-        if ratio is not None and abs(ratio - 1.0) > tol:
-            reasons.append(
-                f"client completion tokens are {ratio:.4f} × the server's count over the same "
-                f"window (expected within {tol:.0%})"
+        reasons = [
+            f"client {what} {x:.4f} × the server's {theirs} over the same window (expected "
+            f"within {tol:.0%})"
+            for x, what, theirs in (
+                (ratio, "completion tokens are", "count"),
+                (decode, "decode tok/s is", "histograms"),
             )
-        if decode is not None and abs(decode - 1.0) > tol:
-            reasons.append(
-                f"client decode tok/s is {decode:.4f} × the server's histograms over the same "
-                f"window (expected within {tol:.0%})"
-            )
+            if x is not None and abs(x - 1.0) > tol
+        ]
         if reasons:
             out.append(Judged(Verdict.FAIL, reasons, m, c.cell))
         elif ratio is None:

@@ -353,12 +353,8 @@ def kind_grid(kinds: list[KindRow]) -> dict[str, object]:
 
     if len(depths) >= len(names):
         rows = [{"label": n, "cells": [cell(n, d) for d in depths]} for n in names]
-        return {
-            "corner": "Kind",
-            "heads": [f"{d:,}" for d in depths],
-            "rows": rows,
-            "axes": "kind x prompt depth",
-        }
+        heads = [f"{d:,}" for d in depths]
+        return {"corner": "Kind", "heads": heads, "rows": rows, "axes": "kind x prompt depth"}
     rows = [{"label": f"{d:,}", "cells": [cell(n, d) for n in names]} for d in depths]
     return {"corner": "Prompt depth", "heads": names, "rows": rows, "axes": "prompt depth x kind"}
 
