@@ -1,18 +1,7 @@
-"""The incumbent at the candidate's edge: what production serves at the rates where the
-candidate's knee search ended.
-
-After the candidate's search, when the stage measured an incumbent (`qualify.capacity.incumbent`),
-the incumbent's lane runs the open-loop steps of two rates: the candidate's knee (the highest
-rate it held) and the first rate over it (the lowest it did not hold). Each step repeats the
-candidate's step at that rate exactly: the same number of requests and the same Poisson arrival
-schedule (the stage's seed plus the step's index in the candidate's search), under the same SLOs
-and the same hold rule (goodput at the floor and served at pace, `knee.holds`). Its cells are
-named `incumbent-poisson-<rate>rps`, its exchanges `load-incumbent-poisson-<rate>rps-sN`.
-
-Two cells per lane are one observation each, not a statistic: a rate the incumbent holds and the
-candidate does not is a lead for the reader (the decision lists it), never a verdict. The matrix's
-`capacity-incumbent` gate judges speed against the incumbent with intervals over runs.
-"""
+"""The incumbent at the candidate's edge: the incumbent's lane repeats the candidate's open-loop
+steps at its knee and the first rate over it, with the same requests and Poisson arrivals (the
+stage's seed plus the step's index in the search). One step per lane and rate is a lead for the
+reader, never a verdict (docs/capacity.md, "The incumbent at the candidate's edge")."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""The incumbent: what the candidate's alias points at now, measured on the same matrix.
-
-The alias table (`qualify.alias`) maps the alias to the candidate file production runs, with
-that file's sha256 at the time it was qualified. The incumbent is usable when the file is still
-there, unchanged, loads, and is not this very candidate (then there is nothing to compare). Its
-table is `alias.table` relative to the candidate file when that file exists, else the table of
-the house the run was given (`house`); a run given no house falls back to
-`qualify.trust.repository.default_house()` ($QUALIFY_HOUSE, else the git root).
-
-The comparison per cell holds the candidate's and the incumbent's medians, the delta in per cent
-of the incumbent's, and a bootstrap 95% interval of that delta over the runs.
-"""
+"""The incumbent: the candidate file the alias table points the candidate's alias at, usable
+when it is still there, unchanged since it was qualified, loads, and is not this candidate; and
+the comparison with it per cell and metric (docs/capacity.md, "The incumbent")."""
 
 from __future__ import annotations
 

@@ -397,11 +397,8 @@ def figures(record: Record | None, gates: list[GateOutcome]) -> list[str]:
 
 
 def _capacity_figures(c: Cell, row: CellFigures) -> None:
-    rv = row.run_values
-    c.measures["decode_tok_s_p50"] = Measure("tok/s", "higher", nums(rv.decode_tok_s_p50))
-    c.measures["aggregate_output_tok_s"] = Measure(
-        "tok/s", "higher", nums(rv.aggregate_output_tok_s)
-    )
+    for k in ("decode_tok_s_p50", "aggregate_output_tok_s"):
+        c.measures[k] = Measure("tok/s", "higher", nums(getattr(row.run_values, k)))
 
 
 def diff_cells(rec: Record) -> list[Cell]:

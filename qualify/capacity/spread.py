@@ -1,35 +1,9 @@
-"""Open-loop cells past one machine: the load of each cell sent by N Ray workers.
-
-With `[stages.capacity.load] workers = N` (N > 1) and a Ray cluster (`ray_address`, or the
-`QUALIFY_RAY_ADDRESS` environment variable; `auto` when neither is set), every open-loop cell of
-the knee search, the burst and the incumbent's edge runs on N Ray actors (`qualify.capacity.
-rayload`), placed one per node where the cluster has N nodes (a STRICT_SPREAD placement group),
-else spread over what it has (SPREAD, several on one host). The soak stays on this process. This
-module is the driver's side and needs no Ray; without the `qualify[ray]` extra, or with N = 1,
-nothing runs differently (`chosen` hands back the one-process sender).
-
-- **One schedule, split by index.** The driver draws the cell's seeded arrival schedule and
-  sizes every prompt as one process does; worker k gets requests k, k+N, k+2N, … (`shard.split`).
-- **Clocks aligned explicitly.** Before each cell the driver probes each worker's monotonic clock
-  several times (`PROBES`); the sample of least round trip gives the worker's offset (its clock
-  minus the driver's at the probe's midpoint) and its uncertainty (half that round trip). The
-  start, an instant of the driver's clock a little ahead (`LEAD_S`), is broadcast; each worker
-  maps it onto its own clock. Every probe, offset and uncertainty is kept in the cell's `spread`;
-  an uncertainty over the house's `client_max_clock_uncertainty_ms` makes the cell a harness
-  error, and nothing is sent.
-- **Raw records back, statistics here.** Each worker hands back every exchange whole as it ends
-  (`shard.Shard.poll`); the driver judges it (the cell's early stop sees every answer, as in one
-  process) and keeps it as the worker's shard of the attempt (`NNNN-<cell>-w<k>-s<i>.json`,
-  `shard_name`). Percentiles, goodput, pace and the knee are computed over the union of the
-  requests, in the schedule's order, by the very code of one process; a worker's summary is
-  never merged (a p95 of p95s is no p95).
-- **Each worker proves it kept its schedule.** Its own send lag, loop oversleep, lateness past
-  the start and CPU time per cell; one worker over the house's `client_max_lag_ms` makes the cell
-  a harness error naming the worker and its node (`annotate`). A worker lost mid-cell (its
-  process died, its node went away) aborts the cell: the others are stopped, what came back is
-  kept, its unanswered requests are unfinished, and the cell is a harness error, never a partial
-  figure.
-"""
+"""Open-loop cells past one machine: the load of each cell sent by N Ray workers
+(`[stages.capacity.load] workers`; `qualify.capacity.rayload`). This module is the driver's side
+and needs no Ray: without the `qualify[ray]` extra, or with N = 1, nothing runs differently
+(`chosen` hands back the one-process sender). One seeded schedule split by index, clocks aligned
+by probes, every raw record merged here (a summary is never merged: a p95 of p95s is no p95), and
+each worker's own lag judged: docs/capacity.md, "Load past one machine: Ray workers"."""
 
 from __future__ import annotations
 
