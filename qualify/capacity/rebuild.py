@@ -1,26 +1,8 @@
-"""The capacity stage's judged data rebuilt from the exchanges an attempt kept (`verify`).
-
-Every stream of every timed run (the matrix, per-kind decode, the open-loop steps, the burst and
-the soak) is read back from its kept exchange and measured and judged again as the stage did
-(`qualify.capacity.runs.stream_record`: tokens, TTFT, E2E, decode rate, failed, cut, degenerate,
-broken). Each stream's exchange must be the one its run's label names, in order, and every
-counted exchange the attempt kept must belong to some run of the record (none left out). The
-settings must be the signed candidate copy's `[stages.capacity]`; each cell ran the candidate's
-number of runs with one stream per concurrent request. From those streams, with the stage's own
-functions: each run's figures and whether it is counted (`summarize`, `exclusion`), each
-cell's medians, p95, energy per token and goodput under the recorded SLOs
-(`median_of_runs`, `matrix.run_goodput`), the saturation of a cell by failed or cut
-requests and the cells not run above it, the planned lengths, KV need, the incumbent
-comparison, the degenerate list and every answer judged (`judged_cells`); the open-loop part
-in `qualify.capacity.reload`.
-
-Not kept raw, so taken from the sealed record (and said): each run's window (first request sent
-to last response ended: the send times are not in the exchanges), the idle checks, the gauge
-and counter reads of `/metrics` around and during each run (queue, server tokens, draft
-acceptance, latency histograms), the power meter's joules over each window, what the engine
-reported of its capacity, the sized prompt lengths, the SLOs the run was given (the house's,
-tightened by the candidate's), and a saturation by p95 TTFT (its bound is the house's).
-"""
+"""The capacity stage's judged data rebuilt from the exchanges an attempt kept (`verify`): every
+stream of every timed run measured and judged again from its kept exchange, and every figure the
+record derives from them computed again with the stage's own functions; what is not kept raw is
+taken from the sealed record and said (`view.trust`). Both lists: docs/trust.md, "Judged again
+from the exchanges"; the open-loop load in `qualify.capacity.reload`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,8 @@
 """The capacity stage's open-loop load rebuilt from the exchanges its attempt kept (`verify`):
-the knee search's Poisson steps, the burst and the soak (`qualify.capacity.rebuild` for the
-rest of the stage).
-
-Each planned request that was sent is read back from its kept exchange and measured and judged
-again (`stream_record`); a planned request the stage never sent or never saw end keeps its
-recorded `unfinished` and no exchange. Each step holds the number of requests the candidate's
-`[stages.capacity.load]` plans at its rate (`knee.step_size`), the burst its size. From those
-streams, with the stage's own functions: each cell's counts, tokens, output rate, goodput and
-SLO figures (`slo.goodput`), J per output token, the knee (`knee._knee` over the steps, the last
-step that held the floor and the last that did not, as the search keeps them) and the soak's
-counts, tokens, goodput and TTFT drift (`soak.drift`).
-
-Not kept raw, so taken from the sealed record (and said): each request's planned send offset
-and the client's lag (the schedule), each cell's window and idle check, why the search stopped
-(its bounds are wall-clock), the harness verdict on the lag (its bound is the house's), and the
-soak's watcher (health probes, progress and error counters, memory, timeline, a hang).
-"""
+the knee search's steps, the burst and the soak, each planned request that was sent measured and
+judged again (`stream_record`), one never sent or never seen to end kept as recorded
+(`unfinished`); the rest of the stage in `qualify.capacity.rebuild`, which says where the lists of
+what is derived and what is taken as recorded are."""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""The capacity stage in the decision document: the load results of its record.
-
-A pure function of the stage's typed record (`qualify.capacity.record.Record`) and the
-decision's gates: the closed-loop matrix as prompt length x concurrency, the per-kind decode, the
-engine's own figures and the incumbent; the knee's statement ("serves R req/s at goodput G under
-SLO S") with its interval, the SLOs it was judged under, every open-loop cell's goodput and
-energy per output token, the soak's verdict with its progress and drift, and the answers judged
-under load. A figure the record does not hold is None and the document prints "no data";
-nothing is recomputed here.
-"""
+"""The capacity stage in the decision document (matrix, per-kind decode, engine, incumbent, load,
+soak, answers under load): a pure function of the stage's typed record and the decision's gates. A
+figure the record does not hold is None and the document prints "no data"; nothing is recomputed
+here."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
-"""Service-level objectives and goodput.
-
-The SLOs belong to the house (`thresholds.slo_ttft_s`, `slo_tpot_s`, `slo_e2e_s`, stated at
-`thresholds.slo_percentile`); a candidate's `[stages.capacity.slo]` may only tighten them: the
-effective bound of each is the tighter of the two, and a looser candidate value is recorded as
-ignored, never used.
-
-A request *meets the SLOs* when it was answered (not failed, not cut, not left unfinished), its
-answer is not broken (`qualify.capacity.answers`), and its TTFT, TPOT and E2E are each within
-their bound. A cell's **goodput** is the share of its requests that meet the SLOs, with a Wilson
-95% interval, and the rate of such requests (good requests / the cell's window) with the same
-interval scaled. The cell also states each figure at the SLO percentile, so "p95 TTFT 1.2 s
-under a 5 s SLO" is read beside the share.
-"""
+"""Service-level objectives and goodput: the house's SLOs, which a candidate may only tighten
+(`effective`), whether a request meets them (`misses`), and a cell's goodput, the share of its
+requests that do, with a Wilson 95% interval (`goodput`): docs/capacity.md, "SLOs and goodput"."""
 
 from __future__ import annotations
 
