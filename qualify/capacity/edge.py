@@ -93,14 +93,13 @@ def versus(
         row: dict[str, Any] = {"rate_rps": inc.rate_rps}
         for name, c in (("candidate", cand), ("incumbent", inc)):
             d = c.model_dump() if c is not None else {}
-            energy = c.energy if c is not None else None
             row[name] = {
                 "goodput": d.get("goodput"),
                 "pace": d.get("pace"),
                 "completed_rps": d.get("achieved_rps"),
                 "held": bool(d) and holds(d, floor) and not d.get("harness_error"),
                 "harness": d.get("harness_error"),
-                "j_per_output_token": energy.j_per_output_token if energy is not None else None,
+                "j_per_output_token": (d.get("energy") or {}).get("j_per_output_token"),
             }
         c_held, i_held = row["candidate"]["held"], row["incumbent"]["held"]
         row["lead"] = (

@@ -21,8 +21,6 @@ from qualify.capacity.slo import Slo, SloMet
 from qualify.records import WrittenRecord
 from qualify.serving.idle import IdleAround
 
-Number = int | float
-
 
 # --- shared figures ---------------------------------------------------------------------------
 
@@ -203,7 +201,7 @@ class Warmup(Part):
 
 
 class EngineDetails(Part):
-    log: dict[str, Number] = Field(default_factory=dict)
+    log: dict[str, int | float] = Field(default_factory=dict)
     kv_cache_usage_perc: float | None = None
     # SGLang's `/server_info` value as the server sent it (its shape varies by version)
     max_running_requests: JsonValue = None
