@@ -21,7 +21,6 @@ from qualify.capacity.slo import Slo, SloMet
 from qualify.records import WrittenRecord
 from qualify.serving.idle import IdleAround
 
-
 # --- shared figures ---------------------------------------------------------------------------
 
 

@@ -112,7 +112,7 @@ def _streams(
     return out
 
 
-def kept_trace(view: AttemptView, cell: dict[str, Any]) -> list[TraceRow]:
+def kept_trace(view: AttemptView, cell: Mapping[str, object]) -> list[TraceRow]:
     """The trace the stage kept (`KEPT_TRACE`), read again: the one the cell names by digest."""
     text = view.read_bytes(KEPT_TRACE).decode()
     want = cell.get("trace_sha256")
