@@ -1,18 +1,7 @@
-"""The incumbent at the candidate's edge: what production serves at the rates where the
-candidate's knee search ended.
-
-After the candidate's search, when the stage measured an incumbent (`qualify.capacity.incumbent`),
-the incumbent's lane runs the open-loop steps of two rates: the candidate's knee (the highest
-rate it held) and the first rate over it (the lowest it did not hold). Each step repeats the
-candidate's step at that rate exactly: the same number of requests and the same Poisson arrival
-schedule (the stage's seed plus the step's index in the candidate's search), under the same SLOs
-and the same hold rule (goodput at the floor and served at pace, `knee.holds`). Its cells are
-named `incumbent-poisson-<rate>rps`, its exchanges `load-incumbent-poisson-<rate>rps-sN`.
-
-Two cells per lane are one observation each, not a statistic: a rate the incumbent holds and the
-candidate does not is a lead for the reader (the decision lists it), never a verdict. The matrix's
-`capacity-incumbent` gate judges speed against the incumbent with intervals over runs.
-"""
+"""The incumbent at the candidate's edge: the incumbent's lane repeats the candidate's open-loop
+steps at its knee and the first rate over it, with the same requests and Poisson arrivals (the
+stage's seed plus the step's index in the search). One step per lane and rate is a lead for the
+reader, never a verdict (docs/capacity.md, "The incumbent at the candidate's edge")."""
 
 from __future__ import annotations
 
@@ -30,7 +19,7 @@ if TYPE_CHECKING:
 PREFIX = "incumbent-"
 
 
-def edge_steps(cells: list[dict[str, Any]], knee: Knee | None) -> list[tuple[float, int]]:
+def edge_steps(cells: list[dict[str, object]], knee: Knee | None) -> list[tuple[float, int]]:
     """(rate, index of its step among the candidate's Poisson steps) for the knee and the first
     rate over it, in that order; empty without a knee search. The index gives the step's seed."""
     if knee is None:
@@ -46,13 +35,9 @@ def edge_steps(cells: list[dict[str, Any]], knee: Knee | None) -> list[tuple[flo
     return out
 
 
-def edge_label(rate: float) -> str:
-    return f"load-{PREFIX}poisson-{rate:.4g}rps"
-
-
 async def incumbent_edge(
     cap: Capacity, lane: Lane, load: dict[str, Any], task: Task
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The incumbent's steps at the candidate's edge (`load` is the candidate's search)."""
     s = cap.s
     steps = edge_steps(load.get("cells") or [], load.get("knee"))
@@ -78,7 +63,7 @@ async def incumbent_edge(
             lane.sender,
             p.fresh,
             poisson(rate, step_size(rate, s.load), cap.seed + k),
-            label=edge_label(rate),
+            label=f"load-{PREFIX}poisson-{rate:.4g}rps",
             kind=s.load.kind,
             max_tokens=s.max_tokens,
             slo=cap.slo,
@@ -108,14 +93,13 @@ def versus(
         row: dict[str, Any] = {"rate_rps": inc.rate_rps}
         for name, c in (("candidate", cand), ("incumbent", inc)):
             d = c.model_dump() if c is not None else {}
-            energy = c.energy if c is not None else None
             row[name] = {
                 "goodput": d.get("goodput"),
                 "pace": d.get("pace"),
                 "completed_rps": d.get("achieved_rps"),
                 "held": bool(d) and holds(d, floor) and not d.get("harness_error"),
                 "harness": d.get("harness_error"),
-                "j_per_output_token": energy.j_per_output_token if energy is not None else None,
+                "j_per_output_token": (d.get("energy") or {}).get("j_per_output_token"),
             }
         c_held, i_held = row["candidate"]["held"], row["incumbent"]["held"]
         row["lead"] = (

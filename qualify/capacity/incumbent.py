@@ -1,20 +1,10 @@
-"""The incumbent: what the candidate's alias points at now, measured on the same matrix.
-
-The alias table (`qualify.alias`) maps the alias to the candidate file production runs, with
-that file's sha256 at the time it was qualified. The incumbent is usable when the file is still
-there, unchanged, loads, and is not this very candidate (then there is nothing to compare). Its
-table is `alias.table` relative to the candidate file when that file exists, else the table of
-the house the run was given (`house`); a run given no house falls back to
-`qualify.trust.repository.default_house()` ($QUALIFY_HOUSE, else the git root).
-
-The comparison per cell holds the candidate's and the incumbent's medians, the delta in per cent
-of the incumbent's, and a bootstrap 95% interval of that delta over the runs.
-"""
+"""The incumbent: the candidate file the alias table points the candidate's alias at, usable
+when it is still there, unchanged since it was qualified, loads, and is not this candidate; and
+the comparison with it per cell and metric (docs/capacity.md, "The incumbent")."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from qualify.ab.stats import bootstrap_delta_ci, delta_pct
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
@@ -27,28 +17,19 @@ from qualify.trust.repository import TABLE, default_house, read_table
 COMPARED = ("aggregate_output_tok_s", "decode_tok_s_p50")
 
 
-def _table(loaded: LoadedCandidate, house: Path | None) -> Path | None:
-    alias = loaded.candidate.alias
-    if alias is None:
-        return None
-    near = resolve_path(loaded, alias.table)
-    if near.is_file():
-        return near
-    return (house if house is not None else default_house()) / TABLE
-
-
 def find_incumbent(
     loaded: LoadedCandidate, house: Path | None = None
-) -> tuple[LoadedCandidate | None, dict[str, Any]]:
+) -> tuple[LoadedCandidate | None, dict[str, object]]:
     """The incumbent's candidate and a note saying what was found (always filled); `house` is
     the house repository the run was given."""
     alias = loaded.candidate.alias
     if alias is None:
         return None, {"status": "none", "why": "the candidate names no alias"}
-    table = _table(loaded, house)
-    info: dict[str, Any] = {"alias": alias.name, "table": str(table)}
+    near = resolve_path(loaded, alias.table)
+    table = near if near.is_file() else (house if house is not None else default_house()) / TABLE
+    info: dict[str, object] = {"alias": alias.name, "table": str(table)}
     try:
-        target = read_table(table).get(alias.name) if table is not None else None
+        target = read_table(table).get(alias.name)
     except BadInput as exc:
         return None, {**info, "status": "unusable", "why": f"{exc.headline}: {exc.problems}"}
     if not target:
@@ -73,19 +54,16 @@ def find_incumbent(
 
 
 def compare(
-    cand: dict[str, dict[str, Any]],
-    inc: dict[str, dict[str, Any]],
-    resamples: int = 2000,
-    seed: int = 0,
+    cand: dict[str, dict[str, list[float]]], inc: dict[str, dict[str, list[float]]], seed: int = 0
 ) -> list[Comparison]:
-    """One row per cell both lanes measured and metric: medians, delta %, its 95% interval."""
+    """One row per cell both lanes measured (by cell, its `run_values`) and metric: medians,
+    delta %, its 95% interval."""
     rows = []
     for key in (k for k in cand if k in inc):
         for metric in COMPARED:
-            a = cand[key]["run_values"].get(metric, [])
-            b = inc[key]["run_values"].get(metric, [])
+            a, b = cand[key].get(metric, []), inc[key].get(metric, [])
             ma, mb = median(a), median(b)
-            ci = bootstrap_delta_ci(a, b, resamples, seed)
+            ci = bootstrap_delta_ci(a, b, 2000, seed)
             pct_ci = None
             if ci is not None and mb:
                 pct_ci = [100.0 * ci[0] / mb, 100.0 * ci[1] / mb]

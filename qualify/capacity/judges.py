@@ -1,30 +1,9 @@
 """The capacity stage's judges, declared in `gates/capacity/*.yaml`, reading the stage's typed
-record (`qualify.capacity.record.Record`).
-
-- `capacity-expected-range`: one verdict per declared range; a covered cell outside it fails;
-  no range declared at all is `inconclusive` ("no range"), never a pass;
-- `capacity-unranged`: the measured cells no range covers, `inconclusive` when there are any;
-- `capacity-requests`: no timed request failed or was cut;
-- `capacity-measured`: every cell that was run has a counted run, with the engine idle around;
-- `capacity-fidelity`: per cell, the client's completion tokens agree with the server's own
-  generated-token counter over the same window, and (where the engine keeps latency histograms)
-  its decode tok/s with the server's, within `fidelity_decode_tolerance`;
-- `capacity-incumbent`: per cell, a regression against the incumbent beyond
-  `ab_max_regression_pct`, with the whole interval beyond it, fails; no incumbent is `skipped`;
-- `capacity-degenerate`: degenerate answers, listed (left out of every speed figure), judged
-  by the one rule (`qualify.httpclient.degenerate.degenerate_verdict`);
-- `capacity-engine`: the engine reported its KV capacity (`inconclusive` when it did not);
-- `capacity-answers`: per load cell, every answer judged and none broken;
-- `capacity-goodput`: the knee ("serves R req/s at goodput G under SLO S"), and the house's
-  minimum rate when it sets one;
-- `capacity-harness`: per open-loop cell, the client kept to its schedule (else `error`);
-- `capacity-soak`: no hung engine, requests completed, drift and error counters within bounds;
-- `capacity-energy`: J per output token per lane and cell, `inconclusive` when unmeasured.
-"""
+record (`qualify.capacity.record.Record`); each judge's docstring says what it holds."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -74,7 +53,7 @@ def expected_range(data: Record, params: NoParams, thresholds: Thresholds) -> li
         covered = [c for c in cells if rng.covers(c.length, c.concurrency)]
         part = rng.cell if rng.metric == "aggregate_output_tok_s" else f"{rng.cell}-{rng.metric}"
         values: dict[str, float | None] = {}
-        metrics: dict[str, Any] = {"range": rng.model_dump(), "values": values}
+        metrics: dict[str, object] = {"range": rng.model_dump(), "values": values}
         if not covered:
             why = f"range {rng.shown()} covers no measured cell"
             out.append(Judged(Verdict.INCONCLUSIVE, [why], metrics, part))
@@ -160,17 +139,15 @@ def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
             continue
         ratio, decode = c.server_ratio, c.server_decode_ratio
         m = {"server_ratio": ratio, "server_decode_ratio": decode, "tolerance": tol}
-        reasons = []
-        if ratio is not None and abs(ratio - 1.0) > tol:
-            reasons.append(
-                f"client completion tokens are {ratio:.4f} × the server's count over the same "
-                f"window (expected within {tol:.0%})"
+        reasons = [
+            f"client {what} {x:.4f} × the server's {theirs} over the same window (expected "
+            f"within {tol:.0%})"
+            for x, what, theirs in (
+                (ratio, "completion tokens are", "count"),
+                (decode, "decode tok/s is", "histograms"),
             )
-        if decode is not None and abs(decode - 1.0) > tol:
-            reasons.append(
-                f"client decode tok/s is {decode:.4f} × the server's histograms over the same "
-                f"window (expected within {tol:.0%})"
-            )
+            if x is not None and abs(x - 1.0) > tol
+        ]
         if reasons:
             out.append(Judged(Verdict.FAIL, reasons, m, c.cell))
         elif ratio is None:
@@ -228,18 +205,6 @@ def incumbent(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
     return out
 
 
-def counted_answers(data: Record) -> int:
-    """The answered streams of the matrix and the per-kind decode (every lane)."""
-    rows: list[MatrixRow | KindRow] = [*data.matrix, *data.kinds]
-    return sum(
-        1
-        for r in rows
-        for run in r.run_records
-        for st in run.streams
-        if not st.failed and not st.cut
-    )
-
-
 @judge(STAGE, "capacity-degenerate", DegenerateParams)
 def degenerate_answers(
     data: Record, params: DegenerateParams, thresholds: Thresholds
@@ -247,7 +212,9 @@ def degenerate_answers(
     """Degenerate answers are listed and left out of every speed; more than allowed fails, and
     nothing counted is inconclusive (`qualify.httpclient.degenerate.degenerate_verdict`)."""
     found = data.degenerate
-    counted = counted_answers(data)
+    rows: list[MatrixRow | KindRow] = [*data.matrix, *data.kinds]  # every lane's answers
+    runs = [run for r in rows for run in r.run_records]
+    counted = sum(1 for run in runs for st in run.streams if not st.failed and not st.cut)
     lines = [f"{d.where} stream {d.stream}: {d.reason}" for d in found]
     verdict, reasons = degenerate_verdict(lines, counted, params.max_answers)
     return [Judged(verdict, reasons, {"answers": len(found), "streams": counted})]
@@ -305,7 +272,7 @@ def goodput_knee(data: Record, params: NoParams, thresholds: Thresholds) -> list
     if knee is None:
         why = data.load.error or "the open-loop load was not run (stages.capacity.load)"
         return [Judged(Verdict.SKIPPED, [why])]
-    m: dict[str, Any] = {
+    m: dict[str, object] = {
         "rate_rps": knee.rate_rps,
         "goodput": knee.goodput,
         "goodput_ci95": knee.goodput_ci95,

@@ -10,17 +10,15 @@ house's floor as a horizontal line and the knee marked.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING
 
 from qualify.capacity.loads import Load, OpenCell
 from qualify.capacity.record import MatrixRow
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
 PLOT = "aggregate-vs-concurrency.svg"
-
-
-def _legend(lane: str, length: int, line: list[tuple[int, float]]) -> str:
-    vals = ", ".join(f"c{c} {v:.3g}" for c, v in line)
-    return f"{length} tok {lane}: {vals} tok/s"
 
 
 def plot(
@@ -57,7 +55,7 @@ def plot(
             marker="o",
             linestyle="--" if lane != "candidate" else "-",
             color=colours[lengths.index(length) % len(colours)],
-            label=_legend(lane, length, line),
+            label=f"{length} tok {lane}: {', '.join(f'c{c} {v:.3g}' for c, v in line)} tok/s",
         )
     if isinstance(slots, int | float) and slots > 0:
         ax.axvline(slots, color="grey", linestyle=":", label=f"slot limit: {slots:g} sequences")
@@ -82,7 +80,7 @@ def plot(
     return buf.getvalue()
 
 
-def _goodput_panel(ax: Any, cells: list[OpenCell], load: Load) -> None:
+def _goodput_panel(ax: Axes, cells: list[OpenCell], load: Load) -> None:
     pts = sorted(
         ((float(c.rate_rps or 0.0), c.goodput, c.goodput_ci95) for c in cells),
         key=lambda p: p[0],

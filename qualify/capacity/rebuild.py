@@ -1,26 +1,8 @@
-"""The capacity stage's judged data rebuilt from the exchanges an attempt kept (`verify`).
-
-Every stream of every timed run (the matrix, per-kind decode, the open-loop steps, the burst and
-the soak) is read back from its kept exchange and measured and judged again as the stage did
-(`qualify.capacity.runs.stream_record`: tokens, TTFT, E2E, decode rate, failed, cut, degenerate,
-broken). Each stream's exchange must be the one its run's label names, in order, and every
-counted exchange the attempt kept must belong to some run of the record (none left out). The
-settings must be the signed candidate copy's `[stages.capacity]`; each cell ran the candidate's
-number of runs with one stream per concurrent request. From those streams, with the stage's own
-functions: each run's figures and whether it is counted (`summarize`, `exclusion`), each
-cell's medians, p95, energy per token and goodput under the recorded SLOs
-(`median_of_runs`, `matrix.run_goodput`), the saturation of a cell by failed or cut
-requests and the cells not run above it, the planned lengths, KV need, the incumbent
-comparison, the degenerate list and every answer judged (`judged_cells`); the open-loop part
-in `qualify.capacity.reload`.
-
-Not kept raw, so taken from the sealed record (and said): each run's window (first request sent
-to last response ended: the send times are not in the exchanges), the idle checks, the gauge
-and counter reads of `/metrics` around and during each run (queue, server tokens, draft
-acceptance, latency histograms), the power meter's joules over each window, what the engine
-reported of its capacity, the sized prompt lengths, the SLOs the run was given (the house's,
-tightened by the candidate's), and a saturation by p95 TTFT (its bound is the house's).
-"""
+"""The capacity stage's judged data rebuilt from the exchanges an attempt kept (`verify`): every
+stream of every timed run measured and judged again from its kept exchange, and every figure the
+record derives from them computed again with the stage's own functions; what is not kept raw is
+taken from the sealed record and said (`view.trust`). Both lists: docs/trust.md, "Judged again
+from the exchanges"; the open-loop load in `qualify.capacity.reload`."""
 
 from __future__ import annotations
 
@@ -33,7 +15,7 @@ from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.parts import plan_lengths
-from qualify.capacity.record import Record
+from qualify.capacity.record import Comparison, Record
 from qualify.capacity.reload import REPLAY, SESSIONS, SOAK_ACCEPTANCE, kept_stream, rebuild_load
 from qualify.capacity.replay import replay_again
 from qualify.capacity.runs import exclusion, stream_record, summarize
@@ -62,16 +44,12 @@ _LATER = {
 }
 
 
-def streams_of(view: AttemptView, label: str, sealed: list[Any], kind: str | None) -> list[Any]:
-    """Each stream of a timed run named `label`, measured again from its kept exchange."""
-    return [kept_stream(view, label, i, st, kind, None) for i, st in enumerate(sealed)]
-
-
 def _run(view: AttemptView, sealed: dict[str, Any], kind: str, want: int) -> dict[str, Any]:
     """One timed run measured again: its streams from their exchanges, the rest as recorded."""
     run = copy.deepcopy(sealed)
     label = str(sealed.get("label"))
-    streams = streams_of(view, label, sealed.get("streams") or [], kind)
+    sent = sealed.get("streams") or []
+    streams = [kept_stream(view, label, i, st, kind, None) for i, st in enumerate(sent)]
     idle = ((sealed.get("idle") or {}).get("before") or {}).get("idle")
     if len(streams) != (0 if idle is False else want):
         raise NotKept(f"{label}: {len(streams)} streams kept, the run sends {want}")
@@ -85,11 +63,16 @@ def _run(view: AttemptView, sealed: dict[str, Any], kind: str, want: int) -> dic
     return run
 
 
-def _runs(view: AttemptView, row: dict[str, Any], kind: str, want: int, n: int) -> list[Any]:
+def _runs(
+    view: AttemptView, row: dict[str, Any], name: str, kind: str, want: int, n: int
+) -> dict[str, Any]:
+    """A cell's runs measured again, and its figures over them."""
     sealed = row.get("run_records") or []
     if len(sealed) != n:
-        raise NotKept(f"{row.get('cell')}: {len(sealed)} runs recorded, the candidate asks {n}")
-    return [_run(view, r, kind, want) for r in sealed]
+        raise NotKept(f"{name}: {len(sealed)} runs recorded, the candidate asks {n}")
+    runs = [_run(view, r, kind, want) for r in sealed]
+    idle = any(r["idle"]["before"]["idle"] is None for r in runs)
+    return {**median_of_runs(runs), "idle_unknown": idle, "_runs": runs}
 
 
 def _saturation(
@@ -122,7 +105,7 @@ def _matrix(
     rows, sat = [], {}
     for row in sealed.get("matrix") or []:
         c, planned = int(row["concurrency"]), int(row["length"])
-        runs = _runs(view, row, "prose", c, s.runs)
+        cell = _runs(view, row, str(row.get("cell")), "prose", c, s.runs)
         kv = engines.get(row.get("lane", "candidate"), {}).get("kv_tokens")
         need = c * (planned + s.max_tokens)
         rows.append(
@@ -131,12 +114,10 @@ def _matrix(
                 "cell": cell_key(planned, c),
                 "length": planned,
                 "concurrency": c,
-                **median_of_runs(runs),
-                **(run_goodput(runs, slo) if slo is not None else {}),
+                **cell,
+                **(run_goodput(cell["_runs"], slo) if slo is not None else {}),
                 "kv_tokens_needed": need,
                 "kv_fits": None if not kv else need <= kv,
-                "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
-                "_runs": runs,
             }
         )
     for lane in dict.fromkeys(r["lane"] for r in rows):
@@ -154,18 +135,14 @@ def _kinds(view: AttemptView, sealed: dict[str, Any], s: CapacitySettings) -> li
         if row.get("error"):
             rows.append(copy.deepcopy(row))
             continue
-        runs = _runs(
-            view, {**row, "cell": f"{row['kind']}@{row['depth']}"}, row["kind"], 1, s.kind_runs
-        )
-        acc = combine([r.get("acceptance") for r in runs if not r["excluded"]])
+        cell = _runs(view, row, f"{row['kind']}@{row['depth']}", row["kind"], 1, s.kind_runs)
+        acc = combine([r.get("acceptance") for r in cell["_runs"] if not r["excluded"]])
         rows.append(
             {
                 **{k: row.get(k) for k in ("kind", "depth", "target", "sized_tokens")},
-                **median_of_runs(runs),
+                **cell,
                 "acceptance_rate": acc.get("rate") if acc else None,
                 "acceptance": acc,
-                "idle_unknown": any(r["idle"]["before"]["idle"] is None for r in runs),
-                "_runs": runs,
             }
         )
     return rows
@@ -181,33 +158,27 @@ def _not_run(sat: dict[str, dict[str, Any]], s: CapacitySettings) -> list[dict[s
     return out
 
 
-def _complete(view: AttemptView, streams: list[dict[str, Any]]) -> None:
+def _complete(view: AttemptView, rows: list[dict[str, Any]], load: dict[str, Any]) -> None:
     """Every counted exchange the attempt kept (not a warm-up, not the engine's) belongs to a
     stream of the record: none was left out of it."""
+    edge = (load.get("incumbent") or {}).get("cells") or []
+    cells = [*(load.get("cells") or []), *edge, load.get("soak") or {}]
+    cells += [*(load.get("replay") or []), {"streams": (load.get("sessions") or {}).get("turns")}]
+    streams = [st for row in rows for run in row["_runs"] for st in run["streams"]]
+    streams += [st for c in cells for st in c.get("streams") or []]
     named = {_PART.sub("", str(f)) for st in streams for f in (st.get("files") or [])[:1]}
     kept = [n for n in view.names() if _COUNTED.match(n) and n not in named]
     if kept:
         raise NotKept(f"kept exchanges no run of the record holds: {kept[:3]}")
 
 
-def _all_streams(rows: list[dict[str, Any]], load: dict[str, Any] | None) -> list[Any]:
-    out = [st for row in rows for run in row["_runs"] for st in run["streams"]]
-    edge = ((load or {}).get("incumbent") or {}).get("cells") or []
-    cells = [*((load or {}).get("cells") or []), *edge, (load or {}).get("soak") or {}]
-    cells += (load or {}).get("replay") or []
-    cells += [{"streams": ((load or {}).get("sessions") or {}).get("turns") or []}]
-    return out + [st for c in cells for st in c.get("streams") or []]
-
-
 def _lengths(sealed: dict[str, Any], s: CapacitySettings, window: int | None) -> dict[str, Any]:
     """The planned lengths again (the lane's window as the engine reported it); the sizing's
     outcome (tokens, errors) as recorded."""
     out = copy.deepcopy(sealed.get("lengths") or {})
-    for lane, recorded in out.items():
-        if lane != "candidate" or window is None:
-            continue
+    if window is not None and "candidate" in out:
         planned = plan_lengths(s.lengths, window, s.max_tokens)
-        for p, r in zip(planned, recorded, strict=False):
+        for p, r in zip(planned, out["candidate"], strict=False):
             r.update(p.model_dump(exclude={"errors", "sized_tokens"}))
     return out
 
@@ -249,7 +220,7 @@ def rebuild(view: AttemptView) -> Record:
         load["replay"] = [replay_again(view, c, s, slo) for c in load["replay"]]
     if load and load.get("sessions") and slo is not None:
         load["sessions"] = sessions_again(view, load["sessions"], slo)
-    _complete(view, _all_streams(matrix + kinds, load))
+    _complete(view, matrix + kinds, load or {})
     for row in matrix + kinds:
         row["run_records"] = public_runs(row.pop("_runs"))
     window = (sealed.get("engine") or {}).get("context_per_request")
@@ -273,11 +244,11 @@ def rebuild(view: AttemptView) -> Record:
     return Record.model_validate({k: v for k, v in data.items() if k in sealed})
 
 
-def _comparison(sealed: dict[str, Any], matrix: list[dict[str, Any]]) -> list[Any]:
+def _comparison(sealed: dict[str, Any], matrix: list[dict[str, Any]]) -> list[Comparison]:
     if (sealed.get("incumbent") or {}).get("status") != "measured":
         return []
-    cand = {r["cell"]: r for r in matrix if r["lane"] == "candidate"}
-    inc = {r["cell"]: r for r in matrix if r["lane"] == INCUMBENT}
+    cand = {r["cell"]: r["run_values"] for r in matrix if r["lane"] == "candidate"}
+    inc = {r["cell"]: r["run_values"] for r in matrix if r["lane"] == INCUMBENT}
     return compare(cand, inc, seed=int(sealed.get("seed") or 0))
 
 

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, JsonValue
 
 from qualify.ab.record import Acceptance  # the same figures as the A/B's
 from qualify.capacity.loads import Load
 from qualify.capacity.parts import Energy, Part, PlannedLength
 from qualify.capacity.settings import CapacitySettings, ExpectedRange
 from qualify.capacity.slo import Slo, SloMet
-from qualify.records import StageRecord
+from qualify.records import WrittenRecord
 from qualify.serving.idle import IdleAround
-
-Number = int | float
-
 
 # --- shared figures ---------------------------------------------------------------------------
 
@@ -203,7 +200,7 @@ class Warmup(Part):
 
 
 class EngineDetails(Part):
-    log: dict[str, Number] = Field(default_factory=dict)
+    log: dict[str, int | float] = Field(default_factory=dict)
     kv_cache_usage_perc: float | None = None
     # SGLang's `/server_info` value as the server sent it (its shape varies by version)
     max_running_requests: JsonValue = None
@@ -279,7 +276,7 @@ class Answers(Part):
 # --- the record ------------------------------------------------------------------------------
 
 
-class Record(StageRecord):
+class Record(WrittenRecord):
     """Everything the capacity stage measured, per lane and cell (`result.json`'s `data`)."""
 
     settings: CapacitySettings = Field(default_factory=CapacitySettings)
@@ -304,12 +301,6 @@ class Record(StageRecord):
     # The digest of the answer-checking code that judged it (`answers.answer_code`); none in a
     # record of an earlier build.
     check_code: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        kept = self.model_fields_set | {"record_version"}
-        return {k: v for k, v in out.items() if k in kept}
 
     def cells(self, lane: str = "candidate") -> list[MatrixRow]:
         """The matrix rows of one lane."""

@@ -1,21 +1,8 @@
 """The capacity stage's open-loop load rebuilt from the exchanges its attempt kept (`verify`):
-the knee search's Poisson steps, the burst and the soak (`qualify.capacity.rebuild` for the
-rest of the stage).
-
-Each planned request that was sent is read back from its kept exchange and measured and judged
-again (`stream_record`); a planned request the stage never sent or never saw end keeps its
-recorded `unfinished` and no exchange. Each step holds the number of requests the candidate's
-`[stages.capacity.load]` plans at its rate (`knee.step_size`), the burst its size. From those
-streams, with the stage's own functions: each cell's counts, tokens, output rate, goodput and
-SLO figures (`slo.goodput`), J per output token, the knee (`knee._knee` over the steps, the last
-step that held the floor and the last that did not, as the search keeps them) and the soak's
-counts, tokens, goodput and TTFT drift (`soak.drift`).
-
-Not kept raw, so taken from the sealed record (and said): each request's planned send offset
-and the client's lag (the schedule), each cell's window and idle check, why the search stopped
-(its bounds are wall-clock), the harness verdict on the lag (its bound is the house's), and the
-soak's watcher (health probes, progress and error counters, memory, timeline, a hang).
-"""
+the knee search's steps, the burst and the soak, each planned request that was sent measured and
+judged again (`stream_record`), one never sent or never seen to end kept as recorded
+(`unfinished`); the rest of the stage in `qualify.capacity.rebuild`, which says where the lists of
+what is derived and what is taken as recorded are."""
 
 from __future__ import annotations
 
@@ -125,7 +112,7 @@ def _streams(
     return out
 
 
-def kept_trace(view: AttemptView, cell: dict[str, Any]) -> list[TraceRow]:
+def kept_trace(view: AttemptView, cell: Mapping[str, object]) -> list[TraceRow]:
     """The trace the stage kept (`KEPT_TRACE`), read again: the one the cell names by digest."""
     text = view.read_bytes(KEPT_TRACE).decode()
     want = cell.get("trace_sha256")
@@ -251,7 +238,7 @@ def rebuild_load(
         out["soak"] = _soak(view, out["soak"], s, slo, seed)
         if "rate_from" in out["soak"]:  # an earlier build wrote none
             held = out.get("knee")
-            knee_rps = held.rate_rps if isinstance(held, Knee) else (held or {}).get("rate_rps")
+            knee_rps = held.rate_rps if isinstance(held, Knee) else None
             out["soak"]["rate_from"] = soak_rate_from(s.soak.rate_rps, knee_rps)
     if out.get("incumbent"):
         out["incumbent"] = _edge_again(view, out, s, slo, seed)
@@ -264,9 +251,7 @@ def _edge_again(
     """The incumbent's steps at the candidate's edge, measured again: they must repeat the
     rates and steps the rebuilt search gives (`edge.edge_steps`), each with that step's seed."""
     edge: dict[str, Any] = copy.deepcopy(load["incumbent"])
-    knee = load.get("knee")
-    knee = Knee.model_validate(knee) if isinstance(knee, dict) else knee
-    steps = edge_steps(load.get("cells") or [], knee)
+    steps = edge_steps(load.get("cells") or [], load.get("knee"))
     cells = edge.get("cells") or []
     ran = [(float(c.get("rate_rps") or 0.0), int(c.get("step") or 0) - 1) for c in cells]
     if cells and ran != steps:
@@ -282,12 +267,7 @@ def _knee_again(
     """The knee as the search keeps it: the last step that held the floor and the last that did
     not, a step that was a harness error ending the search counted as neither."""
     floor = slo.goodput_floor
-    good = bad = None
-    for c in cells:
-        if c.get("arrival") == "burst" or c.get("harness_error"):
-            continue
-        if holds(c, floor):
-            good = c
-        else:
-            bad = c
+    steps = [c for c in cells if c.get("arrival") != "burst" and not c.get("harness_error")]
+    good = next((c for c in reversed(steps) if holds(c, floor)), None)
+    bad = next((c for c in reversed(steps) if not holds(c, floor)), None)
     return _knee(good, bad, str(sealed.get("stopped") or ""), slo, floor)

@@ -1,13 +1,7 @@
-"""The capacity stage in the decision document: the load results of its record.
-
-A pure function of the stage's typed record (`qualify.capacity.record.Record`) and the
-decision's gates: the closed-loop matrix as prompt length x concurrency, the per-kind decode, the
-engine's own figures and the incumbent; the knee's statement ("serves R req/s at goodput G under
-SLO S") with its interval, the SLOs it was judged under, every open-loop cell's goodput and
-energy per output token, the soak's verdict with its progress and drift, and the answers judged
-under load. A figure the record does not hold is None and the document prints "no data";
-nothing is recomputed here.
-"""
+"""The capacity stage in the decision document (matrix, per-kind decode, engine, incumbent, load,
+soak, answers under load): a pure function of the stage's typed record and the decision's gates. A
+figure the record does not hold is None and the document prints "no data"; nothing is recomputed
+here."""
 
 from __future__ import annotations
 
@@ -28,7 +22,7 @@ from qualify.present.sections import per_token_text
 from qualify.present.wording import number
 
 
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
     """What the template's Capacity section shows."""
     return {"capacity": capacity(record), "load": load(record, gates)}
 
@@ -65,18 +59,15 @@ def slo_text(slo: Slo | None) -> str:
 
 
 def _why_unmeasured(energies: list[Energy]) -> str | None:
-    whys = [e.why for e in energies if e.why and energy_text(e) == "unmeasured"]
-    if not whys:
-        return None
-    first = whys[0]
-    return first if first.startswith("unmeasured") else f"unmeasured: {first}"
+    first = next((e.why for e in energies if e.why and energy_text(e) == "unmeasured"), None)
+    return first if first is None or first.startswith("unmeasured") else f"unmeasured: {first}"
 
 
-def cell_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
+def cell_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
     """Each open-loop cell: arrival, offered and achieved rate, the served share of the offer
     (pace, under 0.9: the queue grew), requests, goodput with its interval, good requests per
     second, energy per output token."""
-    out = []
+    out: list[dict[str, object]] = []
     for c in cells:
         offered = c.rate_rps if c.rate_rps is not None else c.offered_rps
         out.append(
@@ -138,7 +129,7 @@ def acceptance_text(soak: Soak) -> str:
         return ""
     if a.why is not None or not a.thirds:
         return f"; acceptance: {a.why or 'no data'}"
-    rates = " -> ".join("no data" if t.rate is None else f"{t.rate:.2f}" for t in a.thirds)
+    rates = _steps([t.rate for t in a.thirds], ".2f")
     lengths = " -> ".join(number(t.mean_length) for t in a.thirds)
     drift = "" if a.rate_drift_pct is None else f" ({a.rate_drift_pct:+.0f}%)"
     return f"; acceptance per third {rates}{drift}, mean accepted length {lengths}"
@@ -188,7 +179,7 @@ def knee_claim(ld: Load) -> str:
     )
 
 
-def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, Any] | None:
+def load(record: Record | None, gates: list[GateOutcome]) -> dict[str, object] | None:
     """The load part of the capacity section, or None when the stage ran no load."""
     if record is None or not record.load.model_fields_set:
         return None
@@ -220,11 +211,11 @@ def _ms(x: float | None, sign: bool = False) -> str:
     return "no data" if x is None else (f"{x:+.2f} ms" if sign else f"{x:.2f} ms")
 
 
-def ray_rows(cells: list[OpenCell]) -> list[dict[str, Any]]:
+def ray_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
     """Each cell that ran on Ray workers (`qualify.capacity.spread`): its clock uncertainty
     against the house's bound, and per worker its node, clock offset ± uncertainty, own p99
     send lag and CPU time, or that it was lost."""
-    out = []
+    out: list[dict[str, object]] = []
     for c in cells:
         sp = c.spread
         if sp is None:
@@ -258,7 +249,7 @@ def _lane_text(x: dict[str, Any]) -> str:
     return f"{_pct(x['goodput'])}, {pace}, {held}{harness}"
 
 
-def edge_part(ld: Load, floor: float) -> dict[str, Any] | None:
+def edge_part(ld: Load, floor: float) -> dict[str, object] | None:
     """The incumbent at the candidate's edge (`qualify.capacity.edge`): per rate, both lanes'
     goodput, pace and whether each held; None when the stage ran no such step."""
     e = ld.incumbent
@@ -292,7 +283,7 @@ def matrix_extras(row: MatrixRow) -> str:
     return ", ".join(parts)
 
 
-def capacity(record: Record | None) -> dict[str, Any]:
+def capacity(record: Record | None) -> dict[str, object]:
     """The matrix, per-kind decode, the engine's own capacity and the incumbent."""
     record = record if record is not None else Record()
     inc = record.incumbent if "incumbent" in record.model_fields_set else None
@@ -300,17 +291,10 @@ def capacity(record: Record | None) -> dict[str, Any]:
     return {
         "grid": capacity_grid(record.matrix, eng.slots),
         "kind_grid": kind_grid(record.kinds),
-        "engine": {
-            "kv_tokens": eng.kv_tokens,
-            "concurrency": eng.max_concurrency_at_full_context,
-            "slots": eng.slots,
-        },
-        "incumbent": {
-            "status": inc.status if inc is not None else "not recorded",
-            "why": inc.why if inc is not None else None,
-            "candidate": inc.candidate if inc is not None else None,
-        },
-        "best": best(record),
+        "engine": {"kv_tokens": eng.kv_tokens, "concurrency": eng.max_concurrency_at_full_context},
+        "incumbent": {"status": inc.status, "why": inc.why}
+        if inc is not None
+        else {"status": "not recorded", "why": None},
         "left_out": left_out(record),
     }
 
@@ -321,7 +305,7 @@ def best(record: Record | None) -> MatrixRow | None:
     return max(rows, key=lambda r: r.aggregate_output_tok_s or 0.0, default=None)
 
 
-def capacity_grid(matrix: list[MatrixRow], slots: int | None) -> dict[str, Any]:
+def capacity_grid(matrix: list[MatrixRow], slots: int | None) -> dict[str, object]:
     """The candidate's matrix as prompt length x concurrency: aggregate tok/s (decode p50 per
     stream) per cell; a concurrency above the engine's slots is marked (requests queue)."""
     mine = [r for r in matrix if r.lane == "candidate"]
@@ -348,14 +332,14 @@ def capacity_grid(matrix: list[MatrixRow], slots: int | None) -> dict[str, Any]:
     return {"heads": heads, "rows": grid, "slots": slots}
 
 
-def kind_grid(kinds: list[KindRow]) -> dict[str, Any]:
+def kind_grid(kinds: list[KindRow]) -> dict[str, object]:
     """Per-kind decode as a kind x prompt-depth grid, with the longer axis down the rows (one
     depth and four kinds is one row of four, not four rows of one)."""
     depths = sorted({k.depth for k in kinds})
     names = list(dict.fromkeys(k.kind for k in kinds))
     cells = {(k.kind, k.depth): k for k in kinds}
 
-    def cell(n: str, d: int) -> dict[str, Any] | None:
+    def cell(n: str, d: int) -> dict[str, object] | None:
         k = cells.get((n, d))
         return (
             None if k is None else {"decode": k.decode_tok_s_p50, "acceptance": k.acceptance_rate}
@@ -363,12 +347,8 @@ def kind_grid(kinds: list[KindRow]) -> dict[str, Any]:
 
     if len(depths) >= len(names):
         rows = [{"label": n, "cells": [cell(n, d) for d in depths]} for n in names]
-        return {
-            "corner": "Kind",
-            "heads": [f"{d:,}" for d in depths],
-            "rows": rows,
-            "axes": "kind x prompt depth",
-        }
+        heads = [f"{d:,}" for d in depths]
+        return {"corner": "Kind", "heads": heads, "rows": rows, "axes": "kind x prompt depth"}
     rows = [{"label": f"{d:,}", "cells": [cell(n, d) for n in names]} for d in depths]
     return {"corner": "Prompt depth", "heads": names, "rows": rows, "axes": "prompt depth x kind"}
 
@@ -411,11 +391,8 @@ def figures(record: Record | None, gates: list[GateOutcome]) -> list[str]:
 
 
 def _capacity_figures(c: Cell, row: CellFigures) -> None:
-    rv = row.run_values
-    c.measures["decode_tok_s_p50"] = Measure("tok/s", "higher", nums(rv.decode_tok_s_p50))
-    c.measures["aggregate_output_tok_s"] = Measure(
-        "tok/s", "higher", nums(rv.aggregate_output_tok_s)
-    )
+    for k in ("decode_tok_s_p50", "aggregate_output_tok_s"):
+        c.measures[k] = Measure("tok/s", "higher", nums(getattr(row.run_values, k)))
 
 
 def diff_cells(rec: Record) -> list[Cell]:
@@ -444,7 +421,7 @@ def diff_cells(rec: Record) -> list[Cell]:
     return out + soak_cells(rec, base) + session_cells(rec, base)
 
 
-def session_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
+def session_cells(rec: Record, base: dict[str, object]) -> list[Cell]:
     """Per turn of the agent sessions: the TTFTs and the share of turns judged right."""
     s = rec.load.sessions
     out = []
@@ -458,7 +435,7 @@ def session_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
     return out
 
 
-def soak_cells(rec: Record, base: dict[str, Any]) -> list[Cell]:
+def soak_cells(rec: Record, base: dict[str, object]) -> list[Cell]:
     """The soak's first and last third's acceptance, as counts (drafted tokens accepted)."""
     soak = rec.load.soak
     a = soak.acceptance_drift if soak is not None else None

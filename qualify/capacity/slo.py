@@ -1,21 +1,11 @@
-"""Service-level objectives and goodput.
-
-The SLOs belong to the house (`thresholds.slo_ttft_s`, `slo_tpot_s`, `slo_e2e_s`, stated at
-`thresholds.slo_percentile`); a candidate's `[stages.capacity.slo]` may only tighten them: the
-effective bound of each is the tighter of the two, and a looser candidate value is recorded as
-ignored, never used.
-
-A request *meets the SLOs* when it was answered (not failed, not cut, not left unfinished), its
-answer is not broken (`qualify.capacity.answers`), and its TTFT, TPOT and E2E are each within
-their bound. A cell's **goodput** is the share of its requests that meet the SLOs, with a Wilson
-95% interval, and the rate of such requests (good requests / the cell's window) with the same
-interval scaled. The cell also states each figure at the SLO percentile, so "p95 TTFT 1.2 s
-under a 5 s SLO" is read beside the share.
-"""
+"""Service-level objectives and goodput: the house's SLOs, which a candidate may only tighten
+(`effective`), whether a request meets them (`misses`), and a cell's goodput, the share of its
+requests that do, with a Wilson 95% interval (`goodput`): docs/capacity.md, "SLOs and goodput"."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Annotated
 
@@ -91,36 +81,19 @@ def effective(t: Thresholds, mine: SloSettings) -> Slo:
     ignored: list[str] = []
     bounds: dict[str, float | None] = {}
     for name in METRICS:
-        house = getattr(t, f"slo_{name}")
+        house, want = getattr(t, f"slo_{name}"), getattr(mine, name)
+        looser = want is not None and house is not None and want > house
+        if looser:
+            ignored.append(f"slo.{name} {want:g} is looser than the house's {house:g}")
+        bounds[name] = house if want is None or looser else want
+    least = {"percentile": t.slo_percentile, "goodput_floor": t.goodput_floor}
+    for name, house in least.items():
         want = getattr(mine, name)
-        bound = house
-        if want is not None:
-            if house is None or want <= house:
-                bound = want
-            else:
-                ignored.append(f"slo.{name} {want:g} is looser than the house's {house:g}")
-        bounds[name] = bound
-    pct, floor = t.slo_percentile, t.goodput_floor
-    if mine.percentile is not None:
-        if mine.percentile >= pct:
-            pct = mine.percentile
-        else:
-            ignored.append(f"slo.percentile {mine.percentile:g} is below the house's {pct:g}")
-    if mine.goodput_floor is not None:
-        if mine.goodput_floor >= floor:
-            floor = mine.goodput_floor
-        else:
-            ignored.append(
-                f"slo.goodput_floor {mine.goodput_floor:g} is below the house's {floor:g}"
-            )
-    return Slo(
-        ignored=ignored,
-        ttft_s=bounds["ttft_s"],
-        tpot_s=bounds["tpot_s"],
-        e2e_s=bounds["e2e_s"],
-        percentile=pct,
-        goodput_floor=floor,
-    )
+        if want is not None and want < house:
+            ignored.append(f"slo.{name} {want:g} is below the house's {house:g}")
+        elif want is not None:
+            least[name] = want
+    return Slo(ignored=ignored, **bounds, **least)
 
 
 def shown(slo: Slo) -> str:
@@ -203,11 +176,7 @@ def goodput(streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float |
         bound, value = slo.bound(m), getattr(figures, m)
         return None if bound is None or value is None else bool(value <= bound)
 
-    counts: dict[str, int] = {}
-    for w in why:
-        for reason in w:
-            key = reason.split(" ", 1)[0].rstrip(":")
-            counts[key] = counts.get(key, 0) + 1
+    counts = Counter(reason.split(" ", 1)[0].rstrip(":") for w in why for reason in w)
     return Goodput(
         requests=n,
         good=good,
@@ -217,5 +186,5 @@ def goodput(streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float |
         goodput_rps_ci95=[ci[0] * n / window_s, ci[1] * n / window_s] if ci and window_s else None,
         at_percentile=figures,
         slo_met=SloMet(ttft_s=met("ttft_s"), tpot_s=met("tpot_s"), e2e_s=met("e2e_s")),
-        missed_by=counts,
+        missed_by=dict(counts),
     )

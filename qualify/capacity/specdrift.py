@@ -1,20 +1,10 @@
-"""Speculative acceptance over the soak's time, from the server's own counters.
-
-The soak's watcher reads the engine's draft counters on every poll (`spec_point`: drafts, draft
-tokens and accepted tokens, cumulative, the same counters and formulas as
-`qualify.ab.acceptance`) and the record keeps that series (`acceptance_series`, one row
-`[t_s, drafts, draft_tokens, accepted]` per scrape). `acceptance_thirds` splits the series's span
-in three equal spans of time and takes each third's counter deltas:
-
-- acceptance rate = Δaccepted / Δdraft tokens;
-- mean accepted length = 1 + Δaccepted / Δdrafts (the bonus token counted);
-- `rate_drift_pct` and `length_drift_pct`: the last third's figure over the first third's, in per
-  cent (negative: acceptance fell while the server kept serving).
-
-The stage and `verify` derive the thirds from the kept series with this one function. An engine
-that reports no draft counters, or drafts nothing over the soak, has "no speculation": the
-figures are None and `why` says so.
-"""
+"""Speculative acceptance over the soak's time, from the server's own draft counters: the series
+(`acceptance_series`, one row `[t_s, drafts, draft_tokens, accepted]`, cumulative, per scrape) cut
+into three equal spans of time; per third, acceptance rate = Δaccepted / Δdraft tokens and mean
+accepted length = 1 + Δaccepted / Δdrafts (the bonus token counted); each drift is the last
+third's over the first's minus one, in per cent (docs/capacity.md, "Speculative acceptance over
+the soak's time"). The stage and `verify` derive the thirds from the kept series with this one
+function."""
 
 from __future__ import annotations
 

@@ -1,35 +1,9 @@
-"""Open-loop cells past one machine: the load of each cell sent by N Ray workers.
-
-With `[stages.capacity.load] workers = N` (N > 1) and a Ray cluster (`ray_address`, or the
-`QUALIFY_RAY_ADDRESS` environment variable; `auto` when neither is set), every open-loop cell of
-the knee search, the burst and the incumbent's edge runs on N Ray actors (`qualify.capacity.
-rayload`), placed one per node where the cluster has N nodes (a STRICT_SPREAD placement group),
-else spread over what it has (SPREAD, several on one host). The soak stays on this process. This
-module is the driver's side and needs no Ray; without the `qualify[ray]` extra, or with N = 1,
-nothing runs differently (`chosen` hands back the one-process sender).
-
-- **One schedule, split by index.** The driver draws the cell's seeded arrival schedule and
-  sizes every prompt as one process does; worker k gets requests k, k+N, k+2N, … (`shard.split`).
-- **Clocks aligned explicitly.** Before each cell the driver probes each worker's monotonic clock
-  several times (`PROBES`); the sample of least round trip gives the worker's offset (its clock
-  minus the driver's at the probe's midpoint) and its uncertainty (half that round trip). The
-  start, an instant of the driver's clock a little ahead (`LEAD_S`), is broadcast; each worker
-  maps it onto its own clock. Every probe, offset and uncertainty is kept in the cell's `spread`;
-  an uncertainty over the house's `client_max_clock_uncertainty_ms` makes the cell a harness
-  error, and nothing is sent.
-- **Raw records back, statistics here.** Each worker hands back every exchange whole as it ends
-  (`shard.Shard.poll`); the driver judges it (the cell's early stop sees every answer, as in one
-  process) and keeps it as the worker's shard of the attempt (`NNNN-<cell>-w<k>-s<i>.json`,
-  `shard_name`). Percentiles, goodput, pace and the knee are computed over the union of the
-  requests, in the schedule's order, by the very code of one process; a worker's summary is
-  never merged (a p95 of p95s is no p95).
-- **Each worker proves it kept its schedule.** Its own send lag, loop oversleep, lateness past
-  the start and CPU time per cell; one worker over the house's `client_max_lag_ms` makes the cell
-  a harness error naming the worker and its node (`annotate`). A worker lost mid-cell (its
-  process died, its node went away) aborts the cell: the others are stopped, what came back is
-  kept, its unanswered requests are unfinished, and the cell is a harness error, never a partial
-  figure.
-"""
+"""Open-loop cells past one machine: the load of each cell sent by N Ray workers
+(`[stages.capacity.load] workers`; `qualify.capacity.rayload`). This module is the driver's side
+and needs no Ray: without the `qualify[ray]` extra, or with N = 1, nothing runs differently
+(`chosen` hands back the one-process sender). One seeded schedule split by index, clocks aligned
+by probes, every raw record merged here (a summary is never merged: a p95 of p95s is no p95), and
+each worker's own lag judged: docs/capacity.md, "Load past one machine: Ray workers"."""
 
 from __future__ import annotations
 
@@ -39,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from qualify.capacity.openloop import LagFigures, OpenLoopRun, Plan, Sent, harness_lag
+from qualify.capacity.openloop import OpenLoopRun, Plan, Sent, harness_lag
 from qualify.httpclient.client import Client, Exchange
 
 if TYPE_CHECKING:
@@ -151,11 +125,6 @@ def best_probe(probes: list[dict[str, float]]) -> tuple[float, float]:
     return p["worker_s"] - (p["sent_s"] + p["back_s"]) / 2, (p["back_s"] - p["sent_s"]) / 2
 
 
-def worker_lag(sent: list[Sent], oversleep_ms: list[float]) -> LagFigures:
-    """One worker's own send lag and loop oversleep, over its share of the cell."""
-    return OpenLoopRun(sent, 0.0, None, oversleep_ms).lag()
-
-
 def node_text(w: Mapping[str, object]) -> str:
     host = f" ({w['host']})" if w.get("host") else ""
     return f"worker {w['worker']} on node {str(w.get('node') or '?')[:8]}{host}"
@@ -182,7 +151,7 @@ class Worker:
     """The driver's view of one worker over one cell."""
 
     k: int  # from 0
-    where: dict[str, Any]
+    where: dict[str, object]
     indices: list[int]
     probes: list[dict[str, float]] = field(default_factory=list)
     result: ShardResult | None = None
@@ -201,7 +170,7 @@ class Worker:
             "uncertainty_ms": None if unc is None else round(unc * 1000, 3),
             "probes": [{k: round(v, 6) for k, v in p.items()} for p in self.probes],
             "start_late_ms": None if r is None else round(r.start_late_s * 1000, 3),
-            "lag": worker_lag(mine, r.oversleep_ms if r else []),
+            "lag": OpenLoopRun(mine, 0.0, None, r.oversleep_ms if r else []).lag(),
             "cpu_s": None if r is None else round(r.cpu_s, 3),
             "lost": self.lost,
         }

@@ -1,18 +1,11 @@
-"""The capacity stage's judges of speculative acceptance over time, declared in
-`gates/capacity/*.yaml`, reading the stage's typed record:
-
-- `capacity-soak-acceptance`: the soak's acceptance rate and mean accepted length per third of
-  its time (`qualify.capacity.specdrift`); a fall from the first third to the last beyond the
-  house's `soak_max_acceptance_drop_pct` fails. "No speculation" (the engine drafts nothing) is
-  `skipped`, never a pass; fewer than `soak_min_third_drafts` drafts in the first or last third,
-  or a counter that went down (a restart), is `inconclusive`.
-"""
+"""The capacity stage's judges of the soak's speculative acceptance over time, the trace replay
+and the agent sessions, declared in `gates/capacity/*.yaml`, reading the stage's typed record."""
 
 from __future__ import annotations
 
 from qualify.capacity.judges import NoParams
 from qualify.capacity.record import Record
-from qualify.capacity.specdrift import NO_SPECULATION, AcceptanceThird
+from qualify.capacity.specdrift import NO_SPECULATION
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict
@@ -35,13 +28,6 @@ def _fell(name: str, first: float | None, last: float | None, bound: float) -> l
         f"{name} fell {drop:.0f}% over the soak ({first:.3g} in the first third, {last:.3g} in "
         f"the last; bound {bound:g}%, thresholds.soak_max_acceptance_drop_pct)"
     ]
-
-
-def _thirds_text(thirds: list[AcceptanceThird]) -> str:
-    return ", ".join(
-        f"{_fmt(t.rate)} ({_fmt(t.mean_length)} tokens per draft, {t.drafts} drafts)"
-        for t in thirds
-    )
 
 
 @judge(STAGE, "capacity-soak-acceptance", NoParams)
@@ -79,7 +65,11 @@ def soak_acceptance(data: Record, params: NoParams, thresholds: Thresholds) -> l
     reasons += _fell("the mean accepted length", first.mean_length, last.mean_length, bound)
     if reasons:
         return [Judged(Verdict.FAIL, reasons, m)]
-    return [Judged(Verdict.PASS, [f"acceptance per third: {_thirds_text(a.thirds)}"], m)]
+    said = ", ".join(
+        f"{_fmt(t.rate)} ({_fmt(t.mean_length)} tokens per draft, {t.drafts} drafts)"
+        for t in a.thirds
+    )
+    return [Judged(Verdict.PASS, [f"acceptance per third: {said}"], m)]
 
 
 @judge(STAGE, "capacity-replay", NoParams)

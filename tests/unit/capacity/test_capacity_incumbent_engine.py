@@ -73,8 +73,8 @@ def test_the_incumbent_is_read_from_the_house_the_run_was_given(
     assert find_incumbent(loaded)[1]["status"] == "first"  # $QUALIFY_HOUSE holds no table
 
 
-def _cell(agg: list[float]) -> dict[str, Any]:
-    return {"run_values": {"aggregate_output_tok_s": agg, "decode_tok_s_p50": [50.0, 50.0, 50.0]}}
+def _cell(agg: list[float]) -> dict[str, list[float]]:
+    return {"aggregate_output_tok_s": agg, "decode_tok_s_p50": [50.0, 50.0, 50.0]}
 
 
 def test_compare_gives_delta_and_interval_per_cell_and_metric() -> None:
