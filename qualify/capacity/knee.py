@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import NotRequired, TypedDict, Unpack
 
-from qualify.capacity.loads import Knee
+from qualify.capacity.loads import Knee, LoadStream
 from qualify.capacity.openloop import Flight, OpenLoopRun, Plan, harness_lag, poisson, send
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import LoadSettings
@@ -106,12 +106,6 @@ class LaneArgs(TypedDict):
     slo: Slo
     lag_bound_ms: float
     meter: NotRequired[Meter | None]
-
-
-class CellArgs(LaneArgs):
-    """A lane's keywords and a step's drain."""
-
-    drain_s: float
 
 
 def cell_streams(
@@ -296,7 +290,7 @@ async def search(
     `rows`), each cell run with the lane's keywords; its cells, its `Knee`, what it used."""
     slo = lane["slo"]
     floor = slo.goodput_floor
-    common = CellArgs(**lane, drain_s=float(slo.e2e_s or s.step_s) + s.drain_s)
+    drain = float(slo.e2e_s or s.step_s) + s.drain_s
     t0 = time.perf_counter()
     cells: list[dict[str, object]] = []
     good: dict[str, object] | None = None
@@ -314,7 +308,9 @@ async def search(
             return f"time bound: {time.perf_counter() - t0:.0f} s of {s.max_total_s:g} s used"
         used += step_size(r, s)
         name, offsets = step_plan(s, r, len(cells), seed, rows)
-        c = await open_cell(sender, fresh, offsets, label=f"load-{name}-{r:.4g}rps", **common)
+        c = await open_cell(
+            sender, fresh, offsets, label=f"load-{name}-{r:.4g}rps", drain_s=drain, **lane
+        )
         c.update(arrival=name, rate_rps=r, cell=f"{name}-{r:.4g}rps", step=len(cells) + 1)
         cells.append(c)
         advance(f"capacity load {r:.3g} req/s: goodput {c['good']}/{c['requests']}")
@@ -364,20 +360,10 @@ def _knee(
         first_over=number(bad.get("rate_rps")) if bad else None,
     )
     if good is None:
-        statement = (
-            f"no rate met goodput {floor:.0%} under SLO {shown(slo)} ({stopped})"
-            if not harness
-            else f"no figure: {stopped}"
-        )
-        return base.model_copy(
-            update={
-                "rate_rps": None,
-                "goodput": None,
-                "goodput_ci95": None,
-                "goodput_rps": None,
-                "statement": statement,
-            }
-        )
+        why = f"no rate met goodput {floor:.0%} under SLO {shown(slo)} ({stopped})"
+        nothing = dict.fromkeys(("rate_rps", "goodput", "goodput_ci95", "goodput_rps"))
+        nothing["statement"] = f"no figure: {stopped}" if harness else why
+        return base.model_copy(update=nothing)
     ci95 = good.get("goodput_ci95")
     lo, hi = ci95 if isinstance(ci95, list) and ci95 else (None, None)
     ci = f" (95% interval {lo:.0%}–{hi:.0%}, {good['requests']} requests)" if lo is not None else ""
@@ -386,31 +372,10 @@ def _knee(
         f"serves {at_least}{good['rate_rps']:.3g} req/s at goodput {good['goodput']:.0%}{ci} "
         f"under SLO {shown(slo)}"
     )
-    return base.model_copy(
-        update={
-            "rate_rps": good["rate_rps"],
-            "goodput": good["goodput"],
-            "goodput_ci95": good["goodput_ci95"],
-            "goodput_rps": good["goodput_rps"],
-            "goodput_rps_ci95": good["goodput_rps_ci95"],
-            "requests": good["requests"],
-            "cell": good["cell"],
-            "statement": statement,
-        }
-    )
+    keys = ("rate_rps", "goodput", "goodput_ci95", "goodput_rps", "goodput_rps_ci95", "requests")
+    update = {k: good[k] for k in (*keys, "cell")}
+    return base.model_copy(update={**update, "statement": statement})
 
 
-STREAM_KEYS = (
-    "failed",
-    "cut",
-    "unfinished",
-    "broken",
-    "finish_reason",
-    "completion_tokens",
-    "ttft_s",
-    "e2e_s",
-    "decode_tok_s",
-    "planned_s",
-    "lag_ms",
-    "files",
-)
+# the fields of a planned request an open-loop record keeps
+STREAM_KEYS = tuple(LoadStream.model_fields)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypedDict
 
 from qualify.ab.acceptance import between
-from qualify.capacity.answers import CallMade, broken
+from qualify.capacity.answers import broken
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -84,10 +84,9 @@ def stream_record(
     t = timing(o)
     failed, cut = _failure(ex, o)
     answered = failed is None and cut is None
-    calls = [CallMade(name=c.name, arguments=c.arguments) for c in o.tool_calls]
     budget = max_tokens if max_tokens is not None else _budget(ex)
     judged = (
-        broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, calls)
+        broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, o.tool_calls)
         if kind is not None and answered
         else []
     )
@@ -105,7 +104,7 @@ def stream_record(
         "decode_tok_s": t.decode_tok_s,
         "answer": o.content[:200],
         "broken": judged,
-        "tool_calls": len(calls),
+        "tool_calls": len(o.tool_calls),
         "files": files,
     }
 

@@ -47,38 +47,11 @@ def trace_path(directory: Path, trace: str) -> Path:
 
 
 # Plain words, none of them markup: a synthesized prompt is prose an engine reads as text.
-_WORDS = [
-    "river",
-    "stone",
-    "lamp",
-    "harbor",
-    "window",
-    "garden",
-    "ledger",
-    "signal",
-    "copper",
-    "meadow",
-    "lantern",
-    "valley",
-    "engine",
-    "bridge",
-    "orchard",
-    "compass",
-    "thread",
-    "market",
-    "winter",
-    "shelter",
-    "canvas",
-    "furnace",
-    "beacon",
-    "timber",
-    "quarry",
-    "pebble",
-    "summit",
-    "canyon",
-    "glacier",
-    "prairie",
-]
+_WORDS = (  # noqa: SIM905 (as a list: a line per word)
+    "river stone lamp harbor window garden ledger signal copper meadow lantern "
+    "valley engine bridge orchard compass thread market winter shelter canvas "
+    "furnace beacon timber quarry pebble summit canyon glacier prairie"
+).split()
 _ASK = "Summarize the notes above in two sentences."
 
 
