@@ -18,7 +18,6 @@ Sources (REFERENCE.md; the log lines are the ones `qualify.ab.kv` parses):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from qualify.ab.kv import from_log
 from qualify.capacity.record import Engine
@@ -30,7 +29,7 @@ from qualify.serving.idle import scrape
 Keep = Callable[[str, Exchange], list[str]]
 
 
-def _int(v: Any) -> int | None:
+def _int(v: object) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
 
 
@@ -43,7 +42,7 @@ def _float(v: str | None) -> float | None:
     return x if x is not None and x > 0 and x == x and x != float("inf") else None
 
 
-def _find(obj: Any, key: str) -> Any:
+def _find(obj: object, key: str) -> object:
     """The first value under `key` anywhere in a JSON document (SGLang nests its states)."""
     if isinstance(obj, dict):
         if key in obj:
@@ -57,7 +56,7 @@ def _find(obj: Any, key: str) -> Any:
     return None
 
 
-async def _get(client: Client, path: str, keep: Keep) -> Any:
+async def _get(client: Client, path: str, keep: Keep) -> object:
     ex = await client.get(path)
     keep(f"capacity-{path.strip('/').replace('/', '-')}", ex)
     return ex.body if ex.ok else None
@@ -72,7 +71,7 @@ async def _model_len(client: Client, keep: Keep) -> int | None:
     return None
 
 
-def _result(**kw: Any) -> Engine:
+def _result(**kw: object) -> Engine:
     out = Engine.model_validate(
         {
             "kv_tokens": None,

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
@@ -30,7 +31,7 @@ from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Engine, KindRow, MatrixRow, Record, Warmup
+from qualify.capacity.record import Engine, KindRow, MatrixRow, Record, Saturation, Warmup
 from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
 from qualify.capacity.sessions import run_sessions
@@ -86,13 +87,6 @@ def turns(runs: int, incumbent: bool) -> list[tuple[str, list[int]]]:
     return out
 
 
-class Stop(TypedDict):
-    """Where a length stopped raising concurrency, and why (`matrix.saturation`)."""
-
-    at: int
-    why: str
-
-
 @dataclass
 class Lane:
     """One lane's state over its turns: how it is asked, its plan, its sized prompts, its runs."""
@@ -105,7 +99,7 @@ class Lane:
     engine: Engine
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
     runs: dict[tuple[int, int], list[dict[str, object]]] = field(default_factory=dict)
-    saturated: dict[int, Stop] = field(default_factory=dict)
+    saturated: dict[int, Saturation] = field(default_factory=dict)
     warmups: list[Warmup] = field(default_factory=list)
 
 
@@ -133,7 +127,7 @@ class Capacity:
             return sampler.energy(t0, t1)
         return window_energy({}, t0, t1) | {"why": NO_TELEMETRY}
 
-    def memory(self) -> tuple[Any, str | None]:
+    def memory(self) -> tuple[Callable[[], float | None], str | None]:
         """The soak's server memory: GPU used memory, else the server process's RSS, else none."""
         sampler = self.ctx.sampler
         if isinstance(sampler, Sampler) and sampler.used_mib() is not None:
@@ -323,7 +317,7 @@ class Capacity:
             length.sized_tokens = p.sized.tokens if p.sized else None
             for i, c in enumerate(levels):
                 stop = lane.saturated.get(planned)
-                if stop is not None and i > levels.index(stop["at"]):
+                if stop is not None and i > levels.index(stop.at):
                     task.advance(len(runs))
                     continue
                 for run in runs:
@@ -340,7 +334,7 @@ class Capacity:
                     task.advance(note=f"capacity {lane.name} {planned} tokens c={c} run {run}")
                 why = saturation(median_of_runs(lane.runs.get((planned, c), [])), self.ttft_bound)
                 if why and planned not in lane.saturated:
-                    lane.saturated[planned] = {"at": c, "why": why}
+                    lane.saturated[planned] = Saturation(at=c, why=why)
         return True
 
     async def kinds(self, lane: Lane, task: Task) -> list[KindRow]:
