@@ -208,17 +208,13 @@ def judged_cells(
     for k in kinds:
         streams = [st for r in k.get("run_records", []) for st in r["streams"]]
         add(f"{k['kind']}@{k['depth']}", "candidate", k["kind"], streams)
+    lane, kind = load.get("lane", "candidate"), load.get("kind", "prose")
     for c in load.get("cells", []):
-        add(c["cell"], load.get("lane", "candidate"), load.get("kind", "prose"), c["streams"])
+        add(c["cell"], lane, kind, c["streams"])
     for c in (load.get("incumbent") or {}).get("cells") or []:
-        add(c["cell"], "incumbent", load.get("kind", "prose"), c["streams"])
+        add(c["cell"], "incumbent", kind, c["streams"])
     if load.get("soak"):
-        add(
-            "soak",
-            load.get("lane", "candidate"),
-            load.get("kind", "prose"),
-            load["soak"]["streams"],
-        )
+        add("soak", lane, kind, load["soak"]["streams"])
     return {
         "cells": cells,
         "judged": sum(c.judged for c in cells),

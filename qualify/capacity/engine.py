@@ -72,19 +72,10 @@ async def _model_len(client: Client, keep: Keep) -> int | None:
 
 
 def _result(**kw: object) -> Engine:
-    out = Engine.model_validate(
-        {
-            "kv_tokens": None,
-            "kv_tokens_source": None,
-            "context_per_request": None,
-            "context_source": None,
-            "max_concurrency_at_full_context": None,
-            "max_concurrency_source": None,
-            "slots": None,
-            "details": {},
-            **kw,
-        }
-    )
+    """Every figure written, None where the engine does not report it; `reported` said."""
+    other = ("details", "note", "reported", "engine")
+    figures = {k: None for k in Engine.model_fields if k not in other}
+    out = Engine.model_validate({**figures, "details": {}, **kw})
     reported = out.kv_tokens is not None or out.max_concurrency_at_full_context is not None
     return out.model_copy(update={"reported": reported})
 
@@ -146,10 +137,8 @@ async def _vllm(client: Client, keep: Keep, log: str) -> Engine:
     if kv is None and info_kv:
         kv, kv_source = info_kv, info_source
     if conc is None and info_conc is not None:
-        conc, conc_source = (
-            info_conc,
-            "GET /metrics vllm:cache_config_info kv_cache_max_concurrency",
-        )
+        conc = info_conc
+        conc_source = "GET /metrics vllm:cache_config_info kv_cache_max_concurrency"
     if conc is None and kv and model_len:
         conc, conc_source = kv / model_len, "KV cache tokens / max_model_len"
     usage = snap.first(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")) if snap else None

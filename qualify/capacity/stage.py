@@ -165,6 +165,7 @@ class Capacity:
             meter=self.meter,
         )
         text = self.trace(lane)
+        drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s  # the burst's and the replay's
         if s.load.enabled:
             found = await search(
                 lane.sender,
@@ -177,7 +178,6 @@ class Capacity:
             )
             out.update(found)
             if n := s.load.burst:  # n requests at once: how the recipe absorbs a spike
-                drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
                 label = f"load-burst-{n}"
                 b = await open_cell(
                     lane.sender, p.fresh, burst(n), label=label, drain_s=drain, **common
@@ -190,7 +190,6 @@ class Capacity:
             out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
         if text:  # the candidate's trace, at each of its scales
-            drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
             out["replay"] = await replays(lane.sender, text, s.replay, common, drain)
         if n := s.sessions.count:  # agent sessions, each turn on the previous answers
             out["sessions"] = await run_sessions(lane.sender, n, s.sessions.max_tokens, self.slo)
@@ -342,26 +341,23 @@ class Capacity:
         depths = plan_lengths(self.s.depths, lane.window, self.s.max_tokens)
         warmed = False
         for d in (x for x in depths if not x.same_as and not x.errors):
+            n = d.planned_tokens
             for kind in self.s.kinds:
-                row: dict[str, object] = {
-                    "kind": kind,
-                    "depth": d.planned_tokens,
-                    "target": d.target,
-                }
+                row: dict[str, object] = {"kind": kind, "depth": n, "target": d.target}
                 try:
-                    p = await self.prompts(lane, kind, d.planned_tokens)
+                    p = await self.prompts(lane, kind, n)
                     if not warmed:
-                        await self.warm(lane, p, f"kind-{kind}-{d.planned_tokens}")
+                        await self.warm(lane, p, f"kind-{kind}-{n}")
                         warmed = True
                     runs = []
                     for r in range(1, self.s.kind_runs + 1):
-                        label = f"kind-{kind}-{d.planned_tokens}-r{r}"
+                        label = f"kind-{kind}-{n}-r{r}"
                         rec = await timed_run(
                             lane.sender, [await p.fresh()], label, kind, self.meter
                         )
                         rec["run"] = r
                         runs.append(rec)
-                        task.advance(note=f"capacity {kind} at {d.planned_tokens} run {r}")
+                        task.advance(note=f"capacity {kind} at {n} run {r}")
                 except SizingError as exc:
                     err = {"error": f"sizing failed: {exc}", "counted_runs": 0, "runs": 0}
                     err.update(excluded_runs=[], failed=0, cut=0, requests=0)
