@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.timing import percentile
@@ -144,7 +144,7 @@ class Flight:
             self.running.pop(i, None)
 
 
-async def cancelled(*tasks: asyncio.Task[Any]) -> None:
+async def cancelled(*tasks: asyncio.Task[object]) -> None:
     """Cancel the tasks, then wait until each has ended."""
     for task in tasks:
         task.cancel()
@@ -156,14 +156,14 @@ async def cancelled(*tasks: asyncio.Task[Any]) -> None:
 async def _settle(
     sent: list[Sent],
     tasks: dict[int, asyncio.Task[None]],
-    halt: asyncio.Task[Any],
+    halt: asyncio.Task[object],
     stop: asyncio.Event,
     t0: float,
     deadline_s: float,
 ) -> None:
     """Once every request was sent (or `stop` was set): wait for them until `deadline_s` after
     `t0` or `stop`, cancel those still running, and mark them and the unsent ones unfinished."""
-    pending: set[asyncio.Task[Any]] = set(tasks.values())
+    pending: set[asyncio.Task[object]] = set(tasks.values())
     while pending and not stop.is_set() and (left := t0 + deadline_s - time.perf_counter()) > 0:
         done, _ = await asyncio.wait({*pending, halt}, timeout=left, return_when=FIRST)
         pending -= done
@@ -185,7 +185,7 @@ class Plan:
     unfinished (requests not yet sent when `stop` is set are never sent); `on_done(i, exchange)`
     as each ends. `watch()` runs beside them until they have ended, then `stop` is set."""
 
-    bodies: Sequence[Any]
+    bodies: Sequence[object]
     offsets: Sequence[float]
     deadline_s: float
     timeout_s: float | None = None
@@ -193,7 +193,7 @@ class Plan:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     flight: Flight = field(default_factory=Flight)
     on_done: Callable[[int, Exchange], None] | None = None
-    watch: Callable[[], Coroutine[Any, Any, None]] | None = None
+    watch: Callable[[], Coroutine[object, object, None]] | None = None
 
     def __post_init__(self) -> None:
         if len(self.bodies) != len(self.offsets):

@@ -27,7 +27,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 import qualify
 from qualify.capacity.openloop import Flight, Plan, Sent
-from qualify.capacity.shard import Polled, Shard, ShardResult, ShardSpec, share, split
+from qualify.capacity.shard import Polled, Shard, ShardResult, ShardSpec, split
 from qualify.capacity.spread import (
     LEAD_S,
     PROBES,
@@ -160,8 +160,8 @@ class RayFleet:
         specs = [
             ShardSpec(
                 indices=w.indices,
-                bodies=share(cell.bodies, w.indices),
-                offsets=share(plan, w.indices),
+                bodies=[cell.bodies[i] for i in w.indices],
+                offsets=[plan[i] for i in w.indices],
                 start_s=start,
                 offset_s=best_probe(w.probes)[0],
                 deadline_s=cell.deadline_s,
@@ -185,7 +185,7 @@ class RayFleet:
             self.broken = run.harness
         return run
 
-    async def _probes(self, workers: list[Worker]) -> list[Any]:
+    async def _probes(self, workers: list[Worker]) -> list[list[dict[str, float]] | BaseException]:
         calls = (self.probe(self.actors[w.k]) for w in workers)
         return list(await asyncio.gather(*calls, return_exceptions=True))
 
@@ -296,7 +296,7 @@ def _outcome(f: asyncio.Future[Any]) -> tuple[ShardResult | None, str | None]:
     return f.result(), None
 
 
-def _lost(probes: Any) -> str | None:
+def _lost(probes: object) -> str | None:
     if isinstance(probes, BaseException):
         return f"{type(probes).__name__}: {_first_line(probes)}"
     return None

@@ -31,7 +31,15 @@ from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Engine, KindRow, MatrixRow, Record, Saturation, Warmup
+from qualify.capacity.record import (
+    Engine,
+    Incumbent,
+    KindRow,
+    MatrixRow,
+    Record,
+    Saturation,
+    Warmup,
+)
 from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
 from qualify.capacity.sessions import run_sessions
@@ -289,12 +297,12 @@ class Capacity:
             lane.warmups.append(Warmup(label=label, n=i + 1, files=files))  # tokens: the rebuild's
 
     async def matrix_turn(
-        self, name: str, runs: list[int], inc_info: dict[str, Any], task: Task
+        self, name: str, runs: list[int], inc_info: Incumbent, task: Task
     ) -> bool:
         """One lane's turn of matrix runs; False where the incumbent was not found or did not
         start (`inc_info` says so then)."""
         levels = self.s.concurrency
-        if name == INCUMBENT and inc_info["status"] != "found":
+        if name == INCUMBENT and inc_info.status != "found":
             task.advance(len(self.s.lengths) * len(levels) * len(runs))
             return False
         try:
@@ -302,7 +310,7 @@ class Capacity:
         except StartFailed as exc:
             if name != INCUMBENT:
                 raise
-            inc_info.update(status="unreachable", why=str(exc))
+            inc_info.status, inc_info.why = "unreachable", str(exc)
             return False
         for length in (r for r in lane.lengths if not r.same_as and not r.errors):
             planned = length.planned_tokens
@@ -382,21 +390,22 @@ def _rows(lane: Lane, s: CapacitySettings) -> list[MatrixRow]:
     return out
 
 
-async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> dict[str, Any]:
+async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> Incumbent:
     """Find the incumbent and add it as a lane; what was found goes in `data.incumbent`."""
     if not s.incumbent:
-        return {"status": "none", "why": "stages.capacity.incumbent is false"}
+        return Incumbent(status="none", why="stages.capacity.incumbent is false")
     # the house the run was given, once the stage context carries it (else the default house)
     house: Path | None = getattr(ctx, "house", None)
     inc, info = find_incumbent(ctx.loaded, house)
     if inc is None:
-        return info
+        return Incumbent.model_validate(info)
     try:
         ctx.run.redactor.add(api_key(inc))
     except BadInput as exc:
-        return {**info, "status": "unusable", "why": "; ".join(exc.problems)}
+        info.update(status="unusable", why="; ".join(exc.problems))
+        return Incumbent.model_validate(info)
     ctx.lanes.loaded[INCUMBENT] = inc
-    return {**info, "status": "found"}
+    return Incumbent.model_validate(info)  # status "found"
 
 
 def _plot(ctx: StageContext, record: Record) -> list[str]:
@@ -416,7 +425,7 @@ async def capacity(ctx: StageContext) -> StageResult:
     t0 = time.perf_counter()
     cap = Capacity(ctx, s, secrets.randbits(32))
     inc_info = await _incumbent_lane(ctx, s)
-    found = inc_info["status"] == "found"
+    found = inc_info.status == "found"
     order = turns(s.runs, found)
     steps = len(s.kinds) * len(s.depths) * s.kind_runs + s.soak.enabled
     steps += (s.load.max_steps + s.load.refine + bool(s.load.burst) + 2 * found) * s.load.enabled
@@ -432,14 +441,14 @@ async def capacity(ctx: StageContext) -> StageResult:
                 if await cap.matrix_turn(name, runs, inc_info, task):
                     ran.append(f"{name} run {','.join(map(str, runs))}")
             if s.loads:
-                load = await around(cap, cap.loads(inc_info["status"] == "found", ran, task))
+                load = await around(cap, cap.loads(inc_info.status == "found", ran, task))
     finally:
         if INCUMBENT in ctx.lanes.loaded:
             if ctx.lanes.current == INCUMBENT:
                 await ctx.lanes.stop()
             del ctx.lanes.loaded[INCUMBENT]
-    if INCUMBENT in cap.lanes and inc_info["status"] == "found":
-        inc_info.update(status="measured", engine=cap.lanes[INCUMBENT].engine)
+    if INCUMBENT in cap.lanes and inc_info.status == "found":
+        inc_info.status, inc_info.engine = "measured", cap.lanes[INCUMBENT].engine
     data = {
         "settings": s.model_dump(mode="json"),
         "lengths": {name: ln.lengths for name, ln in cap.lanes.items()},

@@ -71,7 +71,7 @@ class TraceRow:
     session: str | None = None
 
 
-def _row(obj: Any, n: int) -> TraceRow:
+def _row(obj: object, n: int) -> TraceRow:
     if not isinstance(obj, dict):
         raise TraceError(f"line {n}: not a JSON object")
     t = obj.get("timestamp")
