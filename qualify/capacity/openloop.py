@@ -216,38 +216,34 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
     """Send `plan`'s requests, each at its time; nothing here waits on an answer before sending
     the next request."""
     async with plan.watched():
-        return await _send(client, plan)
+        sent = [Sent(float(o)) for o in plan.offsets]
+        oversleep: list[float] = []
+        stop = plan.stop
+        tick = asyncio.create_task(_ticker(oversleep))
+        halt = asyncio.create_task(stop.wait())
+        t0 = time.perf_counter()
 
+        async def one(i: int) -> None:
+            sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
+            with plan.flight.one(i):
+                ex = await client.stream(plan.path, plan.bodies[i], plan.timeout_s)
+            sent[i].exchange = ex
+            sent[i].sent_s = ex.t_sent - t0
+            if plan.on_done is not None:
+                plan.on_done(i, ex)
 
-async def _send(client: Client, plan: Plan) -> OpenLoopRun:
-    sent = [Sent(float(o)) for o in plan.offsets]
-    oversleep: list[float] = []
-    stop = plan.stop
-    tick = asyncio.create_task(_ticker(oversleep))
-    halt = asyncio.create_task(stop.wait())
-    t0 = time.perf_counter()
-
-    async def one(i: int) -> None:
-        sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
-        with plan.flight.one(i):
-            ex = await client.stream(plan.path, plan.bodies[i], plan.timeout_s)
-        sent[i].exchange = ex
-        sent[i].sent_s = ex.t_sent - t0
-        if plan.on_done is not None:
-            plan.on_done(i, ex)
-
-    tasks: dict[int, asyncio.Task[None]] = {}
-    try:
-        for i, off in enumerate(sent):
-            delay = t0 + off.planned_s - time.perf_counter()
-            if delay > 0:
-                await asyncio.wait([halt], timeout=delay)
-            if stop.is_set():
-                break
-            tasks[i] = asyncio.create_task(one(i))
-        await _settle(sent, tasks, halt, stop, t0, plan.deadline_s)
-        return OpenLoopRun.ended(sent, t0, oversleep)
-    finally:
-        for task in tasks.values():
-            task.cancel()
-        await cancelled(tick, halt)
+        tasks: dict[int, asyncio.Task[None]] = {}
+        try:
+            for i, off in enumerate(sent):
+                delay = t0 + off.planned_s - time.perf_counter()
+                if delay > 0:
+                    await asyncio.wait([halt], timeout=delay)
+                if stop.is_set():
+                    break
+                tasks[i] = asyncio.create_task(one(i))
+            await _settle(sent, tasks, halt, stop, t0, plan.deadline_s)
+            return OpenLoopRun.ended(sent, t0, oversleep)
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await cancelled(tick, halt)
