@@ -37,6 +37,7 @@ import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict, Unpack
 
 from qualify.capacity.loads import Knee, LoadStream
@@ -186,16 +187,15 @@ async def open_cell(
     prompts = [await fresh() for _ in offsets]  # sized before the clock starts
     bodies = [sender.request(p) for p in prompts]
     span = offsets[-1] if offsets else 0.0
-    stop, flight = asyncio.Event(), Flight()
-    early = EarlyStop(len(offsets), slo, kind, max_tokens, stop, flight)
+    early = EarlyStop(len(offsets), slo, kind, max_tokens)
     m0 = time.monotonic()
     cell = Plan(
         bodies,
         offsets,
         span + drain_s,
         timeout_s=sender.timeout_s,
-        stop=stop,
-        flight=flight,
+        stop=early.stop,
+        flight=early.flight,
         on_done=early.done,
         watch=early.watch,
     )
@@ -215,26 +215,24 @@ async def open_cell(
     }
 
 
+@dataclass
 class EarlyStop:
     """Ends a cell as soon as its goodput can no longer reach the floor: more requests have
     missed the SLOs (answered outside them, or still running past the E2E bound) than the floor
     tolerates. A saturated cell then costs seconds, not its whole drain."""
 
-    def __init__(
-        self,
-        n: int,
-        slo: Slo,
-        kind: str,
-        max_tokens: int,
-        stop: asyncio.Event,
-        flight: Flight,
-    ) -> None:
-        self.n = n
-        self.allowed = math.floor(n * (1 - slo.goodput_floor) + 1e-9)
-        self.slo, self.kind, self.max_tokens = slo, kind, max_tokens
-        self.stop, self.flight = stop, flight
-        self.missed: set[int] = set()
-        self.why: str | None = None
+    n: int
+    slo: Slo
+    kind: str
+    max_tokens: int
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    flight: Flight = field(default_factory=Flight)
+    missed: set[int] = field(default_factory=set)
+    why: str | None = None
+
+    @property
+    def allowed(self) -> int:
+        return math.floor(self.n * (1 - self.slo.goodput_floor) + 1e-9)
 
     def _check(self) -> None:
         if len(self.missed) > self.allowed and not self.stop.is_set():
