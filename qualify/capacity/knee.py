@@ -45,7 +45,7 @@ from qualify.capacity.openloop import Flight, OpenLoopRun, Plan, harness_lag, po
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import LoadSettings
 from qualify.capacity.slo import Slo, goodput, misses, number, shown
-from qualify.capacity.spread import annotate, chosen, shard_name
+from qualify.capacity.spread import Send, annotate, chosen, shard_name
 from qualify.capacity.trace import TraceRow, arrivals
 from qualify.httpclient.client import Exchange
 from qualify.httpclient.load import Messages
@@ -109,11 +109,25 @@ class LaneArgs(TypedDict):
     meter: NotRequired[Meter | None]
 
 
-def cell_streams(
-    run: OpenLoopRun, sender: Sender, label: str, kind: str, max_tokens: int | None
-) -> list[StreamRec]:
-    """One record per planned request: judged when it was answered, else why not."""
-    out: list[StreamRec] = []
+async def measured(
+    sender: Sender,
+    cell: Plan,
+    label: str,
+    kind: str,
+    max_tokens: int | None,
+    lag_bound_ms: float,
+    meter: Meter | None,
+    how: Send = send,
+) -> tuple[OpenLoopRun, list[StreamRec], dict[str, object]]:
+    """`cell` sent by `how`, its requests' records (judged when answered, else why not) and
+    what an open-loop cell and the soak record alike, as measured: the window, the client's lag
+    (a harness error past its bound), the energy over the window and each stream, trimmed.
+    Their counts, goodput and joules per token are the rebuild's (`counts`,
+    `qualify.capacity.reload`)."""
+    m0 = time.monotonic()
+    run = await how(sender.client, cell)
+    energy = meter(m0, time.monotonic()) if meter else None
+    streams: list[StreamRec] = []
     for i, s in enumerate(run.sent):
         if s.exchange is None:
             why = s.unfinished or "never sent"
@@ -123,29 +137,16 @@ def cell_streams(
             rec = stream_record(s.exchange, files, kind, max_tokens)
         rec["planned_s"] = round(s.planned_s, 4)
         rec["lag_ms"] = None if s.lag_s is None else round(s.lag_s * 1000, 2)
-        out.append(rec)
-    return out
-
-
-def tallied(
-    run: OpenLoopRun,
-    streams: list[StreamRec],
-    lag_bound_ms: float,
-    energy: dict[str, object] | None,
-) -> dict[str, object]:
-    """What an open-loop cell and the soak record alike, as measured: the window, the client's
-    lag (a harness error past its bound), the energy over the window and each stream, trimmed.
-    Their counts, goodput and joules per token are the rebuild's (`counts`,
-    `qualify.capacity.reload`)."""
+        streams.append(rec)
     lag = run.lag()
-    cell: dict[str, object] = {
+    tally: dict[str, object] = {
         "window_s": run.window_s,
         "lag": lag,
         "harness_error": harness_lag(lag, lag_bound_ms),
         "energy": energy,
         "streams": [{k: s.get(k) for k in STREAM_KEYS} for s in streams],
     }
-    return annotate(cell, run, lag_bound_ms)  # a cell on Ray workers: each worker's proof
+    return run, streams, annotate(tally, run, lag_bound_ms)  # on Ray: each worker's proof
 
 
 def counts(
@@ -188,7 +189,6 @@ async def open_cell(
     bodies = [sender.request(p) for p in prompts]
     span = offsets[-1] if offsets else 0.0
     early = EarlyStop(len(offsets), slo, kind, max_tokens)
-    m0 = time.monotonic()
     cell = Plan(
         bodies,
         offsets,
@@ -199,10 +199,10 @@ async def open_cell(
         on_done=early.done,
         watch=early.watch,
     )
-    # on Ray workers while a fleet is open (`capacity.spread`)
-    run = await chosen(send)(sender.client, cell)
-    energy = meter(m0, time.monotonic()) if meter else None
-    streams = cell_streams(run, sender, label, kind, max_tokens)
+    how = chosen(send)  # on Ray workers while a fleet is open (`capacity.spread`)
+    run, streams, tally = await measured(
+        sender, cell, label, kind, max_tokens, lag_bound_ms, meter, how
+    )
     return {
         "label": label,
         "idle_before": before.as_dict(),
@@ -211,7 +211,7 @@ async def open_cell(
         **goodput(streams, slo, run.window_s).model_dump(),
         "pace": pace(streams) if span > 0 else None,
         "stopped_early": early.why,
-        **tallied(run, streams, lag_bound_ms, energy),
+        **tally,
     }
 
 

@@ -38,7 +38,7 @@ QUEUE_POLL_S = 0.5
 
 class StreamRec(TypedDict, total=False):
     """One stream's figures as `stream_record` measures them; an open-loop cell's planned
-    request adds its send offset and lag (`qualify.capacity.knee.cell_streams`), one never
+    request adds its send offset and lag (`qualify.capacity.knee.measured`), one never
     answered carries only why (`unfinished`)."""
 
     failed: str | None

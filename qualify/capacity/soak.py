@@ -36,8 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from qualify.ab.acceptance import SpecCounters
-from qualify.capacity.knee import Fresh, Meter, cell_streams, tallied
-from qualify.capacity.openloop import Flight, Plan, poisson, send
+from qualify.capacity.knee import Fresh, Meter, measured
+from qualify.capacity.openloop import Flight, Plan, poisson
 from qualify.capacity.slo import Slo, number
 from qualify.capacity.specdrift import SERIES_COLUMNS, spec_point
 from qualify.httpclient.timing import median
@@ -291,7 +291,6 @@ async def soak(
     stop, flight = asyncio.Event(), Flight()
     drain = float(slo.e2e_s or 60.0)
     watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, drain)
-    m0 = time.monotonic()
     cell = Plan(
         bodies,
         offsets,
@@ -301,9 +300,7 @@ async def soak(
         flight=flight,
         watch=watcher.run,
     )
-    run = await send(sender.client, cell)
-    energy = meter(m0, time.monotonic()) if meter else None
-    streams = cell_streams(run, sender, "soak", kind, max_tokens)
+    run, _, tally = await measured(sender, cell, "soak", kind, max_tokens, lag_bound_ms, meter)
     return {
         "rate_rps": rate_rps,
         "duration_s": duration_s,
@@ -318,4 +315,4 @@ async def soak(
         "acceptance_series": watcher.spec,
         "timeline_columns": ["t_s", "progress", "completed", "in_flight", "health", "memory_mib"],
         "timeline": watcher.timeline,
-    } | tallied(run, streams, lag_bound_ms, energy)
+    } | tally
