@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
@@ -44,12 +45,8 @@ class LagFigures(TypedDict):
 def poisson(rate_rps: float, n: int, seed: int) -> list[float]:
     """`n` send offsets (s) of a Poisson process at `rate_rps`; the first at 0."""
     rng = random.Random(seed)
-    out, t = [], 0.0
-    for i in range(n):
-        if i:
-            t += rng.expovariate(rate_rps)
-        out.append(t)
-    return out
+    gaps = (rng.expovariate(rate_rps) for _ in range(n - 1))
+    return list(itertools.accumulate(gaps, initial=0.0))[:n]
 
 
 def burst(n: int) -> list[float]:
