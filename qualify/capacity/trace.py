@@ -158,9 +158,5 @@ def arrivals(rows: list[TraceRow], rate_rps: float, n: int) -> list[float]:
         raise TraceError("the trace spans no time: it has no arrival pattern to scale")
     cycle = [*gaps, sum(gaps) / len(gaps)]
     factor = len(cycle) / sum(cycle) / rate_rps
-    out, t = [], 0.0
-    for i in range(n):
-        if i:
-            t += cycle[(i - 1) % len(cycle)] * factor
-        out.append(round(t, 6))
-    return out
+    steps = (cycle[i % len(cycle)] * factor for i in range(n - 1))
+    return [round(t, 6) for t in itertools.accumulate(steps, initial=0.0)][:n]
