@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
+from qualify.capacity import record as rec
 from qualify.capacity.answers import answer_code
 from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
@@ -31,15 +32,6 @@ from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import (
-    Engine,
-    Incumbent,
-    KindRow,
-    MatrixRow,
-    Record,
-    Saturation,
-    Warmup,
-)
 from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
 from qualify.capacity.sessions import run_sessions
@@ -104,11 +96,11 @@ class Lane:
     counter: Counter
     window: int
     lengths: list[PlannedLength]
-    engine: Engine
+    engine: rec.Engine
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
     runs: dict[tuple[int, int], list[dict[str, object]]] = field(default_factory=dict)
-    saturated: dict[int, Saturation] = field(default_factory=dict)
-    warmups: list[Warmup] = field(default_factory=list)
+    saturated: dict[int, rec.Saturation] = field(default_factory=dict)
+    warmups: list[rec.Warmup] = field(default_factory=list)
 
 
 @dataclass
@@ -292,12 +284,12 @@ class Capacity:
         return lane.prompts[key]
 
     async def warm(self, lane: Lane, p: Prompts, label: str) -> None:
-        for i in range(self.s.warmups):
+        for i in range(self.s.warmups):  # each one's tokens are the rebuild's
             _, files = await lane.sender.send(await p.fresh(), f"{label}-warmup{i + 1}")
-            lane.warmups.append(Warmup(label=label, n=i + 1, files=files))  # tokens: the rebuild's
+            lane.warmups.append(rec.Warmup(label=label, n=i + 1, files=files))
 
     async def matrix_turn(
-        self, name: str, runs: list[int], inc_info: Incumbent, task: Task
+        self, name: str, runs: list[int], inc_info: rec.Incumbent, task: Task
     ) -> bool:
         """One lane's turn of matrix runs; False where the incumbent was not found or did not
         start (`inc_info` says so then)."""
@@ -335,16 +327,16 @@ class Capacity:
                         task.advance()
                         continue
                     label = f"cap-{lane.name}-{planned}-c{c}-r{run}"
-                    rec = await timed_run(lane.sender, prompts, label, "prose", self.meter)
-                    rec["run"] = run
-                    lane.runs.setdefault((planned, c), []).append(rec)
+                    timed = await timed_run(lane.sender, prompts, label, "prose", self.meter)
+                    timed["run"] = run
+                    lane.runs.setdefault((planned, c), []).append(timed)
                     task.advance(note=f"capacity {lane.name} {planned} tokens c={c} run {run}")
                 why = saturation(median_of_runs(lane.runs.get((planned, c), [])), self.ttft_bound)
                 if why and planned not in lane.saturated:
-                    lane.saturated[planned] = Saturation(at=c, why=why)
+                    lane.saturated[planned] = rec.Saturation(at=c, why=why)
         return True
 
-    async def kinds(self, lane: Lane, task: Task) -> list[KindRow]:
+    async def kinds(self, lane: Lane, task: Task) -> list[rec.KindRow]:
         rows = []
         depths = plan_lengths(self.s.depths, lane.window, self.s.max_tokens)
         warmed = False
@@ -360,24 +352,24 @@ class Capacity:
                     runs = []
                     for r in range(1, self.s.kind_runs + 1):
                         label = f"kind-{kind}-{n}-r{r}"
-                        rec = await timed_run(
+                        timed = await timed_run(
                             lane.sender, [await p.fresh()], label, kind, self.meter
                         )
-                        rec["run"] = r
-                        runs.append(rec)
+                        timed["run"] = r
+                        runs.append(timed)
                         task.advance(note=f"capacity {kind} at {n} run {r}")
                 except SizingError as exc:
                     err = {"error": f"sizing failed: {exc}", "counted_runs": 0, "runs": 0}
                     err.update(excluded_runs=[], failed=0, cut=0, requests=0)
-                    rows.append(KindRow.model_validate({**row, **err}))
+                    rows.append(rec.KindRow.model_validate({**row, **err}))
                     continue
                 sized = p.sized.tokens if p.sized else None
                 row.update(sized_tokens=sized, run_records=public_runs(runs))
-                rows.append(KindRow.model_validate(row))
+                rows.append(rec.KindRow.model_validate(row))
         return rows
 
 
-def _rows(lane: Lane, s: CapacitySettings) -> list[MatrixRow]:
+def _rows(lane: Lane, s: CapacitySettings) -> list[rec.MatrixRow]:
     """The lane's cells as run: their runs; their figures are the rebuild's (`capacity.rebuild`)."""
     out = []
     for length in (r for r in lane.lengths if not r.same_as):
@@ -386,29 +378,29 @@ def _rows(lane: Lane, s: CapacitySettings) -> list[MatrixRow]:
                 planned, cell = length.planned_tokens, cell_key(length.planned_tokens, c)
                 row = {"lane": lane.name, "cell": cell, "length": planned, "concurrency": c}
                 row.update(target=length.target, run_records=public_runs(runs))
-                out.append(MatrixRow.model_validate(row))
+                out.append(rec.MatrixRow.model_validate(row))
     return out
 
 
-async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> Incumbent:
+async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> rec.Incumbent:
     """Find the incumbent and add it as a lane; what was found goes in `data.incumbent`."""
     if not s.incumbent:
-        return Incumbent(status="none", why="stages.capacity.incumbent is false")
+        return rec.Incumbent(status="none", why="stages.capacity.incumbent is false")
     # the house the run was given, once the stage context carries it (else the default house)
     house: Path | None = getattr(ctx, "house", None)
     inc, info = find_incumbent(ctx.loaded, house)
     if inc is None:
-        return Incumbent.model_validate(info)
+        return rec.Incumbent.model_validate(info)
     try:
         ctx.run.redactor.add(api_key(inc))
     except BadInput as exc:
         info.update(status="unusable", why="; ".join(exc.problems))
-        return Incumbent.model_validate(info)
+        return rec.Incumbent.model_validate(info)
     ctx.lanes.loaded[INCUMBENT] = inc
-    return Incumbent.model_validate(info)  # status "found"
+    return rec.Incumbent.model_validate(info)  # status "found"
 
 
-def _plot(ctx: StageContext, record: Record) -> list[str]:
+def _plot(ctx: StageContext, record: rec.Record) -> list[str]:
     """The stage's plot into its evidence; one that cannot be drawn is a reason, never a stop."""
     slots = record.engine.slots or getattr(ctx.candidate.identity, "max_num_seqs", None)
     title = f"{ctx.candidate.name}: aggregate output tok/s by concurrency"
@@ -430,7 +422,7 @@ async def capacity(ctx: StageContext) -> StageResult:
     steps = len(s.kinds) * len(s.depths) * s.kind_runs + s.soak.enabled
     steps += (s.load.max_steps + s.load.refine + bool(s.load.burst) + 2 * found) * s.load.enabled
     cells = len(s.lengths) * len(s.concurrency)
-    kinds: list[KindRow] = []
+    kinds: list[rec.KindRow] = []
     load: dict[str, Any] = {}
     ran: list[str] = []
     try:
@@ -457,7 +449,7 @@ async def capacity(ctx: StageContext) -> StageResult:
             name: {str(k): v for k, v in ln.saturated.items()} for name, ln in cap.lanes.items()
         },
         "kinds": kinds,
-        "engine": cap.lanes["candidate"].engine if "candidate" in cap.lanes else Engine(),
+        "engine": cap.lanes["candidate"].engine if "candidate" in cap.lanes else rec.Engine(),
         "slo": cap.slo,
         "load": load,
         "incumbent": inc_info,
@@ -471,8 +463,8 @@ async def capacity(ctx: StageContext) -> StageResult:
     # its record holds them
     derived: dict[str, object] = {"not_run": [], "degenerate": [], "answers": {}}
     derived.update(expected=[], comparison=[])
-    record = Record.model_validate({**data, **derived, "check_code": answer_code()})
+    record = rec.Record.model_validate({**data, **derived, "check_code": answer_code()})
     result = finish(ctx, ctx.judge(record), record)
     # drawn from the record the kept exchanges give (the draft's figures are the rebuild's)
-    result.reasons[:0] = _plot(ctx, Record.model_validate(result.data))
+    result.reasons[:0] = _plot(ctx, rec.Record.model_validate(result.data))
     return result
