@@ -23,8 +23,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
+from qualify.capacity.record import AnswerCell
+from qualify.httpclient.chat import ToolCall
 from qualify.httpclient.degenerate import degenerate
 from qualify.preflight.checks.text import garble
 from qualify.preflight.code import check_code
@@ -111,26 +113,19 @@ def json_problem(text: str, finished: bool) -> str | None:
     return f"cut at the budget and not a JSON prefix: {body[:60]!r}"
 
 
-class CallMade(TypedDict):
-    """A tool call as the stream gave it: its name and its arguments' text."""
-
-    name: str | None
-    arguments: str
-
-
-def tool_problems(calls: Sequence[CallMade], offered: bool) -> list[str]:
+def tool_problems(calls: Sequence[ToolCall], offered: bool) -> list[str]:
     out = []
     for c in calls:
-        name = c.get("name")
+        name = c.name
         if not offered:
             out.append(f"tool call {name!r} though no tool was offered")
             continue
         if not name:
             out.append("tool call without a name")
         try:
-            json.loads(c.get("arguments") or "{}")
+            json.loads(c.arguments or "{}")
         except ValueError:
-            out.append(f"tool call {name!r}: arguments are not JSON: {c.get('arguments')!r:.80}")
+            out.append(f"tool call {name!r}: arguments are not JSON: {c.arguments!r:.80}")
     return out
 
 
@@ -140,7 +135,7 @@ def broken(
     finish_reason: str | None,
     completion_tokens: int | None,
     max_tokens: int,
-    tool_calls: Sequence[CallMade] | None = None,
+    tool_calls: Sequence[ToolCall] | None = None,
     tools_offered: bool = False,
 ) -> list[str]:
     """Every problem of one answered stream; empty when the answer is right."""
@@ -190,21 +185,11 @@ def degenerate_answers(
     return found
 
 
-class JudgedCell(TypedDict):
-    """One load cell's answers: how many were judged, and which broke and why."""
-
-    where: str
-    lane: str
-    kind: str
-    judged: int
-    broken: list[dict[str, object]]
-
-
 def judged_cells(
     matrix: list[dict[str, Any]], kinds: list[dict[str, Any]], load: dict[str, Any]
 ) -> dict[str, object]:
     """Every answer judged: per load cell, how many were judged and which broke, and why."""
-    cells: list[JudgedCell] = []
+    cells: list[AnswerCell] = []
 
     def add(where: str, lane: str, kind: str, streams: Sequence[Mapping[str, object]]) -> None:
         judged = [st for st in streams if not st.get("failed") and not st.get("cut")]
@@ -214,9 +199,8 @@ def judged_cells(
             for i, st in enumerate(streams)
             if st.get("broken")
         ]
-        cells.append(
-            {"where": where, "lane": lane, "kind": kind, "judged": len(judged), "broken": bad}
-        )
+        cell = {"where": where, "lane": lane, "kind": kind, "judged": len(judged), "broken": bad}
+        cells.append(AnswerCell.model_validate(cell))
 
     for row in matrix:
         streams = [st for r in row.get("run_records", []) for st in r["streams"]]
@@ -224,21 +208,17 @@ def judged_cells(
     for k in kinds:
         streams = [st for r in k.get("run_records", []) for st in r["streams"]]
         add(f"{k['kind']}@{k['depth']}", "candidate", k["kind"], streams)
+    lane, kind = load.get("lane", "candidate"), load.get("kind", "prose")
     for c in load.get("cells", []):
-        add(c["cell"], load.get("lane", "candidate"), load.get("kind", "prose"), c["streams"])
+        add(c["cell"], lane, kind, c["streams"])
     for c in (load.get("incumbent") or {}).get("cells") or []:
-        add(c["cell"], "incumbent", load.get("kind", "prose"), c["streams"])
+        add(c["cell"], "incumbent", kind, c["streams"])
     if load.get("soak"):
-        add(
-            "soak",
-            load.get("lane", "candidate"),
-            load.get("kind", "prose"),
-            load["soak"]["streams"],
-        )
+        add("soak", lane, kind, load["soak"]["streams"])
     return {
         "cells": cells,
-        "judged": sum(c["judged"] for c in cells),
-        "broken": sum(len(c["broken"]) for c in cells),
+        "judged": sum(c.judged for c in cells),
+        "broken": sum(len(c.broken) for c in cells),
     }
 
 

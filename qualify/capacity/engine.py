@@ -18,7 +18,6 @@ Sources (REFERENCE.md; the log lines are the ones `qualify.ab.kv` parses):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from qualify.ab.kv import from_log
 from qualify.capacity.record import Engine
@@ -30,7 +29,7 @@ from qualify.serving.idle import scrape
 Keep = Callable[[str, Exchange], list[str]]
 
 
-def _int(v: Any) -> int | None:
+def _int(v: object) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
 
 
@@ -43,7 +42,7 @@ def _float(v: str | None) -> float | None:
     return x if x is not None and x > 0 and x == x and x != float("inf") else None
 
 
-def _find(obj: Any, key: str) -> Any:
+def _find(obj: object, key: str) -> object:
     """The first value under `key` anywhere in a JSON document (SGLang nests its states)."""
     if isinstance(obj, dict):
         if key in obj:
@@ -57,7 +56,7 @@ def _find(obj: Any, key: str) -> Any:
     return None
 
 
-async def _get(client: Client, path: str, keep: Keep) -> Any:
+async def _get(client: Client, path: str, keep: Keep) -> object:
     ex = await client.get(path)
     keep(f"capacity-{path.strip('/').replace('/', '-')}", ex)
     return ex.body if ex.ok else None
@@ -72,20 +71,11 @@ async def _model_len(client: Client, keep: Keep) -> int | None:
     return None
 
 
-def _result(**kw: Any) -> Engine:
-    out = Engine.model_validate(
-        {
-            "kv_tokens": None,
-            "kv_tokens_source": None,
-            "context_per_request": None,
-            "context_source": None,
-            "max_concurrency_at_full_context": None,
-            "max_concurrency_source": None,
-            "slots": None,
-            "details": {},
-            **kw,
-        }
-    )
+def _result(**kw: object) -> Engine:
+    """Every figure written, None where the engine does not report it; `reported` said."""
+    other = ("details", "note", "reported", "engine")
+    figures = {k: None for k in Engine.model_fields if k not in other}
+    out = Engine.model_validate({**figures, "details": {}, **kw})
     reported = out.kv_tokens is not None or out.max_concurrency_at_full_context is not None
     return out.model_copy(update={"reported": reported})
 
@@ -147,10 +137,8 @@ async def _vllm(client: Client, keep: Keep, log: str) -> Engine:
     if kv is None and info_kv:
         kv, kv_source = info_kv, info_source
     if conc is None and info_conc is not None:
-        conc, conc_source = (
-            info_conc,
-            "GET /metrics vllm:cache_config_info kv_cache_max_concurrency",
-        )
+        conc = info_conc
+        conc_source = "GET /metrics vllm:cache_config_info kv_cache_max_concurrency"
     if conc is None and kv and model_len:
         conc, conc_source = kv / model_len, "KV cache tokens / max_model_len"
     usage = snap.first(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")) if snap else None

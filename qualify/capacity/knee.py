@@ -37,14 +37,15 @@ import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict, Unpack
 
-from qualify.capacity.loads import Knee
+from qualify.capacity.loads import Knee, LoadStream
 from qualify.capacity.openloop import Flight, OpenLoopRun, Plan, harness_lag, poisson, send
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import LoadSettings
 from qualify.capacity.slo import Slo, goodput, misses, number, shown
-from qualify.capacity.spread import annotate, chosen, shard_name
+from qualify.capacity.spread import Send, annotate, chosen, shard_name
 from qualify.capacity.trace import TraceRow, arrivals
 from qualify.httpclient.client import Exchange
 from qualify.httpclient.load import Messages
@@ -108,17 +109,25 @@ class LaneArgs(TypedDict):
     meter: NotRequired[Meter | None]
 
 
-class CellArgs(LaneArgs):
-    """A lane's keywords and a step's drain."""
-
-    drain_s: float
-
-
-def cell_streams(
-    run: OpenLoopRun, sender: Sender, label: str, kind: str, max_tokens: int | None
-) -> list[StreamRec]:
-    """One record per planned request: judged when it was answered, else why not."""
-    out: list[StreamRec] = []
+async def measured(
+    sender: Sender,
+    cell: Plan,
+    label: str,
+    kind: str,
+    max_tokens: int | None,
+    lag_bound_ms: float,
+    meter: Meter | None,
+    how: Send = send,
+) -> tuple[OpenLoopRun, list[StreamRec], dict[str, object]]:
+    """`cell` sent by `how`, its requests' records (judged when answered, else why not) and
+    what an open-loop cell and the soak record alike, as measured: the window, the client's lag
+    (a harness error past its bound), the energy over the window and each stream, trimmed.
+    Their counts, goodput and joules per token are the rebuild's (`counts`,
+    `qualify.capacity.reload`)."""
+    m0 = time.monotonic()
+    run = await how(sender.client, cell)
+    energy = meter(m0, time.monotonic()) if meter else None
+    streams: list[StreamRec] = []
     for i, s in enumerate(run.sent):
         if s.exchange is None:
             why = s.unfinished or "never sent"
@@ -128,29 +137,16 @@ def cell_streams(
             rec = stream_record(s.exchange, files, kind, max_tokens)
         rec["planned_s"] = round(s.planned_s, 4)
         rec["lag_ms"] = None if s.lag_s is None else round(s.lag_s * 1000, 2)
-        out.append(rec)
-    return out
-
-
-def tallied(
-    run: OpenLoopRun,
-    streams: list[StreamRec],
-    lag_bound_ms: float,
-    energy: dict[str, object] | None,
-) -> dict[str, object]:
-    """What an open-loop cell and the soak record alike, as measured: the window, the client's
-    lag (a harness error past its bound), the energy over the window and each stream, trimmed.
-    Their counts, goodput and joules per token are the rebuild's (`counts`,
-    `qualify.capacity.reload`)."""
+        streams.append(rec)
     lag = run.lag()
-    cell: dict[str, object] = {
+    tally: dict[str, object] = {
         "window_s": run.window_s,
         "lag": lag,
         "harness_error": harness_lag(lag, lag_bound_ms),
         "energy": energy,
         "streams": [{k: s.get(k) for k in STREAM_KEYS} for s in streams],
     }
-    return annotate(cell, run, lag_bound_ms)  # a cell on Ray workers: each worker's proof
+    return run, streams, annotate(tally, run, lag_bound_ms)  # on Ray: each worker's proof
 
 
 def counts(
@@ -192,23 +188,21 @@ async def open_cell(
     prompts = [await fresh() for _ in offsets]  # sized before the clock starts
     bodies = [sender.request(p) for p in prompts]
     span = offsets[-1] if offsets else 0.0
-    stop, flight = asyncio.Event(), Flight()
-    early = EarlyStop(len(offsets), slo, kind, max_tokens, stop, flight)
-    m0 = time.monotonic()
+    early = EarlyStop(len(offsets), slo, kind, max_tokens)
     cell = Plan(
         bodies,
         offsets,
         span + drain_s,
         timeout_s=sender.timeout_s,
-        stop=stop,
-        flight=flight,
+        stop=early.stop,
+        flight=early.flight,
         on_done=early.done,
         watch=early.watch,
     )
-    # on Ray workers while a fleet is open (`capacity.spread`)
-    run = await chosen(send)(sender.client, cell)
-    energy = meter(m0, time.monotonic()) if meter else None
-    streams = cell_streams(run, sender, label, kind, max_tokens)
+    how = chosen(send)  # on Ray workers while a fleet is open (`capacity.spread`)
+    run, streams, tally = await measured(
+        sender, cell, label, kind, max_tokens, lag_bound_ms, meter, how
+    )
     return {
         "label": label,
         "idle_before": before.as_dict(),
@@ -217,30 +211,28 @@ async def open_cell(
         **goodput(streams, slo, run.window_s).model_dump(),
         "pace": pace(streams) if span > 0 else None,
         "stopped_early": early.why,
-        **tallied(run, streams, lag_bound_ms, energy),
+        **tally,
     }
 
 
+@dataclass
 class EarlyStop:
     """Ends a cell as soon as its goodput can no longer reach the floor: more requests have
     missed the SLOs (answered outside them, or still running past the E2E bound) than the floor
     tolerates. A saturated cell then costs seconds, not its whole drain."""
 
-    def __init__(
-        self,
-        n: int,
-        slo: Slo,
-        kind: str,
-        max_tokens: int,
-        stop: asyncio.Event,
-        flight: Flight,
-    ) -> None:
-        self.n = n
-        self.allowed = math.floor(n * (1 - slo.goodput_floor) + 1e-9)
-        self.slo, self.kind, self.max_tokens = slo, kind, max_tokens
-        self.stop, self.flight = stop, flight
-        self.missed: set[int] = set()
-        self.why: str | None = None
+    n: int
+    slo: Slo
+    kind: str
+    max_tokens: int
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    flight: Flight = field(default_factory=Flight)
+    missed: set[int] = field(default_factory=set)
+    why: str | None = None
+
+    @property
+    def allowed(self) -> int:
+        return math.floor(self.n * (1 - self.slo.goodput_floor) + 1e-9)
 
     def _check(self) -> None:
         if len(self.missed) > self.allowed and not self.stop.is_set():
@@ -296,7 +288,7 @@ async def search(
     `rows`), each cell run with the lane's keywords; its cells, its `Knee`, what it used."""
     slo = lane["slo"]
     floor = slo.goodput_floor
-    common = CellArgs(**lane, drain_s=float(slo.e2e_s or s.step_s) + s.drain_s)
+    drain = float(slo.e2e_s or s.step_s) + s.drain_s
     t0 = time.perf_counter()
     cells: list[dict[str, object]] = []
     good: dict[str, object] | None = None
@@ -314,7 +306,9 @@ async def search(
             return f"time bound: {time.perf_counter() - t0:.0f} s of {s.max_total_s:g} s used"
         used += step_size(r, s)
         name, offsets = step_plan(s, r, len(cells), seed, rows)
-        c = await open_cell(sender, fresh, offsets, label=f"load-{name}-{r:.4g}rps", **common)
+        c = await open_cell(
+            sender, fresh, offsets, label=f"load-{name}-{r:.4g}rps", drain_s=drain, **lane
+        )
         c.update(arrival=name, rate_rps=r, cell=f"{name}-{r:.4g}rps", step=len(cells) + 1)
         cells.append(c)
         advance(f"capacity load {r:.3g} req/s: goodput {c['good']}/{c['requests']}")
@@ -364,20 +358,10 @@ def _knee(
         first_over=number(bad.get("rate_rps")) if bad else None,
     )
     if good is None:
-        statement = (
-            f"no rate met goodput {floor:.0%} under SLO {shown(slo)} ({stopped})"
-            if not harness
-            else f"no figure: {stopped}"
-        )
-        return base.model_copy(
-            update={
-                "rate_rps": None,
-                "goodput": None,
-                "goodput_ci95": None,
-                "goodput_rps": None,
-                "statement": statement,
-            }
-        )
+        why = f"no rate met goodput {floor:.0%} under SLO {shown(slo)} ({stopped})"
+        nothing = dict.fromkeys(("rate_rps", "goodput", "goodput_ci95", "goodput_rps"))
+        nothing["statement"] = f"no figure: {stopped}" if harness else why
+        return base.model_copy(update=nothing)
     ci95 = good.get("goodput_ci95")
     lo, hi = ci95 if isinstance(ci95, list) and ci95 else (None, None)
     ci = f" (95% interval {lo:.0%}–{hi:.0%}, {good['requests']} requests)" if lo is not None else ""
@@ -386,31 +370,10 @@ def _knee(
         f"serves {at_least}{good['rate_rps']:.3g} req/s at goodput {good['goodput']:.0%}{ci} "
         f"under SLO {shown(slo)}"
     )
-    return base.model_copy(
-        update={
-            "rate_rps": good["rate_rps"],
-            "goodput": good["goodput"],
-            "goodput_ci95": good["goodput_ci95"],
-            "goodput_rps": good["goodput_rps"],
-            "goodput_rps_ci95": good["goodput_rps_ci95"],
-            "requests": good["requests"],
-            "cell": good["cell"],
-            "statement": statement,
-        }
-    )
+    keys = ("rate_rps", "goodput", "goodput_ci95", "goodput_rps", "goodput_rps_ci95", "requests")
+    update = {k: good[k] for k in (*keys, "cell")}
+    return base.model_copy(update={**update, "statement": statement})
 
 
-STREAM_KEYS = (
-    "failed",
-    "cut",
-    "unfinished",
-    "broken",
-    "finish_reason",
-    "completion_tokens",
-    "ttft_s",
-    "e2e_s",
-    "decode_tok_s",
-    "planned_s",
-    "lag_ms",
-    "files",
-)
+# the fields of a planned request an open-loop record keeps
+STREAM_KEYS = tuple(LoadStream.model_fields)

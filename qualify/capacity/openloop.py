@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.timing import percentile
@@ -44,12 +45,8 @@ class LagFigures(TypedDict):
 def poisson(rate_rps: float, n: int, seed: int) -> list[float]:
     """`n` send offsets (s) of a Poisson process at `rate_rps`; the first at 0."""
     rng = random.Random(seed)
-    out, t = [], 0.0
-    for i in range(n):
-        if i:
-            t += rng.expovariate(rate_rps)
-        out.append(t)
-    return out
+    gaps = (rng.expovariate(rate_rps) for _ in range(n - 1))
+    return list(itertools.accumulate(gaps, initial=0.0))[:n]
 
 
 def burst(n: int) -> list[float]:
@@ -144,7 +141,7 @@ class Flight:
             self.running.pop(i, None)
 
 
-async def cancelled(*tasks: asyncio.Task[Any]) -> None:
+async def cancelled(*tasks: asyncio.Task[object]) -> None:
     """Cancel the tasks, then wait until each has ended."""
     for task in tasks:
         task.cancel()
@@ -156,14 +153,14 @@ async def cancelled(*tasks: asyncio.Task[Any]) -> None:
 async def _settle(
     sent: list[Sent],
     tasks: dict[int, asyncio.Task[None]],
-    halt: asyncio.Task[Any],
+    halt: asyncio.Task[object],
     stop: asyncio.Event,
     t0: float,
     deadline_s: float,
 ) -> None:
     """Once every request was sent (or `stop` was set): wait for them until `deadline_s` after
     `t0` or `stop`, cancel those still running, and mark them and the unsent ones unfinished."""
-    pending: set[asyncio.Task[Any]] = set(tasks.values())
+    pending: set[asyncio.Task[object]] = set(tasks.values())
     while pending and not stop.is_set() and (left := t0 + deadline_s - time.perf_counter()) > 0:
         done, _ = await asyncio.wait({*pending, halt}, timeout=left, return_when=FIRST)
         pending -= done
@@ -185,7 +182,7 @@ class Plan:
     unfinished (requests not yet sent when `stop` is set are never sent); `on_done(i, exchange)`
     as each ends. `watch()` runs beside them until they have ended, then `stop` is set."""
 
-    bodies: Sequence[Any]
+    bodies: Sequence[object]
     offsets: Sequence[float]
     deadline_s: float
     timeout_s: float | None = None
@@ -193,7 +190,7 @@ class Plan:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     flight: Flight = field(default_factory=Flight)
     on_done: Callable[[int, Exchange], None] | None = None
-    watch: Callable[[], Coroutine[Any, Any, None]] | None = None
+    watch: Callable[[], Coroutine[object, object, None]] | None = None
 
     def __post_init__(self) -> None:
         if len(self.bodies) != len(self.offsets):
@@ -216,38 +213,34 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
     """Send `plan`'s requests, each at its time; nothing here waits on an answer before sending
     the next request."""
     async with plan.watched():
-        return await _send(client, plan)
+        sent = [Sent(float(o)) for o in plan.offsets]
+        oversleep: list[float] = []
+        stop = plan.stop
+        tick = asyncio.create_task(_ticker(oversleep))
+        halt = asyncio.create_task(stop.wait())
+        t0 = time.perf_counter()
 
+        async def one(i: int) -> None:
+            sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
+            with plan.flight.one(i):
+                ex = await client.stream(plan.path, plan.bodies[i], plan.timeout_s)
+            sent[i].exchange = ex
+            sent[i].sent_s = ex.t_sent - t0
+            if plan.on_done is not None:
+                plan.on_done(i, ex)
 
-async def _send(client: Client, plan: Plan) -> OpenLoopRun:
-    sent = [Sent(float(o)) for o in plan.offsets]
-    oversleep: list[float] = []
-    stop = plan.stop
-    tick = asyncio.create_task(_ticker(oversleep))
-    halt = asyncio.create_task(stop.wait())
-    t0 = time.perf_counter()
-
-    async def one(i: int) -> None:
-        sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
-        with plan.flight.one(i):
-            ex = await client.stream(plan.path, plan.bodies[i], plan.timeout_s)
-        sent[i].exchange = ex
-        sent[i].sent_s = ex.t_sent - t0
-        if plan.on_done is not None:
-            plan.on_done(i, ex)
-
-    tasks: dict[int, asyncio.Task[None]] = {}
-    try:
-        for i, off in enumerate(sent):
-            delay = t0 + off.planned_s - time.perf_counter()
-            if delay > 0:
-                await asyncio.wait([halt], timeout=delay)
-            if stop.is_set():
-                break
-            tasks[i] = asyncio.create_task(one(i))
-        await _settle(sent, tasks, halt, stop, t0, plan.deadline_s)
-        return OpenLoopRun.ended(sent, t0, oversleep)
-    finally:
-        for task in tasks.values():
-            task.cancel()
-        await cancelled(tick, halt)
+        tasks: dict[int, asyncio.Task[None]] = {}
+        try:
+            for i, off in enumerate(sent):
+                delay = t0 + off.planned_s - time.perf_counter()
+                if delay > 0:
+                    await asyncio.wait([halt], timeout=delay)
+                if stop.is_set():
+                    break
+                tasks[i] = asyncio.create_task(one(i))
+            await _settle(sent, tasks, halt, stop, t0, plan.deadline_s)
+            return OpenLoopRun.ended(sent, t0, oversleep)
+        finally:
+            for task in tasks.values():
+                task.cancel()
+            await cancelled(tick, halt)

@@ -11,8 +11,8 @@ Sizing is `qualify.context.sizing`: `size` finds the body length once per (kind,
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from functools import partial
 
 from qualify.capacity.settings import DecodeKind
 from qualify.context.corpus import Source, new_nonce, system_prompt
@@ -50,14 +50,12 @@ def json_body(source: Source, chars: int) -> str:
     return "[\n" + ",\n".join(parts) + "\n]"
 
 
-def body(kind: DecodeKind, seed: int, chars: int) -> str:
+def messages(kind: DecodeKind, seed: int, chars: int, nonce: str) -> Messages:
+    """A body of `chars` characters of `kind` (the list's items as JSON for json) behind `nonce`."""
     if kind == "json":
-        return json_body(Source("list", seed), chars)
-    text, _ = Source(kind, seed).take(max(chars, 1))
-    return text
-
-
-def messages(kind: DecodeKind, text: str, nonce: str) -> Messages:
+        text = json_body(Source("list", seed), chars)
+    else:
+        text, _ = Source(kind, seed).take(max(chars, 1))
     return [
         {"role": "system", "content": system_prompt(nonce)},
         {"role": "user", "content": f"{text}\n\n{INSTRUCTIONS[kind]}"},
@@ -73,29 +71,19 @@ class Prompts:
     seed: int
     max_calls: int
     sized: Sized | None = None
-    fits: list[dict[str, Any]] = field(default_factory=list)
+
+    async def _count(self, nonce: str, chars: int) -> int:
+        return await self.counter.count(messages(self.kind, self.seed, chars, nonce))
 
     async def size(self, target: int) -> Sized:
         """The largest body of at most `target` prompt tokens (raises SizingError)."""
-        nonce = new_nonce()
-
-        async def count(chars: int) -> int:
-            return await self.counter.count(messages(self.kind, self.text(chars), nonce))
-
+        count = partial(self._count, new_nonce())
         self.sized = await size(count, target, _GUESS[self.kind], self.max_calls)
         return self.sized
-
-    def text(self, chars: int) -> str:
-        return body(self.kind, self.seed, chars)
 
     async def fresh(self) -> Messages:
         """A prompt behind a new nonce with the sized token count (raises SizingError)."""
         assert self.sized is not None, "size() first"
         sized = self.sized
-
-        async def count(nonce: str, chars: int) -> int:
-            return await self.counter.count(messages(self.kind, self.text(chars), nonce))
-
-        fitted = await fit(count, sized.tokens, sized.chars, new_nonce, self.max_calls)
-        self.fits.append(fitted.as_dict())
-        return messages(self.kind, self.text(fitted.chars), fitted.nonce)
+        fitted = await fit(self._count, sized.tokens, sized.chars, new_nonce, self.max_calls)
+        return messages(self.kind, self.seed, fitted.chars, fitted.nonce)

@@ -19,6 +19,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -27,7 +28,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 import qualify
 from qualify.capacity.openloop import Flight, Plan, Sent
-from qualify.capacity.shard import Polled, Shard, ShardResult, ShardSpec, share, split
+from qualify.capacity.shard import Polled, Shard, ShardResult, ShardSpec, split
 from qualify.capacity.spread import (
     LEAD_S,
     PROBES,
@@ -78,15 +79,18 @@ class LoadWorker:
         await self.shard.close()
 
 
+@dataclass
 class RayFleet:
     """N `LoadWorker`s in one placement group, each cell sent over them."""
 
-    def __init__(self, where: str, actors: list[Any], wheres: list[dict[str, Any]]) -> None:
-        self.where, self.actors, self.wheres = where, actors, wheres
-        self.pg: Any = None
-        self.placement = ""
-        self.joined = False
-        self.broken: str | None = None
+    where: str
+    actors: list[Any]
+    wheres: list[dict[str, Any]]
+    pg: Any = None
+    placement: str = ""
+    joined: bool = False  # this process joined the cluster (and leaves it on close)
+    bound_ms: float = 20.0
+    broken: str | None = None
 
     @classmethod
     def open(cls, where: str, workers: int, bound_ms: float) -> RayFleet:
@@ -113,12 +117,7 @@ class RayFleet:
             for k in range(workers)
         ]
         wheres = ray.get([a.where.remote() for a in actors], timeout=READY_S)
-        fleet = cls(where, actors, wheres)
-        fleet.pg, fleet.placement, fleet.joined = pg, strategy, joined
-        fleet.bound_ms = bound_ms
-        return fleet
-
-    bound_ms: float = 20.0
+        return cls(where, actors, wheres, pg, strategy, joined, bound_ms)
 
     async def probe(self, actor: Any) -> list[dict[str, float]]:
         out = []
@@ -143,49 +142,46 @@ class RayFleet:
     async def send(self, client: Client, cell: Plan) -> SpreadRun:
         """One cell over the workers (the module docstring); `openloop.send`'s contract."""
         async with cell.watched():
-            return await self._send(client, cell)
+            plan = [float(o) for o in cell.offsets]
+            shares = split(len(plan), len(self.actors))
+            workers = [Worker(k, self.wheres[k], idx) for k, idx in enumerate(shares)]
+            planned = [Sent(o) for o in plan]
+            if self.broken:
+                return never_sent(plan, self.broken, self.spread(workers, planned, 0.0))
+            for w, probes in zip(workers, await self._probes(workers), strict=True):
+                w.probes, w.lost = probes if isinstance(probes, list) else [], _lost(probes)
+            if why := self._unfit(workers):
+                return never_sent(plan, why, self.spread(workers, planned, 0.0))
+            start = time.perf_counter() + LEAD_S
+            specs = [
+                ShardSpec(
+                    indices=w.indices,
+                    bodies=[cell.bodies[i] for i in w.indices],
+                    offsets=[plan[i] for i in w.indices],
+                    start_s=start,
+                    offset_s=best_probe(w.probes)[0],
+                    deadline_s=cell.deadline_s,
+                    base_url=client.base_url,
+                    api_key=client.api_key,
+                    client_timeout_s=client.timeout_s,
+                    timeout_s=cell.timeout_s,
+                    path=cell.path,
+                )
+                for w in workers
+            ]
+            received = await self._drive(workers, specs, start, cell)
+            sent = merge(plan, workers, received, start)
+            run = SpreadRun(sent, start, window(sent, time.perf_counter() - start))
+            run.oversleep_ms = [x for w in workers if w.result for x in w.result.oversleep_ms]
+            run.spread = self.spread(workers, sent, start)
+            lost = [w for w in workers if w.lost]
+            if lost:
+                run.harness = f"{node_text(lost[0].evidence(sent))} was lost mid-cell "
+                run.harness += f"({lost[0].lost}): the cell is aborted, what came back is kept"
+                self.broken = run.harness
+            return run
 
-    async def _send(self, client: Client, cell: Plan) -> SpreadRun:
-        plan = [float(o) for o in cell.offsets]
-        shares = split(len(plan), len(self.actors))
-        workers = [Worker(k, self.wheres[k], idx) for k, idx in enumerate(shares)]
-        planned = [Sent(o) for o in plan]
-        if self.broken:
-            return never_sent(plan, self.broken, self.spread(workers, planned, 0.0))
-        for w, probes in zip(workers, await self._probes(workers), strict=True):
-            w.probes, w.lost = probes if isinstance(probes, list) else [], _lost(probes)
-        if why := self._unfit(workers):
-            return never_sent(plan, why, self.spread(workers, planned, 0.0))
-        start = time.perf_counter() + LEAD_S
-        specs = [
-            ShardSpec(
-                indices=w.indices,
-                bodies=share(cell.bodies, w.indices),
-                offsets=share(plan, w.indices),
-                start_s=start,
-                offset_s=best_probe(w.probes)[0],
-                deadline_s=cell.deadline_s,
-                base_url=client.base_url,
-                api_key=client.api_key,
-                client_timeout_s=client.timeout_s,
-                timeout_s=cell.timeout_s,
-                path=cell.path,
-            )
-            for w in workers
-        ]
-        received = await self._drive(workers, specs, start, cell)
-        sent = merge(plan, workers, received, start)
-        run = SpreadRun(sent, start, window(sent, time.perf_counter() - start))
-        run.oversleep_ms = [x for w in workers if w.result for x in w.result.oversleep_ms]
-        run.spread = self.spread(workers, sent, start)
-        lost = [w for w in workers if w.lost]
-        if lost:
-            run.harness = f"{node_text(lost[0].evidence(sent))} was lost mid-cell "
-            run.harness += f"({lost[0].lost}): the cell is aborted, what came back is kept"
-            self.broken = run.harness
-        return run
-
-    async def _probes(self, workers: list[Worker]) -> list[Any]:
+    async def _probes(self, workers: list[Worker]) -> list[list[dict[str, float]] | BaseException]:
         calls = (self.probe(self.actors[w.k]) for w in workers)
         return list(await asyncio.gather(*calls, return_exceptions=True))
 
@@ -296,7 +292,7 @@ def _outcome(f: asyncio.Future[Any]) -> tuple[ShardResult | None, str | None]:
     return f.result(), None
 
 
-def _lost(probes: Any) -> str | None:
+def _lost(probes: object) -> str | None:
     if isinstance(probes, BaseException):
         return f"{type(probes).__name__}: {_first_line(probes)}"
     return None

@@ -13,13 +13,12 @@ and derives the cell's figures with the same function (`replay_figures`).
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from qualify.candidate import LoadedCandidate
-from qualify.capacity.knee import LaneArgs, Meter, cell_streams, counts, pace, tallied
-from qualify.capacity.openloop import Plan, send
+from qualify.capacity.knee import LaneArgs, Meter, counts, measured, pace
+from qualify.capacity.openloop import Plan
 from qualify.capacity.reload import _PART, _streams, kept_trace, per_token
 from qualify.capacity.settings import CapacitySettings, ReplaySettings
 from qualify.capacity.slo import Slo, number
@@ -88,12 +87,9 @@ async def replay_cell(
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
     offsets = offsets_of(rows, scale)
     bodies = [body_of(sender, r, i, block_tokens, max_tokens) for i, r in enumerate(rows)]
-    m0 = time.monotonic()
     plan = Plan(bodies, offsets, offsets[-1] + drain_s, timeout_s=sender.timeout_s)
-    run = await send(sender.client, plan)
-    energy = meter(m0, time.monotonic()) if meter else None
-    streams = cell_streams(run, sender, label, kind, None)
-    return tallied(run, streams, lag_bound_ms, energy) | {
+    _, _, tally = await measured(sender, plan, label, kind, None, lag_bound_ms, meter)
+    return tally | {
         "label": label,
         "cell": f"replay-{scale:g}x",
         "arrival": "trace",

@@ -15,13 +15,13 @@ idle around it, a request failed or was cut, or an answer was degenerate.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypedDict
 
 from qualify.ab.acceptance import between
-from qualify.capacity.answers import CallMade, broken
+from qualify.capacity.answers import broken
+from qualify.capacity.openloop import cancelled
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -38,7 +38,7 @@ QUEUE_POLL_S = 0.5
 
 class StreamRec(TypedDict, total=False):
     """One stream's figures as `stream_record` measures them; an open-loop cell's planned
-    request adds its send offset and lag (`qualify.capacity.knee.cell_streams`), one never
+    request adds its send offset and lag (`qualify.capacity.knee.measured`), one never
     answered carries only why (`unfinished`)."""
 
     failed: str | None
@@ -84,10 +84,9 @@ def stream_record(
     t = timing(o)
     failed, cut = _failure(ex, o)
     answered = failed is None and cut is None
-    calls = [CallMade(name=c.name, arguments=c.arguments) for c in o.tool_calls]
     budget = max_tokens if max_tokens is not None else _budget(ex)
     judged = (
-        broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, calls)
+        broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, o.tool_calls)
         if kind is not None and answered
         else []
     )
@@ -105,7 +104,7 @@ def stream_record(
         "decode_tok_s": t.decode_tok_s,
         "answer": o.content[:200],
         "broken": judged,
-        "tool_calls": len(calls),
+        "tool_calls": len(o.tool_calls),
         "files": files,
     }
 
@@ -116,40 +115,16 @@ def _budget(ex: Exchange) -> int:
     return int(v) if isinstance(v, int) else 1 << 30
 
 
-class QueueWatch:
-    """Polls the running and waiting gauges while a run is in flight."""
-
-    def __init__(self, client: Client, d: Dialect) -> None:
-        self.client, self.d = client, d
-        self.running: list[float] = []
-        self.waiting: list[float] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def _poll(self) -> None:
-        while True:
-            snap = await scrape(self.client)
-            if snap is not None:
-                running, waiting = busy(snap, self.d)
-                if running is not None:
-                    self.running.append(running)
-                if waiting is not None:
-                    self.waiting.append(waiting)
-            await asyncio.sleep(QUEUE_POLL_S)
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._poll())
-
-    async def stop(self) -> dict[str, object]:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        return {
-            "scrapes": max(len(self.running), len(self.waiting)),
-            "running_max": max(self.running) if self.running else None,
-            "waiting_max": max(self.waiting) if self.waiting else None,
-            "waiting_mean": sum(self.waiting) / len(self.waiting) if self.waiting else None,
-        }
+async def _watch_queue(
+    client: Client, d: Dialect, running: list[float], waiting: list[float]
+) -> None:
+    """Polls the running and waiting gauges while a run is in flight (until cancelled)."""
+    while True:
+        snap = await scrape(client)
+        now_running, now_waiting = busy(snap, d) if snap is not None else (None, None)
+        running += [] if now_running is None else [now_running]
+        waiting += [] if now_waiting is None else [now_waiting]
+        await asyncio.sleep(QUEUE_POLL_S)
 
 
 def _window(exchanges: list[Exchange]) -> float | None:
@@ -222,15 +197,22 @@ async def timed_run(
         run.update(summarize([], None), streams=[], queue=None, acceptance=None)
         run["excluded"] = exclusion(run)
         return run
-    watch = QueueWatch(s.client, s.dialect)
-    watch.start()
+    running: list[float] = []
+    waiting: list[float] = []
+    watch = asyncio.create_task(_watch_queue(s.client, s.dialect, running, waiting))
     try:
         bodies = [s.request(p) for p in prompts]
         m0 = time.monotonic()
         exchanges = await drive(s.client, bodies, len(bodies), timeout_s=s.timeout_s)
         m1 = time.monotonic()
     finally:
-        run["queue"] = await watch.stop()
+        await cancelled(watch)
+        run["queue"] = {
+            "scrapes": max(len(running), len(waiting)),
+            "running_max": max(running) if running else None,
+            "waiting_max": max(waiting) if waiting else None,
+            "waiting_mean": sum(waiting) / len(waiting) if waiting else None,
+        }
     run["energy"] = meter(m0, m1) if meter is not None else None
     after = await wait_idle(s.client, s.dialect, AFTER_GRACE_S)
     idle["after"] = after.as_dict()

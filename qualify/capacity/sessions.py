@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from qualify.capacity.loads import SessionTurn
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.slo import Slo, goodput
 from qualify.evidence.kept import AttemptView, NotKept
@@ -135,23 +136,7 @@ def _by_turn(turns: Sequence[Mapping[str, object]], key: str) -> list[float | No
     ]
 
 
-TURN_KEYS = (
-    "session",
-    "turn",
-    "failed",
-    "cut",
-    "broken",
-    "scripted",
-    "finish_reason",
-    "prompt_tokens",
-    "cached_tokens",
-    "completion_tokens",
-    "ttft_s",
-    "e2e_s",
-    "decode_tok_s",
-    "tool_calls",
-    "files",
-)
+TURN_KEYS = tuple(SessionTurn.model_fields)  # what the record keeps of a turn
 
 
 def session_figures(turns: list[TurnRec], slo: Slo, window_s: float | None) -> dict[str, object]:
@@ -190,9 +175,7 @@ async def _session(sender: Sender, k: int, max_tokens: int) -> list[TurnRec]:
     return out
 
 
-async def run_sessions(
-    sender: Sender, count: int, max_tokens: int, slo: Slo, **_: object
-) -> dict[str, object]:
+async def run_sessions(sender: Sender, count: int, max_tokens: int, slo: Slo) -> dict[str, object]:
     """`count` sessions at once; their record."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()

@@ -29,7 +29,6 @@ RangeMetric = Literal[
     "aggregate_output_tok_s", "decode_tok_s_p50", "ttft_p50_s", "ttft_p95_s", "e2e_p50_s"
 ]
 # `c6` (every length at c=6), `2048-c6` (one cell), `*-c6` (same as `c6`).
-CELL_PATTERN = r"^(\*|[1-9][0-9]*)?-?c[1-9][0-9]*$"
 _CELL = re.compile(r"^(?:(\*|[1-9][0-9]*)-)?c([1-9][0-9]*)$")
 
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from qualify.capacity.openloop import CHAT, Flight, Plan, send
 from qualify.httpclient.client import Client, Exchange
@@ -32,7 +30,7 @@ class ShardSpec:
     """One worker's share of one cell, as the driver sends it."""
 
     indices: list[int]  # the requests of the cell this worker sends, in order
-    bodies: list[Any]
+    bodies: list[object]
     offsets: list[float]  # planned, seconds after the shared start
     start_s: float  # the shared start, on the driver's clock
     offset_s: float  # this worker's clock minus the driver's
@@ -141,7 +139,3 @@ class Shard:
 def split(n: int, workers: int) -> list[list[int]]:
     """The requests of each worker: worker k sends k, k+workers, k+2·workers, …"""
     return [list(range(k, n, workers)) for k in range(workers)]
-
-
-def share(items: Sequence[Any], indices: list[int]) -> list[Any]:
-    return [items[i] for i in indices]

@@ -34,11 +34,10 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from qualify.ab.acceptance import SpecCounters
-from qualify.capacity.knee import Fresh, Meter, cell_streams, tallied
-from qualify.capacity.openloop import Flight, Plan, poisson, send
+from qualify.capacity.knee import Fresh, Meter, measured
+from qualify.capacity.openloop import Flight, Plan, poisson
 from qualify.capacity.slo import Slo, number
 from qualify.capacity.specdrift import SERIES_COLUMNS, spec_point
 from qualify.httpclient.timing import median
@@ -136,18 +135,16 @@ class Watcher:
         stall_s: float,
         health_path: str,
         memory: Callable[[], float | None],
-        poll_s: float = POLL_S,
-        probe_timeout_s: float = PROBE_TIMEOUT_S,
-        e2e_s: float = 0.0,
+        poll_s: float,
+        e2e_s: float,
     ) -> None:
         self.s, self.flight, self.stop = sender, flight, stop
         self.stall_s, self.health_path, self.memory = stall_s, health_path, memory
-        self.poll_s, self.probe_timeout_s = poll_s, probe_timeout_s
-        self.e2e_s = e2e_s
+        self.poll_s, self.e2e_s = poll_s, e2e_s
         self.bound_s = stall_s
         self.hung: str | None = None
         self.detected_after_s: float | None = None
-        self.timeline: list[list[Any]] = []
+        self.timeline: list[list[float | int | str | None]] = []
         self.generated: list[float] = []
         self.errors_first: dict[str, float] | None = None
         self.errors_last: dict[str, float] = {}
@@ -163,10 +160,12 @@ class Watcher:
             self.spec.append([round(time.perf_counter() - self.t0, 2), *point])
 
     async def _probe(self) -> tuple[MetricsSnapshot | None, str]:
+        """One scrape and one health check, counted: the generated tokens, the draft counters,
+        the error counters, what `/health` said."""
         c = self.s.client
         metrics, health = await asyncio.gather(
-            c.get("/metrics", timeout_s=self.probe_timeout_s),
-            c.get(self.health_path, timeout_s=self.probe_timeout_s),
+            c.get("/metrics", timeout_s=PROBE_TIMEOUT_S),
+            c.get(self.health_path, timeout_s=PROBE_TIMEOUT_S),
         )
         snap = None
         if metrics.ok and metrics.text is not None:
@@ -175,6 +174,13 @@ class Watcher:
         said = f"HTTP {health.status}" if health.status is not None else "no answer"
         if health.error_kind is not None:
             said = f"no answer ({health.error_kind})"
+        self.health[said] = self.health.get(said, 0) + 1
+        gen = None if snap is None else snap.first(self.s.dialect.generated)
+        if gen is not None:
+            self.generated.append(gen)
+        self._spec(snap)
+        if snap is not None:
+            self.errors_last = error_counters(snap)
         return snap, said
 
     async def run(self) -> None:
@@ -184,12 +190,7 @@ class Watcher:
         while not self.stop.is_set():
             snap, health = await self._probe()
             now = time.perf_counter()
-            self.health[health] = self.health.get(health, 0) + 1
             step = progress(snap, self.s.dialect.generated)
-            gen = None if snap is None else snap.first(self.s.dialect.generated)
-            if gen is not None:
-                self.generated.append(gen)
-            self._spec(snap)
             moved = self.flight.completed != last_done or (
                 step is not None and last_step is not None and step > last_step
             )
@@ -198,10 +199,8 @@ class Watcher:
             last_done = self.flight.completed
             if moved or self.flight.in_flight == 0:
                 last_progress = now
-            errs = error_counters(snap)
-            if snap is not None:
-                self.errors_first = errs if self.errors_first is None else self.errors_first
-                self.errors_last = errs
+            if snap is not None and self.errors_first is None:
+                self.errors_first = self.errors_last
             mem = self.memory()
             if mem is not None:
                 self.memory_mib.append(mem)
@@ -233,7 +232,9 @@ class Watcher:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), self.poll_s)
-        await self._final()
+        # once more after the last request ended: llama-server adds a request's tokens to its
+        # generated-token counter only when it ends, which the last poll may have missed
+        await self._probe()
 
     def seen(self, memory_source: str | None) -> dict[str, object]:
         """What the watcher saw over the soak, for its record."""
@@ -262,19 +263,6 @@ class Watcher:
             },
         }
 
-    async def _final(self) -> None:
-        """One scrape once the last request has ended: llama-server adds a request's tokens to
-        its generated-token counter only when the request ends, so the soak's progress delta
-        would otherwise miss the requests that ended after the last poll."""
-        snap, health = await self._probe()
-        self.health[health] = self.health.get(health, 0) + 1
-        gen = None if snap is None else snap.first(self.s.dialect.generated)
-        if gen is not None:
-            self.generated.append(gen)
-        if snap is not None:
-            self.errors_last = error_counters(snap)
-        self._spec(snap)
-
 
 async def soak(
     sender: Sender,
@@ -302,8 +290,7 @@ async def soak(
     bodies = [sender.request(p) for p in prompts]
     stop, flight = asyncio.Event(), Flight()
     drain = float(slo.e2e_s or 60.0)
-    watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, e2e_s=drain)
-    m0 = time.monotonic()
+    watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, drain)
     cell = Plan(
         bodies,
         offsets,
@@ -313,10 +300,8 @@ async def soak(
         flight=flight,
         watch=watcher.run,
     )
-    run = await send(sender.client, cell)
-    energy = meter(m0, time.monotonic()) if meter else None
-    streams = cell_streams(run, sender, "soak", kind, max_tokens)
-    out: dict[str, object] = {
+    run, _, tally = await measured(sender, cell, "soak", kind, max_tokens, lag_bound_ms, meter)
+    return {
         "rate_rps": rate_rps,
         "duration_s": duration_s,
         "stall_s": stall_s,
@@ -330,5 +315,4 @@ async def soak(
         "acceptance_series": watcher.spec,
         "timeline_columns": ["t_s", "progress", "completed", "in_flight", "health", "memory_mib"],
         "timeline": watcher.timeline,
-    }
-    return out | tallied(run, streams, lag_bound_ms, energy)
+    } | tally

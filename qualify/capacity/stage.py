@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
+from qualify.capacity import record as rec
 from qualify.capacity.answers import answer_code
 from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
@@ -30,7 +32,6 @@ from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
 from qualify.capacity.prompts import Prompts
-from qualify.capacity.record import Engine, KindRow, MatrixRow, Record, Warmup
 from qualify.capacity.replay import replays
 from qualify.capacity.runs import timed_run
 from qualify.capacity.sessions import run_sessions
@@ -86,13 +87,6 @@ def turns(runs: int, incumbent: bool) -> list[tuple[str, list[int]]]:
     return out
 
 
-class Stop(TypedDict):
-    """Where a length stopped raising concurrency, and why (`matrix.saturation`)."""
-
-    at: int
-    why: str
-
-
 @dataclass
 class Lane:
     """One lane's state over its turns: how it is asked, its plan, its sized prompts, its runs."""
@@ -102,11 +96,11 @@ class Lane:
     counter: Counter
     window: int
     lengths: list[PlannedLength]
-    engine: Engine
+    engine: rec.Engine
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
     runs: dict[tuple[int, int], list[dict[str, object]]] = field(default_factory=dict)
-    saturated: dict[int, Stop] = field(default_factory=dict)
-    warmups: list[Warmup] = field(default_factory=list)
+    saturated: dict[int, rec.Saturation] = field(default_factory=dict)
+    warmups: list[rec.Warmup] = field(default_factory=list)
 
 
 @dataclass
@@ -133,7 +127,7 @@ class Capacity:
             return sampler.energy(t0, t1)
         return window_energy({}, t0, t1) | {"why": NO_TELEMETRY}
 
-    def memory(self) -> tuple[Any, str | None]:
+    def memory(self) -> tuple[Callable[[], float | None], str | None]:
         """The soak's server memory: GPU used memory, else the server process's RSS, else none."""
         sampler = self.ctx.sampler
         if isinstance(sampler, Sampler) and sampler.used_mib() is not None:
@@ -171,6 +165,7 @@ class Capacity:
             meter=self.meter,
         )
         text = self.trace(lane)
+        drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s  # the burst's and the replay's
         if s.load.enabled:
             found = await search(
                 lane.sender,
@@ -183,7 +178,6 @@ class Capacity:
             )
             out.update(found)
             if n := s.load.burst:  # n requests at once: how the recipe absorbs a spike
-                drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
                 label = f"load-burst-{n}"
                 b = await open_cell(
                     lane.sender, p.fresh, burst(n), label=label, drain_s=drain, **common
@@ -196,7 +190,6 @@ class Capacity:
             out["soak"] = await self.soak_step(lane, p, out, common)
             task.advance(note="capacity soak")
         if text:  # the candidate's trace, at each of its scales
-            drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s
             out["replay"] = await replays(lane.sender, text, s.replay, common, drain)
         if n := s.sessions.count:  # agent sessions, each turn on the previous answers
             out["sessions"] = await run_sessions(lane.sender, n, s.sessions.max_tokens, self.slo)
@@ -291,17 +284,17 @@ class Capacity:
         return lane.prompts[key]
 
     async def warm(self, lane: Lane, p: Prompts, label: str) -> None:
-        for i in range(self.s.warmups):
+        for i in range(self.s.warmups):  # each one's tokens are the rebuild's
             _, files = await lane.sender.send(await p.fresh(), f"{label}-warmup{i + 1}")
-            lane.warmups.append(Warmup(label=label, n=i + 1, files=files))  # tokens: the rebuild's
+            lane.warmups.append(rec.Warmup(label=label, n=i + 1, files=files))
 
     async def matrix_turn(
-        self, name: str, runs: list[int], inc_info: dict[str, Any], task: Task
+        self, name: str, runs: list[int], inc_info: rec.Incumbent, task: Task
     ) -> bool:
         """One lane's turn of matrix runs; False where the incumbent was not found or did not
         start (`inc_info` says so then)."""
         levels = self.s.concurrency
-        if name == INCUMBENT and inc_info["status"] != "found":
+        if name == INCUMBENT and inc_info.status != "found":
             task.advance(len(self.s.lengths) * len(levels) * len(runs))
             return False
         try:
@@ -309,7 +302,7 @@ class Capacity:
         except StartFailed as exc:
             if name != INCUMBENT:
                 raise
-            inc_info.update(status="unreachable", why=str(exc))
+            inc_info.status, inc_info.why = "unreachable", str(exc)
             return False
         for length in (r for r in lane.lengths if not r.same_as and not r.errors):
             planned = length.planned_tokens
@@ -323,7 +316,7 @@ class Capacity:
             length.sized_tokens = p.sized.tokens if p.sized else None
             for i, c in enumerate(levels):
                 stop = lane.saturated.get(planned)
-                if stop is not None and i > levels.index(stop["at"]):
+                if stop is not None and i > levels.index(stop.at):
                     task.advance(len(runs))
                     continue
                 for run in runs:
@@ -334,52 +327,49 @@ class Capacity:
                         task.advance()
                         continue
                     label = f"cap-{lane.name}-{planned}-c{c}-r{run}"
-                    rec = await timed_run(lane.sender, prompts, label, "prose", self.meter)
-                    rec["run"] = run
-                    lane.runs.setdefault((planned, c), []).append(rec)
+                    timed = await timed_run(lane.sender, prompts, label, "prose", self.meter)
+                    timed["run"] = run
+                    lane.runs.setdefault((planned, c), []).append(timed)
                     task.advance(note=f"capacity {lane.name} {planned} tokens c={c} run {run}")
                 why = saturation(median_of_runs(lane.runs.get((planned, c), [])), self.ttft_bound)
                 if why and planned not in lane.saturated:
-                    lane.saturated[planned] = {"at": c, "why": why}
+                    lane.saturated[planned] = rec.Saturation(at=c, why=why)
         return True
 
-    async def kinds(self, lane: Lane, task: Task) -> list[KindRow]:
+    async def kinds(self, lane: Lane, task: Task) -> list[rec.KindRow]:
         rows = []
         depths = plan_lengths(self.s.depths, lane.window, self.s.max_tokens)
         warmed = False
         for d in (x for x in depths if not x.same_as and not x.errors):
+            n = d.planned_tokens
             for kind in self.s.kinds:
-                row: dict[str, object] = {
-                    "kind": kind,
-                    "depth": d.planned_tokens,
-                    "target": d.target,
-                }
+                row: dict[str, object] = {"kind": kind, "depth": n, "target": d.target}
                 try:
-                    p = await self.prompts(lane, kind, d.planned_tokens)
+                    p = await self.prompts(lane, kind, n)
                     if not warmed:
-                        await self.warm(lane, p, f"kind-{kind}-{d.planned_tokens}")
+                        await self.warm(lane, p, f"kind-{kind}-{n}")
                         warmed = True
                     runs = []
                     for r in range(1, self.s.kind_runs + 1):
-                        label = f"kind-{kind}-{d.planned_tokens}-r{r}"
-                        rec = await timed_run(
+                        label = f"kind-{kind}-{n}-r{r}"
+                        timed = await timed_run(
                             lane.sender, [await p.fresh()], label, kind, self.meter
                         )
-                        rec["run"] = r
-                        runs.append(rec)
-                        task.advance(note=f"capacity {kind} at {d.planned_tokens} run {r}")
+                        timed["run"] = r
+                        runs.append(timed)
+                        task.advance(note=f"capacity {kind} at {n} run {r}")
                 except SizingError as exc:
                     err = {"error": f"sizing failed: {exc}", "counted_runs": 0, "runs": 0}
                     err.update(excluded_runs=[], failed=0, cut=0, requests=0)
-                    rows.append(KindRow.model_validate({**row, **err}))
+                    rows.append(rec.KindRow.model_validate({**row, **err}))
                     continue
                 sized = p.sized.tokens if p.sized else None
                 row.update(sized_tokens=sized, run_records=public_runs(runs))
-                rows.append(KindRow.model_validate(row))
+                rows.append(rec.KindRow.model_validate(row))
         return rows
 
 
-def _rows(lane: Lane, s: CapacitySettings) -> list[MatrixRow]:
+def _rows(lane: Lane, s: CapacitySettings) -> list[rec.MatrixRow]:
     """The lane's cells as run: their runs; their figures are the rebuild's (`capacity.rebuild`)."""
     out = []
     for length in (r for r in lane.lengths if not r.same_as):
@@ -388,28 +378,29 @@ def _rows(lane: Lane, s: CapacitySettings) -> list[MatrixRow]:
                 planned, cell = length.planned_tokens, cell_key(length.planned_tokens, c)
                 row = {"lane": lane.name, "cell": cell, "length": planned, "concurrency": c}
                 row.update(target=length.target, run_records=public_runs(runs))
-                out.append(MatrixRow.model_validate(row))
+                out.append(rec.MatrixRow.model_validate(row))
     return out
 
 
-async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> dict[str, Any]:
+async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> rec.Incumbent:
     """Find the incumbent and add it as a lane; what was found goes in `data.incumbent`."""
     if not s.incumbent:
-        return {"status": "none", "why": "stages.capacity.incumbent is false"}
+        return rec.Incumbent(status="none", why="stages.capacity.incumbent is false")
     # the house the run was given, once the stage context carries it (else the default house)
     house: Path | None = getattr(ctx, "house", None)
     inc, info = find_incumbent(ctx.loaded, house)
     if inc is None:
-        return info
+        return rec.Incumbent.model_validate(info)
     try:
         ctx.run.redactor.add(api_key(inc))
     except BadInput as exc:
-        return {**info, "status": "unusable", "why": "; ".join(exc.problems)}
+        info.update(status="unusable", why="; ".join(exc.problems))
+        return rec.Incumbent.model_validate(info)
     ctx.lanes.loaded[INCUMBENT] = inc
-    return {**info, "status": "found"}
+    return rec.Incumbent.model_validate(info)  # status "found"
 
 
-def _plot(ctx: StageContext, record: Record) -> list[str]:
+def _plot(ctx: StageContext, record: rec.Record) -> list[str]:
     """The stage's plot into its evidence; one that cannot be drawn is a reason, never a stop."""
     slots = record.engine.slots or getattr(ctx.candidate.identity, "max_num_seqs", None)
     title = f"{ctx.candidate.name}: aggregate output tok/s by concurrency"
@@ -426,12 +417,12 @@ async def capacity(ctx: StageContext) -> StageResult:
     t0 = time.perf_counter()
     cap = Capacity(ctx, s, secrets.randbits(32))
     inc_info = await _incumbent_lane(ctx, s)
-    found = inc_info["status"] == "found"
+    found = inc_info.status == "found"
     order = turns(s.runs, found)
     steps = len(s.kinds) * len(s.depths) * s.kind_runs + s.soak.enabled
     steps += (s.load.max_steps + s.load.refine + bool(s.load.burst) + 2 * found) * s.load.enabled
     cells = len(s.lengths) * len(s.concurrency)
-    kinds: list[KindRow] = []
+    kinds: list[rec.KindRow] = []
     load: dict[str, Any] = {}
     ran: list[str] = []
     try:
@@ -442,14 +433,14 @@ async def capacity(ctx: StageContext) -> StageResult:
                 if await cap.matrix_turn(name, runs, inc_info, task):
                     ran.append(f"{name} run {','.join(map(str, runs))}")
             if s.loads:
-                load = await around(cap, cap.loads(inc_info["status"] == "found", ran, task))
+                load = await around(cap, cap.loads(inc_info.status == "found", ran, task))
     finally:
         if INCUMBENT in ctx.lanes.loaded:
             if ctx.lanes.current == INCUMBENT:
                 await ctx.lanes.stop()
             del ctx.lanes.loaded[INCUMBENT]
-    if INCUMBENT in cap.lanes and inc_info["status"] == "found":
-        inc_info.update(status="measured", engine=cap.lanes[INCUMBENT].engine)
+    if INCUMBENT in cap.lanes and inc_info.status == "found":
+        inc_info.status, inc_info.engine = "measured", cap.lanes[INCUMBENT].engine
     data = {
         "settings": s.model_dump(mode="json"),
         "lengths": {name: ln.lengths for name, ln in cap.lanes.items()},
@@ -458,7 +449,7 @@ async def capacity(ctx: StageContext) -> StageResult:
             name: {str(k): v for k, v in ln.saturated.items()} for name, ln in cap.lanes.items()
         },
         "kinds": kinds,
-        "engine": cap.lanes["candidate"].engine if "candidate" in cap.lanes else Engine(),
+        "engine": cap.lanes["candidate"].engine if "candidate" in cap.lanes else rec.Engine(),
         "slo": cap.slo,
         "load": load,
         "incumbent": inc_info,
@@ -472,8 +463,8 @@ async def capacity(ctx: StageContext) -> StageResult:
     # its record holds them
     derived: dict[str, object] = {"not_run": [], "degenerate": [], "answers": {}}
     derived.update(expected=[], comparison=[])
-    record = Record.model_validate({**data, **derived, "check_code": answer_code()})
+    record = rec.Record.model_validate({**data, **derived, "check_code": answer_code()})
     result = finish(ctx, ctx.judge(record), record)
     # drawn from the record the kept exchanges give (the draft's figures are the rebuild's)
-    result.reasons[:0] = _plot(ctx, Record.model_validate(result.data))
+    result.reasons[:0] = _plot(ctx, rec.Record.model_validate(result.data))
     return result

@@ -47,38 +47,11 @@ def trace_path(directory: Path, trace: str) -> Path:
 
 
 # Plain words, none of them markup: a synthesized prompt is prose an engine reads as text.
-_WORDS = [
-    "river",
-    "stone",
-    "lamp",
-    "harbor",
-    "window",
-    "garden",
-    "ledger",
-    "signal",
-    "copper",
-    "meadow",
-    "lantern",
-    "valley",
-    "engine",
-    "bridge",
-    "orchard",
-    "compass",
-    "thread",
-    "market",
-    "winter",
-    "shelter",
-    "canvas",
-    "furnace",
-    "beacon",
-    "timber",
-    "quarry",
-    "pebble",
-    "summit",
-    "canyon",
-    "glacier",
-    "prairie",
-]
+_WORDS = (  # noqa: SIM905 (as a list: a line per word)
+    "river stone lamp harbor window garden ledger signal copper meadow lantern "
+    "valley engine bridge orchard compass thread market winter shelter canvas "
+    "furnace beacon timber quarry pebble summit canyon glacier prairie"
+).split()
 _ASK = "Summarize the notes above in two sentences."
 
 
@@ -98,7 +71,7 @@ class TraceRow:
     session: str | None = None
 
 
-def _row(obj: Any, n: int) -> TraceRow:
+def _row(obj: object, n: int) -> TraceRow:
     if not isinstance(obj, dict):
         raise TraceError(f"line {n}: not a JSON object")
     t = obj.get("timestamp")
@@ -185,9 +158,5 @@ def arrivals(rows: list[TraceRow], rate_rps: float, n: int) -> list[float]:
         raise TraceError("the trace spans no time: it has no arrival pattern to scale")
     cycle = [*gaps, sum(gaps) / len(gaps)]
     factor = len(cycle) / sum(cycle) / rate_rps
-    out, t = [], 0.0
-    for i in range(n):
-        if i:
-            t += cycle[(i - 1) % len(cycle)] * factor
-        out.append(round(t, 6))
-    return out
+    steps = (cycle[i % len(cycle)] * factor for i in range(n - 1))
+    return [round(t, 6) for t in itertools.accumulate(steps, initial=0.0)][:n]

@@ -19,6 +19,7 @@ from qualify.capacity.openloop import Plan, burst, harness_lag, poisson, send
 from qualify.capacity.settings import CapacitySettings, LoadSettings
 from qualify.capacity.slo import SloSettings, effective, goodput, misses, wilson
 from qualify.gates.thresholds import Thresholds
+from qualify.httpclient.chat import ToolCall
 from qualify.httpclient.client import Client
 
 T = Thresholds()
@@ -127,12 +128,12 @@ def test_json_cut_by_the_budget_must_be_a_json_prefix() -> None:
 
 
 def test_tool_calls_need_a_name_json_arguments_and_an_offer() -> None:
-    call = [{"name": "get_weather", "arguments": '{"city": "Oslo"}'}]
+    call = [ToolCall(0, name="get_weather", arguments='{"city": "Oslo"}')]
     assert broken("prose", "", "tool_calls", 12, 64, call, tools_offered=True) == []
     assert broken("prose", "", "tool_calls", 12, 64, call) == [
         "tool call 'get_weather' though no tool was offered"
     ]
-    bad = broken("prose", "", "tool_calls", 12, 64, [{"name": "", "arguments": "{x"}], True)
+    bad = broken("prose", "", "tool_calls", 12, 64, [ToolCall(0, name="", arguments="{x")], True)
     assert "tool call without a name" in bad and any("not JSON" in p for p in bad)
 
 
