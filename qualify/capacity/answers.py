@@ -113,22 +113,6 @@ def json_problem(text: str, finished: bool) -> str | None:
     return f"cut at the budget and not a JSON prefix: {body[:60]!r}"
 
 
-def tool_problems(calls: Sequence[ToolCall], offered: bool) -> list[str]:
-    out = []
-    for c in calls:
-        name = c.name
-        if not offered:
-            out.append(f"tool call {name!r} though no tool was offered")
-            continue
-        if not name:
-            out.append("tool call without a name")
-        try:
-            json.loads(c.arguments or "{}")
-        except ValueError:
-            out.append(f"tool call {name!r}: arguments are not JSON: {c.arguments!r:.80}")
-    return out
-
-
 def broken(
     kind: str,
     content: str,
@@ -136,9 +120,9 @@ def broken(
     completion_tokens: int | None,
     max_tokens: int,
     tool_calls: Sequence[ToolCall] | None = None,
-    tools_offered: bool = False,
 ) -> list[str]:
-    """Every problem of one answered stream; empty when the answer is right."""
+    """Every problem of one answered stream; empty when the answer is right. The load's prompts
+    offer no tool, so any tool call is one."""
     out = []
     calls = tool_calls or []
     if not content.strip() and not calls:
@@ -157,7 +141,7 @@ def broken(
     finished = finish_reason == "stop"
     if kind == "json" and content.strip() and (why := json_problem(content, finished)):
         out.append(f"json: {why}")
-    out += tool_problems(calls, tools_offered)
+    out += [f"tool call {c.name!r} though no tool was offered" for c in calls]
     return out
 
 
