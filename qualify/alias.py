@@ -91,12 +91,6 @@ def _parse_log(data: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]
     return out, problems
 
 
-def read_log(table: Path) -> list[dict[str, Any]]:  # raw log JSON, unchecked
-    """The log file's entries as they are on disk, unchecked (`state` checks them)."""
-    p = log_path(table)
-    return _parse_log(p.read_bytes(), str(p))[0] if p.is_file() else []
-
-
 def check_chain(entries: Sequence[Mapping[str, object]]) -> list[str]:
     """Every break in the chain: a hash, a previous-hash link or a sequence number that does not
     hold, or an entry whose `old` is not what the log had the alias point at before it."""

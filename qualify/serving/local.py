@@ -93,27 +93,21 @@ def cache_root() -> Path:
     return Path(os.environ.get("QUALIFY_CACHE", Path.home() / ".cache" / "qualify"))
 
 
+def _cpuinfo(key: str) -> str | None:
+    """The first `key` line of Linux's `/proc/cpuinfo`; None elsewhere."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
 def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as Linux reports them (`/proc/cpuinfo`); empty elsewhere."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+    return frozenset((_cpuinfo("flags") or "").split())
 
 
 def cpu_model() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or "unknown"
-    for line in text.splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+    return _cpuinfo("model name") or platform.processor() or "unknown"
 
 
 def candidate_variants(flags: frozenset[str] | None = None) -> list[str]:
