@@ -59,10 +59,6 @@ LOG = "aliases.log.jsonl"
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def log_path(table: Path) -> Path:
-    return table.with_name(table.stem + ".log.jsonl")
-
-
 def render_table(aliases: Mapping[str, Mapping[str, object]]) -> str:
     """The table as TOML; every value is a string, written as a JSON-escaped basic string."""
     lines = [

@@ -124,7 +124,7 @@ class Runner:
         self.sampler: Any = None
         self.aborted: str | None = None
         self.interrupted: str | None = None  # the signal that asked the run to stop
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Task[object] | None = None
         self._cancellable = False  # True while a stage runs: cleanup is never cancelled
         self.thresholds = Thresholds()  # the effective policy's, set by execute
 

@@ -11,7 +11,7 @@ imports no stage: the specs are read on first use, their heavy parts behind `par
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.metadata import entry_points
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
-from qualify.records import StageRecord, StrictModel
+from qualify.records import StageRecord, StageResult, StrictModel
 
 if TYPE_CHECKING:
     from qualify.evidence.kept import AttemptView
@@ -45,7 +45,7 @@ class StageParts:
     """The parts of a stage that import the rest of qualify, read when first asked for (each
     one's signature and use: the table in docs/architecture.md, "The registry")."""
 
-    run: Callable[..., Any]
+    run: Callable[..., Awaitable[StageResult]]
     record: type[StageRecord] | None = None
     judges: tuple[ModuleType, ...] = ()
     rebuild: Callable[[AttemptView], StageRecord] | None = None
@@ -60,7 +60,7 @@ class StageParts:
     @classmethod
     def of(
         cls,
-        run: Callable[..., Any],
+        run: Callable[..., Awaitable[StageResult]],
         record: type[StageRecord],
         section: ModuleType,
         *judges: ModuleType,

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from pydantic import BaseModel
@@ -136,7 +136,7 @@ class StageContext:
 def finish(
     ctx: StageContext,
     gates: list[GateResult],
-    data: dict[str, Any] | BaseModel | None = None,
+    data: dict[str, object] | BaseModel | None = None,
     reasons: list[str] | None = None,
     verdict: Verdict | None = None,
 ) -> StageResult:
@@ -164,7 +164,7 @@ def finish(
 
 
 def _result(
-    ctx: StageContext, v: Verdict, why: list[str], gates: list[GateResult], data: dict[str, Any]
+    ctx: StageContext, v: Verdict, why: list[str], gates: list[GateResult], data: dict[str, object]
 ) -> StageResult:
     return StageResult(
         stage=ctx.name,
@@ -187,9 +187,9 @@ def _unjudged(stage: str, why: str) -> GateResult:
 def _judged_from_kept(
     ctx: StageContext,
     fn: Callable[[AttemptView], StageRecord],
-    data: dict[str, Any],
+    data: dict[str, object],
     gates: list[GateResult],
-) -> tuple[dict[str, Any], list[GateResult]]:
+) -> tuple[dict[str, object], list[GateResult]]:
     """The stage's record and gates as its kept files give them (`rebuild` over the attempt
     just written, the draft record standing for what it takes as recorded)."""
     rel = ctx.attempt.path.relative_to(ctx.run.path).as_posix()

@@ -29,7 +29,7 @@ from typing import IO
 
 import httpx
 
-from qualify.candidate import ContainerLaunch, LoadedCandidate
+from qualify.candidate import ContainerLaunch, LoadedCandidate, Server
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import Attempt, ChunkedWriter
 from qualify.serving.command import doubled_entrypoint, image_entrypoint, volume
@@ -171,12 +171,12 @@ class ServerProcess:
         return PORT in loaded.candidate.server.base_url
 
     @property
-    def server(self):  # type: ignore[no-untyped-def]
+    def server(self) -> Server:
         return self.loaded.candidate.server
 
     @property
     def base_url(self) -> str:
-        url: str = self.server.base_url
+        url = self.server.base_url
         return url.replace(PORT, str(self.port)) if self.port is not None else url
 
     def bind_failed(self) -> bool:
