@@ -229,7 +229,7 @@ class ControlFile(StrictModel):
     extends: str
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     variable: str
-    overrides: dict[str, Any] = Field(min_length=1)
+    overrides: dict[str, object] = Field(min_length=1)
 
 
 class LoadedCandidate(StrictModel):

@@ -122,12 +122,8 @@ class GateResult(StrictModel):
 
     @property
     def key(self) -> str:
-        return gate_key(self.stage, self.gate, self.level)
-
-
-def gate_key(stage: str, gate: str, level: str | None = None) -> str:
-    """The stable name of a gate in policies and decisions: `stage/gate[@level]`."""
-    return f"{stage}/{gate}" + (f"@{level}" if level else "")
+        """The stable name of a gate in policies and decisions: `stage/gate[@level]`."""
+        return f"{self.stage}/{self.gate}" + (f"@{self.level}" if self.level else "")
 
 
 StageStatus = Literal["finished", "aborted"]

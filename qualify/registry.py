@@ -206,7 +206,7 @@ def record_model(name: str) -> type[StageRecord] | None:
     return parts.record if parts else None
 
 
-def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:  # raw result.json data
+def parse_record(name: str, data: dict[str, object]) -> StageRecord | None:  # raw result.json data
     """`result.json`'s `data` of stage `name`, read into its typed record (validation errors
     propagate: a record that does not read is never guessed at). None when the stage declares
     no record or the data is empty (a stage that stopped before measuring)."""

@@ -137,7 +137,6 @@ def finish(
     ctx: StageContext,
     gates: list[GateResult],
     data: dict[str, object] | BaseModel | None = None,
-    reasons: list[str] | None = None,
     verdict: Verdict | None = None,
 ) -> StageResult:
     """A finished stage result, judged once from what its attempt kept: when the stage's spec
@@ -148,7 +147,7 @@ def finish(
     if isinstance(data, BaseModel):
         data = data.model_dump(mode="json")
     data = data or {}
-    why = list(reasons or [])
+    why: list[str] = []
     fn = rebuild_of(ctx.name)
     # a stage that measured and judged nothing claims nothing to derive
     if fn is not None and ctx.from_kept and (data or gates):

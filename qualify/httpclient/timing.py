@@ -340,12 +340,9 @@ class ServerComparison(Written):
 def fidelity_verdict(
     summary: FidelitySummary, decode_tolerance: float, ttft_bound_ms: float
 ) -> tuple[Verdict, list[str]]:
-    """The one rule every stage's fidelity gate decides by: (verdict, reasons).
-
-    `fail` when the client disagrees with the server (`fidelity_reasons`: the median decode
-    ratio off by more than `decode_tolerance`, the median TTFT gap outside
-    [0, `ttft_bound_ms`], a client TTFT below the server's prompt time); else `inconclusive`
-    when the server reported no decode rate or no prompt time for the requests; else `pass`."""
+    """The one rule every stage's fidelity gate decides by: `fail` where the client disagrees
+    with the server (`fidelity_reasons`), else `inconclusive` where the server reported nothing
+    to compare, else `pass`."""
     reasons = fidelity_reasons(summary, decode_tolerance, ttft_bound_ms)
     if reasons:
         return Verdict.FAIL, reasons

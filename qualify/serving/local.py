@@ -285,7 +285,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM to the process group of `proc` (started in a new session), SIGKILL after
     `grace_s` seconds; a group already gone is not an error."""
     with contextlib.suppress(ProcessLookupError):
@@ -423,13 +423,9 @@ def _check(flavour: str, variant: str, binary: Path, model: Path, log: Path) -> 
 
 
 def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
-    """Configure and build the `llama-server` target, check it with a smoke decode of the
-    installed model, and only then copy it and the templates into the cache.
-
-    On the CPU each variant this machine can run is tried, best first, until one passes; a
-    binary that crashes or decodes nothing is never cached, and the cause (the signal by name,
-    the last log lines) is printed and recorded.
-    """
+    """Build `llama-server` and cache it (with the templates) only once a smoke decode of the
+    installed model passed: on the CPU each variant this machine can run is tried, best first;
+    a binary that crashes or decodes nothing is never cached, its cause printed and recorded."""
     why = paths.unusable()
     if why is None:
         return paths.binary

@@ -111,9 +111,7 @@ def container_command(
     c: ContainerLaunch, loaded: LoadedCandidate, name: str, port: int | None = None
 ) -> list[str]:
     """`<runtime> run` in the foreground (its output is the server's log), named, by digest,
-    never removed on exit (a failed start keeps its container), with GPUs, IPC (`--ipc host`
-    unless the candidate says otherwise; `--shm-size` for a private namespace), entrypoint,
-    network, ports, volumes and environment; `{port}` and the other placeholders filled."""
+    never removed on exit (a failed start keeps its container); placeholders filled."""
 
     def fill(args: list[str], where: str) -> list[str]:
         return expand(args, loaded, where, port)
