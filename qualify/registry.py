@@ -112,20 +112,15 @@ class StageSpec:
 _SPECS: dict[str, StageSpec] = {}
 
 
-def _load(ref: str) -> StageSpec:
-    module, _, attr = ref.partition(":")
-    spec = getattr(importlib.import_module(module), attr or "SPEC")
-    if not isinstance(spec, StageSpec):
-        raise TypeError(f"{ref}: expected a StageSpec (got {type(spec).__name__})")
-    return spec
-
-
 def specs() -> dict[str, StageSpec]:
     """Every declared stage's spec, by name, in order: `STAGES`, then the entry points."""
     if not _SPECS:
-        refs = STAGES + [ep.value for ep in entry_points(group=ENTRY_POINTS)]
-        for ref in refs:
-            register_stage(_load(ref))
+        for ref in STAGES + [ep.value for ep in entry_points(group=ENTRY_POINTS)]:
+            module, _, attr = ref.partition(":")
+            spec = getattr(importlib.import_module(module), attr or "SPEC")
+            if not isinstance(spec, StageSpec):
+                raise TypeError(f"{ref}: expected a StageSpec (got {type(spec).__name__})")
+            register_stage(spec)
     return _SPECS
 
 

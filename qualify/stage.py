@@ -49,22 +49,17 @@ def validator(fn: Validator) -> Validator:
     return fn
 
 
-def checked_here(loaded: LoadedCandidate) -> tuple[str, ...]:
-    """The stages whose project gate files `_gate_files` checks: every stage, except a probe
-    stage the candidate runs, which checks the gate files it selects in its own validator (the
-    candidate may name a subset, or preflight its own folder)."""
-    run = set(loaded.candidate.stages.run)
-    judged = set(judged_stages())
-    return tuple(n for n in stage_names() if n in judged or n not in run)
-
-
 @validator
 def _gate_files(loaded: LoadedCandidate) -> list[str]:
     """The project's gate files load, each problem once: every file belongs to one stage (the
-    folder it sits in), and each stage's files are checked in one place."""
+    folder it sits in), and each stage's files are checked in one place: here, except a probe
+    stage the candidate runs, which checks the gate files it selects in its own validator (the
+    candidate may name a subset, or preflight its own folder)."""
+    run, judged = set(loaded.candidate.stages.run), set(judged_stages())
     problems: list[str] = []
-    for name in checked_here(loaded):
-        problems.extend(load_gates(default_gates_dir(), name)[1])
+    for name in stage_names():
+        if name in judged or name not in run:
+            problems.extend(load_gates(default_gates_dir(), name)[1])
     return problems
 
 

@@ -26,16 +26,6 @@ from qualify.records import GateResult, StageRecord, StageResult
 if TYPE_CHECKING:
     from qualify.candidate import Candidate
 
-__all__ = [
-    "AttemptView",
-    "NotKept",
-    "as_table",
-    "differences",
-    "exchange_of",
-    "short",
-    "value_at",
-]
-
 _PART = re.compile(r"^(?P<name>.+)\.part(?P<n>\d{3})$")
 
 

@@ -32,8 +32,6 @@ from qualify.present.reading import RunView
 from qualify.records import GateResult
 from qualify.registry import rebuild_of, specs, stage_names
 
-__all__ = ["rejudge_attempt", "rejudge_run", "rejudged"]
-
 
 def rejudged() -> tuple[str, ...]:
     """The stages whose verdicts `verify` derives again from their kept exchanges: every
