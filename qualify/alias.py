@@ -59,10 +59,6 @@ LOG = "aliases.log.jsonl"
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def log_path(table: Path) -> Path:
-    return table.with_name(table.stem + ".log.jsonl")
-
-
 def render_table(aliases: Mapping[str, Mapping[str, object]]) -> str:
     """The table as TOML; every value is a string, written as a JSON-escaped basic string."""
     lines = [
@@ -89,12 +85,6 @@ def _parse_log(data: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]
             continue
         out.append(e)
     return out, problems
-
-
-def read_log(table: Path) -> list[dict[str, Any]]:  # raw log JSON, unchecked
-    """The log file's entries as they are on disk, unchecked (`state` checks them)."""
-    p = log_path(table)
-    return _parse_log(p.read_bytes(), str(p))[0] if p.is_file() else []
 
 
 def check_chain(entries: Sequence[Mapping[str, object]]) -> list[str]:

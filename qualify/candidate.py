@@ -229,7 +229,7 @@ class ControlFile(StrictModel):
     extends: str
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     variable: str
-    overrides: dict[str, Any] = Field(min_length=1)
+    overrides: dict[str, object] = Field(min_length=1)
 
 
 class LoadedCandidate(StrictModel):
@@ -238,7 +238,6 @@ class LoadedCandidate(StrictModel):
     path: str
     sha256: str
     candidate: Candidate
-    raw: dict[str, Any]
 
     @property
     def directory(self) -> Path:
@@ -331,15 +330,12 @@ def load_candidate(path: str | Path) -> LoadedCandidate:
                 ],
             )
         _, base_raw = _read_toml(base_path)
-        merged = apply_overrides(base_raw, control.overrides, p)
-        merged["name"] = control.name
-        merged["variable"] = control.variable
-        merged.get("stages", {}).get("ab", {}).pop("control", None)
-        merged.pop("alias", None)
-        cand = validate_raw(merged, p)
-        return LoadedCandidate(path=str(p), sha256=digest, candidate=cand, raw=merged)
-    cand = validate_raw(raw, p)
-    return LoadedCandidate(path=str(p), sha256=digest, candidate=cand, raw=raw)
+        raw = apply_overrides(base_raw, control.overrides, p)
+        raw["name"] = control.name
+        raw["variable"] = control.variable
+        raw.get("stages", {}).get("ab", {}).pop("control", None)
+        raw.pop("alias", None)
+    return LoadedCandidate(path=str(p), sha256=digest, candidate=validate_raw(raw, p))
 
 
 def resolve_path(loaded: LoadedCandidate, rel: str) -> Path:

@@ -74,10 +74,6 @@ class Pin:
     note: str = ""
 
 
-def _fail(url: str, what: str) -> BadInput:
-    return BadInput(f"{url}: {what}")
-
-
 async def read_server(
     url: str, api_key: str | None = None, transport: httpx.AsyncBaseTransport | None = None
 ) -> Server:
@@ -86,18 +82,18 @@ async def read_server(
     async with Client(url, api_key, timeout_s=30.0, transport=transport) as client:
         models = await client.get("/v1/models")
         if models.error is not None:
-            raise _fail(url, f"not reachable ({models.error})")
+            raise BadInput(f"{url}: not reachable ({models.error})")
         if not models.ok:
             hint = " (a key it asks for: --api-key-env VAR)" if models.status in (401, 403) else ""
-            raise _fail(url, f"GET /v1/models answered HTTP {models.status}{hint}")
+            raise BadInput(f"{url}: GET /v1/models answered HTTP {models.status}{hint}")
         listed = [m for m in models_of(models.body) if isinstance(m, dict) and m.get("id")]
         if not listed:
-            raise _fail(url, "GET /v1/models lists no model")
+            raise BadInput(f"{url}: GET /v1/models lists no model")
         owner = listed[0].get("owned_by")
         engine = next((a for a in ADAPTERS.values() if a.owned_by == owner), None)
         if engine is None:
             known = ", ".join(f"{a.owned_by!r} ({a.name})" for a in ADAPTERS.values())
-            raise _fail(url, f"GET /v1/models owned_by {owner!r} is none of {known}")
+            raise BadInput(f"{url}: GET /v1/models owned_by {owner!r} is none of {known}")
         model = str(listed[0]["id"])
         bodies = {"/v1/models": models.body}
         bodies.update(await engine_reports(client, engine, model, lambda _label, _ex: None))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import platform
 import signal
@@ -125,7 +124,7 @@ class Runner:
         self.sampler: Any = None
         self.aborted: str | None = None
         self.interrupted: str | None = None  # the signal that asked the run to stop
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Task[object] | None = None
         self._cancellable = False  # True while a stage runs: cleanup is never cancelled
         self.thresholds = Thresholds()  # the effective policy's, set by execute
 
@@ -207,7 +206,7 @@ class Runner:
         self._task = asyncio.current_task()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.interrupt, sig.name)
-        order = run_order(self.p.stages)
+        order = registry.run_order(self.p.stages)
         start = resume_point(self.run, order) if resume else 0
         for name in order[:start]:
             last = self.run.last_result(name)
@@ -241,9 +240,6 @@ class Runner:
             finally:
                 self._cancellable = False
             await self.check_interrupted()
-
-
-run_order = registry.run_order
 
 
 def resume_point(run: RunDir, order: list[str]) -> int:
@@ -350,23 +346,3 @@ def _verify_own(envelope: Path, priv: Ed25519PrivateKey, approvers: list[Approve
         for problem in refused:
             print(f"  {problem}", file=sys.stderr)
     return not refused
-
-
-def summary(run: RunDir) -> dict[str, Any]:
-    """A run summarised from its evidence alone (for `qualify show`)."""
-    info = json.loads((run.path / "run.json").read_text())
-    stages = []
-    for name in info["stages"]:
-        results = run.results(name)
-        last = results[-1] if results else None
-        stages.append(
-            {
-                "stage": name,
-                "attempts": len(run.attempt_dirs(name)),
-                "verdict": last.verdict.value if last else "not run",
-                "status": last.status if last else None,
-                "reasons": last.reasons if last else [],
-                "gates": [(g.key, g.verdict.value) for g in (last.gates if last else [])],
-            }
-        )
-    return {"run": info, "stages": stages}

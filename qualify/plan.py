@@ -86,10 +86,8 @@ def summary(body: object) -> str:
     """What a request body asks: model, budget, messages and their lengths, tools, input."""
     if not isinstance(body, dict):
         return "" if body is None else f"body {str(body)[:60]!r}"
-    parts = []
-    for key in ("model", "max_tokens", "max_output_tokens", "stream", "reasoning_effort"):
-        if key in body:
-            parts.append(f"{key}={body[key]}")
+    named = ("model", "max_tokens", "max_output_tokens", "stream", "reasoning_effort")
+    parts = [f"{key}={body[key]}" for key in named if key in body]
     msgs = body.get("messages")
     if isinstance(msgs, list):
         lens = ", ".join(f"{m.get('role')} {len(str(m.get('content') or ''))}" for m in msgs)
@@ -104,11 +102,7 @@ def summary(body: object) -> str:
         parts.append(f"tools=[{', '.join(names)}]")
     if "tool_choice" in body:
         parts.append(f"tool_choice={body['tool_choice']}")
-    other = sorted(
-        set(body)
-        - {"model", "max_tokens", "max_output_tokens", "stream", "messages", "input", "prompt"}
-        - {"tools", "tool_choice", "reasoning_effort"}
-    )
+    other = sorted(set(body) - set(named) - {"messages", "input", "prompt", "tools", "tool_choice"})
     if other:
         parts.append(f"also {', '.join(other)}")
     return " ".join(parts)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -25,17 +25,15 @@ class Written(StrictModel):
     field an earlier build did not write reads as its default and stays out of the JSON again,
     so a record reads every published result and writes back exactly what was written."""
 
+    _always: ClassVar[tuple[str, ...]] = ()  # fields written whether given or not
+
     @model_serializer(mode="wrap")
     def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
         out: dict[str, object] = handler(self)
-        return {k: v for k, v in out.items() if k in written_keys(self)}
-
-
-def written_keys(model: StrictModel, always: tuple[str, ...] = ()) -> set[str]:
-    """The JSON keys of the fields `model` was given (by their alias where they have one)."""
-    fields = type(model).model_fields
-    names = model.model_fields_set | set(always)
-    return {fields[n].serialization_alias or fields[n].alias or n for n in names}
+        fields = type(self).model_fields
+        names = self.model_fields_set | set(self._always)
+        kept = {fields[n].serialization_alias or fields[n].alias or n for n in names}
+        return {k: v for k, v in out.items() if k in kept}
 
 
 class CardWindow(Written):
@@ -74,15 +72,11 @@ class StageRecord(StrictModel):
     record_version: int = 1
 
 
-class WrittenRecord(StageRecord):
+class WrittenRecord(Written, StageRecord):
     """A stage record whose JSON form holds its version and only the fields that were written,
     as a `Written` part does: it reads every published result and writes back what was written."""
 
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        kept = written_keys(self, ("record_version",))
-        return {k: v for k, v in out.items() if k in kept}
+    _always = ("record_version",)
 
 
 class Verdict(StrEnum):
@@ -93,20 +87,11 @@ class Verdict(StrEnum):
     ERROR = "error"
 
 
-_RANK = {
-    Verdict.PASS: 0,
-    Verdict.SKIPPED: 1,
-    Verdict.INCONCLUSIVE: 2,
-    Verdict.FAIL: 3,
-    Verdict.ERROR: 4,
-}
-
-
 def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
     """Worst-of combination; an empty list is skipped (nothing ran), never pass."""
     if not verdicts:
         return Verdict.SKIPPED
-    return max(verdicts, key=lambda v: _RANK[v])
+    return max(verdicts, key=list(Verdict).index)  # declared best to worst
 
 
 Severity = Literal["required", "advisory"]
@@ -137,12 +122,8 @@ class GateResult(StrictModel):
 
     @property
     def key(self) -> str:
-        return gate_key(self.stage, self.gate, self.level)
-
-
-def gate_key(stage: str, gate: str, level: str | None = None) -> str:
-    """The stable name of a gate in policies and decisions: `stage/gate[@level]`."""
-    return f"{stage}/{gate}" + (f"@{level}" if level else "")
+        """The stable name of a gate in policies and decisions: `stage/gate[@level]`."""
+        return f"{self.stage}/{self.gate}" + (f"@{self.level}" if self.level else "")
 
 
 StageStatus = Literal["finished", "aborted"]

@@ -11,7 +11,7 @@ imports no stage: the specs are read on first use, their heavy parts behind `par
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.metadata import entry_points
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
-from qualify.records import StageRecord, StrictModel
+from qualify.records import StageRecord, StageResult, StrictModel
 
 if TYPE_CHECKING:
     from qualify.evidence.kept import AttemptView
@@ -45,7 +45,7 @@ class StageParts:
     """The parts of a stage that import the rest of qualify, read when first asked for (each
     one's signature and use: the table in docs/architecture.md, "The registry")."""
 
-    run: Callable[..., Any]
+    run: Callable[..., Awaitable[StageResult]]
     record: type[StageRecord] | None = None
     judges: tuple[ModuleType, ...] = ()
     rebuild: Callable[[AttemptView], StageRecord] | None = None
@@ -60,7 +60,7 @@ class StageParts:
     @classmethod
     def of(
         cls,
-        run: Callable[..., Any],
+        run: Callable[..., Awaitable[StageResult]],
         record: type[StageRecord],
         section: ModuleType,
         *judges: ModuleType,
@@ -112,20 +112,15 @@ class StageSpec:
 _SPECS: dict[str, StageSpec] = {}
 
 
-def _load(ref: str) -> StageSpec:
-    module, _, attr = ref.partition(":")
-    spec = getattr(importlib.import_module(module), attr or "SPEC")
-    if not isinstance(spec, StageSpec):
-        raise TypeError(f"{ref}: expected a StageSpec (got {type(spec).__name__})")
-    return spec
-
-
 def specs() -> dict[str, StageSpec]:
     """Every declared stage's spec, by name, in order: `STAGES`, then the entry points."""
     if not _SPECS:
-        refs = STAGES + [ep.value for ep in entry_points(group=ENTRY_POINTS)]
-        for ref in refs:
-            register_stage(_load(ref))
+        for ref in STAGES + [ep.value for ep in entry_points(group=ENTRY_POINTS)]:
+            module, _, attr = ref.partition(":")
+            spec = getattr(importlib.import_module(module), attr or "SPEC")
+            if not isinstance(spec, StageSpec):
+                raise TypeError(f"{ref}: expected a StageSpec (got {type(spec).__name__})")
+            register_stage(spec)
     return _SPECS
 
 
@@ -206,7 +201,7 @@ def record_model(name: str) -> type[StageRecord] | None:
     return parts.record if parts else None
 
 
-def parse_record(name: str, data: dict[str, Any]) -> StageRecord | None:  # raw result.json data
+def parse_record(name: str, data: dict[str, object]) -> StageRecord | None:  # raw result.json data
     """`result.json`'s `data` of stage `name`, read into its typed record (validation errors
     propagate: a record that does not read is never guessed at). None when the stage declares
     no record or the data is empty (a stage that stopped before measuring)."""

@@ -23,23 +23,16 @@ def direction(lo: float | None, hi: float | None, margin: float = 0.0) -> Direct
     return None
 
 
-def say(
-    lo: float | None,
-    hi: float | None,
-    up: str,
-    down: str,
-    margin: float = 0.0,
-    unit: str = "%",
-) -> str:
+def say(lo: float | None, hi: float | None, up: str, down: str) -> str:
     """`up` or `down` when the interval shows that direction; else "no difference shown" with
     the interval (or "no interval")."""
-    d = direction(lo, hi, margin)
+    d = direction(lo, hi)
     if d is not None:
         return up if d == "up" else down
     if lo is None or hi is None:
         return "no difference shown (no interval)"
     lo, hi = sorted((lo, hi))
-    return f"no difference shown (95% interval {lo:+.1f}{unit} to {hi:+.1f}{unit})"
+    return f"no difference shown (95% interval {lo:+.1f}% to {hi:+.1f}%)"
 
 
 def speed_title(gain_lo: float | None, gain_hi: float | None) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import structlog
 from pydantic import BaseModel
@@ -49,22 +49,17 @@ def validator(fn: Validator) -> Validator:
     return fn
 
 
-def checked_here(loaded: LoadedCandidate) -> tuple[str, ...]:
-    """The stages whose project gate files `_gate_files` checks: every stage, except a probe
-    stage the candidate runs, which checks the gate files it selects in its own validator (the
-    candidate may name a subset, or preflight its own folder)."""
-    run = set(loaded.candidate.stages.run)
-    judged = set(judged_stages())
-    return tuple(n for n in stage_names() if n in judged or n not in run)
-
-
 @validator
 def _gate_files(loaded: LoadedCandidate) -> list[str]:
     """The project's gate files load, each problem once: every file belongs to one stage (the
-    folder it sits in), and each stage's files are checked in one place."""
+    folder it sits in), and each stage's files are checked in one place: here, except a probe
+    stage the candidate runs, which checks the gate files it selects in its own validator (the
+    candidate may name a subset, or preflight its own folder)."""
+    run, judged = set(loaded.candidate.stages.run), set(judged_stages())
     problems: list[str] = []
-    for name in checked_here(loaded):
-        problems.extend(load_gates(default_gates_dir(), name)[1])
+    for name in stage_names():
+        if name in judged or name not in run:
+            problems.extend(load_gates(default_gates_dir(), name)[1])
     return problems
 
 
@@ -136,8 +131,7 @@ class StageContext:
 def finish(
     ctx: StageContext,
     gates: list[GateResult],
-    data: dict[str, Any] | BaseModel | None = None,
-    reasons: list[str] | None = None,
+    data: dict[str, object] | BaseModel | None = None,
     verdict: Verdict | None = None,
 ) -> StageResult:
     """A finished stage result, judged once from what its attempt kept: when the stage's spec
@@ -148,7 +142,7 @@ def finish(
     if isinstance(data, BaseModel):
         data = data.model_dump(mode="json")
     data = data or {}
-    why = list(reasons or [])
+    why: list[str] = []
     fn = rebuild_of(ctx.name)
     # a stage that measured and judged nothing claims nothing to derive
     if fn is not None and ctx.from_kept and (data or gates):
@@ -164,7 +158,7 @@ def finish(
 
 
 def _result(
-    ctx: StageContext, v: Verdict, why: list[str], gates: list[GateResult], data: dict[str, Any]
+    ctx: StageContext, v: Verdict, why: list[str], gates: list[GateResult], data: dict[str, object]
 ) -> StageResult:
     return StageResult(
         stage=ctx.name,
@@ -187,9 +181,9 @@ def _unjudged(stage: str, why: str) -> GateResult:
 def _judged_from_kept(
     ctx: StageContext,
     fn: Callable[[AttemptView], StageRecord],
-    data: dict[str, Any],
+    data: dict[str, object],
     gates: list[GateResult],
-) -> tuple[dict[str, Any], list[GateResult]]:
+) -> tuple[dict[str, object], list[GateResult]]:
     """The stage's record and gates as its kept files give them (`rebuild` over the attempt
     just written, the draft record standing for what it takes as recorded)."""
     rel = ctx.attempt.path.relative_to(ctx.run.path).as_posix()

@@ -115,11 +115,6 @@ class TicketStore:
     def get(self, ticket_id: str) -> Ticket:
         return self.read(self.path_of(ticket_id))[0]
 
-    def find_open(self, candidate: str, gate: str) -> Ticket | None:
-        return next(
-            (t for t in self.all("open") if (t.candidate, t.gate) == (candidate, gate)), None
-        )
-
     def _new_id(self, candidate: str, gate: str) -> str:
         base = f"{utc_now()[:10]}-{slug(candidate)}-{slug(gate)}"
         n, tid = 1, base
@@ -132,7 +127,9 @@ class TicketStore:
         self, candidate: str, gate: str, entry: LogEntry, acceptance: str
     ) -> tuple[Ticket, str]:
         """Append to the open ticket of this candidate and gate, or open one; says which."""
-        found = self.find_open(candidate, gate)
+        found = next(
+            (t for t in self.all("open") if (t.candidate, t.gate) == (candidate, gate)), None
+        )
         if found is None:
             t = Ticket(
                 id=self._new_id(candidate, gate),

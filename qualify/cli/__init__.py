@@ -50,8 +50,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        code: int = args.func(args)
-        return code
+        return int(args.func(args))
     except QualifyError as exc:
         if args.debug:
             traceback.print_exc()

@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from qualify.cli.house import house_root
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("alias", help="gated changes to production aliases")
@@ -39,16 +41,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         )
 
 
-def _house(args: argparse.Namespace) -> Path:
-    from qualify.trust.repository import require_house
-
-    return require_house(args.house)
-
-
 def _set(args: argparse.Namespace) -> int:
     from qualify.alias import set_alias
 
-    change = set_alias(args.name, args.candidate, args.decision, _house(args), args.key)
+    change = set_alias(args.name, args.candidate, args.decision, house_root(args), args.key)
     if change.entry is None:
         print(f"{args.name}: already points at {change.new['candidate']} on this decision")
         return 0
@@ -69,7 +65,7 @@ def _broken(st) -> int:  # type: ignore[no-untyped-def]
 def _show(args: argparse.Namespace) -> int:
     from qualify.alias import state
 
-    st = state(_house(args))
+    st = state(house_root(args))
     if st.problems:
         return _broken(st)
     if not st.aliases:
@@ -84,7 +80,7 @@ def _show(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     from qualify.alias import state
 
-    st = state(_house(args))
+    st = state(house_root(args))
     for e in st.entries:
         if args.name and e.get("alias") != args.name:
             continue

@@ -68,7 +68,7 @@ def setup_of(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return setup(house_dir(args.house))
 
 
-def _root(args: argparse.Namespace) -> Path:
+def house_root(args: argparse.Namespace) -> Path:
     from qualify.trust.repository import require_house
 
     return require_house(args.house)
@@ -89,7 +89,7 @@ def _init(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from qualify.trust.repository import repo_of, snapshot, uncommitted
 
-    root = _root(args)
+    root = house_root(args)
     snap = snapshot(root)  # refuses whatever the house would refuse (exit 1, naming it)
     rules = snap.policy.rules()
     print(f"house {snap.root} at {str(snap.commit)[:12]}: policy sha256 {rules.sha256}")
@@ -119,7 +119,7 @@ def _check_codes(args: argparse.Namespace) -> int:
 def _pin(args: argparse.Namespace) -> int:
     from qualify.trust.repository import pin
 
-    kid, commit = pin(_root(args), args.role, args.pub, args.name, args.why)
+    kid, commit = pin(house_root(args), args.role, args.pub, args.name, args.why)
     print(f"pinned {args.role} key {args.name} ({kid[:16]}), commit {commit[:12]}")
     return 0
 
@@ -127,6 +127,6 @@ def _pin(args: argparse.Namespace) -> int:
 def _unpin(args: argparse.Namespace) -> int:
     from qualify.trust.repository import unpin
 
-    commit = unpin(_root(args), args.role, args.name, args.why)
+    commit = unpin(house_root(args), args.role, args.name, args.why)
     print(f"unpinned {args.role} key {args.name}, commit {commit[:12]}")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from qualify.cli.common import add_evidence
 
@@ -19,15 +20,17 @@ def _show(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from qualify.evidence.store import EvidenceStore
-    from qualify.pipeline import summary
 
     run = EvidenceStore(args.evidence).open_run(args.run)
-    s = summary(run)
-    info = s["run"]
+    info = json.loads((run.path / "run.json").read_text())
     con = Console()
     con.print(f"run {info['run_id']} of {info['candidate']} (qualify {info['tool_version']})")
     table = Table("stage", "attempts", "verdict", "reasons")
-    for st in s["stages"]:
-        table.add_row(st["stage"], str(st["attempts"]), st["verdict"], "\n".join(st["reasons"][:6]))
+    for name in info["stages"]:
+        results = run.results(name)
+        last = results[-1] if results else None
+        verdict = last.verdict.value if last else "not run"
+        reasons = "\n".join(last.reasons[:6]) if last else ""
+        table.add_row(name, str(len(run.attempt_dirs(name))), verdict, reasons)
     con.print(table)
     return 0

@@ -26,16 +26,6 @@ from qualify.records import GateResult, StageRecord, StageResult
 if TYPE_CHECKING:
     from qualify.candidate import Candidate
 
-__all__ = [
-    "AttemptView",
-    "NotKept",
-    "as_table",
-    "differences",
-    "exchange_of",
-    "short",
-    "value_at",
-]
-
 _PART = re.compile(r"^(?P<name>.+)\.part(?P<n>\d{3})$")
 
 
@@ -194,12 +184,12 @@ def _walk(path: str, key: str, a: object, b: object) -> Iterator[str]:
         yield path
 
 
-def as_table(rebuilt: StageRecord | dict[str, Any]) -> dict[str, Any]:
+def as_table(rebuilt: StageRecord | dict[str, object]) -> dict[str, object]:
     """A rebuilt record (a stage's typed record, or a table) as `result.json`'s `data` holds it."""
     return rebuilt.model_dump(mode="json") if isinstance(rebuilt, BaseModel) else rebuilt
 
 
-def differences(sealed: object, rebuilt: StageRecord | dict[str, Any]) -> list[str]:
+def differences(sealed: object, rebuilt: StageRecord | dict[str, object]) -> list[str]:
     """The field paths where the sealed data differs from the rebuilt one (numbers compared to
     the precision the kept arrival times allow)."""
     return list(_walk("", "", sealed, as_table(rebuilt)))

@@ -29,7 +29,8 @@ class Listing:
 
     @property
     def root(self) -> str:
-        return sha256_bytes(root_text(self.files).encode())
+        text = "".join(f"{digest}  {name}\n" for name, digest in sorted(self.files.items()))
+        return sha256_bytes(text.encode())
 
     def attempts(self) -> set[str]:
         """The sealed attempt directories (`stage/attempt-NNN`) the listing holds files of."""
@@ -39,10 +40,6 @@ class Listing:
             if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]):
                 out.add(f"{parts[0]}/{parts[1]}")
         return out
-
-
-def root_text(files: dict[str, str]) -> str:
-    return "".join(f"{digest}  {name}\n" for name, digest in sorted(files.items()))
 
 
 def check_manifests(run: RunDir, listing: Listing) -> None:

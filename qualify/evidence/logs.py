@@ -6,10 +6,9 @@ one) and again as bytes by the stream it is written to."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import structlog
-from structlog.typing import EventDict, WrappedLogger
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 from qualify.evidence.store import ChunkedWriter
 
@@ -26,7 +25,7 @@ class _EvidenceSink:
 
 def configure(writer: ChunkedWriter | None) -> None:
     """Send every log event, as JSON, to the run's log file (or nowhere)."""
-    processors: list[Any] = [
+    processors: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

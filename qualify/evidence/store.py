@@ -36,11 +36,8 @@ class EvidenceError(Exception):
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def utc_now() -> str:
@@ -320,10 +317,8 @@ class EvidenceStore:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace a mutable file outside the evidence (alias table, tickets) atomically.
-
-    Temp file, fsync, rename: a reader sees the old file or the new one, never half.
-    """
+    """Replace a mutable file outside the evidence (alias table, tickets) atomically: a reader
+    sees the old file or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
     with os.fdopen(fd, "w") as fh:

@@ -16,59 +16,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from qualify.gates.files import GateFile, LoadedGate, Params, gate_file_schema, load_gates
+    from qualify.gates.files import LoadedGate, load_gates
     from qualify.gates.probe import GateContext
-    from qualify.gates.registry import (
-        CHECKS,
-        CheckSpec,
-        Judged,
-        Outcome,
-        check,
-        judge,
-        load_checks,
-    )
-    from qualify.gates.runner import judge_gates, judge_stage, run_gate
-    from qualify.gates.thresholds import Thresholds
+    from qualify.gates.registry import CHECKS, load_checks
+    from qualify.gates.runner import run_gate
 
 _HOME = {
-    "GateFile": "files",
     "LoadedGate": "files",
-    "Params": "files",
-    "gate_file_schema": "files",
     "load_gates": "files",
     "GateContext": "probe",
     "CHECKS": "registry",
-    "CheckSpec": "registry",
-    "Judged": "registry",
-    "Outcome": "registry",
-    "check": "registry",
-    "judge": "registry",
     "load_checks": "registry",
-    "judge_gates": "runner",
-    "judge_stage": "runner",
     "run_gate": "runner",
-    "Thresholds": "thresholds",
 }
 
-__all__ = [
-    "CHECKS",
-    "CheckSpec",
-    "GateContext",
-    "GateFile",
-    "Judged",
-    "LoadedGate",
-    "Outcome",
-    "Params",
-    "Thresholds",
-    "check",
-    "gate_file_schema",
-    "judge",
-    "judge_gates",
-    "judge_stage",
-    "load_checks",
-    "load_gates",
-    "run_gate",
-]
+__all__ = ["CHECKS", "GateContext", "LoadedGate", "load_checks", "load_gates", "run_gate"]
 
 
 def __getattr__(name: str) -> Any:

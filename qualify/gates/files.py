@@ -137,20 +137,16 @@ def _folder_stage(path: Path, gates_dir: Path) -> str | None:
     return parts[0] if len(parts) > 1 and parts[0] in stage_names() else None
 
 
-def _yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return f"{path}: expected YAML (got {what}){where}"
-
-
 def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
     data = path.read_bytes()
     try:
         node = yaml.compose(data, Loader=yaml.SafeLoader)
         raw = yaml.safe_load(data)
     except yaml.YAMLError as exc:
-        return None, [_yaml_problem(path, exc)]
+        mark = getattr(exc, "problem_mark", None)
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return None, [f"{path}: expected YAML (got {what}){where}"]
     marks = _marks(node)
     try:
         gate = GateFile.model_validate(raw)

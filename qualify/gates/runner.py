@@ -31,13 +31,6 @@ async def _attempt(gate: LoadedGate, ctx: GateContext) -> Outcome:
         return Outcome.errored(f"internal error in check {spec.name}: {exc!r}")
 
 
-def _reasons(records: list[AttemptRecord]) -> list[str]:
-    bad = [r for r in records if r.verdict is not Verdict.PASS]
-    if len(records) == 1:
-        return list(bad[0].reasons) if bad else []
-    return [f"attempt {r.number}/{len(records)}: {why}" for r in bad for why in r.reasons]
-
-
 async def run_gate(
     gate: LoadedGate, ctx: GateContext, before: Callable[[int], None] | None = None
 ) -> GateResult:
@@ -65,7 +58,10 @@ async def run_gate(
         )
         if out.verdict is Verdict.ERROR:
             break
-    reasons = _reasons(records)
+    bad = [r for r in records if r.verdict is not Verdict.PASS]
+    reasons = [f"attempt {r.number}/{len(records)}: {why}" for r in bad for why in r.reasons]
+    if len(records) == 1:
+        reasons = list(bad[0].reasons) if bad else []
     if len(records) < g.attempts:
         reasons.append(f"attempts {len(records) + 1}-{g.attempts} not run after an error")
     return GateResult(
@@ -78,21 +74,6 @@ async def run_gate(
         reasons=reasons,
         attempts=records,
         metrics=records[-1].metrics,
-    )
-
-
-def _judged_result(gate: LoadedGate, j: Judged) -> GateResult:
-    g = gate.gate
-    name = f"{g.id}@{j.part}" if j.part else g.id
-    return GateResult(
-        gate=name,
-        stage=g.stage,
-        severity=g.severity,
-        critical=g.critical,
-        verdict=j.verdict,
-        reasons=list(j.reasons),
-        attempts=[AttemptRecord(number=1, verdict=j.verdict, reasons=list(j.reasons))],
-        metrics=dict(j.metrics),
     )
 
 
@@ -129,7 +110,20 @@ def judge_gates(gates: list[LoadedGate], data: object, thresholds: Thresholds) -
             found = [Judged(Verdict.ERROR, [f"internal error in check {spec.name}: {exc!r}"])]
         if not found:
             found = [Judged(Verdict.INCONCLUSIVE, ["nothing to judge: the stage measured nothing"])]
-        out.extend(_judged_result(gate, j) for j in found)
+        g = gate.gate
+        out.extend(
+            GateResult(
+                gate=f"{g.id}@{j.part}" if j.part else g.id,
+                stage=g.stage,
+                severity=g.severity,
+                critical=g.critical,
+                verdict=j.verdict,
+                reasons=list(j.reasons),
+                attempts=[AttemptRecord(number=1, verdict=j.verdict, reasons=list(j.reasons))],
+                metrics=dict(j.metrics),
+            )
+            for j in found
+        )
     return out
 
 

@@ -115,7 +115,7 @@ class ToolCall:
     name: str | None = None
     arguments: str = ""
 
-    def parsed_arguments(self) -> tuple[Any, str | None]:
+    def parsed_arguments(self) -> tuple[object, str | None]:
         try:
             return json.loads(self.arguments or "{}"), None
         except ValueError as exc:

@@ -59,10 +59,6 @@ class Exchange:
     def ok(self) -> bool:
         return self.error is None and self.status is not None and 200 <= self.status < 300
 
-    @property
-    def elapsed(self) -> float | None:
-        return None if self.t_end is None else self.t_end
-
     def evidence(self, redactor: Redactor) -> dict[str, object]:
         """The exchange as a JSON object, secrets redacted; SSE events kept raw."""
         return {

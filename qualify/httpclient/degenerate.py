@@ -79,16 +79,10 @@ def degenerate_verdict(
 ) -> tuple[Verdict, list[str]]:
     """The one rule every stage judges its degenerate answers by: (verdict, reasons).
 
-    - no counted answer at all: `inconclusive` ("no counted stream to read"): a stage whose
-      every answer failed or was excluded has not shown that its answers are answers;
-    - more than `allowed` answers flagged: `fail`, each one listed (`flagged` holds one line
-      per answer: where it was and why it is degenerate); they are kept as evidence and left
-      out of every speed figure;
-    - otherwise `pass`.
-
-    The context ladder judged by this rule; the capacity stage passed a stage with nothing
-    counted. The two differ only there, and the stricter (context's) is kept: a pass must rest
-    on answers that were read."""
+    No counted answer is `inconclusive`: a pass must rest on answers that were read (the
+    context ladder's rule, kept over the capacity stage's, which passed with nothing counted).
+    More than `allowed` flagged (`flagged`: one line per answer, where and why) is `fail`, each
+    listed; they are kept as evidence and left out of every speed figure."""
     if counted <= 0:
         return Verdict.INCONCLUSIVE, ["no counted stream to read"]
     if len(flagged) <= allowed:

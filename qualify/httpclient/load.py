@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.client import Client, Exchange
@@ -32,9 +31,8 @@ async def warm(client: Client, concurrency: int, path: str = "/health") -> list[
 
 async def drive(
     client: Client,
-    bodies: Sequence[Any],
+    bodies: Sequence[object],
     concurrency: int,
-    path: str = CHAT,
     timeout_s: float | None = None,
 ) -> list[Exchange]:
     """Stream every body with `concurrency` requests in flight; exchanges in `bodies` order."""
@@ -46,7 +44,7 @@ async def drive(
     async def worker() -> None:
         # Sharing one iterator between tasks on one loop is safe: next() never awaits.
         for i, body in queue:
-            results[i] = await client.stream(path, body, timeout_s)
+            results[i] = await client.stream(CHAT, body, timeout_s)
 
     async with asyncio.TaskGroup() as tg:
         for _ in range(min(concurrency, len(bodies))):

@@ -184,16 +184,7 @@ def timing(o: ChatOutcome) -> RequestTiming:
     )
 
 
-class ClientFigures(TypedDict):
-    """`client_window`'s figures."""
-
-    requests: int
-    complete: bool
-    decode_tok_s: float | None
-    ttfo_ms_mean: float | None
-
-
-def client_window(timings: Iterable[RequestTiming]) -> ClientFigures:
+def client_window(timings: Iterable[RequestTiming]) -> ClientWindow:
     """The client's figures over a cell by the server histograms' definitions
     (`qualify.serving.histograms`): decode tok/s = sum(n_i - 1) / sum(generation_i), and the
     mean TTFO; `complete` is False when a request lacks either (the cell is then not compared)."""
@@ -204,12 +195,12 @@ def client_window(timings: Iterable[RequestTiming]) -> ClientFigures:
     complete = bool(ts) and all(
         t.completion_tokens and t.generation_s is not None and t.ttfo_s is not None for t in ts
     )
-    return {
-        "requests": len(ts),
-        "complete": complete,
-        "decode_tok_s": steps / gen if gen > 0 and steps > 0 else None,
-        "ttfo_ms_mean": sum(ttfo) / len(ttfo) * 1000.0 if ttfo else None,
-    }
+    return ClientWindow(
+        requests=len(ts),
+        complete=complete,
+        decode_tok_s=steps / gen if gen > 0 and steps > 0 else None,
+        ttfo_ms_mean=sum(ttfo) / len(ttfo) * 1000.0 if ttfo else None,
+    )
 
 
 def with_server_window(
@@ -226,20 +217,15 @@ def with_server_window(
     if any(t.server_source for t in timings):
         return timings, {**out, "why": "the server reported per-request figures"}
     client = client_window(timings)
-    out["client"] = client
+    out["client"] = client.model_dump()
     if not window.ok:
         return timings, {**out, "why": window.problem}
-    if not client["complete"]:
+    if not client.complete:
         return timings, {**out, "why": "a request of the cell has no usage or no token times"}
     server_decode, server_ttft = window.decode_tok_s, window.ttft_ms
-    ratio = (
-        client["decode_tok_s"] / server_decode if client["decode_tok_s"] and server_decode else None
-    )
-    gap = (
-        client["ttfo_ms_mean"] - server_ttft
-        if client["ttfo_ms_mean"] is not None and server_ttft is not None
-        else None
-    )
+    decode, ttfo = client.decode_tok_s, client.ttfo_ms_mean
+    ratio = decode / server_decode if decode and server_decode else None
+    gap = ttfo - server_ttft if ttfo is not None and server_ttft is not None else None
     filled = [
         replace(
             t,
@@ -252,7 +238,6 @@ def with_server_window(
         for t in timings
     ]
     front = window.frontend_decode_tok_s
-    decode = client["decode_tok_s"]
     out["frontend_decode_ratio"] = decode / front if front and decode is not None else None
     return filled, {**out, "decode_ratio": ratio, "ttft_minus_server_ms": gap, "why": None}
 
@@ -355,12 +340,9 @@ class ServerComparison(Written):
 def fidelity_verdict(
     summary: FidelitySummary, decode_tolerance: float, ttft_bound_ms: float
 ) -> tuple[Verdict, list[str]]:
-    """The one rule every stage's fidelity gate decides by: (verdict, reasons).
-
-    `fail` when the client disagrees with the server (`fidelity_reasons`: the median decode
-    ratio off by more than `decode_tolerance`, the median TTFT gap outside
-    [0, `ttft_bound_ms`], a client TTFT below the server's prompt time); else `inconclusive`
-    when the server reported no decode rate or no prompt time for the requests; else `pass`."""
+    """The one rule every stage's fidelity gate decides by: `fail` where the client disagrees
+    with the server (`fidelity_reasons`), else `inconclusive` where the server reported nothing
+    to compare, else `pass`."""
     reasons = fidelity_reasons(summary, decode_tolerance, ttft_bound_ms)
     if reasons:
         return Verdict.FAIL, reasons

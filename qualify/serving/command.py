@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from qualify.candidate import ContainerLaunch, LoadedCandidate
 
-__all__ = ["doubled_entrypoint", "image_entrypoint", "shell_line", "volume"]
-
 
 def shell_line(cmd: list[str]) -> str:
     """The command as one shell line: each argument quoted where the shell would split or

@@ -69,7 +69,7 @@ class Observed:
 
     bodies: dict[str, object]  # the server's answers (JSON or text), by the path asked
     launch: Launch | None
-    models: list[dict[str, Any]]  # raw `/v1/models` entries, as the server sent them
+    models: list[dict[str, object]]  # raw `/v1/models` entries, as the server sent them
     seen: dict[str, Seen] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
 
@@ -209,12 +209,12 @@ class Identity:
         return True, ""
 
 
-def models_of(body: object) -> list[Any]:
+def models_of(body: object) -> list[object]:
     data = body.get("data") if isinstance(body, dict) else None
     return data if isinstance(data, list) else []
 
 
-def same_image(pinned: Any, seen: Any) -> Match:
+def same_image(pinned: object, seen: object) -> Match:
     if not isinstance(seen, dict):
         return (True, "") if pinned is None else (False, "the server ran as a local process")
     launched = str(seen.get("image") or "")
@@ -237,7 +237,7 @@ def same_fields(pinned: Any, seen: Any) -> Match:
     return True, ""
 
 
-def context_from_models(models: list[dict[str, Any]], seen: dict[str, Seen]) -> None:
+def context_from_models(models: list[dict[str, object]], seen: dict[str, Seen]) -> None:
     """vLLM and SGLang report the window of a request as `max_model_len` in `/v1/models`."""
     lens = [m.get("max_model_len") for m in models if m.get("max_model_len")]
     if lens:

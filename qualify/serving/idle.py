@@ -18,8 +18,6 @@ from qualify.httpclient.client import Client
 from qualify.records import Written
 from qualify.serving.dialects import Dialect, MetricsSnapshot, busy
 
-__all__ = ["Idle", "IdleAround", "IdleReport", "wait_idle"]
-
 
 class Idle(Written):
     """One idle check as a stage record keeps it (`IdleReport.as_dict`); `idle` None: unknown."""

@@ -93,27 +93,21 @@ def cache_root() -> Path:
     return Path(os.environ.get("QUALIFY_CACHE", Path.home() / ".cache" / "qualify"))
 
 
+def _cpuinfo(key: str) -> str | None:
+    """The first `key` line of Linux's `/proc/cpuinfo`; None elsewhere."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
 def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags as Linux reports them (`/proc/cpuinfo`); empty elsewhere."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
+    return frozenset((_cpuinfo("flags") or "").split())
 
 
 def cpu_model() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or "unknown"
-    for line in text.splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+    return _cpuinfo("model name") or platform.processor() or "unknown"
 
 
 def candidate_variants(flags: frozenset[str] | None = None) -> list[str]:
@@ -291,7 +285,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM to the process group of `proc` (started in a new session), SIGKILL after
     `grace_s` seconds; a group already gone is not an error."""
     with contextlib.suppress(ProcessLookupError):
@@ -429,13 +423,9 @@ def _check(flavour: str, variant: str, binary: Path, model: Path, log: Path) -> 
 
 
 def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
-    """Configure and build the `llama-server` target, check it with a smoke decode of the
-    installed model, and only then copy it and the templates into the cache.
-
-    On the CPU each variant this machine can run is tried, best first, until one passes; a
-    binary that crashes or decodes nothing is never cached, and the cause (the signal by name,
-    the last log lines) is printed and recorded.
-    """
+    """Build `llama-server` and cache it (with the templates) only once a smoke decode of the
+    installed model passed: on the CPU each variant this machine can run is tried, best first;
+    a binary that crashes or decodes nothing is never cached, its cause printed and recorded."""
     why = paths.unusable()
     if why is None:
         return paths.binary

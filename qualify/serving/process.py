@@ -29,7 +29,7 @@ from typing import IO
 
 import httpx
 
-from qualify.candidate import ContainerLaunch, LoadedCandidate
+from qualify.candidate import ContainerLaunch, LoadedCandidate, Server
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import Attempt, ChunkedWriter
 from qualify.serving.command import doubled_entrypoint, image_entrypoint, volume
@@ -111,9 +111,7 @@ def container_command(
     c: ContainerLaunch, loaded: LoadedCandidate, name: str, port: int | None = None
 ) -> list[str]:
     """`<runtime> run` in the foreground (its output is the server's log), named, by digest,
-    never removed on exit (a failed start keeps its container), with GPUs, IPC (`--ipc host`
-    unless the candidate says otherwise; `--shm-size` for a private namespace), entrypoint,
-    network, ports, volumes and environment; `{port}` and the other placeholders filled."""
+    never removed on exit (a failed start keeps its container); placeholders filled."""
 
     def fill(args: list[str], where: str) -> list[str]:
         return expand(args, loaded, where, port)
@@ -171,12 +169,12 @@ class ServerProcess:
         return PORT in loaded.candidate.server.base_url
 
     @property
-    def server(self):  # type: ignore[no-untyped-def]
+    def server(self) -> Server:
         return self.loaded.candidate.server
 
     @property
     def base_url(self) -> str:
-        url: str = self.server.base_url
+        url = self.server.base_url
         return url.replace(PORT, str(self.port)) if self.port is not None else url
 
     def bind_failed(self) -> bool:

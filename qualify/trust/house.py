@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError
 
 from qualify.candidate_settings import Policy
-from qualify.errors import BadInput
+from qualify.errors import BadInput, format_validation_error
 from qualify.evidence.signing import canonical, sha256_bytes
 from qualify.gates.thresholds import Thresholds
 from qualify.records import StrictModel
@@ -158,12 +158,6 @@ class HousePolicy(PolicyRules):
         return PolicyRules.model_validate(self.model_dump(exclude={"version", "accept", "aliases"}))
 
 
-def _problems(exc: ValidationError, where: str) -> list[str]:
-    from qualify.candidate import format_validation_error
-
-    return [f"{where}: {line}" for line in format_validation_error(exc)]
-
-
 def parse(text: str, where: str) -> HousePolicy:
     """A house policy from TOML text; one line per problem, each naming the file and field."""
     try:
@@ -173,7 +167,8 @@ def parse(text: str, where: str) -> HousePolicy:
     try:
         return HousePolicy.model_validate(raw)
     except ValidationError as exc:
-        raise BadInput(f"{where} is not a valid house policy", _problems(exc, where)) from None
+        problems = [f"{where}: {line}" for line in format_validation_error(exc)]
+        raise BadInput(f"{where} is not a valid house policy", problems) from None
 
 
 def load(path: Path) -> HousePolicy:
@@ -265,12 +260,8 @@ def effective(house: HousePolicy, mine: Policy, where: str = "the candidate") ->
     )
 
 
-def schema() -> dict[str, object]:
-    return HousePolicy.model_json_schema()
-
-
 def render_schema() -> str:
-    return json.dumps(schema(), indent=2, sort_keys=True) + "\n"
+    return json.dumps(HousePolicy.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
 def default_text() -> str:

@@ -32,8 +32,6 @@ from qualify.present.reading import RunView
 from qualify.records import GateResult
 from qualify.registry import rebuild_of, specs, stage_names
 
-__all__ = ["rejudge_attempt", "rejudge_run", "rejudged"]
-
 
 def rejudged() -> tuple[str, ...]:
     """The stages whose verdicts `verify` derives again from their kept exchanges: every
@@ -67,9 +65,7 @@ def _key(g: GateResult) -> str:
     return g.gate + (f"@{g.level}" if g.level else "")
 
 
-def rejudge_attempt(
-    view: AttemptView, gates_dir: Path, thresholds: Thresholds, most: int = 6
-) -> list[str]:
+def rejudge_attempt(view: AttemptView, gates_dir: Path, thresholds: Thresholds) -> list[str]:
     """The problems of one sealed attempt judged again from its exchanges (empty: it holds)."""
     from qualify.gates.files import load_gates
     from qualify.gates.runner import judge_stage
@@ -84,7 +80,7 @@ def rejudge_attempt(
         rebuilt = as_table(fn(view))
     except NotKept as exc:
         return [f"{where}: cannot be judged again from the exchanges it kept: {exc}"]
-    problems = []
+    problems, most = [], 6
     diff = differences(view.sealed, rebuilt)
     for path in diff[:most]:
         problems.append(
@@ -102,17 +98,15 @@ def rejudge_attempt(
     checks = {g.gate.id: g.gate.check for g in load_gates(gates_dir, view.stage)[0]}
     for gate in sorted(set(judged) - set(signed)):
         why = view.earlier.get(checks.get(gate.split("@", 1)[0], ""))
-        if why is not None:
-            view.said.append(f"no gate {view.stage}/{gate}: {why}")
-            del judged[gate]
-        else:
-            # The run records no list of the gate files it judged with, so a gate file newer
-            # than the run cannot be told from a gate left out of its result: named, not judged.
-            view.said.append(
-                f"gate {view.stage}/{gate} is not in the sealed result (judged now: "
-                f"{judged[gate]}; a gate file newer than the run, or one left out)"
-            )
-            del judged[gate]
+        # The run records no list of the gate files it judged with, so a gate file newer than
+        # the run cannot be told from a gate left out of its result: named, not judged.
+        view.said.append(
+            f"no gate {view.stage}/{gate}: {why}"
+            if why is not None
+            else f"gate {view.stage}/{gate} is not in the sealed result (judged now: "
+            f"{judged[gate]}; a gate file newer than the run, or one left out)"
+        )
+        del judged[gate]
     for gate in sorted(set(signed) | set(judged)):
         if signed.get(gate) != judged.get(gate):
             problems.append(

@@ -48,7 +48,7 @@ def house_dir(arg: Path | str | None) -> Path | None:
     return Path(value).expanduser().resolve() if value else None
 
 
-def require_house(arg: Path | str | None, flag: str = "--house") -> Path:
+def require_house(arg: Path | str | None) -> Path:
     """The house a command that moves or trusts something works on: named with `--house` or
     $QUALIFY_HOUSE, never guessed from the current directory."""
     found = house_dir(arg)
@@ -56,7 +56,7 @@ def require_house(arg: Path | str | None, flag: str = "--house") -> Path:
         raise BadInput(
             "no house repository given",
             [
-                f"{flag}: expected the house repository (or set ${ENV}); the current "
+                f"--house: expected the house repository (or set ${ENV}); the current "
                 "directory's git repository is never taken as the house"
             ],
         )
@@ -139,7 +139,7 @@ def entry_hash(entry: Mapping[str, object]) -> str:
     return sha256_bytes(canonical({k: v for k, v in entry.items() if k != "hash"}))
 
 
-def _parse_log(text: str, where: str) -> list[dict[str, Any]]:  # raw log JSON, chain checked
+def _parse_log(text: str, where: str) -> list[dict[str, object]]:  # raw log JSON, chain checked
     out, prev = [], GENESIS
     for n, line in enumerate(text.splitlines(), 1):
         try:
@@ -261,7 +261,7 @@ class Snapshot:
     commit: str | None
     policy: house_policy.HousePolicy
     keys: dict[str, dict[str, PinnedKey]] = field(default_factory=dict)
-    log: list[dict[str, Any]] = field(default_factory=list)  # raw log JSON, chain checked
+    log: list[dict[str, object]] = field(default_factory=list)  # raw log JSON, chain checked
 
     def by_keyid(self, role: str, kid: str) -> PinnedKey | None:
         return next((k for k in self.keys.get(role, {}).values() if k.keyid == kid), None)

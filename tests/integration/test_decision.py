@@ -12,7 +12,7 @@ from pathlib import Path
 import git
 import pytest
 
-from qualify.alias import log_path
+from qualify.alias import LOG
 from qualify.cli import main
 from qualify.decision.conclude import setup
 from qualify.decision.render import render_run
@@ -179,12 +179,12 @@ def test_alias_gating_on_a_real_promote(
     assert not (house / TABLE).exists()
     assert alias_set(cand, env, house) == 0
     repo = git.Repo(house)
-    digest = json.loads(log_path(house / TABLE).read_text().splitlines()[0])["decision_sha256"]
+    digest = json.loads((house / LOG).read_text().splitlines()[0])["decision_sha256"]
     assert digest in repo.head.commit.message
     assert set(repo.head.commit.stats.files) == {"aliases.toml", "aliases.log.jsonl"}
     assert main(["alias", "history", "--house", str(house)]) == 0
     assert "chain intact: 1 entries" in capsys.readouterr().out
-    log = log_path(house / TABLE)
+    log = house / LOG
     log.write_text(log.read_text().replace('"alias": "demo-chat"', '"alias": "prod-chat"'))
     assert main(["alias", "history", "--house", str(house)]) == 1
 

@@ -77,7 +77,8 @@ class LlamaCpp(EngineAdapter):
             dgs = props.get("default_generation_settings") or {}
             if props.get("build_info"):
                 seen["engine_build"] = Seen(props["build_info"], "GET /props build_info")
-            ftype = props.get("model_ftype") or ((models or [{}])[0].get("meta") or {}).get("ftype")
+            meta = (models or [{}])[0].get("meta")
+            ftype = props.get("model_ftype") or (isinstance(meta, dict) and meta.get("ftype"))
             if ftype:
                 seen["quantization"] = Seen(ftype, "GET /props model_ftype")
             if isinstance(dgs.get("n_ctx"), int):

@@ -289,9 +289,8 @@ class Vllm(EngineAdapter):
             return same_quant(str(pinned), seen)
         if pin == "speculation" and dict(seen or {}).get("method") == "unknown":
             p, s = dict(pinned or {}), dict(seen or {})
-            if self.method(str(p.get("method", "none"))) == "none":
-                return False, f"the server drafts {s.get('draft_tokens')} tokens"
-            if s.get("draft_tokens") != p.get("draft_tokens"):
+            off = self.method(str(p.get("method", "none"))) == "none"
+            if off or s.get("draft_tokens") != p.get("draft_tokens"):
                 return False, f"the server drafts {s.get('draft_tokens')} tokens"
             return None, (
                 f"the server drafts {s.get('draft_tokens')} tokens, as pinned, but reports no "

@@ -14,9 +14,10 @@ import pytest
 from qualify.candidate import load_candidate
 from qualify.errors import RunAborted
 from qualify.evidence.store import EvidenceStore, RunDir
-from qualify.pipeline import Plan, Runner, resume_point, run_order
+from qualify.pipeline import Plan, Runner, resume_point
 from qualify.progress import Progress
 from qualify.records import StageResult
+from qualify.registry import run_order
 from qualify.stage import STAGES, StageContext, finish
 
 ROOT = Path(__file__).resolve().parents[3]
