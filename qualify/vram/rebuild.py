@@ -18,15 +18,17 @@ host's hardware when the sample header does not hold it, and the reserve the rec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import RESULT
 from qualify.records import StageResult
 from qualify.vram.record import Cost, Hardware, Interval, Record
 from qualify.vram.series import TELEMETRY, Log, parse_log
-from qualify.vram.stage import STAGE, _not_run, build_record
+from qualify.vram.stage import build_record, ran
 
 _ATTEMPT = re.compile(r"^(?P<stage>[^/]+)/attempt-(?P<n>\d{3})/(?P<name>[^/]+)$")
 _SAMPLES = re.compile(r"^samples\.\d{3}\.jsonl$")
@@ -82,26 +84,19 @@ def _listed(view: AttemptView) -> list[str]:
 
 
 def _ran(view: AttemptView, attempts: dict[str, dict[int, list[str]]]) -> list[str]:
-    """`stage.ran_stages` over the signed attempts that had started by the vram attempt."""
-    out = []
-    for name in _listed(view):
-        if name == STAGE:
-            continue
+    """`stage.ran` over the signed attempts that had started by the vram attempt."""
+
+    def results(name: str) -> Iterator[StageResult | None]:
         for n, names in sorted(attempts.get(name, {}).items()):
-            res: StageResult | None = None
+            res = None
             if RESULT in names:
-                try:
-                    res = StageResult.model_validate_json(
-                        _read(view, f"{name}/attempt-{n:03d}/{RESULT}")
-                    )
-                except ValueError:
-                    res = None
-            if res is not None and res.started_at > view.result.started_at:
-                continue
-            if not _not_run(res):
-                out.append(name)
-                break
-    return out
+                with contextlib.suppress(ValueError):
+                    rel = f"{name}/attempt-{n:03d}/{RESULT}"
+                    res = StageResult.model_validate_json(_read(view, rel))
+            if res is None or res.started_at <= view.result.started_at:
+                yield res
+
+    return ran(_listed(view), results)
 
 
 def rebuild(view: AttemptView) -> Record:

@@ -20,9 +20,10 @@ from typing import Protocol, TypeVar
 
 from qualify.httpclient.timing import percentile
 from qualify.records import GpuNote
+from qualify.vram import record
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
-from qualify.vram.series import CardFigures, SampleLog, figures
+from qualify.vram.series import SampleLog, figures
 
 
 class Source(Protocol):
@@ -373,7 +374,7 @@ class Sampler:
         gap = max(1.0, 4 * self.interval)
         return window_energy(series, t0, t1, gap) | {"power_field": self.source.power_field}
 
-    def figures(self) -> dict[str, CardFigures]:
+    def figures(self) -> dict[str, record.Card]:
         """Per card, per stage, from what this sampler logged (as the vram stage reads it)."""
         with self._lock:
             log = self.log.read()
