@@ -7,13 +7,16 @@ signed thresholds: a `result.json` whose gates differ is refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from qualify.evidence.kept import NotKept, exchange_of
 from qualify.evidence.listing import Listing
 from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
+from qualify.httpclient.client import Exchange
 from qualify.present.reading import RunView
 
 if TYPE_CHECKING:
@@ -22,9 +25,10 @@ if TYPE_CHECKING:
 _EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")
 
 
-def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, dict[str, Any]]:
-    """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files."""
-    out: dict[str, dict[str, Any]] = {}  # raw kept exchanges
+def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, Exchange]:
+    """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files
+    (one that is not a kept exchange is left out)."""
+    out: dict[str, Exchange] = {}
     for name in sorted(listing.files):
         head, _, base = name.rpartition("/")
         m = _EXCHANGE.match(base)
@@ -32,33 +36,23 @@ def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, dict[st
             continue
         data = json.loads((run.path / name).read_text())
         if isinstance(data, dict) and isinstance(data.get("response"), dict):
-            out[m.group(1)] = data
+            with contextlib.suppress(NotKept):
+                out[m.group(1)] = exchange_of(data, name)
     return out
 
 
-def _answer(ex: dict[str, Any], text: bool) -> object:
-    r = ex["response"]
-    status = r.get("status")
-    ok = ex.get("error") is None and isinstance(status, int) and 200 <= status < 300
-    return (r.get("text") if text else r.get("body")) if ok else None
-
-
 def _bodies(
-    engine: EngineAdapter, kept: dict[str, dict[str, Any]]
+    engine: EngineAdapter, kept: dict[str, Exchange]
 ) -> tuple[dict[str, object], str | None, list[str]]:
     """The bodies the server sent, by path, as the stage read them; why it was unreachable;
     the paths this version reads that the attempt kept no exchange of."""
-    from qualify.identity.stage import _label
+    from qualify.identity.stage import _label, answer
     from qualify.serving.engines import CHAT_PROBE
 
     models = kept["v1-models"]
-    bodies: dict[str, object] = {"/v1/models": _answer(models, False)}
-    r = models["response"]
-    unreachable = (
-        None
-        if bodies["/v1/models"] is not None
-        else (models.get("error") or f"HTTP {r.get('status')}")
-    )
+    bodies: dict[str, object] = {"/v1/models": answer(models)}
+    ok = bodies["/v1/models"] is not None
+    unreachable = None if ok else (models.error or f"HTTP {models.status}")
     wanted = list(engine.paths) if unreachable is None else []
     labels = {_label(p): p for p in wanted}
     if unreachable is None and engine.probe_chat:
@@ -66,7 +60,7 @@ def _bodies(
     missing = [p for lab, p in labels.items() if lab not in kept]
     for lab, path in labels.items():
         if lab in kept:
-            bodies[path] = _answer(kept[lab], path in engine.text_paths)
+            bodies[path] = answer(kept[lab], path in engine.text_paths)
     return bodies, unreachable, missing
 
 

@@ -17,14 +17,7 @@ from qualify.registry import StageParts, StageSpec
 def parts() -> StageParts:
     from qualify.quality import checks, rebuild, record, section, stage
 
-    return StageParts(
-        run=stage.quality,
-        record=record.Record,
-        judges=(checks,),
-        rebuild=rebuild.rebuild,
-        section=section.section,
-        figures=section.figures,
-    )
+    return StageParts.of(stage.quality, record.Record, section, checks, rebuild=rebuild.rebuild)
 
 
 SPEC = StageSpec(

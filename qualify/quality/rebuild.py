@@ -27,7 +27,6 @@ from qualify.evidence.kept import AttemptView, NotKept
 from qualify.gates import GateContext, LoadedGate
 from qualify.gates.files import default_gates_dir, pick
 from qualify.preflight.rebuild import (
-    declared_again,
     every_gate,
     gate_files,
     regate,
@@ -185,8 +184,7 @@ def rebuild(view: AttemptView) -> Record:
     if c is None:
         raise NotKept("the run signed no candidate copy to build the tasks' requests from")
     sealed = Record.model_validate(view.sealed)
-    strict = same_code(view, sealed.check_code, STAGE)
-    declared_again(view, sealed.declared_gate_files, STAGE, strict)
+    strict = same_code(view, sealed.check_code, sealed.declared_gate_files, STAGE)
     judged = _judged(view, sealed, strict)
     _recorded_code(view, judged)
     view.judged = judged

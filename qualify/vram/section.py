@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from qualify.evidence.store import RunDir
 from qualify.present.cells import Cell, Measure, nums
@@ -207,7 +207,7 @@ def vram_series(run: RunDir, record: Record | None, here: Path | None = None) ->
     return plot
 
 
-def _stage_bands(rows: list[list[Any]]) -> list[tuple[float, float, str]]:
+def _stage_bands(rows: Series) -> list[tuple[float, float, str]]:
     bands: list[tuple[float, float, str]] = []
     for r in rows:
         t, stage = float(r[0]), str(r[1])

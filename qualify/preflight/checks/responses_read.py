@@ -4,29 +4,31 @@ from __future__ import annotations
 
 import json
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal
 
 from qualify.httpclient.client import SSEEvent
 
 TERMINAL = {"response.completed", "response.incomplete", "response.failed", "error"}
 
 
-def output_items(body: Any, kind: str) -> list[dict[str, Any]]:  # raw server JSON
+def output_items(body: object, kind: str) -> list[dict[str, Any]]:  # raw server JSON
     items = body.get("output") if isinstance(body, dict) else None
     return [i for i in items or [] if isinstance(i, dict) and i.get("type") == kind]
 
 
-def message_text(body: Any) -> str:  # raw server JSON
-    """The visible text of every `message` output item (`output_text` parts), joined."""
-    parts = []
-    for item in output_items(body, "message"):
-        for c in item.get("content") or []:
-            if isinstance(c, dict) and c.get("type") == "output_text":
-                parts.append(str(c.get("text") or ""))
-    return "".join(parts)
+def text_of(body: object, kind: Literal["message", "reasoning"]) -> str:  # raw server JSON
+    """The text of every `message` output item (its `output_text` parts: the visible answer) or
+    every `reasoning` one (its `reasoning_text` parts), joined."""
+    part = "output_text" if kind == "message" else "reasoning_text"
+    return "".join(
+        str(c.get("text") or "")
+        for item in output_items(body, kind)
+        for c in item.get("content") or []
+        if isinstance(c, dict) and c.get("type") == part
+    )
 
 
-def incomplete_reason(body: Any) -> str | None:  # raw server JSON
+def incomplete_reason(body: object) -> str | None:  # raw server JSON
     """`incomplete_details.reason` of a response whose `status` is `incomplete` (vLLM ends a
     cut answer so: `max_output_tokens`), else None."""
     if not isinstance(body, dict) or body.get("status") != "incomplete":
@@ -34,16 +36,6 @@ def incomplete_reason(body: Any) -> str | None:  # raw server JSON
     details = body.get("incomplete_details")
     reason = details.get("reason") if isinstance(details, dict) else None
     return str(reason or "unknown")
-
-
-def reasoning_text(body: Any) -> str:  # raw server JSON
-    """The text of every `reasoning` output item (`reasoning_text` parts), joined."""
-    parts = []
-    for item in output_items(body, "reasoning"):
-        for c in item.get("content") or []:
-            if isinstance(c, dict) and c.get("type") == "reasoning_text":
-                parts.append(str(c.get("text") or ""))
-    return "".join(parts)
 
 
 def terminal(
