@@ -41,12 +41,6 @@ def _gate_files(loaded: LoadedCandidate) -> list[str]:
     return select(loaded)[1]
 
 
-def window(loaded: LoadedCandidate) -> int:
-    """The context one request may use: the pin means exactly that, on every engine (identity
-    checks it against what the server gives one request, e.g. llama-server's per-slot n_ctx)."""
-    return loaded.candidate.identity.context_length
-
-
 def gate_context(
     candidate: Candidate, level: str, client: Any, keep: Keep, write: Write, where: Path
 ) -> PreflightContext:

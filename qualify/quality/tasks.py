@@ -16,7 +16,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -31,7 +31,7 @@ from qualify.records import Verdict
 
 P = TypeVar("P", bound="TaskParams")
 RunCode = Callable[[Path, Path, float], RunResult]
-QualityFn = Callable[["QualityContext", Any], Awaitable[Outcome]]
+QualityFn = Callable[["QualityContext", P], Awaitable[Outcome]]
 MIN_VISIBLE = 16
 
 
@@ -92,10 +92,10 @@ def budget(p: TaskParams, scale: float) -> Budget:
     )
 
 
-def quality_check(name: str, params: type[P]) -> Callable[[QualityFn], QualityFn]:
+def quality_check(name: str, params: type[P]) -> Callable[[QualityFn[P]], QualityFn[P]]:
     """Register a probe of stage `quality`: `fn(ctx, params) -> Outcome`, once per attempt."""
 
-    def register(fn: QualityFn) -> QualityFn:
+    def register(fn: QualityFn[P]) -> QualityFn[P]:
         register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), "quality", "probe"))
         return fn
 
