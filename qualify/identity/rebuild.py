@@ -74,9 +74,7 @@ def _launches(run: RunDir, listing: Listing) -> list[object]:
 
 
 def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], list[str]]:
-    """Identity judged again offline from the raw exchanges it kept: the bodies the server sent,
-    the launch qualify recorded, the signed candidate's pins, the project's identity gates and
-    the signed thresholds. A `result.json` whose gates differ is refused."""
+    """`(problems, notes)` of every identity attempt judged again (see the module docstring)."""
     from qualify.gates.files import default_gates_dir
     from qualify.gates.runner import judge_stage
     from qualify.identity.stage import gather

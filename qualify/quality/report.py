@@ -1,9 +1,6 @@
-"""The parts of the quality stage's record (`qualify.quality.record`) that it computes from
-its gates: what the decision shows of the suite (see docs/quality.md).
-
-One line of totals per lane and level (`quality: 36/36 at low`), a table of tasks by attempts,
-the budgets, the suite's scope in one sentence, and the evidence of every failing attempt.
-"""
+"""The parts of the quality stage's record computed from its gates (see docs/quality.md): one
+line of totals per lane and level (`quality: 36/36 at low`), a table of tasks by attempts, the
+budgets, the suite's scope in one sentence, and the evidence of every failing attempt."""
 
 from __future__ import annotations
 

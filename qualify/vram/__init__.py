@@ -15,12 +15,9 @@ if TYPE_CHECKING:
 
 
 def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
-    """The sampler for this candidate's telemetry source, started.
-
-    With no source it is still returned, sampling nothing, so the vram stage can say which
-    sources were tried and why each gave no telemetry. It samples from the first `mark`, writing
-    every sample into the run's `telemetry/` evidence as it goes.
-    """
+    """The sampler for this candidate's telemetry source, started (from the first `mark`, into
+    the run's `telemetry/`). With no source it samples nothing, so the vram stage can say which
+    sources were tried and why each gave no telemetry."""
     from qualify.vram.sampler import Sampler
     from qualify.vram.select import choose
     from qualify.vram.series import SampleLog

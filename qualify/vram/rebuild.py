@@ -1,14 +1,10 @@
 """The vram stage's judged data rebuilt from the samples the run kept (`verify` judges it again).
 
-The sampler writes every sample as it takes it into the run's `telemetry/attempt-NNN/` evidence
-(`qualify.vram.series`), and those files are sealed with the run. The rebuild reads back, from
-the signed files only, every telemetry attempt that had started when the vram attempt started
-(what the stage read), and computes again with the stage's own functions
-(`qualify.vram.series.figures`, `qualify.vram.stage.build_record`) every card's figures in every
-stage (lowest free memory, peak power, samples, gaps, missed intervals, a lost card), the
-stages that ran (from the signed `run.json` and the stages' attempts, as `ran_stages` reads
-them, and the stage marks in the samples) and each telemetry attempt's account (source, start
-problems, whether it stopped, missed scrapes, a failure, its files).
+From the signed `telemetry/attempt-NNN/` files only (`qualify.vram.series`), every telemetry
+attempt that had started when the vram attempt started (what the stage read), the stage's own
+functions (`figures`, `build_record`) compute again every card's figures in every stage, the
+stages that ran (from the signed `run.json` and attempts, and the stage marks in the samples)
+and each telemetry attempt's account.
 
 Not kept raw, so taken from the sealed record (and said): the sampler's own timing statistics
 (the intervals it kept and what a read cost it: its summary holds them, not its samples), the

@@ -1,9 +1,5 @@
 """The vram stage's record: every card's figures in every stage the run ran, over every
-telemetry attempt, and how the sampling went (`data` of `vram/result.json`).
-
-Written by `qualify.vram.stage.build_record` from the run's `telemetry/` logs, read by the judges
-(`qualify.vram.judges`) and the decision.
-"""
+telemetry attempt, and how the sampling went (`data` of `vram/result.json`)."""
 
 from __future__ import annotations
 
