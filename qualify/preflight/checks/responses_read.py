@@ -39,7 +39,7 @@ def incomplete_reason(body: object) -> str | None:  # raw server JSON
 
 
 def terminal(
-    parsed: list[tuple[str, dict[str, Any]]],  # raw server JSON
+    parsed: list[tuple[str, dict[str, object]]],  # raw server JSON
 ) -> tuple[str | None, str | None]:
     """The last event's type and, when its response is `incomplete`, the reason. vLLM 0.26
     (recorded) ends a cut stream with `response.completed` whose response has status
@@ -53,7 +53,7 @@ def terminal(
 
 def parse_events(
     events: list[SSEEvent],
-) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:  # raw server JSON
+) -> tuple[list[tuple[str, dict[str, object]]], list[str]]:  # raw server JSON
     """(type, payload) per event, the type from the `event:` line or the payload; and the bad."""
     out, bad = [], []
     for ev in events:
@@ -74,7 +74,7 @@ def _index(types: list[str], name: str, last: bool = False) -> int | None:
     return (hits[-1] if last else hits[0]) if hits else None
 
 
-def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:  # raw server JSON
+def order_problems(parsed: list[tuple[str, dict[str, object]]]) -> list[str]:  # raw server JSON
     """Why the events are not in the documented order (empty when they are)."""
     types = [t for t, _ in parsed]
     if not types:
@@ -107,14 +107,14 @@ def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:  # ra
         problems.append("text deltas arrived before response.output_item.added")
     elif last_delta is not None and (done is None or done < last_delta):
         problems.append("text deltas arrived after response.output_item.done (or it never came)")
-    seq = [d["sequence_number"] for _, d in parsed if isinstance(d.get("sequence_number"), int)]
+    seq = [n for _, d in parsed if isinstance(n := d.get("sequence_number"), int)]
     if seq and any(b <= a for a, b in pairwise(seq)):
         problems.append("sequence_number does not increase from event to event")
     return problems
 
 
 def streamed_text(
-    parsed: list[tuple[str, dict[str, Any]]],  # raw server JSON
+    parsed: list[tuple[str, dict[str, object]]],  # raw server JSON
 ) -> tuple[str, str | None]:
     """The text joined from deltas, and the text `output_text.done` reported (if any)."""
     joined = "".join(
