@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import get_args
 
 from qualify.gates.files import LoadedGate
-from qualify.quality.record import Failure, Outcome, Summary, TaskBudget, TaskRow
+from qualify.quality.record import Failure, Outcome, Record, TaskBudget, TaskRow
 from qualify.quality.tasks import TaskParams, budget
 from qualify.records import AttemptRecord, GateResult, Verdict
 
@@ -89,11 +89,13 @@ def attempt_outcomes(r: GateResult, declared: int) -> list[Outcome]:
 
 
 def summarise(
+    ran: Record,
     results: list[tuple[str, str, GateResult]],
     declared: dict[str, int],
     evidence_prefix: str,
-) -> Summary:
-    """Totals, table and failures from `(lane, task, result)` of the quality tasks."""
+) -> Record:
+    """`ran` with its totals, lines, table and failures, from `(lane, task, result)` of the
+    quality tasks."""
     table, failures = [], []
     totals: dict[str, dict[str, dict[Outcome, int]]] = {}
     for lane, task, r in results:
@@ -124,4 +126,6 @@ def summarise(
             name = "quality" if lane == "candidate" else f"quality ({lane})"
             rest = ", ".join(f"{c[o]} {SAID[o]}" for o in OUTCOMES[1:] if c[o])
             lines.append(f"{name}: {c['pass']}/{n} at {level}" + (f" ({rest})" if rest else ""))
-    return Summary(totals=totals, lines=lines, table=table, failures=failures)
+    return ran.model_copy(
+        update={"totals": totals, "lines": lines, "table": table, "failures": failures}
+    )

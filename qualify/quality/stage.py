@@ -216,7 +216,7 @@ def summarised(
 ) -> Record:
     """The record with its totals, table, failures and control, from the tasks' results
     (`(lane, task, result)`) and every gate result; `plan` is `control_plan`'s answer."""
-    summary = report.summarise(tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
+    summary = report.summarise(ran, tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
     control = Control(
         ran=plan.level is not None,
         level=plan.level,
@@ -229,15 +229,7 @@ def summarised(
         # written only where the control's preflight ran by level (the form records keep)
         **({} if plan.preflight_levels is None else {"preflight_levels": plan.preflight_levels}),
     )
-    return ran.model_copy(
-        update={
-            "totals": summary.totals,
-            "lines": summary.lines,
-            "table": summary.table,
-            "failures": summary.failures,
-            "control": control,
-        }
-    )
+    return summary.model_copy(update={"control": control})
 
 
 def ran_record(candidate: Candidate, gates: list[LoadedGate]) -> Record:
