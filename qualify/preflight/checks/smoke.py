@@ -32,8 +32,5 @@ async def smoke(ctx: GateContext, p: SmokeParams) -> Outcome:
         )
     if o.completion_tokens is None:
         problems.append("the response carries no usage.completion_tokens")
-    return (
-        Outcome.failed(*problems, metrics=answer_metrics(o))
-        if problems
-        else Outcome.passed(answer_metrics(o))
-    )
+    m = answer_metrics(o)
+    return Outcome.failed(*problems, metrics=m) if problems else Outcome.passed(m)
