@@ -17,6 +17,7 @@ from qualify.evidence.listing import Listing
 from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Exchange
+from qualify.preflight.checks.common import clip
 from qualify.present.reading import RunView
 
 if TYPE_CHECKING:
@@ -123,11 +124,6 @@ def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], li
             diff = sorted(set(signed) ^ set(again))
             problems.append(
                 f"{attempt}/{RESULT}: its gates do not follow from the exchanges it kept "
-                f"(judged again: {_short(diff)})"
+                f"(judged again: {clip(json.dumps(diff), 160)})"
             )
     return problems, notes
-
-
-def _short(value: object) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 160 else text[:157] + "..."
