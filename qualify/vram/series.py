@@ -124,12 +124,8 @@ def parse_log(
 
 def read_logs(run: RunDir) -> list[Log]:
     """Every telemetry attempt of the run, in order."""
-    logs = []
-    for d in run.attempt_dirs(TELEMETRY):
-        log = read_log(d, int(d.name.rsplit("-", 1)[-1]))
-        if log is not None:
-            logs.append(log)
-    return logs
+    logs = (read_log(d, int(d.name.rsplit("-", 1)[-1])) for d in run.attempt_dirs(TELEMETRY))
+    return [log for log in logs if log is not None]
 
 
 def missed_intervals(step_s: float, interval_s: float) -> int:

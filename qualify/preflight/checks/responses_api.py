@@ -121,10 +121,11 @@ async def continuation(ctx: GateContext, p: ResponsesParams) -> Outcome:
         },
         {"type": "function_call_output", "call_id": CALL_ID, "output": p.result},
     ]
+    budget = answer_budget(ctx, p.max_output_tokens)
     body = {
         "input": items,
         "tools": flat_tools(ctx.load_json(p.tools)),
-        "max_output_tokens": answer_budget(ctx, p.max_output_tokens),
+        "max_output_tokens": budget,
     }
     ex = await ctx.responses("responses-continuation", body)
     if bad := exchange_problem(ex, "function_call_output continuation"):
@@ -132,16 +133,15 @@ async def continuation(ctx: GateContext, p: ResponsesParams) -> Outcome:
     text = text_of(ex.body, "message")
     if not text.strip() and text_of(ex.body, "reasoning").strip():
         cut = incomplete_reason(ex.body)
-        spent = answer_budget(ctx, p.max_output_tokens)
-        return _reasoning_only("function_call_output continuation", cut, spent)
-    return _part(
-        "function_call_output continuation", judge_text(text_of(ex.body, "message"), p.expect)
-    )
+        return _reasoning_only("function_call_output continuation", cut, budget)
+    return _part("function_call_output continuation", judge_text(text, p.expect))
 
 
 async def streamed(ctx: GateContext, p: ResponsesParams) -> Outcome:
-    body = {"input": p.prompt, "max_output_tokens": answer_budget(ctx, p.max_output_tokens)}
-    ex = await ctx.responses("responses-stream", body, stream=True)
+    budget = answer_budget(ctx, p.max_output_tokens)
+    ex = await ctx.responses(
+        "responses-stream", {"input": p.prompt, "max_output_tokens": budget}, stream=True
+    )
     if bad := exchange_problem(ex, "streamed call"):
         return bad
     parsed, malformed = parse_events(ex.events)
@@ -152,8 +152,7 @@ async def streamed(ctx: GateContext, p: ResponsesParams) -> Outcome:
     joined, done = streamed_text(parsed)
     types = {t for t, _ in parsed}
     if not problems and not joined and "response.reasoning_text.delta" in types:
-        spent = answer_budget(ctx, p.max_output_tokens)
-        return _reasoning_only("streamed call", terminal(parsed)[1], spent)
+        return _reasoning_only("streamed call", terminal(parsed)[1], budget)
     if done is not None and done != joined:
         problems.append("the joined text deltas differ from output_text.done")
     return _part("streamed call", problems)
