@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from qualify.httpclient.timing import percentile
-from qualify.records import GpuNote
+from qualify.records import CardWindow, GpuNote
 from qualify.vram import record
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
@@ -56,17 +56,6 @@ class Track:
     samples: int = 0
     last_t: float | None = None
     lost: LostAt | None = None
-
-
-@dataclass(frozen=True)
-class CardWindow:
-    """One card over a timed window: the lowest free memory of the samples taken in it (and of
-    the last one before it, the state it started in), the mean power (the integrated power over
-    the window's length, `qualify.vram.energy.integrate`), and the samples taken in it."""
-
-    min_free_mib: float | None
-    mean_power_w: float | None
-    samples: int
 
 
 @dataclass(frozen=True)
@@ -114,7 +103,7 @@ def gpu_over(parts: Parts | None, part: str, t0: float, t1: float) -> dict[str, 
     w = parts.window(t0, t1) if parts is not None else None
     if w is None or not w.cards:
         return None
-    return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
+    return {"part": part, "cards": {g: c.model_dump() for g, c in w.cards.items()}}
 
 
 def gpu_note(parts: Parts | None, reserve_gib: float) -> GpuNote:
@@ -207,8 +196,10 @@ class Sampler:
             self.log.write({"part": name, "stage": stage, "t_s": round(now - self.t0, 3)})
 
     def window(self, t0: float, t1: float) -> Window:
-        """Each card's figures over the monotonic window [t0, t1] (`CardWindow`); no card, with
-        why, without telemetry."""
+        """Each card's figures over the monotonic window [t0, t1]: the lowest free memory of the
+        samples taken in it (and of the last one before it, the state it started in), the mean
+        power (the integrated power over the window's length, `qualify.vram.energy.integrate`)
+        and the samples taken in it; no card, with why, without telemetry."""
         if self.source is None:
             return Window(why=f"no GPU telemetry ({self.unavailable})")
         gap = max(1.0, 4 * self.interval)
@@ -224,7 +215,8 @@ class Sampler:
             if gpu in power and t1 > t0:
                 joules, _ = integrate(*power[gpu], t0, t1, gap)
                 mean = None if joules is None else joules / (t1 - t0)
-            cards[gpu] = CardWindow(min(seen) if seen else None, mean, hi - lo)
+            low = min(seen) if seen else None
+            cards[gpu] = CardWindow(min_free_mib=low, mean_power_w=mean, samples=hi - lo)
         return Window(cards=cards, why=None if cards else "no sample of any card yet")
 
     def header(self) -> dict[str, object]:
