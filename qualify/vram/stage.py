@@ -62,20 +62,18 @@ def _listed(run: RunDir, fallback: list[str]) -> list[str]:
 
 def _telemetry(log: Log) -> Telemetry:
     summary = log.summary or {}
-    return Telemetry.model_validate(
-        {
-            "attempt": log.attempt,
-            "source": log.header.get("source"),
-            "power_field": log.header.get("power_field"),
-            "memory_info": log.header.get("memory_info"),
-            "interval_ms": log.header.get("interval_ms"),
-            "start_problems": log.header.get("start_problems") or [],
-            "stopped": log.summary is not None,
-            "missed_scrapes": summary.get("missed_scrapes", 0),
-            "missed_examples": summary.get("missed_examples") or [],
-            "failure": summary.get("failure"),
-            "files": [f"telemetry/{log.path.name}/{f}" for f in log.files],
-        }
+    return Telemetry(
+        attempt=log.attempt,
+        source=log.header.get("source"),
+        power_field=log.header.get("power_field"),
+        memory_info=log.header.get("memory_info"),
+        interval_ms=log.header.get("interval_ms"),
+        start_problems=log.header.get("start_problems") or [],
+        stopped=log.summary is not None,
+        missed_scrapes=summary.get("missed_scrapes", 0),
+        missed_examples=summary.get("missed_examples") or [],
+        failure=summary.get("failure"),
+        files=[f"telemetry/{log.path.name}/{f}" for f in log.files],
     )
 
 
