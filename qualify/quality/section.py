@@ -47,17 +47,13 @@ class GridLine(TypedDict):
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
-    """What the template's quality table shows."""
-    return {"quality": quality(record)}
-
-
-def quality(record: Record | None) -> dict[str, object]:
-    """Totals lines, tasks x attempts, budgets, scope and the failing attempts' evidence."""
+    """What the template's quality table shows: totals lines, tasks x attempts, budgets, scope
+    and the failing attempts' evidence."""
     rows = [_row(r) for r in record.table] if record else []
     failing = _failing(record.failures) if record else {}
     budgets = [_budget(b) for b in record.budgets] if record else []
     columns = list(dict.fromkeys((r["lane"], r["level"]) for r in rows))
-    return {
+    quality = {
         "lines": list(record.lines) if record else [],
         "scope": record.scope if record else None,
         "columns": [(lane if lane != "candidate" else "", level) for lane, level in columns],
@@ -67,6 +63,7 @@ def quality(record: Record | None) -> dict[str, object]:
         "budget_scale": record.budget_scale if record else None,
         "failing": list(failing.values()),
     }
+    return {"quality": quality}
 
 
 def _row(r: TaskRow) -> Row:

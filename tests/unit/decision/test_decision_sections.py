@@ -55,7 +55,7 @@ def test_a_scaled_budget_shows_the_declared_one_beside_it() -> None:
         reasoning_budget=1000,
         max_tokens=1500,
     )
-    got = quality_section.quality(QualityRecord(budgets=[budget], budget_scale=0.5))
+    got = quality_section.section(QualityRecord(budgets=[budget], budget_scale=0.5), [])["quality"]
     assert got["budgets"] == [
         {
             "task": "t",
