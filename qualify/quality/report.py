@@ -83,11 +83,6 @@ def outcome_of(a: AttemptRecord) -> Outcome:
     return implied.get(a.verdict, "wrong")
 
 
-def attempt_outcomes(r: GateResult, declared: int) -> list[Outcome]:
-    got = [outcome_of(a) for a in r.attempts]
-    return got + ["not run"] * (declared - len(got))
-
-
 def summarise(
     ran: Record,
     results: list[tuple[str, str, GateResult]],
@@ -100,7 +95,8 @@ def summarise(
     totals: dict[str, dict[str, dict[Outcome, int]]] = {}
     for lane, task, r in results:
         level = r.level or "default"
-        outs = attempt_outcomes(r, declared[task])
+        outs = [outcome_of(a) for a in r.attempts]
+        outs += ["not run"] * (declared[task] - len(outs))
         table.append(TaskRow(task=task, lane=lane, level=level, attempts=outs))
         counts = totals.setdefault(lane, {}).setdefault(level, dict.fromkeys(OUTCOMES, 0))
         for o in outs:
