@@ -101,20 +101,19 @@ def summarise(
         counts = totals.setdefault(lane, {}).setdefault(level, dict.fromkeys(OUTCOMES, 0))
         for o in outs:
             counts[o] += 1
-        for a in r.attempts:
-            if a.verdict is Verdict.PASS:
-                continue
-            failures.append(
-                Failure(
-                    task=task,
-                    lane=lane,
-                    level=level,
-                    attempt=a.number,
-                    outcome=outcome_of(a),
-                    reasons=a.reasons,
-                    evidence=[f"{evidence_prefix}/{f}" for f in a.files],
-                )
+        failures += [
+            Failure(
+                task=task,
+                lane=lane,
+                level=level,
+                attempt=a.number,
+                outcome=outcome_of(a),
+                reasons=a.reasons,
+                evidence=[f"{evidence_prefix}/{f}" for f in a.files],
             )
+            for a in r.attempts
+            if a.verdict is not Verdict.PASS
+        ]
     lines = []
     for lane, levels in totals.items():
         for level, c in levels.items():

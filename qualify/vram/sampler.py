@@ -141,6 +141,7 @@ class Sampler:
         self.log = log if log is not None else SampleLog()
         self.interval_ms = interval_ms
         self.interval = interval_ms / 1000.0
+        self.gap = max(1.0, 4 * self.interval)  # the widest gap a power integral bridges (s)
         self.unavailable = unavailable
         self.problems = list(problems or [])
         self.failure: str | None = None
@@ -202,7 +203,6 @@ class Sampler:
         and the samples taken in it; no card, with why, without telemetry."""
         if self.source is None:
             return Window(why=f"no GPU telemetry ({self.unavailable})")
-        gap = max(1.0, 4 * self.interval)
         with self._lock:
             free = {g: (list(ts), list(fs)) for g, (ts, fs) in self.free.items()}
             power = {g: (list(ts), list(ws)) for g, (ts, ws) in self.power.items()}
@@ -213,7 +213,7 @@ class Sampler:
             seen = fs[max(0, lo - 1) : hi]
             mean = None
             if gpu in power and t1 > t0:
-                joules, _ = integrate(*power[gpu], t0, t1, gap)
+                joules, _ = integrate(*power[gpu], t0, t1, self.gap)
                 mean = None if joules is None else joules / (t1 - t0)
             low = min(seen) if seen else None
             cards[gpu] = CardWindow(min_free_mib=low, mean_power_w=mean, samples=hi - lo)
@@ -363,8 +363,7 @@ class Sampler:
             series = {g: (list(ts), list(ws)) for g, (ts, ws) in self.power.items()}
         if not series:
             return window_energy({}, t0, t1) | {"why": "unmeasured: no power sample yet"}
-        gap = max(1.0, 4 * self.interval)
-        return window_energy(series, t0, t1, gap) | {"power_field": self.source.power_field}
+        return window_energy(series, t0, t1, self.gap) | {"power_field": self.source.power_field}
 
     def figures(self) -> dict[str, record.Card]:
         """Per card, per stage, from what this sampler logged (as the vram stage reads it)."""
