@@ -116,7 +116,7 @@ def summarise(s: Sampler) -> dict[str, Any]:
         cards[gpu] = {
             "name": tr.card.name,
             "total_mib": tr.card.total_mib,
-            "stages": {k: v.as_dict() for k, v in (fig.stages.items() if fig else [])},
+            "stages": {k: v.model_dump() for k, v in (fig.stages.items() if fig else [])},
             "lost": vars(tr.lost) if tr.lost else None,
             # [t_s, stage, free_mib, used_mib, power_w, n], as earlier proofs wrote them
             "rows": [[r[0], r[1], *r[3:], 1] for r in lines if isinstance(r, list) and r[2] == gpu],

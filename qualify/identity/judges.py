@@ -10,8 +10,6 @@ Every verified pin names its source and `proved_by`: `server` (the server's own 
 
 from __future__ import annotations
 
-from typing import Any
-
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
@@ -28,7 +26,7 @@ class ReachableParams(Params):
     """No knobs."""
 
 
-def _unverified(pin: str, why: str, pinned: Any, thresholds: Thresholds) -> Judged:
+def _unverified(pin: str, why: str, pinned: object, thresholds: Thresholds) -> Judged:
     metrics = {"pinned": pinned, "reported": None, "verified": False, "why": why}
     if pin in thresholds.unverifiable_pins:
         note = f"{pin} not verified ({why}); the house accepts it (thresholds.unverifiable_pins)"

@@ -7,13 +7,17 @@ signed thresholds: a `result.json` whose gates differ is refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from qualify.evidence.kept import NotKept, exchange_of
 from qualify.evidence.listing import Listing
 from qualify.evidence.store import RESULT, RunDir
 from qualify.gates.thresholds import Thresholds
+from qualify.httpclient.client import Exchange
+from qualify.preflight.checks.common import clip
 from qualify.present.reading import RunView
 
 if TYPE_CHECKING:
@@ -22,9 +26,10 @@ if TYPE_CHECKING:
 _EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")
 
 
-def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, dict[str, Any]]:
-    """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files."""
-    out: dict[str, dict[str, Any]] = {}  # raw kept exchanges
+def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, Exchange]:
+    """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files
+    (one that is not a kept exchange is left out)."""
+    out: dict[str, Exchange] = {}
     for name in sorted(listing.files):
         head, _, base = name.rpartition("/")
         m = _EXCHANGE.match(base)
@@ -32,33 +37,23 @@ def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, dict[st
             continue
         data = json.loads((run.path / name).read_text())
         if isinstance(data, dict) and isinstance(data.get("response"), dict):
-            out[m.group(1)] = data
+            with contextlib.suppress(NotKept):
+                out[m.group(1)] = exchange_of(data, name)
     return out
 
 
-def _answer(ex: dict[str, Any], text: bool) -> object:
-    r = ex["response"]
-    status = r.get("status")
-    ok = ex.get("error") is None and isinstance(status, int) and 200 <= status < 300
-    return (r.get("text") if text else r.get("body")) if ok else None
-
-
 def _bodies(
-    engine: EngineAdapter, kept: dict[str, dict[str, Any]]
+    engine: EngineAdapter, kept: dict[str, Exchange]
 ) -> tuple[dict[str, object], str | None, list[str]]:
     """The bodies the server sent, by path, as the stage read them; why it was unreachable;
     the paths this version reads that the attempt kept no exchange of."""
-    from qualify.identity.stage import _label
+    from qualify.identity.stage import _label, answer
     from qualify.serving.engines import CHAT_PROBE
 
     models = kept["v1-models"]
-    bodies: dict[str, object] = {"/v1/models": _answer(models, False)}
-    r = models["response"]
-    unreachable = (
-        None
-        if bodies["/v1/models"] is not None
-        else (models.get("error") or f"HTTP {r.get('status')}")
-    )
+    bodies: dict[str, object] = {"/v1/models": answer(models)}
+    ok = bodies["/v1/models"] is not None
+    unreachable = None if ok else (models.error or f"HTTP {models.status}")
     wanted = list(engine.paths) if unreachable is None else []
     labels = {_label(p): p for p in wanted}
     if unreachable is None and engine.probe_chat:
@@ -66,7 +61,7 @@ def _bodies(
     missing = [p for lab, p in labels.items() if lab not in kept]
     for lab, path in labels.items():
         if lab in kept:
-            bodies[path] = _answer(kept[lab], path in engine.text_paths)
+            bodies[path] = answer(kept[lab], path in engine.text_paths)
     return bodies, unreachable, missing
 
 
@@ -80,9 +75,7 @@ def _launches(run: RunDir, listing: Listing) -> list[object]:
 
 
 def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], list[str]]:
-    """Identity judged again offline from the raw exchanges it kept: the bodies the server sent,
-    the launch qualify recorded, the signed candidate's pins, the project's identity gates and
-    the signed thresholds. A `result.json` whose gates differ is refused."""
+    """`(problems, notes)` of every identity attempt judged again (see the module docstring)."""
     from qualify.gates.files import default_gates_dir
     from qualify.gates.runner import judge_stage
     from qualify.identity.stage import gather
@@ -131,11 +124,6 @@ def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], li
             diff = sorted(set(signed) ^ set(again))
             problems.append(
                 f"{attempt}/{RESULT}: its gates do not follow from the exchanges it kept "
-                f"(judged again: {_short(diff)})"
+                f"(judged again: {clip(json.dumps(diff), 160)})"
             )
     return problems, notes
-
-
-def _short(value: object) -> str:
-    text = json.dumps(value)
-    return text if len(text) <= 160 else text[:157] + "..."

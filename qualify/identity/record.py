@@ -1,9 +1,5 @@
 """The identity stage's record: every pin as pinned, as seen (value, source, proof), or why it
-could not be seen, and how qualify launched the server (`data` of `identity/result.json`).
-
-Written by `qualify.identity.stage.gather`, read by the judges (`qualify.identity.judges`),
-the decision and `verify` (which judges it again from the kept exchanges).
-"""
+could not be seen, and how qualify launched the server (`data` of `identity/result.json`)."""
 
 from __future__ import annotations
 

@@ -7,12 +7,6 @@ from qualify.identity.record import Record
 from qualify.present.record import GateOutcome
 from qualify.present.sections import show, shown
 
-
-def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, list[dict[str, str]]]:
-    """What the template's identity table shows."""
-    return {"identity": identity_rows(record, gates)}
-
-
 PIN_LABELS = {
     "model": "Model",
     "revision": "Model revision",
@@ -29,9 +23,10 @@ PIN_LABELS = {
 """Every pin (`qualify.candidate.Identity`'s fields), as the table labels it."""
 
 
-def identity_rows(record: Record | None, gates: list[GateOutcome]) -> list[dict[str, str]]:
+def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, list[dict[str, str]]]:
+    """What the template's identity table shows."""
     if record is None:
-        return []
+        return {"identity": []}
     verdicts = {g.gate.removeprefix("pin@"): shown(g) for g in gates if g.stage == "identity"}
     rows = []
     for name, label in PIN_LABELS.items():
@@ -44,4 +39,4 @@ def identity_rows(record: Record | None, gates: list[GateOutcome]) -> list[dict[
                 "verdict": verdicts.get(name, "not checked"),
             }
         )
-    return rows
+    return {"identity": rows}

@@ -34,12 +34,17 @@ def _label(path: str) -> str:
 Keep = Callable[[str, Exchange], object]
 
 
-async def _get(keep: Keep, client: Client, path: str, text: bool = False) -> object:
-    ex = await client.get(path)
-    keep(_label(path), ex)
+def answer(ex: Exchange, text: bool = False) -> object:
+    """What the stage reads of an exchange: its body (or text), None unless it succeeded."""
     if not ex.ok:
         return None
     return ex.text if text else ex.body
+
+
+async def _get(keep: Keep, client: Client, path: str, text: bool = False) -> object:
+    ex = await client.get(path)
+    keep(_label(path), ex)
+    return answer(ex, text)
 
 
 async def _probe(keep: Keep, client: Client, model: str) -> object:
@@ -47,7 +52,7 @@ async def _probe(keep: Keep, client: Client, model: str) -> object:
     body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
     ex = await client.post("/v1/chat/completions", body)
     keep("probe-chat", ex)
-    return ex.body if ex.ok else None
+    return answer(ex)
 
 
 async def engine_reports(
@@ -159,7 +164,7 @@ async def identity(ctx: StageContext) -> StageResult:
     client = await ctx.client()
     models = await client.get("/v1/models")
     ctx.keep("v1-models", models)
-    bodies: dict[str, object] = {"/v1/models": models.body if models.ok else None}
+    bodies: dict[str, object] = {"/v1/models": answer(models)}
     unreachable = None if models.ok else (models.error or f"HTTP {models.status}")
     if unreachable is None:
         bodies.update(await engine_reports(client, engine, pins.model, ctx.keep))

@@ -24,7 +24,7 @@ from qualify.gates.registry import Outcome
 from qualify.httpclient.chat import ChatOutcome
 from qualify.records import Verdict
 
-__all__ = ["PreflightContext", "allowance", "answer_budget", "reasoning_only", "turns_off"]
+__all__ = ["PreflightContext", "allowance", "answer_budget", "reasoning_only"]
 
 
 @dataclass
@@ -35,43 +35,22 @@ class PreflightContext(GateContext):
     reasoning_source: str = ""
 
 
-def _kwargs(fields: Mapping[str, object]) -> Mapping[str, object]:
-    """The level's `chat_template_kwargs` (none: empty)."""
-    kwargs = fields.get("chat_template_kwargs")
-    return kwargs if isinstance(kwargs, Mapping) else {}
-
-
-def asks(fields: Mapping[str, object]) -> bool:
-    """True when a level's request fields ask for reasoning (an effort, a template switch on)."""
-    kwargs = _kwargs(fields)
-    return bool(fields.get("reasoning_effort")) or any(
-        kwargs.get(k) is True for k in ("enable_thinking", "thinking")
-    )
-
-
-def turns_off(fields: Mapping[str, object]) -> bool:
-    """True when a level's request fields switch reasoning off."""
-    if str(fields.get("reasoning_effort") or "").lower() == "none":
-        return True
-    kwargs = _kwargs(fields)
-    return any(kwargs.get(k) is False for k in ("enable_thinking", "thinking"))
-
-
 def allowance(
-    fields: Mapping[str, object],
-    default: int,
-    level: str | None = None,
-    by_level: dict[str, int] | None = None,
+    fields: Mapping[str, object], default: int, level: str, by_level: dict[str, int]
 ) -> tuple[int, str]:
     """The reasoning tokens a level's requests get on top of each answer budget, and why."""
     for key in ("thinking_token_budget", "thinking_budget_tokens"):
         if isinstance(budget := fields.get(key), int):
             return int(budget), f"the level's {key}"
-    if turns_off(fields):
+    kwargs = fields.get("chat_template_kwargs")
+    kwargs = kwargs if isinstance(kwargs, Mapping) else {}
+    switch = [kwargs.get(k) for k in ("enable_thinking", "thinking")]
+    effort = fields.get("reasoning_effort")
+    if str(effort or "").lower() == "none" or any(v is False for v in switch):
         return 0, "the level turns reasoning off"
-    if by_level and level in by_level:
+    if level in by_level:
         return by_level[level], f"stages.preflight.reasoning_tokens_at.{level}"
-    if not asks(fields):
+    if not effort and not any(v is True for v in switch):
         return 0, "the level asks for no reasoning"
     return default, "stages.preflight.reasoning_tokens"
 

@@ -42,35 +42,32 @@ def gate_files(stage: str) -> dict[str, LoadedGate]:
     return {g.gate.id: g for g in gates}
 
 
-def same_code(view: AttemptView, recorded: str | None, stage: str) -> bool:
-    """True when the run names the check code this installation has; otherwise a note says
-    which, and a gate that cannot be judged again is taken as recorded."""
+def same_code(view: AttemptView, code: str | None, declared: dict[str, str], stage: str) -> bool:
+    """True when the run names the check code this installation has (a gate that cannot be
+    judged again is then a refusal); otherwise a note says which, and such a gate is taken as
+    recorded. The gate files the run says the project declared must be this installation's (a
+    refusal for a run of this check code; named in the notes for a run of other code)."""
     now = check_code(stage)
-    if recorded == now:
-        return True
-    view.other_code(recorded, stage, now)
-    if recorded is None:
-        view.said.append("the record names no check_code (a run of earlier check code)")
-    else:
-        view.said.append(f"check_code {recorded[:12]}, this installation's {now[:12]}")
-    return False
+    strict = code == now
+    if not strict:
+        view.other_code(code, stage, now)
+        if code is None:
+            view.said.append("the record names no check_code (a run of earlier check code)")
+        else:
+            view.said.append(f"check_code {code[:12]}, this installation's {now[:12]}")
+    files = {g: f.sha256 for g, f in gate_files(stage).items()}
+    differ = sorted(g for g in set(files) | set(declared) if files.get(g) != declared.get(g))
+    if differ and strict:
+        raise NotKept(f"declared_gate_files differ from this installation's for {differ}")
+    if differ:
+        view.said.append(f"declared gate files other than this installation's: {differ}")
+    return strict
 
 
 class OtherGateFile(Unmatched):
     """The run judged the gate with another gate file than this installation's (its own
     `gates_dir`, or an earlier version of the file): taken as recorded, and named; the decision
     counts the stage only when every gate file it ran is the one the project declares."""
-
-
-def declared_again(view: AttemptView, recorded: dict[str, str], stage: str, strict: bool) -> None:
-    """The gate files the run says the project declared must be this installation's (a refusal
-    for a run of this check code; named in the notes for a run of other code)."""
-    now = {g: f.sha256 for g, f in gate_files(stage).items()}
-    differ = sorted(g for g in set(now) | set(recorded) if now.get(g) != recorded.get(g))
-    if differ and strict:
-        raise NotKept(f"declared_gate_files differ from this installation's for {differ}")
-    if differ:
-        view.said.append(f"declared gate files other than this installation's: {differ}")
 
 
 def every_gate(view: AttemptView, ran: set[tuple[str, str]]) -> None:
@@ -147,8 +144,7 @@ def rebuild(view: AttemptView) -> Record:
     if c is None:
         raise NotKept("the run signed no candidate copy to build the gates' requests from")
     sealed = Record.model_validate(view.sealed)
-    strict = same_code(view, sealed.check_code, STAGE)
-    declared_again(view, sealed.declared_gate_files, STAGE, strict)
+    strict = same_code(view, sealed.check_code, sealed.declared_gate_files, STAGE)
     files = gate_files(STAGE)
     rp = Replay(view)
     judged: list[GateResult] = []

@@ -1,9 +1,6 @@
-"""The preflight stage's record: the levels it ran at, each level's reasoning allowance, and
-the gate files it ran (`data` of `preflight/result.json`).
-
-Preflight's verdicts are its gates (each a probe, attempt by attempt); the record says what
-they ran with, so the decision can tell a full run of the project's gate files from a subset.
-"""
+"""The preflight stage's record (`data` of `preflight/result.json`): what its gates ran with
+(levels, allowances, gate files), so the decision can tell a full run of the project's gate
+files from a subset."""
 
 from __future__ import annotations
 

@@ -11,15 +11,10 @@ from qualify.records import Verdict
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
-    """What the template's preflight table shows."""
-    return {"functional": functional(gates)}
-
-
-def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, object]:
-    """Gates of a levelled stage: one column per reasoning level, one totals line per level.
-    Reasons are not repeated here: a failing gate is named by its key, its reason is written
-    once among the blocking reasons (or the caveats, when advisory)."""
-    mine = [g for g in gates if g.stage == stage]
+    """What the template's preflight table shows: one column per reasoning level, one totals
+    line per level. Reasons are not repeated here: a failing gate is named by its key, its
+    reason is written once among the blocking reasons (or the caveats, when advisory)."""
+    mine = [g for g in gates if g.stage == "preflight"]
     levels = list(dict.fromkeys(g.level or "default" for g in mine))
     names = list(dict.fromkeys(g.gate for g in mine))
     cells = {(g.gate, g.level or "default"): g for g in mine}
@@ -42,4 +37,4 @@ def functional(gates: list[GateOutcome], stage: str = "preflight") -> dict[str, 
         summary.append(
             {"level": lv, "text": text, "other": other, "passed": passed, "n": len(here)}
         )
-    return {"levels": levels, "rows": rows, "summary": summary}
+    return {"functional": {"levels": levels, "rows": rows, "summary": summary}}

@@ -41,12 +41,6 @@ def _gate_files(loaded: LoadedCandidate) -> list[str]:
     return select(loaded)[1]
 
 
-def window(loaded: LoadedCandidate) -> int:
-    """The context one request may use: the pin means exactly that, on every engine (identity
-    checks it against what the server gives one request, e.g. llama-server's per-slot n_ctx)."""
-    return loaded.candidate.identity.context_length
-
-
 def gate_context(
     candidate: Candidate, level: str, client: Any, keep: Keep, write: Write, where: Path
 ) -> PreflightContext:
@@ -54,24 +48,21 @@ def gate_context(
     allowance, the candidate's preflight settings (`verify` builds it again from the signed
     candidate copy, with a client over the kept exchanges)."""
     settings = candidate.stages.preflight
-    fields = candidate.reasoning[level].request_fields()
-    extra, source = allowance(
-        fields, settings.reasoning_tokens, level, settings.reasoning_tokens_at
-    )
+    extra = allowances(candidate)[level]
     return PreflightContext(
         client=client,
         keep=keep,
         write=write,
         model=candidate.identity.model,
         level=level,
-        fields=fields,
+        fields=candidate.reasoning[level].request_fields(),
         gates_dir=where,
         max_tokens=settings.max_tokens,
         timeout_s=settings.timeout_s,
         temperature=settings.temperature,
         window=candidate.identity.context_length,
-        reasoning_tokens=extra,
-        reasoning_source=source,
+        reasoning_tokens=extra.tokens,
+        reasoning_source=extra.source,
     )
 
 

@@ -1,10 +1,5 @@
-"""The bounded quality suite: agent-shaped tasks, three attempts each, deterministic checks.
-
-Tasks are data (`gates/quality/*.yaml`); `checks` holds the probes that ask and judge them,
-`sandbox` runs model-written Python, `report` turns gate results into the decision's figures.
-
-Its spec, `SPEC`, is what the registry and the rest of qualify read of it.
-"""
+"""The bounded quality suite: agent-shaped tasks (`gates/quality/*.yaml`), three attempts each,
+deterministic checks; its spec (`SPEC`), what the registry and the rest of qualify read of it."""
 
 from __future__ import annotations
 
@@ -17,14 +12,7 @@ from qualify.registry import StageParts, StageSpec
 def parts() -> StageParts:
     from qualify.quality import checks, rebuild, record, section, stage
 
-    return StageParts(
-        run=stage.quality,
-        record=record.Record,
-        judges=(checks,),
-        rebuild=rebuild.rebuild,
-        section=section.section,
-        figures=section.figures,
-    )
+    return StageParts.of(stage.quality, record.Record, section, checks, rebuild=rebuild.rebuild)
 
 
 SPEC = StageSpec(

@@ -27,7 +27,6 @@ from qualify.evidence.kept import AttemptView, NotKept
 from qualify.gates import GateContext, LoadedGate
 from qualify.gates.files import default_gates_dir, pick
 from qualify.preflight.rebuild import (
-    declared_again,
     every_gate,
     gate_files,
     regate,
@@ -141,8 +140,10 @@ class _Again:
         return out
 
 
-def _judged(view: AttemptView, sealed: Record, strict: bool) -> list[GateResult]:
-    """Every gate of the sealed result judged again (or taken as recorded, named)."""
+def _judged(view: AttemptView, sealed: Record, strict: bool) -> tuple[_Again, list[GateResult]]:
+    """Every gate of the sealed result judged again (or taken as recorded, named); the code (or
+    diff) a code task's check extracts again must be the one whose recorded sandbox run it is
+    given."""
     again = _Again(view, sealed, _control_plan(view, sealed), SandboxReplay(view))
     rp = again.rp
     out: list[GateResult] = []
@@ -158,22 +159,14 @@ def _judged(view: AttemptView, sealed: Record, strict: bool) -> list[GateResult]
         sealed_as_run = g.model_copy(update={"gate": gid})
         run = replayer(gate, sha, ctx, sealed_as_run, rp)
         judged = regate(view, sealed_as_run, run, strict, g.key)
-        out.append(judged.model_copy(update={"gate": g.gate, "stage": STAGE}))
-    every_gate(view, again.ran())
-    rp.all_claimed()
-    return out
-
-
-def _recorded_code(view: AttemptView, judged: list[GateResult]) -> None:
-    """The code (or diff) a code task's check extracts again must be the one whose recorded
-    sandbox run it is given."""
-    sealed = {(g.gate, g.level): g for g in view.result.gates}
-    for g in judged:
-        s = sealed.get((g.gate, g.level))
-        for a, b in zip(s.attempts if s else [], g.attempts, strict=False):
+        for a, b in zip(g.attempts, judged.attempts, strict=False):
             for k in ("code", "diff"):
                 if "run" in a.metrics and a.metrics.get(k) != b.metrics.get(k):
                     raise NotKept(f"gate {g.key} attempt {a.number}: its answer gives another {k}")
+        out.append(judged.model_copy(update={"gate": g.gate, "stage": STAGE}))
+    every_gate(view, again.ran())
+    rp.all_claimed()
+    return again, out
 
 
 def rebuild(view: AttemptView) -> Record:
@@ -185,12 +178,10 @@ def rebuild(view: AttemptView) -> Record:
     if c is None:
         raise NotKept("the run signed no candidate copy to build the tasks' requests from")
     sealed = Record.model_validate(view.sealed)
-    strict = same_code(view, sealed.check_code, STAGE)
-    declared_again(view, sealed.declared_gate_files, STAGE, strict)
-    judged = _judged(view, sealed, strict)
-    _recorded_code(view, judged)
+    strict = same_code(view, sealed.check_code, sealed.declared_gate_files, STAGE)
+    again, judged = _judged(view, sealed, strict)
     view.judged = judged
-    gates, _ = pick(list(gate_files(STAGE).values()), c.stages.quality.tasks, "tasks", STAGE)
+    gates, _ = pick(list(again.tasks.values()), c.stages.quality.tasks, "tasks", STAGE)
     ran = ran_record(c, gates).model_copy(
         update={
             "gate_files": sealed.gate_files,
@@ -207,7 +198,6 @@ def rebuild(view: AttemptView) -> Record:
         if not g.gate.startswith(CONTROL_PREFLIGHT):
             task = g.gate.removeprefix(f"{CONTROL}-") if lane == CONTROL else g.gate
             tasks.append((lane, task, g.model_copy(update={"gate": task})))
-    plan = _control_plan(view, sealed)
-    record = summarised(ran, gates, tasks, judged, view.attempt, plan)
+    record = summarised(ran, gates, tasks, judged, view.attempt, again.plan)
     out = record.model_dump(mode="json")
     return Record.model_validate({k: v for k, v in out.items() if k in view.sealed})

@@ -53,15 +53,6 @@ class Failure(StrictModel):
     evidence: list[str] = Field(default_factory=list)
 
 
-class Summary(StrictModel):
-    """Totals (lane -> level -> outcome -> attempts), their lines, the table and failures."""
-
-    totals: dict[str, dict[str, dict[Outcome, int]]] = Field(default_factory=dict)
-    lines: list[str] = Field(default_factory=list)
-    table: list[TaskRow] = Field(default_factory=list)
-    failures: list[Failure] = Field(default_factory=list)
-
-
 class Control(Written):
     """Whether the control lane ran, at which level its tasks ran or why not, and its preflight
     verdicts: by `<gate>@<level>` at each of `preflight_levels` (every level the candidate
@@ -87,6 +78,7 @@ class Record(WrittenRecord):
     # sha256 of the code the checks ran (`qualify.preflight.code.check_code`); absent in runs
     # made before it was kept, which `verify` judges again only where their requests match.
     check_code: str | None = None
+    # lane -> level -> outcome -> attempts, and a line of them per lane and level
     totals: dict[str, dict[str, dict[Outcome, int]]] = Field(default_factory=dict)
     lines: list[str] = Field(default_factory=list)
     table: list[TaskRow] = Field(default_factory=list)

@@ -1,16 +1,13 @@
-"""The parts of the quality stage's record (`qualify.quality.record`) that it computes from
-its gates: what the decision shows of the suite (see docs/quality.md).
-
-One line of totals per lane and level (`quality: 36/36 at low`), a table of tasks by attempts,
-the budgets, the suite's scope in one sentence, and the evidence of every failing attempt.
-"""
+"""The parts of the quality stage's record computed from its gates (see docs/quality.md): one
+line of totals per lane and level (`quality: 36/36 at low`), a table of tasks by attempts, the
+budgets, the suite's scope in one sentence, and the evidence of every failing attempt."""
 
 from __future__ import annotations
 
 from typing import get_args
 
 from qualify.gates.files import LoadedGate
-from qualify.quality.record import Failure, Outcome, Summary, TaskBudget, TaskRow
+from qualify.quality.record import Failure, Outcome, Record, TaskBudget, TaskRow
 from qualify.quality.tasks import TaskParams, budget
 from qualify.records import AttemptRecord, GateResult, Verdict
 
@@ -86,40 +83,37 @@ def outcome_of(a: AttemptRecord) -> Outcome:
     return implied.get(a.verdict, "wrong")
 
 
-def attempt_outcomes(r: GateResult, declared: int) -> list[Outcome]:
-    got = [outcome_of(a) for a in r.attempts]
-    return got + ["not run"] * (declared - len(got))
-
-
 def summarise(
+    ran: Record,
     results: list[tuple[str, str, GateResult]],
     declared: dict[str, int],
     evidence_prefix: str,
-) -> Summary:
-    """Totals, table and failures from `(lane, task, result)` of the quality tasks."""
+) -> Record:
+    """`ran` with its totals, lines, table and failures, from `(lane, task, result)` of the
+    quality tasks."""
     table, failures = [], []
     totals: dict[str, dict[str, dict[Outcome, int]]] = {}
     for lane, task, r in results:
         level = r.level or "default"
-        outs = attempt_outcomes(r, declared[task])
+        outs = [outcome_of(a) for a in r.attempts]
+        outs += ["not run"] * (declared[task] - len(outs))
         table.append(TaskRow(task=task, lane=lane, level=level, attempts=outs))
         counts = totals.setdefault(lane, {}).setdefault(level, dict.fromkeys(OUTCOMES, 0))
         for o in outs:
             counts[o] += 1
-        for a in r.attempts:
-            if a.verdict is Verdict.PASS:
-                continue
-            failures.append(
-                Failure(
-                    task=task,
-                    lane=lane,
-                    level=level,
-                    attempt=a.number,
-                    outcome=outcome_of(a),
-                    reasons=a.reasons,
-                    evidence=[f"{evidence_prefix}/{f}" for f in a.files],
-                )
+        failures += [
+            Failure(
+                task=task,
+                lane=lane,
+                level=level,
+                attempt=a.number,
+                outcome=outcome_of(a),
+                reasons=a.reasons,
+                evidence=[f"{evidence_prefix}/{f}" for f in a.files],
             )
+            for a in r.attempts
+            if a.verdict is not Verdict.PASS
+        ]
     lines = []
     for lane, levels in totals.items():
         for level, c in levels.items():
@@ -127,4 +121,6 @@ def summarise(
             name = "quality" if lane == "candidate" else f"quality ({lane})"
             rest = ", ".join(f"{c[o]} {SAID[o]}" for o in OUTCOMES[1:] if c[o])
             lines.append(f"{name}: {c['pass']}/{n} at {level}" + (f" ({rest})" if rest else ""))
-    return Summary(totals=totals, lines=lines, table=table, failures=failures)
+    return ran.model_copy(
+        update={"totals": totals, "lines": lines, "table": table, "failures": failures}
+    )

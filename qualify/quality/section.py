@@ -47,40 +47,23 @@ class GridLine(TypedDict):
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
-    """What the template's quality table shows."""
-    return {"quality": quality(record)}
-
-
-def quality(record: Record | None) -> dict[str, object]:
-    """Totals lines, tasks x attempts, budgets, scope and the failing attempts' evidence."""
-    if record is None:
-        return {
-            "lines": [],
-            "scope": None,
-            "columns": [],
-            "grid": [],
-            "rows": [],
-            "budgets": [],
-            "budget_scale": None,
-            "failing": [],
-        }
-    rows = [_row(r) for r in record.table]
-    failing = _failing(record.failures)
-    budgets = [_budget(b) for b in record.budgets]
+    """What the template's quality table shows: totals lines, tasks x attempts, budgets, scope
+    and the failing attempts' evidence."""
+    rows = [_row(r) for r in record.table] if record else []
+    failing = _failing(record.failures) if record else {}
+    budgets = [_budget(b) for b in record.budgets] if record else []
     columns = list(dict.fromkeys((r["lane"], r["level"]) for r in rows))
-    return {
-        "lines": list(record.lines),
-        "scope": record.scope,
-        "columns": [
-            lane_level if lane_level[0] != "candidate" else ("", lane_level[1])
-            for lane_level in columns
-        ],
+    quality = {
+        "lines": list(record.lines) if record else [],
+        "scope": record.scope if record else None,
+        "columns": [(lane if lane != "candidate" else "", level) for lane, level in columns],
         "grid": _grid(rows, columns, budgets, failing),
         "rows": rows,
         "budgets": budgets,
-        "budget_scale": record.budget_scale,
+        "budget_scale": record.budget_scale if record else None,
         "failing": list(failing.values()),
     }
+    return {"quality": quality}
 
 
 def _row(r: TaskRow) -> Row:

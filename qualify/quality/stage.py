@@ -160,23 +160,6 @@ def control_plan(ctx: StageContext) -> ControlPlan:
     return ControlPlan(next(iter(control.reasoning)), "", levels)
 
 
-async def _control_preflight(
-    ctx: StageContext, client: Client, plan: ControlPlan
-) -> list[GateResult]:
-    """The candidate's preflight gates on the control, at every level of `plan`."""
-    lc = ctx.lanes.loaded[CONTROL]
-    gates, _ = preflight.select(ctx.loaded)
-    io = (client, _keeper(ctx, CONTROL), ctx.attempt.write_json)
-    where = preflight.gates_dir(ctx.loaded)
-    out = []
-    for level in plan.preflight_at:
-        for gate in gates:
-            gctx = control_preflight_context(lc.candidate, level, io, where, allowance=True)
-            r = await run_gate(gate, gctx)
-            out.append(_as_control(r, f"control-preflight-{r.gate}"))
-    return out
-
-
 async def _control_lane(
     ctx: StageContext,
     gates: list[LoadedGate],
@@ -185,13 +168,20 @@ async def _control_lane(
     results: list[GateResult],
     bar: Task,
 ) -> None:
-    """The control lane: its preflight at every level of `plan`, then every task at its lowest
-    level, named `control-<gate>`."""
+    """The control lane: the candidate's preflight gates at every level of `plan`, named
+    `control-preflight-<gate>`, then every task at its lowest level, named `control-<gate>`."""
     assert plan.level is not None
     client = await ctx.client(CONTROL)
-    pf = await _control_preflight(ctx, client, plan)
-    results.extend(pf)
-    bar.advance(len(pf), note="quality control preflight")
+    control = ctx.lanes.loaded[CONTROL].candidate
+    io = (client, _keeper(ctx, CONTROL), ctx.attempt.write_json)
+    where = preflight.gates_dir(ctx.loaded)
+    pf, _ = preflight.select(ctx.loaded)
+    for level in plan.preflight_at:
+        for gate in pf:
+            gctx = control_preflight_context(control, level, io, where, allowance=True)
+            r = await run_gate(gate, gctx)
+            results.append(_as_control(r, f"control-preflight-{r.gate}"))
+    bar.advance(len(pf) * len(plan.preflight_at), note="quality control preflight")
     for gate in gates:
         r = await run_gate(gate, _context(ctx, client, CONTROL, plan.level))
         tasks.append((CONTROL, gate.gate.id, r))
@@ -216,7 +206,7 @@ def summarised(
 ) -> Record:
     """The record with its totals, table, failures and control, from the tasks' results
     (`(lane, task, result)`) and every gate result; `plan` is `control_plan`'s answer."""
-    summary = report.summarise(tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
+    summary = report.summarise(ran, tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
     control = Control(
         ran=plan.level is not None,
         level=plan.level,
@@ -229,15 +219,7 @@ def summarised(
         # written only where the control's preflight ran by level (the form records keep)
         **({} if plan.preflight_levels is None else {"preflight_levels": plan.preflight_levels}),
     )
-    return ran.model_copy(
-        update={
-            "totals": summary.totals,
-            "lines": summary.lines,
-            "table": summary.table,
-            "failures": summary.failures,
-            "control": control,
-        }
-    )
+    return summary.model_copy(update={"control": control})
 
 
 def ran_record(candidate: Candidate, gates: list[LoadedGate]) -> Record:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -31,7 +31,7 @@ from qualify.records import Verdict
 
 P = TypeVar("P", bound="TaskParams")
 RunCode = Callable[[Path, Path, float], RunResult]
-QualityFn = Callable[["QualityContext", Any], Awaitable[Outcome]]
+QualityFn = Callable[["QualityContext", P], Awaitable[Outcome]]
 MIN_VISIBLE = 16
 
 
@@ -81,9 +81,6 @@ class Budget:
     def max_tokens(self) -> int:
         return self.visible + self.reasoning
 
-    def text(self) -> str:
-        return f"{self.visible} visible + {self.reasoning} reasoning tokens"
-
 
 def budget(p: TaskParams, scale: float) -> Budget:
     """The task's budgets times the scale; the visible budget never drops below 16 tokens."""
@@ -92,10 +89,10 @@ def budget(p: TaskParams, scale: float) -> Budget:
     )
 
 
-def quality_check(name: str, params: type[P]) -> Callable[[QualityFn], QualityFn]:
+def quality_check(name: str, params: type[P]) -> Callable[[QualityFn[P]], QualityFn[P]]:
     """Register a probe of stage `quality`: `fn(ctx, params) -> Outcome`, once per attempt."""
 
-    def register(fn: QualityFn) -> QualityFn:
+    def register(fn: QualityFn[P]) -> QualityFn[P]:
         register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), "quality", "probe"))
         return fn
 
@@ -135,9 +132,6 @@ class Asked:
             metrics["degenerate"] = why
         return Outcome.failed(*reasons, metrics=metrics)
 
-    def errored(self, *reasons: str, **extra: object) -> Outcome:
-        return Outcome.errored(*reasons, metrics={**self.metrics, **extra, "outcome": "error"})
-
 
 async def ask(
     ctx: QualityContext, p: TaskParams, label: str, extra: str = "", **fields: object
@@ -162,8 +156,8 @@ async def ask(
         used = reply.completion_tokens
         asked.outcome = Outcome.failed(
             f"cut by the budget: finish_reason=length after {used if used is not None else '?'} "
-            f"tokens (budget {b.text()}; {len(reply.content)} visible characters, "
-            f"{len(reply.reasoning)} of reasoning)",
+            f"tokens (budget {b.visible} visible + {b.reasoning} reasoning tokens; "
+            f"{len(reply.content)} visible characters, {len(reply.reasoning)} of reasoning)",
             metrics={**metrics, "outcome": "cut"},
         )
     return asked

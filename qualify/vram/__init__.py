@@ -6,36 +6,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qualify.registry import StageParts, StageSpec
-from qualify.vram.readings import Card, Lost, Poll, Reading
-from qualify.vram.sampler import Sampler, Source, Track
-from qualify.vram.series import SampleLog
 from qualify.vram.settings import VramSettings
 
 if TYPE_CHECKING:
     from qualify.candidate import LoadedCandidate
     from qualify.evidence.store import RunDir
-
-__all__ = [
-    "Card",
-    "Lost",
-    "Poll",
-    "Reading",
-    "SampleLog",
-    "Sampler",
-    "Source",
-    "Track",
-    "start_sampler",
-]
+    from qualify.vram.sampler import Sampler
 
 
 def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
-    """The sampler for this candidate's telemetry source, started.
-
-    With no source it is still returned, sampling nothing, so the vram stage can say which
-    sources were tried and why each gave no telemetry. It samples from the first `mark`, writing
-    every sample into the run's `telemetry/` evidence as it goes.
-    """
+    """The sampler for this candidate's telemetry source, started (from the first `mark`, into
+    the run's `telemetry/`). With no source it samples nothing, so the vram stage can say which
+    sources were tried and why each gave no telemetry."""
+    from qualify.vram.sampler import Sampler
     from qualify.vram.select import choose
+    from qualify.vram.series import SampleLog
 
     s = loaded.candidate.stages.vram
     choice = choose(

@@ -27,24 +27,14 @@ class DcgmUnavailable(Exception):
     """No DCGM URL answered with GPU memory figures: the reason, in words."""
 
 
-def _per_gpu(snap: MetricsSnapshot, name: str) -> dict[str, float]:
-    return snap.by_label(name, "gpu")
-
-
-def _model_names(snap: MetricsSnapshot) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for labels in snap.samples.get(FREE, {}):
-        d = dict(labels)
-        out[d.get("gpu", "")] = d.get("modelName", "")
-    return out
-
-
 def readings(text: str, prefix: str, t: float) -> tuple[list[Reading], list[Card]]:
     """The GPUs of one exporter page; a card's key is `<prefix>:<gpu label>`."""
     snap = MetricsSnapshot.parse(text, t)
-    free, used = _per_gpu(snap, FREE), _per_gpu(snap, USED)
-    reserved, total, power = _per_gpu(snap, RESERVED), _per_gpu(snap, TOTAL), _per_gpu(snap, POWER)
-    names = _model_names(snap)
+    free, used, reserved, total, power = (
+        snap.by_label(name, "gpu") for name in (FREE, USED, RESERVED, TOTAL, POWER)
+    )
+    labels = map(dict, snap.samples.get(FREE, {}))
+    names = {d.get("gpu", ""): d.get("modelName", "") for d in labels}
     out, cards = [], []
     for idx in sorted(free, key=lambda g: (len(g), g)):
         gpu = f"{prefix}:{idx}"

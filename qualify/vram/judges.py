@@ -27,7 +27,7 @@ def _mib(x: float) -> str:
 
 
 def _card(card: Card, stages: list[str], reserve_gib: float) -> Judged:
-    reserve, who = reserve_gib * 1024, card.who
+    reserve, who, part = reserve_gib * 1024, card.who, card.gpu
     lows = {s: f.min_free_mib for s, f in card.stages.items() if f.min_free_mib is not None}
     worst = min(lows, key=lambda s: lows[s]) if lows else None
     metrics = {
@@ -35,9 +35,7 @@ def _card(card: Card, stages: list[str], reserve_gib: float) -> Judged:
         "min_free_mib": lows[worst] if worst else None,
         "worst_stage": worst,
     }
-    part = card.gpu
-    lost = card.lost
-    if lost:
+    if lost := card.lost:
         why = (
             f"{who} disappeared during stage {lost.stage} "
             f"(telemetry attempt {lost.attempt}, at {lost.t_s:.1f} s): {lost.why}"

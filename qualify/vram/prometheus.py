@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import httpx
 
@@ -63,7 +62,7 @@ def card_key(metric: dict[str, str]) -> str | None:
     return None if host is None or gpu is None else f"{host}:{gpu}"
 
 
-def samples(body: Any) -> dict[str, Sample]:  # raw server JSON
+def samples(body: object) -> dict[str, Sample]:  # raw server JSON
     """The vector of one `/api/v1/query` answer, by card; ValueError when it is not one."""
     if not isinstance(body, dict) or body.get("status") != "success":
         err = body.get("error") if isinstance(body, dict) else None

@@ -1,14 +1,10 @@
 """The vram stage's judged data rebuilt from the samples the run kept (`verify` judges it again).
 
-The sampler writes every sample as it takes it into the run's `telemetry/attempt-NNN/` evidence
-(`qualify.vram.series`), and those files are sealed with the run. The rebuild reads back, from
-the signed files only, every telemetry attempt that had started when the vram attempt started
-(what the stage read), and computes again with the stage's own functions
-(`qualify.vram.series.figures`, `qualify.vram.stage.build_record`) every card's figures in every
-stage (lowest free memory, peak power, samples, gaps, missed intervals, a lost card), the
-stages that ran (from the signed `run.json` and the stages' attempts, as `ran_stages` reads
-them, and the stage marks in the samples) and each telemetry attempt's account (source, start
-problems, whether it stopped, missed scrapes, a failure, its files).
+From the signed `telemetry/attempt-NNN/` files only (`qualify.vram.series`), every telemetry
+attempt that had started when the vram attempt started (what the stage read), the stage's own
+functions (`figures`, `build_record`) compute again every card's figures in every stage, the
+stages that ran (from the signed `run.json` and attempts, and the stage marks in the samples)
+and each telemetry attempt's account.
 
 Not kept raw, so taken from the sealed record (and said): the sampler's own timing statistics
 (the intervals it kept and what a read cost it: its summary holds them, not its samples), the
@@ -18,15 +14,17 @@ host's hardware when the sample header does not hold it, and the reserve the rec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import RESULT
 from qualify.records import StageResult
 from qualify.vram.record import Cost, Hardware, Interval, Record
 from qualify.vram.series import TELEMETRY, Log, parse_log
-from qualify.vram.stage import STAGE, _not_run, build_record
+from qualify.vram.stage import build_record, ran
 
 _ATTEMPT = re.compile(r"^(?P<stage>[^/]+)/attempt-(?P<n>\d{3})/(?P<name>[^/]+)$")
 _SAMPLES = re.compile(r"^samples\.\d{3}\.jsonl$")
@@ -82,26 +80,19 @@ def _listed(view: AttemptView) -> list[str]:
 
 
 def _ran(view: AttemptView, attempts: dict[str, dict[int, list[str]]]) -> list[str]:
-    """`stage.ran_stages` over the signed attempts that had started by the vram attempt."""
-    out = []
-    for name in _listed(view):
-        if name == STAGE:
-            continue
+    """`stage.ran` over the signed attempts that had started by the vram attempt."""
+
+    def results(name: str) -> Iterator[StageResult | None]:
         for n, names in sorted(attempts.get(name, {}).items()):
-            res: StageResult | None = None
+            res = None
             if RESULT in names:
-                try:
-                    res = StageResult.model_validate_json(
-                        _read(view, f"{name}/attempt-{n:03d}/{RESULT}")
-                    )
-                except ValueError:
-                    res = None
-            if res is not None and res.started_at > view.result.started_at:
-                continue
-            if not _not_run(res):
-                out.append(name)
-                break
-    return out
+                with contextlib.suppress(ValueError):
+                    rel = f"{name}/attempt-{n:03d}/{RESULT}"
+                    res = StageResult.model_validate_json(_read(view, rel))
+            if res is None or res.started_at <= view.result.started_at:
+                yield res
+
+    return ran(_listed(view), results)
 
 
 def rebuild(view: AttemptView) -> Record:

@@ -1,9 +1,5 @@
 """The vram stage's record: every card's figures in every stage the run ran, over every
-telemetry attempt, and how the sampling went (`data` of `vram/result.json`).
-
-Written by `qualify.vram.stage.build_record` from the run's `telemetry/` logs, read by the judges
-(`qualify.vram.judges`) and the decision.
-"""
+telemetry attempt, and how the sampling went (`data` of `vram/result.json`)."""
 
 from __future__ import annotations
 
@@ -57,7 +53,8 @@ class Telemetry(StrictModel):
 
 
 class StageFigures(StrictModel):
-    """One card in one stage (`qualify.vram.series.StageFigures`)."""
+    """One card in one stage, over every attempt: the lowest free memory, the peak power, the
+    samples, the gaps (steps over twice the interval) and the intervals those gaps missed."""
 
     min_free_mib: float | None = None
     peak_power_w: float | None = None
@@ -65,6 +62,17 @@ class StageFigures(StrictModel):
     gaps: int = 0
     missed: int = 0
     attempts: list[int] = Field(default_factory=list)
+
+    def add(self, free: float, power: float | None, missed: int, attempt: int) -> None:
+        self.samples += 1
+        self.gaps += int(missed > 0)
+        self.missed += missed
+        if self.min_free_mib is None or free < self.min_free_mib:
+            self.min_free_mib = free
+        if power is not None and (self.peak_power_w is None or power > self.peak_power_w):
+            self.peak_power_w = float(power)
+        if attempt not in self.attempts:
+            self.attempts.append(attempt)
 
 
 class Lost(StrictModel):

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from qualify.httpclient.timing import percentile
-from qualify.records import GpuNote
+from qualify.records import CardWindow, GpuNote
+from qualify.vram import record
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
-from qualify.vram.series import CardFigures, SampleLog, figures
+from qualify.vram.series import SampleLog, figures
 
 
 class Source(Protocol):
@@ -55,17 +56,6 @@ class Track:
     samples: int = 0
     last_t: float | None = None
     lost: LostAt | None = None
-
-
-@dataclass(frozen=True)
-class CardWindow:
-    """One card over a timed window: the lowest free memory of the samples taken in it (and of
-    the last one before it, the state it started in), the mean power (the integrated power over
-    the window's length, `qualify.vram.energy.integrate`), and the samples taken in it."""
-
-    min_free_mib: float | None
-    mean_power_w: float | None
-    samples: int
 
 
 @dataclass(frozen=True)
@@ -113,7 +103,7 @@ def gpu_over(parts: Parts | None, part: str, t0: float, t1: float) -> dict[str, 
     w = parts.window(t0, t1) if parts is not None else None
     if w is None or not w.cards:
         return None
-    return {"part": part, "cards": {g: vars(c) for g, c in w.cards.items()}}
+    return {"part": part, "cards": {g: c.model_dump() for g, c in w.cards.items()}}
 
 
 def gpu_note(parts: Parts | None, reserve_gib: float) -> GpuNote:
@@ -151,6 +141,7 @@ class Sampler:
         self.log = log if log is not None else SampleLog()
         self.interval_ms = interval_ms
         self.interval = interval_ms / 1000.0
+        self.gap = max(1.0, 4 * self.interval)  # the widest gap a power integral bridges (s)
         self.unavailable = unavailable
         self.problems = list(problems or [])
         self.failure: str | None = None
@@ -206,11 +197,12 @@ class Sampler:
             self.log.write({"part": name, "stage": stage, "t_s": round(now - self.t0, 3)})
 
     def window(self, t0: float, t1: float) -> Window:
-        """Each card's figures over the monotonic window [t0, t1] (`CardWindow`); no card, with
-        why, without telemetry."""
+        """Each card's figures over the monotonic window [t0, t1]: the lowest free memory of the
+        samples taken in it (and of the last one before it, the state it started in), the mean
+        power (the integrated power over the window's length, `qualify.vram.energy.integrate`)
+        and the samples taken in it; no card, with why, without telemetry."""
         if self.source is None:
             return Window(why=f"no GPU telemetry ({self.unavailable})")
-        gap = max(1.0, 4 * self.interval)
         with self._lock:
             free = {g: (list(ts), list(fs)) for g, (ts, fs) in self.free.items()}
             power = {g: (list(ts), list(ws)) for g, (ts, ws) in self.power.items()}
@@ -221,9 +213,10 @@ class Sampler:
             seen = fs[max(0, lo - 1) : hi]
             mean = None
             if gpu in power and t1 > t0:
-                joules, _ = integrate(*power[gpu], t0, t1, gap)
+                joules, _ = integrate(*power[gpu], t0, t1, self.gap)
                 mean = None if joules is None else joules / (t1 - t0)
-            cards[gpu] = CardWindow(min(seen) if seen else None, mean, hi - lo)
+            low = min(seen) if seen else None
+            cards[gpu] = CardWindow(min_free_mib=low, mean_power_w=mean, samples=hi - lo)
         return Window(cards=cards, why=None if cards else "no sample of any card yet")
 
     def header(self) -> dict[str, object]:
@@ -370,10 +363,9 @@ class Sampler:
             series = {g: (list(ts), list(ws)) for g, (ts, ws) in self.power.items()}
         if not series:
             return window_energy({}, t0, t1) | {"why": "unmeasured: no power sample yet"}
-        gap = max(1.0, 4 * self.interval)
-        return window_energy(series, t0, t1, gap) | {"power_field": self.source.power_field}
+        return window_energy(series, t0, t1, self.gap) | {"power_field": self.source.power_field}
 
-    def figures(self) -> dict[str, CardFigures]:
+    def figures(self) -> dict[str, record.Card]:
         """Per card, per stage, from what this sampler logged (as the vram stage reads it)."""
         with self._lock:
             log = self.log.read()

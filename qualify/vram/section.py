@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from qualify.evidence.store import RunDir
 from qualify.present.cells import Cell, Measure, nums
@@ -19,26 +19,9 @@ from qualify.vram.series import read_logs
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
-    """What the template's VRAM section shows."""
-    return {"vram": vram_rows(record)}
-
-
-def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
-    return [vram_series(run, record, here)]
-
-
-def vram_rows(record: Record | None) -> dict[str, object]:
-    """Per stage, each card's minimum free memory and peak power, against the reserve."""
-    if record is None:
-        return {
-            "source": None,
-            "overall": "no data",
-            "interval_ms": None,
-            "reserve_gib": None,
-            "cards": [],
-            "rows": [],
-        }
-    reserve, cards = record.reserve_gib, record.cards
+    """What the template's VRAM section shows: per stage, each card's minimum free memory and
+    peak power, against the reserve."""
+    reserve, cards = (record.reserve_gib, record.cards) if record else (None, [])
     stages = list(dict.fromkeys(s for c in cards for s in c.stages))
     rows: list[dict[str, object]] = []
     for st in stages:
@@ -53,15 +36,17 @@ def vram_rows(record: Record | None) -> dict[str, object]:
                     "samples": cell.samples if cell else None,
                 }
             )
-            verdicts.append("no data" if free is None else _fits(free, reserve))
+            verdicts.append("no data" if free is None or reserve is None else _fits(free, reserve))
         rows.append({"stage": st, "cells": cells, "reserve": _reserve_word(verdicts)})
     return {
-        "source": record.source,
-        "overall": _overall(rows),
-        "interval_ms": record.interval_ms.target,
-        "reserve_gib": reserve,
-        "cards": [{"label": c.who} for c in cards],
-        "rows": rows,
+        "vram": {
+            "source": record.source if record else None,
+            "overall": _overall(rows),
+            "interval_ms": record.interval_ms.target if record else None,
+            "reserve_gib": reserve,
+            "cards": [{"label": c.who} for c in cards],
+            "rows": rows,
+        }
     }
 
 
@@ -175,7 +160,7 @@ def _samples(run: RunDir, files: list[str], here: Path | None) -> dict[str, Seri
     return out or _legacy_series(run, files, here)
 
 
-def vram_series(run: RunDir, record: Record | None, here: Path | None = None) -> Plot:
+def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     """Free memory and power against time per card, stage bands, the reserve line."""
     reserve = record.reserve_gib if record is not None else None
     files = list(record.series_files) if record is not None else []
@@ -204,10 +189,10 @@ def vram_series(run: RunDir, record: Record | None, here: Path | None = None) ->
         )
     plot = Plot("vram-series.png", "GPU memory and power", "seconds", [free, power])
     plot.missing = "no GPU telemetry was recorded"
-    return plot
+    return [plot]
 
 
-def _stage_bands(rows: list[list[Any]]) -> list[tuple[float, float, str]]:
+def _stage_bands(rows: Series) -> list[tuple[float, float, str]]:
     bands: list[tuple[float, float, str]] = []
     for r in rows:
         t, stage = float(r[0]), str(r[1])

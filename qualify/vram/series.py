@@ -14,11 +14,12 @@ ever ran, from every attempt's samples.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qualify.evidence.store import Attempt, ChunkedWriter, RunDir
+from qualify.vram.record import Card, Lost, StageFigures
 
 TELEMETRY = "telemetry"
 COLUMNS = ["t_s", "stage", "gpu", "free_mib", "used_mib", "power_w"]
@@ -123,48 +124,8 @@ def parse_log(
 
 def read_logs(run: RunDir) -> list[Log]:
     """Every telemetry attempt of the run, in order."""
-    logs = []
-    for d in run.attempt_dirs(TELEMETRY):
-        log = read_log(d, int(d.name.rsplit("-", 1)[-1]))
-        if log is not None:
-            logs.append(log)
-    return logs
-
-
-@dataclass
-class StageFigures:
-    """One card in one stage, over every attempt: the lowest free memory, the peak power, the
-    samples, the gaps (steps over twice the interval) and the intervals those gaps missed."""
-
-    min_free_mib: float | None = None
-    peak_power_w: float | None = None
-    samples: int = 0
-    gaps: int = 0
-    missed: int = 0
-    attempts: list[int] = field(default_factory=list)
-
-    def add(self, free: float, power: float | None, missed: int, attempt: int) -> None:
-        self.samples += 1
-        self.gaps += int(missed > 0)
-        self.missed += missed
-        if self.min_free_mib is None or free < self.min_free_mib:
-            self.min_free_mib = free
-        if power is not None and (self.peak_power_w is None or power > self.peak_power_w):
-            self.peak_power_w = power
-        if attempt not in self.attempts:
-            self.attempts.append(attempt)
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-@dataclass
-class CardFigures:
-    gpu: str
-    name: str
-    total_mib: float | None
-    stages: dict[str, StageFigures] = field(default_factory=dict)
-    lost: dict[str, Any] | None = None  # the raw lost-card line, and its attempt
+    logs = (read_log(d, int(d.name.rsplit("-", 1)[-1])) for d in run.attempt_dirs(TELEMETRY))
+    return [log for log in logs if log is not None]
 
 
 def missed_intervals(step_s: float, interval_s: float) -> int:
@@ -175,25 +136,27 @@ def missed_intervals(step_s: float, interval_s: float) -> int:
     return max(1, round(step_s / interval_s) - 1)
 
 
-def figures(logs: list[Log]) -> dict[str, CardFigures]:
+def figures(logs: list[Log]) -> dict[str, Card]:
     """Per card, per stage, over every log."""
-    cards: dict[str, CardFigures] = {}
+    cards: dict[str, Card] = {}
     for log in logs:
         interval = float(log.header.get("interval_ms") or 250) / 1000.0
         for c in log.header.get("cards") or []:
             gpu = str(c.get("gpu"))
-            cards.setdefault(gpu, CardFigures(gpu, str(c.get("name") or ""), c.get("total_mib")))
+            cards.setdefault(
+                gpu, Card(gpu=gpu, name=str(c.get("name") or ""), total_mib=c.get("total_mib"))
+            )
         last: dict[str, float] = {}
         for line in log.lines:
             if isinstance(line, dict) and "lost" in line:
                 card = cards.get(str(line["lost"]))
                 if card is not None and card.lost is None:
-                    card.lost = {**line, "attempt": log.attempt}
+                    card.lost = Lost.model_validate({**line, "attempt": log.attempt})
                 continue
             if not isinstance(line, list) or len(line) != len(COLUMNS):
                 continue
             t, stage, gpu, free, _used, power = line
-            card = cards.setdefault(str(gpu), CardFigures(str(gpu), "", None))
+            card = cards.setdefault(str(gpu), Card(gpu=str(gpu)))
             step = t - last[gpu] if gpu in last else 0.0
             last[gpu] = t
             st = card.stages.setdefault(str(stage), StageFigures())

@@ -12,8 +12,6 @@ from pydantic import Field, model_validator
 
 from qualify.records import StrictModel
 
-PositiveFloat = Annotated[float, Field(gt=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
 Url = Annotated[str, Field(pattern=r"^https?://[^\s/]+")]
 
 

@@ -11,51 +11,45 @@ figures, as its record (`qualify.vram.record`), to the gates in `gates/vram/`
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from qualify.evidence.store import RESULT, RunDir
 from qualify.records import StageResult, Verdict
 from qualify.stage import StageContext, finish
-from qualify.vram.record import (
-    Card,
-    Cost,
-    Hardware,
-    Interval,
-    Lost,
-    Record,
-    StageFigures,
-    Telemetry,
-)
+from qualify.vram.record import Cost, Hardware, Interval, Record, Telemetry
 from qualify.vram.sampler import Sampler, hardware
 from qualify.vram.series import Log, figures, marked_stages, read_logs
 
 STAGE = "vram"
 
 
-def _not_run(res: StageResult | None) -> bool:
-    return (
-        res is not None
-        and res.verdict is Verdict.SKIPPED
-        and bool(res.reasons)
-        and res.reasons[0].startswith("not run:")
-    )
+def ran(listed: list[str], results: Callable[[str], Iterable[StageResult | None]]) -> list[str]:
+    """The stages (other than vram) that ran in some attempt (`results`: each attempt's result,
+    None where it left none): an attempt that left no result (its process was killed) ran; one
+    recorded as "not run: ..." did not."""
+    return [
+        name
+        for name in listed
+        if name != STAGE
+        and any(
+            r is None
+            or r.verdict is not Verdict.SKIPPED
+            or not (r.reasons and r.reasons[0].startswith("not run:"))
+            for r in results(name)
+        )
+    ]
+
+
+def _result(d: Path) -> StageResult | None:
+    try:
+        return StageResult.model_validate_json((d / RESULT).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def ran_stages(run: RunDir, listed: list[str]) -> list[str]:
-    """The stages (other than vram) that ran in some attempt: an attempt that left no result
-    (its process was killed) ran; one recorded as "not run: ..." did not."""
-    out = []
-    for name in listed:
-        if name == STAGE:
-            continue
-        for d in run.attempt_dirs(name):
-            try:
-                res: StageResult | None = StageResult.model_validate_json((d / RESULT).read_text())
-            except (OSError, ValueError):
-                res = None
-            if not _not_run(res):
-                out.append(name)
-                break
-    return out
+    return ran(listed, lambda name: map(_result, run.attempt_dirs(name)))
 
 
 def _listed(run: RunDir, fallback: list[str]) -> list[str]:
@@ -68,20 +62,18 @@ def _listed(run: RunDir, fallback: list[str]) -> list[str]:
 
 def _telemetry(log: Log) -> Telemetry:
     summary = log.summary or {}
-    return Telemetry.model_validate(
-        {
-            "attempt": log.attempt,
-            "source": log.header.get("source"),
-            "power_field": log.header.get("power_field"),
-            "memory_info": log.header.get("memory_info"),
-            "interval_ms": log.header.get("interval_ms"),
-            "start_problems": log.header.get("start_problems") or [],
-            "stopped": log.summary is not None,
-            "missed_scrapes": summary.get("missed_scrapes", 0),
-            "missed_examples": summary.get("missed_examples") or [],
-            "failure": summary.get("failure"),
-            "files": [f"telemetry/{log.path.name}/{f}" for f in log.files],
-        }
+    return Telemetry(
+        attempt=log.attempt,
+        source=log.header.get("source"),
+        power_field=log.header.get("power_field"),
+        memory_info=log.header.get("memory_info"),
+        interval_ms=log.header.get("interval_ms"),
+        start_problems=log.header.get("start_problems") or [],
+        stopped=log.summary is not None,
+        missed_scrapes=summary.get("missed_scrapes", 0),
+        missed_examples=summary.get("missed_examples") or [],
+        failure=summary.get("failure"),
+        files=[f"telemetry/{log.path.name}/{f}" for f in log.files],
     )
 
 
@@ -89,7 +81,6 @@ def build_record(
     logs: list[Log], sampler: Sampler | None, stages: list[str], reserve_gib: float
 ) -> Record:
     """The stage's record: the figures of every card in every stage, over every attempt."""
-    cards = figures(logs)
     src = sampler.source if sampler else None
     last = logs[-1].header if logs else {}
     no_telemetry = None
@@ -116,16 +107,7 @@ def build_record(
         stages=list(dict.fromkeys([*stages, *marked_stages(logs)])),
         no_telemetry=no_telemetry,
         telemetry=telemetry,
-        cards=[
-            Card(
-                gpu=c.gpu,
-                name=c.name,
-                total_mib=c.total_mib,
-                stages={s: StageFigures.model_validate(st.as_dict()) for s, st in c.stages.items()},
-                lost=None if c.lost is None else Lost.model_validate(c.lost),
-            )
-            for c in cards.values()
-        ],
+        cards=list(figures(logs).values()),
         series_files=[f for t in telemetry for f in t.files],
     )
 

@@ -165,7 +165,7 @@ def test_every_card_of_every_node_through_a_real_prometheus(
                 {
                     "gpu": c.gpu,
                     "name": c.name,
-                    "stages": {s: f.as_dict() for s, f in c.stages.items()},
+                    "stages": {s: f.model_dump() for s, f in c.stages.items()},
                     "lost": c.lost,
                 }
                 for c in by_card.values()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from jsonschema import Draft202012Validator
@@ -64,18 +64,15 @@ def exchange_problem(ex: Exchange, what: str) -> Outcome | None:
     return None
 
 
-def json_path(root: str, parts: Iterable[str | int]) -> str:
-    out = root
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
-
-
 def schema_errors(instance: object, schema: Schema, root: str) -> list[str]:
-    """Every violation, each as `root.field message`, in a stable order."""
+    """Every violation, each as `root.field message` (`root[0]` for an item), in a stable order."""
     validator = Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
-    return [f"{json_path(root, e.absolute_path)} {e.message}" for e in errors]
+    return [
+        f"{root}{''.join(f'[{p}]' if isinstance(p, int) else f'.{p}' for p in e.absolute_path)} "
+        f"{e.message}"
+        for e in errors
+    ]
 
 
 Schema = Mapping[str, object] | bool

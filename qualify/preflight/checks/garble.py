@@ -28,10 +28,8 @@ async def garble(ctx: GateContext, p: GarbleParams) -> Outcome:
     o = await ctx.chat(
         "garble", ctx.body([user(prompt)], max_tokens=answer_budget(ctx, p.max_tokens))
     )
-    if bad := chat_problem(o, "garble request"):
+    if bad := chat_problem(o, "garble request") or reasoning_only(o, ctx, "garble"):
         return bad
-    if only := reasoning_only(o, ctx, "garble"):
-        return only
     m = answer_metrics(o)
     if not o.content.strip():
         why = f"no visible text to judge (finish_reason={o.finish_reason}; see soft-empty)"

@@ -32,10 +32,8 @@ async def json_schema(ctx: GateContext, p: JsonParams) -> Outcome:
         [user(p.prompt)], max_tokens=answer_budget(ctx, p.max_tokens), response_format=fmt
     )
     o = await ctx.chat("json", body)
-    if bad := chat_problem(o, "json request"):
+    if bad := chat_problem(o, "json request") or reasoning_only(o, ctx, "json"):
         return bad
-    if only := reasoning_only(o, ctx, "json"):
-        return only
     m = answer_metrics(o)
     if not o.content.strip():
         return Outcome.failed(f"no visible content (finish_reason={o.finish_reason})", metrics=m)

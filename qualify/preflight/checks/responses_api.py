@@ -20,13 +20,12 @@ from qualify.preflight.checks.common import (
 )
 from qualify.preflight.checks.responses_read import (
     incomplete_reason,
-    message_text,
     order_problems,
     output_items,
     parse_events,
-    reasoning_text,
     streamed_text,
     terminal,
+    text_of,
 )
 from qualify.preflight.checks.tool_result import CALL_ID, ToolCallSpec, judge_text
 from qualify.records import Verdict, worst
@@ -72,8 +71,8 @@ async def plain(ctx: GateContext, p: ResponsesParams) -> Outcome:
     if bad := exchange_problem(ex, "plain call"):
         return bad
     cut = incomplete_reason(ex.body)
-    text = message_text(ex.body).strip()
-    if not text and reasoning_text(ex.body).strip():
+    text = text_of(ex.body, "message").strip()
+    if not text and text_of(ex.body, "reasoning").strip():
         return _reasoning_only("plain call", cut, budget)
     problems = [] if text else ["no output_text in a message item"]
     if cut is not None and cut != "max_output_tokens":
@@ -96,7 +95,7 @@ async def function_call(ctx: GateContext, p: ResponsesParams) -> Outcome:
         return bad
     items = output_items(ex.body, "function_call")
     if not items:
-        said = clip(message_text(ex.body).strip(), 80) or "nothing visible"
+        said = clip(text_of(ex.body, "message").strip(), 80) or "nothing visible"
         return _part("function call", [f"no function_call output item (the answer was {said!r})"])
     problems = [] if items[0].get("call_id") else ["the function_call item has no call_id"]
     args = items[0].get("arguments")
@@ -122,24 +121,27 @@ async def continuation(ctx: GateContext, p: ResponsesParams) -> Outcome:
         },
         {"type": "function_call_output", "call_id": CALL_ID, "output": p.result},
     ]
+    budget = answer_budget(ctx, p.max_output_tokens)
     body = {
         "input": items,
         "tools": flat_tools(ctx.load_json(p.tools)),
-        "max_output_tokens": answer_budget(ctx, p.max_output_tokens),
+        "max_output_tokens": budget,
     }
     ex = await ctx.responses("responses-continuation", body)
     if bad := exchange_problem(ex, "function_call_output continuation"):
         return bad
-    if not message_text(ex.body).strip() and reasoning_text(ex.body).strip():
+    text = text_of(ex.body, "message")
+    if not text.strip() and text_of(ex.body, "reasoning").strip():
         cut = incomplete_reason(ex.body)
-        spent = answer_budget(ctx, p.max_output_tokens)
-        return _reasoning_only("function_call_output continuation", cut, spent)
-    return _part("function_call_output continuation", judge_text(message_text(ex.body), p.expect))
+        return _reasoning_only("function_call_output continuation", cut, budget)
+    return _part("function_call_output continuation", judge_text(text, p.expect))
 
 
 async def streamed(ctx: GateContext, p: ResponsesParams) -> Outcome:
-    body = {"input": p.prompt, "max_output_tokens": answer_budget(ctx, p.max_output_tokens)}
-    ex = await ctx.responses("responses-stream", body, stream=True)
+    budget = answer_budget(ctx, p.max_output_tokens)
+    ex = await ctx.responses(
+        "responses-stream", {"input": p.prompt, "max_output_tokens": budget}, stream=True
+    )
     if bad := exchange_problem(ex, "streamed call"):
         return bad
     parsed, malformed = parse_events(ex.events)
@@ -150,8 +152,7 @@ async def streamed(ctx: GateContext, p: ResponsesParams) -> Outcome:
     joined, done = streamed_text(parsed)
     types = {t for t, _ in parsed}
     if not problems and not joined and "response.reasoning_text.delta" in types:
-        spent = answer_budget(ctx, p.max_output_tokens)
-        return _reasoning_only("streamed call", terminal(parsed)[1], spent)
+        return _reasoning_only("streamed call", terminal(parsed)[1], budget)
     if done is not None and done != joined:
         problems.append("the joined text deltas differ from output_text.done")
     return _part("streamed call", problems)

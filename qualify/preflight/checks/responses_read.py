@@ -4,29 +4,31 @@ from __future__ import annotations
 
 import json
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal
 
 from qualify.httpclient.client import SSEEvent
 
 TERMINAL = {"response.completed", "response.incomplete", "response.failed", "error"}
 
 
-def output_items(body: Any, kind: str) -> list[dict[str, Any]]:  # raw server JSON
+def output_items(body: object, kind: str) -> list[dict[str, Any]]:  # raw server JSON
     items = body.get("output") if isinstance(body, dict) else None
     return [i for i in items or [] if isinstance(i, dict) and i.get("type") == kind]
 
 
-def message_text(body: Any) -> str:  # raw server JSON
-    """The visible text of every `message` output item (`output_text` parts), joined."""
-    parts = []
-    for item in output_items(body, "message"):
-        for c in item.get("content") or []:
-            if isinstance(c, dict) and c.get("type") == "output_text":
-                parts.append(str(c.get("text") or ""))
-    return "".join(parts)
+def text_of(body: object, kind: Literal["message", "reasoning"]) -> str:  # raw server JSON
+    """The text of every `message` output item (its `output_text` parts: the visible answer) or
+    every `reasoning` one (its `reasoning_text` parts), joined."""
+    part = "output_text" if kind == "message" else "reasoning_text"
+    return "".join(
+        str(c.get("text") or "")
+        for item in output_items(body, kind)
+        for c in item.get("content") or []
+        if isinstance(c, dict) and c.get("type") == part
+    )
 
 
-def incomplete_reason(body: Any) -> str | None:  # raw server JSON
+def incomplete_reason(body: object) -> str | None:  # raw server JSON
     """`incomplete_details.reason` of a response whose `status` is `incomplete` (vLLM ends a
     cut answer so: `max_output_tokens`), else None."""
     if not isinstance(body, dict) or body.get("status") != "incomplete":
@@ -36,18 +38,8 @@ def incomplete_reason(body: Any) -> str | None:  # raw server JSON
     return str(reason or "unknown")
 
 
-def reasoning_text(body: Any) -> str:  # raw server JSON
-    """The text of every `reasoning` output item (`reasoning_text` parts), joined."""
-    parts = []
-    for item in output_items(body, "reasoning"):
-        for c in item.get("content") or []:
-            if isinstance(c, dict) and c.get("type") == "reasoning_text":
-                parts.append(str(c.get("text") or ""))
-    return "".join(parts)
-
-
 def terminal(
-    parsed: list[tuple[str, dict[str, Any]]],  # raw server JSON
+    parsed: list[tuple[str, dict[str, object]]],  # raw server JSON
 ) -> tuple[str | None, str | None]:
     """The last event's type and, when its response is `incomplete`, the reason. vLLM 0.26
     (recorded) ends a cut stream with `response.completed` whose response has status
@@ -61,7 +53,7 @@ def terminal(
 
 def parse_events(
     events: list[SSEEvent],
-) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:  # raw server JSON
+) -> tuple[list[tuple[str, dict[str, object]]], list[str]]:  # raw server JSON
     """(type, payload) per event, the type from the `event:` line or the payload; and the bad."""
     out, bad = [], []
     for ev in events:
@@ -82,7 +74,7 @@ def _index(types: list[str], name: str, last: bool = False) -> int | None:
     return (hits[-1] if last else hits[0]) if hits else None
 
 
-def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:  # raw server JSON
+def order_problems(parsed: list[tuple[str, dict[str, object]]]) -> list[str]:  # raw server JSON
     """Why the events are not in the documented order (empty when they are)."""
     types = [t for t, _ in parsed]
     if not types:
@@ -115,14 +107,14 @@ def order_problems(parsed: list[tuple[str, dict[str, Any]]]) -> list[str]:  # ra
         problems.append("text deltas arrived before response.output_item.added")
     elif last_delta is not None and (done is None or done < last_delta):
         problems.append("text deltas arrived after response.output_item.done (or it never came)")
-    seq = [d["sequence_number"] for _, d in parsed if isinstance(d.get("sequence_number"), int)]
+    seq = [n for _, d in parsed if isinstance(n := d.get("sequence_number"), int)]
     if seq and any(b <= a for a, b in pairwise(seq)):
         problems.append("sequence_number does not increase from event to event")
     return problems
 
 
 def streamed_text(
-    parsed: list[tuple[str, dict[str, Any]]],  # raw server JSON
+    parsed: list[tuple[str, dict[str, object]]],  # raw server JSON
 ) -> tuple[str, str | None]:
     """The text joined from deltas, and the text `output_text.done` reported (if any)."""
     joined = "".join(

@@ -22,10 +22,8 @@ async def smoke(ctx: GateContext, p: SmokeParams) -> Outcome:
     o = await ctx.chat(
         "smoke", ctx.body([user(p.prompt)], max_tokens=answer_budget(ctx, p.max_tokens))
     )
-    if bad := chat_problem(o, "smoke request"):
+    if bad := chat_problem(o, "smoke request") or reasoning_only(o, ctx, "smoke"):
         return bad
-    if only := reasoning_only(o, ctx, "smoke"):
-        return only
     problems = []
     if not o.content.strip():
         problems.append(
@@ -34,8 +32,5 @@ async def smoke(ctx: GateContext, p: SmokeParams) -> Outcome:
         )
     if o.completion_tokens is None:
         problems.append("the response carries no usage.completion_tokens")
-    return (
-        Outcome.failed(*problems, metrics=answer_metrics(o))
-        if problems
-        else Outcome.passed(answer_metrics(o))
-    )
+    m = answer_metrics(o)
+    return Outcome.failed(*problems, metrics=m) if problems else Outcome.passed(m)

@@ -40,13 +40,9 @@ def script_of(ch: str) -> str | None:
     return name.split(" ", 1)[0] if name else None
 
 
-def scripts(text: str) -> Counter[str]:
-    return Counter(s for s in map(script_of, text) if s is not None)
-
-
 def drift(text: str, expected: str, max_share: float, min_letters: int) -> tuple[str, float] | None:
     """The foreign script and its share of the letters, when it exceeds `max_share`."""
-    counts = scripts(text)
+    counts = Counter(s for s in map(script_of, text) if s is not None)
     total = sum(counts.values())
     if total < min_letters:
         return None

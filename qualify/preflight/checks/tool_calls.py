@@ -98,6 +98,4 @@ async def tool_calls_stream(ctx: GateContext, p: ToolCallParams) -> Outcome:
         for c in o.tool_calls
         if not c.id
     ]
-    if problems:
-        return Outcome.failed(*problems, metrics=outcome.metrics)
-    return outcome
+    return Outcome.failed(*problems, metrics=outcome.metrics) if problems else outcome

@@ -78,10 +78,8 @@ async def tool_result(ctx: GateContext, p: ToolResultParams) -> Outcome:
         messages(p), max_tokens=answer_budget(ctx, p.max_tokens), tools=ctx.load_json(p.tools)
     )
     o = await ctx.chat("tool-result", body)
-    if bad := chat_problem(o, "continuation request"):
+    if bad := chat_problem(o, "continuation request") or reasoning_only(o, ctx, "tool result"):
         return bad
-    if only := reasoning_only(o, ctx, "tool result"):
-        return only
     problems = judge_text(o.content, p.expect)
     m = answer_metrics(o)
     return Outcome.failed(*problems, metrics=m) if problems else Outcome.passed(m)

@@ -12,7 +12,6 @@ import git
 from pydantic import Field, field_validator
 
 from qualify.gates.registry import Outcome
-from qualify.quality.sandbox import run_python
 from qualify.quality.tasks import (
     Asked,
     QualityContext,
@@ -75,7 +74,7 @@ def apply_diff(tree: Path, diff: str) -> str | None:
     return f"the diff does not apply (git apply --check): {errors[0][:300]}"
 
 
-def judge_diff(asked: Asked, p: DiffParams, run_code: RunCode = run_python) -> Outcome:
+def judge_diff(asked: Asked, p: DiffParams, run_code: RunCode) -> Outcome:
     """Apply the answer's diff to a fresh copy of the files, then run the task's test."""
     if why := visible_or_reason(asked):
         return asked.wrong(why)

@@ -12,7 +12,6 @@ from pathlib import Path
 from pydantic import Field
 
 from qualify.gates.registry import Outcome
-from qualify.quality.sandbox import run_python
 from qualify.quality.tasks import (
     Asked,
     QualityContext,
@@ -50,7 +49,7 @@ def extract_code(answer: str) -> str | None:
     return text if re.search(r"^\s*(def|class|import|from)\s", text, re.MULTILINE) else None
 
 
-def judge_code(asked: Asked, p: PythonParams, run_code: RunCode = run_python) -> Outcome:
+def judge_code(asked: Asked, p: PythonParams, run_code: RunCode) -> Outcome:
     """Save the code, run the assertions against it; pass only when they ran to their end."""
     if why := visible_or_reason(asked):
         return asked.wrong(why)

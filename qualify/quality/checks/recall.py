@@ -64,6 +64,4 @@ def judge_recall(asked: Asked, p: RecallParams) -> Outcome:
 async def recall(ctx: QualityContext, p: RecallParams) -> Outcome:
     """Pass when the last question is answered with the value only an earlier turn holds."""
     asked = await ask(ctx, p, "recall")
-    if asked.outcome is not None:
-        return asked.outcome
-    return judge_recall(asked, p)
+    return asked.outcome or judge_recall(asked, p)

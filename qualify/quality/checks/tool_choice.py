@@ -66,6 +66,4 @@ async def tool_choice(ctx: QualityContext, p: ToolChoiceParams) -> Outcome:
     """Pass when a plain-words request gets the right tool with the right typed arguments."""
     tools = ctx.load_json(p.tools)
     asked = await ask(ctx, p, f"tool-{p.expect_tool}", tools=tools, tool_choice="auto")
-    if asked.outcome is not None:
-        return asked.outcome
-    return judge_tool(asked, p, tools)
+    return asked.outcome or judge_tool(asked, p, tools)

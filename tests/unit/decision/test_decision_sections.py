@@ -55,7 +55,7 @@ def test_a_scaled_budget_shows_the_declared_one_beside_it() -> None:
         reasoning_budget=1000,
         max_tokens=1500,
     )
-    got = quality_section.quality(QualityRecord(budgets=[budget], budget_scale=0.5))
+    got = quality_section.section(QualityRecord(budgets=[budget], budget_scale=0.5), [])["quality"]
     assert got["budgets"] == [
         {
             "task": "t",
@@ -74,7 +74,7 @@ def test_each_card_is_held_to_the_reserve_at_every_stage() -> None:
         Card(gpu="1", stages={"ab": StageFigures(min_free_mib=4096.0)}),
     ]
     record = VramRecord(reserve_gib=1.0, cards=cards)
-    rows = vram_section.vram_rows(record)
+    rows = vram_section.section(record, [])["vram"]
     assert [c["label"] for c in rows["cards"]] == ["GPU 0 (H200)", "GPU 1"]
     assert rows["rows"][0]["reserve"] == "fail on 1 of 2"
     assert rows["overall"] == "fails: ab fail on 1 of 2"

@@ -229,13 +229,13 @@ def test_responses_cut_answer_as_recorded() -> None:
     from qualify.preflight.checks.responses_read import (
         incomplete_reason,
         order_problems,
-        reasoning_text,
         terminal,
+        text_of,
     )
 
     cut = body("responses_incomplete.json")
     assert incomplete_reason(cut) == "max_output_tokens"
-    assert reasoning_text(cut).strip() and incomplete_reason(body("responses.json")) is None
+    assert text_of(cut, "reasoning").strip() and incomplete_reason(body("responses.json")) is None
     events = []
     for block in (FIX / "responses_stream_reasoning.sse").read_text().split("\n\n"):
         data = [ln[6:] for ln in block.splitlines() if ln.startswith("data: ")]

@@ -4,7 +4,8 @@ window asked, and reads each window as the cards it was given."""
 
 from __future__ import annotations
 
-from qualify.vram.sampler import CardWindow, Window
+from qualify.records import CardWindow
+from qualify.vram.sampler import Window
 
 
 class FakeParts:
@@ -24,7 +25,9 @@ class FakeParts:
         self.windows.append((t0, t1))
         return Window(
             {
-                card: CardWindow(self.free - below, watts, self.samples)
+                card: CardWindow(
+                    min_free_mib=self.free - below, mean_power_w=watts, samples=self.samples
+                )
                 for card, (below, watts) in self.cards.items()
             }
         )

@@ -90,8 +90,8 @@ def test_a_gpu_lost_mid_run_is_named_with_its_stage() -> None:
     sampler = replayed_sampler(lose={"0": 40})
     track = sampler.figures()["0"]
     assert track.lost is not None
-    assert "GpuIsLost" in track.lost["why"] and "GPU is lost" in track.lost["why"]
-    assert track.lost["stage"] == "alloc-10GiB"
+    assert "GpuIsLost" in track.lost.why and "GPU is lost" in track.lost.why
+    assert track.lost.stage == "alloc-10GiB"
     assert sum(st.samples for st in track.stages.values()) == 40
     assert "release-10GiB" not in track.stages or track.stages["release-10GiB"].samples < 8
 

@@ -20,8 +20,8 @@ def test_the_log_on_disk_gives_the_figures_the_memory_log_gives(tmp_path: Path) 
     in_memory = replayed_sampler()
     disk = figures(read_logs(run))["0"].stages
     memory = in_memory.figures()["0"].stages
-    assert {s: f.as_dict() | {"attempts": []} for s, f in disk.items()} == {
-        s: f.as_dict() | {"attempts": []} for s, f in memory.items()
+    assert {s: f.model_dump() | {"attempts": []} for s, f in disk.items()} == {
+        s: f.model_dump() | {"attempts": []} for s, f in memory.items()
     }
     live = proof()["sources"]["nvml"]["cards"]["0"]["stages"]
     for stage, want in live.items():
