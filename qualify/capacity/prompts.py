@@ -97,5 +97,5 @@ class Prompts:
             return await self.counter.count(messages(self.kind, self.text(chars), nonce))
 
         fitted = await fit(count, sized.tokens, sized.chars, new_nonce, self.max_calls)
-        self.fits.append(fitted.as_dict())
+        self.fits.append(fitted.model_dump())
         return messages(self.kind, self.text(fitted.chars), fitted.nonce)

@@ -130,7 +130,7 @@ class NonceCount(Written):
 
 
 class ColdFit(Written):
-    """`qualify.context.sizing.Fitted.as_dict`: a cold prompt re-counted behind its nonce."""
+    """A cold prompt re-counted behind its nonce (`qualify.context.sizing.fit`)."""
 
     tokens: int = 0
     want: int = 0
@@ -138,6 +138,13 @@ class ColdFit(Written):
     chars: int = 0
     calls: int = 0
     counts: list[NonceCount] = Field(default_factory=list)
+
+    @property
+    def nonce(self) -> str:
+        """The nonce of the count that won (the first of its body length and tokens)."""
+        return next(
+            c.nonce for c in self.counts if (c.chars, c.tokens) == (self.chars, self.tokens)
+        )
 
 
 class NeedleInfo(Written):

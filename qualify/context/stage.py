@@ -29,7 +29,6 @@ from qualify.context.record import (
     Asked,
     Battery,
     Case,
-    ColdFit,
     Content,
     Pass,
     Record,
@@ -266,7 +265,7 @@ class Ladder:
         fitted = await fit(
             count, sized.tokens, sized.chars, new_nonce, self.settings.max_tokenizer_counts
         )
-        info.cold_fits.append(ColdFit.model_validate(fitted.as_dict()))
+        info.cold_fits.append(fitted)
         return build(fitted.chars, fitted.nonce)
 
     async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> Warmup:
