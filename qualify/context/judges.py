@@ -186,10 +186,9 @@ def idle(data: Record, params: IdleParams, thresholds: Thresholds) -> list[Judge
     reasons: list[str] = []
     waited = [0.0]
     for row in data.rows:
-        checks = [("before", row.idle.before)]
-        if row.idle.after is not None:
-            checks.append(("after", row.idle.after))
-        for when, rep in checks:
+        for when, rep in (("before", row.idle.before), ("after", row.idle.after)):
+            if rep is None:
+                continue
             waited.append(rep.waited_s)
             where = f"{row.planned_tokens} {row.where} ({when})"
             if rep.idle is True:
@@ -293,10 +292,8 @@ def tasks(data: Record, params: TasksParams, thresholds: Thresholds) -> list[Jud
             if kind not in seen:
                 continue
             seen[kind] += 1
-            if check.passed:
-                verdicts.append(Verdict.PASS)
-            else:
-                verdicts.append(Verdict.FAIL)
+            verdicts.append(Verdict.PASS if check.passed else Verdict.FAIL)
+            if not check.passed:
                 reasons.append(f"{where}: {kind} {_check_text(kind, check)}")
         if any(r.verdict == Verdict.ERROR.value for r in rows):
             verdicts.append(Verdict.ERROR)
@@ -348,7 +345,7 @@ def garbled(data: Record, params: GarbleParams, thresholds: Thresholds) -> list[
     out: list[Judged] = []
     for rung in data.rungs:
         _, _, reasons, metrics = _rung_frame(data, rung)
-        del reasons[len(reasons) - len(rung.errors) :]  # a broken rung's answers are still judged
+        del reasons[len(reasons) - len(rung.errors) :]  # the clamp note only: not why it broke
         answers = [(w, t) for w, t in _rung_answers(data, rung) if t.strip()]
         bad = [
             (w, p)
@@ -359,9 +356,7 @@ def garbled(data: Record, params: GarbleParams, thresholds: Thresholds) -> list[
         metrics.update(answers=len(answers), garbled=len({w for w, _ in bad}))
         if not answers:
             reasons.append("no visible answer at this rung")
-            verdict = Verdict.INCONCLUSIVE
-        else:
-            verdict = Verdict.FAIL if bad else Verdict.PASS
+        verdict = Verdict.FAIL if bad else Verdict.PASS if answers else Verdict.INCONCLUSIVE
         out.append(Judged(verdict, reasons, metrics, part=rung.part))
     return out
 
@@ -384,11 +379,11 @@ def deep_tools(data: Record, params: ToolsParams, thresholds: Thresholds) -> lis
         "planned_tokens": bat.planned_tokens,
         "sizing": bat.sizing.model_dump() if bat.sizing else None,
     }
-    if bat.errors:
-        return [Judged(Verdict.ERROR, list(bat.errors), metrics, part=part)]
     rec = next((c for c in bat.cases if c.case == params.case), None)
-    if rec is None:
-        return [Judged(Verdict.INCONCLUSIVE, [f"{params.case}: not asked"], metrics, part=part)]
+    if bat.errors or rec is None:
+        verdict = Verdict.ERROR if bat.errors else Verdict.INCONCLUSIVE
+        reasons = list(bat.errors) or [f"{params.case}: not asked"]
+        return [Judged(verdict, reasons, metrics, part=part)]
     metrics.update(
         finish_reason=rec.finish_reason,
         prompt_tokens=rec.prompt_tokens,

@@ -154,7 +154,7 @@ class NeedleInfo(Written):
 
 
 class TaskInfo(Written):
-    """`qualify.context.tasks.Task.as_dict`: one hidden task of a document."""
+    """`qualify.context.tasks.Task.record`: one hidden task of a document."""
 
     kind: str
     depths: list[int] = Field(default_factory=list)
@@ -211,7 +211,7 @@ class Content(Written):
 
 
 class Rung(Written):
-    """One target of the ladder (`qualify.context.stage.Rung.as_dict`)."""
+    """One target of the ladder (`qualify.context.stage.plan_targets`)."""
 
     target: int
     planned_tokens: int

@@ -274,8 +274,7 @@ class Ladder:
 
 
 async def context(ctx: StageContext) -> StageResult:
-    """Run the ladder and judge it with the gates `gates/context/` declares: needles and
-    cold-cache per rung (named by the size run), idle, fidelity per concurrency, degenerate."""
+    """Run the ladder and judge it with the gates `gates/context/` declares."""
     s: ContextSettings = ctx.candidate.stages.context
     t_start = time.perf_counter()
     client = await ctx.client()
