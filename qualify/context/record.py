@@ -16,7 +16,6 @@ from qualify.httpclient.timing import FidelitySummary, ServerComparison
 from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 from qualify.serving.idle import IdleAround
 
-Number = int | float
 Pass = Literal["warm", "cold"]
 
 
