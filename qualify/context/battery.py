@@ -24,7 +24,7 @@ from typing import Literal
 from qualify.context.record import Case, ToolCallRecord
 from qualify.gates.files import default_gates_dir
 from qualify.httpclient.chat import ChatOutcome, ToolCall
-from qualify.preflight.checks.common import judge_calls, tool_schemas
+from qualify.preflight.checks.common import INFRA_KINDS, judge_calls, tool_schemas
 from qualify.preflight.checks.text import leaked_markup
 
 CaseName = Literal["typed", "streaming", "tool-result"]
@@ -70,7 +70,7 @@ def continuation(first: Sequence[Mapping[str, str]]) -> list[Mapping[str, object
 
 def _problem(o: ChatOutcome) -> str | None:
     """Why a case's exchange cannot be judged (transport, HTTP 5xx), or None."""
-    if o.error_kind in ("connect", "timeout", "dropped", "transport"):
+    if o.error_kind in INFRA_KINDS:
         return f"request failed: {o.error}"
     if o.http_status is None:
         return f"no response ({o.error or 'nothing received'})"

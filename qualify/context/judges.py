@@ -1,17 +1,6 @@
-"""The context ladder's judges, declared in `gates/context/*.yaml`, reading the stage's data.
-
-- `needles` and `cold-cache`: one verdict per rung, named by the size the rung actually ran
-  (`needles@7936` for a target of 16384 clamped to the window), never by its target;
-- `context-idle`: the engine was idle around every timed cell;
-- `context-fidelity`: one verdict per concurrency, the client's timings against the server's;
-- `context-degenerate`: no answer a drafter could accept wholesale (advisory);
-- `context-tasks`: per rung, the RULER-style tasks answered right, warm and cold;
-- `context-garble`: per rung, every visible answer given there is clean text;
-- `context-tools`: the deep tool battery's case (typed, streaming, tool-result) answered right.
-
-Each judge reads the stage's typed record (`qualify.context.record.Record`): `targets` (rungs),
-`rows` (cells), `fidelity` (with `engine` and `by_concurrency`), `degenerate` (the flagged
-streams), `audits` (the tasks' counts) and `battery` (the tool battery's exchanges).
+"""The context ladder's judges, declared in `gates/context/*.yaml`, reading the stage's typed
+record (`qualify.context.record.Record`). A per-rung verdict is named by the size the rung
+actually ran (`needles@7936` for a target of 16384 clamped to the window), never by its target.
 """
 
 from __future__ import annotations
@@ -72,34 +61,33 @@ class DegenerateParams(Params):
     )
 
 
-def _rung_frame(data: Record, rung: Rung) -> tuple[list[Row], list[str], dict[str, object]]:
-    """The rung's rows, the note a clamped rung carries, and the metrics naming its target."""
+def _rung_frame(
+    data: Record, rung: Rung
+) -> tuple[list[Row], list[Verdict], list[str], dict[str, object]]:
+    """The rung's rows, `error` where the rung broke, the note a clamped rung carries and why it
+    broke, and the metrics naming its target."""
     rows = [r for r in data.rows if r.target == rung.target]
-    targets = [rung.target] + [t.target for t in data.targets if t.same_as == rung.target]
     metrics: dict[str, object] = {
         "target": rung.target,
         "planned_tokens": rung.planned_tokens,
         "clamped": rung.clamped,
         "window": rung.window,
     }
-    notes: list[str] = []
+    reasons = list(rung.errors)
     if rung.clamped:
-        names = ", ".join(str(t) for t in targets)
+        targets = [rung.target] + [t.target for t in data.targets if t.same_as == rung.target]
         note = (
-            f"target {names}, clamped to {rung.planned_tokens} (per-request window "
-            f"{rung.window} minus the completion margin)"
+            f"target {', '.join(map(str, targets))}, clamped to {rung.planned_tokens} "
+            f"(per-request window {rung.window} minus the completion margin)"
         )
         metrics.update(note=note, targets=targets)
-        notes.append(note)
-    return rows, notes, metrics
+        reasons.insert(0, note)
+    return rows, [Verdict.ERROR] if rung.errors else [], reasons, metrics
 
 
 def _needle_value(rung: Rung, content: str, depth: int) -> str:
     c = rung.contents.get(content)
-    for n in c.needles if c else []:
-        if n.depth == depth:
-            return f" ({n.value})"
-    return ""
+    return next((f" ({n.value})" for n in c.needles if n.depth == depth), "") if c else ""
 
 
 @judge(STAGE, "needles", NeedlesParams)
@@ -108,9 +96,7 @@ def needles(data: Record, params: NeedlesParams, thresholds: Thresholds) -> list
     alone is not enough); a broken cell or rung is `error`."""
     out: list[Judged] = []
     for rung in data.rungs:
-        rows, reasons, metrics = _rung_frame(data, rung)
-        verdicts = [Verdict.ERROR] if rung.errors else []
-        reasons.extend(rung.errors)
+        rows, verdicts, reasons, metrics = _rung_frame(data, rung)
         found = {str(d): 0 for d in params.depths}
         streams = 0
         for row in rows:
@@ -151,11 +137,9 @@ def cold_cache(data: Record, params: ColdCacheParams, thresholds: Thresholds) ->
     ("the prefix cache flattered it"); no cached-token count at all is inconclusive."""
     out: list[Judged] = []
     for rung in data.rungs:
-        rows, reasons, metrics = _rung_frame(data, rung)
+        rows, verdicts, reasons, metrics = _rung_frame(data, rung)
         cold = [r for r in rows if r.pass_ == "cold"]
         warm = [r for r in rows if r.pass_ == "warm"]
-        verdicts = [Verdict.ERROR] if rung.errors else []
-        reasons.extend(rung.errors)
         seen: list[list[int | None]] = []
         for row in cold:
             if not row.streams:
@@ -202,10 +186,9 @@ def idle(data: Record, params: IdleParams, thresholds: Thresholds) -> list[Judge
     reasons: list[str] = []
     waited = [0.0]
     for row in data.rows:
-        checks = [("before", row.idle.before)]
-        if row.idle.after is not None:
-            checks.append(("after", row.idle.after))
-        for when, rep in checks:
+        for when, rep in (("before", row.idle.before), ("after", row.idle.after)):
+            if rep is None:
+                continue
             waited.append(rep.waited_s)
             where = f"{row.planned_tokens} {row.where} ({when})"
             if rep.idle is True:
@@ -267,22 +250,20 @@ class TasksParams(Params):
     )
 
 
-def _task_answers(data: Record, rung: Rung) -> list[tuple[str, str, str, TaskCheck]]:
-    """(where, pass, kind, check) for every judged task answer at the rung."""
-    out: list[tuple[str, str, str, TaskCheck]] = []
+def _task_answers(data: Record, rung: Rung) -> list[tuple[str, str, TaskCheck]]:
+    """(where, kind, check) for every judged task answer at the rung."""
+    out: list[tuple[str, str, TaskCheck]] = []
     for row in data.rows:
         if row.target != rung.target or row.verdict == Verdict.ERROR.value:
             continue
         for i, s in enumerate(row.streams):
             if s.problem:
                 continue
-            for kind, check in s.tasks.items():
-                where = f"{row.where} stream {i + 1} (numbered answer)"
-                out.append((where, row.pass_, kind, check))
+            where = f"{row.where} stream {i + 1} (numbered answer)"
+            out.extend((where, kind, check) for kind, check in s.tasks.items())
     for content, info in rung.contents.items():
-        for a in info.asked:
-            if not a.problem:
-                out.append((f"warm {content} (own question)", "warm", a.kind, a.check))
+        where = f"warm {content} (own question)"
+        out.extend((where, a.kind, a.check) for a in info.asked if not a.problem)
     return out
 
 
@@ -305,18 +286,14 @@ def tasks(data: Record, params: TasksParams, thresholds: Thresholds) -> list[Jud
     out: list[Judged] = []
     by_kind = data.audits.by_kind if data.audits else []
     for rung in data.rungs:
-        rows, reasons, metrics = _rung_frame(data, rung)
-        verdicts = [Verdict.ERROR] if rung.errors else []
-        reasons.extend(rung.errors)
+        rows, verdicts, reasons, metrics = _rung_frame(data, rung)
         seen = {k: 0 for k in params.kinds}
-        for where, _, kind, check in _task_answers(data, rung):
+        for where, kind, check in _task_answers(data, rung):
             if kind not in seen:
                 continue
             seen[kind] += 1
-            if check.passed:
-                verdicts.append(Verdict.PASS)
-            else:
-                verdicts.append(Verdict.FAIL)
+            verdicts.append(Verdict.PASS if check.passed else Verdict.FAIL)
+            if not check.passed:
                 reasons.append(f"{where}: {kind} {_check_text(kind, check)}")
         if any(r.verdict == Verdict.ERROR.value for r in rows):
             verdicts.append(Verdict.ERROR)
@@ -367,7 +344,8 @@ def garbled(data: Record, params: GarbleParams, thresholds: Thresholds) -> list[
     a rung with no visible answer at all is inconclusive."""
     out: list[Judged] = []
     for rung in data.rungs:
-        _, reasons, metrics = _rung_frame(data, rung)
+        _, _, reasons, metrics = _rung_frame(data, rung)
+        del reasons[len(reasons) - len(rung.errors) :]  # the clamp note only: not why it broke
         answers = [(w, t) for w, t in _rung_answers(data, rung) if t.strip()]
         bad = [
             (w, p)
@@ -378,9 +356,7 @@ def garbled(data: Record, params: GarbleParams, thresholds: Thresholds) -> list[
         metrics.update(answers=len(answers), garbled=len({w for w, _ in bad}))
         if not answers:
             reasons.append("no visible answer at this rung")
-            verdict = Verdict.INCONCLUSIVE
-        else:
-            verdict = Verdict.FAIL if bad else Verdict.PASS
+        verdict = Verdict.FAIL if bad else Verdict.PASS if answers else Verdict.INCONCLUSIVE
         out.append(Judged(verdict, reasons, metrics, part=rung.part))
     return out
 
@@ -403,11 +379,11 @@ def deep_tools(data: Record, params: ToolsParams, thresholds: Thresholds) -> lis
         "planned_tokens": bat.planned_tokens,
         "sizing": bat.sizing.model_dump() if bat.sizing else None,
     }
-    if bat.errors:
-        return [Judged(Verdict.ERROR, list(bat.errors), metrics, part=part)]
     rec = next((c for c in bat.cases if c.case == params.case), None)
-    if rec is None:
-        return [Judged(Verdict.INCONCLUSIVE, [f"{params.case}: not asked"], metrics, part=part)]
+    if bat.errors or rec is None:
+        verdict = Verdict.ERROR if bat.errors else Verdict.INCONCLUSIVE
+        reasons = list(bat.errors) or [f"{params.case}: not asked"]
+        return [Judged(verdict, reasons, metrics, part=part)]
     metrics.update(
         finish_reason=rec.finish_reason,
         prompt_tokens=rec.prompt_tokens,

@@ -138,8 +138,7 @@ def stream_row(
 
 
 def _med(values: Sequence[float | None]) -> float | None:
-    nums = [float(v) for v in values if isinstance(v, int | float)]
-    return median(nums)
+    return median([float(v) for v in values if v is not None])
 
 
 def aggregate_rate(streams: list[Stream], span_s: float) -> float | None:

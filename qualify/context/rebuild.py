@@ -319,8 +319,6 @@ def audit_summary(rungs: list[Rung], rows: list[Row]) -> Audits:
                 pass_=pass_,
                 form=form,
                 depths=next((t.depths for t in tasks if t.kind == kind), []),
-                asked=0,
-                passed=0,
             ),
         )
         e.asked += 1

@@ -16,7 +16,6 @@ from qualify.httpclient.timing import FidelitySummary, ServerComparison
 from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 from qualify.serving.idle import IdleAround
 
-Number = int | float
 Pass = Literal["warm", "cold"]
 
 
@@ -130,7 +129,7 @@ class NonceCount(Written):
 
 
 class ColdFit(Written):
-    """`qualify.context.sizing.Fitted.as_dict`: a cold prompt re-counted behind its nonce."""
+    """A cold prompt re-counted behind its nonce (`qualify.context.sizing.fit`)."""
 
     tokens: int = 0
     want: int = 0
@@ -138,6 +137,13 @@ class ColdFit(Written):
     chars: int = 0
     calls: int = 0
     counts: list[NonceCount] = Field(default_factory=list)
+
+    @property
+    def nonce(self) -> str:
+        """The nonce of the count that won (the first of its body length and tokens)."""
+        return next(
+            c.nonce for c in self.counts if (c.chars, c.tokens) == (self.chars, self.tokens)
+        )
 
 
 class NeedleInfo(Written):
@@ -147,7 +153,7 @@ class NeedleInfo(Written):
 
 
 class TaskInfo(Written):
-    """`qualify.context.tasks.Task.as_dict`: one hidden task of a document."""
+    """`qualify.context.tasks.Task.record`: one hidden task of a document."""
 
     kind: str
     depths: list[int] = Field(default_factory=list)
@@ -204,7 +210,7 @@ class Content(Written):
 
 
 class Rung(Written):
-    """One target of the ladder (`qualify.context.stage.Rung.as_dict`)."""
+    """One target of the ladder (`qualify.context.stage.plan_targets`)."""
 
     target: int
     planned_tokens: int

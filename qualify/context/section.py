@@ -182,20 +182,15 @@ def context_reach(ctx: Record | None) -> dict[str, tuple[int | None, int]]:
     return out
 
 
-def context_reached(ctx: Record | None) -> str:
-    reach = context_reach(ctx)
-    if ctx is None or not ctx.rows:
-        return "not run"
-    parts = [
-        f"{p} {number(top, 0) if top else 'none'} passed of {number(most, 0)} sent"
-        for p, (top, most) in reach.items()
-    ]
-    return "; ".join(parts) + " prompt tokens"
-
-
 def figures(ctx: Record | None, gates: list[GateOutcome]) -> list[str]:
     """Its headline line: the largest prompt that passed, per pass, of the largest sent."""
-    return ["context reached: " + context_reached(ctx)]
+    if ctx is None or not ctx.rows:
+        return ["context reached: not run"]
+    parts = [
+        f"{p} {number(top, 0) if top else 'none'} passed of {number(most, 0)} sent"
+        for p, (top, most) in context_reach(ctx).items()
+    ]
+    return ["context reached: " + "; ".join(parts) + " prompt tokens"]
 
 
 def _context_cell(row: Row, level: str | None) -> Cell:

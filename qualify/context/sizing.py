@@ -17,7 +17,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from qualify.context.record import Sizing
+from qualify.context.record import ColdFit, NonceCount, Sizing
 from qualify.httpclient.client import Client, Exchange
 from qualify.serving.engines import adapter
 
@@ -58,21 +58,19 @@ class Counter:
         """The tokens of the chat prompt `msgs` (with `tools` declared, when given)."""
         if not self.method:
             self.method = adapter(self.engine).sizing
-        n = None
+        n, extra = None, {"tools": tools} if tools else {}
         if self.method == "apply-template+tokenize":
-            prompt = await (self._llamacpp(msgs) if tools is None else self._render(msgs, tools))
+            prompt = await (self._llamacpp(msgs) if tools is None else self._render(msgs, extra))
             n = None if prompt is None else await self._tokenize({"content": prompt, **_SPECIAL})
         elif self.method == "tokenize":
-            extra = {"tools": tools} if tools else {}
             kw = {k: v for k, v in self.fields.items() if k == "chat_template_kwargs"}
             n = await self._tokenize({"model": self.model, "messages": msgs, **extra, **kw})
         if n is None:
             self.method = "usage.prompt_tokens"
-            n = await self._usage(msgs, tools)
+            n = await self._usage(msgs, extra)
         return n
 
-    async def _render(self, msgs: Messages, tools: Tools | None = None) -> str | None:
-        extra = {"tools": tools} if tools else {}
+    async def _render(self, msgs: Messages, extra: Mapping[str, object] = {}) -> str | None:
         ex = await self._call("/apply-template", {"messages": msgs, **extra, **self.fields})
         prompt = ex.body.get("prompt") if ex.ok and isinstance(ex.body, dict) else None
         return prompt if isinstance(prompt, str) else None
@@ -101,8 +99,7 @@ class Counter:
             count if isinstance(count, int) else len(tokens) if isinstance(tokens, list) else None
         )
 
-    async def _usage(self, msgs: Messages, tools: Tools | None = None) -> int:
-        extra = {"tools": tools} if tools else {}
+    async def _usage(self, msgs: Messages, extra: Mapping[str, object]) -> int:
         body = {"model": self.model, "messages": msgs, "max_tokens": 1, **extra, **self.fields}
         ex = await self._call("/v1/chat/completions", body)
         usage = ex.body.get("usage") if isinstance(ex.body, dict) else None
@@ -167,31 +164,6 @@ async def size(
     )
 
 
-@dataclass
-class Fitted:
-    """A cold prompt's nonce and body length, and the counts that found them."""
-
-    nonce: str
-    chars: int
-    tokens: int
-    want: int
-    counts: list[tuple[str, int, int]]
-
-    @property
-    def exact(self) -> bool:
-        return self.tokens == self.want
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "tokens": self.tokens,
-            "want": self.want,
-            "exact": self.exact,
-            "chars": self.chars,
-            "calls": len(self.counts),
-            "counts": [{"nonce": n, "chars": c, "tokens": t} for n, c, t in self.counts],
-        }
-
-
 NONCE_CHARS = (8, 32)
 """Shortest and longest nonce (hex characters): 8 still makes every first cache block new."""
 
@@ -202,9 +174,9 @@ async def fit(
     chars: int,
     draw: Callable[[int], str],
     max_calls: int,
-    nonce_chars: int = 16,
-) -> Fitted:
-    """A prompt of exactly `want` tokens behind a fresh nonce, re-measured after the nonce is in.
+) -> ColdFit:
+    """A prompt of exactly `want` tokens behind a fresh nonce (16 hex characters at first),
+    re-measured after the nonce is in.
 
     `count(nonce, chars)` builds the prompt with that nonce and a body of `chars` characters and
     counts it; `draw(n)` makes n random hex characters. A nonce's tokens vary with its digits
@@ -216,14 +188,14 @@ async def fit(
     largest count under `want` wins (never one over it, when one under it was seen).
     """
     lo, hi = NONCE_CHARS
-    nonce, body = draw(nonce_chars), chars
+    nonce, body = draw(16), chars
     tried: list[tuple[str, int, int]] = []
     steps: list[tuple[int, int]] = []  # body lengths tried behind the current nonce
     while len(tried) < max(1, max_calls):
         n = await count(nonce, body)
         tried.append((nonce, body, n))
         if n == want:
-            return Fitted(nonce, body, n, want, tried)
+            break
         miss = n - want
         if lo <= len(nonce) - miss <= hi:
             nonce = nonce[: len(nonce) - miss] if miss > 0 else nonce + draw(-miss)
@@ -232,5 +204,8 @@ async def fit(
             steps.append((body, n))
             body = _next_chars(steps, want)
     under = [t for t in tried if t[2] <= want]
-    best = max(under, key=lambda t: t[2]) if under else min(tried, key=lambda t: t[2])
-    return Fitted(best[0], best[1], best[2], want, tried)
+    _, chars, n = max(under, key=lambda t: t[2]) if under else min(tried, key=lambda t: t[2])
+    counts = [NonceCount(nonce=x, chars=c, tokens=t) for x, c, t in tried]
+    return ColdFit(
+        tokens=n, want=want, exact=n == want, chars=chars, calls=len(tried), counts=counts
+    )

@@ -29,7 +29,6 @@ from qualify.context.record import (
     Asked,
     Battery,
     Case,
-    ColdFit,
     Content,
     Pass,
     Record,
@@ -266,7 +265,7 @@ class Ladder:
         fitted = await fit(
             count, sized.tokens, sized.chars, new_nonce, self.settings.max_tokenizer_counts
         )
-        info.cold_fits.append(ColdFit.model_validate(fitted.as_dict()))
+        info.cold_fits.append(fitted)
         return build(fitted.chars, fitted.nonce)
 
     async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> Warmup:
@@ -275,8 +274,7 @@ class Ladder:
 
 
 async def context(ctx: StageContext) -> StageResult:
-    """Run the ladder and judge it with the gates `gates/context/` declares: needles and
-    cold-cache per rung (named by the size run), idle, fidelity per concurrency, degenerate."""
+    """Run the ladder and judge it with the gates `gates/context/` declares."""
     s: ContextSettings = ctx.candidate.stages.context
     t_start = time.perf_counter()
     client = await ctx.client()

@@ -119,7 +119,7 @@ def multi_key(rng: random.Random, taken: set[str]) -> Task:
     return Task("multi-key", lines, q, tuple(values[i] for i in asked))
 
 
-def multifive_digits(rng: random.Random, taken: set[str]) -> Task:
+def multi_value(rng: random.Random, taken: set[str]) -> Task:
     depths = (20, 55, 85)
     values = [fresh(rng, five_digits, taken) for _ in depths]
     lines = tuple(
@@ -171,7 +171,7 @@ def aggregation(rng: random.Random, taken: set[str]) -> Task:
 
 _MAKERS = {
     "multi-key": multi_key,
-    "multi-value": multifive_digits,
+    "multi-value": multi_value,
     "variable-tracking": variable_tracking,
     "common-words": common_words,
     "aggregation": aggregation,
