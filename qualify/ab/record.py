@@ -36,12 +36,8 @@ class Acceptance(Written):
     @property
     def per_draft(self) -> float | None:
         """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
-        drafts, accepted = self.drafts, self.accepted
-        return (
-            accepted / drafts
-            if accepted is not None and drafts is not None and drafts > 0
-            else None
-        )
+        drafts = self.drafts or 0
+        return self.accepted / drafts if self.accepted is not None and drafts > 0 else None
 
 
 class ResponseDrafts(Written):

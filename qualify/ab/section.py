@@ -3,8 +3,8 @@ and the paired per-request statistic, the lanes (speculation, KV, runs, energy p
 token), each card's lowest free memory (headroom against the house reserve) and mean power per
 lane, draft acceptance, excluded requests, and the plots of per-request decode and E2E per lane
 and of acceptance by draft position. A pure function of the stage's typed record and its gates;
-the headline and caveats read the same record through `paired_of`, `runs_of`, `paired_text`,
-`accepted_per_draft` and `draft_share`."""
+the headline and caveats read the same record through `paired_of`, `runs_of` and
+`effect_text`."""
 
 from __future__ import annotations
 
@@ -249,11 +249,6 @@ def lossless_text(got: Lossless | None) -> str:
     for lane, r in (got.repeats or {}).items():
         text += f"; the {lane}'s own answers across its runs: {r.identical} of {r.pairs} identical"
     return text + "."
-
-
-def accepted_per_draft(a: Acceptance) -> float | None:
-    """Accepted draft tokens per draft (`Acceptance.per_draft`)."""
-    return a.per_draft
 
 
 def draft_share(record: Record) -> str | None:
