@@ -34,7 +34,7 @@ from qualify.serving.histograms import server_window
 from qualify.serving.idle import wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked
 
-PER_REQUEST = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
+PER_REQUEST = tuple(RunP50.model_fields)  # a run's p50 of each, over its counted requests
 # A request's figures from a server's histograms over its run (`server_side`): not kept raw, so
 # the rebuild takes them as recorded; all else of a request it derives from its exchange.
 WINDOW = (
@@ -277,9 +277,6 @@ def summary(run: Run, records: list[Request], wall: float) -> Run:
     tokens = sum(r.completion_tokens or 0 for r in answered)
     chunks = sum(r.token_chunks for r in answered)
     p50 = {m: median([v for r in counted if (v := getattr(r, m)) is not None]) for m in PER_REQUEST}
-    p50["decode_tok_s_if_chunks_counted"] = median(
-        [v for r in counted if (v := r.decode_tok_s_if_chunks_counted)]
-    )
     figures = {
         "p50": RunP50(**p50),
         # A degenerate answer's tokens are no measure of speed: the run gets no aggregate.

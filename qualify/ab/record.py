@@ -114,9 +114,7 @@ class PromptWhy(Written):
     why: str
 
 
-class DegenerateAnswer(Written):
-    prompt: str
-    why: str
+class DegenerateAnswer(PromptWhy):
     file: str = ""
 
 

@@ -16,6 +16,7 @@ from qualify.ab.record import (
     Energy,
     Kv,
     Lane,
+    LaneEnergy,
     LaneName,
     Lossless,
     MetricRow,
@@ -24,7 +25,7 @@ from qualify.ab.record import (
     Run,
 )
 from qualify.ab.stats import paired_summary
-from qualify.ab.table import pairs, same_in_every_request
+from qualify.ab.table import METRICS, pairs, same_in_every_request
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
 from qualify.present.cells import (
@@ -312,9 +313,7 @@ def acceptance_text(record: Record) -> str:
 
 
 def _energy(lane: Lane) -> str:
-    e = lane.energy
-    if e is None:
-        return per_token_text(None, None, None)
+    e = lane.energy or LaneEnergy()
     return per_token_text(e.j_per_output_token, e.joules, e.completion_tokens)
 
 
@@ -440,11 +439,9 @@ def diff_cells(rec: Record) -> list[Cell]:
     lane = rec.lanes.get("candidate")
     runs = lane.runs if lane else []
     cell = Cell("ab", "candidate lane", setting)
-    cell.measures["decode_tok_s"] = Measure(
-        "tok/s", "higher", nums(r.p50.decode_tok_s for r in runs)
-    )
-    cell.measures["ttft_s"] = Measure("s", "lower", nums(r.p50.ttft_s for r in runs))
-    cell.measures["e2e_s"] = Measure("s", "lower", nums(r.p50.e2e_s for r in runs))
+    for name, unit, better in METRICS:
+        if name in ("decode_tok_s", "ttft_s", "e2e_s"):
+            cell.measures[name] = Measure(unit, better, nums(getattr(r.p50, name) for r in runs))
     agg = nums(r.aggregate_output_tok_s for r in runs)
     if agg:
         cell.measures["aggregate_output_tok_s"] = Measure("tok/s", "higher", agg)
