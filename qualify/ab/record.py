@@ -165,8 +165,7 @@ class Run(Written):
     requests: list[Request] = Field(default_factory=list)
 
 
-LaneRuns = dict[str, list[Run]]
-"""Each lane's runs, by lane name."""
+LaneRuns = dict[str, list[Run]]  # by lane name
 
 
 class Speculation(Written):

@@ -77,13 +77,11 @@ def _mean_power(lane: Lane) -> dict[str, float]:
 
 def lane_power(record: Record) -> list[dict[str, object]]:
     """Per lane and card, the mean power over the lane's timed runs (`_mean_power`)."""
-    out: list[dict[str, object]] = []
-    for key, lane in _lanes(record):
-        watts = _mean_power(lane)
-        if watts:
-            cards = [{"gpu": gpu, "watts": w} for gpu, w in watts.items()]
-            out.append({"lane": lane.name or key, "cards": cards})
-    return out
+    return [
+        {"lane": lane.name or key, "cards": [{"gpu": g, "watts": w} for g, w in watts.items()]}
+        for key, lane in _lanes(record)
+        if (watts := _mean_power(lane))
+    ]
 
 
 def lane_gpu(record: Record) -> dict[str, object]:
