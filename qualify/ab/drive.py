@@ -182,16 +182,6 @@ async def idle_state(
 Meter = Callable[[float, float], Mapping[str, object]]
 
 
-def energy_of(meter: Meter | None, t0: float, t1: float, tokens: int) -> Energy | None:
-    """The energy of a run's timed window (`qualify.vram.energy.window_energy`'s figures) with
-    J per output token; None without a meter."""
-    if meter is None:
-        return None
-    e = Energy.model_validate(dict(meter(t0, t1)))
-    per = e.joules / tokens if e.joules is not None and tokens else None
-    return e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
-
-
 Keep = Callable[[str, Exchange], list[str]]
 
 
@@ -317,7 +307,11 @@ async def drive_run(
     acc = between(before, after, d)
     server = server_side(records, before, after, d)
     got = summary(Run(run=plan.run), records, wall)
-    energy = energy_of(meter, *window, got.completion_tokens)
+    energy = None
+    if meter is not None:  # the window's figures (`qualify.vram.energy.window_energy`) per token
+        e, tokens = Energy.model_validate(dict(meter(*window))), got.completion_tokens
+        per = e.joules / tokens if e.joules is not None and tokens else None
+        energy = e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
     gpu = gpu_over(parts, part_name(lane, plan.run), *window)
     return Run(
         run=plan.run,
