@@ -76,10 +76,9 @@ class SpecCounters:
             for pos, value in snap.by_label(d.spec_per_pos, "position").items():
                 if pos.isdigit():
                     out.per_pos[int(pos)] = value
-        for name in (*d.spec_gauges, *((d.spec_width,) if d.spec_width else ())):
-            v = d.read(snap, name)  # last-batch gauges: the mean over ranks, never a sum
-            if v is not None:
-                out.gauges[name] = v
+        # last-batch gauges: the mean over ranks, never a sum
+        names = (*d.spec_gauges, *((d.spec_width,) if d.spec_width else ()))
+        out.gauges = {n: v for n in names if (v := d.read(snap, n)) is not None}
         if d.spec_verify_calls and d.generated:
             out.verify_calls = snap.total(d.spec_verify_calls)
             out.generated = snap.total(d.generated[0])

@@ -34,7 +34,7 @@ from qualify.serving.histograms import server_window
 from qualify.serving.idle import wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked
 
-PER_REQUEST = ("decode_tok_s", "ttfo_s", "ttft_s", "generation_s", "e2e_s")
+PER_REQUEST = tuple(RunP50.model_fields)  # a run's p50 of each, over its counted requests
 # A request's figures from a server's histograms over its run (`server_side`): not kept raw, so
 # the rebuild takes them as recorded; all else of a request it derives from its exchange.
 WINDOW = (
@@ -182,16 +182,6 @@ async def idle_state(
 Meter = Callable[[float, float], Mapping[str, object]]
 
 
-def energy_of(meter: Meter | None, t0: float, t1: float, tokens: int) -> Energy | None:
-    """The energy of a run's timed window (`qualify.vram.energy.window_energy`'s figures) with
-    J per output token; None without a meter."""
-    if meter is None:
-        return None
-    e = Energy.model_validate(dict(meter(t0, t1)))
-    per = e.joules / tokens if e.joules is not None and tokens else None
-    return e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
-
-
 Keep = Callable[[str, Exchange], list[str]]
 
 
@@ -277,9 +267,6 @@ def summary(run: Run, records: list[Request], wall: float) -> Run:
     tokens = sum(r.completion_tokens or 0 for r in answered)
     chunks = sum(r.token_chunks for r in answered)
     p50 = {m: median([v for r in counted if (v := getattr(r, m)) is not None]) for m in PER_REQUEST}
-    p50["decode_tok_s_if_chunks_counted"] = median(
-        [v for r in counted if (v := r.decode_tok_s_if_chunks_counted)]
-    )
     figures = {
         "p50": RunP50(**p50),
         # A degenerate answer's tokens are no measure of speed: the run gets no aggregate.
@@ -320,7 +307,11 @@ async def drive_run(
     acc = between(before, after, d)
     server = server_side(records, before, after, d)
     got = summary(Run(run=plan.run), records, wall)
-    energy = energy_of(meter, *window, got.completion_tokens)
+    energy = None
+    if meter is not None:  # the window's figures (`qualify.vram.energy.window_energy`) per token
+        e, tokens = Energy.model_validate(dict(meter(*window))), got.completion_tokens
+        per = e.joules / tokens if e.joules is not None and tokens else None
+        energy = e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
     gpu = gpu_over(parts, part_name(lane, plan.run), *window)
     return Run(
         run=plan.run,

@@ -173,34 +173,6 @@ def too_few(row: MetricRow) -> str | None:
     )
 
 
-def _speed_verdict(
-    metric: str, row: MetricRow, bound: float
-) -> tuple[Verdict, str, float, tuple[float, float]]:
-    """The speed gate's verdict on a row with a slowdown and its interval."""
-    slow = slowdown_pct(row)
-    assert slow is not None
-    median_slow, (lo, hi) = slow
-    p = row.paired
-    what = (
-        f"paired median over {p.pairs} request pairs, {p.prompts} prompts"
-        if p
-        else "median of run-level figures"
-    )
-    # "slower" only where the whole interval says so (`qualify.shown`)
-    claim = (
-        f"the candidate is {median_slow:.1f}% slower than the control"
-        if direction(lo, hi) == "up"
-        else f"no slowdown shown (paired median {median_slow:.1f}%)"
-    )
-    said = f"{metric}: {claim} ({what}; 95% interval of the slowdown {lo:.1f}% to {hi:.1f}%)"
-    if lo > bound:
-        return Verdict.FAIL, f"{said}: the whole interval is beyond the {bound:g}% allowed", *slow
-    if median_slow > bound:
-        why = f"{said}: beyond the {bound:g}% allowed, but the interval reaches inside it"
-        return Verdict.INCONCLUSIVE, why, *slow
-    return Verdict.PASS, "", *slow
-
-
 @judge(STAGE, "ab-speed", SpeedParams)
 def speed(data: Record, params: SpeedParams, thresholds: Thresholds) -> list[Judged]:
     """Fail when the candidate is slower than the control by more than
@@ -225,16 +197,36 @@ def speed(data: Record, params: SpeedParams, thresholds: Thresholds) -> list[Jud
     few = too_few(row)
     if few is not None:
         return [Judged(Verdict.INCONCLUSIVE, [f"{params.metric}: {few}: inconclusive"], metrics)]
-    if slowdown_pct(row) is None:
+    slow = slowdown_pct(row)
+    if slow is None:
         why = (
             f"{params.metric}: no figure or no interval (runs counted: candidate "
             f"{row.runs.candidate}, control {row.runs.control}; an interval needs two runs per "
             "lane): speed cannot be judged"
         )
         return [Judged(Verdict.INCONCLUSIVE, [why], metrics)]
-    verdict, why, median_slow, (lo, hi) = _speed_verdict(params.metric, row, bound)
+    median_slow, (lo, hi) = slow
     metrics.update(slowdown_pct=median_slow, slowdown_ci95_pct=[lo, hi])
-    return [Judged(verdict, [why] if why else [], metrics)]
+    p = row.paired
+    what = (
+        f"paired median over {p.pairs} request pairs, {p.prompts} prompts"
+        if p
+        else "median of run-level figures"
+    )
+    # "slower" only where the whole interval says so (`qualify.shown`)
+    claim = (
+        f"the candidate is {median_slow:.1f}% slower than the control"
+        if direction(lo, hi) == "up"
+        else f"no slowdown shown (paired median {median_slow:.1f}%)"
+    )
+    said = f"{params.metric}: {claim} ({what}; 95% interval of the slowdown {lo:.1f}% to {hi:.1f}%)"
+    if lo > bound:
+        why = f"{said}: the whole interval is beyond the {bound:g}% allowed"
+        return [Judged(Verdict.FAIL, [why], metrics)]
+    if median_slow > bound:
+        why = f"{said}: beyond the {bound:g}% allowed, but the interval reaches inside it"
+        return [Judged(Verdict.INCONCLUSIVE, [why], metrics)]
+    return [Judged(Verdict.PASS, [], metrics)]
 
 
 @judge(STAGE, "ab-spec-speedup", NoParams)

@@ -45,12 +45,7 @@ def from_log(text: str, engine: str) -> dict[str, int | float]:
 
 def lane_kv(engine: str, d: Dialect, snap: MetricsSnapshot | None, log: str) -> Kv:
     """What one lane reports about its KV cache; empty figures are left out, never zero."""
-    gauges = {}
-    if snap is not None:
-        for name in d.kv_capacity:
-            v = d.read(snap, name)
-            if v is not None:
-                gauges[name] = v
+    gauges = {n: v for n in d.kv_capacity if snap and (v := d.read(snap, n)) is not None}
     logged = from_log(log, engine)
     return Kv(
         gauges=gauges,

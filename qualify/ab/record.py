@@ -36,12 +36,8 @@ class Acceptance(Written):
     @property
     def per_draft(self) -> float | None:
         """Accepted draft tokens per draft (the bonus token not counted), from the counters."""
-        drafts, accepted = self.drafts, self.accepted
-        return (
-            accepted / drafts
-            if accepted is not None and drafts is not None and drafts > 0
-            else None
-        )
+        drafts = self.drafts or 0
+        return self.accepted / drafts if self.accepted is not None and drafts > 0 else None
 
 
 class ResponseDrafts(Written):
@@ -118,9 +114,7 @@ class PromptWhy(Written):
     why: str
 
 
-class DegenerateAnswer(Written):
-    prompt: str
-    why: str
+class DegenerateAnswer(PromptWhy):
     file: str = ""
 
 
@@ -171,8 +165,7 @@ class Run(Written):
     requests: list[Request] = Field(default_factory=list)
 
 
-LaneRuns = dict[str, list[Run]]
-"""Each lane's runs, by lane name."""
+LaneRuns = dict[str, list[Run]]  # by lane name
 
 
 class Speculation(Written):

@@ -3,8 +3,8 @@ and the paired per-request statistic, the lanes (speculation, KV, runs, energy p
 token), each card's lowest free memory (headroom against the house reserve) and mean power per
 lane, draft acceptance, excluded requests, and the plots of per-request decode and E2E per lane
 and of acceptance by draft position. A pure function of the stage's typed record and its gates;
-the headline and caveats read the same record through `paired_of`, `runs_of`, `paired_text`,
-`accepted_per_draft` and `draft_share`."""
+the headline and caveats read the same record through `paired_of`, `runs_of` and
+`effect_text`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from qualify.ab.record import (
     Energy,
     Kv,
     Lane,
+    LaneEnergy,
     LaneName,
     Lossless,
     MetricRow,
@@ -24,7 +25,7 @@ from qualify.ab.record import (
     Run,
 )
 from qualify.ab.stats import paired_summary
-from qualify.ab.table import pairs, same_in_every_request
+from qualify.ab.table import METRICS, pairs, same_in_every_request
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
 from qualify.present.cells import (
@@ -76,13 +77,11 @@ def _mean_power(lane: Lane) -> dict[str, float]:
 
 def lane_power(record: Record) -> list[dict[str, object]]:
     """Per lane and card, the mean power over the lane's timed runs (`_mean_power`)."""
-    out: list[dict[str, object]] = []
-    for key, lane in _lanes(record):
-        watts = _mean_power(lane)
-        if watts:
-            cards = [{"gpu": gpu, "watts": w} for gpu, w in watts.items()]
-            out.append({"lane": lane.name or key, "cards": cards})
-    return out
+    return [
+        {"lane": lane.name or key, "cards": [{"gpu": g, "watts": w} for g, w in watts.items()]}
+        for key, lane in _lanes(record)
+        if (watts := _mean_power(lane))
+    ]
 
 
 def lane_gpu(record: Record) -> dict[str, object]:
@@ -251,11 +250,6 @@ def lossless_text(got: Lossless | None) -> str:
     return text + "."
 
 
-def accepted_per_draft(a: Acceptance) -> float | None:
-    """Accepted draft tokens per draft (`Acceptance.per_draft`)."""
-    return a.per_draft
-
-
 def draft_share(record: Record) -> str | None:
     """How much of the candidate's timed output the drafts gave: what a high acceptance rate
     over few drafts is worth."""
@@ -317,9 +311,7 @@ def acceptance_text(record: Record) -> str:
 
 
 def _energy(lane: Lane) -> str:
-    e = lane.energy
-    if e is None:
-        return per_token_text(None, None, None)
+    e = lane.energy or LaneEnergy()
     return per_token_text(e.j_per_output_token, e.joules, e.completion_tokens)
 
 
@@ -445,11 +437,9 @@ def diff_cells(rec: Record) -> list[Cell]:
     lane = rec.lanes.get("candidate")
     runs = lane.runs if lane else []
     cell = Cell("ab", "candidate lane", setting)
-    cell.measures["decode_tok_s"] = Measure(
-        "tok/s", "higher", nums(r.p50.decode_tok_s for r in runs)
-    )
-    cell.measures["ttft_s"] = Measure("s", "lower", nums(r.p50.ttft_s for r in runs))
-    cell.measures["e2e_s"] = Measure("s", "lower", nums(r.p50.e2e_s for r in runs))
+    for name, unit, better in METRICS:
+        if name in ("decode_tok_s", "ttft_s", "e2e_s"):
+            cell.measures[name] = Measure(unit, better, nums(getattr(r.p50, name) for r in runs))
     agg = nums(r.aggregate_output_tok_s for r in runs)
     if agg:
         cell.measures["aggregate_output_tok_s"] = Measure("tok/s", "higher", agg)

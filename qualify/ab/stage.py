@@ -151,8 +151,7 @@ def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
 
 def _no_control(ctx: StageContext) -> StageResult:
     why = "stages.ab.control is not set: there is no control lane to pair with"
-    data = {"runs": 0, "order": [], "lanes": {}, "metrics": [], "no_control": why}
-    record = Record.model_validate(data)
+    record = Record(runs=0, order=[], lanes={}, metrics=[], no_control=why)
     return finish(ctx, ctx.judge(record), record)
 
 

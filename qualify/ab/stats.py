@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from qualify.ab.record import Paired
 from qualify.httpclient.timing import median, percentile
@@ -32,6 +32,7 @@ TOO_WIDE_PCT = 100.0
 """An interval of a relative difference wider than this (in percentage points, i.e. wider than
 the control's figure itself) is "too few samples", never a result."""
 MIN_PROMPTS = 2
+TAIL = 2.5  # per cent of the bootstrap distribution left out on each side of a 95% interval
 EXACT_MAX = 25_000
 """The most distinct resamples (multisets of prompts) an interval is enumerated over whole."""
 
@@ -60,12 +61,25 @@ def within_noise(ci: tuple[float, float] | list[float] | None) -> bool | None:
     return lo <= 0.0 <= hi
 
 
+def _median(values: list[float]) -> float:
+    m = median(values)
+    assert m is not None
+    return m
+
+
+def _interval(
+    stat: Callable[[random.Random], float], resamples: int, seed: int
+) -> tuple[float, float]:
+    """The 95% percentile interval of `stat` over `resamples` draws of one seeded generator."""
+    rng = random.Random(seed)
+    values = [stat(rng) for _ in range(resamples)]
+    lo, hi = percentile(values, TAIL), percentile(values, 100.0 - TAIL)
+    assert lo is not None and hi is not None
+    return lo, hi
+
+
 def bootstrap_delta_ci(
-    a: list[float],
-    b: list[float],
-    resamples: int = 2000,
-    seed: int = 0,
-    level: float = 95.0,
+    a: list[float], b: list[float], resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float] | None:
     """A percentile-bootstrap interval of median(a) - median(b), resampling runs per lane.
 
@@ -75,17 +89,11 @@ def bootstrap_delta_ci(
     """
     if len(a) < 2 or len(b) < 2:
         return None
-    rng = random.Random(seed)
-    deltas: list[float] = []
-    for _ in range(resamples):
-        ma = median(rng.choices(a, k=len(a)))
-        mb = median(rng.choices(b, k=len(b)))
-        assert ma is not None and mb is not None
-        deltas.append(ma - mb)
-    tail = (100.0 - level) / 2.0
-    lo, hi = percentile(deltas, tail), percentile(deltas, 100.0 - tail)
-    assert lo is not None and hi is not None
-    return lo, hi
+    return _interval(
+        lambda rng: _median(rng.choices(a, k=len(a))) - _median(rng.choices(b, k=len(b))),
+        resamples,
+        seed,
+    )
 
 
 def _multisets(groups: int, draws: int) -> Iterator[tuple[int, ...]]:
@@ -108,8 +116,7 @@ def exact_quantiles(groups: list[list[float]], qs: tuple[float, ...]) -> list[fl
     base = lf[k] - k * math.log(k)
     dist: list[tuple[float, float]] = []
     for counts in _multisets(k, k):
-        m = median([d for g, c in zip(groups, counts, strict=True) if c for d in g * c])
-        assert m is not None
+        m = _median([d for g, c in zip(groups, counts, strict=True) if c for d in g * c])
         dist.append((m, math.exp(base - sum(lf[c] for c in counts))))
     dist.sort()
     out = []
@@ -125,25 +132,8 @@ def exact_quantiles(groups: list[list[float]], qs: tuple[float, ...]) -> list[fl
     return out
 
 
-def _resampled(groups: list[list[float]], resamples: int, seed: int, tail: float) -> list[float]:
-    rng = random.Random(seed)
-    meds: list[float] = []
-    for _ in range(resamples):
-        drawn = [d for g in rng.choices(groups, k=len(groups)) for d in g]
-        m = median(drawn)
-        assert m is not None
-        meds.append(m)
-    lo, hi = percentile(meds, tail), percentile(meds, 100.0 - tail)
-    assert lo is not None and hi is not None
-    return [lo, hi]
-
-
 def paired_summary(
-    pairs: list[tuple[str, float]],
-    resamples: int = 2000,
-    seed: int = 0,
-    level: float = 95.0,
-    exact: bool = True,
+    pairs: list[tuple[str, float]], resamples: int = 2000, seed: int = 0, exact: bool = True
 ) -> Paired:
     """The median of paired relative differences (in %) and its bootstrap interval over
     prompts. `pairs` holds (prompt id, difference in %), one entry per request pair.
@@ -175,11 +165,12 @@ def paired_summary(
             update={"why": f"{len(values)} pair(s) over {k} prompt(s): no interval"}
         )
     groups = list(by_prompt.values())
-    tail = (100.0 - level) / 2.0
     if whole:
-        lo, hi = exact_quantiles(groups, (tail, 100.0 - tail))
+        lo, hi = exact_quantiles(groups, (TAIL, 100.0 - TAIL))
     else:
-        lo, hi = _resampled(groups, resamples, seed, tail)
+        lo, hi = _interval(
+            lambda rng: _median([d for g in rng.choices(groups, k=k) for d in g]), resamples, seed
+        )
     if hi - lo > TOO_WIDE_PCT and lo <= 0.0 <= hi:
         why = (
             f"the interval ({lo:+.1f}% to {hi:+.1f}%) is wider than the control's own figure "

@@ -201,9 +201,7 @@ def _chunking(runs: list[Run]) -> dict[str, float | None]:
     tokens = sum(r.completion_tokens for r in runs)
     chunks = sum(r.token_chunks for r in runs)
     usage_fig = median(run_values(runs, "decode_tok_s"))
-    chunk_fig = median(
-        [float(v) for r in runs if (v := r.p50.decode_tok_s_if_chunks_counted) is not None]
-    )
+    chunk_fig = median(run_values(runs, "decode_tok_s_if_chunks_counted"))
     err = 100.0 * (chunk_fig - usage_fig) / usage_fig if chunk_fig and usage_fig else None
     return {
         "completion_tokens": tokens,

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
-from qualify.ab import section as ab_section
 from qualify.ab.record import Record as AbRecord
 from qualify.capacity import section as capacity_section
 from qualify.capacity.record import Record as CapacityRecord
@@ -79,7 +78,7 @@ def _ab_samples(ab: AbRecord | None) -> Iterator[Sample]:
     if acc is not None and acc.rate is not None:
         what = "draft tokens accepted over draft tokens proposed (server counters)"
         yield Sample("qualify_ab_draft_acceptance_ratio", what, acc.rate)
-    if acc is not None and (per := ab_section.accepted_per_draft(acc)) is not None:
+    if acc is not None and (per := acc.per_draft) is not None:
         what = "accepted draft tokens per draft (the bonus token not counted)"
         yield Sample("qualify_ab_accepted_tokens_per_draft", what, per)
 

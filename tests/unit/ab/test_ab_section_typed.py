@@ -8,7 +8,6 @@ from typing import Any
 
 from qualify.ab.record import MetricRow, Record
 from qualify.ab.section import (
-    accepted_per_draft,
     draft_share,
     paired_of,
     paired_text,
@@ -66,7 +65,7 @@ def test_the_headline_helpers_read_the_typed_record() -> None:
     assert paired_text(None) == "no per-request pairs recorded"
     assert runs_of(record.metrics[0]) == "3 run-level values"
     assert runs_of(MetricRow(metric="x")) == "run-level values (count not recorded)"
-    assert record.acceptance is not None and accepted_per_draft(record.acceptance) == 3.0
+    assert record.acceptance is not None and record.acceptance.per_draft == 3.0
     assert draft_share(record) == (
         "10 drafts in 1 timed requests: accepted drafts gave 30 of 60 output tokens (50.0%); "
         "that is 2.00 tokens per engine step, and at 1.20x the control's decode each step took "
