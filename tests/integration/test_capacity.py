@@ -187,7 +187,12 @@ def test_every_load_answer_is_judged(capacity: tuple[StageResult, Path]) -> None
     assert {c["cell"] for c in result.data["load"]["cells"]} <= wheres and "soak" in wheres
     for c in cells:
         gate = _gate(result, f"answers@{c['where']}")
-        assert gate.verdict is (Verdict.FAIL if c["broken"] else Verdict.PASS), gate.reasons
+        # a cell whose every request was cut or unfinished (a slow, shared machine) has no answer
+        # to judge: inconclusive, never a pass
+        want = (
+            Verdict.FAIL if c["broken"] else Verdict.PASS if c["judged"] else Verdict.INCONCLUSIVE
+        )
+        assert gate.verdict is want, gate.reasons
         for b in c["broken"]:
             assert b["problems"] and b["files"]
 
