@@ -46,7 +46,7 @@ def tables() -> dict[str, type[StrictModel]]:
 
 def assemble() -> type[StagesBase]:
     """The `[stages]` model: `run`, then each declared stage's table, defaulted."""
-    fields: dict[str, Any] = {
+    fields: dict[str, Any] = {  # create_model's (type, default) pairs
         name: (model, Field(default_factory=model)) for name, model in tables().items()
     }
     return create_model("Stages", __base__=StagesBase, __module__=__name__, **fields)

@@ -294,7 +294,7 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], path: Path) 
     problems = []
     for dotted, value in overrides.items():
         parts = dotted.split(".")
-        node: Any = out
+        node: Any = out  # a raw TOML table, or a leaf where the path runs past one
         for i, part in enumerate(parts[:-1]):
             if not isinstance(node, dict):
                 problems.append(f"overrides.{dotted}: {'.'.join(parts[: i + 1])} is not a table")

@@ -121,7 +121,7 @@ class Runner:
         if p.control is not None:
             lanes[CONTROL_LANE] = p.control
         self.lanes = Lanes(run, lanes)
-        self.sampler: Any = None
+        self.sampler: Any = None  # the sampler a stage's spec starts (vram's Sampler)
         self.aborted: str | None = None
         self.interrupted: str | None = None  # the signal that asked the run to stop
         self._task: asyncio.Task[object] | None = None

@@ -139,7 +139,7 @@ class StageResult(StrictModel):
     verdict: Verdict
     reasons: list[str] = Field(default_factory=list)
     gates: list[GateResult] = Field(default_factory=list)
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = Field(default_factory=dict)  # the StageRecord's JSON, as written
     started_at: str
     ended_at: str
     lane: str = "candidate"

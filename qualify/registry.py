@@ -64,7 +64,7 @@ class StageParts:
         record: type[StageRecord],
         section: ModuleType,
         *judges: ModuleType,
-        **more: Any,
+        **more: Any,  # any other part, by its name
     ) -> StageParts:
         """The parts of a stage whose `section` module holds its `section` and whichever of
         `figures`, `diff_cells` (its `cells`) and `plots` it has; `more`, any other part."""

@@ -68,7 +68,7 @@ class AttemptView:
         return self.attempt.split("/", 1)[0]
 
     @property
-    def sealed(self) -> dict[str, Any]:
+    def sealed(self) -> dict[str, Any]:  # the sealed record's data, raw JSON
         """The sealed record's data (what the rebuilt data is compared with)."""
         return self.result.data
 

@@ -281,7 +281,7 @@ class RunDir:
             if p.is_file():
                 yield p
 
-    def read_json(self, rel: str) -> Any:
+    def read_json(self, rel: str) -> Any:  # the file's JSON, raw
         return json.loads((self.path / rel).read_text())
 
 

@@ -33,7 +33,7 @@ _HOME = {
 __all__ = ["CHECKS", "GateContext", "LoadedGate", "load_checks", "load_gates", "run_gate"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # a name re-exported lazily, of any kind
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'qualify.gates' has no attribute {name!r}")

@@ -42,7 +42,12 @@ def _gate_files(loaded: LoadedCandidate) -> list[str]:
 
 
 def gate_context(
-    candidate: Candidate, level: str, client: Any, keep: Keep, write: Write, where: Path
+    candidate: Candidate,
+    level: str,
+    client: Any,  # the lane's Client, or verify's Replay of the kept exchanges
+    keep: Keep,
+    write: Write,
+    where: Path,
 ) -> PreflightContext:
     """The context one gate runs in at `level`: the level's request fields and reasoning
     allowance, the candidate's preflight settings (`verify` builds it again from the signed

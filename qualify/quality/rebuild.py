@@ -54,7 +54,7 @@ class SandboxReplay(Replay):
     def recorded_run(self, script: Path, scratch: Path, limit_s: float) -> RunResult:
         """The sandbox run the attempt recorded for its code (`verify` runs no model-written
         code: what it did is taken as recorded, and said)."""
-        run: Any = (self.current.metrics if self.current else {}).get("run")
+        run: Any = (self.current.metrics if self.current else {}).get("run")  # sealed JSON, raw
         try:
             got = RunResult(**{f.name: run[f.name] for f in fields(RunResult)})
         except (KeyError, TypeError) as exc:

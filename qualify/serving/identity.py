@@ -56,7 +56,7 @@ class Seen:
     kind of source proved it: `server` (the server's own report), `runtime` (the container
     runtime's), or `launch` (qualify's own argv: what was asked for, not what the server did)."""
 
-    value: Any
+    value: Any  # the pin's value as its source reported it, raw JSON
     source: str
     by: str = "server"
 
@@ -165,7 +165,7 @@ class Identity:
         else:
             seen["image_digest"] = Seen(launch.image, "container runtime (inspect)", "runtime")
 
-    def same(self, pin: str, pinned: Any, seen: Any) -> Match:
+    def same(self, pin: str, pinned: Any, seen: Any) -> Match:  # raw JSON values
         """Whether the pinned value and the seen one name the same thing (never raw strings)."""
         if pin == "model":
             names = seen if isinstance(seen, list) else [seen]
@@ -193,7 +193,7 @@ class Identity:
         """The engine's speculative method name in the candidate's words."""
         return name.strip().lower()
 
-    def _same_speculation(self, pinned: Any, seen: Any) -> Match:
+    def _same_speculation(self, pinned: Any, seen: Any) -> Match:  # raw JSON values
         p, s = dict(pinned or {}), dict(seen or {})
         if self.method(str(p.get("method", "none"))) != self.method(str(s.get("method"))):
             return False, ""
@@ -226,7 +226,7 @@ def same_image(pinned: object, seen: object) -> Match:
     return _digest(str(pinned)) in digests, ""
 
 
-def same_fields(pinned: Any, seen: Any) -> Match:
+def same_fields(pinned: Any, seen: Any) -> Match:  # raw JSON values
     p, s = dict(pinned or {}), dict(seen or {})
     unknown = [k for k in p if k not in s]
     differ = [k for k in p if k in s and s[k] != p[k]]

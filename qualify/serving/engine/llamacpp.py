@@ -151,7 +151,7 @@ class LlamaCpp(EngineAdapter):
             out["why"] = f"{method} drafts a length that no launch flag states"
         return out
 
-    def same(self, pin: str, pinned: Any, seen: Any) -> Match:
+    def same(self, pin: str, pinned: Any, seen: Any) -> Match:  # raw JSON values
         if pin == "quantization":
             names = llamacpp_quant_names(str(seen))
             p = str(pinned).strip().upper().replace("-", "_").replace(" ", "_")
@@ -159,7 +159,7 @@ class LlamaCpp(EngineAdapter):
         if pin == "engine_build":
             return _llamacpp_build(str(pinned), str(seen))
         if pin == "parallelism":
-            par: dict[str, Any] = dict(pinned or {})
+            par: dict[str, Any] = dict(pinned or {})  # the pin, raw JSON
             mode = dict(seen or {}).get("split_mode")
             if any(par.get(k, 1) != 1 for k in ("pipeline", "data", "decode_context")):
                 return False, "llama-server has no pipeline, data or decode-context parallelism"

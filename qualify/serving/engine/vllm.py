@@ -137,7 +137,7 @@ class Vllm(EngineAdapter):
                 told += "; attached, so no launch flags either"
             why[pin] = why.get(pin) or told
 
-    def _from_config(self, config: dict[str, Any], seen: dict[str, Seen]) -> None:
+    def _from_config(self, config: dict[str, Any], seen: dict[str, Seen]) -> None:  # raw JSON
         """Pins from `/server_info` (dev mode): the resolved config, JSON or its text form."""
         src = "GET /server_info vllm_config"
         model = config.get("model_config") or {}
@@ -255,7 +255,7 @@ class Vllm(EngineAdapter):
             why.pop("speculation", None)
         elif reported.value.get("method") == "unknown":
             # The server proved the draft length; the method is the launch's word for it.
-            value: dict[str, Any] = dict(reported.value)
+            value: dict[str, Any] = dict(reported.value)  # the server's report, raw JSON
             value.pop("why", None)
             value["method"] = launched.get("method")
             value["draft_model"] = launched.get("draft_model")
@@ -284,7 +284,7 @@ class Vllm(EngineAdapter):
             out["why"] = "num_speculative_tokens not set: vLLM takes the draft's own block size"
         return out
 
-    def same(self, pin: str, pinned: Any, seen: Any) -> Match:
+    def same(self, pin: str, pinned: Any, seen: Any) -> Match:  # raw JSON values
         if pin == "quantization":
             return same_quant(str(pinned), seen)
         if pin == "speculation" and dict(seen or {}).get("method") == "unknown":
@@ -351,7 +351,7 @@ def server_config(body: object) -> dict[str, Any]:  # the config's JSON, raw
         v = m.group(1).strip().strip("'\"")
         return None if v == "None" else (int(v) if v.isdigit() else v)
 
-    out: dict[str, Any] = {"model_config": {}, "cache_config": {}, "parallel_config": {}}
+    out: dict[str, Any] = {"model_config": {}, "cache_config": {}, "parallel_config": {}}  # raw
     for sec, key, name in (
         ("model_config", "revision", "revision"),
         ("model_config", "quantization", "quantization"),
