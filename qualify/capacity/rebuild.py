@@ -13,9 +13,10 @@ from typing import Any
 from qualify.ab.acceptance import combine
 from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
+from qualify.capacity.loads import Load
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.parts import plan_lengths
-from qualify.capacity.record import Comparison, Record
+from qualify.capacity.record import Comparison, KindRow, MatrixRow, Record
 from qualify.capacity.reload import REPLAY, SESSIONS, SOAK_ACCEPTANCE, kept_stream, rebuild_load
 from qualify.capacity.replay import replay_again
 from qualify.capacity.runs import exclusion, stream_record, summarize
@@ -223,20 +224,24 @@ def rebuild(view: AttemptView) -> Record:
     _complete(view, matrix + kinds, load or {})
     for row in matrix + kinds:
         row["run_records"] = public_runs(row.pop("_runs"))
+    rows, krows = (
+        [MatrixRow.model_validate(r) for r in matrix],
+        list(map(KindRow.model_validate, kinds)),
+    )
     window = (sealed.get("engine") or {}).get("context_per_request")
     if window is None and view.candidate is not None:
         window = view.candidate.identity.context_length
     data: dict[str, Any] = {
         **sealed,
         "lengths": _lengths(sealed, s, window),
-        "matrix": matrix,
+        "matrix": rows,
         "not_run": _not_run(sat, s),
         "saturation": sat,
-        "kinds": kinds,
-        "degenerate": degenerate_answers(matrix, kinds),
-        "answers": judged_cells(matrix, kinds, load or {}),
+        "kinds": krows,
+        "degenerate": degenerate_answers([*rows, *krows]),
+        "answers": judged_cells(rows, krows, Load.model_validate(load or {})),
         "expected": [r.model_dump(mode="json") for r in s.expected],
-        "comparison": _comparison(sealed, matrix),
+        "comparison": _comparison(sealed, rows),
         "warmups": _warmups(view, sealed.get("warmups") or {}),
     }
     if load is not None:
@@ -244,11 +249,11 @@ def rebuild(view: AttemptView) -> Record:
     return Record.model_validate({k: v for k, v in data.items() if k in sealed})
 
 
-def _comparison(sealed: dict[str, Any], matrix: list[dict[str, Any]]) -> list[Comparison]:
+def _comparison(sealed: dict[str, Any], matrix: list[MatrixRow]) -> list[Comparison]:
     if (sealed.get("incumbent") or {}).get("status") != "measured":
         return []
-    cand = {r["cell"]: r["run_values"] for r in matrix if r["lane"] == "candidate"}
-    inc = {r["cell"]: r["run_values"] for r in matrix if r["lane"] == INCUMBENT}
+    cand = {r.cell: r.run_values.model_dump() for r in matrix if r.lane == "candidate"}
+    inc = {r.cell: r.run_values.model_dump() for r in matrix if r.lane == INCUMBENT}
     return compare(cand, inc, seed=int(sealed.get("seed") or 0))
 
 
