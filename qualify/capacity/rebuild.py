@@ -13,7 +13,7 @@ from typing import Any
 from qualify.ab.acceptance import combine
 from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
-from qualify.capacity.loads import Load
+from qualify.capacity.loads import Load, Sessions
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.parts import plan_lengths
 from qualify.capacity.record import Comparison, KindRow, MatrixRow, Record
@@ -220,7 +220,7 @@ def rebuild(view: AttemptView) -> Record:
         view.trust("each replayed request's send offset and prompt (the trace its cell names)")
         load["replay"] = [replay_again(view, c, s, slo) for c in load["replay"]]
     if load and load.get("sessions") and slo is not None:
-        load["sessions"] = sessions_again(view, load["sessions"], slo)
+        load["sessions"] = sessions_again(view, Sessions.model_validate(load["sessions"]), slo)
     _complete(view, matrix + kinds, load or {})
     for row in matrix + kinds:
         row["run_records"] = public_runs(row.pop("_runs"))
