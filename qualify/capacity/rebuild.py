@@ -184,12 +184,12 @@ def _lengths(sealed: dict[str, Any], s: CapacitySettings, window: int | None) ->
     return out
 
 
-def _settings(view: AttemptView, sealed: dict[str, Any]) -> CapacitySettings:
+def _settings(view: AttemptView) -> CapacitySettings:
     if view.candidate is None:
         raise NotKept("no signed candidate copy in the run")
     s = view.candidate.stages.capacity
     mine = s.model_dump(mode="json")
-    recorded = sealed.get("settings") or {}
+    recorded = view.sealed.get("settings") or {}
     if any(mine.get(k, v) != v or k not in mine for k, v in recorded.items()):
         raise NotKept("its settings are not the signed candidate copy's stages.capacity")
     return s
@@ -201,7 +201,7 @@ def rebuild(view: AttemptView) -> Record:
     sealed = copy.deepcopy(view.sealed)
     if sealed.get("check_code") != (now := check_code("capacity")):
         view.other_code(sealed.get("check_code"), "capacity", now)
-    s = _settings(view, sealed)
+    s = _settings(view)
     for field, checks in _LATER.items():
         if field not in sealed:
             view.earlier_form(checks, f"the record predates the capacity {field} (no {field})")
@@ -241,7 +241,7 @@ def rebuild(view: AttemptView) -> Record:
         "degenerate": degenerate_answers([*rows, *krows]),
         "answers": judged_cells(rows, krows, Load.model_validate(load or {})),
         "expected": [r.model_dump(mode="json") for r in s.expected],
-        "comparison": _comparison(sealed, rows),
+        "comparison": _comparison(view, rows),
         "warmups": _warmups(view, sealed.get("warmups") or {}),
     }
     if load is not None:
@@ -249,12 +249,12 @@ def rebuild(view: AttemptView) -> Record:
     return Record.model_validate({k: v for k, v in data.items() if k in sealed})
 
 
-def _comparison(sealed: dict[str, Any], matrix: list[MatrixRow]) -> list[Comparison]:
-    if (sealed.get("incumbent") or {}).get("status") != "measured":
+def _comparison(view: AttemptView, matrix: list[MatrixRow]) -> list[Comparison]:
+    if (view.sealed.get("incumbent") or {}).get("status") != "measured":
         return []
     cand = {r.cell: r.run_values.model_dump() for r in matrix if r.lane == "candidate"}
     inc = {r.cell: r.run_values.model_dump() for r in matrix if r.lane == INCUMBENT}
-    return compare(cand, inc, seed=int(sealed.get("seed") or 0))
+    return compare(cand, inc, seed=int(view.sealed.get("seed") or 0))
 
 
 def _warmups(view: AttemptView, sealed: dict[str, Any]) -> dict[str, Any]:
