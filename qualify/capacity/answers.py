@@ -22,10 +22,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from qualify.capacity.record import AnswerCell
+from qualify.capacity.loads import Load, LoadStream
+from qualify.capacity.record import (
+    AnswerCell,
+    Answers,
+    DegenerateAnswer,
+    KindRow,
+    MatrixRow,
+    RunStream,
+)
 from qualify.httpclient.chat import ToolCall
 from qualify.httpclient.degenerate import degenerate
 from qualify.preflight.checks.text import garble
@@ -145,65 +152,51 @@ def broken(
     return out
 
 
-def degenerate_answers(
-    matrix: list[dict[str, Any]], kinds: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Every degenerate answer of the matrix and the per-kind decode, where and why."""
-    found = []
-    for where, row in [(r["cell"], r) for r in matrix] + [
-        (f"{k['kind']}@{k['depth']}", k) for k in kinds
-    ]:
-        for run in row.get("run_records", []):
-            for i, st in enumerate(run["streams"]):
-                if st.get("degenerate"):
-                    found.append(
-                        {
-                            "lane": row.get("lane", "candidate"),
-                            "where": where,
-                            "run": run.get("run"),
-                            "stream": i + 1,
-                            "reason": st["degenerate"],
-                            "files": st["files"],
-                        }
-                    )
-    return found
+def degenerate_answers(rows: Sequence[MatrixRow | KindRow]) -> list[DegenerateAnswer]:
+    """Every degenerate answer of the matrix's and the per-kind decode's rows, where and why."""
+    return [
+        DegenerateAnswer(
+            lane=getattr(row, "lane", "candidate"),
+            where=row.cell,
+            run=run.run,
+            stream=i + 1,
+            reason=st.degenerate,
+            files=st.files,
+        )
+        for row in rows
+        for run in row.run_records
+        for i, st in enumerate(run.streams)
+        if st.degenerate
+    ]
 
 
-def judged_cells(
-    matrix: list[dict[str, Any]], kinds: list[dict[str, Any]], load: dict[str, Any]
-) -> dict[str, object]:
+def judged_cells(matrix: Sequence[MatrixRow], kinds: Sequence[KindRow], load: Load) -> Answers:
     """Every answer judged: per load cell, how many were judged and which broke, and why."""
     cells: list[AnswerCell] = []
 
-    def add(where: str, lane: str, kind: str, streams: Sequence[Mapping[str, object]]) -> None:
-        judged = [st for st in streams if not st.get("failed") and not st.get("cut")]
-        judged = [st for st in judged if not st.get("unfinished")]
+    def add(where: str, lane: str, kind: str, streams: Sequence[RunStream | LoadStream]) -> None:
+        judged = [st for st in streams if not (st.failed or st.cut)]
+        judged = [st for st in judged if not getattr(st, "unfinished", None)]
         bad = [
-            {"stream": i + 1, "problems": st["broken"], "files": st.get("files", [])}
+            {"stream": i + 1, "problems": st.broken, "files": st.files}
             for i, st in enumerate(streams)
-            if st.get("broken")
+            if st.broken
         ]
         cell = {"where": where, "lane": lane, "kind": kind, "judged": len(judged), "broken": bad}
         cells.append(AnswerCell.model_validate(cell))
 
     for row in matrix:
-        streams = [st for r in row.get("run_records", []) for st in r["streams"]]
-        add(row["cell"], row["lane"], "prose", streams)
+        add(row.cell, row.lane, "prose", [st for r in row.run_records for st in r.streams])
     for k in kinds:
-        streams = [st for r in k.get("run_records", []) for st in r["streams"]]
-        add(f"{k['kind']}@{k['depth']}", "candidate", k["kind"], streams)
-    lane, kind = load.get("lane", "candidate"), load.get("kind", "prose")
-    for c in load.get("cells", []):
-        add(c["cell"], lane, kind, c["streams"])
-    for c in (load.get("incumbent") or {}).get("cells") or []:
-        add(c["cell"], "incumbent", kind, c["streams"])
-    if load.get("soak"):
-        add("soak", lane, kind, load["soak"]["streams"])
-    return {
-        "cells": cells,
-        "judged": sum(c.judged for c in cells),
-        "broken": sum(len(c.broken) for c in cells),
-    }
+        add(k.cell, "candidate", k.kind, [st for r in k.run_records for st in r.streams])
+    for c in load.cells:
+        add(c.cell, load.lane, load.kind, c.streams)
+    for c in load.incumbent.cells if load.incumbent else []:
+        add(c.cell, "incumbent", load.kind, c.streams)
+    if load.soak:
+        add("soak", load.lane, load.kind, load.soak.streams)
+    judged, broken = sum(c.judged for c in cells), sum(len(c.broken) for c in cells)
+    return Answers(cells=cells, judged=judged, broken=broken)
 
 
 def answer_code() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from qualify.capacity.knee import holds, open_cell, step_size
-from qualify.capacity.loads import Knee, OpenCell
+from qualify.capacity.loads import Knee, Load, OpenCell
 from qualify.capacity.openloop import poisson
 from qualify.capacity.parts import plan_lengths
 
@@ -35,16 +35,14 @@ def edge_steps(cells: list[dict[str, object]], knee: Knee | None) -> list[tuple[
     return out
 
 
-async def incumbent_edge(
-    cap: Capacity, lane: Lane, load: dict[str, Any], task: Task
-) -> dict[str, object]:
+async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> dict[str, object]:
     """The incumbent's steps at the candidate's edge (`load` is the candidate's search)."""
     s = cap.s
-    steps = edge_steps(load.get("cells") or [], load.get("knee"))
+    steps = edge_steps([c.model_dump() for c in load.cells], load.knee)
     if not steps:
         why = "the candidate's knee search ran no step to repeat"
-        return {"status": "not run", "why": load.get("error") or why, "cells": []}
-    length = load.get("length")
+        return {"status": "not run", "why": load.error or why, "cells": []}
+    length = load.length
     planned = (
         plan_lengths([length.planned_tokens], lane.window, s.max_tokens)[0] if length else None
     )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
-from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 import qualify
@@ -55,7 +55,7 @@ class LoadWorker:
     def __init__(self) -> None:
         self.shard = Shard()
 
-    async def where(self) -> dict[str, Any]:
+    async def where(self) -> dict[str, object]:
         ctx = ray.get_runtime_context()
         return {"node": ctx.get_node_id(), "host": socket.gethostname(), "pid": os.getpid()}
 
@@ -84,9 +84,9 @@ class RayFleet:
     """N `LoadWorker`s in one placement group, each cell sent over them."""
 
     where: str
-    actors: list[Any]
-    wheres: list[dict[str, Any]]
-    pg: Any = None
+    actors: list[Any]  # Ray actor handles of `LoadWorker` (untyped: `.remote()` calls)
+    wheres: list[dict[str, object]]
+    pg: PlacementGroup | None = None
     placement: str = ""
     joined: bool = False  # this process joined the cluster (and leaves it on close)
     bound_ms: float = 20.0
@@ -119,7 +119,7 @@ class RayFleet:
         wheres = ray.get([a.where.remote() for a in actors], timeout=READY_S)
         return cls(where, actors, wheres, pg, strategy, joined, bound_ms)
 
-    async def probe(self, actor: Any) -> list[dict[str, float]]:
+    async def probe(self, actor: Any) -> list[dict[str, float]]:  # a `LoadWorker` handle
         out = []
         for _ in range(PROBES):
             t0 = time.perf_counter()
@@ -279,7 +279,7 @@ class RayFleet:
             ray.shutdown()
 
 
-async def _get(ref: Any) -> Any:
+async def _get(ref: Any) -> Any:  # a Ray ObjectRef, awaited: what the remote call returned
     return await ref
 
 

@@ -13,9 +13,10 @@ from typing import Any
 from qualify.ab.acceptance import combine
 from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
+from qualify.capacity.loads import Load, Sessions
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
 from qualify.capacity.parts import plan_lengths
-from qualify.capacity.record import Comparison, Record
+from qualify.capacity.record import Comparison, KindRow, MatrixRow, Record
 from qualify.capacity.reload import REPLAY, SESSIONS, SOAK_ACCEPTANCE, kept_stream, rebuild_load
 from qualify.capacity.replay import replay_again
 from qualify.capacity.runs import exclusion, stream_record, summarize
@@ -183,12 +184,12 @@ def _lengths(sealed: dict[str, Any], s: CapacitySettings, window: int | None) ->
     return out
 
 
-def _settings(view: AttemptView, sealed: dict[str, Any]) -> CapacitySettings:
+def _settings(view: AttemptView) -> CapacitySettings:
     if view.candidate is None:
         raise NotKept("no signed candidate copy in the run")
     s = view.candidate.stages.capacity
     mine = s.model_dump(mode="json")
-    recorded = sealed.get("settings") or {}
+    recorded = view.sealed.get("settings") or {}
     if any(mine.get(k, v) != v or k not in mine for k, v in recorded.items()):
         raise NotKept("its settings are not the signed candidate copy's stages.capacity")
     return s
@@ -200,7 +201,7 @@ def rebuild(view: AttemptView) -> Record:
     sealed = copy.deepcopy(view.sealed)
     if sealed.get("check_code") != (now := check_code("capacity")):
         view.other_code(sealed.get("check_code"), "capacity", now)
-    s = _settings(view, sealed)
+    s = _settings(view)
     for field, checks in _LATER.items():
         if field not in sealed:
             view.earlier_form(checks, f"the record predates the capacity {field} (no {field})")
@@ -219,24 +220,28 @@ def rebuild(view: AttemptView) -> Record:
         view.trust("each replayed request's send offset and prompt (the trace its cell names)")
         load["replay"] = [replay_again(view, c, s, slo) for c in load["replay"]]
     if load and load.get("sessions") and slo is not None:
-        load["sessions"] = sessions_again(view, load["sessions"], slo)
+        load["sessions"] = sessions_again(view, Sessions.model_validate(load["sessions"]), slo)
     _complete(view, matrix + kinds, load or {})
     for row in matrix + kinds:
         row["run_records"] = public_runs(row.pop("_runs"))
+    rows, krows = (
+        [MatrixRow.model_validate(r) for r in matrix],
+        list(map(KindRow.model_validate, kinds)),
+    )
     window = (sealed.get("engine") or {}).get("context_per_request")
     if window is None and view.candidate is not None:
         window = view.candidate.identity.context_length
     data: dict[str, Any] = {
         **sealed,
         "lengths": _lengths(sealed, s, window),
-        "matrix": matrix,
+        "matrix": rows,
         "not_run": _not_run(sat, s),
         "saturation": sat,
-        "kinds": kinds,
-        "degenerate": degenerate_answers(matrix, kinds),
-        "answers": judged_cells(matrix, kinds, load or {}),
+        "kinds": krows,
+        "degenerate": degenerate_answers([*rows, *krows]),
+        "answers": judged_cells(rows, krows, Load.model_validate(load or {})),
         "expected": [r.model_dump(mode="json") for r in s.expected],
-        "comparison": _comparison(sealed, matrix),
+        "comparison": _comparison(view, rows),
         "warmups": _warmups(view, sealed.get("warmups") or {}),
     }
     if load is not None:
@@ -244,12 +249,12 @@ def rebuild(view: AttemptView) -> Record:
     return Record.model_validate({k: v for k, v in data.items() if k in sealed})
 
 
-def _comparison(sealed: dict[str, Any], matrix: list[dict[str, Any]]) -> list[Comparison]:
-    if (sealed.get("incumbent") or {}).get("status") != "measured":
+def _comparison(view: AttemptView, matrix: list[MatrixRow]) -> list[Comparison]:
+    if (view.sealed.get("incumbent") or {}).get("status") != "measured":
         return []
-    cand = {r["cell"]: r["run_values"] for r in matrix if r["lane"] == "candidate"}
-    inc = {r["cell"]: r["run_values"] for r in matrix if r["lane"] == INCUMBENT}
-    return compare(cand, inc, seed=int(sealed.get("seed") or 0))
+    cand = {r.cell: r.run_values.model_dump() for r in matrix if r.lane == "candidate"}
+    inc = {r.cell: r.run_values.model_dump() for r in matrix if r.lane == INCUMBENT}
+    return compare(cand, inc, seed=int(view.sealed.get("seed") or 0))
 
 
 def _warmups(view: AttemptView, sealed: dict[str, Any]) -> dict[str, Any]:

@@ -22,14 +22,13 @@ the goodput of the turns under the SLOs (a broken turn misses them).
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qualify.capacity.loads import SessionTurn
+from qualify.capacity.loads import Sessions, SessionTurn
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.slo import Slo, goodput
 from qualify.evidence.kept import AttemptView, NotKept
@@ -185,20 +184,16 @@ async def run_sessions(sender: Sender, count: int, max_tokens: int, slo: Slo) ->
     return {"count": count, "window_s": window, "turns": turns}  # figures: `sessions_again`
 
 
-def sessions_again(view: AttemptView, sealed: dict[str, Any], slo: Slo) -> dict[str, Any]:
+def sessions_again(view: AttemptView, sealed: Sessions, slo: Slo) -> dict[str, object]:
     """The sessions measured again (`verify`): each turn from its kept exchange, judged by
     `turn_record`, the figures by `session_figures`; the window as recorded."""
-    out = copy.deepcopy(sealed)
     again = []
-    for t in sealed.get("turns") or []:
-        files = [str(f) for f in t.get("files") or []]
-        want = f"load-session-t{t.get('turn')}-s{int(t.get('session') or 0) + 1}.json"
-        name = re.sub(r"\.part\d{3}$", "", files[0]) if files else ""
+    for t in sealed.turns:
+        want = f"load-session-t{t.turn}-s{t.session + 1}.json"
+        name = re.sub(r"\.part\d{3}$", "", t.files[0]) if t.files else ""
         if not re.fullmatch(r"\d{4}-" + re.escape(want), name):
             raise NotKept(f"session turn {want}: its exchange {name or 'none'} is not kept")
-        rec = turn_record(view.exchange(name), files, int(t["session"]), int(t["turn"]))
-        again.append(rec)
-    if len(again) != TURNS * int(sealed.get("count") or 0):
-        raise NotKept(f"{len(again)} session turns kept, {sealed.get('count')} sessions planned")
-    out.update(session_figures(again, slo, sealed.get("window_s")))
-    return out
+        again.append(turn_record(view.exchange(name), t.files, t.session, t.turn))
+    if len(again) != TURNS * sealed.count:
+        raise NotKept(f"{len(again)} session turns kept, {sealed.count} sessions planned")
+    return sealed.model_dump() | session_figures(again, slo, sealed.window_s)

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
 
 from qualify.ab.kv import read_server_log
 from qualify.candidate import Candidate, LoadedCandidate
@@ -26,7 +25,16 @@ from qualify.capacity.edge import incumbent_edge
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import find_incumbent
 from qualify.capacity.knee import LaneArgs, open_cell, search
-from qualify.capacity.loads import Knee, soak_rate_from
+from qualify.capacity.loads import (
+    Edge,
+    Knee,
+    Load,
+    OpenCell,
+    ReplayCell,
+    Sessions,
+    Soak,
+    soak_rate_from,
+)
 from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
 from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
@@ -138,23 +146,21 @@ class Capacity:
             return (lambda: rss_mib(pid)), "server process RSS (/proc)"
         return (lambda: None), None
 
-    async def load(self, lane: Lane, task: Task) -> dict[str, Any]:
+    async def load(self, lane: Lane, task: Task) -> Load:
         """The knee search, the burst and the soak on one lane, at one prompt length."""
         s, t = self.s, self.ctx.thresholds
         target = s.load.length or s.lengths[0]
         (planned,) = plan_lengths([target], lane.window, s.max_tokens)
-        out: dict[str, Any] = {"length": planned, "slo": self.slo, "lane": lane.name}
+        out: dict[str, object] = {"length": planned, "slo": self.slo, "lane": lane.name}
         out["kind"] = s.load.kind
         if planned.errors:
-            out["error"] = "; ".join(planned.errors)
-            return out
+            return Load.model_validate(out | {"error": "; ".join(planned.errors)})
         n = planned.planned_tokens
         fresh_key = (s.load.kind, n) not in lane.prompts
         try:
             p = await self.prompts(lane, s.load.kind, n)
         except SizingError as exc:
-            out["error"] = f"sizing failed: {exc}"
-            return out
+            return Load.model_validate(out | {"error": f"sizing failed: {exc}"})
         if fresh_key:
             await self.warm(lane, p, f"load-{lane.name}-{n}")
         common = LaneArgs(
@@ -177,23 +183,25 @@ class Capacity:
                 **common,
             )
             out.update(found)
-            if n := s.load.burst:  # n requests at once: how the recipe absorbs a spike
-                label = f"load-burst-{n}"
-                b = await open_cell(
-                    lane.sender, p.fresh, burst(n), label=label, drain_s=drain, **common
-                )
-                out["cells"].append(
-                    b | {"arrival": "burst", "rate_rps": None, "cell": f"burst-{n}"}
-                )
-                task.advance(note=f"capacity burst of {n}")
+        ld = Load.model_validate(out)
+        if s.load.enabled and (n := s.load.burst):  # n requests at once: a spike
+            label = f"load-burst-{n}"
+            b = await open_cell(
+                lane.sender, p.fresh, burst(n), label=label, drain_s=drain, **common
+            )
+            b |= {"arrival": "burst", "rate_rps": None, "cell": f"burst-{n}"}
+            ld.cells.append(OpenCell.model_validate(b))
+            task.advance(note=f"capacity burst of {n}")
         if s.soak.enabled:
-            out["soak"] = await self.soak_step(lane, p, out, common)
+            ld.soak = Soak.model_validate(await self.soak_step(lane, p, ld, common))
             task.advance(note="capacity soak")
         if text:  # the candidate's trace, at each of its scales
-            out["replay"] = await replays(lane.sender, text, s.replay, common, drain)
+            got = await replays(lane.sender, text, s.replay, common, drain)
+            ld.replay = [ReplayCell.model_validate(c) for c in got]
         if n := s.sessions.count:  # agent sessions, each turn on the previous answers
-            out["sessions"] = await run_sessions(lane.sender, n, s.sessions.max_tokens, self.slo)
-        return out
+            runs = await run_sessions(lane.sender, n, s.sessions.max_tokens, self.slo)
+            ld.sessions = Sessions.model_validate(runs)
+        return ld
 
     def trace(self, lane: Lane) -> str | None:
         """The text of the candidate's replay trace, kept in the attempt (`KEPT_TRACE`) for
@@ -207,14 +215,14 @@ class Capacity:
         return text
 
     async def soak_step(
-        self, lane: Lane, p: Prompts, out: dict[str, Any], common: LaneArgs
-    ) -> dict[str, Any]:
+        self, lane: Lane, p: Prompts, ld: Load, common: LaneArgs
+    ) -> dict[str, object]:
         """The soak at the candidate's rate, else a fraction of the knee the search found."""
         s, t = self.s, self.ctx.thresholds
-        knee = cast(Knee, out.get("knee") or Knee())
+        knee = ld.knee or Knee()
         rate, rate_from = s.soak.rate_rps, soak_rate_from(s.soak.rate_rps, knee.rate_rps)
         if rate is None:
-            tried = [c["rate_rps"] for c in out.get("cells", []) if c.get("rate_rps")]
+            tried = [c.rate_rps for c in ld.cells if c.rate_rps]
             rate = s.soak.rate_fraction * (knee.rate_rps or min(tried or [s.load.start_rps]))
         memory, source = self.memory()
         await wait_idle(lane.sender.client, lane.sender.dialect, s.idle_wait_s)
@@ -233,7 +241,7 @@ class Capacity:
         )
         return {**got, "rate_from": rate_from}
 
-    async def loads(self, incumbent: bool, ran: list[str], task: Task) -> dict[str, Any]:
+    async def loads(self, incumbent: bool, ran: list[str], task: Task) -> Load:
         """The candidate's load, then the incumbent at the candidate's edge (`capacity.edge`)."""
         out = await self.load(await self.lane("candidate"), task)
         ran.append("candidate load")
@@ -242,9 +250,9 @@ class Capacity:
         try:
             lane = await self.lane(INCUMBENT)
         except StartFailed as exc:
-            out["incumbent"] = {"status": "unreachable", "why": str(exc), "cells": []}
+            out.incumbent = Edge(status="unreachable", why=str(exc), cells=[])
             return out
-        out["incumbent"] = await incumbent_edge(self, lane, out, task)
+        out.incumbent = Edge.model_validate(await incumbent_edge(self, lane, out, task))
         ran.append("incumbent at the candidate's edge")
         return out
 
@@ -423,7 +431,7 @@ async def capacity(ctx: StageContext) -> StageResult:
     steps += (s.load.max_steps + s.load.refine + bool(s.load.burst) + 2 * found) * s.load.enabled
     cells = len(s.lengths) * len(s.concurrency)
     kinds: list[rec.KindRow] = []
-    load: dict[str, Any] = {}
+    load = Load()
     ran: list[str] = []
     try:
         with ctx.progress.task("capacity", steps + sum(cells * len(r) for _, r in order)) as task:

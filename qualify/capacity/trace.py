@@ -67,7 +67,7 @@ class TraceRow:
     input_length: int | None = None
     output_length: int | None = None
     hash_ids: tuple[int, ...] = ()
-    messages: tuple[dict[str, Any], ...] = ()
+    messages: tuple[dict[str, Any], ...] = ()  # the trace's chat messages, raw JSON
     session: str | None = None
 
 
