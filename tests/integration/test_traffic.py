@@ -20,6 +20,7 @@ import pytest
 from conftest import start_llama_server
 
 from qualify.capacity import traffic_judges
+from qualify.capacity.loads import Sessions
 from qualify.capacity.record import Record
 from qualify.capacity.replay import replay_again, replay_cell
 from qualify.capacity.sessions import run_sessions, sessions_again
@@ -173,7 +174,8 @@ def test_agent_sessions_run_each_turn_on_the_previous_answers(server: str, tmp_p
 
     raw = asyncio.run(go())
     # the figures are the ones `verify` derives from the kept turns (the stage keeps none)
-    out = sessions_again(kept.view({"load": {"sessions": raw}}), raw, SLO)
+    sealed = Sessions.model_validate(raw)
+    out = sessions_again(kept.view({"load": {"sessions": raw}}), sealed, SLO)
     assert out["count"] == 3 and len(out["turns"]) == 9 and out["judged"] == 9
     by_turn = out["prompt_tokens_by_turn"]
     assert by_turn[0] < by_turn[1] < by_turn[2]  # the prefix grows turn by turn
