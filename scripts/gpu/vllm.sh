@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Qualify a real vLLM 0.26.0 (SmolLM2-135M on one H200) in attach mode and in launch mode.
-# Needs, beside the checkout: .vllm-h200/ (the vLLM kit: vh.sh, SHA256SUMS, part-01..04) and
+# Needs, beside the checkout: .vllm-h200/ (the vLLM kit: vh.sh, SHA256SUMS, part-01..08) and
 # .whl/ (wheels of qualify's dependencies the GPU image lacks). Everything lands under /tmp.
-#   scripts/gpu/vllm.sh stage     copy the parts carried in this call (three calls: 01, 02, 03)
-#   scripts/gpu/vllm.sh up        (with part-04 and .whl) install vLLM + qualify's wheels, convert
+#   scripts/gpu/vllm.sh stage     copy the parts carried in this call (one a call: 01 .. 07)
+#   scripts/gpu/vllm.sh up        (with the last part and .whl) install vLLM + qualify's wheels, convert
 #                                 the model, start the candidate server (8000, ngram, dev mode)
 #                                 and the control (8001), record their answers
 #   scripts/gpu/vllm.sh attach    qualify the running servers (docs/gpu/vllm/candidates/*-attach)
