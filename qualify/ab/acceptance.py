@@ -27,30 +27,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import TypedDict
 
-from qualify.ab.record import ResponseDrafts
+from qualify.ab.record import Acceptance, ResponseDrafts
 from qualify.httpclient.chat import ChatOutcome
 from qualify.serving.engines import Dialect, MetricsSnapshot
 
 SGLANG_VERIFY = "sglang:spec_verify_calls_total"
 SGLANG_GENERATED = "sglang:generation_tokens_total"
 SGLANG_WIDTH = "sglang:spec_num_draft_tokens"
-
-
-class AcceptanceForm(TypedDict, total=False):
-    """`qualify.ab.record.Acceptance` as written (`model_dump(mode="json")`): what `between`
-    and `combine` give, kept in the capacity and context stages' runs until their records."""
-
-    rate: float | None
-    mean_length: float | None
-    per_position: list[float]
-    drafts: int | None
-    draft_tokens: int | None
-    accepted: int | None
-    accepted_per_position: list[int]
-    source: str
-    unmeasured: str | None
 
 
 @dataclass
@@ -89,28 +73,33 @@ class SpecCounters:
         return None not in (self.drafts, self.draft_tokens, self.accepted)
 
 
-def _rates(drafts: int, tokens: int | None, accepted: int, per_pos: list[int]) -> AcceptanceForm:
-    return {
-        "rate": accepted / tokens if tokens else None,
-        "mean_length": 1.0 + accepted / drafts if drafts > 0 else None,
-        "per_position": [a / drafts for a in per_pos] if drafts > 0 else [],
-        "drafts": drafts,
-        "draft_tokens": tokens,
-        "accepted": accepted,
-        "accepted_per_position": per_pos,
-    }
+def _rates(
+    drafts: int, tokens: int | None, accepted: int, per_pos: list[int], **more: str | None
+) -> Acceptance:
+    return Acceptance(
+        rate=accepted / tokens if tokens else None,
+        mean_length=1.0 + accepted / drafts if drafts > 0 else None,
+        per_position=[a / drafts for a in per_pos] if drafts > 0 else [],
+        drafts=drafts,
+        draft_tokens=tokens,
+        accepted=accepted,
+        accepted_per_position=per_pos,
+        **more,
+    )
 
 
 def between(
     before: MetricsSnapshot | None, after: MetricsSnapshot | None, d: Dialect
-) -> AcceptanceForm | None:
-    """`acceptance` between two scrapes of the engine's counters; None without both."""
+) -> dict[str, object] | None:
+    """`acceptance` between two scrapes of the engine's counters, None without both; its JSON
+    form, which the capacity stage's dict runs keep."""
     if before is None or after is None:
         return None
-    return acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
+    got = acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
+    return got.model_dump() if got is not None else None
 
 
-def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> AcceptanceForm | None:
+def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> Acceptance | None:
     """Acceptance over one run from two scrapes; None when the engine reports nothing."""
     if before.counted and after.counted:
         assert before.drafts is not None and after.drafts is not None
@@ -126,26 +115,26 @@ def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> Accept
         per_pos = [
             round(after.per_pos.get(i, 0.0) - before.per_pos.get(i, 0.0)) for i in range(top + 1)
         ]
-        out = _rates(drafts, tokens, accepted, per_pos)
-        out["source"] = f"{engine} counters, delta over the run"
-        return out
+        return _rates(
+            drafts, tokens, accepted, per_pos, source=f"{engine} counters, delta over the run"
+        )
     if before.verify_calls is not None and after.verify_calls is not None:
         return _sglang(before, after, engine)
     if after.gauges:
-        return {
-            "rate": after.gauges.get("sglang:spec_accept_rate"),
-            "mean_length": after.gauges.get("sglang:spec_accept_length"),
-            "per_position": [],
-            "drafts": None,
-            "draft_tokens": None,
-            "accepted": None,
-            "accepted_per_position": [],
-            "source": f"{engine} gauges read after the run (recent batches only, not a delta)",
-        }
+        return Acceptance(
+            rate=after.gauges.get("sglang:spec_accept_rate"),
+            mean_length=after.gauges.get("sglang:spec_accept_length"),
+            per_position=[],
+            drafts=None,
+            draft_tokens=None,
+            accepted=None,
+            accepted_per_position=[],
+            source=f"{engine} gauges read after the run (recent batches only, not a delta)",
+        )
     return None
 
 
-def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> AcceptanceForm | None:
+def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> Acceptance | None:
     """SGLang's acceptance from its verify-call and generated-token counters (see above)."""
     assert before.verify_calls is not None and after.verify_calls is not None
     if before.generated is None or after.generated is None:
@@ -157,42 +146,41 @@ def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> Acceptanc
     accepted = max(0, generated - steps) if steps else 0
     width = after.gauges.get(SGLANG_WIDTH)
     tokens = steps * (round(width) - 1) if width is not None and width > 1 else None
-    out = _rates(steps, tokens, accepted, [])
-    out["source"] = f"{engine} counters ({SGLANG_VERIFY}, {SGLANG_GENERATED}), delta over the run"
-    if tokens is None:
-        out["unmeasured"] = (
-            f"no {SGLANG_WIDTH} gauge: the draft tokens per verify call, so the rate, are "
-            "unmeasurable by this server"
-        )
-    return out
+    source = f"{engine} counters ({SGLANG_VERIFY}, {SGLANG_GENERATED}), delta over the run"
+    if tokens is not None:
+        return _rates(steps, tokens, accepted, [], source=source)
+    why = f"no {SGLANG_WIDTH} gauge: the draft tokens per verify call, so the rate, are "
+    return _rates(
+        steps, None, accepted, [], source=source, unmeasured=why + "unmeasurable by this server"
+    )
 
 
-def combine(runs: list[AcceptanceForm | None]) -> AcceptanceForm | None:
+def combined(runs: list[Acceptance | None]) -> Acceptance | None:
     """A lane's acceptance over all its runs: counts summed, rates from the sums."""
-    counted = [r for r in runs if r is not None and r.get("drafts") is not None]
+    counted = [r for r in runs if r is not None and r.drafts is not None]
     if not counted:
         gauges = [r for r in runs if r is not None]
         return gauges[-1] if gauges else None
-    positions = zip_longest(*(r["accepted_per_position"] for r in counted), fillvalue=0)
-    per_pos = [sum(at) for at in positions]
-    tokens = [r["draft_tokens"] for r in counted]
+    positions = zip_longest(*(r.accepted_per_position for r in counted), fillvalue=0)
+    tokens = [r.draft_tokens for r in counted]
     known = [t for t in tokens if t is not None]
-    out = _rates(
-        sum(r["drafts"] or 0 for r in counted),  # not None: counted
+    unmeasured = next((r.unmeasured for r in counted if r.unmeasured), None)
+    n = len(counted)
+    span = f"{n} runs" if n == len(runs) else f"{n} of {len(runs)} runs"
+    return _rates(
+        sum(r.drafts or 0 for r in counted),  # not None: counted
         None if len(known) < len(tokens) else sum(known),
-        sum(r["accepted"] or 0 for r in counted),  # written with drafts
-        per_pos,
+        sum(r.accepted or 0 for r in counted),  # written with drafts
+        [sum(at) for at in positions],
+        **({"unmeasured": unmeasured} if unmeasured else {}),
+        source=counted[0].source.replace("the run", span),
     )
-    unmeasured = next((r["unmeasured"] for r in counted if r.get("unmeasured")), None)
-    if unmeasured:
-        out["unmeasured"] = unmeasured
-    span = (
-        f"{len(counted)} runs"
-        if len(counted) == len(runs)
-        else f"{len(counted)} of {len(runs)} runs"
-    )
-    out["source"] = str(counted[0]["source"]).replace("the run", span)
-    return out
+
+
+def combine(runs: list[dict[str, object] | None]) -> dict[str, object] | None:
+    """`combined` over the JSON forms the capacity stage's dict runs keep, in that form."""
+    got = combined([Acceptance.model_validate(r) if r is not None else None for r in runs])
+    return got.model_dump() if got is not None else None
 
 
 def response_drafts(outcomes: list[ChatOutcome]) -> ResponseDrafts:

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from itertools import combinations_with_replacement
 
 from qualify.ab.record import Paired
 from qualify.httpclient.timing import median, percentile
@@ -37,13 +38,6 @@ EXACT_MAX = 25_000
 """The most distinct resamples (multisets of prompts) an interval is enumerated over whole."""
 
 
-def spread(values: list[float]) -> tuple[float, float] | None:
-    """The run-to-run range (min, max) of a lane's run-level figures; None for no data."""
-    if not values:
-        return None
-    return min(values), max(values)
-
-
 def delta_pct(delta: float | None, base: float | None) -> float | None:
     """The delta as a percentage of the control's figure; None when the base is 0 or missing."""
     if delta is None or base is None or base == 0:
@@ -52,9 +46,7 @@ def delta_pct(delta: float | None, base: float | None) -> float | None:
 
 
 def within_noise(ci: tuple[float, float] | list[float] | None) -> bool | None:
-    """True when the delta's interval includes zero, False when it excludes it, None when there
-    is no interval (a lane with fewer than two runs has no spread): unknown, never "noise".
-    """
+    """Whether the delta's interval includes zero; None (unknown, never "noise") without one."""
     if ci is None:
         return None
     lo, hi = ci
@@ -81,12 +73,8 @@ def _interval(
 def bootstrap_delta_ci(
     a: list[float], b: list[float], resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float] | None:
-    """A percentile-bootstrap interval of median(a) - median(b), resampling runs per lane.
-
-    None when either lane has fewer than two runs: one run has no spread, and an interval
-    that resamples it alone would look certain. With few runs the interval is coarse (it can
-    only take values built from the observed runs); it is shown beside the spread.
-    """
+    """A percentile-bootstrap interval of median(a) - median(b), resampling runs per lane; None
+    when either lane has fewer than two runs (an interval of one run would look certain)."""
     if len(a) < 2 or len(b) < 2:
         return None
     return _interval(
@@ -94,16 +82,6 @@ def bootstrap_delta_ci(
         resamples,
         seed,
     )
-
-
-def _multisets(groups: int, draws: int) -> Iterator[tuple[int, ...]]:
-    """Every way of drawing `draws` items from `groups` with replacement, as counts per group."""
-    if groups == 1:
-        yield (draws,)
-        return
-    for c in range(draws, -1, -1):
-        for rest in _multisets(groups - 1, draws - c):
-            yield (c, *rest)
 
 
 def exact_quantiles(groups: list[list[float]], qs: tuple[float, ...]) -> list[float]:
@@ -115,7 +93,8 @@ def exact_quantiles(groups: list[list[float]], qs: tuple[float, ...]) -> list[fl
     lf = [math.lgamma(i + 1) for i in range(k + 1)]
     base = lf[k] - k * math.log(k)
     dist: list[tuple[float, float]] = []
-    for counts in _multisets(k, k):
+    for drawn in combinations_with_replacement(range(k), k):
+        counts = [drawn.count(i) for i in range(k)]
         m = _median([d for g, c in zip(groups, counts, strict=True) if c for d in g * c])
         dist.append((m, math.exp(base - sum(lf[c] for c in counts))))
     dist.sort()

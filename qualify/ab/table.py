@@ -4,13 +4,12 @@ differences with their bootstrap interval over prompts (`qualify.ab.stats.paired
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, cast
+from typing import Literal
 
-from qualify.ab.acceptance import AcceptanceForm, combine
+from qualify.ab.acceptance import combined
 from qualify.ab.drive import timing_of
 from qualify.ab.record import (
     LANES,
-    Acceptance,
     Fidelity,
     Figures,
     Identical,
@@ -24,7 +23,7 @@ from qualify.ab.record import (
     Speculation,
     Spreads,
 )
-from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
+from qualify.ab.stats import delta_pct, paired_summary, within_noise
 from qualify.candidate import Candidate
 from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
@@ -49,17 +48,8 @@ def run_values(runs: list[Run], metric: str) -> list[float]:
 
 def lane_block(block: Lane, recipe: Candidate, runs: list[Run]) -> Lane:
     """A lane's recipe as the record names it, its runs, the lane figure (median of run-level
-    values) and run-to-run spread of each metric, and its acceptance over the runs."""
-    figure: dict[str, float | None] = {}
-    spreads: dict[str, list[float] | None] = {}
-    for name, _, _ in METRICS:
-        values = run_values(runs, name)
-        figure[name] = median(values)
-        s = spread(values)
-        spreads[name] = list(s) if s is not None else None
-    acc = combine(
-        [cast(AcceptanceForm, r.acceptance.model_dump()) if r.acceptance else None for r in runs]
-    )
+    values) and run-to-run spread [min, max] of each metric, and its acceptance over the runs."""
+    values = {name: run_values(runs, name) for name, _, _ in METRICS}
     speculation = recipe.identity.speculation.model_dump(mode="json")
     return block.model_copy(
         update={
@@ -68,9 +58,9 @@ def lane_block(block: Lane, recipe: Candidate, runs: list[Run]) -> Lane:
             "engine": recipe.identity.engine,
             "speculation": Speculation.model_validate(speculation),
             "runs": runs,
-            "figure": Figures(**figure),
-            "spread": Spreads(**spreads),
-            "acceptance": Acceptance.model_validate(acc) if acc is not None else None,
+            "figure": Figures(**{k: median(v) for k, v in values.items()}),
+            "spread": Spreads(**{k: [min(v), max(v)] if v else None for k, v in values.items()}),
+            "acceptance": combined([r.acceptance for r in runs]),
         }
     )
 
