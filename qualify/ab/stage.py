@@ -81,12 +81,7 @@ def _plan(cand: Candidate, ps: PromptSet, run: int, model: str) -> drive.RunPlan
         prompts=ps.prompts,
         warmup=ps.warmup,
         base=base,
-        warmups=s.warmups,
-        nonce=s.nonce,
-        seed=s.seed or 0,
-        concurrency=s.concurrency,
-        timeout_s=s.timeout_s,
-        idle_wait_s=s.idle_wait_s,
+        s=s,
     )
     plan.bodies = [drive.body_for(plan, i, p.text) for i, p in enumerate(ps.prompts)]
     return plan
