@@ -16,15 +16,7 @@ from dataclasses import dataclass, field, fields
 
 from qualify.ab.acceptance import between
 from qualify.ab.prompts import ABPrompt
-from qualify.ab.record import (
-    DegenerateAnswer,
-    Energy,
-    IdleState,
-    PromptWhy,
-    Request,
-    Run,
-    RunP50,
-)
+from qualify.ab.record import DegenerateAnswer, Energy, IdleState, PromptWhy, Request, Run, RunP50
 from qualify.ab.settings import ABSettings
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange

@@ -1,8 +1,5 @@
-"""The A/B's judges, declared in `gates/ab/*.yaml`: each reads the stage's typed record
-(`qualify.ab.record.Record`) and the house `Thresholds`, never a number from the candidate; the
-advisory ones of figures the evidence itself contradicts are in `qualify.ab.plausible`, the
-lossless check in `qualify.ab.lossless`.
-"""
+"""The A/B's judges (`gates/ab/*.yaml`): each reads the typed record and the house `Thresholds`,
+never a number from the candidate (more in `qualify.ab.plausible` and `qualify.ab.lossless`)."""
 
 from __future__ import annotations
 
@@ -54,9 +51,6 @@ def no_lanes(data: Record) -> list[Judged] | None:
 def _judged(found: Found, metrics: dict[str, object]) -> list[Judged]:
     verdict = worst([f[0] for f in found]) if found else Verdict.PASS
     return [Judged(verdict, [f[1] for f in found if f[0] is not Verdict.PASS], metrics)]
-
-
-# -- paired -------------------------------------------------------------------------------------
 
 
 def _run_problems(lane: str, r: Run) -> Found:
@@ -140,14 +134,9 @@ def paired(data: Record, params: PairedParams, thresholds: Thresholds) -> list[J
     return _judged(found, metrics)
 
 
-# -- speed --------------------------------------------------------------------------------------
-
-
 def slowdown_pct(row: MetricRow) -> tuple[float, tuple[float, float]] | None:
-    """How much slower the candidate is than the control, in per cent (positive = slower),
-    with its 95% interval in the same terms: from the paired per-request differences when the
-    row has them (`paired`), else from the delta of the lane figures and `ci95`; None without
-    figures or without an interval."""
+    """How much slower the candidate is, in per cent (positive = slower), with its 95% interval:
+    paired where the row has pairs, else from the lane figures' delta and `ci95`."""
     sign = -1.0 if row.better == "higher" else 1.0
     if row.paired is not None:
         med, ci = row.paired.median_pct, row.paired.ci95_pct
@@ -269,9 +258,6 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
     return [Judged(Verdict.PASS, [], metrics)]
 
 
-# -- acceptance and draft length ----------------------------------------------------------------
-
-
 def _lane_acceptance(lane: str, block: Lane, floor: float) -> tuple[Verdict, str]:
     acc = block.acceptance
     missing = [r.run for r in block.runs if r.acceptance is None]
@@ -308,8 +294,7 @@ def _lane_acceptance(lane: str, block: Lane, floor: float) -> tuple[Verdict, str
 
 
 def drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
-    """The lanes that draft, and what to report at once when nothing can be judged
-    (a lane is missing: inconclusive; neither drafts: skipped)."""
+    """The lanes that draft, and what to report at once when nothing can be judged."""
     missing = no_lanes(data)
     if missing:
         return [], missing
@@ -371,8 +356,6 @@ def draft_length(data: Record, params: NoParams, thresholds: Thresholds) -> list
         return early
     return [_lane_draft_length(lane, data.lanes[lane]) for lane in spec]
 
-
-# -- fidelity -----------------------------------------------------------------------------------
 
 _FIDELITY_SHOWN = (
     "requests",

@@ -1,13 +1,6 @@
-"""Advisory judges of A/B figures that the evidence itself contradicts (`gates/ab/`):
-
-- `ab-draft-overrun`: a drafting lane's acceptance counters give more accepted tokens per draft
-  than the lane's pinned draft length. One draft cannot accept more tokens than it proposes, so
-  the counters' scope is not one draft per request and the acceptance figures are unverified.
-- `ab-decode-outliers`: counted requests of a lane decoded above `factor` times the lane's median
-  (the lane figure): they are in the medians and the plot, and a reader should know.
-
-Both are advisory: they never block, they say where a figure should not be trusted as printed.
-"""
+"""Advisory judges of A/B figures the evidence itself contradicts: they never block, they say
+where a figure should not be trusted as printed (one draft cannot accept more tokens than it
+proposes; requests far above the lane's median are in the medians and the plot)."""
 
 from __future__ import annotations
 

@@ -23,15 +23,7 @@ from qualify.ab.stats import paired_summary
 from qualify.ab.table import METRICS, pairs, same_in_every_request
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
-from qualify.present.cells import (
-    Cell,
-    Measure,
-    acceptance_rate,
-    digest,
-    drafted,
-    given,
-    nums,
-)
+from qualify.present.cells import Cell, Measure, acceptance_rate, digest, drafted, given, nums
 from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text, show
