@@ -112,8 +112,7 @@ def _failure(ex: Exchange, o: ChatOutcome) -> str | None:
 
 
 def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) -> Request:
-    """One request's figures; `excluded` says why it is left out of the aggregates, `sent`
-    holds a digest of each field of the body it carried."""
+    """One request's figures; `excluded` says why it is left out of the aggregates."""
     t = timing(o)
     failed = _failure(ex, o)
     deg = degenerate(o.content) if failed is None else None
@@ -185,8 +184,7 @@ async def _warm_up(client: Client, keep: Keep, lane: str, plan: RunPlan) -> list
 
 
 def _as_recorded(q: Request) -> Request:
-    """What the rebuild reads of a request: its prompt, its kept exchange, and the figures a
-    server's histogram window gave it."""
+    """What the rebuild reads of a request: its prompt, its exchange, and its `WINDOW` figures."""
     window = {k: getattr(q, k) for k in WINDOW} if q.server_source is not None else {}
     return Request(prompt=q.prompt, file=q.file, **window)
 
@@ -248,11 +246,9 @@ async def drive_run(
     meter: Meter | None = None,
     parts: Parts | None = None,
 ) -> Run:
-    """Warm up, check idle, read counters, send every prompt, read counters again; the energy
-    of the timed window from `meter` (the run's GPU sampler), when given, and each card's
-    memory and power over it from `parts` (the sampler, which marks the window). The draft
-    run holds what the rebuild (`qualify.ab.rebuild`) takes as recorded, and the failed
-    requests, which `run --plan` (judging the draft as it is) names."""
+    """Warm up, check idle, read counters, send every prompt, read counters again; the window's
+    energy from `meter` and each card's memory and power from `parts` (the GPU sampler's). The
+    run holds what the rebuild takes as recorded, and the failed requests `run --plan` names."""
     warm = await _warm_up(client, keep, lane, plan)
     idle_before, before = await idle_state(client, d, plan.s.idle_wait_s)
     gate, part = asyncio.Semaphore(plan.s.concurrency), f"{lane}-run{plan.run}"

@@ -164,11 +164,8 @@ def too_few(row: MetricRow) -> str | None:
 
 @judge(STAGE, "ab-speed", SpeedParams)
 def speed(data: Record, params: SpeedParams, thresholds: Thresholds) -> list[Judged]:
-    """Fail when the candidate is slower than the control by more than
-    `ab_max_regression_pct` with the whole 95% interval of the paired per-request differences
-    beyond that bound; inconclusive when the median is beyond it but the interval is not, when
-    there is no interval, or when the interval is wider than the control's figure ("too few
-    samples"); pass otherwise."""
+    """Fail when the whole paired 95% interval of the slowdown is beyond `ab_max_regression_pct`;
+    inconclusive when only the median is, without an interval, or on "too few samples"."""
     if missing := no_lanes(data):
         return missing
     bound = thresholds.ab_max_regression_pct
@@ -220,9 +217,8 @@ def speed(data: Record, params: SpeedParams, thresholds: Thresholds) -> list[Jud
 
 @judge(STAGE, "ab-spec-speedup", NoParams)
 def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """When speculative decoding is the variable (the candidate drafts and the control's
-    speculation differs), fail when the candidate's median decode is not faster than the
-    control's by at least `spec_min_speedup_pct`; skipped when speculation is not the variable."""
+    """Where speculation is the variable, fail when the candidate's median decode is not faster
+    than the control's by `spec_min_speedup_pct`; skipped where it is not the variable."""
     if missing := no_lanes(data):
         return missing
     cand, ctrl = data.lanes["candidate"], data.lanes["control"]
@@ -307,9 +303,8 @@ def drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
 
 @judge(STAGE, "ab-acceptance", NoParams)
 def acceptance(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """Fail when a drafting lane's acceptance rate, counted over its timed runs, is below
-    `acceptance_floor`; inconclusive when the server's counters cannot give it (the reason says
-    which); skipped when neither lane drafts."""
+    """Fail when a drafting lane's counted acceptance rate is below `acceptance_floor`;
+    inconclusive when the server's counters cannot give it; skipped when neither lane drafts."""
     spec, early = drafting_lanes(data)
     if early:
         return early
@@ -347,10 +342,8 @@ def _lane_draft_length(lane: str, block: Lane) -> Judged:
 
 @judge(STAGE, "ab-draft-length", NoParams)
 def draft_length(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """Per drafting lane: fail when the number of draft positions the server's per-position
-    counters show (the length of the per-position curve, which vLLM and llama.cpp size to the
-    configured maximum draft) differs from `identity.speculation.draft_tokens`; inconclusive
-    where the server has no such counters or nothing was drafted."""
+    """Per drafting lane: fail when the per-position counters' length (vLLM and llama.cpp size
+    it to the maximum draft) differs from the pinned `draft_tokens`; inconclusive without it."""
     spec, early = drafting_lanes(data)
     if early:
         return early
@@ -370,10 +363,8 @@ _FIDELITY_SHOWN = (
 
 @judge(STAGE, "ab-fidelity", NoParams)
 def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """Per lane: fail when the client's median decode tok/s differs from the server's by more
-    than `fidelity_decode_tolerance`, or TTFT minus the server's prompt time lies outside
-    [0, `ttft_bound_ms(engine, concurrency)`]; inconclusive when the server reported neither
-    (`qualify.httpclient.timing.fidelity_verdict`, the context ladder's rule too)."""
+    """Per lane: the client's timings against the server's own (`fidelity_verdict`, the context
+    ladder's rule too), within `fidelity_decode_tolerance` and `ttft_bound_ms`."""
     if missing := no_lanes(data):
         return missing
     fid = data.fidelity
