@@ -1,26 +1,17 @@
-"""Draft acceptance from the server's own counters, read before and after each timed run.
+"""Draft acceptance from the server's own counters, read before and after each timed run. Over
+the counter deltas of one run (vLLM `v1/spec_decode/metrics.py`; llama.cpp's names carry the
+`llamacpp:` prefix): rate = Δaccepted_tokens / Δdraft_tokens; mean acceptance length = 1 +
+Δaccepted_tokens / Δdrafts (the +1 is the bonus token); rate[i] = Δaccepted_per_pos{position=i}
+/ Δdrafts.
 
-Formulas (vLLM `v1/spec_decode/metrics.py`; llama.cpp uses the same counter names with the
-`llamacpp:` prefix), over the counter deltas of one run:
-
-- acceptance rate = Δaccepted_tokens / Δdraft_tokens
-- mean acceptance length = 1 + Δaccepted_tokens / Δdrafts (the +1 is the bonus token)
-- per-position rate[i] = Δaccepted_per_pos{position=i} / Δdrafts
-
-SGLang (REFERENCE.md §4) has no draft counters of that kind, but two counters that give the
-same figures as its own per-request stats (`spec_accept_length = completion_tokens /
-spec_verify_ct`), over the deltas of one run:
-
-- drafts = Δ`sglang:spec_verify_calls_total` (one verify call per draft)
-- mean acceptance length = Δ`sglang:generation_tokens_total` / Δverify calls (bonus included;
-  like SGLang's own figure it counts each request's first, prefilled token too)
-- accepted = Δgenerated − Δverify calls; draft tokens = Δverify calls × (n − 1), n being the
-  gauge `sglang:spec_num_draft_tokens` (SGLang's num_draft_tokens includes the verified token);
-  rate = accepted / draft tokens. Without that gauge the rate is unmeasurable by the server.
-
-Where only SGLang's gauges of the most recent batches exist (`sglang:spec_accept_rate`,
-`sglang:spec_accept_length`), they are recorded as read after the run, marked as such, and are
-not a delta over the run.
+SGLang (REFERENCE.md §4) has no such draft counters; two counters give the figures of its own
+per-request stats (`spec_accept_length = completion_tokens / spec_verify_ct`): drafts = Δverify
+calls (`sglang:spec_verify_calls_total`, one per draft); mean length = Δgenerated tokens / Δverify
+calls (bonus, and like SGLang's each request's first, prefilled token, included); accepted =
+Δgenerated − Δverify calls; draft tokens = Δverify calls × (n − 1), n the gauge
+`sglang:spec_num_draft_tokens` (the verified token included), without which the rate is
+unmeasurable by the server. Where only its recent-batch gauges exist (`sglang:spec_accept_rate`,
+`sglang:spec_accept_length`), they are recorded as read after the run, marked: not a delta.
 """
 
 from __future__ import annotations

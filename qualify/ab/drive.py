@@ -243,8 +243,8 @@ async def drive_run(
     lane: str,
     plan: RunPlan,
     d: Dialect,
-    meter: Meter | None = None,
-    parts: Parts | None = None,
+    meter: Meter,
+    parts: Parts | None,
 ) -> Run:
     """Warm up, check idle, read counters, send every prompt, read counters again; the window's
     energy from `meter` and each card's memory and power from `parts` (the GPU sampler's). The
@@ -264,11 +264,10 @@ async def drive_run(
     acc = between(before, after, d)
     server = server_side(records, before, after, d)
     got = summary(Run(run=plan.run), records, wall)
-    energy = None
-    if meter is not None:  # the window's figures (`qualify.vram.energy.window_energy`) per token
-        e, tokens = Energy.model_validate(dict(meter(*window))), got.completion_tokens
-        per = e.joules / tokens if e.joules is not None and tokens else None
-        energy = e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
+    # the window's figures (`qualify.vram.energy.window_energy`) per output token
+    e, tokens = Energy.model_validate(dict(meter(*window))), got.completion_tokens
+    per = e.joules / tokens if e.joules is not None and tokens else None
+    energy = e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
     gpu = gpu_over(parts, part, *window)
     return Run(
         run=plan.run,
@@ -279,7 +278,7 @@ async def drive_run(
         idle_before=idle_before,
         idle_after=idle_after,
         server_histograms=server,
-        **({"energy": energy} if energy is not None else {}),
+        energy=energy,
         **({"gpu": gpu} if gpu is not None else {}),
         request_digest=sha_json([q.sent for q in records]),  # every field of every body as sent
         warmup_files=warm,

@@ -1,9 +1,5 @@
-"""The A/B stage's record: what `qualify.ab.stage` measured, typed (`data`).
-
-Every part is `Written` (`qualify.httpclient.timing`): a field an earlier build did not write
-reads as its default and stays out of the JSON again, so the JSON form is exactly what was
-written. The judges (`qualify.ab.judges`) and the decision read these attributes.
-"""
+"""The A/B stage's record, typed: every part is `Written`, so a field an earlier build did not
+write stays out of the JSON again and the JSON form is exactly what was written."""
 
 from __future__ import annotations
 

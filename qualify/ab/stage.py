@@ -5,8 +5,8 @@ figures and the paired statistic are `qualify.ab.table.metric_rows`' (docs/ab.md
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from qualify.ab import drive, kv
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
@@ -100,14 +100,10 @@ def _meter(ctx: StageContext) -> drive.Meter:
     """Energy over a monotonic window from the run's GPU sampler; unmeasured, with why, when
     the run has no sampler (`qualify.vram.sampler.Sampler.energy` says why when it has one)."""
     energy = getattr(ctx.sampler, "energy", None)
-
-    def meter(t0: float, t1: float) -> Mapping[str, object]:
-        if callable(energy):
-            out: Mapping[str, object] = energy(t0, t1)
-            return out
-        return window_energy({}, t0, t1) | {"why": f"{NO_TELEMETRY} (no sampler in this run)"}
-
-    return meter
+    if callable(energy):
+        return cast(drive.Meter, energy)
+    why = f"{NO_TELEMETRY} (no sampler in this run)"
+    return lambda t0, t1: window_energy({}, t0, t1) | {"why": why}
 
 
 def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
