@@ -291,8 +291,7 @@ def _lane_acceptance(lane: str, block: Lane, floor: float) -> tuple[Verdict, str
 
 def drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
     """The lanes that draft, and what to report at once when nothing can be judged."""
-    missing = no_lanes(data)
-    if missing:
+    if missing := no_lanes(data):
         return [], missing
     spec = [lane for lane in LANES if data.lanes[lane].drafts]
     if not spec:

@@ -271,11 +271,9 @@ def acceptance_text(record: Record) -> str:
             text += f" ({mean:.1f} counting the bonus token)"
     elif acc.mean_length is not None:
         text += f", mean acceptance length {acc.mean_length:.2f} (server's figure)"
-    share = draft_share(record)
-    if share:
+    if share := draft_share(record):
         text += f"; {share}"
-    per = acc.per_position
-    if per:
+    if per := acc.per_position:
         shown = ", ".join(f"{p:.2f}" for p in per[:8])
         more = f" (first 8 of {len(per)} positions)" if len(per) > 8 else ""
         text += f"; per position {shown}{more}"
@@ -359,8 +357,7 @@ def acceptance(record: Record) -> Plot:
     """Acceptance rate by draft position, from the server's counters."""
     acc = record.acceptance or Acceptance()
     panel = Panel("accepted fraction")
-    pts = [(float(i + 1), float(p)) for i, p in enumerate(acc.per_position)]
-    if pts:
+    if pts := [(float(i + 1), float(p)) for i, p in enumerate(acc.per_position)]:
         panel.series["acceptance"] = pts
     drafts, drafted, accepted = acc.drafts, acc.draft_tokens, acc.accepted
     if drafts is not None:
@@ -405,8 +402,7 @@ def diff_cells(rec: Record) -> list[Cell]:
     for name, unit, better in METRICS:
         if name in ("decode_tok_s", "ttft_s", "e2e_s"):
             cell.measures[name] = Measure(unit, better, nums(getattr(r.p50, name) for r in runs))
-    agg = nums(r.aggregate_output_tok_s for r in runs)
-    if agg:
+    if agg := nums(r.aggregate_output_tok_s for r in runs):
         cell.measures["aggregate_output_tok_s"] = Measure("tok/s", "higher", agg)
     out = [cell]
     acc = rec.acceptance
