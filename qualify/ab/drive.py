@@ -156,8 +156,6 @@ async def idle_state(
 
 
 Meter = Callable[[float, float], Mapping[str, object]]
-
-
 Keep = Callable[[str, Exchange], list[str]]
 
 
@@ -167,20 +165,6 @@ async def _send(
     ex = await client.stream("/v1/chat/completions", body, timeout_s=timeout_s)
     files = keep(label, ex)
     return ex, from_stream(ex), files[0] if files else ""
-
-
-async def _warm_up(client: Client, keep: Keep, lane: str, plan: RunPlan) -> list[str]:
-    """Warm-ups after each launch: kept as evidence, never counted."""
-    asked = plan.base.get("max_tokens")
-    budget = min(32, asked if isinstance(asked, int) and asked else 32)
-    files = []
-    for k in range(plan.s.warmups):
-        body = body_for(plan, 1000 + k, plan.warmup, max_tokens=budget)
-        _, _, f = await _send(
-            client, keep, f"{lane}-run{plan.run}-warmup{k + 1}", body, plan.s.timeout_s
-        )
-        files.append(f)
-    return files
 
 
 def _as_recorded(q: Request) -> Request:
@@ -249,7 +233,11 @@ async def drive_run(
     """Warm up, check idle, read counters, send every prompt, read counters again; the window's
     energy from `meter` and each card's memory and power from `parts` (the GPU sampler's). The
     run holds what the rebuild takes as recorded, and the failed requests `run --plan` names."""
-    warm = await _warm_up(client, keep, lane, plan)
+    warm = []  # warm-ups after each launch: kept as evidence, never counted
+    for k in range(plan.s.warmups):
+        body = body_for(plan, 1000 + k, plan.warmup, max_tokens=min(32, plan.s.max_tokens))
+        label = f"{lane}-run{plan.run}-warmup{k + 1}"
+        warm.append((await _send(client, keep, label, body, plan.s.timeout_s))[2])
     idle_before, before = await idle_state(client, d, plan.s.idle_wait_s)
     gate, part = asyncio.Semaphore(plan.s.concurrency), f"{lane}-run{plan.run}"
 

@@ -107,18 +107,14 @@ def gate(data: Record, params: Params, thresholds: Thresholds) -> list[Judged]:
     early = sorted(got.divergent, key=lambda d: d.token)
     own = (got.repeats or {}).get("control")
     if own is not None and own.identical < own.pairs:
-        return [
-            Judged(
-                Verdict.INCONCLUSIVE,
-                [
-                    f"{got.pairs - got.identical} of {got.pairs} paired answers differ, but the "
-                    f"control's own answers differ between its runs ({own.pairs - own.identical} "
-                    f"of {own.pairs} repeats): the server is not deterministic at temperature 0, "
-                    "so the difference cannot be laid on speculation"
-                ],
-                metrics | {"control_repeats": own.pairs, "control_identical": own.identical},
-            )
-        ]
+        why = (
+            f"{got.pairs - got.identical} of {got.pairs} paired answers differ, but the "
+            f"control's own answers differ between its runs ({own.pairs - own.identical} "
+            f"of {own.pairs} repeats): the server is not deterministic at temperature 0, "
+            "so the difference cannot be laid on speculation"
+        )
+        more = {"control_repeats": own.pairs, "control_identical": own.identical}
+        return [Judged(Verdict.INCONCLUSIVE, [why], metrics | more)]
     reasons = [
         f"{got.share or 0:.1%} of the control's {got.tokens:,} tokens before each pair's first "
         f"divergence, below {floor:.1%}; {got.pairs - got.identical} of {got.pairs} pairs differ"
