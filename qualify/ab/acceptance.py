@@ -176,12 +176,10 @@ def combine(runs: list[dict[str, object] | None]) -> dict[str, object] | None:
 
 def response_drafts(outcomes: list[ChatOutcome]) -> ResponseDrafts:
     """The per-response cross-check: `timings.draft_n` / `draft_n_accepted` summed (llama.cpp)."""
-    with_timings = [o.timings for o in outcomes if o.timings is not None]
-    drafted = [t.get("draft_n") for t in with_timings]
-    accepted = [t.get("draft_n_accepted") for t in with_timings]
-    n = sum(v for v in drafted if isinstance(v, int))
-    a = sum(v for v in accepted if isinstance(v, int))
-    reported = sum(1 for v in drafted if isinstance(v, int))
+    timings = [o.timings for o in outcomes if o.timings is not None]
+    drafted = [v for t in timings if isinstance(v := t.get("draft_n"), int)]
+    a = sum(v for t in timings if isinstance(v := t.get("draft_n_accepted"), int))
+    n, reported = sum(drafted), len(drafted)
     return ResponseDrafts(
         responses=len(outcomes),
         responses_with_drafts=reported,

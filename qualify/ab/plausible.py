@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from qualify.ab.judges import drafting_lanes, no_lanes
-from qualify.ab.record import LANES, Record
+from qualify.ab.record import LANES, Acceptance, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
@@ -40,8 +40,8 @@ def draft_overrun(data: Record, params: OverrunParams, thresholds: Thresholds) -
     for lane in spec:
         block = data.lanes[lane]
         pinned = block.speculation.draft_tokens
-        per = block.acceptance.per_draft if block.acceptance else None
-        source = block.acceptance.source if block.acceptance else ""
+        acc = block.acceptance or Acceptance()
+        per, source = acc.per_draft, acc.source
         metrics = {"accepted_per_draft": per, "pinned_draft_tokens": pinned, "source": source}
         if per is None or not pinned:
             why = f"{lane}: no counted drafts or no pinned draft length to hold them against"

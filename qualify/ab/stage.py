@@ -110,9 +110,8 @@ def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
     """A lane's J per output token over its runs; unmeasured (the first why) unless all were."""
     energies = [e or Energy(why="no energy kept") for e in runs]
     tokens = sum(e.completion_tokens or 0 for e in energies)
-    why = next((e.why or "no energy kept" for e in energies if e.joules is None), None)
-    if not runs:
-        why = "no timed run"
+    unmeasured = (e.why or "no energy kept" for e in energies if e.joules is None)
+    why = next(unmeasured, None) if runs else "no timed run"
     joules = None if why else sum(e.joules or 0.0 for e in energies)
     per = joules / tokens if joules is not None and tokens else None
     return LaneEnergy(
