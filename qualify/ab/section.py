@@ -36,7 +36,7 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
     """What the template's A/B section shows."""
     r = record or Record()
     return {
-        "ab": ab_rows(r, ran=record is not None),
+        "ab": ab_rows(r),
         "ab_lanes": ab_lanes(r),
         "ab_gates": [g for g in gates if g.stage == "ab"],
         "ab_power": lane_power(r),
@@ -173,7 +173,7 @@ def effect_text(m: MetricRow, p: Paired | None) -> str:
     return f"{m.delta_pct:+.1f}% (of the lane figures: no per-request pairs recorded{noise})"
 
 
-def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
+def ab_rows(record: Record) -> dict[str, object]:
     lanes = record.lanes
     names = {k: (x.name if x is not None else "") or k for k in LANES for x in [lanes.get(k)]}
     per = paired_of(record)
@@ -199,7 +199,6 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
     return {
         "names": names,
         "variable": control.variable if control is not None else None,
-        "runs": record.runs if ran else None,
         "method": (first.method if first else "") or "percentile bootstrap over prompts",
         "metrics": metrics,
         "acceptance_text": acceptance_text(record),
