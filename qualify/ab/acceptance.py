@@ -1,56 +1,31 @@
-"""Draft acceptance from the server's own counters, read before and after each timed run.
+"""Draft acceptance from the server's own counters, read before and after each timed run. Over
+the counter deltas of one run (vLLM `v1/spec_decode/metrics.py`; llama.cpp's names carry the
+`llamacpp:` prefix): rate = Δaccepted_tokens / Δdraft_tokens; mean acceptance length = 1 +
+Δaccepted_tokens / Δdrafts (the +1 is the bonus token); rate[i] = Δaccepted_per_pos{position=i}
+/ Δdrafts.
 
-Formulas (vLLM `v1/spec_decode/metrics.py`; llama.cpp uses the same counter names with the
-`llamacpp:` prefix), over the counter deltas of one run:
-
-- acceptance rate = Δaccepted_tokens / Δdraft_tokens
-- mean acceptance length = 1 + Δaccepted_tokens / Δdrafts (the +1 is the bonus token)
-- per-position rate[i] = Δaccepted_per_pos{position=i} / Δdrafts
-
-SGLang (REFERENCE.md §4) has no draft counters of that kind, but two counters that give the
-same figures as its own per-request stats (`spec_accept_length = completion_tokens /
-spec_verify_ct`), over the deltas of one run:
-
-- drafts = Δ`sglang:spec_verify_calls_total` (one verify call per draft)
-- mean acceptance length = Δ`sglang:generation_tokens_total` / Δverify calls (bonus included;
-  like SGLang's own figure it counts each request's first, prefilled token too)
-- accepted = Δgenerated − Δverify calls; draft tokens = Δverify calls × (n − 1), n being the
-  gauge `sglang:spec_num_draft_tokens` (SGLang's num_draft_tokens includes the verified token);
-  rate = accepted / draft tokens. Without that gauge the rate is unmeasurable by the server.
-
-Where only SGLang's gauges of the most recent batches exist (`sglang:spec_accept_rate`,
-`sglang:spec_accept_length`), they are recorded as read after the run, marked as such, and are
-not a delta over the run.
+SGLang (REFERENCE.md §4) has no such draft counters; two counters give the figures of its own
+per-request stats (`spec_accept_length = completion_tokens / spec_verify_ct`): drafts = Δverify
+calls (`sglang:spec_verify_calls_total`, one per draft); mean length = Δgenerated tokens / Δverify
+calls (bonus, and like SGLang's each request's first, prefilled token, included); accepted =
+Δgenerated − Δverify calls; draft tokens = Δverify calls × (n − 1), n the gauge
+`sglang:spec_num_draft_tokens` (the verified token included), without which the rate is
+unmeasurable by the server. Where only its recent-batch gauges exist (`sglang:spec_accept_rate`,
+`sglang:spec_accept_length`), they are recorded as read after the run, marked: not a delta.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import TypedDict
 
-from qualify.ab.record import ResponseDrafts
+from qualify.ab.record import Acceptance, ResponseDrafts
 from qualify.httpclient.chat import ChatOutcome
 from qualify.serving.engines import Dialect, MetricsSnapshot
 
 SGLANG_VERIFY = "sglang:spec_verify_calls_total"
 SGLANG_GENERATED = "sglang:generation_tokens_total"
 SGLANG_WIDTH = "sglang:spec_num_draft_tokens"
-
-
-class AcceptanceForm(TypedDict, total=False):
-    """`qualify.ab.record.Acceptance` as written (`model_dump(mode="json")`): what `between`
-    and `combine` give, kept in the capacity and context stages' runs until their records."""
-
-    rate: float | None
-    mean_length: float | None
-    per_position: list[float]
-    drafts: int | None
-    draft_tokens: int | None
-    accepted: int | None
-    accepted_per_position: list[int]
-    source: str
-    unmeasured: str | None
 
 
 @dataclass
@@ -89,28 +64,33 @@ class SpecCounters:
         return None not in (self.drafts, self.draft_tokens, self.accepted)
 
 
-def _rates(drafts: int, tokens: int | None, accepted: int, per_pos: list[int]) -> AcceptanceForm:
-    return {
-        "rate": accepted / tokens if tokens else None,
-        "mean_length": 1.0 + accepted / drafts if drafts > 0 else None,
-        "per_position": [a / drafts for a in per_pos] if drafts > 0 else [],
-        "drafts": drafts,
-        "draft_tokens": tokens,
-        "accepted": accepted,
-        "accepted_per_position": per_pos,
-    }
+def _rates(
+    drafts: int, tokens: int | None, accepted: int, per_pos: list[int], **more: str | None
+) -> Acceptance:
+    return Acceptance(
+        rate=accepted / tokens if tokens else None,
+        mean_length=1.0 + accepted / drafts if drafts > 0 else None,
+        per_position=[a / drafts for a in per_pos] if drafts > 0 else [],
+        drafts=drafts,
+        draft_tokens=tokens,
+        accepted=accepted,
+        accepted_per_position=per_pos,
+        **more,
+    )
 
 
 def between(
     before: MetricsSnapshot | None, after: MetricsSnapshot | None, d: Dialect
-) -> AcceptanceForm | None:
-    """`acceptance` between two scrapes of the engine's counters; None without both."""
+) -> dict[str, object] | None:
+    """`acceptance` between two scrapes of the engine's counters, None without both; its JSON
+    form, which the capacity stage's dict runs keep."""
     if before is None or after is None:
         return None
-    return acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
+    got = acceptance(SpecCounters.read(before, d), SpecCounters.read(after, d), d.name)
+    return got.model_dump() if got is not None else None
 
 
-def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> AcceptanceForm | None:
+def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> Acceptance | None:
     """Acceptance over one run from two scrapes; None when the engine reports nothing."""
     if before.counted and after.counted:
         assert before.drafts is not None and after.drafts is not None
@@ -126,26 +106,26 @@ def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> Accept
         per_pos = [
             round(after.per_pos.get(i, 0.0) - before.per_pos.get(i, 0.0)) for i in range(top + 1)
         ]
-        out = _rates(drafts, tokens, accepted, per_pos)
-        out["source"] = f"{engine} counters, delta over the run"
-        return out
+        return _rates(
+            drafts, tokens, accepted, per_pos, source=f"{engine} counters, delta over the run"
+        )
     if before.verify_calls is not None and after.verify_calls is not None:
         return _sglang(before, after, engine)
     if after.gauges:
-        return {
-            "rate": after.gauges.get("sglang:spec_accept_rate"),
-            "mean_length": after.gauges.get("sglang:spec_accept_length"),
-            "per_position": [],
-            "drafts": None,
-            "draft_tokens": None,
-            "accepted": None,
-            "accepted_per_position": [],
-            "source": f"{engine} gauges read after the run (recent batches only, not a delta)",
-        }
+        return Acceptance(
+            rate=after.gauges.get("sglang:spec_accept_rate"),
+            mean_length=after.gauges.get("sglang:spec_accept_length"),
+            per_position=[],
+            drafts=None,
+            draft_tokens=None,
+            accepted=None,
+            accepted_per_position=[],
+            source=f"{engine} gauges read after the run (recent batches only, not a delta)",
+        )
     return None
 
 
-def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> AcceptanceForm | None:
+def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> Acceptance | None:
     """SGLang's acceptance from its verify-call and generated-token counters (see above)."""
     assert before.verify_calls is not None and after.verify_calls is not None
     if before.generated is None or after.generated is None:
@@ -157,52 +137,49 @@ def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> Acceptanc
     accepted = max(0, generated - steps) if steps else 0
     width = after.gauges.get(SGLANG_WIDTH)
     tokens = steps * (round(width) - 1) if width is not None and width > 1 else None
-    out = _rates(steps, tokens, accepted, [])
-    out["source"] = f"{engine} counters ({SGLANG_VERIFY}, {SGLANG_GENERATED}), delta over the run"
-    if tokens is None:
-        out["unmeasured"] = (
-            f"no {SGLANG_WIDTH} gauge: the draft tokens per verify call, so the rate, are "
-            "unmeasurable by this server"
-        )
-    return out
+    source = f"{engine} counters ({SGLANG_VERIFY}, {SGLANG_GENERATED}), delta over the run"
+    if tokens is not None:
+        return _rates(steps, tokens, accepted, [], source=source)
+    why = f"no {SGLANG_WIDTH} gauge: the draft tokens per verify call, so the rate, are "
+    return _rates(
+        steps, None, accepted, [], source=source, unmeasured=why + "unmeasurable by this server"
+    )
 
 
-def combine(runs: list[AcceptanceForm | None]) -> AcceptanceForm | None:
+def combined(runs: list[Acceptance | None]) -> Acceptance | None:
     """A lane's acceptance over all its runs: counts summed, rates from the sums."""
-    counted = [r for r in runs if r is not None and r.get("drafts") is not None]
+    counted = [r for r in runs if r is not None and r.drafts is not None]
     if not counted:
         gauges = [r for r in runs if r is not None]
         return gauges[-1] if gauges else None
-    positions = zip_longest(*(r["accepted_per_position"] for r in counted), fillvalue=0)
-    per_pos = [sum(at) for at in positions]
-    tokens = [r["draft_tokens"] for r in counted]
+    positions = zip_longest(*(r.accepted_per_position for r in counted), fillvalue=0)
+    tokens = [r.draft_tokens for r in counted]
     known = [t for t in tokens if t is not None]
-    out = _rates(
-        sum(r["drafts"] or 0 for r in counted),  # not None: counted
+    unmeasured = next((r.unmeasured for r in counted if r.unmeasured), None)
+    n = len(counted)
+    span = f"{n} runs" if n == len(runs) else f"{n} of {len(runs)} runs"
+    return _rates(
+        sum(r.drafts or 0 for r in counted),  # not None: counted
         None if len(known) < len(tokens) else sum(known),
-        sum(r["accepted"] or 0 for r in counted),  # written with drafts
-        per_pos,
+        sum(r.accepted or 0 for r in counted),  # written with drafts
+        [sum(at) for at in positions],
+        **({"unmeasured": unmeasured} if unmeasured else {}),
+        source=counted[0].source.replace("the run", span),
     )
-    unmeasured = next((r["unmeasured"] for r in counted if r.get("unmeasured")), None)
-    if unmeasured:
-        out["unmeasured"] = unmeasured
-    span = (
-        f"{len(counted)} runs"
-        if len(counted) == len(runs)
-        else f"{len(counted)} of {len(runs)} runs"
-    )
-    out["source"] = str(counted[0]["source"]).replace("the run", span)
-    return out
+
+
+def combine(runs: list[dict[str, object] | None]) -> dict[str, object] | None:
+    """`combined` over the JSON forms the capacity stage's dict runs keep, in that form."""
+    got = combined([Acceptance.model_validate(r) if r is not None else None for r in runs])
+    return got.model_dump() if got is not None else None
 
 
 def response_drafts(outcomes: list[ChatOutcome]) -> ResponseDrafts:
     """The per-response cross-check: `timings.draft_n` / `draft_n_accepted` summed (llama.cpp)."""
-    with_timings = [o.timings for o in outcomes if o.timings is not None]
-    drafted = [t.get("draft_n") for t in with_timings]
-    accepted = [t.get("draft_n_accepted") for t in with_timings]
-    n = sum(v for v in drafted if isinstance(v, int))
-    a = sum(v for v in accepted if isinstance(v, int))
-    reported = sum(1 for v in drafted if isinstance(v, int))
+    timings = [o.timings for o in outcomes if o.timings is not None]
+    drafted = [v for t in timings if isinstance(v := t.get("draft_n"), int)]
+    a = sum(v for t in timings if isinstance(v := t.get("draft_n_accepted"), int))
+    n, reported = sum(drafted), len(drafted)
     return ResponseDrafts(
         responses=len(outcomes),
         responses_with_drafts=reported,

@@ -16,15 +16,8 @@ from dataclasses import dataclass, field, fields
 
 from qualify.ab.acceptance import between
 from qualify.ab.prompts import ABPrompt
-from qualify.ab.record import (
-    DegenerateAnswer,
-    Energy,
-    IdleState,
-    PromptWhy,
-    Request,
-    Run,
-    RunP50,
-)
+from qualify.ab.record import DegenerateAnswer, Energy, IdleState, PromptWhy, Request, Run, RunP50
+from qualify.ab.settings import ABSettings
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -54,28 +47,17 @@ class RunPlan:
     prompts: list[ABPrompt]
     warmup: str
     base: dict[str, object]  # the request body every prompt is sent with
-    warmups: int
-    nonce: bool
-    seed: int
-    concurrency: int
-    timeout_s: float
-    idle_wait_s: float
+    s: ABSettings
     bodies: list[dict[str, object]] = field(default_factory=list)
-
-
-def nonce_line(seed: int, run: int, index: int) -> str:
-    """A unique first line per (run, prompt): no request can reuse another's cached prefix.
-
-    The same in both lanes for the same run, so paired requests stay byte-identical.
-    """
-    tag = hashlib.sha256(f"{seed}:{run}:{index}".encode()).hexdigest()[:8]
-    return f"Request {run}.{index} ({tag})"
 
 
 def body_for(
     plan: RunPlan, index: int, text: str, max_tokens: int | None = None
 ) -> dict[str, object]:
-    content = f"{nonce_line(plan.seed, plan.run, index)}\n{text}" if plan.nonce else text
+    """With `nonce`, a unique first line per (run, prompt), so no request can reuse another's
+    cached prefix; the same in both lanes, so paired requests stay byte-identical."""
+    tag = hashlib.sha256(f"{plan.s.seed or 0}:{plan.run}:{index}".encode()).hexdigest()[:8]
+    content = f"Request {plan.run}.{index} ({tag})\n{text}" if plan.s.nonce else text
     body = dict(plan.base)
     body["messages"] = [{"role": "user", "content": content}]
     if max_tokens is not None:
@@ -93,12 +75,6 @@ def field_digests(body: object) -> dict[str, str]:
     if not isinstance(body, dict):
         return {"(body)": sha_json(body)}
     return {k: sha_json(v) for k, v in sorted(body.items())}
-
-
-def _chunk_decode(o: ChatOutcome, generation: float | None) -> float | None:
-    """Decode tok/s as a chunk-counting client would get it: the figure the guard refuses."""
-    n = len(o.token_chunk_times)
-    return (n - 1) / generation if n > 1 and generation else None
 
 
 def _count(v: object) -> int | None:
@@ -136,12 +112,12 @@ def _failure(ex: Exchange, o: ChatOutcome) -> str | None:
 
 
 def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) -> Request:
-    """One request's figures; `excluded` says why it is left out of the aggregates, `sent`
-    holds a digest of each field of the body it carried."""
+    """One request's figures; `excluded` says why it is left out of the aggregates."""
     t = timing(o)
     failed = _failure(ex, o)
     deg = degenerate(o.content) if failed is None else None
     tm = o.timings or {}
+    n, gen = len(o.token_chunk_times), t.generation_s
     return Request(
         prompt=prompt.id,
         kind=prompt.kind,
@@ -153,7 +129,8 @@ def request_record(prompt: ABPrompt, ex: Exchange, o: ChatOutcome, file: str) ->
         finish_reason=o.finish_reason,
         **t.as_dict(),
         network_chunks=len(ex.chunk_times),
-        decode_tok_s_if_chunks_counted=_chunk_decode(o, t.generation_s),
+        # decode tok/s as a chunk-counting client would get it: the figure the guard refuses
+        decode_tok_s_if_chunks_counted=(n - 1) / gen if n > 1 and gen else None,
         draft_n=_count(tm.get("draft_n")),
         draft_n_accepted=_count(tm.get("draft_n_accepted")),
         content_sha256=hashlib.sha256(o.content.encode()).hexdigest(),
@@ -170,8 +147,7 @@ def timing_of(q: Request) -> RequestTiming:
 async def idle_state(
     client: Client, d: Dialect, wait_s: float
 ) -> tuple[IdleState, MetricsSnapshot | None]:
-    """Wait for the engine to go idle (`qualify.serving.idle.wait_idle`); the run records the
-    gauges it read, and the last scrape comes back with them for the counters."""
+    """Wait for the engine to go idle: the gauges read, and the last scrape for the counters."""
     rep = await wait_idle(client, d, wait_s, poll_s=0.5)
     state = IdleState(
         idle=rep.idle, running=rep.running, waiting=rep.waiting, waited_s=rep.waited_s
@@ -180,8 +156,6 @@ async def idle_state(
 
 
 Meter = Callable[[float, float], Mapping[str, object]]
-
-
 Keep = Callable[[str, Exchange], list[str]]
 
 
@@ -193,46 +167,8 @@ async def _send(
     return ex, from_stream(ex), files[0] if files else ""
 
 
-async def _warm_up(client: Client, keep: Keep, lane: str, plan: RunPlan) -> list[str]:
-    """Warm-ups after each launch: kept as evidence, never counted."""
-    asked = plan.base.get("max_tokens")
-    budget = min(32, asked if isinstance(asked, int) and asked else 32)
-    files = []
-    for k in range(plan.warmups):
-        body = body_for(plan, 1000 + k, plan.warmup, max_tokens=budget)
-        _, _, f = await _send(
-            client, keep, f"{lane}-run{plan.run}-warmup{k + 1}", body, plan.timeout_s
-        )
-        files.append(f)
-    return files
-
-
-def part_name(lane: str, run: int) -> str:
-    """The name a lane's timed run marks in the GPU sampler's log (as its evidence files)."""
-    return f"{lane}-run{run}"
-
-
-async def _timed(
-    client: Client, keep: Keep, lane: str, plan: RunPlan, parts: Parts | None = None
-) -> tuple[list[Request], float, tuple[float, float]]:
-    gate = asyncio.Semaphore(plan.concurrency)
-
-    async def one(i: int, p: ABPrompt) -> Request:
-        async with gate:
-            label = f"{lane}-run{plan.run}-{p.id}"
-            ex, o, f = await _send(client, keep, label, plan.bodies[i], plan.timeout_s)
-            return request_record(p, ex, o, f)
-
-    sends = (one(i, p) for i, p in enumerate(plan.prompts))
-    done, wall, m0, m1 = await marked(
-        parts, part_name(lane, plan.run), lambda: asyncio.gather(*sends)
-    )
-    return done, wall, (m0, m1)
-
-
 def _as_recorded(q: Request) -> Request:
-    """What the rebuild reads of a request: its prompt, its kept exchange, and the figures a
-    server's histogram window gave it."""
+    """What the rebuild reads of a request: its prompt, its exchange, and its `WINDOW` figures."""
     window = {k: getattr(q, k) for k in WINDOW} if q.server_source is not None else {}
     return Request(prompt=q.prompt, file=q.file, **window)
 
@@ -243,9 +179,8 @@ def server_side(
     after: MetricsSnapshot | None,
     d: Dialect,
 ) -> dict[str, object]:
-    """The server's own figures for the run from its histograms (vLLM), as deltas between the
-    idle scrapes around it; each answered request's record then carries the run's comparison
-    (`qualify.httpclient.timing.with_server_window`). Records are changed in place."""
+    """The server's own figures for the run from its histograms (vLLM) between the idle scrapes
+    around it; each answered request's record (changed in place) carries the comparison."""
     answered = [r for r in records if r.failed is None]
     window = server_window(before, after, d, expected=len(answered))
     filled, compared = with_server_window([timing_of(r) for r in answered], window)
@@ -292,27 +227,36 @@ async def drive_run(
     lane: str,
     plan: RunPlan,
     d: Dialect,
-    meter: Meter | None = None,
-    parts: Parts | None = None,
+    meter: Meter,
+    parts: Parts | None,
 ) -> Run:
-    """Warm up, check idle, read counters, send every prompt, read counters again; the energy
-    of the timed window from `meter` (the run's GPU sampler), when given, and each card's
-    memory and power over it from `parts` (the sampler, which marks the window). The draft
-    run holds what the rebuild (`qualify.ab.rebuild`) takes as recorded, and the failed
-    requests, which `run --plan` (judging the draft as it is) names."""
-    warm = await _warm_up(client, keep, lane, plan)
-    idle_before, before = await idle_state(client, d, plan.idle_wait_s)
-    records, wall, window = await _timed(client, keep, lane, plan, parts)
-    idle_after, after = await idle_state(client, d, plan.idle_wait_s)
+    """Warm up, check idle, read counters, send every prompt, read counters again; the window's
+    energy from `meter` and each card's memory and power from `parts` (the GPU sampler's). The
+    run holds what the rebuild takes as recorded, and the failed requests `run --plan` names."""
+    warm = []  # warm-ups after each launch: kept as evidence, never counted
+    for k in range(plan.s.warmups):
+        body = body_for(plan, 1000 + k, plan.warmup, max_tokens=min(32, plan.s.max_tokens))
+        label = f"{lane}-run{plan.run}-warmup{k + 1}"
+        warm.append((await _send(client, keep, label, body, plan.s.timeout_s))[2])
+    idle_before, before = await idle_state(client, d, plan.s.idle_wait_s)
+    gate, part = asyncio.Semaphore(plan.s.concurrency), f"{lane}-run{plan.run}"
+
+    async def one(i: int, p: ABPrompt) -> Request:
+        async with gate:
+            ex, o, f = await _send(client, keep, f"{part}-{p.id}", plan.bodies[i], plan.s.timeout_s)
+            return request_record(p, ex, o, f)
+
+    sends = (one(i, p) for i, p in enumerate(plan.prompts))
+    records, wall, *window = await marked(parts, part, lambda: asyncio.gather(*sends))
+    idle_after, after = await idle_state(client, d, plan.s.idle_wait_s)
     acc = between(before, after, d)
     server = server_side(records, before, after, d)
     got = summary(Run(run=plan.run), records, wall)
-    energy = None
-    if meter is not None:  # the window's figures (`qualify.vram.energy.window_energy`) per token
-        e, tokens = Energy.model_validate(dict(meter(*window))), got.completion_tokens
-        per = e.joules / tokens if e.joules is not None and tokens else None
-        energy = e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
-    gpu = gpu_over(parts, part_name(lane, plan.run), *window)
+    # the window's figures (`qualify.vram.energy.window_energy`) per output token
+    e, tokens = Energy.model_validate(dict(meter(*window))), got.completion_tokens
+    per = e.joules / tokens if e.joules is not None and tokens else None
+    energy = e.model_copy(update={"completion_tokens": tokens, "j_per_output_token": per})
+    gpu = gpu_over(parts, part, *window)
     return Run(
         run=plan.run,
         wall_s=wall,
@@ -322,7 +266,7 @@ async def drive_run(
         idle_before=idle_before,
         idle_after=idle_after,
         server_histograms=server,
-        **({"energy": energy} if energy is not None else {}),
+        energy=energy,
         **({"gpu": gpu} if gpu is not None else {}),
         request_digest=sha_json([q.sent for q in records]),  # every field of every body as sent
         warmup_files=warm,

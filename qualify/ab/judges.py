@@ -1,8 +1,5 @@
-"""The A/B's judges, declared in `gates/ab/*.yaml`: each reads the stage's typed record
-(`qualify.ab.record.Record`) and the house `Thresholds`, never a number from the candidate; the
-advisory ones of figures the evidence itself contradicts are in `qualify.ab.plausible`, the
-lossless check in `qualify.ab.lossless`.
-"""
+"""The A/B's judges (`gates/ab/*.yaml`): each reads the typed record and the house `Thresholds`,
+never a number from the candidate (more in `qualify.ab.plausible` and `qualify.ab.lossless`)."""
 
 from __future__ import annotations
 
@@ -54,9 +51,6 @@ def no_lanes(data: Record) -> list[Judged] | None:
 def _judged(found: Found, metrics: dict[str, object]) -> list[Judged]:
     verdict = worst([f[0] for f in found]) if found else Verdict.PASS
     return [Judged(verdict, [f[1] for f in found if f[0] is not Verdict.PASS], metrics)]
-
-
-# -- paired -------------------------------------------------------------------------------------
 
 
 def _run_problems(lane: str, r: Run) -> Found:
@@ -140,14 +134,9 @@ def paired(data: Record, params: PairedParams, thresholds: Thresholds) -> list[J
     return _judged(found, metrics)
 
 
-# -- speed --------------------------------------------------------------------------------------
-
-
 def slowdown_pct(row: MetricRow) -> tuple[float, tuple[float, float]] | None:
-    """How much slower the candidate is than the control, in per cent (positive = slower),
-    with its 95% interval in the same terms: from the paired per-request differences when the
-    row has them (`paired`), else from the delta of the lane figures and `ci95`; None without
-    figures or without an interval."""
+    """How much slower the candidate is, in per cent (positive = slower), with its 95% interval:
+    paired where the row has pairs, else from the lane figures' delta and `ci95`."""
     sign = -1.0 if row.better == "higher" else 1.0
     if row.paired is not None:
         med, ci = row.paired.median_pct, row.paired.ci95_pct
@@ -175,11 +164,8 @@ def too_few(row: MetricRow) -> str | None:
 
 @judge(STAGE, "ab-speed", SpeedParams)
 def speed(data: Record, params: SpeedParams, thresholds: Thresholds) -> list[Judged]:
-    """Fail when the candidate is slower than the control by more than
-    `ab_max_regression_pct` with the whole 95% interval of the paired per-request differences
-    beyond that bound; inconclusive when the median is beyond it but the interval is not, when
-    there is no interval, or when the interval is wider than the control's figure ("too few
-    samples"); pass otherwise."""
+    """Fail when the whole paired 95% interval of the slowdown is beyond `ab_max_regression_pct`;
+    inconclusive when only the median is, without an interval, or on "too few samples"."""
     if missing := no_lanes(data):
         return missing
     bound = thresholds.ab_max_regression_pct
@@ -231,9 +217,8 @@ def speed(data: Record, params: SpeedParams, thresholds: Thresholds) -> list[Jud
 
 @judge(STAGE, "ab-spec-speedup", NoParams)
 def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """When speculative decoding is the variable (the candidate drafts and the control's
-    speculation differs), fail when the candidate's median decode is not faster than the
-    control's by at least `spec_min_speedup_pct`; skipped when speculation is not the variable."""
+    """Where speculation is the variable, fail when the candidate's median decode is not faster
+    than the control's by `spec_min_speedup_pct`; skipped where it is not the variable."""
     if missing := no_lanes(data):
         return missing
     cand, ctrl = data.lanes["candidate"], data.lanes["control"]
@@ -267,9 +252,6 @@ def spec_speedup(data: Record, params: NoParams, thresholds: Thresholds) -> list
         )
         return [Judged(Verdict.FAIL, [why], metrics)]
     return [Judged(Verdict.PASS, [], metrics)]
-
-
-# -- acceptance and draft length ----------------------------------------------------------------
 
 
 def _lane_acceptance(lane: str, block: Lane, floor: float) -> tuple[Verdict, str]:
@@ -308,10 +290,8 @@ def _lane_acceptance(lane: str, block: Lane, floor: float) -> tuple[Verdict, str
 
 
 def drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
-    """The lanes that draft, and what to report at once when nothing can be judged
-    (a lane is missing: inconclusive; neither drafts: skipped)."""
-    missing = no_lanes(data)
-    if missing:
+    """The lanes that draft, and what to report at once when nothing can be judged."""
+    if missing := no_lanes(data):
         return [], missing
     spec = [lane for lane in LANES if data.lanes[lane].drafts]
     if not spec:
@@ -322,9 +302,8 @@ def drafting_lanes(data: Record) -> tuple[list[LaneName], list[Judged]]:
 
 @judge(STAGE, "ab-acceptance", NoParams)
 def acceptance(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """Fail when a drafting lane's acceptance rate, counted over its timed runs, is below
-    `acceptance_floor`; inconclusive when the server's counters cannot give it (the reason says
-    which); skipped when neither lane drafts."""
+    """Fail when a drafting lane's counted acceptance rate is below `acceptance_floor`;
+    inconclusive when the server's counters cannot give it; skipped when neither lane drafts."""
     spec, early = drafting_lanes(data)
     if early:
         return early
@@ -362,17 +341,13 @@ def _lane_draft_length(lane: str, block: Lane) -> Judged:
 
 @judge(STAGE, "ab-draft-length", NoParams)
 def draft_length(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """Per drafting lane: fail when the number of draft positions the server's per-position
-    counters show (the length of the per-position curve, which vLLM and llama.cpp size to the
-    configured maximum draft) differs from `identity.speculation.draft_tokens`; inconclusive
-    where the server has no such counters or nothing was drafted."""
+    """Per drafting lane: fail when the per-position counters' length (vLLM and llama.cpp size
+    it to the maximum draft) differs from the pinned `draft_tokens`; inconclusive without it."""
     spec, early = drafting_lanes(data)
     if early:
         return early
     return [_lane_draft_length(lane, data.lanes[lane]) for lane in spec]
 
-
-# -- fidelity -----------------------------------------------------------------------------------
 
 _FIDELITY_SHOWN = (
     "requests",
@@ -387,10 +362,8 @@ _FIDELITY_SHOWN = (
 
 @judge(STAGE, "ab-fidelity", NoParams)
 def fidelity(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
-    """Per lane: fail when the client's median decode tok/s differs from the server's by more
-    than `fidelity_decode_tolerance`, or TTFT minus the server's prompt time lies outside
-    [0, `ttft_bound_ms(engine, concurrency)`]; inconclusive when the server reported neither
-    (`qualify.httpclient.timing.fidelity_verdict`, the context ladder's rule too)."""
+    """Per lane: the client's timings against the server's own (`fidelity_verdict`, the context
+    ladder's rule too), within `fidelity_decode_tolerance` and `ttft_bound_ms`."""
     if missing := no_lanes(data):
         return missing
     fid = data.fidelity

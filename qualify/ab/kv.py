@@ -35,11 +35,8 @@ def from_log(text: str, engine: str) -> dict[str, int | float]:
     """Figures from the startup log; a figure printed once per buffer (llama.cpp) is summed."""
     out: dict[str, int | float] = {}
     for key, pattern in adapter(engine).kv_log if engine in ADAPTERS else ():
-        hits = re.findall(pattern, text)
-        if not hits:
-            continue
-        values = [_number(h) for h in hits]
-        out[key] = sum(values) if key == "kv_buffer_mib" else values[-1]
+        if values := [_number(h) for h in re.findall(pattern, text)]:
+            out[key] = sum(values) if key == "kv_buffer_mib" else values[-1]
     return out
 
 

@@ -1,12 +1,7 @@
 """Speculation checked lossless: at temperature 0 a drafter may change speed, never the answer
 (beyond the numeric effects of batched verification, which show late in an answer, if at all).
-
-Each paired request (same run, same prompt, both lanes answered) is compared on its visible
-answer: identical, or the position of the first divergence, counted in the control's stream
-chunks (one token each when the control does not draft), with a few characters of each answer
-from there. Computed from the kept exchanges (`qualify.ab.rebuild`), the figures `verify`
-derives again.
-"""
+Each paired answer is identical, or diverges at a position counted in the control's stream
+chunks (one token each when the control does not draft)."""
 
 from __future__ import annotations
 
@@ -24,26 +19,9 @@ Answers = dict[tuple[str, int, str], ChatOutcome]  # (lane, run, prompt) -> its 
 SNIPPET = 24
 
 
-def _divergence(run: int, prompt: str, cand: ChatOutcome, ctrl: ChatOutcome) -> Divergence:
-    a, b = cand.content, ctrl.content
-    at = next(
-        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-    )
-    return Divergence(
-        run=run,
-        prompt=prompt,
-        token=bisect_right(ctrl.content_ends, at),
-        of=len(ctrl.content_ends),
-        control=ctrl.content[at : at + SNIPPET],
-        candidate=cand.content[at : at + SNIPPET],
-    )
-
-
 def repeats(answers: Answers, answered: set[tuple[str, int, str]]) -> dict[str, Identical]:
-    """Each lane against itself: every later run's answer to a prompt compared with the lane's
-    first answer to it (asked where the prompts repeat across runs: `nonce = false`). A control
-    that answers one prompt two ways at temperature 0 is not deterministic, and a difference
-    between the lanes then says nothing about speculation."""
+    """Each lane's later answers to a prompt against its first (prompts repeat with `nonce =
+    false`): a control that answers two ways at temperature 0 is not deterministic."""
     out: dict[str, Identical] = {}
     for lane in sorted({k[0] for k in answered}):
         first: dict[str, str] = {}
@@ -62,9 +40,7 @@ def repeats(answers: Answers, answered: set[tuple[str, int, str]]) -> dict[str, 
 def compare(
     answers: Answers, runs: LaneRuns, temperature: float, with_repeats: bool = False
 ) -> Lossless:
-    """The `lossless` block of the A/B record: pairs, identical ones, control tokens compared
-    and those before each pair's first divergence, and every divergent pair; with
-    `with_repeats` (a record that asks for them), each lane's answers across its own runs."""
+    """The `lossless` block of the A/B record; with `with_repeats`, each lane's own repeats."""
     if temperature != 0:
         return Lossless(why=f"sampled at temperature {temperature}: answers may differ by sampling")
     answered = {
@@ -86,7 +62,18 @@ def compare(
             identical += 1
             before += len(ctrl.content_ends)
             continue
-        d = _divergence(run, prompt, cand, ctrl)
+        a, b = cand.content, ctrl.content
+        at = next(
+            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
+        d = Divergence(
+            run=run,
+            prompt=prompt,
+            token=bisect_right(ctrl.content_ends, at),
+            of=len(ctrl.content_ends),
+            control=b[at : at + SNIPPET],
+            candidate=a[at : at + SNIPPET],
+        )
         before += d.token
         divergent.append(d)
     return Lossless(
@@ -120,18 +107,14 @@ def gate(data: Record, params: Params, thresholds: Thresholds) -> list[Judged]:
     early = sorted(got.divergent, key=lambda d: d.token)
     own = (got.repeats or {}).get("control")
     if own is not None and own.identical < own.pairs:
-        return [
-            Judged(
-                Verdict.INCONCLUSIVE,
-                [
-                    f"{got.pairs - got.identical} of {got.pairs} paired answers differ, but the "
-                    f"control's own answers differ between its runs ({own.pairs - own.identical} "
-                    f"of {own.pairs} repeats): the server is not deterministic at temperature 0, "
-                    "so the difference cannot be laid on speculation"
-                ],
-                metrics | {"control_repeats": own.pairs, "control_identical": own.identical},
-            )
-        ]
+        why = (
+            f"{got.pairs - got.identical} of {got.pairs} paired answers differ, but the "
+            f"control's own answers differ between its runs ({own.pairs - own.identical} "
+            f"of {own.pairs} repeats): the server is not deterministic at temperature 0, "
+            "so the difference cannot be laid on speculation"
+        )
+        more = {"control_repeats": own.pairs, "control_identical": own.identical}
+        return [Judged(Verdict.INCONCLUSIVE, [why], metrics | more)]
     reasons = [
         f"{got.share or 0:.1%} of the control's {got.tokens:,} tokens before each pair's first "
         f"divergence, below {floor:.1%}; {got.pairs - got.identical} of {got.pairs} pairs differ"

@@ -1,13 +1,6 @@
-"""Advisory judges of A/B figures that the evidence itself contradicts (`gates/ab/`):
-
-- `ab-draft-overrun`: a drafting lane's acceptance counters give more accepted tokens per draft
-  than the lane's pinned draft length. One draft cannot accept more tokens than it proposes, so
-  the counters' scope is not one draft per request and the acceptance figures are unverified.
-- `ab-decode-outliers`: counted requests of a lane decoded above `factor` times the lane's median
-  (the lane figure): they are in the medians and the plot, and a reader should know.
-
-Both are advisory: they never block, they say where a figure should not be trusted as printed.
-"""
+"""Advisory judges of A/B figures the evidence itself contradicts: they never block, they say
+where a figure should not be trusted as printed (one draft cannot accept more tokens than it
+proposes; requests far above the lane's median are in the medians and the plot)."""
 
 from __future__ import annotations
 
@@ -16,7 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from qualify.ab.judges import drafting_lanes, no_lanes
-from qualify.ab.record import LANES, Record
+from qualify.ab.record import LANES, Acceptance, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
@@ -47,8 +40,8 @@ def draft_overrun(data: Record, params: OverrunParams, thresholds: Thresholds) -
     for lane in spec:
         block = data.lanes[lane]
         pinned = block.speculation.draft_tokens
-        per = block.acceptance.per_draft if block.acceptance else None
-        source = block.acceptance.source if block.acceptance else ""
+        acc = block.acceptance or Acceptance()
+        per, source = acc.per_draft, acc.source
         metrics = {"accepted_per_draft": per, "pinned_draft_tokens": pinned, "source": source}
         if per is None or not pinned:
             why = f"{lane}: no counted drafts or no pinned draft length to hold them against"

@@ -41,11 +41,8 @@ def repetition_problems(ps: PromptSet) -> list[str]:
     out = []
     for i, p in enumerate(ps.prompts):
         words = [w.lower() for w in _WORD.findall(p.text)]
-        run, longest, worst = 1, 1, ""
-        for a, b in itertools.pairwise(words):
-            run = run + 1 if a == b else 1
-            if run > longest:
-                longest, worst = run, b
+        runs = [(len(list(same)), w) for w, same in itertools.groupby(words)]
+        longest, worst = max(runs, key=lambda r: r[0], default=(0, ""))
         if longest >= _MAX_RUN:
             out.append(
                 f"prompts[{i}].text: {worst!r} is repeated {longest} times in a row "
@@ -57,8 +54,7 @@ def repetition_problems(ps: PromptSet) -> list[str]:
                 f"prompts[{i}].text: a line is repeated {_MAX_RUN}+ times (expected real text)"
             )
     ids = [p.id for p in ps.prompts]
-    dupes = sorted({x for x in ids if ids.count(x) > 1})
-    if dupes:
+    if dupes := sorted({x for x in ids if ids.count(x) > 1}):
         out.append(f"prompts: ids {dupes} appear more than once (expected unique ids)")
     return out
 
@@ -77,7 +73,6 @@ def load_prompts(path: Path) -> PromptSet:
         ps = PromptSet.model_validate(raw)
     except ValidationError as exc:
         raise BadInput(f"{path} is not a valid prompt file", format_validation_error(exc)) from None
-    problems = repetition_problems(ps)
-    if problems:
+    if problems := repetition_problems(ps):
         raise BadInput(f"{path} is not a valid prompt file", problems)
     return ps

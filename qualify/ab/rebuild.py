@@ -1,13 +1,9 @@
 """The A/B's judged data rebuilt from the exchanges an attempt kept (`verify` judges it again).
 
-Every timed request of every run is read back from its kept exchange (the SSE events with their
-arrival times, the usage and the server's own timings) and measured again exactly as the run
-measured it (`qualify.ab.drive.request_record`); the run summaries, lane figures, spreads, the
-paired table with its bootstrap intervals, the excluded and degenerate lists and the fidelity
-summary are computed again from those requests with the stage's own functions, and the paired
-answers compared token by token (`qualify.ab.lossless`). The settings,
-the prompt set, the lane recipes and the number of runs must be what the signed candidate and
-control copies say, and every run of each lane must hold one request per prompt.
+Every timed request is measured again from its kept exchange as the run measured it, and all
+the record derives from requests is computed again with the stage's own functions. The
+settings, prompt set, lane recipes and number of runs must be the signed copies', and every
+run of each lane must hold one request per prompt.
 
 Not kept raw, so taken from the sealed record (and said): each run's idle checks, the
 speculative-decoding counter deltas read from `/metrics` around it (`acceptance`), a server's
@@ -21,26 +17,10 @@ from qualify.ab import lossless, table
 from qualify.ab.acceptance import response_drafts
 from qualify.ab.drive import WINDOW, request_record, summary
 from qualify.ab.prompts import ABPrompt, load_prompts, shipped_path
-from qualify.ab.record import LANES, Lane, LaneRuns, MetricRow, Record, Request, Run
+from qualify.ab.record import LANES, Lane, LaneRuns, MetricRow, Record, Run
 from qualify.ab.stats import bootstrap_delta_ci, within_noise
 from qualify.evidence.kept import AttemptView, NotKept
-from qualify.httpclient.chat import ChatOutcome, from_stream
-
-
-def _request(
-    view: AttemptView, q: Request, prompts: dict[str, ABPrompt]
-) -> tuple[Request, ChatOutcome]:
-    prompt = prompts.get(q.prompt)
-    if prompt is None:
-        raise NotKept(f"request of prompt {q.prompt!r}: not a prompt of the A/B's set")
-    ex = view.exchange(q.file)
-    o = from_stream(ex)
-    again = request_record(prompt, ex, o, q.file)
-    if again.server_source is None and q.server_source is not None:
-        view.trust("a server's histogram window (its per-request figures)")
-        for k in WINDOW:
-            setattr(again, k, getattr(q, k))
-    return again, o
+from qualify.httpclient.chat import from_stream
 
 
 def _run(
@@ -58,10 +38,15 @@ def _run(
         )
     records, outcomes = [], []
     for q in r.requests:
-        rec, o = _request(view, q, prompts)
-        records.append(rec)
+        ex = view.exchange(q.file)
+        o = answers[(lane, r.run, q.prompt)] = from_stream(ex)
+        again = request_record(prompts[q.prompt], ex, o, q.file)
+        if again.server_source is None and q.server_source is not None:
+            view.trust("a server's histogram window (its per-request figures)")
+            for k in WINDOW:
+                setattr(again, k, getattr(q, k))
+        records.append(again)
         outcomes.append(o)
-        answers[(lane, r.run, q.prompt)] = o
     wall = r.wall_s if "wall_s" in r.model_fields_set else None
     slowest = max((q.e2e_s or 0.0 for q in records), default=0.0)
     if wall is None or wall < slowest:
@@ -73,21 +58,11 @@ def _run(
     return summary(r, records, float(wall)).model_copy(update=update)
 
 
-def _lane(view: AttemptView, lane: str, block: Lane, runs: list[Run]) -> Lane:
-    recipe = view.candidate if lane == "candidate" else view.control
-    if recipe is None:
-        raise NotKept(f"the {lane} lane: no signed copy of its recipe in the run")
-    view.trust("each lane's KV figures")
-    return table.lane_block(block, recipe, runs)
-
-
 def _rows(
     view: AttemptView, sealed: Record, runs: LaneRuns, resamples: int, seed: int
 ) -> list[MetricRow]:
-    """The A/B table computed again. A row of the earlier form, with no paired statistic
-    (`paired`), is computed as that form defined it: the interval of the delta of the lanes'
-    run-level figures, resampling runs (`bootstrap_delta_ci`); which form a row takes is the
-    sealed record's (said in the notes: the figures are still the exchanges' own)."""
+    """The A/B table computed again, in the sealed record's form: a row of the earlier form (no
+    `paired`) takes the interval of the delta of the lanes' run-level figures, resampling runs."""
     # intervals enumerated whole only where the record was made so (`paired.exact` written)
     exact = all(
         m.paired is not None and "exact" in m.paired.model_fields_set for m in sealed.metrics
@@ -106,8 +81,8 @@ def _rows(
 
 
 def _prompts(view: AttemptView, sealed: Record) -> dict[str, ABPrompt]:
-    """The prompt set the A/B recorded: the shipped one when the candidate names none (checked
-    against it), else the candidate's own file, which the run does not keep (taken as recorded)."""
+    """The prompt set the A/B recorded: the shipped one (checked), else the candidate's own file,
+    which the run does not keep (taken as recorded)."""
     recorded = [(p.id, p.kind) for p in sealed.prompts]
     assert view.candidate is not None
     if view.candidate.stages.ab.prompts is None:
@@ -143,9 +118,13 @@ def rebuild(view: AttemptView) -> Record:
         ]
         for lane in LANES
     }
-    lanes: dict[str, Lane] = {
-        lane: _lane(view, lane, sealed.lanes.get(lane) or Lane(), runs[lane]) for lane in LANES
-    }
+    lanes: dict[str, Lane] = {}
+    for lane in LANES:
+        recipe = view.candidate if lane == "candidate" else view.control
+        if recipe is None:
+            raise NotKept(f"the {lane} lane: no signed copy of its recipe in the run")
+        view.trust("each lane's KV figures")
+        lanes[lane] = table.lane_block(sealed.lanes.get(lane) or Lane(), recipe, runs[lane])
     update: dict[str, object] = {
         "runs": s.runs,
         "lanes": lanes,

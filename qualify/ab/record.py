@@ -1,9 +1,5 @@
-"""The A/B stage's record: what `qualify.ab.stage` measured, typed (`data`).
-
-Every part is `Written` (`qualify.httpclient.timing`): a field an earlier build did not write
-reads as its default and stays out of the JSON again, so the JSON form is exactly what was
-written. The judges (`qualify.ab.judges`) and the decision read these attributes.
-"""
+"""The A/B stage's record, typed: every part is `Written`, so a field an earlier build did not
+write stays out of the JSON again and the JSON form is exactly what was written."""
 
 from __future__ import annotations
 
@@ -21,8 +17,6 @@ LANES: tuple[LaneName, ...] = ("candidate", "control")
 
 
 class Acceptance(Written):
-    """Draft acceptance over a run or a lane (`qualify.ab.acceptance`)."""
-
     rate: float | None = None
     mean_length: float | None = None
     per_position: list[float] = Field(default_factory=list)
@@ -60,8 +54,6 @@ class IdleState(Written):
 
 
 class Request(Written):
-    """One timed request (`qualify.ab.drive.request_record`)."""
-
     prompt: str
     kind: str = ""
     file: str = ""
@@ -108,8 +100,6 @@ class RunP50(Written):
 
 
 class PromptWhy(Written):
-    """A request left out of a run's figures (failed, excluded), and why."""
-
     prompt: str
     why: str
 
@@ -138,8 +128,6 @@ class Energy(Written):
 
 
 class Run(Written):
-    """One timed run of one lane (`qualify.ab.drive.drive_run`)."""
-
     run: int
     p50: RunP50 = Field(default_factory=RunP50)
     aggregate_output_tok_s: float | None = None
@@ -169,8 +157,6 @@ LaneRuns = dict[str, list[Run]]  # by lane name
 
 
 class Speculation(Written):
-    """The lane's pinned `identity.speculation`, as dumped."""
-
     method: str = "none"
     draft_tokens: int | None = None
     draft_model: str | None = None
@@ -208,8 +194,6 @@ class KvLog(Written):
 
 
 class Kv(Written):
-    """What one lane reports about its KV cache (`qualify.ab.kv.lane_kv`)."""
-
     gauges: dict[str, float] = Field(default_factory=dict)
     log: KvLog = Field(default_factory=KvLog)
     reported: bool = False
@@ -227,8 +211,6 @@ class LaneEnergy(Written):
 
 
 class Lane(Written):
-    """One lane: its recipe, its runs, their figures, spread, acceptance and KV report."""
-
     name: str = ""
     variable: str | None = None
     engine: str = ""
@@ -247,8 +229,6 @@ class Lane(Written):
 
 
 class Paired(Written):
-    """`qualify.ab.stats.paired_summary`: the paired per-request differences and interval."""
-
     pairs: int = 0
     prompts: int = 0
     median_pct: float | None = None
@@ -267,8 +247,6 @@ class RunsCounted(Written):
 
 
 class MetricRow(Written):
-    """One metric of the A/B table (`qualify.ab.table.metric_rows`)."""
-
     metric: str
     unit: str = ""
     better: Literal["higher", "lower"] = "higher"
@@ -283,8 +261,6 @@ class MetricRow(Written):
 
 
 class Listed(Written):
-    """A run's excluded or degenerate request, naming its lane and run."""
-
     lane: LaneName
     run: int
     prompt: str
@@ -314,8 +290,6 @@ class Divergence(Written):
 
 
 class Lossless(Written):
-    """`qualify.ab.lossless.compare`: paired answers at temperature 0, token by token."""
-
     pairs: int = 0
     identical: int = 0
     tokens: int = 0
@@ -332,8 +306,6 @@ class Lossless(Written):
 
 
 class LaneFidelity(FidelitySummary):
-    """A lane's fidelity summary with its engine and what counting chunks would have said."""
-
     engine: str | None = None
     completion_tokens: int = 0
     token_chunks: int = 0
@@ -344,8 +316,6 @@ class LaneFidelity(FidelitySummary):
 
 
 class Fidelity(FidelitySummary):
-    """`qualify.ab.table.fidelity`: over both lanes, and per lane."""
-
     concurrency: int = 1
     identical_outputs: Identical = Field(default_factory=Identical)
     lanes: dict[LaneName, LaneFidelity] = Field(default_factory=dict)

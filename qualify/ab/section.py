@@ -1,10 +1,5 @@
-"""The A/B stage in the decision document: per metric the lane figures with their run counts
-and the paired per-request statistic, the lanes (speculation, KV, runs, energy per output
-token), each card's lowest free memory (headroom against the house reserve) and mean power per
-lane, draft acceptance, excluded requests, and the plots of per-request decode and E2E per lane
-and of acceptance by draft position. A pure function of the stage's typed record and its gates;
-the headline and caveats read the same record through `paired_of`, `runs_of` and
-`effect_text`."""
+"""The A/B stage in the decision document: a pure function of its typed record and gates; the
+headline and caveats read the same record through `paired_of`, `runs_of` and `effect_text`."""
 
 from __future__ import annotations
 
@@ -28,15 +23,7 @@ from qualify.ab.stats import paired_summary
 from qualify.ab.table import METRICS, pairs, same_in_every_request
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import median
-from qualify.present.cells import (
-    Cell,
-    Measure,
-    acceptance_rate,
-    digest,
-    drafted,
-    given,
-    nums,
-)
+from qualify.present.cells import Cell, Measure, acceptance_rate, digest, drafted, given, nums
 from qualify.present.plots import Panel, Plot
 from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text, show
@@ -49,7 +36,7 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
     """What the template's A/B section shows."""
     r = record or Record()
     return {
-        "ab": ab_rows(r, ran=record is not None),
+        "ab": ab_rows(r),
         "ab_lanes": ab_lanes(r),
         "ab_gates": [g for g in gates if g.stage == "ab"],
         "ab_power": lane_power(r),
@@ -62,8 +49,7 @@ def _lanes(record: Record) -> list[tuple[str, Lane]]:
 
 
 def _mean_power(lane: Lane) -> dict[str, float]:
-    """Per card, the mean power over the lane's timed runs: joules over seconds of the runs'
-    energy windows, as the sampler integrated them; only cards with a reading."""
+    """Per card with a reading, the mean power over the lane's runs' energy windows (J / s)."""
     joules: dict[str, float] = {}
     seconds: dict[str, float] = {}
     for run in lane.runs:
@@ -76,7 +62,6 @@ def _mean_power(lane: Lane) -> dict[str, float]:
 
 
 def lane_power(record: Record) -> list[dict[str, object]]:
-    """Per lane and card, the mean power over the lane's timed runs (`_mean_power`)."""
     return [
         {"lane": lane.name or key, "cards": [{"gpu": g, "watts": w} for g, w in watts.items()]}
         for key, lane in _lanes(record)
@@ -85,10 +70,9 @@ def lane_power(record: Record) -> list[dict[str, object]]:
 
 
 def lane_gpu(record: Record) -> dict[str, object]:
-    """Per lane and card: the lowest free memory over the lane's timed runs with its headroom
-    over the house reserve, and the mean power (`_mean_power`, from the runs' energy windows;
-    else the runs' own windows). "No GPU telemetry", once, where the run had none; nothing for
-    a record of a build that did not mark the runs (no `gpu`)."""
+    """Per lane and card: the lowest free memory over the lane's timed runs against the house
+    reserve, and the mean power (the energy windows', else the runs' own); nothing for a record
+    of a build that did not mark the runs (no `gpu`)."""
     note = record.gpu
     if note is None:
         return {"note": None, "reserve_gib": None, "rows": []}
@@ -139,10 +123,9 @@ SAME_FIRST = "TTFO = first-visible TTFT p50 (equal in every request)"
 
 def runs_of(m: MetricRow) -> str:
     """How many run-level values a lane figure is the median of, in words."""
-    runs = m.runs
-    written = runs.model_fields_set
-    a = runs.candidate if "candidate" in written else None
-    b = runs.control if "control" in written else None
+    written = m.runs.model_fields_set
+    a = m.runs.candidate if "candidate" in written else None
+    b = m.runs.control if "control" in written else None
     if a is None and b is None:
         return "run-level values (count not recorded)"
     n = f"{a}" if a == b else f"{a} / {b}"
@@ -150,12 +133,11 @@ def runs_of(m: MetricRow) -> str:
 
 
 def paired_of(record: Record) -> dict[str, Paired]:
-    """Per metric, the paired per-request summary: as the A/B stage recorded it, or computed
-    now from the per-request timings it kept (older evidence), by the same function."""
+    """Per metric, the paired per-request summary as recorded, or computed now from the kept
+    per-request timings (older evidence) by the same function."""
     cand, ctrl = _runs(record, "candidate"), _runs(record, "control")
-    settings = record.settings
-    resamples = (settings.bootstrap_resamples if settings else 0) or 2000
-    seed = (settings.seed if settings else 0) or 0
+    s = record.settings
+    resamples, seed = ((s.bootstrap_resamples if s else 0) or 2000), ((s.seed if s else 0) or 0)
     out = {}
     for i, m in enumerate(record.metrics):
         if m.paired is not None:
@@ -171,8 +153,7 @@ def _runs(record: Record, key: LaneName) -> list[Run]:
 
 
 def paired_text(p: Paired | None) -> str:
-    """A paired summary in a few words: the median difference with its interval and sample
-    sizes, or "too few samples" (inconclusive) when the interval says nothing."""
+    """A paired summary in a few words, or "too few samples" where the interval says nothing."""
     if p is None or not p.model_fields_set:
         return "no per-request pairs recorded"
     n = f"{p.pairs} pair{'s' * (p.pairs != 1)} over {p.prompts} prompt{'s' * (p.prompts != 1)}"
@@ -183,8 +164,7 @@ def paired_text(p: Paired | None) -> str:
 
 
 def effect_text(m: MetricRow, p: Paired | None) -> str:
-    """The change's one stated effect on a metric: the paired per-request difference, or, in a
-    record with no pairs, the difference of the lane figures, said to be that."""
+    """The change's effect on a metric: paired, else (no pairs) the lane figures', said so."""
     if p is not None and p.model_fields_set:
         return paired_text(p)
     if m.delta_pct is None:
@@ -193,7 +173,7 @@ def effect_text(m: MetricRow, p: Paired | None) -> str:
     return f"{m.delta_pct:+.1f}% (of the lane figures: no per-request pairs recorded{noise})"
 
 
-def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
+def ab_rows(record: Record) -> dict[str, object]:
     lanes = record.lanes
     names = {k: (x.name if x is not None else "") or k for k in LANES for x in [lanes.get(k)]}
     per = paired_of(record)
@@ -219,8 +199,6 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
     return {
         "names": names,
         "variable": control.variable if control is not None else None,
-        "runs": record.runs if ran else None,
-        "pairs": first.model_dump(mode="json") if first is not None else None,
         "method": (first.method if first else "") or "percentile bootstrap over prompts",
         "metrics": metrics,
         "acceptance_text": acceptance_text(record),
@@ -231,8 +209,7 @@ def ab_rows(record: Record, ran: bool = True) -> dict[str, object]:
 
 
 def lossless_text(got: Lossless | None) -> str:
-    """The paired answers compared token by token (`qualify.ab.lossless`); empty for a record
-    of an earlier build, which compared none."""
+    """The paired answers compared token by token; empty for a record that compared none."""
     if got is None:
         return ""
     if got.why or not got.pairs:
@@ -251,8 +228,10 @@ def lossless_text(got: Lossless | None) -> str:
 
 
 def draft_share(record: Record) -> str | None:
-    """How much of the candidate's timed output the drafts gave: what a high acceptance rate
-    over few drafts is worth."""
+    """How much of the candidate's timed output the drafts gave (what a high acceptance rate
+    over few drafts is worth), and what a candidate step costs in control steps: each engine
+    step gives one token and the drafts it accepts, so steps = output - accepted (over 1:
+    drafting and verifying cost more than the accepted tokens save)."""
     acc = record.acceptance or Acceptance()
     counted = [q for r in _runs(record, "candidate") for q in r.requests if not q.failed]
     tokens = sum(q.completion_tokens or 0 for q in counted)
@@ -262,21 +241,13 @@ def draft_share(record: Record) -> str | None:
         f"{acc.drafts} drafts in {len(counted)} timed requests: accepted drafts gave "
         f"{acc.accepted:,} of {tokens:,} output tokens ({100 * acc.accepted / tokens:.1f}%)"
     )
-    return text + step_cost(record, tokens, acc.accepted)
-
-
-def step_cost(record: Record, tokens: int, accepted: int) -> str:
-    """Acceptance and speed reconciled: each engine step gives one token and the drafts it
-    accepts, so steps = output - accepted; the decode ratio over tokens per step is what a
-    candidate step costs in control steps (over 1: drafting and verifying cost more than the
-    accepted tokens save)."""
     decode = record.row("decode_tok_s")
-    if tokens <= accepted or decode is None or not decode.candidate or not decode.control:
-        return ""
-    per_step, speed = tokens / (tokens - accepted), decode.candidate / decode.control
+    if tokens <= acc.accepted or decode is None or not decode.candidate or not decode.control:
+        return text
+    per_step, speed = tokens / (tokens - acc.accepted), decode.candidate / decode.control
     return (
-        f"; that is {per_step:.2f} tokens per engine step, and at {speed:.2f}x the control's "
-        f"decode each step took {per_step / speed:.2f}x a control step's time"
+        f"{text}; that is {per_step:.2f} tokens per engine step, and at {speed:.2f}x the "
+        f"control's decode each step took {per_step / speed:.2f}x a control step's time"
     )
 
 
@@ -299,11 +270,9 @@ def acceptance_text(record: Record) -> str:
             text += f" ({mean:.1f} counting the bonus token)"
     elif acc.mean_length is not None:
         text += f", mean acceptance length {acc.mean_length:.2f} (server's figure)"
-    share = draft_share(record)
-    if share:
+    if share := draft_share(record):
         text += f"; {share}"
-    per = acc.per_position
-    if per:
+    if per := acc.per_position:
         shown = ", ".join(f"{p:.2f}" for p in per[:8])
         more = f" (first 8 of {len(per)} positions)" if len(per) > 8 else ""
         text += f"; per position {shown}{more}"
@@ -316,7 +285,6 @@ def _energy(lane: Lane) -> str:
 
 
 def ab_lanes(record: Record) -> list[dict[str, object]]:
-    """Per lane: name, speculation, KV tokens as the engine reported them, excluded requests."""
     return [
         {
             "lane": key,
@@ -331,7 +299,7 @@ def ab_lanes(record: Record) -> list[dict[str, object]]:
 
 
 def ab_energy_why(record: Record) -> str | None:
-    """Why a lane's energy per output token is unmeasured (said once for both lanes)."""
+    """Why the lanes' energy per output token is unmeasured (said once)."""
     unmeasured = [lane.energy for _, lane in _lanes(record) if _energy(lane) == "unmeasured"]
     if not unmeasured:
         return None
@@ -355,8 +323,8 @@ def kv_text(kv: Kv | None) -> str:
 
 
 def ab_distributions(record: Record) -> Plot:
-    """Per-request decode and E2E per lane (x: lane index); the bar beside each lane is the
-    run-to-run spread of the lane's figure (min and max of the run-level p50s)."""
+    """Per-request decode and E2E per lane (x: lane index, jittered by a fixed spread so that
+    coinciding points stay visible); the bar beside each is the lane's run-to-run spread."""
     panels = [Panel("decode (tok/s)", scatter=True), Panel("E2E (s)", scatter=True)]
     ticks = []
     for i, (key, lane) in enumerate(_lanes(record)):
@@ -371,7 +339,8 @@ def ab_distributions(record: Record) -> Plot:
                 if (y := getattr(q, metric)) is not None
             ]
             if ys:
-                panel.series[name] = [(float(i) + _jitter(k), y) for k, y in enumerate(ys)]
+                jitter = (((k * 0.618034) % 1.0 - 0.5) * 0.36 for k in range(len(ys)))
+                panel.series[name] = [(float(i) + j, y) for j, y in zip(jitter, ys, strict=True)]
                 mid = median(ys)
                 assert mid is not None
                 panel.medians[name] = (float(i), mid)
@@ -383,17 +352,11 @@ def ab_distributions(record: Record) -> Plot:
     return plot
 
 
-def _jitter(k: int) -> float:
-    """A fixed spread across the lane's column, so points that coincide stay visible."""
-    return ((k * 0.618034) % 1.0 - 0.5) * 0.36
-
-
 def acceptance(record: Record) -> Plot:
     """Acceptance rate by draft position, from the server's counters."""
     acc = record.acceptance or Acceptance()
     panel = Panel("accepted fraction")
-    pts = [(float(i + 1), float(p)) for i, p in enumerate(acc.per_position)]
-    if pts:
+    if pts := [(float(i + 1), float(p)) for i, p in enumerate(acc.per_position)]:
         panel.series["acceptance"] = pts
     drafts, drafted, accepted = acc.drafts, acc.draft_tokens, acc.accepted
     if drafts is not None:
@@ -407,7 +370,6 @@ def acceptance(record: Record) -> Plot:
 
 
 def figures(ab: Record | None, gates: list[GateOutcome]) -> list[str]:
-    """The A/B's end-to-end figure and its draft acceptance, or that it did not run."""
     if ab is None:  # no A/B, or it stopped before measuring (`parse_record`)
         return ["A/B: not run"]
     out = []
@@ -429,8 +391,7 @@ def figures(ab: Record | None, gates: list[GateOutcome]) -> list[str]:
 
 
 def diff_cells(rec: Record) -> list[Cell]:
-    """The candidate lane over the A/B prompt set: per-run p50s, draft acceptance, and the
-    paired answers identical to the control's (`qualify.ab.lossless`)."""
+    """The candidate lane over the A/B prompts: per-run p50s, acceptance, identical answers."""
     names = ("max_tokens", "temperature", "concurrency", "level", "nonce")
     settings = given(rec.settings, names) if rec.settings else dict.fromkeys(names)
     setting = {"prompts": digest([f"{p.id}:{p.kind}" for p in rec.prompts]), **settings}
@@ -440,8 +401,7 @@ def diff_cells(rec: Record) -> list[Cell]:
     for name, unit, better in METRICS:
         if name in ("decode_tok_s", "ttft_s", "e2e_s"):
             cell.measures[name] = Measure(unit, better, nums(getattr(r.p50, name) for r in runs))
-    agg = nums(r.aggregate_output_tok_s for r in runs)
-    if agg:
+    if agg := nums(r.aggregate_output_tok_s for r in runs):
         cell.measures["aggregate_output_tok_s"] = Measure("tok/s", "higher", agg)
     out = [cell]
     acc = rec.acceptance

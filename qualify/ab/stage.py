@@ -1,21 +1,12 @@
 """A/B: the candidate against its control, in turn, on the same prompts, budget and boundaries.
 
-Runs alternate A B A B ..., one lane's server at a time, so drift spreads over both lanes. The
-lane figure of each metric is the median of its run-level p50s; each delta carries the lanes'
-run-to-run spread and the paired statistic: the median of the per-request differences (same
-prompt, same run, both lanes) with a bootstrap 95% interval over prompts, "too few samples"
-when that interval says nothing (`qualify.ab.table.metric_rows`, docs/ab.md).
-Draft acceptance comes from the server's counters read before and after every run. Degenerate
-answers are kept, listed and left out of the speed figures. The energy of each run's timed
-window comes from the run's GPU sampler, and each lane's J per output token from its runs
-(unmeasured, with why, without power telemetry). The stage writes its typed record
-(`qualify.ab.record.Record`); the judges `gates/ab/*.yaml` declares read it (`qualify.ab.judges`).
-"""
+Runs alternate A B A B ..., one lane's server at a time, so drift spreads over both lanes; the
+figures and the paired statistic are `qualify.ab.table.metric_rows`' (docs/ab.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from qualify.ab import drive, kv
 from qualify.ab.prompts import PromptSet, load_prompts, shipped_path
@@ -76,26 +67,9 @@ def _plan(cand: Candidate, ps: PromptSet, run: int, model: str) -> drive.RunPlan
     }
     if s.seed is not None:
         base["seed"] = s.seed
-    plan = drive.RunPlan(
-        run=run,
-        prompts=ps.prompts,
-        warmup=ps.warmup,
-        base=base,
-        warmups=s.warmups,
-        nonce=s.nonce,
-        seed=s.seed or 0,
-        concurrency=s.concurrency,
-        timeout_s=s.timeout_s,
-        idle_wait_s=s.idle_wait_s,
-    )
+    plan = drive.RunPlan(run=run, prompts=ps.prompts, warmup=ps.warmup, base=base, s=s)
     plan.bodies = [drive.body_for(plan, i, p.text) for i, p in enumerate(ps.prompts)]
     return plan
-
-
-def _server_log(ctx: StageContext) -> str:
-    """The running server's captured log; empty when the server was attached, not launched."""
-    proc = getattr(ctx.lanes, "process", None)
-    return kv.read_server_log(proc.attempt.path if proc is not None else None)
 
 
 async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], LaneRuns, dict[str, Kv]]:
@@ -115,7 +89,9 @@ async def _drive(ctx: StageContext, ps: PromptSet) -> tuple[list[str], LaneRuns,
             runs[lane].append(record)
             if lane not in kvs:
                 snap = await scrape(client)
-                kvs[lane] = kv.lane_kv(lc.identity.engine, d, snap, _server_log(ctx))
+                proc = getattr(ctx.lanes, "process", None)  # None: attached, not launched
+                log = kv.read_server_log(proc.attempt.path if proc is not None else None)
+                kvs[lane] = kv.lane_kv(lc.identity.engine, d, snap, log)
             task.advance(1, f"ab: {lane} run {run}")
     return order, runs, kvs
 
@@ -124,24 +100,18 @@ def _meter(ctx: StageContext) -> drive.Meter:
     """Energy over a monotonic window from the run's GPU sampler; unmeasured, with why, when
     the run has no sampler (`qualify.vram.sampler.Sampler.energy` says why when it has one)."""
     energy = getattr(ctx.sampler, "energy", None)
-
-    def meter(t0: float, t1: float) -> Mapping[str, object]:
-        if callable(energy):
-            out: Mapping[str, object] = energy(t0, t1)
-            return out
-        return window_energy({}, t0, t1) | {"why": f"{NO_TELEMETRY} (no sampler in this run)"}
-
-    return meter
+    if callable(energy):
+        return cast(drive.Meter, energy)
+    why = f"{NO_TELEMETRY} (no sampler in this run)"
+    return lambda t0, t1: window_energy({}, t0, t1) | {"why": why}
 
 
 def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
-    """A lane's J per output token over its timed runs: their joules over their completion
-    tokens; unmeasured, with the first run's why, unless every run was measured."""
+    """A lane's J per output token over its runs; unmeasured (the first why) unless all were."""
     energies = [e or Energy(why="no energy kept") for e in runs]
     tokens = sum(e.completion_tokens or 0 for e in energies)
-    why = next((e.why or "no energy kept" for e in energies if e.joules is None), None)
-    if not runs:
-        why = "no timed run"
+    unmeasured = (e.why or "no energy kept" for e in energies if e.joules is None)
+    why = next(unmeasured, None) if runs else "no timed run"
     joules = None if why else sum(e.joules or 0.0 for e in energies)
     per = joules / tokens if joules is not None and tokens else None
     return LaneEnergy(
@@ -149,17 +119,13 @@ def lane_energy(runs: list[Energy | None]) -> LaneEnergy:
     )
 
 
-def _no_control(ctx: StageContext) -> StageResult:
-    why = "stages.ab.control is not set: there is no control lane to pair with"
-    record = Record(runs=0, order=[], lanes={}, metrics=[], no_control=why)
-    return finish(ctx, ctx.judge(record), record)
-
-
 async def ab(ctx: StageContext) -> StageResult:
     """Both lanes in turn on the same requests; the gate files judge pairing, speed,
     acceptance, draft length and fidelity."""
     if not ctx.lanes.has("control"):
-        return _no_control(ctx)
+        why = "stages.ab.control is not set: there is no control lane to pair with"
+        record = Record(runs=0, order=[], lanes={}, metrics=[], no_control=why)
+        return finish(ctx, ctx.judge(record), record)
     s: ABSettings = ctx.candidate.stages.ab
     ps = load_prompts(prompt_path(ctx.loaded))
     order, runs_of, kvs = await _drive(ctx, ps)

@@ -1,47 +1,30 @@
-"""Small statistics for paired comparisons: medians, run-to-run spread, the paired bootstrap
-interval, and the noise label read from that interval.
+"""Paired statistics (docs/ab.md states the method). Each request pair (same prompt, same run,
+both lanes) gives `100 * (candidate - control) / control`; the interval is a percentile bootstrap
+of their median resampling prompts (a drawn prompt brings all its pairs), so prompts weigh as
+they occur. An interval over 100 points wide that does not even give the sign is `too_few`
+("too few samples", inconclusive), as is one of fewer than two prompts.
 
-The A/B pairs requests: the same prompt at the same position of the same run, answered by both
-lanes. Each pair gives one relative difference, `100 * (candidate - control) / control`; the
-interval is a percentile bootstrap of the median of those differences, resampling prompts
-(every pair of a drawn prompt comes along), so prompts that are long or short, easy or hard for
-the drafter, weigh as they occur. An interval wider than the control's own figure (more than
-100 percentage points) that does not even give the sign of the change says nothing about it:
-it is marked `too_few` ("too few samples") and the speed gates call it inconclusive; so is a
-comparison of fewer than two prompts, which has no interval. docs/ab.md states the method.
-
-The paired interval is exact where that is cheap: up to `EXACT_MAX` distinct resamples (every
-multiset of k prompts drawn from k, 24,310 for the 9 shipped prompts) the bootstrap distribution
-is enumerated whole, each multiset weighted by its chance, so the interval is the one infinitely
-many resamples would give and no seed moves a printed digit (over seeds 1-20 at 2,000 resamples
-the published vLLM run's E2E lower bound ran from +19.0% to +40.0%). Past it, and for records
-made before (`exact` absent), `resamples` draws from the standard library's `random.Random` with
-a fixed seed, so the same evidence always yields the same interval.
+Up to `EXACT_MAX` distinct resamples (24,310 for the 9 shipped prompts) the distribution is
+enumerated whole, weighted, so no seed moves a printed digit (at 2,000 resamples the published
+vLLM run's E2E lower bound ran from +19.0% to +40.0% over seeds 1-20); past it, and for records
+made before (`exact` absent), a seeded `random.Random` draws `resamples`, so the same evidence
+always yields the same interval.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from itertools import combinations_with_replacement
 
 from qualify.ab.record import Paired
 from qualify.httpclient.timing import median, percentile
 
-TOO_WIDE_PCT = 100.0
-"""An interval of a relative difference wider than this (in percentage points, i.e. wider than
-the control's figure itself) is "too few samples", never a result."""
+TOO_WIDE_PCT = 100.0  # percentage points: an interval wider than the control's figure itself
 MIN_PROMPTS = 2
 TAIL = 2.5  # per cent of the bootstrap distribution left out on each side of a 95% interval
-EXACT_MAX = 25_000
-"""The most distinct resamples (multisets of prompts) an interval is enumerated over whole."""
-
-
-def spread(values: list[float]) -> tuple[float, float] | None:
-    """The run-to-run range (min, max) of a lane's run-level figures; None for no data."""
-    if not values:
-        return None
-    return min(values), max(values)
+EXACT_MAX = 25_000  # the most distinct resamples (multisets of prompts) enumerated whole
 
 
 def delta_pct(delta: float | None, base: float | None) -> float | None:
@@ -52,9 +35,7 @@ def delta_pct(delta: float | None, base: float | None) -> float | None:
 
 
 def within_noise(ci: tuple[float, float] | list[float] | None) -> bool | None:
-    """True when the delta's interval includes zero, False when it excludes it, None when there
-    is no interval (a lane with fewer than two runs has no spread): unknown, never "noise".
-    """
+    """Whether the delta's interval includes zero; None (unknown, never "noise") without one."""
     if ci is None:
         return None
     lo, hi = ci
@@ -81,12 +62,8 @@ def _interval(
 def bootstrap_delta_ci(
     a: list[float], b: list[float], resamples: int = 2000, seed: int = 0
 ) -> tuple[float, float] | None:
-    """A percentile-bootstrap interval of median(a) - median(b), resampling runs per lane.
-
-    None when either lane has fewer than two runs: one run has no spread, and an interval
-    that resamples it alone would look certain. With few runs the interval is coarse (it can
-    only take values built from the observed runs); it is shown beside the spread.
-    """
+    """A percentile-bootstrap interval of median(a) - median(b), resampling runs per lane; None
+    when either lane has fewer than two runs (an interval of one run would look certain)."""
     if len(a) < 2 or len(b) < 2:
         return None
     return _interval(
@@ -94,16 +71,6 @@ def bootstrap_delta_ci(
         resamples,
         seed,
     )
-
-
-def _multisets(groups: int, draws: int) -> Iterator[tuple[int, ...]]:
-    """Every way of drawing `draws` items from `groups` with replacement, as counts per group."""
-    if groups == 1:
-        yield (draws,)
-        return
-    for c in range(draws, -1, -1):
-        for rest in _multisets(groups - 1, draws - c):
-            yield (c, *rest)
 
 
 def exact_quantiles(groups: list[list[float]], qs: tuple[float, ...]) -> list[float]:
@@ -115,7 +82,8 @@ def exact_quantiles(groups: list[list[float]], qs: tuple[float, ...]) -> list[fl
     lf = [math.lgamma(i + 1) for i in range(k + 1)]
     base = lf[k] - k * math.log(k)
     dist: list[tuple[float, float]] = []
-    for counts in _multisets(k, k):
+    for drawn in combinations_with_replacement(range(k), k):
+        counts = [drawn.count(i) for i in range(k)]
         m = _median([d for g, c in zip(groups, counts, strict=True) if c for d in g * c])
         dist.append((m, math.exp(base - sum(lf[c] for c in counts))))
     dist.sort()
@@ -135,12 +103,8 @@ def exact_quantiles(groups: list[list[float]], qs: tuple[float, ...]) -> list[fl
 def paired_summary(
     pairs: list[tuple[str, float]], resamples: int = 2000, seed: int = 0, exact: bool = True
 ) -> Paired:
-    """The median of paired relative differences (in %) and its bootstrap interval over
-    prompts. `pairs` holds (prompt id, difference in %), one entry per request pair.
-
-    `ci95_pct` is None with fewer than two prompts; `too_few` is True when there is no interval,
-    or it is wider than `TOO_WIDE_PCT`; `exact`: the distribution enumerated whole, up to
-    `EXACT_MAX` multisets (`exact=False` gives the resampled interval of records made before)."""
+    """The median of (prompt id, difference in %) pairs and its bootstrap interval over prompts;
+    `exact=False` gives the resampled interval of records made before."""
     by_prompt: dict[str, list[float]] = {}
     for prompt, d in pairs:
         by_prompt.setdefault(prompt, []).append(float(d))
@@ -148,33 +112,31 @@ def paired_summary(
     k = len(by_prompt)
     n = math.comb(2 * k - 1, k) if k else 0
     whole = exact and k >= MIN_PROMPTS and n <= EXACT_MAX
-    out = Paired(
+    ci: list[float] | None = None
+    why: str | None = f"{len(values)} pair(s) over {k} prompt(s): no interval"
+    if k >= MIN_PROMPTS:
+        groups = list(by_prompt.values())
+        if whole:
+            ci = exact_quantiles(groups, (TAIL, 100.0 - TAIL))
+        else:
+            pool = lambda rng: _median([d for g in rng.choices(groups, k=k) for d in g])  # noqa: E731
+            ci = list(_interval(pool, resamples, seed))
+        lo, hi = ci
+        why = None
+        if hi - lo > TOO_WIDE_PCT and lo <= 0.0 <= hi:
+            why = (
+                f"the interval ({lo:+.1f}% to {hi:+.1f}%) is wider than the control's own figure "
+                "and does not even give the sign"
+            )
+    return Paired(
         pairs=len(values),
         prompts=k,
         median_pct=median(values),
-        ci95_pct=None,
-        too_few=True,
-        why=None,
+        ci95_pct=ci,
+        too_few=ci is None or why is not None,
+        why=why,
         method=f"exact bootstrap over prompts (all {n:,} resamples of {k}, weighted)"
         if whole
         else f"percentile bootstrap over prompts, {resamples} resamples, seed {seed}",
         exact=whole,
     )
-    if k < MIN_PROMPTS:
-        return out.model_copy(
-            update={"why": f"{len(values)} pair(s) over {k} prompt(s): no interval"}
-        )
-    groups = list(by_prompt.values())
-    if whole:
-        lo, hi = exact_quantiles(groups, (TAIL, 100.0 - TAIL))
-    else:
-        lo, hi = _interval(
-            lambda rng: _median([d for g in rng.choices(groups, k=k) for d in g]), resamples, seed
-        )
-    if hi - lo > TOO_WIDE_PCT and lo <= 0.0 <= hi:
-        why = (
-            f"the interval ({lo:+.1f}% to {hi:+.1f}%) is wider than the control's own figure "
-            "and does not even give the sign"
-        )
-        return out.model_copy(update={"ci95_pct": [lo, hi], "why": why})
-    return out.model_copy(update={"ci95_pct": [lo, hi], "too_few": False})

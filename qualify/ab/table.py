@@ -4,13 +4,11 @@ differences with their bootstrap interval over prompts (`qualify.ab.stats.paired
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, cast
 
-from qualify.ab.acceptance import AcceptanceForm, combine
+from qualify.ab.acceptance import combined
 from qualify.ab.drive import timing_of
 from qualify.ab.record import (
     LANES,
-    Acceptance,
     Fidelity,
     Figures,
     Identical,
@@ -24,7 +22,7 @@ from qualify.ab.record import (
     Speculation,
     Spreads,
 )
-from qualify.ab.stats import delta_pct, paired_summary, spread, within_noise
+from qualify.ab.stats import delta_pct, paired_summary, within_noise
 from qualify.candidate import Candidate
 from qualify.httpclient.timing import fidelity as timing_fidelity
 from qualify.httpclient.timing import median
@@ -49,17 +47,8 @@ def run_values(runs: list[Run], metric: str) -> list[float]:
 
 def lane_block(block: Lane, recipe: Candidate, runs: list[Run]) -> Lane:
     """A lane's recipe as the record names it, its runs, the lane figure (median of run-level
-    values) and run-to-run spread of each metric, and its acceptance over the runs."""
-    figure: dict[str, float | None] = {}
-    spreads: dict[str, list[float] | None] = {}
-    for name, _, _ in METRICS:
-        values = run_values(runs, name)
-        figure[name] = median(values)
-        s = spread(values)
-        spreads[name] = list(s) if s is not None else None
-    acc = combine(
-        [cast(AcceptanceForm, r.acceptance.model_dump()) if r.acceptance else None for r in runs]
-    )
+    values) and run-to-run spread [min, max] of each metric, and its acceptance over the runs."""
+    values = {name: run_values(runs, name) for name, _, _ in METRICS}
     speculation = recipe.identity.speculation.model_dump(mode="json")
     return block.model_copy(
         update={
@@ -68,32 +57,58 @@ def lane_block(block: Lane, recipe: Candidate, runs: list[Run]) -> Lane:
             "engine": recipe.identity.engine,
             "speculation": Speculation.model_validate(speculation),
             "runs": runs,
-            "figure": Figures(**figure),
-            "spread": Spreads(**spreads),
-            "acceptance": Acceptance.model_validate(acc) if acc is not None else None,
+            "figure": Figures(**{k: median(v) for k, v in values.items()}),
+            "spread": Spreads(**{k: [min(v), max(v)] if v else None for k, v in values.items()}),
+            "acceptance": combined([r.acceptance for r in runs]),
         }
     )
 
 
-def _listed(runs: LaneRuns, key: Literal["excluded", "degenerate"]) -> list[Listed]:
-    """Every run's `excluded` or `degenerate` entries, each naming its lane and run."""
-    return [
-        Listed(lane=lane, run=r.run, **e.model_dump())
-        for lane in LANES
-        for r in runs[lane]
-        for e in getattr(r, key)
-    ]
-
-
 def over_lanes(runs: LaneRuns, lanes: dict[str, Lane], concurrency: int) -> dict[str, object]:
-    """What the record says over both lanes: the candidate's acceptance, the excluded and
-    degenerate requests, and the timing fidelity."""
-    engines: dict[str, str] = {lane: lanes[lane].engine for lane in LANES}
+    """What the record says over both lanes: the candidate's acceptance, every run's excluded
+    and degenerate requests naming lane and run, and the fidelity: the client's timings against
+    the server's own over every answered request, overall and per lane (with what counting SSE
+    chunks instead of usage tokens would have reported), and the identical outputs."""
+    listed = {
+        key: [
+            Listed(lane=lane, run=r.run, **e.model_dump())
+            for lane in LANES
+            for r in runs[lane]
+            for e in getattr(r, key)
+        ]
+        for key in ("excluded", "degenerate")
+    }
+    answered = {
+        lane: [timing_of(q) for r in rs for q in r.requests if q.failed is None]
+        for lane, rs in runs.items()
+    }
+    per_lane = {}
+    for lane, rs in runs.items():
+        tokens, chunks = sum(r.completion_tokens for r in rs), sum(r.token_chunks for r in rs)
+        usage = median(run_values(rs, "decode_tok_s"))
+        chunked = median(run_values(rs, "decode_tok_s_if_chunks_counted"))
+        per_lane[lane] = {
+            **timing_fidelity(answered[lane]),
+            "engine": lanes[lane].engine,
+            "completion_tokens": tokens,
+            "token_chunks": chunks,
+            "chunks_per_token": chunks / tokens if tokens else None,
+            "decode_tok_s": usage,
+            "decode_tok_s_if_chunks_counted": chunked,
+            "chunk_counting_error_pct": 100.0 * (chunked - usage) / usage
+            if chunked and usage
+            else None,
+        }
+    fid = {
+        **timing_fidelity(t for ts in answered.values() for t in ts),
+        "concurrency": concurrency,
+        "identical_outputs": _identical(runs),
+        "lanes": per_lane,
+    }
     return {
         "acceptance": lanes["candidate"].acceptance,
-        "excluded": _listed(runs, "excluded"),
-        "degenerate": _listed(runs, "degenerate"),
-        "fidelity": fidelity(runs, engines, concurrency),
+        **listed,
+        "fidelity": Fidelity.model_validate(fid),
     }
 
 
@@ -129,12 +144,9 @@ def pairs(cand: list[Run], ctrl: list[Run], metric: str) -> list[tuple[str, floa
 def metric_rows(
     cand: list[Run], ctrl: list[Run], resamples: int, seed: int, exact: bool = True
 ) -> list[MetricRow]:
-    """One row per metric: both lane figures (median of run-level values, with how many runs
-    gave one), the delta and its percentage, and `paired`: the median of the per-request
-    relative differences with its bootstrap interval over prompts. `ci95` is that interval in
-    the metric's unit (per cent of the control's figure); `within_noise` is read from it, and
-    is None when the interval is missing or too wide to say anything ("too few samples");
-    `exact` False computes the resampled intervals of records made before (`paired_summary`)."""
+    """One row per metric: both lane figures (median of run-level values), the delta, and the
+    paired statistic; `ci95` is its interval in the metric's unit, `within_noise` None where
+    that interval is missing or "too few samples"."""
     rows: list[MetricRow] = []
     for i, (name, unit, better) in enumerate(METRICS):
         a, b = run_values(cand, name), run_values(ctrl, name)
@@ -162,9 +174,8 @@ def metric_rows(
 
 
 def same_in_every_request(runs: Iterable[Run], a: str, b: str) -> bool:
-    """True when metrics `a` and `b` have one value in every timed request of `runs` (TTFO and
-    first-visible TTFT where no token is reasoning): one measure, which the table shows once,
-    with one interval. False for no requests at all."""
+    """Whether metrics `a` and `b` are one measure, equal in every timed request of `runs` (TTFO
+    and first-visible TTFT where no token is reasoning); False for no requests at all."""
     seen = False
     for r in runs:
         for q in r.requests:
@@ -175,11 +186,8 @@ def same_in_every_request(runs: Iterable[Run], a: str, b: str) -> bool:
 
 
 def _identical(lanes: LaneRuns) -> Identical:
-    """Paired requests whose visible answers are byte-identical across the lanes.
-
-    At temperature 0 a lossless drafter changes speed, not text; differing answers mean the
-    lanes did different work, which the timing deltas then partly reflect.
-    """
+    """Paired requests whose visible answers are byte-identical across the lanes (differing
+    answers mean the lanes did different work, which the timing deltas then partly reflect)."""
     seen = {
         (r.run, q.prompt): q.content_sha256
         for r in lanes.get("control", [])
@@ -194,46 +202,3 @@ def _identical(lanes: LaneRuns) -> Identical:
                 pairs += 1
                 same += other == q.content_sha256
     return Identical(pairs=pairs, identical=same)
-
-
-def _chunking(runs: list[Run]) -> dict[str, float | None]:
-    """What counting SSE chunks instead of usage tokens would have reported for one lane."""
-    tokens = sum(r.completion_tokens for r in runs)
-    chunks = sum(r.token_chunks for r in runs)
-    usage_fig = median(run_values(runs, "decode_tok_s"))
-    chunk_fig = median(run_values(runs, "decode_tok_s_if_chunks_counted"))
-    err = 100.0 * (chunk_fig - usage_fig) / usage_fig if chunk_fig and usage_fig else None
-    return {
-        "completion_tokens": tokens,
-        "token_chunks": chunks,
-        "chunks_per_token": chunks / tokens if tokens else None,
-        "decode_tok_s": usage_fig,
-        "decode_tok_s_if_chunks_counted": chunk_fig,
-        "chunk_counting_error_pct": err,
-    }
-
-
-def fidelity(lanes: LaneRuns, engines: dict[str, str], concurrency: int) -> Fidelity:
-    """The client's timings against the server's own (`qualify.httpclient.timing.fidelity`)
-    over every answered timed request, overall and per lane with the lane's engine (the
-    `fidelity` gate judges each lane), plus chunk counting and identical outputs."""
-    answered = {
-        lane: [timing_of(q) for r in runs for q in r.requests if q.failed is None]
-        for lane, runs in lanes.items()
-    }
-    per_lane = {
-        lane: {
-            **timing_fidelity(answered[lane]),
-            "engine": engines.get(lane),
-            **_chunking(runs),
-        }
-        for lane, runs in lanes.items()
-    }
-    return Fidelity.model_validate(
-        {
-            **timing_fidelity(t for ts in answered.values() for t in ts),
-            "concurrency": concurrency,
-            "identical_outputs": _identical(lanes),
-            "lanes": per_lane,
-        }
-    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from qualify.ab.acceptance import SpecCounters, acceptance, combine, response_drafts
+from qualify.ab.acceptance import SpecCounters, acceptance, combined, response_drafts
 from qualify.httpclient.chat import ChatOutcome
 from qualify.serving.engines import LLAMACPP, SGLANG, VLLM, MetricsSnapshot
 
@@ -38,14 +38,14 @@ def test_llamacpp_formulas_over_deltas() -> None:
     """rate = Δaccepted/Δdraft_tokens, mean length = 1 + Δaccepted/Δdrafts, curve per Δdrafts."""
     acc = acceptance(_read(LLAMA_BEFORE), _read(LLAMA_AFTER), "llama.cpp")
     assert acc is not None
-    assert (acc["drafts"], acc["draft_tokens"], acc["accepted"]) == (20, 80, 60)
-    assert acc["rate"] == pytest.approx(0.75)
-    assert acc["mean_length"] == pytest.approx(4.0)
+    assert (acc.drafts, acc.draft_tokens, acc.accepted) == (20, 80, 60)
+    assert acc.rate == pytest.approx(0.75)
+    assert acc.mean_length == pytest.approx(4.0)
     # positions absent before the run count from zero; position 10 sorts numerically
-    assert len(acc["per_position"]) == 11
-    assert acc["per_position"][:2] == pytest.approx([1.0, 0.75])
-    assert acc["per_position"][10] == pytest.approx(0.05)
-    assert "delta" in acc["source"]
+    assert len(acc.per_position) == 11
+    assert acc.per_position[:2] == pytest.approx([1.0, 0.75])
+    assert acc.per_position[10] == pytest.approx(0.05)
+    assert "delta" in acc.source
 
 
 def test_vllm_counters_with_labels() -> None:
@@ -63,8 +63,8 @@ def test_vllm_counters_with_labels() -> None:
         ]
     )
     acc = acceptance(SpecCounters(0, 0, 0), _read(text, VLLM), "vllm")
-    assert acc is not None and acc["drafts"] == 10 and acc["rate"] == pytest.approx(0.5)
-    assert acc["mean_length"] == pytest.approx(3.5)
+    assert acc is not None and acc.drafts == 10 and acc.rate == pytest.approx(0.5)
+    assert acc.mean_length == pytest.approx(3.5)
 
 
 def test_no_counters_is_none_and_a_reset_is_refused() -> None:
@@ -82,19 +82,19 @@ def test_sglang_gauges_are_marked_recent_batches() -> None:
     )
     snap = _read(text, SGLANG)
     acc = acceptance(snap, snap, "sglang")
-    assert acc is not None and acc["rate"] == 0.6 and acc["mean_length"] == 2.8
-    assert acc["drafts"] is None and "recent batches only" in acc["source"]
+    assert acc is not None and acc.rate == 0.6 and acc.mean_length == 2.8
+    assert acc.drafts is None and "recent batches only" in acc.source
 
 
 def test_combine_sums_counts_across_runs() -> None:
     """A lane's acceptance sums the runs' counts and recomputes the rates from the sums."""
     one = acceptance(_read(LLAMA_BEFORE), _read(LLAMA_AFTER), "llama.cpp")
     zero = acceptance(_read(LLAMA_AFTER), _read(LLAMA_AFTER), "llama.cpp")
-    total = combine([one, zero])
-    assert total is not None and total["drafts"] == 20 and total["rate"] == pytest.approx(0.75)
-    assert "2 runs" in total["source"]
-    assert zero is not None and zero["rate"] is None and zero["per_position"] == []
-    assert combine([None, None]) is None
+    total = combined([one, zero])
+    assert total is not None and total.drafts == 20 and total.rate == pytest.approx(0.75)
+    assert "2 runs" in total.source
+    assert zero is not None and zero.rate is None and zero.per_position == []
+    assert combined([None, None]) is None
 
 
 def test_per_response_draft_fields() -> None:
@@ -125,12 +125,12 @@ def test_sglang_counters_give_acceptance_over_the_run() -> None:
     (num_draft_tokens - 1) draft tokens per call; the recent-batch gauge is not used."""
     before, after = _read(_sglang(100, 1000, 4), SGLANG), _read(_sglang(150, 1150, 4), SGLANG)
     acc = acceptance(before, after, "sglang")
-    assert acc is not None and "delta over the run" in acc["source"]
-    assert (acc["drafts"], acc["accepted"], acc["draft_tokens"]) == (50, 100, 150)
-    assert acc["mean_length"] == pytest.approx(3.0)
-    assert acc["rate"] == pytest.approx(100 / 150)
-    total = combine([acc, acc])
-    assert total is not None and total["rate"] == pytest.approx(100 / 150)
+    assert acc is not None and "delta over the run" in acc.source
+    assert (acc.drafts, acc.accepted, acc.draft_tokens) == (50, 100, 150)
+    assert acc.mean_length == pytest.approx(3.0)
+    assert acc.rate == pytest.approx(100 / 150)
+    total = combined([acc, acc])
+    assert total is not None and total.rate == pytest.approx(100 / 150)
 
 
 def test_sglang_without_the_width_gauge_has_no_rate() -> None:
@@ -138,10 +138,10 @@ def test_sglang_without_the_width_gauge_has_no_rate() -> None:
     acc = acceptance(
         _read(_sglang(0, 0, None), SGLANG), _read(_sglang(10, 40, None), SGLANG), "sglang"
     )
-    assert acc is not None and acc["rate"] is None and acc["mean_length"] == pytest.approx(4.0)
-    assert "unmeasurable by this server" in acc["unmeasured"]
-    total = combine([acc])
-    assert total is not None and total["rate"] is None and total["unmeasured"]
+    assert acc is not None and acc.rate is None and acc.mean_length == pytest.approx(4.0)
+    assert "unmeasurable by this server" in acc.unmeasured
+    total = combined([acc])
+    assert total is not None and total.rate is None and total.unmeasured
     assert (
         acceptance(_read(_sglang(10, 40, 4), SGLANG), _read(_sglang(5, 40, 4), SGLANG), "sglang")
         is None

@@ -1,4 +1,4 @@
-"""Medians, spreads, the noise label, the paired bootstrap interval enumerated whole (its printed
+"""Medians, the noise label, the paired bootstrap interval enumerated whole (its printed
 digits independent of any seed) and the seeded one of records made before."""
 
 from __future__ import annotations
@@ -17,19 +17,12 @@ from qualify.ab.stats import (
     delta_pct,
     exact_quantiles,
     paired_summary,
-    spread,
     within_noise,
 )
 from qualify.ab.table import pairs
 from qualify.httpclient.timing import median
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def test_spread_is_min_and_max() -> None:
-    """The run-to-run spread is the range of the run-level figures."""
-    assert spread([3.0, 1.0, 2.0]) == (1.0, 3.0)
-    assert spread([]) is None
 
 
 def test_noise_is_read_from_the_interval() -> None:
