@@ -75,6 +75,10 @@ class GateContext:
     # How the server's engine words its answers (`qualify.serving.engine.adapter(e).quirks`):
     # its reasoning fields, its over-length errors (`ChatOutcome.server_error`).
     quirks: Quirks = ANY_ENGINE
+    # The level's reasoning allowance (tokens) added to each answer budget, and where it came
+    # from (`qualify.preflight.budget.allowance`); none where the stage gives none.
+    reasoning_tokens: int = 0
+    reasoning_source: str = ""
     _json: dict[str, object] = field(default_factory=dict)
 
     def body(self, messages: Sequence[Mapping[str, object]], **extra: object) -> dict[str, object]:

@@ -17,22 +17,11 @@ with the budget it had; `soft-empty` is the gate that fails it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome
 from qualify.httpclient.chat import ChatOutcome
 from qualify.records import Verdict
-
-__all__ = ["PreflightContext", "allowance", "answer_budget", "reasoning_only"]
-
-
-@dataclass
-class PreflightContext(GateContext):
-    """A gate's context with the level's reasoning allowance (tokens) and where it came from."""
-
-    reasoning_tokens: int = 0
-    reasoning_source: str = ""
 
 
 def allowance(
@@ -58,7 +47,7 @@ def allowance(
 def answer_budget(ctx: GateContext, n: int | None) -> int:
     """`max_tokens` for a request whose answer needs `n` tokens (the context's default when
     None), with the level's reasoning allowance added."""
-    return (n or ctx.max_tokens) + int(getattr(ctx, "reasoning_tokens", 0))
+    return (n or ctx.max_tokens) + ctx.reasoning_tokens
 
 
 def reasoning_only(o: ChatOutcome, ctx: GateContext, what: str) -> Outcome | None:
@@ -66,8 +55,7 @@ def reasoning_only(o: ChatOutcome, ctx: GateContext, what: str) -> Outcome | Non
     None when it has visible content, a tool call, or no reasoning either."""
     if o.content.strip() or o.tool_calls or not o.reasoning.strip():
         return None
-    allowed = int(getattr(ctx, "reasoning_tokens", 0))
-    src = getattr(ctx, "reasoning_source", "") or "no reasoning allowance"
+    allowed, src = ctx.reasoning_tokens, ctx.reasoning_source or "no reasoning allowance"
     spent = o.completion_tokens
     if o.finish_reason == "length":
         how = (

@@ -3,7 +3,7 @@
 Every gate of the sealed result runs again offline, as preflight's do
 (`qualify.preflight.rebuild`, `qualify.trust.replay`): each task on the candidate lane at its
 level, each task and each of the candidate's preflight gates on the control lane, with the
-stage's own contexts (`task_context`, `control_preflight_context`) built from the signed
+stage's own contexts (`task_context`, preflight's `gate_context`) built from the signed
 candidate and control copies, each request answered by the exchange its attempt kept. The
 record's scope, budgets, totals, table, failures and control verdicts are built again from the
 gates so judged, with the stage's own `ran_record` and `summarised`.
@@ -101,7 +101,8 @@ class _Again:
 
     def gate_of(self, g: GateResult) -> tuple[str, GateContext, LoadedGate | None, str | None]:
         """The gate id, context, gate file and sealed sha256 one sealed gate is judged with."""
-        from qualify.quality.stage import control_preflight_context, task_context
+        from qualify.preflight.stage import gate_context
+        from qualify.quality.stage import task_context
 
         c, ctl, rp, plan = self.view.candidate, self.view.control, self.rp, self.plan
         assert c is not None and g.level is not None
@@ -111,7 +112,7 @@ class _Again:
         if ctl is not None and on_control and preflight_at:
             gid = g.gate.removeprefix(CONTROL_PREFLIGHT)
             allowance = plan.preflight_levels is not None
-            ctx = control_preflight_context(ctl, g.level, io, default_gates_dir(), allowance)
+            ctx = gate_context(ctl, g.level, *io, default_gates_dir(), allowance)
             gate = None if c.stages.preflight.gates_dir else self.preflights.get(gid)
             return gid, ctx, gate, gate.sha256 if gate else None
         gid = g.gate.removeprefix(f"{CONTROL}-") if on_control else g.gate

@@ -12,11 +12,10 @@ Control gates are reported as `quality/control-<task>@<level>` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate
-from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
+from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, default_gates_dir, pick
 from qualify.gates.probe import Keep, Write
 from qualify.httpclient.client import Client, Exchange
@@ -74,32 +73,6 @@ def task_context(
         temperature=s.temperature,
         budget_scale=s.budget_scale,
         lane=lane,
-    )
-
-
-def control_preflight_context(
-    control: Candidate, level: str, io: tuple[Any, Keep, Write], where: Path, allowance: bool
-) -> GateContext:
-    """The context of one of the candidate's preflight gates (from `where`) on the control: the
-    preflight stage's own (`preflight.gate_context`, the level's reasoning allowance included),
-    so both lanes send the same request; `allowance` False gives the context of records made
-    before (`ControlPlan.preflight_levels` None), which sent the bare `max_tokens`."""
-    client, keep, write = io
-    if allowance:
-        return preflight.gate_context(control, level, client, keep, write, where)
-    ps = control.stages.preflight
-    return GateContext(
-        client=client,
-        keep=keep,
-        write=write,
-        model=control.identity.model,
-        level=level,
-        fields=control.reasoning[level].request_fields(),
-        gates_dir=where,
-        max_tokens=ps.max_tokens,
-        timeout_s=ps.timeout_s,
-        temperature=ps.temperature,
-        window=control.identity.context_length,
     )
 
 
@@ -178,7 +151,7 @@ async def _control_lane(
     pf, _ = preflight.select(ctx.loaded)
     for level in plan.preflight_at:
         for gate in pf:
-            gctx = control_preflight_context(control, level, io, where, allowance=True)
+            gctx = preflight.gate_context(control, level, *io, where)
             r = await run_gate(gate, gctx)
             results.append(_as_control(r, f"control-preflight-{r.gate}"))
     bar.advance(len(pf) * len(plan.preflight_at), note="quality control preflight")
