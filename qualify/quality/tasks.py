@@ -134,9 +134,15 @@ class Asked:
 
 
 async def ask(
-    ctx: QualityContext, p: TaskParams, label: str, extra: str = "", **fields: object
+    ctx: QualityContext,
+    p: TaskParams,
+    label: str,
+    extra: str = "",
+    visible: bool = True,
+    **fields: object,
 ) -> Asked:
-    """Send the task; a broken exchange is `error`, an answer cut by the budget is `cut`."""
+    """Send the task; a broken exchange is `error`, an answer cut by the budget is `cut`, and
+    (`visible`) an answer with nothing visible and no tool call is `wrong`."""
     b = budget(p, ctx.budget_scale)
     body = ctx.body(messages(p, extra), max_tokens=b.max_tokens, **fields)
     reply = await ctx.chat(label, body)
@@ -160,18 +166,12 @@ async def ask(
             f"{len(reply.content)} visible characters, {len(reply.reasoning)} of reasoning)",
             metrics={**metrics, "outcome": "cut"},
         )
+    elif visible and not (reply.content.strip() or reply.tool_calls):
+        asked.outcome = asked.wrong(
+            f"no visible answer (finish_reason={reply.finish_reason}, "
+            f"{len(reply.reasoning)} characters of reasoning only)"
+        )
     return asked
-
-
-def visible_or_reason(asked: Asked) -> str | None:
-    """Why there is nothing to judge when the answer is empty, else None."""
-    if asked.answer.strip() or asked.reply.tool_calls:
-        return None
-    r = asked.reply
-    return (
-        f"no visible answer (finish_reason={r.finish_reason}, "
-        f"{len(r.reasoning)} characters of reasoning only)"
-    )
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
