@@ -44,15 +44,6 @@ def outcome_summary(o: ChatOutcome) -> dict[str, object]:
     }
 
 
-def responses_fields(fields: Mapping[str, object]) -> dict[str, object]:
-    """Chat-style level fields in Responses form: `reasoning_effort` becomes `reasoning.effort`."""
-    out = dict(fields)
-    effort = out.pop("reasoning_effort", None)
-    if effort is not None:
-        out["reasoning"] = {"effort": effort}
-    return out
-
-
 @dataclass
 class GateContext:
     """One probe gate at one reasoning level, one attempt at a time (`run_gate` sets `gate`,
@@ -115,8 +106,12 @@ class GateContext:
     async def responses(
         self, label: str, body: Mapping[str, object], stream: bool = False
     ) -> Exchange:
-        """Send a Responses API request with the level's fields in Responses form."""
-        full: dict[str, object] = {"model": self.model, **responses_fields(self.fields), **body}
+        """Send a Responses API request with the level's fields in Responses form
+        (`reasoning_effort` becomes `reasoning.effort`)."""
+        fields = dict(self.fields)
+        if (effort := fields.pop("reasoning_effort", None)) is not None:
+            fields["reasoning"] = {"effort": effort}
+        full: dict[str, object] = {"model": self.model, **fields, **body}
         if self.temperature is not None:
             full.setdefault("temperature", self.temperature)
         if stream:
