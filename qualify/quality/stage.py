@@ -18,7 +18,7 @@ from qualify.candidate import Candidate, LoadedCandidate
 from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, default_gates_dir, pick
 from qualify.gates.probe import Keep, Write
-from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.client import Client
 from qualify.preflight import stage as preflight
 from qualify.preflight.code import check_code
 from qualify.progress import Task
@@ -82,13 +82,7 @@ def _context(ctx: StageContext, client: Client, lane: str, level: str) -> Qualit
 
 
 def _keeper(ctx: StageContext, lane: str) -> Keep:
-    if lane == "candidate":
-        return ctx.keep
-
-    def keep(label: str, ex: Exchange) -> list[str]:
-        return ctx.keep(f"{lane}-{label}", ex)
-
-    return keep
+    return ctx.keep if lane == "candidate" else lambda label, ex: ctx.keep(f"{lane}-{label}", ex)
 
 
 def _as_control(r: GateResult, name: str) -> GateResult:
@@ -162,13 +156,6 @@ async def _control_lane(
         bar.advance(note=f"quality control {r.gate}")
 
 
-def _preflight_key(r: GateResult, plan: ControlPlan) -> str:
-    """A control preflight verdict's key in the record: `<gate>@<level>`, or the gate alone in
-    the form of records made when it ran at one level (`ControlPlan.preflight_levels` None)."""
-    name = r.gate.removeprefix("control-preflight-")
-    return name if plan.preflight_levels is None else f"{name}@{r.level}"
-
-
 def summarised(
     ran: Record,
     gates: list[LoadedGate],
@@ -184,10 +171,13 @@ def summarised(
         ran=plan.level is not None,
         level=plan.level,
         why_not=plan.why_not or None,
+        # by `<gate>@<level>`, or by gate alone in the form of records made when it ran at one
+        # level (`ControlPlan.preflight_levels` None)
         preflight={
-            _preflight_key(r, plan): r.verdict
+            r.gate.removeprefix("control-preflight-") + at: r.verdict
             for r in results
             if r.gate.startswith("control-preflight-")
+            for at in ["" if plan.preflight_levels is None else f"@{r.level}"]
         },
         # written only where the control's preflight ran by level (the form records keep)
         **({} if plan.preflight_levels is None else {"preflight_levels": plan.preflight_levels}),
