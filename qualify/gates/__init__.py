@@ -1,10 +1,6 @@
-"""Gates: declared in `gates/<stage>/*.yaml`, run by small registered checks.
-
-`files` reads and validates gate files (and exports their JSON Schema), `registry` holds the
-checks (probes that talk to the server, judges that read a stage's data), `probe` is what a
-probe is handed (`GateContext`), `runner` runs them, `thresholds` is what the house policy lets
-judges compare against. Which stages exist, and which modules hold their checks, is
-`qualify.registry`.
+"""Gates: declared in `gates/<stage>/*.yaml`, run by small registered checks (`files` reads
+them, `registry` holds the checks, `probe` is what a probe is handed, `runner` runs them,
+`thresholds` is what the house policy lets judges compare against).
 
 The names below are imported on first use, so that importing one module of the package (a
 stage's settings importing `thresholds`) does not import the others, nor what they import.

@@ -1,20 +1,11 @@
 """Quality judged again from the exchanges an attempt kept (`verify`, `qualify.trust.rejudge`).
 
-Every gate of the sealed result runs again offline, as preflight's do
-(`qualify.preflight.rebuild`, `qualify.trust.replay`): each task on the candidate lane at its
-level, each task and each of the candidate's preflight gates on the control lane, with the
-stage's own contexts (`task_context`, preflight's `gate_context`) built from the signed
-candidate and control copies, each request answered by the exchange its attempt kept. The
-record's scope, budgets, totals, table, failures and control verdicts are built again from the
-gates so judged, with the stage's own `ran_record` and `summarised`.
-
-Not re-derived, so taken as recorded and said (`view.trust`): the sandbox run of a code task's
-answer (`python_code`, `diff_edit`: exit code, output, whether it finished). That code is the
-model's, read from the kept answer; `verify` runs on whoever checks a run, and the sandbox guards
-against code that goes wrong, not against code written to escape, so `verify` never runs it. The
-code the check extracts from the kept answer is compared with the code the attempt recorded.
-A gate that cannot be judged again is treated as preflight treats it (other gate file, other
-check code).
+Every gate of the sealed result runs again offline as preflight's do (`qualify.preflight.rebuild`),
+with the stage's own contexts built from the signed candidate and control copies; the record is
+built again from the gates so judged, with the stage's own `ran_record` and `summarised`. The
+sandbox run of a code task's answer is taken as recorded and said: `verify` runs no
+model-written code (docs/trust.md); the code the check extracts from the kept answer must be
+the code whose run the attempt recorded.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What every quality task shares: its prompt or turns, its budgets, how it is asked, and how
 an answer is classified before its check judges it.
 
-A task is a gate file of stage `quality`. Its check is a probe registered with `quality_check`;
+A task is a gate file of stage `quality`. Its check is a probe of stage `quality` (`check`);
 the probe calls `ask`, which sends the task with the level's request fields and the task's
 budget (visible plus reasoning tokens, times the candidate's `budget_scale`), keeps the
 exchange, and turns a broken exchange or an answer cut by the budget into an outcome of its own,
@@ -13,25 +13,23 @@ transport failed, nothing was judged).
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from qualify.gates.files import Params
 from qualify.gates.probe import GateContext
-from qualify.gates.registry import CheckSpec, Outcome, register_check
+from qualify.gates.registry import Outcome
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.preflight.checks.common import answer_metrics, chat_problem, clip
 from qualify.quality.sandbox import RunResult, run_python
 from qualify.records import Verdict
 
-P = TypeVar("P", bound="TaskParams")
 RunCode = Callable[[Path, Path, float], RunResult]
-QualityFn = Callable[["QualityContext", P], Awaitable[Outcome]]
 MIN_VISIBLE = 16
 
 
@@ -87,16 +85,6 @@ def budget(p: TaskParams, scale: float) -> Budget:
     return Budget(
         max(MIN_VISIBLE, round(p.visible_tokens * scale)), round(p.reasoning_tokens * scale)
     )
-
-
-def quality_check(name: str, params: type[P]) -> Callable[[QualityFn[P]], QualityFn[P]]:
-    """Register a probe of stage `quality`: `fn(ctx, params) -> Outcome`, once per attempt."""
-
-    def register(fn: QualityFn[P]) -> QualityFn[P]:
-        register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), "quality", "probe"))
-        return fn
-
-    return register
 
 
 def messages(p: TaskParams, extra: str = "") -> list[dict[str, str]]:

@@ -11,9 +11,9 @@ from pathlib import Path
 import git
 from pydantic import Field, field_validator
 
-from qualify.gates.registry import Outcome
+from qualify.gates.registry import Outcome, check
 from qualify.quality import tasks
-from qualify.quality.tasks import Asked, QualityContext, TaskParams, quality_check
+from qualify.quality.tasks import Asked, QualityContext, TaskParams
 
 _DIFF_START = re.compile(r"^(diff --git |--- )", re.MULTILINE)
 
@@ -84,7 +84,7 @@ def judge_diff(asked: Asked, p: DiffParams, run_code: tasks.RunCode) -> Outcome:
     return asked.passed(diff=diff, run=run.as_dict())
 
 
-@quality_check("diff_edit", DiffParams)
+@check("diff_edit", DiffParams, "quality")
 async def diff_edit(ctx: QualityContext, p: DiffParams) -> Outcome:
     """Pass when the answer's diff applies to the files shown and their test then passes."""
     asked = await tasks.ask(ctx, p, "diff", extra=shown_files(p.tree))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from pydantic import Field
 
-from qualify.gates.registry import Outcome
+from qualify.gates.registry import Outcome, check
 from qualify.quality import tasks
-from qualify.quality.tasks import Asked, QualityContext, TaskParams, quality_check
+from qualify.quality.tasks import Asked, QualityContext, TaskParams
 
 
 class PythonParams(TaskParams):
@@ -59,7 +59,7 @@ def judge_code(asked: Asked, p: PythonParams, run_code: tasks.RunCode) -> Outcom
     return asked.passed(code=code, run=run.as_dict())
 
 
-@quality_check("python_code", PythonParams)
+@check("python_code", PythonParams, "quality")
 async def python_code(ctx: QualityContext, p: PythonParams) -> Outcome:
     """Pass when the answer's code passes the task's assertions inside the sandbox."""
     extra = f"```python\n{p.given}```" if p.given else ""

@@ -7,8 +7,8 @@ import re
 
 from pydantic import Field, model_validator
 
-from qualify.gates.registry import Outcome
-from qualify.quality.tasks import QualityContext, TaskParams, ask, quality_check, shown
+from qualify.gates.registry import Outcome, check
+from qualify.quality.tasks import QualityContext, TaskParams, ask, shown
 
 
 class RecallParams(TaskParams):
@@ -33,7 +33,7 @@ def names(text: str, value: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
-@quality_check("recall", RecallParams)
+@check("recall", RecallParams, "quality")
 async def recall(ctx: QualityContext, p: RecallParams) -> Outcome:
     """Pass when the last question is answered with the value only an earlier turn holds."""
     asked = await ask(ctx, p, "recall")

@@ -17,10 +17,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import Field, field_validator
 
-from qualify.gates.registry import Outcome
+from qualify.gates.registry import Outcome, check
 from qualify.preflight.checks.common import schema_errors
 from qualify.quality.checks.tool_choice import Scalar, same
-from qualify.quality.tasks import QualityContext, TaskParams, ask, fenced, quality_check, shown
+from qualify.quality.tasks import QualityContext, TaskParams, ask, fenced, shown
 from qualify.records import StrictModel
 
 
@@ -52,7 +52,7 @@ def only_json(answer: str) -> tuple[object, str | None]:
         return None, f"the answer is not one JSON document ({exc}): {shown(answer)}"
 
 
-@quality_check("json_answer", JsonAnswerParams)
+@check("json_answer", JsonAnswerParams, "quality")
 async def json_answer(ctx: QualityContext, p: JsonAnswerParams) -> Outcome:
     """Pass when the answer is only a JSON object, valid, with the expected field values."""
     asked = await ask(ctx, p, "json")
@@ -78,7 +78,7 @@ class BulletParams(TaskParams):
 _BULLET = re.compile(r"^\s*[-*•]\s+(\S.*)$")
 
 
-@quality_check("bullets", BulletParams)
+@check("bullets", BulletParams, "quality")
 async def bullets(ctx: QualityContext, p: BulletParams) -> Outcome:
     """Pass when the answer is exactly the asked number of short bullets and nothing else."""
     asked = await ask(ctx, p, "bullets")
@@ -132,7 +132,7 @@ def plan_steps(answer: str) -> list[str]:
     return [m.group(1) for ln in answer.splitlines() if (m := _NUMBERED.match(ln))]
 
 
-@quality_check("ordered_steps", StepsParams)
+@check("ordered_steps", StepsParams, "quality")
 async def ordered_steps(ctx: QualityContext, p: StepsParams) -> Outcome:
     """Pass when the plan has every named step, each after the one before, and none forbidden."""
     asked = await ask(ctx, p, "plan")

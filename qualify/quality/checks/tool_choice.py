@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from qualify.gates.registry import Outcome
+from qualify.gates.registry import Outcome, check
 from qualify.preflight.checks.common import judge_call, tool_schemas
-from qualify.quality.tasks import QualityContext, TaskParams, ask, quality_check, shown
+from qualify.quality.tasks import QualityContext, TaskParams, ask, shown
 
 Scalar = str | int | float | bool
 
@@ -34,7 +34,7 @@ def same(got: object, want: object) -> bool:
     return isinstance(got, int | float) and got == want
 
 
-@quality_check("tool_choice", ToolChoiceParams)
+@check("tool_choice", ToolChoiceParams, "quality")
 async def tool_choice(ctx: QualityContext, p: ToolChoiceParams) -> Outcome:
     """Pass when a plain-words request gets the right tool with the right typed arguments."""
     tools = ctx.load_json(p.tools)
