@@ -23,27 +23,6 @@ CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 
 
-def outcome_summary(o: ChatOutcome) -> dict[str, object]:
-    """The parsed answer as evidence: reasoning and visible content in separate fields."""
-    return {
-        "content": o.content,
-        "reasoning": o.reasoning,
-        "tool_calls": [c.as_dict() for c in o.tool_calls],
-        "finish_reason": o.finish_reason,
-        "usage": o.usage,
-        "timings": o.timings,
-        "http_status": o.http_status,
-        "error": o.error,
-        "error_kind": o.error_kind,
-        "sse_chunks": o.chunks,
-        "done": o.done,
-        "malformed": o.malformed,
-        "t_first_output_s": o.t_first_output,
-        "t_first_visible_s": o.t_first_visible,
-        "t_end_s": o.t_end,
-    }
-
-
 @dataclass
 class GateContext:
     """One probe gate at one reasoning level, one attempt at a time (`run_gate` sets `gate`,
@@ -94,14 +73,32 @@ class GateContext:
         if stream:
             body = {**body, "stream": True, "stream_options": {"include_usage": True}}
             ex = await self.client.stream(CHAT, body, timeout_s=self.timeout_s)
-            out = from_stream(ex, self.quirks)
+            o = from_stream(ex, self.quirks)
         else:
             ex = await self.client.post(CHAT, body, timeout_s=self.timeout_s)
-            out = from_response(ex, self.quirks)
+            o = from_response(ex, self.quirks)
         names = self._kept(label, ex)
         stem = names[0].removesuffix(".json") if names else label
-        self.files.extend(self.write(f"{stem}.outcome.json", outcome_summary(out)))
-        return out
+        # the parsed answer as evidence: reasoning and visible content in separate fields
+        summary = {
+            "content": o.content,
+            "reasoning": o.reasoning,
+            "tool_calls": [c.as_dict() for c in o.tool_calls],
+            "finish_reason": o.finish_reason,
+            "usage": o.usage,
+            "timings": o.timings,
+            "http_status": o.http_status,
+            "error": o.error,
+            "error_kind": o.error_kind,
+            "sse_chunks": o.chunks,
+            "done": o.done,
+            "malformed": o.malformed,
+            "t_first_output_s": o.t_first_output,
+            "t_first_visible_s": o.t_first_visible,
+            "t_end_s": o.t_end,
+        }
+        self.files.extend(self.write(f"{stem}.outcome.json", summary))
+        return o
 
     async def responses(
         self, label: str, body: Mapping[str, object], stream: bool = False

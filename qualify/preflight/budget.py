@@ -1,17 +1,10 @@
 """Output budgets that fit thinking models, and the reasoning-only completion named as such.
 
-A gate's `max_tokens` is the budget of its *answer*. At a level that reasons, the request gets
-that plus the level's reasoning allowance: the level's own thinking budget
-(`thinking_token_budget` / `thinking_budget_tokens`) when it sets one, nothing when it turns
-reasoning off (`reasoning_effort = "none"`, `chat_template_kwargs.enable_thinking = false` or
-`thinking = false`), `stages.preflight.reasoning_tokens_at.<level>` when the candidate sets
-it, `stages.preflight.reasoning_tokens` when the level asks for reasoning (an effort, or the
-template switch on), and nothing for a level that says nothing of reasoning. Budgets meant
-to cut an answer short (truncation, over-length) stay exact.
-
-A completion whose tokens all went to reasoning (no visible content, no tool call) is not a
-wrong answer: the gates that judge answers report it as `reasoning-only` and inconclusive,
-with the budget it had; `soft-empty` is the gate that fails it.
+A gate's `max_tokens` is the budget of its *answer*; at a level that reasons, the request gets
+that plus the level's reasoning allowance (`allowance`). Budgets meant to cut an answer short
+(truncation, over-length) stay exact. A completion whose tokens all went to reasoning is not a
+wrong answer: the gates that judge answers report it as `reasoning-only` and inconclusive, with
+the budget it had; `soft-empty` is the gate that fails it.
 """
 
 from __future__ import annotations
@@ -27,7 +20,10 @@ from qualify.records import Verdict
 def allowance(
     fields: Mapping[str, object], default: int, level: str, by_level: dict[str, int]
 ) -> tuple[int, str]:
-    """The reasoning tokens a level's requests get on top of each answer budget, and why."""
+    """The reasoning tokens a level's requests get on top of each answer budget, and why: the
+    level's own thinking budget, none when it turns reasoning off, the candidate's
+    `reasoning_tokens_at.<level>`, `reasoning_tokens` when the level asks for reasoning (an
+    effort, or the template switch on), none for a level that says nothing of reasoning."""
     for key in ("thinking_token_budget", "thinking_budget_tokens"):
         if isinstance(budget := fields.get(key), int):
             return int(budget), f"the level's {key}"
