@@ -11,13 +11,22 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from qualify.httpclient.chat import ANY_ENGINE, ChatOutcome, Quirks, from_response, from_stream
-from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.client import Exchange
 
 Keep = Callable[[str, Exchange], list[str]]
 Write = Callable[[str, object], list[str]]
+
+
+class Sender(Protocol):
+    """What a probe sends through: the lane's `Client`, or verify's `Replay` of kept exchanges."""
+
+    async def post(self, path: str, body: object, timeout_s: float | None = None) -> Exchange: ...
+
+    async def stream(self, path: str, body: object, timeout_s: float | None = None) -> Exchange: ...
+
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -28,7 +37,7 @@ class GateContext:
     """One probe gate at one reasoning level, one attempt at a time (`run_gate` sets `gate`,
     `attempt` and `files` before each attempt)."""
 
-    client: Client
+    client: Sender
     keep: Keep
     write: Write
     model: str

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, default_gates_dir, pick
-from qualify.gates.probe import GateContext, Keep, Write
+from qualify.gates.probe import GateContext, Keep, Sender, Write
 from qualify.preflight.budget import allowance
 from qualify.preflight.code import check_code
 from qualify.preflight.record import Allowance, Record
@@ -44,7 +43,7 @@ def _gate_files(loaded: LoadedCandidate) -> list[str]:
 def gate_context(
     candidate: Candidate,
     level: str,
-    client: Any,  # the lane's Client, or verify's Replay of the kept exchanges
+    client: Sender,
     keep: Keep,
     write: Write,
     where: Path,

@@ -12,12 +12,11 @@ Control gates are reported as `quality/control-<task>@<level>` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate
 from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, default_gates_dir, pick
-from qualify.gates.probe import Keep, Write
+from qualify.gates.probe import Keep, Sender, Write
 from qualify.httpclient.client import Client
 from qualify.preflight import stage as preflight
 from qualify.preflight.code import check_code
@@ -54,7 +53,7 @@ def task_context(
     lane_candidate: Candidate,
     lane: str,
     level: str,
-    io: tuple[Any, Keep, Write],
+    io: tuple[Sender, Keep, Write],
 ) -> QualityContext:
     """The context a task runs in on `lane` at `level`: the lane's model and level fields, the
     candidate's quality settings; `io` is the client, keep and write (`verify` builds it again

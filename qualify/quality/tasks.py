@@ -87,17 +87,6 @@ def budget(p: TaskParams, scale: float) -> Budget:
     )
 
 
-def messages(p: TaskParams, extra: str = "") -> list[dict[str, str]]:
-    """The task as chat messages; `extra` (files a task shows) follows the question."""
-    if p.turns is not None:
-        msgs = [{"role": t.role, "content": t.content} for t in p.turns]
-    else:
-        msgs = [{"role": "user", "content": p.prompt or ""}]
-    if extra:
-        msgs[-1] = {**msgs[-1], "content": f"{msgs[-1]['content']}\n\n{extra}"}
-    return msgs
-
-
 @dataclass
 class Asked:
     """A task's answer: complete (`answer` set) or already decided (`outcome` set)."""
@@ -132,7 +121,11 @@ async def ask(
     """Send the task; a broken exchange is `error`, an answer cut by the budget is `cut`, and
     (`visible`) an answer with nothing visible and no tool call is `wrong`."""
     b = budget(p, ctx.budget_scale)
-    body = ctx.body(messages(p, extra), max_tokens=b.max_tokens, **fields)
+    msgs = [{"role": t.role, "content": t.content} for t in p.turns or []]
+    msgs = msgs or [{"role": "user", "content": p.prompt or ""}]
+    if extra:  # what a task shows (files) follows the question
+        msgs[-1] = {**msgs[-1], "content": f"{msgs[-1]['content']}\n\n{extra}"}
+    body = ctx.body(msgs, max_tokens=b.max_tokens, **fields)
     reply = await ctx.chat(label, body)
     metrics = {
         **answer_metrics(reply),
