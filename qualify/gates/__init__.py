@@ -1,10 +1,6 @@
-"""Gates: declared in `gates/<stage>/*.yaml`, run by small registered checks.
-
-`files` reads and validates gate files (and exports their JSON Schema), `registry` holds the
-checks (probes that talk to the server, judges that read a stage's data), `probe` is what a
-probe is handed (`GateContext`), `runner` runs them, `thresholds` is what the house policy lets
-judges compare against. Which stages exist, and which modules hold their checks, is
-`qualify.registry`.
+"""Gates: declared in `gates/<stage>/*.yaml`, run by small registered checks (`files` reads
+them, `registry` holds the checks, `probe` is what a probe is handed, `runner` runs them,
+`thresholds` is what the house policy lets judges compare against).
 
 The names below are imported on first use, so that importing one module of the package (a
 stage's settings importing `thresholds`) does not import the others, nor what they import.
@@ -13,7 +9,7 @@ stage's settings importing `thresholds`) does not import the others, nor what th
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from qualify.gates.files import LoadedGate, load_gates
@@ -33,7 +29,7 @@ _HOME = {
 __all__ = ["CHECKS", "GateContext", "LoadedGate", "load_checks", "load_gates", "run_gate"]
 
 
-def __getattr__(name: str) -> Any:  # a name re-exported lazily, of any kind
+def __getattr__(name: str) -> object:  # a name re-exported lazily (typed by the imports above)
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'qualify.gates' has no attribute {name!r}")

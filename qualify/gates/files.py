@@ -79,12 +79,6 @@ def _file_problems(rel: str, gates_dir: Path) -> list[str]:
     return []
 
 
-def _sub(line: str) -> str:
-    """A params error line under `params`: `.field: ...`, or `: ...` for the whole table."""
-    top = "(top level)"
-    return line[len(top) :] if line.startswith(top) else f".{line}"
-
-
 Where = tuple[int, int]
 
 
@@ -172,8 +166,8 @@ def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
     try:
         params = spec.params.model_validate(gate.params)
     except ValidationError as exc:
-        lines = _errors(exc, marks, ("params",))
-        return None, [f"{path}: params{_sub(line)}" for line in lines]
+        bad = _errors(exc, marks, ("params",))  # `.field: ...`, or `: ...` for the whole table
+        return None, [f"{path}: params" + f".{x}".removeprefix(".(top level)") for x in bad]
     if not isinstance(params, Params):
         raise TypeError(f"check {spec.name}: params model must derive from Params")
     problems: list[str] = []
@@ -217,9 +211,8 @@ def _parse_once(path: Path, gates_dir: Path) -> _Parsed:
     return _PARSED[key]
 
 
-def default_gates_dir() -> Path:
-    """The project's `gates/` folder: the checkout's, or the copy the installed package ships."""
-    return assets.gates_dir()
+# The project's `gates/` folder: the checkout's, or the copy the installed package ships.
+default_gates_dir = assets.gates_dir
 
 
 def declared(stage: str) -> dict[str, str]:

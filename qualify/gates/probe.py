@@ -11,46 +11,25 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from qualify.httpclient.chat import ANY_ENGINE, ChatOutcome, Quirks, from_response, from_stream
-from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.client import Exchange
 
 Keep = Callable[[str, Exchange], list[str]]
 Write = Callable[[str, object], list[str]]
 
+
+class Sender(Protocol):
+    """What a probe sends through: the lane's `Client`, or verify's `Replay` of kept exchanges."""
+
+    async def post(self, path: str, body: object, timeout_s: float | None = None) -> Exchange: ...
+
+    async def stream(self, path: str, body: object, timeout_s: float | None = None) -> Exchange: ...
+
+
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
-
-
-def outcome_summary(o: ChatOutcome) -> dict[str, object]:
-    """The parsed answer as evidence: reasoning and visible content in separate fields."""
-    return {
-        "content": o.content,
-        "reasoning": o.reasoning,
-        "tool_calls": [c.as_dict() for c in o.tool_calls],
-        "finish_reason": o.finish_reason,
-        "usage": o.usage,
-        "timings": o.timings,
-        "http_status": o.http_status,
-        "error": o.error,
-        "error_kind": o.error_kind,
-        "sse_chunks": o.chunks,
-        "done": o.done,
-        "malformed": o.malformed,
-        "t_first_output_s": o.t_first_output,
-        "t_first_visible_s": o.t_first_visible,
-        "t_end_s": o.t_end,
-    }
-
-
-def responses_fields(fields: Mapping[str, object]) -> dict[str, object]:
-    """Chat-style level fields in Responses form: `reasoning_effort` becomes `reasoning.effort`."""
-    out = dict(fields)
-    effort = out.pop("reasoning_effort", None)
-    if effort is not None:
-        out["reasoning"] = {"effort": effort}
-    return out
 
 
 @dataclass
@@ -58,7 +37,7 @@ class GateContext:
     """One probe gate at one reasoning level, one attempt at a time (`run_gate` sets `gate`,
     `attempt` and `files` before each attempt)."""
 
-    client: Client
+    client: Sender
     keep: Keep
     write: Write
     model: str
@@ -75,6 +54,10 @@ class GateContext:
     # How the server's engine words its answers (`qualify.serving.engine.adapter(e).quirks`):
     # its reasoning fields, its over-length errors (`ChatOutcome.server_error`).
     quirks: Quirks = ANY_ENGINE
+    # The level's reasoning allowance (tokens) added to each answer budget, and where it came
+    # from (`qualify.preflight.budget.allowance`); none where the stage gives none.
+    reasoning_tokens: int = 0
+    reasoning_source: str = ""
     _json: dict[str, object] = field(default_factory=dict)
 
     def body(self, messages: Sequence[Mapping[str, object]], **extra: object) -> dict[str, object]:
@@ -99,20 +82,42 @@ class GateContext:
         if stream:
             body = {**body, "stream": True, "stream_options": {"include_usage": True}}
             ex = await self.client.stream(CHAT, body, timeout_s=self.timeout_s)
-            out = from_stream(ex, self.quirks)
+            o = from_stream(ex, self.quirks)
         else:
             ex = await self.client.post(CHAT, body, timeout_s=self.timeout_s)
-            out = from_response(ex, self.quirks)
+            o = from_response(ex, self.quirks)
         names = self._kept(label, ex)
         stem = names[0].removesuffix(".json") if names else label
-        self.files.extend(self.write(f"{stem}.outcome.json", outcome_summary(out)))
-        return out
+        # the parsed answer as evidence: reasoning and visible content in separate fields
+        summary = {
+            "content": o.content,
+            "reasoning": o.reasoning,
+            "tool_calls": [c.as_dict() for c in o.tool_calls],
+            "finish_reason": o.finish_reason,
+            "usage": o.usage,
+            "timings": o.timings,
+            "http_status": o.http_status,
+            "error": o.error,
+            "error_kind": o.error_kind,
+            "sse_chunks": o.chunks,
+            "done": o.done,
+            "malformed": o.malformed,
+            "t_first_output_s": o.t_first_output,
+            "t_first_visible_s": o.t_first_visible,
+            "t_end_s": o.t_end,
+        }
+        self.files.extend(self.write(f"{stem}.outcome.json", summary))
+        return o
 
     async def responses(
         self, label: str, body: Mapping[str, object], stream: bool = False
     ) -> Exchange:
-        """Send a Responses API request with the level's fields in Responses form."""
-        full: dict[str, object] = {"model": self.model, **responses_fields(self.fields), **body}
+        """Send a Responses API request with the level's fields in Responses form
+        (`reasoning_effort` becomes `reasoning.effort`)."""
+        fields = dict(self.fields)
+        if (effort := fields.pop("reasoning_effort", None)) is not None:
+            fields["reasoning"] = {"effort": effort}
+        full: dict[str, object] = {"model": self.model, **fields, **body}
         if self.temperature is not None:
             full.setdefault("temperature", self.temperature)
         if stream:

@@ -11,16 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from qualify.records import StrictModel, Verdict
 from qualify.registry import specs
-
-if TYPE_CHECKING:
-    from qualify.gates.probe import GateContext
-    from qualify.gates.thresholds import Thresholds
-
-P = TypeVar("P", bound=StrictModel)
 
 
 @dataclass
@@ -44,7 +38,7 @@ class Outcome:
         return cls(Verdict.ERROR, list(reasons), metrics or {})
 
 
-CheckFn = Callable[["GateContext", Any], Awaitable[Outcome]]
+P = TypeVar("P", bound=Callable[..., Awaitable[Outcome]])  # a probe: `fn(ctx, params)`
 
 
 @dataclass
@@ -58,7 +52,8 @@ class Judged:
     part: str | None = None
 
 
-JudgeFn = Callable[[Any, Any, "Thresholds"], list[Judged]]
+J = TypeVar("J", bound=Callable[..., list[Judged]])  # a judge: `fn(data, params, thresholds)`
+F = TypeVar("F", bound=Callable[..., object])
 
 
 @dataclass(frozen=True)
@@ -67,7 +62,7 @@ class CheckSpec:
 
     name: str
     params: type[StrictModel]
-    fn: Any  # a CheckFn or a JudgeFn, as `kind` says
+    fn: Any  # a probe or a judge, as `kind` says: called with the params of its gate file
     doc: str
     stage: str = "preflight"
     kind: str = "probe"
@@ -96,29 +91,19 @@ class CheckRegistry(dict[str, CheckSpec]):
 CHECKS = CheckRegistry()
 
 
-def register_check(spec: CheckSpec) -> None:
-    """Add a check under its name (refused when another check has it)."""
-    CHECKS[spec.name] = spec
+def _add(name: str, params: type[StrictModel], fn: F, stage: str, kind: str) -> F:
+    CHECKS[name] = CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), stage, kind)
+    return fn
 
 
-def check(name: str, params: type[P], stage: str = "preflight") -> Callable[[CheckFn], CheckFn]:
+def check(name: str, params: type[StrictModel], stage: str = "preflight") -> Callable[[P], P]:
     """Register a probe of `stage`: `fn(ctx, params) -> Outcome`, called once per attempt."""
-
-    def register(fn: CheckFn) -> CheckFn:
-        register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), stage))
-        return fn
-
-    return register
+    return lambda fn: _add(name, params, fn, stage, "probe")
 
 
-def judge(stage: str, name: str, params: type[P]) -> Callable[[JudgeFn], JudgeFn]:
+def judge(stage: str, name: str, params: type[StrictModel]) -> Callable[[J], J]:
     """Register a judge of `stage`: `fn(data, params, thresholds) -> list[Judged]`."""
-
-    def register(fn: JudgeFn) -> JudgeFn:
-        register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), stage, "judge"))
-        return fn
-
-    return register
+    return lambda fn: _add(name, params, fn, stage, "judge")
 
 
 def load_checks() -> dict[str, CheckSpec]:

@@ -22,15 +22,6 @@ from qualify.gates.thresholds import Thresholds
 from qualify.records import AttemptRecord, GateResult, StageRecord, Verdict, worst
 
 
-async def _attempt(gate: LoadedGate, ctx: GateContext) -> Outcome:
-    spec = CHECKS[gate.gate.check]
-    try:
-        out: Outcome = await spec.fn(ctx, gate.params)
-        return out
-    except Exception as exc:  # a bug in a check is the harness's fault: `error`, never a pass
-        return Outcome.errored(f"internal error in check {spec.name}: {exc!r}")
-
-
 async def run_gate(
     gate: LoadedGate, ctx: GateContext, before: Callable[[int], None] | None = None
 ) -> GateResult:
@@ -38,14 +29,17 @@ async def run_gate(
     the harness could not judge, and retrying would only hide that. `before(n)` is called as
     attempt `n` starts (`verify` hands each attempt the exchanges it kept)."""
     load_checks()
-    g = gate.gate
+    g, spec = gate.gate, CHECKS[gate.gate.check]
     records: list[AttemptRecord] = []
     for n in range(1, g.attempts + 1):
         ctx.attempt, ctx.files, ctx.gate = n, [], g.id
         if before is not None:
             before(n)
         t0 = time.perf_counter()
-        out = await _attempt(gate, ctx)
+        try:
+            out: Outcome = await spec.fn(ctx, gate.params)
+        except Exception as exc:  # a bug in a check is the harness's fault: `error`, never a pass
+            out = Outcome.errored(f"internal error in check {spec.name}: {exc!r}")
         metrics = {**out.metrics, "wall_s": round(time.perf_counter() - t0, 3)}
         records.append(
             AttemptRecord(

@@ -65,15 +65,6 @@ def _bodies(
     return bodies, unreachable, missing
 
 
-def _launches(run: RunDir, listing: Listing) -> list[object]:
-    """The command of every candidate server launch the run recorded."""
-    return [
-        json.loads((run.path / n).read_text()).get("command")
-        for n in sorted(listing.files)
-        if re.match(r"^server-candidate/attempt-\d{3,}/launch\.json$", n)
-    ]
-
-
 def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], list[str]]:
     """`(problems, notes)` of every identity attempt judged again (see the module docstring)."""
     from qualify.gates.files import default_gates_dir
@@ -88,7 +79,11 @@ def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], li
     attempts = [(f"identity/{a.dir.name}", a.result) for a in found if a.result is not None]
     if cand is None or not attempts:
         return problems, notes
-    launches = _launches(run, listing)
+    launches = [  # the command of every candidate server launch the run recorded
+        json.loads((run.path / n).read_text()).get("command")
+        for n in sorted(listing.files)
+        if re.match(r"^server-candidate/attempt-\d{3,}/launch\.json$", n)
+    ]
     engine = adapter(cand.identity.engine)
     for attempt, result in attempts:
         kept = _exchanges(run, attempt, listing)

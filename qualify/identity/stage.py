@@ -22,7 +22,6 @@ from qualify.records import StageResult
 from qualify.serving.engine import EngineAdapter
 from qualify.serving.engines import CHAT_PROBE, PINS, Launch, adapter, fingerprint
 from qualify.serving.identity import ImageReport
-from qualify.serving.process import ServerProcess
 from qualify.stage import StageContext, finish
 
 
@@ -41,20 +40,6 @@ def answer(ex: Exchange, text: bool = False) -> object:
     return ex.text if text else ex.body
 
 
-async def _get(keep: Keep, client: Client, path: str, text: bool = False) -> object:
-    ex = await client.get(path)
-    keep(_label(path), ex)
-    return answer(ex, text)
-
-
-async def _probe(keep: Keep, client: Client, model: str) -> object:
-    """One 1-token completion: what every answer carries (vLLM's `system_fingerprint`)."""
-    body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
-    ex = await client.post("/v1/chat/completions", body)
-    keep("probe-chat", ex)
-    return answer(ex)
-
-
 async def engine_reports(
     client: Client, engine: EngineAdapter, model: str, keep: Keep
 ) -> dict[str, object]:
@@ -63,9 +48,14 @@ async def engine_reports(
     `model`. The identity stage and `qualify init` both read a server through it."""
     bodies: dict[str, object] = {}
     for path in engine.paths:
-        bodies[path] = await _get(keep, client, path, path in engine.text_paths)
-    if engine.probe_chat:
-        bodies[CHAT_PROBE] = await _probe(keep, client, model)
+        ex = await client.get(path)
+        keep(_label(path), ex)
+        bodies[path] = answer(ex, path in engine.text_paths)
+    if engine.probe_chat:  # one 1-token completion (vLLM's `system_fingerprint`)
+        body = {"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+        ex = await client.post("/v1/chat/completions", body)
+        keep("probe-chat", ex)
+        bodies[CHAT_PROBE] = answer(ex)
     return bodies
 
 
@@ -101,22 +91,17 @@ def inspect_image(runtime: str, image: str, container_id: str | None) -> ImageRe
     return {**out, "id": image_id, "repo_digests": repo_digests}
 
 
-def _command(proc: ServerProcess) -> list[str]:
-    """The command as the launch recorded it in its evidence, else as it would be built."""
-    try:
-        recorded = json.loads((proc.attempt.path / "launch.json").read_text())["command"]
-        return [str(a) for a in recorded]
-    except (OSError, ValueError, KeyError, TypeError):
-        return proc.command()
-
-
 async def launched(ctx: StageContext) -> Launch | None:
     """How qualify started the candidate's server; None when it attached to a running one."""
     srv = ctx.candidate.server
     proc = ctx.lanes.process
     if srv.attach or proc is None:
         return None
-    args = _command(proc)
+    try:  # the command as the launch recorded it in its evidence, else as it would be built
+        recorded = json.loads((proc.attempt.path / "launch.json").read_text())["command"]
+        args = [str(a) for a in recorded]
+    except (OSError, ValueError, KeyError, TypeError):
+        args = proc.command()
     if srv.container is None:
         return Launch("local", args, dict(srv.launch.env) if srv.launch else {})
     c = srv.container

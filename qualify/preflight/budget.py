@@ -1,44 +1,29 @@
 """Output budgets that fit thinking models, and the reasoning-only completion named as such.
 
-A gate's `max_tokens` is the budget of its *answer*. At a level that reasons, the request gets
-that plus the level's reasoning allowance: the level's own thinking budget
-(`thinking_token_budget` / `thinking_budget_tokens`) when it sets one, nothing when it turns
-reasoning off (`reasoning_effort = "none"`, `chat_template_kwargs.enable_thinking = false` or
-`thinking = false`), `stages.preflight.reasoning_tokens_at.<level>` when the candidate sets
-it, `stages.preflight.reasoning_tokens` when the level asks for reasoning (an effort, or the
-template switch on), and nothing for a level that says nothing of reasoning. Budgets meant
-to cut an answer short (truncation, over-length) stay exact.
-
-A completion whose tokens all went to reasoning (no visible content, no tool call) is not a
-wrong answer: the gates that judge answers report it as `reasoning-only` and inconclusive,
-with the budget it had; `soft-empty` is the gate that fails it.
+A gate's `max_tokens` is the budget of its *answer*; at a level that reasons, the request gets
+that plus the level's reasoning allowance (`allowance`). Budgets meant to cut an answer short
+(truncation, over-length) stay exact. A completion whose tokens all went to reasoning is not a
+wrong answer: the gates that judge answers report it as `reasoning-only` and inconclusive, with
+the budget it had; `soft-empty` is the gate that fails it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome
 from qualify.httpclient.chat import ChatOutcome
 from qualify.records import Verdict
 
-__all__ = ["PreflightContext", "allowance", "answer_budget", "reasoning_only"]
-
-
-@dataclass
-class PreflightContext(GateContext):
-    """A gate's context with the level's reasoning allowance (tokens) and where it came from."""
-
-    reasoning_tokens: int = 0
-    reasoning_source: str = ""
-
 
 def allowance(
     fields: Mapping[str, object], default: int, level: str, by_level: dict[str, int]
 ) -> tuple[int, str]:
-    """The reasoning tokens a level's requests get on top of each answer budget, and why."""
+    """The reasoning tokens a level's requests get on top of each answer budget, and why: the
+    level's own thinking budget, none when it turns reasoning off, the candidate's
+    `reasoning_tokens_at.<level>`, `reasoning_tokens` when the level asks for reasoning (an
+    effort, or the template switch on), none for a level that says nothing of reasoning."""
     for key in ("thinking_token_budget", "thinking_budget_tokens"):
         if isinstance(budget := fields.get(key), int):
             return int(budget), f"the level's {key}"
@@ -58,7 +43,7 @@ def allowance(
 def answer_budget(ctx: GateContext, n: int | None) -> int:
     """`max_tokens` for a request whose answer needs `n` tokens (the context's default when
     None), with the level's reasoning allowance added."""
-    return (n or ctx.max_tokens) + int(getattr(ctx, "reasoning_tokens", 0))
+    return (n or ctx.max_tokens) + ctx.reasoning_tokens
 
 
 def reasoning_only(o: ChatOutcome, ctx: GateContext, what: str) -> Outcome | None:
@@ -66,8 +51,7 @@ def reasoning_only(o: ChatOutcome, ctx: GateContext, what: str) -> Outcome | Non
     None when it has visible content, a tool call, or no reasoning either."""
     if o.content.strip() or o.tool_calls or not o.reasoning.strip():
         return None
-    allowed = int(getattr(ctx, "reasoning_tokens", 0))
-    src = getattr(ctx, "reasoning_source", "") or "no reasoning allowance"
+    allowed, src = ctx.reasoning_tokens, ctx.reasoning_source or "no reasoning allowance"
     spent = o.completion_tokens
     if o.finish_reason == "length":
         how = (

@@ -1,22 +1,10 @@
 """Preflight judged again from the exchanges an attempt kept (`verify`, `qualify.trust.rejudge`).
 
-Every gate of the sealed result runs again, offline, with this installation's gate file of its
-id and the stage's own check (`qualify.trust.replay`): its context is built by the stage's
-own `gate_context` from the signed candidate copy, and each request the check sends is answered
-by the exchange the gate's attempt kept, which must be the request the run sent. The verdicts
-the checks reach again are the ones `verify` compares with the sealed gates; the record's
-levels and reasoning allowances are built again from the signed candidate copy.
-
-A run of this installation's check code (its record's `check_code` is `check_code(stage)`) is
-judged strictly: a gate whose requests are not the ones kept, or that was judged with another
-gate file, is a refusal, and so is an attempt whose reasons or figures differ from the ones its
-check gives again. A run of other check code (or one made before records kept `check_code`,
-like the published ones) sent other requests where that code differed (a reasoning allowance
-added to `max_tokens`, `max_output_tokens`, the over-length prompt sized by the window): those
-gates cannot be judged again by this code and are taken as recorded, each named
-(`view.trust`); every gate whose requests do match is judged again and its verdict compared.
-A house that lists the check codes it accepts (`check_codes`) has a record of any other code
-refused.
+Every gate of the sealed result runs again offline with this installation's gate file of its id
+and the stage's own check and `gate_context`, each request answered by the exchange its attempt
+kept. A run of this check code (`check_code`) is held to every request, reason and figure; a
+run of other code has each gate whose requests do not match taken as recorded, named
+(docs/trust.md, "What this does not stop").
 """
 
 from __future__ import annotations

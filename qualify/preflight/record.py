@@ -4,7 +4,7 @@ files from a subset."""
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import ConfigDict, Field
 
 from qualify.records import StageRecord, StrictModel
 
@@ -27,14 +27,7 @@ class Record(StageRecord):
     gates_dir: str
     gate_files: dict[str, str] = Field(default_factory=dict)
     declared_gate_files: dict[str, str] = Field(default_factory=dict)
-    # sha256 of the code the checks ran (`qualify.trust.replay.check_code`); absent in runs
-    # made before it was kept, which `verify` judges again only where their requests match.
-    check_code: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        """A record of a run made before `check_code` was kept is written back as it was."""
-        out: dict[str, object] = handler(self)
-        if out.get("check_code") is None:
-            out.pop("check_code", None)
-        return out
+    # sha256 of the code the checks ran (`qualify.preflight.code.check_code`); absent in runs
+    # made before it was kept (written back so), which `verify` judges again only where their
+    # requests match.
+    check_code: str | None = Field(default=None, exclude_if=lambda v: v is None)

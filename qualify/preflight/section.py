@@ -31,10 +31,5 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
     summary = []
     for lv in levels:
         here = [g for g in mine if (g.level or "default") == lv]
-        passed = sum(g.verdict is Verdict.PASS for g in here)
-        other = [g.gate for g in here if g.verdict is not Verdict.PASS]
-        text = f"{passed}/{len(here)} passed"
-        summary.append(
-            {"level": lv, "text": text, "other": other, "passed": passed, "n": len(here)}
-        )
+        summary.append({"passed": sum(g.verdict is Verdict.PASS for g in here), "n": len(here)})
     return {"functional": {"levels": levels, "rows": rows, "summary": summary}}

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, default_gates_dir, pick
-from qualify.gates.probe import Keep, Write
-from qualify.preflight.budget import PreflightContext, allowance
+from qualify.gates.probe import GateContext, Keep, Sender, Write
+from qualify.preflight.budget import allowance
 from qualify.preflight.code import check_code
 from qualify.preflight.record import Allowance, Record
 from qualify.records import GateResult, StageResult, Verdict
@@ -44,17 +43,19 @@ def _gate_files(loaded: LoadedCandidate) -> list[str]:
 def gate_context(
     candidate: Candidate,
     level: str,
-    client: Any,  # the lane's Client, or verify's Replay of the kept exchanges
+    client: Sender,
     keep: Keep,
     write: Write,
     where: Path,
-) -> PreflightContext:
+    allowance: bool = True,
+) -> GateContext:
     """The context one gate runs in at `level`: the level's request fields and reasoning
     allowance, the candidate's preflight settings (`verify` builds it again from the signed
-    candidate copy, with a client over the kept exchanges)."""
+    candidate copy, with a client over the kept exchanges). `allowance` False gives the context
+    of the control's preflight in quality records made before it ran by level (no allowance)."""
     settings = candidate.stages.preflight
-    extra = allowances(candidate)[level]
-    return PreflightContext(
+    extra = allowances(candidate)[level] if allowance else Allowance(tokens=0, source="")
+    return GateContext(
         client=client,
         keep=keep,
         write=write,

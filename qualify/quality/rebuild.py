@@ -1,20 +1,11 @@
 """Quality judged again from the exchanges an attempt kept (`verify`, `qualify.trust.rejudge`).
 
-Every gate of the sealed result runs again offline, as preflight's do
-(`qualify.preflight.rebuild`, `qualify.trust.replay`): each task on the candidate lane at its
-level, each task and each of the candidate's preflight gates on the control lane, with the
-stage's own contexts (`task_context`, `control_preflight_context`) built from the signed
-candidate and control copies, each request answered by the exchange its attempt kept. The
-record's scope, budgets, totals, table, failures and control verdicts are built again from the
-gates so judged, with the stage's own `ran_record` and `summarised`.
-
-Not re-derived, so taken as recorded and said (`view.trust`): the sandbox run of a code task's
-answer (`python_code`, `diff_edit`: exit code, output, whether it finished). That code is the
-model's, read from the kept answer; `verify` runs on whoever checks a run, and the sandbox guards
-against code that goes wrong, not against code written to escape, so `verify` never runs it. The
-code the check extracts from the kept answer is compared with the code the attempt recorded.
-A gate that cannot be judged again is treated as preflight treats it (other gate file, other
-check code).
+Every gate of the sealed result runs again offline as preflight's do (`qualify.preflight.rebuild`),
+with the stage's own contexts built from the signed candidate and control copies; the record is
+built again from the gates so judged, with the stage's own `ran_record` and `summarised`. The
+sandbox run of a code task's answer is taken as recorded and said: `verify` runs no
+model-written code (docs/trust.md); the code the check extracts from the kept answer must be
+the code whose run the attempt recorded.
 """
 
 from __future__ import annotations
@@ -26,13 +17,7 @@ from typing import TYPE_CHECKING, Any
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.gates import GateContext, LoadedGate
 from qualify.gates.files import default_gates_dir, pick
-from qualify.preflight.rebuild import (
-    every_gate,
-    gate_files,
-    regate,
-    replayer,
-    same_code,
-)
+from qualify.preflight.rebuild import every_gate, gate_files, regate, replayer, same_code
 from qualify.quality.record import Record
 from qualify.quality.sandbox import RunResult
 from qualify.quality.tasks import QualityContext
@@ -101,7 +86,8 @@ class _Again:
 
     def gate_of(self, g: GateResult) -> tuple[str, GateContext, LoadedGate | None, str | None]:
         """The gate id, context, gate file and sealed sha256 one sealed gate is judged with."""
-        from qualify.quality.stage import control_preflight_context, task_context
+        from qualify.preflight.stage import gate_context
+        from qualify.quality.stage import task_context
 
         c, ctl, rp, plan = self.view.candidate, self.view.control, self.rp, self.plan
         assert c is not None and g.level is not None
@@ -111,7 +97,7 @@ class _Again:
         if ctl is not None and on_control and preflight_at:
             gid = g.gate.removeprefix(CONTROL_PREFLIGHT)
             allowance = plan.preflight_levels is not None
-            ctx = control_preflight_context(ctl, g.level, io, default_gates_dir(), allowance)
+            ctx = gate_context(ctl, g.level, *io, default_gates_dir(), allowance)
             gate = None if c.stages.preflight.gates_dir else self.preflights.get(gid)
             return gid, ctx, gate, gate.sha256 if gate else None
         gid = g.gate.removeprefix(f"{CONTROL}-") if on_control else g.gate

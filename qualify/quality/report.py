@@ -21,12 +21,7 @@ KINDS = {
     "ordered_steps": "ordered operational plans",
 }
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
-SAID: dict[Outcome, str] = {
-    "wrong": "wrong",
-    "cut": "cut by the budget",
-    "error": "error",
-    "not run": "not run",
-}
+SAID: dict[str, str] = {"cut": "cut by the budget"}  # each other outcome as named
 
 
 def task_budgets(gates: list[LoadedGate], scale: float) -> list[TaskBudget]:
@@ -119,7 +114,7 @@ def summarise(
         for level, c in levels.items():
             n = sum(c.values())
             name = "quality" if lane == "candidate" else f"quality ({lane})"
-            rest = ", ".join(f"{c[o]} {SAID[o]}" for o in OUTCOMES[1:] if c[o])
+            rest = ", ".join(f"{c[o]} {SAID.get(o, o)}" for o in OUTCOMES[1:] if c[o])
             lines.append(f"{name}: {c['pass']}/{n} at {level}" + (f" ({rest})" if rest else ""))
     return ran.model_copy(
         update={"totals": totals, "lines": lines, "table": table, "failures": failures}

@@ -20,7 +20,7 @@ import secrets
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
@@ -97,15 +97,8 @@ class RunResult:
     isolation: str
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "returncode": self.returncode,
-            "stdout": self.stdout[-4000:],
-            "stderr": self.stderr[-4000:],
-            "seconds": round(self.seconds, 3),
-            "timed_out": self.timed_out,
-            "finished": self.finished,
-            "isolation": self.isolation,
-        }
+        tails = {"stdout": self.stdout[-4000:], "stderr": self.stderr[-4000:]}
+        return {**asdict(self), **tails, "seconds": round(self.seconds, 3)}
 
     def why_not(self, limit_s: float) -> str | None:
         """Why the run does not count as passed; None when it finished cleanly."""

@@ -12,14 +12,12 @@ Control gates are reported as `quality/control-<task>@<level>` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from qualify.candidate import Candidate, LoadedCandidate
-from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
+from qualify.gates import LoadedGate, load_gates, run_gate
 from qualify.gates.files import declared, default_gates_dir, pick
-from qualify.gates.probe import Keep, Write
-from qualify.httpclient.client import Client, Exchange
+from qualify.gates.probe import Keep, Sender, Write
+from qualify.httpclient.client import Client
 from qualify.preflight import stage as preflight
 from qualify.preflight.code import check_code
 from qualify.progress import Task
@@ -55,7 +53,7 @@ def task_context(
     lane_candidate: Candidate,
     lane: str,
     level: str,
-    io: tuple[Any, Keep, Write],
+    io: tuple[Sender, Keep, Write],
 ) -> QualityContext:
     """The context a task runs in on `lane` at `level`: the lane's model and level fields, the
     candidate's quality settings; `io` is the client, keep and write (`verify` builds it again
@@ -77,45 +75,13 @@ def task_context(
     )
 
 
-def control_preflight_context(
-    control: Candidate, level: str, io: tuple[Any, Keep, Write], where: Path, allowance: bool
-) -> GateContext:
-    """The context of one of the candidate's preflight gates (from `where`) on the control: the
-    preflight stage's own (`preflight.gate_context`, the level's reasoning allowance included),
-    so both lanes send the same request; `allowance` False gives the context of records made
-    before (`ControlPlan.preflight_levels` None), which sent the bare `max_tokens`."""
-    client, keep, write = io
-    if allowance:
-        return preflight.gate_context(control, level, client, keep, write, where)
-    ps = control.stages.preflight
-    return GateContext(
-        client=client,
-        keep=keep,
-        write=write,
-        model=control.identity.model,
-        level=level,
-        fields=control.reasoning[level].request_fields(),
-        gates_dir=where,
-        max_tokens=ps.max_tokens,
-        timeout_s=ps.timeout_s,
-        temperature=ps.temperature,
-        window=control.identity.context_length,
-    )
-
-
 def _context(ctx: StageContext, client: Client, lane: str, level: str) -> QualityContext:
     io = (client, _keeper(ctx, lane), ctx.attempt.write_json)
     return task_context(ctx.candidate, ctx.lanes.loaded[lane].candidate, lane, level, io)
 
 
 def _keeper(ctx: StageContext, lane: str) -> Keep:
-    if lane == "candidate":
-        return ctx.keep
-
-    def keep(label: str, ex: Exchange) -> list[str]:
-        return ctx.keep(f"{lane}-{label}", ex)
-
-    return keep
+    return ctx.keep if lane == "candidate" else lambda label, ex: ctx.keep(f"{lane}-{label}", ex)
 
 
 def _as_control(r: GateResult, name: str) -> GateResult:
@@ -178,7 +144,7 @@ async def _control_lane(
     pf, _ = preflight.select(ctx.loaded)
     for level in plan.preflight_at:
         for gate in pf:
-            gctx = control_preflight_context(control, level, io, where, allowance=True)
+            gctx = preflight.gate_context(control, level, *io, where)
             r = await run_gate(gate, gctx)
             results.append(_as_control(r, f"control-preflight-{r.gate}"))
     bar.advance(len(pf) * len(plan.preflight_at), note="quality control preflight")
@@ -187,13 +153,6 @@ async def _control_lane(
         tasks.append((CONTROL, gate.gate.id, r))
         results.append(_as_control(r, f"control-{r.gate}"))
         bar.advance(note=f"quality control {r.gate}")
-
-
-def _preflight_key(r: GateResult, plan: ControlPlan) -> str:
-    """A control preflight verdict's key in the record: `<gate>@<level>`, or the gate alone in
-    the form of records made when it ran at one level (`ControlPlan.preflight_levels` None)."""
-    name = r.gate.removeprefix("control-preflight-")
-    return name if plan.preflight_levels is None else f"{name}@{r.level}"
 
 
 def summarised(
@@ -211,10 +170,13 @@ def summarised(
         ran=plan.level is not None,
         level=plan.level,
         why_not=plan.why_not or None,
+        # by `<gate>@<level>`, or by gate alone in the form of records made when it ran at one
+        # level (`ControlPlan.preflight_levels` None)
         preflight={
-            _preflight_key(r, plan): r.verdict
+            r.gate.removeprefix("control-preflight-") + at: r.verdict
             for r in results
             if r.gate.startswith("control-preflight-")
+            for at in ["" if plan.preflight_levels is None else f"@{r.level}"]
         },
         # written only where the control's preflight ran by level (the form records keep)
         **({} if plan.preflight_levels is None else {"preflight_levels": plan.preflight_levels}),

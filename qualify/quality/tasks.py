@@ -1,7 +1,7 @@
 """What every quality task shares: its prompt or turns, its budgets, how it is asked, and how
 an answer is classified before its check judges it.
 
-A task is a gate file of stage `quality`. Its check is a probe registered with `quality_check`;
+A task is a gate file of stage `quality`. Its check is a probe of stage `quality` (`check`);
 the probe calls `ask`, which sends the task with the level's request fields and the task's
 budget (visible plus reasoning tokens, times the candidate's `budget_scale`), keeps the
 exchange, and turns a broken exchange or an answer cut by the budget into an outcome of its own,
@@ -13,25 +13,23 @@ transport failed, nothing was judged).
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from qualify.gates.files import Params
 from qualify.gates.probe import GateContext
-from qualify.gates.registry import CheckSpec, Outcome, register_check
+from qualify.gates.registry import Outcome
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.preflight.checks.common import answer_metrics, chat_problem, clip
 from qualify.quality.sandbox import RunResult, run_python
 from qualify.records import Verdict
 
-P = TypeVar("P", bound="TaskParams")
 RunCode = Callable[[Path, Path, float], RunResult]
-QualityFn = Callable[["QualityContext", P], Awaitable[Outcome]]
 MIN_VISIBLE = 16
 
 
@@ -89,27 +87,6 @@ def budget(p: TaskParams, scale: float) -> Budget:
     )
 
 
-def quality_check(name: str, params: type[P]) -> Callable[[QualityFn[P]], QualityFn[P]]:
-    """Register a probe of stage `quality`: `fn(ctx, params) -> Outcome`, once per attempt."""
-
-    def register(fn: QualityFn[P]) -> QualityFn[P]:
-        register_check(CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), "quality", "probe"))
-        return fn
-
-    return register
-
-
-def messages(p: TaskParams, extra: str = "") -> list[dict[str, str]]:
-    """The task as chat messages; `extra` (files a task shows) follows the question."""
-    if p.turns is not None:
-        msgs = [{"role": t.role, "content": t.content} for t in p.turns]
-    else:
-        msgs = [{"role": "user", "content": p.prompt or ""}]
-    if extra:
-        msgs[-1] = {**msgs[-1], "content": f"{msgs[-1]['content']}\n\n{extra}"}
-    return msgs
-
-
 @dataclass
 class Asked:
     """A task's answer: complete (`answer` set) or already decided (`outcome` set)."""
@@ -134,11 +111,21 @@ class Asked:
 
 
 async def ask(
-    ctx: QualityContext, p: TaskParams, label: str, extra: str = "", **fields: object
+    ctx: QualityContext,
+    p: TaskParams,
+    label: str,
+    extra: str = "",
+    visible: bool = True,
+    **fields: object,
 ) -> Asked:
-    """Send the task; a broken exchange is `error`, an answer cut by the budget is `cut`."""
+    """Send the task; a broken exchange is `error`, an answer cut by the budget is `cut`, and
+    (`visible`) an answer with nothing visible and no tool call is `wrong`."""
     b = budget(p, ctx.budget_scale)
-    body = ctx.body(messages(p, extra), max_tokens=b.max_tokens, **fields)
+    msgs = [{"role": t.role, "content": t.content} for t in p.turns or []]
+    msgs = msgs or [{"role": "user", "content": p.prompt or ""}]
+    if extra:  # what a task shows (files) follows the question
+        msgs[-1] = {**msgs[-1], "content": f"{msgs[-1]['content']}\n\n{extra}"}
+    body = ctx.body(msgs, max_tokens=b.max_tokens, **fields)
     reply = await ctx.chat(label, body)
     metrics = {
         **answer_metrics(reply),
@@ -160,18 +147,12 @@ async def ask(
             f"{len(reply.content)} visible characters, {len(reply.reasoning)} of reasoning)",
             metrics={**metrics, "outcome": "cut"},
         )
+    elif visible and not (reply.content.strip() or reply.tool_calls):
+        asked.outcome = asked.wrong(
+            f"no visible answer (finish_reason={reply.finish_reason}, "
+            f"{len(reply.reasoning)} characters of reasoning only)"
+        )
     return asked
-
-
-def visible_or_reason(asked: Asked) -> str | None:
-    """Why there is nothing to judge when the answer is empty, else None."""
-    if asked.answer.strip() or asked.reply.tool_calls:
-        return None
-    r = asked.reply
-    return (
-        f"no visible answer (finish_reason={r.finish_reason}, "
-        f"{len(r.reasoning)} characters of reasoning only)"
-    )
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)

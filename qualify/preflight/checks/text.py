@@ -18,10 +18,6 @@ def leaked_markup(text: str) -> list[str]:
     return sorted(set(MARKUP.findall(text)))
 
 
-def special_tokens(text: str) -> list[str]:
-    return sorted(set(SPECIAL.findall(text)))
-
-
 def longest_run(text: str) -> tuple[str, int]:
     """The longest run of one non-space character, and its length."""
     best, best_n = "", 0
@@ -32,17 +28,11 @@ def longest_run(text: str) -> tuple[str, int]:
     return best, best_n
 
 
-def script_of(ch: str) -> str | None:
-    """The script of a letter from its Unicode name (LATIN, CYRILLIC, CJK, ...); None if not."""
-    if not ch.isalpha():
-        return None
-    name = unicodedata.name(ch, "")
-    return name.split(" ", 1)[0] if name else None
-
-
 def drift(text: str, expected: str, max_share: float, min_letters: int) -> tuple[str, float] | None:
     """The foreign script and its share of the letters, when it exceeds `max_share`."""
-    counts = Counter(s for s in map(script_of, text) if s is not None)
+    # each letter's script, from its Unicode name (LATIN, CYRILLIC, CJK, ...)
+    names = (unicodedata.name(ch, "") for ch in text if ch.isalpha())
+    counts = Counter(name.split(" ", 1)[0] for name in names if name)
     total = sum(counts.values())
     if total < min_letters:
         return None
@@ -65,7 +55,7 @@ def garble(
     problems = []
     if found := leaked_markup(text):
         problems.append(f"leaked reasoning or tool markup {found}")
-    if found := special_tokens(text):
+    if found := sorted(set(SPECIAL.findall(text))):
         problems.append(f"special tokens in the visible answer {found}")
     ch, n = longest_run(text)
     if n >= run_limit:

@@ -3,7 +3,6 @@ streamed, the same calls reassembled from their deltas (`tool_calls_stream`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field
@@ -14,7 +13,6 @@ from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import (
-    Schema,
     answer_metrics,
     chat_problem,
     clip,
@@ -40,20 +38,6 @@ class ToolCallParams(Params):
         return [self.tools]
 
 
-def judge_answer(o: ChatOutcome, schemas: Mapping[str, Schema], case: ToolCase) -> list[str]:
-    """Why the answer is not a valid call of `case.expect_tool` (empty when it is)."""
-    problems = judge_calls(o.tool_calls, schemas, case.expect_tool)
-    if not o.tool_calls:
-        said = clip(o.content.strip(), 80) or "nothing visible"
-        problems = [f"no tool call (finish_reason={o.finish_reason}; the answer was {said!r})"]
-    elif not problems and o.finish_reason != "tool_calls":
-        # A client's agent loop runs tools only when told so by the finish reason.
-        problems = [
-            f"finish_reason is {o.finish_reason!r} after a tool call, expected 'tool_calls'"
-        ]
-    return problems
-
-
 async def run_case(
     ctx: GateContext, p: ToolCallParams, stream: bool
 ) -> tuple[Outcome, ChatOutcome]:
@@ -75,7 +59,15 @@ async def run_case(
     if only := reasoning_only(o, ctx, "tool request"):
         only.metrics = {**metrics, **only.metrics}
         return only, o
-    problems = judge_answer(o, tool_schemas(tools), case)
+    problems = judge_calls(o.tool_calls, tool_schemas(tools), case.expect_tool)
+    if not o.tool_calls:
+        said = clip(o.content.strip(), 80) or "nothing visible"
+        problems = [f"no tool call (finish_reason={o.finish_reason}; the answer was {said!r})"]
+    elif not problems and o.finish_reason != "tool_calls":
+        # A client's agent loop runs tools only when told so by the finish reason.
+        problems = [
+            f"finish_reason is {o.finish_reason!r} after a tool call, expected 'tool_calls'"
+        ]
     return Outcome.failed(*problems, metrics=metrics) if problems else Outcome.passed(metrics), o
 
 

@@ -11,18 +11,9 @@ from pathlib import Path
 import git
 from pydantic import Field, field_validator
 
-from qualify.gates.registry import Outcome
-from qualify.quality.tasks import (
-    Asked,
-    QualityContext,
-    RunCode,
-    TaskParams,
-    ask,
-    fenced,
-    quality_check,
-    shown,
-    visible_or_reason,
-)
+from qualify.gates.registry import Outcome, check
+from qualify.quality import tasks
+from qualify.quality.tasks import Asked, QualityContext, TaskParams
 
 _DIFF_START = re.compile(r"^(diff --git |--- )", re.MULTILINE)
 
@@ -47,7 +38,7 @@ def shown_files(files: dict[str, str]) -> str:
 
 def extract_diff(answer: str) -> str | None:
     """The diff in the answer: a ```diff block, else the text from its first `---` line."""
-    block = fenced(answer, ("diff", "patch", "udiff"))
+    block = tasks.fenced(answer, ("diff", "patch", "udiff"))
     text = block if block is not None and _DIFF_START.search(block) else answer
     m = _DIFF_START.search(text)
     if m is None:
@@ -74,13 +65,11 @@ def apply_diff(tree: Path, diff: str) -> str | None:
     return f"the diff does not apply (git apply --check): {errors[0][:300]}"
 
 
-def judge_diff(asked: Asked, p: DiffParams, run_code: RunCode) -> Outcome:
+def judge_diff(asked: Asked, p: DiffParams, run_code: tasks.RunCode) -> Outcome:
     """Apply the answer's diff to a fresh copy of the files, then run the task's test."""
-    if why := visible_or_reason(asked):
-        return asked.wrong(why)
     diff = extract_diff(asked.answer)
     if diff is None:
-        return asked.wrong(f"no unified diff in the answer: {shown(asked.answer)}")
+        return asked.wrong(f"no unified diff in the answer: {tasks.shown(asked.answer)}")
     with tempfile.TemporaryDirectory(prefix="qualify-diff-") as tmp:
         tree = Path(tmp) / "tree"
         for rel, text in p.tree.items():
@@ -95,10 +84,10 @@ def judge_diff(asked: Asked, p: DiffParams, run_code: RunCode) -> Outcome:
     return asked.passed(diff=diff, run=run.as_dict())
 
 
-@quality_check("diff_edit", DiffParams)
+@check("diff_edit", DiffParams, "quality")
 async def diff_edit(ctx: QualityContext, p: DiffParams) -> Outcome:
     """Pass when the answer's diff applies to the files shown and their test then passes."""
-    asked = await ask(ctx, p, "diff", extra=shown_files(p.tree))
+    asked = await tasks.ask(ctx, p, "diff", extra=shown_files(p.tree))
     if asked.outcome is not None:
         return asked.outcome
     return await asyncio.to_thread(judge_diff, asked, p, ctx.run_code)

@@ -11,18 +11,9 @@ from pathlib import Path
 
 from pydantic import Field
 
-from qualify.gates.registry import Outcome
-from qualify.quality.tasks import (
-    Asked,
-    QualityContext,
-    RunCode,
-    TaskParams,
-    ask,
-    fenced,
-    quality_check,
-    shown,
-    visible_or_reason,
-)
+from qualify.gates.registry import Outcome, check
+from qualify.quality import tasks
+from qualify.quality.tasks import Asked, QualityContext, TaskParams
 
 
 class PythonParams(TaskParams):
@@ -38,7 +29,7 @@ class PythonParams(TaskParams):
 
 def extract_code(answer: str) -> str | None:
     """The answer's Python: a ```python block, else the whole answer if it parses."""
-    block = fenced(answer, ("python", "py", "python3"))
+    block = tasks.fenced(answer, ("python", "py", "python3"))
     if block is not None:
         return block
     text = answer.strip()
@@ -49,13 +40,11 @@ def extract_code(answer: str) -> str | None:
     return text if re.search(r"^\s*(def|class|import|from)\s", text, re.MULTILINE) else None
 
 
-def judge_code(asked: Asked, p: PythonParams, run_code: RunCode) -> Outcome:
+def judge_code(asked: Asked, p: PythonParams, run_code: tasks.RunCode) -> Outcome:
     """Save the code, run the assertions against it; pass only when they ran to their end."""
-    if why := visible_or_reason(asked):
-        return asked.wrong(why)
     code = extract_code(asked.answer)
     if code is None:
-        return asked.wrong(f"no Python code in the answer: {shown(asked.answer)}")
+        return asked.wrong(f"no Python code in the answer: {tasks.shown(asked.answer)}")
     try:
         ast.parse(code)
     except SyntaxError as exc:
@@ -70,11 +59,11 @@ def judge_code(asked: Asked, p: PythonParams, run_code: RunCode) -> Outcome:
     return asked.passed(code=code, run=run.as_dict())
 
 
-@quality_check("python_code", PythonParams)
+@check("python_code", PythonParams, "quality")
 async def python_code(ctx: QualityContext, p: PythonParams) -> Outcome:
     """Pass when the answer's code passes the task's assertions inside the sandbox."""
     extra = f"```python\n{p.given}```" if p.given else ""
-    asked = await ask(ctx, p, "python", extra=extra)
+    asked = await tasks.ask(ctx, p, "python", extra=extra)
     if asked.outcome is not None:
         return asked.outcome
     return await asyncio.to_thread(judge_code, asked, p, ctx.run_code)

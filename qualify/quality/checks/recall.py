@@ -7,16 +7,8 @@ import re
 
 from pydantic import Field, model_validator
 
-from qualify.gates.registry import Outcome
-from qualify.quality.tasks import (
-    Asked,
-    QualityContext,
-    TaskParams,
-    ask,
-    quality_check,
-    shown,
-    visible_or_reason,
-)
+from qualify.gates.registry import Outcome, check
+from qualify.quality.tasks import QualityContext, TaskParams, ask, shown
 
 
 class RecallParams(TaskParams):
@@ -41,10 +33,12 @@ def names(text: str, value: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
-def judge_recall(asked: Asked, p: RecallParams) -> Outcome:
-    """Pass when the answer names the expected value and no other turn's value."""
-    if why := visible_or_reason(asked):
-        return asked.wrong(why)
+@check("recall", RecallParams, "quality")
+async def recall(ctx: QualityContext, p: RecallParams) -> Outcome:
+    """Pass when the last question is answered with the value only an earlier turn holds."""
+    asked = await ask(ctx, p, "recall")
+    if asked.outcome is not None:
+        return asked.outcome
     text = asked.answer
     wrong = [v for v in p.other_turns if names(text, v)]
     right = names(text, p.expect)
@@ -58,10 +52,3 @@ def judge_recall(asked: Asked, p: RecallParams) -> Outcome:
     if not right:
         return asked.wrong(f"does not name {p.expect!r}: {shown(text)}")
     return asked.passed()
-
-
-@quality_check("recall", RecallParams)
-async def recall(ctx: QualityContext, p: RecallParams) -> Outcome:
-    """Pass when the last question is answered with the value only an earlier turn holds."""
-    asked = await ask(ctx, p, "recall")
-    return asked.outcome or judge_recall(asked, p)

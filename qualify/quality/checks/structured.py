@@ -17,19 +17,10 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import Field, field_validator
 
-from qualify.gates.registry import Outcome
+from qualify.gates.registry import Outcome, check
 from qualify.preflight.checks.common import schema_errors
 from qualify.quality.checks.tool_choice import Scalar, same
-from qualify.quality.tasks import (
-    Asked,
-    QualityContext,
-    TaskParams,
-    ask,
-    fenced,
-    quality_check,
-    shown,
-    visible_or_reason,
-)
+from qualify.quality.tasks import QualityContext, TaskParams, ask, fenced, shown
 from qualify.records import StrictModel
 
 
@@ -61,9 +52,12 @@ def only_json(answer: str) -> tuple[object, str | None]:
         return None, f"the answer is not one JSON document ({exc}): {shown(answer)}"
 
 
-def judge_json(asked: Asked, p: JsonAnswerParams) -> Outcome:
-    if why := visible_or_reason(asked):
-        return asked.wrong(why)
+@check("json_answer", JsonAnswerParams, "quality")
+async def json_answer(ctx: QualityContext, p: JsonAnswerParams) -> Outcome:
+    """Pass when the answer is only a JSON object, valid, with the expected field values."""
+    asked = await ask(ctx, p, "json")
+    if asked.outcome is not None:
+        return asked.outcome
     doc, bad = only_json(asked.answer)
     if bad is not None:
         return asked.wrong(bad)
@@ -76,13 +70,6 @@ def judge_json(asked: Asked, p: JsonAnswerParams) -> Outcome:
     return asked.passed()
 
 
-@quality_check("json_answer", JsonAnswerParams)
-async def json_answer(ctx: QualityContext, p: JsonAnswerParams) -> Outcome:
-    """Pass when the answer is only a JSON object, valid, with the expected field values."""
-    asked = await ask(ctx, p, "json")
-    return asked.outcome or judge_json(asked, p)
-
-
 class BulletParams(TaskParams):
     count: int = Field(ge=1, le=20, description="exactly this many bullet lines")
     max_words: int = Field(ge=1, le=100, description="words allowed in one bullet")
@@ -91,27 +78,23 @@ class BulletParams(TaskParams):
 _BULLET = re.compile(r"^\s*[-*•]\s+(\S.*)$")
 
 
-def judge_bullets(asked: Asked, p: BulletParams) -> Outcome:
-    if why := visible_or_reason(asked):
-        return asked.wrong(why)
-    lines = [ln for ln in asked.answer.strip().splitlines() if ln.strip()]
-    bullets = [m.group(1) for ln in lines if (m := _BULLET.match(ln))]
-    others = [ln for ln in lines if not _BULLET.match(ln)]
-    if others:
-        return asked.wrong(f"{len(others)} line(s) that are not bullets, first {shown(others[0])}")
-    if len(bullets) != p.count:
-        return asked.wrong(f"{len(bullets)} bullets, expected exactly {p.count}")
-    for i, b in enumerate(bullets, 1):
-        if (n := len(b.split())) > p.max_words:
-            return asked.wrong(f"bullet {i} has {n} words, at most {p.max_words} allowed")
-    return asked.passed(bullets=bullets)
-
-
-@quality_check("bullets", BulletParams)
+@check("bullets", BulletParams, "quality")
 async def bullets(ctx: QualityContext, p: BulletParams) -> Outcome:
     """Pass when the answer is exactly the asked number of short bullets and nothing else."""
     asked = await ask(ctx, p, "bullets")
-    return asked.outcome or judge_bullets(asked, p)
+    if asked.outcome is not None:
+        return asked.outcome
+    lines = [ln for ln in asked.answer.strip().splitlines() if ln.strip()]
+    found = [m.group(1) for ln in lines if (m := _BULLET.match(ln))]
+    others = [ln for ln in lines if not _BULLET.match(ln)]
+    if others:
+        return asked.wrong(f"{len(others)} line(s) that are not bullets, first {shown(others[0])}")
+    if len(found) != p.count:
+        return asked.wrong(f"{len(found)} bullets, expected exactly {p.count}")
+    for i, b in enumerate(found, 1):
+        if (n := len(b.split())) > p.max_words:
+            return asked.wrong(f"bullet {i} has {n} words, at most {p.max_words} allowed")
+    return asked.passed(bullets=found)
 
 
 class Step(StrictModel):
@@ -149,9 +132,12 @@ def plan_steps(answer: str) -> list[str]:
     return [m.group(1) for ln in answer.splitlines() if (m := _NUMBERED.match(ln))]
 
 
-def judge_steps(asked: Asked, p: StepsParams) -> Outcome:
-    if why := visible_or_reason(asked):
-        return asked.wrong(why)
+@check("ordered_steps", StepsParams, "quality")
+async def ordered_steps(ctx: QualityContext, p: StepsParams) -> Outcome:
+    """Pass when the plan has every named step, each after the one before, and none forbidden."""
+    asked = await ask(ctx, p, "plan")
+    if asked.outcome is not None:
+        return asked.outcome
     steps = plan_steps(asked.answer)
     if not steps:
         return asked.wrong(f"no numbered steps in the answer: {shown(asked.answer)}")
@@ -177,10 +163,3 @@ def judge_steps(asked: Asked, p: StepsParams) -> Outcome:
             )
         at, prev = at_next, (want, first)
     return asked.passed(steps=steps)
-
-
-@quality_check("ordered_steps", StepsParams)
-async def ordered_steps(ctx: QualityContext, p: StepsParams) -> Outcome:
-    """Pass when the plan has every named step, each after the one before, and none forbidden."""
-    asked = await ask(ctx, p, "plan")
-    return asked.outcome or judge_steps(asked, p)

@@ -3,13 +3,11 @@ must pick the one right tool and fill its arguments, each of the right type and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from pydantic import Field
 
-from qualify.gates.registry import Outcome
+from qualify.gates.registry import Outcome, check
 from qualify.preflight.checks.common import judge_call, tool_schemas
-from qualify.quality.tasks import Asked, QualityContext, TaskParams, ask, quality_check, shown
+from qualify.quality.tasks import QualityContext, TaskParams, ask, shown
 
 Scalar = str | int | float | bool
 
@@ -36,8 +34,14 @@ def same(got: object, want: object) -> bool:
     return isinstance(got, int | float) and got == want
 
 
-def judge_tool(asked: Asked, p: ToolChoiceParams, tools: Sequence[Mapping[str, object]]) -> Outcome:
-    """Pass on exactly one call of the expected tool, valid under its schema, with the values."""
+@check("tool_choice", ToolChoiceParams, "quality")
+async def tool_choice(ctx: QualityContext, p: ToolChoiceParams) -> Outcome:
+    """Pass when a plain-words request gets the right tool with the right typed arguments."""
+    tools = ctx.load_json(p.tools)
+    label = f"tool-{p.expect_tool}"
+    asked = await ask(ctx, p, label, visible=False, tools=tools, tool_choice="auto")
+    if asked.outcome is not None:
+        return asked.outcome
     calls = asked.reply.tool_calls
     if not calls:
         said = shown(asked.answer, 80) if asked.answer.strip() else "nothing visible"
@@ -59,11 +63,3 @@ def judge_tool(asked: Asked, p: ToolChoiceParams, tools: Sequence[Mapping[str, o
                 calls=shown_calls,
             )
     return asked.passed(calls=shown_calls)
-
-
-@quality_check("tool_choice", ToolChoiceParams)
-async def tool_choice(ctx: QualityContext, p: ToolChoiceParams) -> Outcome:
-    """Pass when a plain-words request gets the right tool with the right typed arguments."""
-    tools = ctx.load_json(p.tools)
-    asked = await ask(ctx, p, f"tool-{p.expect_tool}", tools=tools, tool_choice="auto")
-    return asked.outcome or judge_tool(asked, p, tools)

@@ -12,7 +12,6 @@ import httpx
 from qualify.gates import GateContext, LoadedGate, load_gates
 from qualify.gates.runner import run_gate
 from qualify.httpclient.client import Client
-from qualify.preflight.budget import PreflightContext
 from qualify.preflight.stage import DEFAULT_GATES
 from qualify.records import GateResult
 
@@ -122,7 +121,7 @@ def context(
         return [f"{len(kept):04d}-{label}.json"]
 
     client = Client("http://mock", transport=httpx.MockTransport(handler), timeout_s=timeout_s)
-    ctx = PreflightContext(
+    ctx = GateContext(
         client=client,
         keep=keep,
         write=lambda name, obj: [name],
