@@ -1,4 +1,4 @@
-"""The command line: one module per subcommand, each with `register(subparsers)`."""
+"""The command line: each module registers its subcommands (`register(subparsers)`), in order."""
 
 from __future__ import annotations
 
@@ -11,22 +11,7 @@ from collections.abc import Sequence
 from qualify._version import __version__
 from qualify.errors import QualifyError
 
-COMMANDS = (
-    "init",
-    "run",
-    "validate",
-    "show",
-    "render",
-    "keygen",
-    "sign",
-    "verify",
-    "diff",
-    "export",
-    "alias",
-    "house",
-    "tickets",
-    "local_server",
-)
+COMMANDS = ("init", "run", "sign", "diff", "export", "alias", "house", "tickets", "local_server")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -37,13 +22,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            mod = importlib.import_module(f"qualify.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"qualify.cli.{name}":
-                continue
-            raise
-        mod.register(sub)
+        importlib.import_module(f"qualify.cli.{name}").register(sub)
     return p
 
 
