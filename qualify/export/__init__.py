@@ -1,14 +1,5 @@
-"""`qualify export`: a signed run's results for CI views and dashboards (docs/export.md).
-
-Everything is read from the run's sealed evidence after its decision envelope verifies
-(`qualify.decision.alias_view.verified`: the signature, every subject re-hashed, the verdict derived
-again): the decision record for gates and verdicts, the stages' typed records for requests and
-cells. Nothing is measured again and nothing in the run is written.
-
-- `junit`: one testsuite per stage, one testcase per gate, verdicts exactly the record's;
-- `tables`: `requests.csv` (every timed request) and `cells.csv` (every cell or step);
-- `metrics`: the verdict, gate counts and headline figures, pushed to a Pushgateway.
-"""
+"""`qualify export`: a signed run's results for CI views and dashboards (docs/export.md), read
+from its sealed evidence once its decision verifies; nothing is measured again or written in it."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""`cells.csv`: one row per cell or step of a verified run, with the summary figures its stage's
-record holds (never computed again here).
-
-- ab: each timed run of each lane (its p50s, aggregate output rate, wall time);
-- context: each timed cell of the ladder (medians over its streams, its verdict);
-- capacity: each closed-loop cell of the matrix and each content kind (medians over the
-  counted runs, p95 TTFT, goodput, energy per token), each open-loop step and the burst, the
-  soak, and the incumbent's steps at the candidate's edge (offered and achieved rates, goodput,
-  output rate, energy per token), each replay of a trace (part `replay`, one row a scale), and
-  the agent sessions (part `sessions`: a row `sessions` with the turns' goodput, then a row per
-  turn with its median TTFT, prompt and cached tokens).
-"""
+"""`cells.csv`: one row per cell or step of a verified run (ab runs, context cells, capacity's
+matrix, kinds, load steps, soak, incumbent, replays and agent sessions: docs/export.md), with the
+summary figures its stage's record holds (never computed again here)."""
 
 from __future__ import annotations
 

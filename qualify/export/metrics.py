@@ -1,11 +1,5 @@
-"""A verified run's verdict, gate counts and headline figures as Prometheus gauges, pushed to a
-Pushgateway (`prometheus_client`).
-
-- `qualify_decision_promote`: 1 promote, 0 no-promote (the signed record's decision);
-- `qualify_gates{stage, verdict}`: how many gates of each stage have each verdict;
-- the decision's headline figures (`qualify.decision.headline.figures` reads the same records
-  with the same helpers), each in base units named in the metric: seconds, bytes, tokens per
-  second, ratios.
+"""A verified run's verdict, gate counts and headline figures as Prometheus gauges (base units
+named in each metric), pushed to a Pushgateway (`prometheus_client`; docs/export.md).
 
 Every sample carries `run_id`. The push's grouping key is the candidate and, when its `[alias]`
 names one, the alias: a later run of the same candidate replaces these figures, so a rollout

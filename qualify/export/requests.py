@@ -1,12 +1,4 @@
-"""`requests.csv`: every timed request of a verified run, one row each, read from the records
-of the stages the decision counted (`qualify.present.reading.run_view`).
-
-- ab: every request of every run of both lanes (`lanes.<lane>.runs[].requests`);
-- context: every stream of every timed cell (`rows[].streams`);
-- capacity: every stream of every closed-loop run (matrix and content kinds), of every
-  open-loop step and burst, of the soak, of the incumbent's steps at the candidate's edge, of
-  each replay of a trace (part `replay`), and every turn of every agent session (part
-  `sessions`, cell `s<session>-t<turn>`).
+"""`requests.csv`: every timed request of a verified run, one row each (docs/export.md).
 
 Figures are the record's. The one exception is capacity's closed-loop streams: the record keeps
 no per-stream timings there, so they are read from the exchange the stream kept, with the

@@ -6,37 +6,27 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple, fields
 from pathlib import Path
 
 from qualify.export.cells import CellRow, Row, cells
 from qualify.export.requests import RequestRow, requests
 from qualify.present.reading import RunView
 
-REQUESTS = "requests.csv"
-CELLS = "cells.csv"
-
-
-def write_rows(path: Path, kind: type[Row], rows: Sequence[Row]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        out = csv.writer(fh)
-        out.writerow(f.name for f in fields(kind))
-        out.writerows(["" if v is None else v for v in astuple(r)] for r in rows)
-
-
-@dataclass
-class Tables:
-    requests: list[RequestRow]
-    cells: list[CellRow]
+# Each file by name: the row type (its columns) and its rows.
+Tables = dict[str, tuple[type[Row], Sequence[Row]]]
 
 
 def tables(view: RunView) -> Tables:
-    return Tables(requests(view), cells(view))
+    return {"requests.csv": (RequestRow, requests(view)), "cells.csv": (CellRow, cells(view))}
 
 
 def write_tables(directory: Path, t: Tables) -> dict[str, int]:
     """Both files under `directory` (made when missing); the rows written to each."""
     directory.mkdir(parents=True, exist_ok=True)
-    write_rows(directory / REQUESTS, RequestRow, t.requests)
-    write_rows(directory / CELLS, CellRow, t.cells)
-    return {REQUESTS: len(t.requests), CELLS: len(t.cells)}
+    for name, (kind, rows) in t.items():
+        with (directory / name).open("w", newline="", encoding="utf-8") as fh:
+            out = csv.writer(fh)
+            out.writerow(f.name for f in fields(kind))
+            out.writerows(["" if v is None else v for v in astuple(r)] for r in rows)
+    return {name: len(rows) for name, (_, rows) in t.items()}
