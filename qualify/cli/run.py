@@ -12,7 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from qualify.cli.common import add_evidence
+from qualify.cli import add_evidence
 from qualify.cli.house import add_house, setup_of
 
 

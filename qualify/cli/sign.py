@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from qualify.cli.common import add_evidence
+from qualify.cli import add_evidence
 from qualify.cli.house import add_house, setup_of
 from qualify.evidence.signing import DEFAULT_KEY
 
