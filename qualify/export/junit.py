@@ -3,8 +3,6 @@ testcase per gate, the case's result the record's verdict and nothing else (docs
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from junitparser import (
     Error,
     Failure,
@@ -118,8 +116,3 @@ def junit(side: Side) -> JUnitXml:
         xml.add_testsuite(_suite(side.run, stage, gates))
     xml.update_statistics()  # type: ignore[no-untyped-call]
     return xml
-
-
-def write_junit(xml: JUnitXml, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    xml.write(str(path), pretty=True)

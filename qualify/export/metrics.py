@@ -143,13 +143,8 @@ def _fidelity_samples(
 def samples(side: Side) -> list[Sample]:
     """The verdict, the gate counts and the headline figures of a verified run."""
     rec, records = side.record, side.records
-    out = [
-        Sample(
-            "qualify_decision_promote",
-            "the signed decision: 1 promote, 0 no-promote",
-            1.0 if rec.promote else 0.0,
-        )
-    ]
+    what = "the signed decision: 1 promote, 0 no-promote"
+    out = [Sample("qualify_decision_promote", what, 1.0 if rec.promote else 0.0)]
     out += gate_samples(rec)
     out += _ab_samples(record_of(records, "ab", AbRecord))
     out += _quality_samples(record_of(records, "quality", QualityRecord))

@@ -20,7 +20,6 @@ from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
 from qualify.context.record import Stream
 from qualify.evidence.kept import AttemptView, NotKept
-from qualify.evidence.store import read_manifest
 from qualify.export.cells import Row
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.timing import RequestTiming, timing
@@ -197,17 +196,11 @@ def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator
 
 
 def kept_view(view: RunView, stage: str) -> AttemptView | None:
-    """The stage's authoritative attempt, read through its sealed manifest's files."""
+    """The stage's authoritative attempt, read through the run's listed (sealed) files."""
     got = view.stages.get(stage)
     if got is None or got.result is None:
         return None
-    attempt = f"{stage}/{got.dir.name}"
-    try:
-        listed = read_manifest(got.dir)["files"]
-        files = {f"{attempt}/{name}": str(v["sha256"]) for name, v in listed.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return AttemptView(view.run.path, attempt, files, got.result)
+    return AttemptView(view.run.path, f"{stage}/{got.dir.name}", view.listing.files, got.result)
 
 
 def requests(view: RunView) -> list[RequestRow]:
