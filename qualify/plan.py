@@ -1,18 +1,18 @@
 """`qualify run --plan`: every request the run would send, stage by stage, none of them sent.
 
-The stages' own code runs, so what is printed is what they build, not a second description of
-it: each stage is handed a client whose transport records the request and answers nothing (a
-connection error that says "dry run"). A stage whose next requests depend on the server's
-answers (identity reads `/v1/models` before the engine's info paths; context sizes prompts with
-`/tokenize` before it sends them) stops where a real run would wait for that answer, and the
-plan says so with the stage's own reason. No server is launched (the launch command is printed
-instead), no API key is needed, and nothing is written to the evidence: the stages' scratch
-attempts live in a temporary directory that is removed.
+The stages' own code runs against a client whose transport records each request and answers it
+with a "dry run" connection error, so the plan is what they build, not a second description of
+it. A stage whose next requests depend on the server's answers (identity reads `/v1/models`
+before the engine's info paths; context sizes prompts with `/tokenize`) stops where a real run
+would wait, and the plan says so with the stage's own reason. No server is launched (its command
+is printed), no API key is needed, and the stages' scratch attempts live in a temporary
+directory that is removed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +51,6 @@ class Recorder(httpx.AsyncBaseTransport):
     seen: list[Planned] = field(default_factory=list)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        import json
-
         raw = request.content
         body = json.loads(raw) if raw else None
         self.seen.append(Planned(self.lane, request.method, request.url.path, body))
