@@ -3,16 +3,7 @@ testcase per gate, the case's result the record's verdict and nothing else (docs
 
 from __future__ import annotations
 
-from junitparser import (
-    Error,
-    Failure,
-    JUnitXml,
-    Properties,
-    Property,
-    Skipped,
-    TestCase,
-    TestSuite,
-)
+from junitparser import Error, Failure, JUnitXml, Properties, Property, Skipped, TestCase, TestSuite
 from junitparser.junitparser import FinalResult
 
 from qualify.decision.blockers import evidence_file

@@ -44,8 +44,7 @@ class Sample:
 
 def gate_samples(record: DecisionRecord) -> Iterator[Sample]:
     """Per stage with gates, the count of each verdict (zero counts included)."""
-    stages = dict.fromkeys(g.stage for g in record.evaluation.gates)
-    for stage in stages:
+    for stage in dict.fromkeys(g.stage for g in record.evaluation.gates):
         mine = [g.verdict for g in record.evaluation.gates if g.stage == stage]
         for v in Verdict:
             yield Sample(
