@@ -98,7 +98,7 @@ async def read_server(
     return Server(url.rstrip("/"), engine, model, bodies, seen, why)
 
 
-def _spellings(pin: str, value: Any) -> list[object]:  # value: as the server reported it
+def _spellings(pin: str, value: Any) -> list[object]:  # value: the server's raw JSON report
     """The ways a reported value may be written as the pin, most literal first."""
     if value is None and pin != "quantization":
         return []

@@ -90,10 +90,7 @@ def summary(body: object) -> str:
     if isinstance(msgs, list):
         lens = ", ".join(f"{m.get('role')} {len(str(m.get('content') or ''))}" for m in msgs)
         parts.append(f"messages={len(msgs)} [{lens} chars]")
-    if "input" in body:
-        parts.append(f"input={len(str(body['input']))} chars")
-    if "prompt" in body:
-        parts.append(f"prompt={len(str(body['prompt']))} chars")
+    parts += [f"{k}={len(str(body[k]))} chars" for k in ("input", "prompt") if k in body]
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         names = [str((t.get("function") or t).get("name")) for t in tools if isinstance(t, dict)]
@@ -126,10 +123,7 @@ async def _stage(name: str, ctx: StageContext) -> str | None:
 
 
 def print_plan(
-    loaded: LoadedCandidate,
-    control: LoadedCandidate | None,
-    stages: list[str],
-    out: TextIO,
+    loaded: LoadedCandidate, control: LoadedCandidate | None, stages: list[str], out: TextIO
 ) -> int:
     """Print the plan; returns how many requests were listed."""
     from qualify.evidence import logs

@@ -131,8 +131,7 @@ def _check(args: argparse.Namespace) -> str | None:
     url = args.pushgateway
     if args.junit is None and args.csv is None and url is None:
         raise BadInput(
-            "nothing to export",
-            ["--junit, --csv, --pushgateway: expected at least one"],
+            "nothing to export", ["--junit, --csv, --pushgateway: expected at least one"]
         )
     if args.junit is not None and args.junit.is_dir():
         raise BadInput(
