@@ -1,10 +1,7 @@
-"""`qualify init --attach URL`: a commented candidate for a server the user already runs.
-
-The server is read the way the identity stage reads it (`qualify.identity.stage.engine_reports`
-and the engine adapter's `observe`); each pin it reports is written with where it was read, in a
-spelling the adapter itself judges the same as the report, and each pin it does not report is
-marked "set it by hand" with the adapter's own reason. Nothing here asks the server anything
-the identity stage does not ask.
+"""`qualify init --attach URL`: a commented candidate for a server the user already runs, read
+as the identity stage reads it (`engine_reports`, the adapter's `observe`) and asking nothing
+more. Each pin reported is written with where it was read, in a spelling the adapter judges the
+same as the report; each pin not reported is marked "set it by hand" with the adapter's reason.
 """
 
 from __future__ import annotations
@@ -101,7 +98,7 @@ async def read_server(
     return Server(url.rstrip("/"), engine, model, bodies, seen, why)
 
 
-def _spellings(pin: str, value: Any) -> list[object]:  # value: as the server reported it
+def _spellings(pin: str, value: Any) -> list[object]:  # value: the server's raw JSON report
     """The ways a reported value may be written as the pin, most literal first."""
     if value is None and pin != "quantization":
         return []
@@ -118,8 +115,6 @@ def _spellings(pin: str, value: Any) -> list[object]:  # value: as the server re
         return [kept] if "tensor" in kept else []
     if pin == "speculation":
         return [_speculation(dict(value))]
-    if pin == "image_digest":
-        return []
     return [str(value)]
 
 
@@ -149,9 +144,7 @@ def _read_pin(engine: EngineAdapter, pin: str, seen: Seen) -> Pin:
             undecided = Pin(
                 pin, value, seen.source, f"identity cannot verify it as written ({note})"
             )
-    if undecided is not None:
-        return undecided
-    return _unread(pin, f"{seen.source} reports {seen.value!r}, which names no {pin}")
+    return undecided or _unread(pin, f"{seen.source} reports {seen.value!r}, which names no {pin}")
 
 
 def _fits(pin: str, value: object) -> bool:
@@ -170,14 +163,12 @@ def _unread(pin: str, why: str) -> Pin:
 
 def pins_of(server: Server) -> list[Pin]:
     """Every pin of the candidate, in the schema's order: read, or marked unread with why."""
-    out = []
-    for pin in PINS:
-        seen = server.seen.get(pin)
-        if seen is None:
-            out.append(_unread(pin, server.why.get(pin, "nothing reports it")))
-        else:
-            out.append(_read_pin(server.engine, pin, seen))
-    return out
+    return [
+        _read_pin(server.engine, pin, server.seen[pin])
+        if pin in server.seen
+        else _unread(pin, server.why.get(pin, "nothing reports it"))
+        for pin in PINS
+    ]
 
 
 def reasoning(server: Server) -> tuple[str, str] | None:

@@ -1,18 +1,18 @@
 """`qualify run --plan`: every request the run would send, stage by stage, none of them sent.
 
-The stages' own code runs, so what is printed is what they build, not a second description of
-it: each stage is handed a client whose transport records the request and answers nothing (a
-connection error that says "dry run"). A stage whose next requests depend on the server's
-answers (identity reads `/v1/models` before the engine's info paths; context sizes prompts with
-`/tokenize` before it sends them) stops where a real run would wait for that answer, and the
-plan says so with the stage's own reason. No server is launched (the launch command is printed
-instead), no API key is needed, and nothing is written to the evidence: the stages' scratch
-attempts live in a temporary directory that is removed.
+The stages' own code runs against a client whose transport records each request and answers it
+with a "dry run" connection error, so the plan is what they build, not a second description of
+it. A stage whose next requests depend on the server's answers (identity reads `/v1/models`
+before the engine's info paths; context sizes prompts with `/tokenize`) stops where a real run
+would wait, and the plan says so with the stage's own reason. No server is launched (its command
+is printed), no API key is needed, and the stages' scratch attempts live in a temporary
+directory that is removed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +51,6 @@ class Recorder(httpx.AsyncBaseTransport):
     seen: list[Planned] = field(default_factory=list)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        import json
-
         raw = request.content
         body = json.loads(raw) if raw else None
         self.seen.append(Planned(self.lane, request.method, request.url.path, body))
@@ -92,10 +90,7 @@ def summary(body: object) -> str:
     if isinstance(msgs, list):
         lens = ", ".join(f"{m.get('role')} {len(str(m.get('content') or ''))}" for m in msgs)
         parts.append(f"messages={len(msgs)} [{lens} chars]")
-    if "input" in body:
-        parts.append(f"input={len(str(body['input']))} chars")
-    if "prompt" in body:
-        parts.append(f"prompt={len(str(body['prompt']))} chars")
+    parts += [f"{k}={len(str(body[k]))} chars" for k in ("input", "prompt") if k in body]
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         names = [str((t.get("function") or t).get("name")) for t in tools if isinstance(t, dict)]
@@ -128,10 +123,7 @@ async def _stage(name: str, ctx: StageContext) -> str | None:
 
 
 def print_plan(
-    loaded: LoadedCandidate,
-    control: LoadedCandidate | None,
-    stages: list[str],
-    out: TextIO,
+    loaded: LoadedCandidate, control: LoadedCandidate | None, stages: list[str], out: TextIO
 ) -> int:
     """Print the plan; returns how many requests were listed."""
     from qualify.evidence import logs

@@ -56,13 +56,12 @@ class Redactor:
         if isinstance(obj, str):
             return self.scrub_text(obj) if self.secrets else obj
         if isinstance(obj, dict):
-            out: dict[object, object] = {}
-            for k, v in obj.items():
-                if isinstance(k, str) and k.lower() in SECRET_HEADERS and isinstance(v, str):
-                    out[k] = REDACTED
-                else:
-                    out[k] = self.scrub(v)
-            return out
+            return {
+                k: REDACTED
+                if str(k).lower() in SECRET_HEADERS and isinstance(v, str)
+                else self.scrub(v)
+                for k, v in obj.items()
+            }
         if isinstance(obj, list | tuple):
             return [self.scrub(v) for v in obj]
         return obj

@@ -77,11 +77,8 @@ def _render(args: argparse.Namespace, paths: list[Path]) -> dict[Path, str]:
     server = asyncio.run(read_server(args.attach, key))
     name = args.name or f"{slug(server.model)}-{slug(server.engine.name)}"
     control = paths[1] if len(paths) > 1 else None
-    files = {
-        paths[0]: render_candidate(
-            server, name, control.name if control else None, args.api_key_env
-        )
-    }
+    text = render_candidate(server, name, control.name if control else None, args.api_key_env)
+    files = {paths[0]: text}
     if control is not None:
         other = asyncio.run(read_server(args.control_url, key))
         files[control] = render_control(server, other, paths[0].name, f"{name}-control")
@@ -108,15 +105,6 @@ def check(files: dict[Path, str]) -> str:
     return f"{first}: valid candidate {p.loaded.candidate.name}{extra}"
 
 
-def _write(path: Path, text: str, force: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with path.open("w" if force else "x", encoding="utf-8") as fh:
-            fh.write(text)
-    except FileExistsError:
-        raise BadInput(f"{path} exists: pass --force to overwrite it") from None
-
-
 def _init(args: argparse.Namespace) -> int:
     from qualify.pipeline import plan
 
@@ -124,7 +112,12 @@ def _init(args: argparse.Namespace) -> int:
     files = _render(args, paths)
     shown = check(files)
     for path, text in files.items():
-        _write(path, text, args.force)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with path.open("w" if args.force else "x", encoding="utf-8") as fh:
+                fh.write(text)
+        except FileExistsError:
+            raise BadInput(f"{path} exists: pass --force to overwrite it") from None
     plan(paths[0])  # the written files, checked once more where they lie
     print(f"wrote {', '.join(map(str, paths))}")
     print(shown)

@@ -1,17 +1,14 @@
-"""`qualify export`: a signed run's results for CI views and dashboards (docs/export.md).
+"""`qualify export`: a signed run's results for CI views and dashboards (docs/export.md), read
+from its sealed evidence once its decision verifies; nothing is measured again or written in it.
 
-Everything is read from the run's sealed evidence after its decision envelope verifies
-(`qualify.decision.alias_view.verified`: the signature, every subject re-hashed, the verdict derived
-again): the decision record for gates and verdicts, the stages' typed records for requests and
-cells. Nothing is measured again and nothing in the run is written.
-
-- `junit`: one testsuite per stage, one testcase per gate, verdicts exactly the record's;
-- `tables`: `requests.csv` (every timed request) and `cells.csv` (every cell or step);
-- `metrics`: the verdict, gate counts and headline figures, pushed to a Pushgateway.
-"""
+The CSV files (`--csv DIR`) are `requests.csv` and `cells.csv`: one header line of column names
+that carry their units, an empty field where the evidence holds no figure."""
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Sequence
+from dataclasses import astuple, fields
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -20,6 +17,9 @@ from qualify.decision.alias_view import verified
 from qualify.diff.runs import Side
 from qualify.errors import BadInput
 from qualify.evidence.store import EvidenceStore
+from qualify.export.cells import CellRow, Row, cells
+from qualify.export.requests import RequestRow, requests
+from qualify.present.reading import RunView
 
 ACTION = "exported"
 
@@ -49,3 +49,22 @@ def outside_run(side: Side, flag: str, path: Path) -> None:
             f"{path} is inside the run {run}",
             [f"{flag}: expected a path outside the sealed run (got {path})"],
         )
+
+
+# Each file by name: the row type (its columns) and its rows.
+Tables = dict[str, tuple[type[Row], Sequence[Row]]]
+
+
+def tables(view: RunView) -> Tables:
+    return {"requests.csv": (RequestRow, requests(view)), "cells.csv": (CellRow, cells(view))}
+
+
+def write_tables(directory: Path, t: Tables) -> dict[str, int]:
+    """Both files under `directory` (made when missing); the rows written to each."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, (kind, rows) in t.items():
+        with (directory / name).open("w", newline="", encoding="utf-8") as fh:
+            out = csv.writer(fh)
+            out.writerow(f.name for f in fields(kind))
+            out.writerows(["" if v is None else v for v in astuple(r)] for r in rows)
+    return {name: len(rows) for name, (_, rows) in t.items()}

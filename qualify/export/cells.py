@@ -1,15 +1,6 @@
-"""`cells.csv`: one row per cell or step of a verified run, with the summary figures its stage's
-record holds (never computed again here).
-
-- ab: each timed run of each lane (its p50s, aggregate output rate, wall time);
-- context: each timed cell of the ladder (medians over its streams, its verdict);
-- capacity: each closed-loop cell of the matrix and each content kind (medians over the
-  counted runs, p95 TTFT, goodput, energy per token), each open-loop step and the burst, the
-  soak, and the incumbent's steps at the candidate's edge (offered and achieved rates, goodput,
-  output rate, energy per token), each replay of a trace (part `replay`, one row a scale), and
-  the agent sessions (part `sessions`: a row `sessions` with the turns' goodput, then a row per
-  turn with its median TTFT, prompt and cached tokens).
-"""
+"""`cells.csv`: one row per cell or step of a verified run (ab runs, context cells, capacity's
+matrix, kinds, load steps, soak, incumbent, replays and agent sessions: docs/export.md), with the
+summary figures its stage's record holds (never computed again here)."""
 
 from __future__ import annotations
 
@@ -17,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from qualify.ab.record import Record as AbRecord
-from qualify.capacity.loads import OpenCell, Sessions, Soak
+from qualify.capacity.loads import Load, OpenCell, Sessions, Soak
 from qualify.capacity.record import CellFigures
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
@@ -165,17 +156,21 @@ def capacity_cells(rec: CapacityRecord, base: CellRow) -> Iterator[CellRow]:
         yield _closed(here, k)
     load = rec.load
     planned = load.length.planned_tokens if load.length else None
-    opened = replace(base, part="load", lane=load.lane, prompt_tokens=planned)
-    for c in load.cells:
-        yield _open(opened, c)
-    if load.soak is not None:
-        yield _open(replace(opened, part="soak"), load.soak)
-    for c in load.incumbent.cells if load.incumbent else []:
-        yield _open(replace(opened, lane="incumbent"), c)
-    for c in load.replay:
-        yield _open(replace(opened, part="replay", prompt_tokens=None), c)
+    for part, lane, c in open_parts(load):
+        sized = None if part == "replay" else planned
+        yield _open(replace(base, part=part, lane=lane, prompt_tokens=sized), c)
     if load.sessions is not None:
-        yield from _sessions(replace(opened, part="sessions", prompt_tokens=None), load.sessions)
+        yield from _sessions(replace(base, part="sessions", lane=load.lane), load.sessions)
+
+
+def open_parts(load: Load) -> Iterator[tuple[str, str, OpenCell | Soak]]:
+    """Each open-loop step with its part and lane: the steps and the burst, the soak, the
+    incumbent's steps at the candidate's edge, each replay of a trace."""
+    yield from (("load", load.lane, c) for c in load.cells)
+    if load.soak is not None:
+        yield "soak", load.lane, load.soak
+    yield from (("load", "incumbent", c) for c in (load.incumbent.cells if load.incumbent else []))
+    yield from (("replay", load.lane, c) for c in load.replay)
 
 
 def _sessions(base: CellRow, s: Sessions) -> Iterator[CellRow]:

@@ -1,29 +1,9 @@
-"""JUnit XML of a verified run, for CI test views (junitparser).
-
-One testsuite per stage the decision lists, one testcase per gate the decision record holds,
-named by its gate key (`stage/gate[@level]`) with classname `qualify.<stage>`. The case's
-result is the record's verdict and nothing else: fail is a `<failure>` carrying the gate's
-reasons, inconclusive and error are an `<error>` (never a pass), skipped is `<skipped>`, pass is
-a plain case. Each case names the evidence file that shows its verdict, relative to the run
-(`qualify.decision.blockers.evidence_file`), as a property and in its system-out. The
-`<testsuites>` element carries the decision (promote / no-promote), the run id, the candidate
-and its alias as properties.
-"""
+"""JUnit XML of a verified run, for CI test views (junitparser): one testsuite per stage, one
+testcase per gate, the case's result the record's verdict and nothing else (docs/export.md)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from junitparser import (
-    Error,
-    Failure,
-    JUnitXml,
-    Properties,
-    Property,
-    Skipped,
-    TestCase,
-    TestSuite,
-)
+from junitparser import Error, Failure, JUnitXml, Properties, Property, Skipped, TestCase, TestSuite
 from junitparser.junitparser import FinalResult
 
 from qualify.decision.blockers import evidence_file
@@ -127,8 +107,3 @@ def junit(side: Side) -> JUnitXml:
         xml.add_testsuite(_suite(side.run, stage, gates))
     xml.update_statistics()  # type: ignore[no-untyped-call]
     return xml
-
-
-def write_junit(xml: JUnitXml, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    xml.write(str(path), pretty=True)

@@ -1,11 +1,5 @@
-"""A verified run's verdict, gate counts and headline figures as Prometheus gauges, pushed to a
-Pushgateway (`prometheus_client`).
-
-- `qualify_decision_promote`: 1 promote, 0 no-promote (the signed record's decision);
-- `qualify_gates{stage, verdict}`: how many gates of each stage have each verdict;
-- the decision's headline figures (`qualify.decision.headline.figures` reads the same records
-  with the same helpers), each in base units named in the metric: seconds, bytes, tokens per
-  second, ratios.
+"""A verified run's verdict, gate counts and headline figures as Prometheus gauges (base units
+named in each metric), pushed to a Pushgateway (`prometheus_client`; docs/export.md).
 
 Every sample carries `run_id`. The push's grouping key is the candidate and, when its `[alias]`
 names one, the alias: a later run of the same candidate replaces these figures, so a rollout
@@ -50,8 +44,7 @@ class Sample:
 
 def gate_samples(record: DecisionRecord) -> Iterator[Sample]:
     """Per stage with gates, the count of each verdict (zero counts included)."""
-    stages = dict.fromkeys(g.stage for g in record.evaluation.gates)
-    for stage in stages:
+    for stage in dict.fromkeys(g.stage for g in record.evaluation.gates):
         mine = [g.verdict for g in record.evaluation.gates if g.stage == stage]
         for v in Verdict:
             yield Sample(
@@ -149,13 +142,8 @@ def _fidelity_samples(
 def samples(side: Side) -> list[Sample]:
     """The verdict, the gate counts and the headline figures of a verified run."""
     rec, records = side.record, side.records
-    out = [
-        Sample(
-            "qualify_decision_promote",
-            "the signed decision: 1 promote, 0 no-promote",
-            1.0 if rec.promote else 0.0,
-        )
-    ]
+    what = "the signed decision: 1 promote, 0 no-promote"
+    out = [Sample("qualify_decision_promote", what, 1.0 if rec.promote else 0.0)]
     out += gate_samples(rec)
     out += _ab_samples(record_of(records, "ab", AbRecord))
     out += _quality_samples(record_of(records, "quality", QualityRecord))

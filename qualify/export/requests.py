@@ -1,12 +1,4 @@
-"""`requests.csv`: every timed request of a verified run, one row each, read from the records
-of the stages the decision counted (`qualify.present.reading.run_view`).
-
-- ab: every request of every run of both lanes (`lanes.<lane>.runs[].requests`);
-- context: every stream of every timed cell (`rows[].streams`);
-- capacity: every stream of every closed-loop run (matrix and content kinds), of every
-  open-loop step and burst, of the soak, of the incumbent's steps at the candidate's edge, of
-  each replay of a trace (part `replay`), and every turn of every agent session (part
-  `sessions`, cell `s<session>-t<turn>`).
+"""`requests.csv`: every timed request of a verified run, one row each (docs/export.md).
 
 Figures are the record's. The one exception is capacity's closed-loop streams: the record keeps
 no per-stream timings there, so they are read from the exchange the stream kept, with the
@@ -22,14 +14,13 @@ from dataclasses import dataclass, replace
 
 from qualify.ab.record import Record as AbRecord
 from qualify.ab.record import Request
-from qualify.capacity.loads import LoadStream, OpenCell
+from qualify.capacity.loads import LoadStream, Soak
 from qualify.capacity.record import CellFigures, RunStream
 from qualify.capacity.record import Record as CapacityRecord
 from qualify.context.record import Record as ContextRecord
 from qualify.context.record import Stream
 from qualify.evidence.kept import AttemptView, NotKept
-from qualify.evidence.store import read_manifest
-from qualify.export.cells import Row
+from qualify.export.cells import Row, open_parts
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.timing import RequestTiming, timing
 from qualify.present.reading import RunView, record_of
@@ -162,13 +153,6 @@ def _load_row(base: RequestRow, st: LoadStream, attempt: str) -> RequestRow:
     )
 
 
-def _open(base: RequestRow, cells: list[OpenCell], attempt: str) -> Iterator[RequestRow]:
-    for c in cells:
-        here = replace(base, cell=c.cell or c.label, step=c.step)
-        for i, st in enumerate(c.streams, 1):
-            yield _load_row(replace(here, stream=i), st, attempt)
-
-
 def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator[RequestRow]:
     attempt = view.attempt if view else ""
     for m in rec.matrix:
@@ -176,15 +160,12 @@ def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator
     for k in rec.kinds:
         yield from _closed(RequestRow("capacity", "kinds", "candidate", k.cell), k, view)
     load = rec.load
-    yield from _open(RequestRow("capacity", "load", load.lane, ""), load.cells, attempt)
-    if load.soak is not None:
-        base = RequestRow("capacity", "soak", load.lane, "soak")
-        for i, st in enumerate(load.soak.streams, 1):
-            yield _load_row(replace(base, stream=i), st, attempt)
-    if load.incumbent is not None:
-        base = RequestRow("capacity", "load", "incumbent", "")
-        yield from _open(base, load.incumbent.cells, attempt)
-    yield from _open(RequestRow("capacity", "replay", load.lane, ""), list(load.replay), attempt)
+    for part, lane, c in open_parts(load):
+        here = RequestRow("capacity", part, lane, "soak")
+        if not isinstance(c, Soak):
+            here = replace(here, cell=c.cell or c.label, step=c.step)
+        for i, st in enumerate(c.streams, 1):
+            yield _load_row(replace(here, stream=i), st, attempt)
     for t in load.sessions.turns if load.sessions else []:
         yield RequestRow(
             "capacity",
@@ -205,17 +186,11 @@ def capacity_requests(rec: CapacityRecord, view: AttemptView | None) -> Iterator
 
 
 def kept_view(view: RunView, stage: str) -> AttemptView | None:
-    """The stage's authoritative attempt, read through its sealed manifest's files."""
+    """The stage's authoritative attempt, read through the run's listed (sealed) files."""
     got = view.stages.get(stage)
     if got is None or got.result is None:
         return None
-    attempt = f"{stage}/{got.dir.name}"
-    try:
-        listed = read_manifest(got.dir)["files"]
-        files = {f"{attempt}/{name}": str(v["sha256"]) for name, v in listed.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return AttemptView(view.run.path, attempt, files, got.result)
+    return AttemptView(view.run.path, f"{stage}/{got.dir.name}", view.listing.files, got.result)
 
 
 def requests(view: RunView) -> list[RequestRow]:
