@@ -31,7 +31,7 @@ from fnmatch import fnmatch
 from qualify.ab.record import Lane, LaneName
 from qualify.capacity.firstscreen import soak_way
 from qualify.present.record import DecisionRecord, GateOutcome
-from qualify.registry import spec_of
+from qualify.registry import specs
 from qualify.shown import speed_title
 
 TAGS = {
@@ -255,7 +255,7 @@ def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Ca
         stage = "preflight" if name.startswith("control-preflight-") else "quality"
         name, is_control = _CONTROL.sub("", name), True
     said = " ".join(g.reasons).lower()
-    spec = spec_of(g.stage)  # the family the stage's spec gives the gate (`StageSpec.causes`)
+    spec = specs().get(g.stage)  # the family the stage's spec gives the gate (`StageSpec.causes`)
     family = next((f for p, f in (spec.causes if spec else {}).items() if fnmatch(name, p)), None)
     if name == "measured" and "no counted run" in said and "degenerate" in said:
         family = "degenerate"  # nothing to time: the model's answers, not the harness
