@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -273,45 +272,9 @@ def _find_secrets(raw: object, path: str = "") -> list[str]:
     return found
 
 
-def validate_raw(raw: Mapping[str, object], path: Path) -> Candidate:
-    problems = _find_secrets(raw)
-    secret_paths = {line.split(":", 1)[0] for line in problems}
-    try:
-        cand = Candidate.model_validate(raw)
-    except ValidationError as exc:
-        problems.extend(format_validation_error(exc, skip=secret_paths))
-        cand = None
-    if problems or cand is None:
-        raise BadInput(f"{path} is not a valid candidate", problems)
-    return cand
-
-
-def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any], path: Path) -> dict[str, Any]:
-    """Apply `a.b.c = value` overrides to a copy of a candidate's raw table."""
-    import copy
-
-    out = copy.deepcopy(raw)
-    problems = []
-    for dotted, value in overrides.items():
-        parts = dotted.split(".")
-        node: Any = out  # a raw TOML table, or a leaf where the path runs past one
-        for i, part in enumerate(parts[:-1]):
-            if not isinstance(node, dict):
-                problems.append(f"overrides.{dotted}: {'.'.join(parts[: i + 1])} is not a table")
-                break
-            node = node.setdefault(part, {})
-        else:
-            if isinstance(node, dict):
-                node[parts[-1]] = value
-            else:
-                problems.append(f"overrides.{dotted}: parent is not a table")
-    if problems:
-        raise BadInput(f"{path} is not a valid control", problems)
-    return out
-
-
 def load_candidate(path: str | Path) -> LoadedCandidate:
-    """Load and validate a candidate file, or a control file that extends one."""
+    """Load and validate a candidate file, or a control file that extends one (its `a.b.c =
+    value` overrides applied to the raw table of the candidate it extends)."""
     p = Path(path)
     data, raw = _read_toml(p)
     digest = hashlib.sha256(data).hexdigest()
@@ -329,13 +292,37 @@ def load_candidate(path: str | Path) -> LoadedCandidate:
                     f"which is not a file at {base_path})"
                 ],
             )
-        _, base_raw = _read_toml(base_path)
-        raw = apply_overrides(base_raw, control.overrides, p)
+        _, raw = _read_toml(base_path)
+        wrong = []
+        for dotted, value in control.overrides.items():
+            *parents, leaf = dotted.split(".")
+            node: object = raw  # a raw TOML table, or a leaf where the path runs past one
+            for i, part in enumerate(parents):
+                if not isinstance(node, dict):
+                    wrong.append(f"overrides.{dotted}: {'.'.join(parents[: i + 1])} is not a table")
+                    break
+                node = node.setdefault(part, {})
+            else:
+                if isinstance(node, dict):
+                    node[leaf] = value
+                else:
+                    wrong.append(f"overrides.{dotted}: parent is not a table")
+        if wrong:
+            raise BadInput(f"{p} is not a valid control", wrong)
         raw["name"] = control.name
         raw["variable"] = control.variable
         raw.get("stages", {}).get("ab", {}).pop("control", None)
         raw.pop("alias", None)
-    return LoadedCandidate(path=str(p), sha256=digest, candidate=validate_raw(raw, p))
+    problems = _find_secrets(raw)
+    secret_paths = {line.split(":", 1)[0] for line in problems}
+    try:
+        cand = Candidate.model_validate(raw)
+    except ValidationError as exc:
+        problems.extend(format_validation_error(exc, skip=secret_paths))
+        cand = None
+    if problems or cand is None:
+        raise BadInput(f"{p} is not a valid candidate", problems)
+    return LoadedCandidate(path=str(p), sha256=digest, candidate=cand)
 
 
 def resolve_path(loaded: LoadedCandidate, rel: str) -> Path:

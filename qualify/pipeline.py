@@ -27,7 +27,7 @@ from qualify.records import StageResult, StageStatus, Verdict
 from qualify.serving.lanes import Lanes, api_key
 from qualify.serving.local import cpu_model
 from qualify.serving.process import stop_all
-from qualify.stage import STAGES, VALIDATORS, StageContext, StageFn, load_all
+from qualify.stage import STAGES, VALIDATORS, StageContext, load_all
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -61,57 +61,21 @@ def plan(candidate_path: str | Path) -> Plan:
     return Plan(loaded, control, list(cand.stages.run))
 
 
-def _not_run(name: str, attempt: Attempt, why: str, status: StageStatus) -> StageResult:
-    """A stage that was not run: `finished` when it never can be (kept on resume), `aborted`
-    when the run stopped before it (run on resume)."""
+def _aborted(
+    name: str, attempt: Attempt, started: str | None, why: str, status: StageStatus = "aborted"
+) -> StageResult:
+    """A stage that stopped (`error`), or, with no start, one not run (`skipped`): `finished`
+    when it never can be (kept on resume), `aborted` when the run stopped before it."""
     now = utc_now()
     return StageResult(
         stage=name,
         attempt=attempt.number,
         status=status,
-        verdict=Verdict.SKIPPED,
-        reasons=[f"not run: {why}"],
-        started_at=now,
+        verdict=Verdict.ERROR if started else Verdict.SKIPPED,
+        reasons=[why if started else f"not run: {why}"],
+        started_at=started or now,
         ended_at=now,
     )
-
-
-def _aborted(name: str, attempt: Attempt, started: str, why: str) -> StageResult:
-    return StageResult(
-        stage=name,
-        attempt=attempt.number,
-        status="aborted",
-        verdict=Verdict.ERROR,
-        reasons=[why],
-        started_at=started,
-        ended_at=utc_now(),
-    )
-
-
-def _write_run_json(run: RunDir, p: Plan) -> None:
-    info = {
-        "version": 1,
-        "run_id": run.run_id,
-        "candidate": p.loaded.candidate.name,
-        "candidate_path": str(Path(p.loaded.path).resolve()),
-        "candidate_sha256": p.loaded.sha256,
-        "control_path": str(Path(p.control.path).resolve()) if p.control else None,
-        "control_sha256": p.control.sha256 if p.control else None,
-        "stages": p.stages,
-        "tool_version": __version__,
-        # The code that ran (its version and build commit); `git` is the repository holding
-        # the candidate file, which says nothing of the code.
-        "tool": assets.build_info().model_dump(),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
-        "git": git_state(Path(p.loaded.path)),
-        "created_at": utc_now(),
-    }
-    fd_path = run.path / "run.json"
-    with fd_path.open("xb") as fh:
-        fh.write(dumps(info))
-    fd_path.chmod(0o444)
 
 
 class Runner:
@@ -134,16 +98,32 @@ class Runner:
         log = structlog.get_logger("qualify").bind(stage=name, attempt=attempt.number)
         if self.aborted:
             why = f"the run was aborted earlier ({self.aborted})"
-            result = _not_run(name, attempt, why, "aborted")
+            result = _aborted(name, attempt, None, why)
         elif fn is None:
-            result = _not_run(name, attempt, "this build of qualify has no such stage", "finished")
+            why = "this build of qualify has no such stage"
+            result = _aborted(name, attempt, None, why, "finished")
         else:
             ctx = StageContext(name, self.p.loaded, self.run, attempt, self.lanes, self.progress)
             ctx.sampler = self.sampler
             ctx.thresholds = self.thresholds
             log.info("stage.start")
             try:
-                result = await self._invoke(fn, ctx)
+                try:  # a harness failure or a dead server makes the stage `error`, never a pass
+                    result = await fn(ctx)
+                except RunAborted as exc:
+                    self.aborted = str(exc)
+                    result = _aborted(name, attempt, ctx.started_at, str(exc))
+                except Exception as exc:  # a harness bug: the stage is `error`, the run goes on
+                    attempt.write_text("traceback.txt", traceback.format_exc())
+                    result = _aborted(name, attempt, ctx.started_at, f"internal error: {exc!r}")
+                else:
+                    proc = self.lanes.process
+                    if proc is not None and self.lanes.died():
+                        self.aborted = proc.death("during the stage")
+                        aborted = _aborted(name, attempt, ctx.started_at, self.aborted)
+                        aborted.gates, aborted.data = result.gates, result.data
+                        aborted.reasons.extend(result.reasons)
+                        result = aborted
                 if self.interrupted:  # the stage swallowed the cancellation: not finished
                     raise asyncio.CancelledError(self.interrupted)
             except (asyncio.CancelledError, KeyboardInterrupt):
@@ -157,26 +137,6 @@ class Runner:
         self.progress.verdict(
             f"{name} (attempt {attempt.number})", result.verdict, "; ".join(result.reasons[:2])
         )
-        return result
-
-    async def _invoke(self, fn: StageFn, ctx: StageContext) -> StageResult:
-        """Run one stage; a harness failure or a dead server makes it `error`, never a pass."""
-        try:
-            result = await fn(ctx)
-        except RunAborted as exc:
-            self.aborted = str(exc)
-            return _aborted(ctx.name, ctx.attempt, ctx.started_at, str(exc))
-        except Exception as exc:  # a harness bug: the stage is `error`, the run goes on
-            ctx.attempt.write_text("traceback.txt", traceback.format_exc())
-            return _aborted(ctx.name, ctx.attempt, ctx.started_at, f"internal error: {exc!r}")
-        proc = self.lanes.process
-        if proc is not None and self.lanes.died():
-            self.aborted = proc.death("during the stage")
-            aborted = _aborted(ctx.name, ctx.attempt, ctx.started_at, self.aborted)
-            aborted.gates = result.gates
-            aborted.data = result.data
-            aborted.reasons.extend(result.reasons)
-            return aborted
         return result
 
     def interrupt(self, name: str) -> None:
@@ -259,7 +219,29 @@ def _open_run(store: EvidenceStore, resume: str | None, p: Plan) -> RunDir:
     """The run to continue (of this candidate only), else a new one with its run.json."""
     if not resume:
         run = store.new_run(p.loaded.candidate.name)
-        _write_run_json(run, p)
+        info = {
+            "version": 1,
+            "run_id": run.run_id,
+            "candidate": p.loaded.candidate.name,
+            "candidate_path": str(Path(p.loaded.path).resolve()),
+            "candidate_sha256": p.loaded.sha256,
+            "control_path": str(Path(p.control.path).resolve()) if p.control else None,
+            "control_sha256": p.control.sha256 if p.control else None,
+            "stages": p.stages,
+            "tool_version": __version__,
+            # The code that ran (its version and build commit); `git` is the repository holding
+            # the candidate file, which says nothing of the code.
+            "tool": assets.build_info().model_dump(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
+            "git": git_state(Path(p.loaded.path)),
+            "created_at": utc_now(),
+        }
+        fd_path = run.path / "run.json"
+        with fd_path.open("xb") as fh:
+            fh.write(dumps(info))
+        fd_path.chmod(0o444)
         return run
     run = store.open_run(resume)
     if run.candidate_name != p.loaded.candidate.name:

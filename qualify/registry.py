@@ -185,10 +185,6 @@ def run_order(names: list[str]) -> list[str]:
     return [n for n in names if n not in last] + [n for n in names if n in last]
 
 
-def spec_of(name: str) -> StageSpec | None:
-    return specs().get(name)
-
-
 def parts_of(name: str) -> StageParts | None:
     """A declared stage's parts (imported on first use), or None for an undeclared one."""
     spec = specs().get(name)

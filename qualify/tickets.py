@@ -83,9 +83,6 @@ class TicketStore:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def _dir(self, status: str) -> Path:
-        return self.root / status
-
     def read(self, path: Path) -> tuple[Ticket, str]:
         m = _FRONT.match(path.read_text())
         if not m:
@@ -101,27 +98,19 @@ class TicketStore:
     def all(self, status: str | None = None) -> list[Ticket]:
         out = []
         for st in [status] if status else ["open", "closed"]:
-            d = self._dir(st)
+            d = self.root / st
             out += [self.read(p)[0] for p in sorted(d.glob("*.md"))] if d.is_dir() else []
         return out
 
     def path_of(self, ticket_id: str) -> Path:
         for st in ("open", "closed"):
-            p = self._dir(st) / f"{ticket_id}.md"
+            p = self.root / st / f"{ticket_id}.md"
             if p.is_file():
                 return p
         raise BadInput(f"no ticket {ticket_id!r}", [f"id: expected a ticket under {self.root}"])
 
     def get(self, ticket_id: str) -> Ticket:
         return self.read(self.path_of(ticket_id))[0]
-
-    def _new_id(self, candidate: str, gate: str) -> str:
-        base = f"{utc_now()[:10]}-{slug(candidate)}-{slug(gate)}"
-        n, tid = 1, base
-        while any((self._dir(st) / f"{tid}.md").exists() for st in ("open", "closed")):
-            n += 1
-            tid = f"{base}-{n}"
-        return tid
 
     def record(
         self, candidate: str, gate: str, entry: LogEntry, acceptance: str
@@ -131,8 +120,13 @@ class TicketStore:
             (t for t in self.all("open") if (t.candidate, t.gate) == (candidate, gate)), None
         )
         if found is None:
+            base = f"{utc_now()[:10]}-{slug(candidate)}-{slug(gate)}"
+            n, tid = 1, base
+            while any((self.root / st / f"{tid}.md").exists() for st in ("open", "closed")):
+                n += 1
+                tid = f"{base}-{n}"
             t = Ticket(
-                id=self._new_id(candidate, gate),
+                id=tid,
                 title=f"{candidate}: {gate} does not pass",
                 status="open",
                 candidate=candidate,
@@ -141,9 +135,9 @@ class TicketStore:
                 acceptance=acceptance,
                 attempts=[entry],
             )
-            write_atomic(self._dir("open") / f"{t.id}.md", _render(t, ""))
+            write_atomic(self.root / "open" / f"{t.id}.md", _render(t, ""))
             return t, "opened"
-        path = self._dir("open") / f"{found.id}.md"
+        path = self.root / "open" / f"{found.id}.md"
         t, body = self.read(path)
         if any((a.run, a.stage_attempt) == (entry.run, entry.stage_attempt) for a in t.attempts):
             return t, "already logged"
@@ -153,11 +147,11 @@ class TicketStore:
 
     def close(self, ticket_id: str, fix: str) -> Ticket:
         """Move an open ticket to closed/, recording the durable fix."""
-        src = self._dir("open") / f"{ticket_id}.md"
+        src = self.root / "open" / f"{ticket_id}.md"
         if not src.is_file():
             raise BadInput(f"no open ticket {ticket_id!r}", [f"id: expected a file {src}"])
         t, body = self.read(src)
         t.status, t.closed, t.fix = "closed", utc_now(), fix
-        write_atomic(self._dir("closed") / f"{t.id}.md", _render(t, body))
+        write_atomic(self.root / "closed" / f"{t.id}.md", _render(t, body))
         src.unlink()
         return t

@@ -31,7 +31,7 @@ from fnmatch import fnmatch
 from qualify.ab.record import Lane, LaneName
 from qualify.capacity.firstscreen import soak_way
 from qualify.present.record import DecisionRecord, GateOutcome
-from qualify.registry import spec_of
+from qualify.registry import specs
 from qualify.shown import speed_title
 
 TAGS = {
@@ -64,22 +64,13 @@ class Cause:
         return TAGS[self.tag]
 
 
-def _base(g: GateOutcome) -> tuple[str, bool, str]:
-    """(gate name without level and control prefix, whether it is a control gate, its stage
-    as the candidate runs it: a control's preflight gate is a preflight gate)."""
-    name = g.gate.split("@", 1)[0]
-    if g.stage == "quality" and name.startswith("control-"):
-        stage = "preflight" if name.startswith("control-preflight-") else "quality"
-        return _CONTROL.sub("", name), True, stage
-    return name, False, g.stage
-
-
-def _against_control(g: GateOutcome, by_key: dict[str, GateOutcome]) -> str:
+def _against_control(
+    g: GateOutcome, name: str, is_control: bool, stage: str, by_key: dict[str, GateOutcome]
+) -> str:
     """`same` or `differs` for a gate the control ran at the same level (on the same inputs:
     only that compares the lanes); `alone` (not compared with the control) when it did not;
     `base` for the control's own gate where the candidate passed it (the base fails, not the
     change)."""
-    name, is_control, stage = _base(g)
     level = f"@{g.level}" if g.level else ""
     if is_control:
         other = f"{stage}/{name}{level}"
@@ -256,37 +247,36 @@ _FITNESS = {
 }
 
 
-def _which(g: GateOutcome, name: str, stage: str) -> str | None:
-    """The family of a blocking gate, or None for one of its own."""
-    said = " ".join(g.reasons).lower()
-    if name == "measured" and "no counted run" in said and "degenerate" in said:
-        return "degenerate"  # nothing to time: the model's answers, not the harness
-    if "internal error" in said or (g.verdict.value == "error" and stage != "ab"):
-        return "harness"
-    spec = spec_of(g.stage)  # the family the stage's spec gives the gate (`StageSpec.causes`)
-    family = next((f for p, f in (spec.causes if spec else {}).items() if fnmatch(name, p)), None)
-    if family == "identity":
-        return "unverifiable-pins" if any(w in said for w in _UNVERIFIABLE) else "identity"
-    if "fidelity" in name:
-        return "fidelity" if g.verdict.value == "fail" else "fidelity-unmeasured"
-    if family == "soak":
-        return {"queue": "soak-queue", "growth": "soak-growth"}.get(soak_way(g), "soak")
-    if name == "over-length":
-        return "over-length"
-    if family == "fitness" and g.metrics.get("reasoning_only") is True:
-        return "reasoning-only"
-    if family == "capacity-incumbent" and g.verdict.value == "skipped":
-        return "capacity-first"
-    return family
-
-
 def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Cause:
-    name, _, stage = _base(g)
-    family = _which(g, name, stage)
+    """The cause of one blocking gate: its family's, else one of its own. A gate is named
+    without level and control prefix; a control's preflight gate is a preflight gate."""
+    name, is_control, stage = g.gate.split("@", 1)[0], False, g.stage
+    if g.stage == "quality" and name.startswith("control-"):
+        stage = "preflight" if name.startswith("control-preflight-") else "quality"
+        name, is_control = _CONTROL.sub("", name), True
+    said = " ".join(g.reasons).lower()
+    spec = specs().get(g.stage)  # the family the stage's spec gives the gate (`StageSpec.causes`)
+    family = next((f for p, f in (spec.causes if spec else {}).items() if fnmatch(name, p)), None)
+    if name == "measured" and "no counted run" in said and "degenerate" in said:
+        family = "degenerate"  # nothing to time: the model's answers, not the harness
+    elif "internal error" in said or (g.verdict.value == "error" and stage != "ab"):
+        family = "harness"
+    elif family == "identity" and any(w in said for w in _UNVERIFIABLE):
+        family = "unverifiable-pins"
+    elif family != "identity" and "fidelity" in name:
+        family = "fidelity" if g.verdict.value == "fail" else "fidelity-unmeasured"
+    elif family == "soak":
+        family = {"queue": "soak-queue", "growth": "soak-growth"}.get(soak_way(g), "soak")
+    elif family != "identity" and name == "over-length":
+        family = "over-length"
+    elif family == "fitness" and g.metrics.get("reasoning_only") is True:
+        family = "reasoning-only"
+    elif family == "capacity-incumbent" and g.verdict.value == "skipped":
+        family = "capacity-first"
     if family is not None:
         tag, title, action = FAMILIES[family]
         if tag == "control":
-            tag = _against_control(g, by_key)
+            tag = _against_control(g, name, is_control, stage, by_key)
         if family == "fitness":  # its action is the tag's
             action = _FITNESS[tag]
         if family == "ab-speed":  # the 95% interval of the speed gain (per cent, + = faster)

@@ -190,7 +190,27 @@ def _substance(
             "the budget sent."
         )
     out += _comparability(gates)
-    return out + _sample_size(record_of(records, "ab", AbRecord))
+    ab = record_of(records, "ab", AbRecord)  # the A/B's decode comparison rests on how many
+    p = ab_section.paired_of(ab).get("decode_tok_s") if ab is not None else None
+    if ab is None or p is None or not p.model_fields_set:
+        return out
+    m = ab.row("decode_tok_s")
+    counted = m.runs if m is not None else None
+    runs = (
+        counted.candidate
+        if counted is not None and "candidate" in counted.model_fields_set
+        else None
+    )
+    drafts = ab.acceptance.drafts if ab.acceptance is not None else None
+    more = f", {drafts:,} drafts" if drafts is not None else ""
+    pairs = p.pairs if "pairs" in p.model_fields_set else None
+    prompts = p.prompts if "prompts" in p.model_fields_set else None
+    out.append(
+        f"Sample size: the A/B compares {pairs} request pairs over {prompts} prompts and "
+        f"{runs} runs per lane{more}; an interval from so few is wide, and one marked too few "
+        "samples is no result."
+    )
+    return out
 
 
 def _comparability(gates: list[GateOutcome]) -> list[str]:
@@ -216,27 +236,4 @@ def _comparability(gates: list[GateOutcome]) -> list[str]:
         f"Comparability: {theirs}{', '.join(alone)}: its {n} preflight and quality gates there "
         "are not compared with the control, so they cannot say whether the change or the base "
         "fails them."
-    ]
-
-
-def _sample_size(ab: AbRecord | None) -> list[str]:
-    """How many request pairs, prompts, runs and drafts the A/B's decode comparison rests on."""
-    p = ab_section.paired_of(ab).get("decode_tok_s") if ab is not None else None
-    if ab is None or p is None or not p.model_fields_set:
-        return []
-    m = ab.row("decode_tok_s")
-    counted = m.runs if m is not None else None
-    runs = (
-        counted.candidate
-        if counted is not None and "candidate" in counted.model_fields_set
-        else None
-    )
-    drafts = ab.acceptance.drafts if ab.acceptance is not None else None
-    more = f", {drafts:,} drafts" if drafts is not None else ""
-    pairs = p.pairs if "pairs" in p.model_fields_set else None
-    prompts = p.prompts if "prompts" in p.model_fields_set else None
-    return [
-        f"Sample size: the A/B compares {pairs} request pairs over {prompts} prompts and "
-        f"{runs} runs per lane{more}; an interval from so few is wide, and one marked too few "
-        "samples is no result."
     ]

@@ -21,7 +21,7 @@ from qualify import assets
 from qualify.ab.record import Record as AbRecord
 from qualify.decision import blockers, causes, caveats, hardware, headline
 from qualify.decision.alias_view import AliasView, alias_view
-from qualify.evidence.store import RunDir
+from qualify.decision.statement import attempt_rel
 from qualify.present import plots
 from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
@@ -87,10 +87,6 @@ def plot_plan(view: RunView) -> list[plots.Plot]:
     return plots.plan(view.run, view.records(), dirs)
 
 
-def attempt_dir(run: RunDir, record: DecisionRecord) -> Path:
-    return run.path / "decision" / f"attempt-{record.attempt:03d}"
-
-
 def context(
     view: RunView, record: DecisionRecord, alias: AliasView | None = None
 ) -> dict[str, object]:
@@ -107,7 +103,7 @@ def context(
     ab = record_of(records, "ab", AbRecord)
     groups = causes.group(record, causes.variable_of(ab.lanes if ab is not None else {}))
     rows = blockers.cause_rows(run, record, groups, once)  # each failure said once, first here
-    here = attempt_dir(run, record)
+    here = run.path / attempt_rel(record.attempt)  # where decision.md and its plots are
     gated = alias_view(view, record) if alias is None else alias
     aborted = "the run stopped before it finished; the cause is under Failed attempts"
     tickets = Counter(t.action for t in record.tickets)

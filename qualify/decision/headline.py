@@ -26,15 +26,16 @@ from qualify.records import StageRecord, Verdict
 from qualify.registry import led, stage_names
 
 
-def figures(records: Mapping[str, StageRecord], gates: list[GateOutcome]) -> list[str]:
+def figures(
+    records: Mapping[str, StageRecord], gates: list[GateOutcome], fid: list[Fidelity]
+) -> list[str]:
     """The headline figures, one short line each: each stage's own (its spec's `figures`, handed
     its typed record, None when it has none, and the gates; the `lead` stage's first), then
-    fidelity."""
+    fidelity (`fidelity`'s)."""
     out = []
     for spec in led():
         if spec.loaded.figures is not None:
             out += spec.loaded.figures(records.get(spec.name), gates)
-    fid = fidelity(records, gates)
     if fid:
         out.append(
             "fidelity (client against server, median): "
@@ -243,6 +244,7 @@ def context(
             f"after seeing this result. This decision {alias}; it does not move."
         )
     s, gates = gated.summary, record.evaluation.gates
+    fid = fidelity(records, gates)
     return {
         "nq": nq,
         "alias": alias,
@@ -250,11 +252,11 @@ def context(
         "against": {"name": gated.name, **s}
         if s.get("status") in ("compared", "unusable")
         else None,
-        "figures": figures(records, gates),
+        "figures": figures(records, gates, fid),
         "scope": scope(record, stages),
         "outcome": outcome(record, ab, groups),
         "decision": closing,
-        "fidelity": fidelity(records, gates),
+        "fidelity": fid,
     }
 
 

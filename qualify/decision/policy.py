@@ -98,69 +98,62 @@ def gate_outcome(
     )
 
 
-def _stage_required(stage: str, policy: PolicyRules) -> bool:
-    return any(fnmatchcase(stage, p.split("/", 1)[0]) for p in policy.required + policy.critical)
-
-
-def _broken_stages(
-    stages: list[StageOutcome], attempts: dict[str, StageAttempts]
-) -> list[StageResult]:
-    """Stages that ran, did not pass and have no gate to show for it: they broke early."""
-    out = []
+def _reasons(
+    stages: list[StageOutcome],
+    gates: list[GateOutcome],
+    attempts: dict[str, StageAttempts],
+    policy: PolicyRules,
+) -> tuple[list[str], list[str], list[StageResult]]:
+    """Why the decision cannot promote, the required patterns no gate matches, and the required
+    stages that ran, did not pass and have no gate to show for it (they broke early). A gate
+    file the project declares for a required stage that the run did not run, or ran changed, is
+    a reason: the candidate chose a subset or its own gate files, so the stage does not count."""
+    keys = [o.key for o in gates]
+    missing = [p for p in policy.required if not any(fnmatchcase(k, p) for k in keys)]
+    broken, undeclared = [], []
     for s in stages:
         found = authoritative(attempts.get(s.stage, []))
-        res = found.result if found else None
-        if s.ran and res is not None and not res.gates and res.verdict is not Verdict.PASS:
-            out.append(res)
-    return out
-
-
-def _missing_reason(pattern: str, stages: list[StageOutcome]) -> str:
-    part = pattern.split("/", 1)[0]
-    idle = [
-        f"{s.stage} not run: {s.why_not}"
-        for s in stages
-        if not s.ran and fnmatchcase(s.stage, part)
-    ]
-    if not idle and not any(fnmatchcase(s.stage, part) for s in stages):
-        idle = [f"{part}: not listed in stages.run"]
-    why = f" ({'; '.join(idle)})" if idle else ""
-    return f"{pattern}: required, but no gate matches{why}"
-
-
-def _uncovered_levels(gates: list[GateOutcome], policy: PolicyRules) -> list[str]:
-    """`stage/*@level` for each required level a levelled, required stage has no gate at."""
-    out = []
-    for stage in dict.fromkeys(o.stage for o in gates if o.level is not None and o.required):
-        have = {o.level for o in gates if o.stage == stage}
-        out += [f"{stage}/*@{lv}" for lv in policy.levels if lv not in have]
-    return out
-
-
-def _undeclared(
-    stages: list[StageOutcome], attempts: dict[str, StageAttempts], policy: PolicyRules
-) -> list[str]:
-    """Gate files the project declares for a required stage that the run did not run, or ran
-    changed: the candidate chose a subset or its own gate files, so the stage does not count."""
-    out = []
-    for s in stages:
-        found = authoritative(attempts.get(s.stage, []))
-        if found is None or not _stage_required(s.stage, policy):
+        pats = policy.required + policy.critical
+        if found is None or not any(fnmatchcase(s.stage, p.split("/", 1)[0]) for p in pats):
             continue
+        res = found.result
+        if s.ran and res is not None and not res.gates and res.verdict is not Verdict.PASS:
+            broken.append(res)
         if not found.reads:
-            out.append(f"{s.stage}: its record does not read, so its gate files are unknown")
+            undeclared.append(f"{s.stage}: its record does not read, so its gate files are unknown")
             continue
         want = getattr(found.record, "declared_gate_files", None) or {}
         ran = getattr(found.record, "gate_files", None) or {}
         for gid, digest in sorted(want.items()):
             if gid not in ran:
-                out.append(f"{s.stage}/{gid}: declared by the project's gate files, but not run")
+                undeclared.append(
+                    f"{s.stage}/{gid}: declared by the project's gate files, but not run"
+                )
             elif ran[gid] != digest:
-                out.append(
+                undeclared.append(
                     f"{s.stage}/{gid}: the gate file run (sha256 {str(ran[gid])[:12]}) is not "
                     f"the project's (sha256 {str(digest)[:12]})"
                 )
-    return out
+    reasons = [f"{r.stage}: {r.verdict.value}: " + "; ".join(r.reasons) for r in broken]
+    reasons += [
+        f"{o.key}: {'critical gate vetoes' if o.status == 'vetoes' else 'required gate'}: "
+        f"{o.verdict.value}: {'; '.join(o.reasons) or 'no reason recorded'}"
+        for o in gates
+        if o.status in ("blocks", "vetoes")
+    ]
+    for m in missing:
+        part = m.split("/", 1)[0]
+        idle = [
+            f"{x.stage} not run: {x.why_not}"
+            for x in stages
+            if not x.ran and fnmatchcase(x.stage, part)
+        ]
+        if not idle and not any(fnmatchcase(x.stage, part) for x in stages):
+            idle = [f"{part}: not listed in stages.run"]
+        reasons.append(
+            f"{m}: required, but no gate matches" + (f" ({'; '.join(idle)})" if idle else "")
+        )
+    return reasons + undeclared, missing, broken
 
 
 def evaluate(
@@ -181,20 +174,11 @@ def evaluate(
             gates += [
                 gate_outcome(g, n, history, policy, waived.get(g.key)) for g in auth.result.gates
             ]
-    required_stages = [s for s in stages if _stage_required(s.stage, policy)]
-    keys = [o.key for o in gates]
-    missing = [p for p in policy.required if not any(fnmatchcase(k, p) for k in keys)]
-    levels = _uncovered_levels(gates, policy)
-    broken = _broken_stages(required_stages, attempts)
-    reasons = [f"{r.stage}: {r.verdict.value}: " + "; ".join(r.reasons) for r in broken]
-    reasons += [
-        f"{o.key}: {'critical gate vetoes' if o.status == 'vetoes' else 'required gate'}: "
-        f"{o.verdict.value}: {'; '.join(o.reasons) or 'no reason recorded'}"
-        for o in gates
-        if o.status in ("blocks", "vetoes")
-    ]
-    reasons += [_missing_reason(p, stages) for p in missing]
-    reasons += _undeclared(stages, attempts, policy)
+    reasons, missing, broken = _reasons(stages, gates, attempts, policy)
+    levels = []  # `stage/*@level`: a required level a levelled, required stage has no gate at
+    for stage in dict.fromkeys(o.stage for o in gates if o.level is not None and o.required):
+        have = {o.level for o in gates if o.stage == stage}
+        levels += [f"{stage}/*@{lv}" for lv in policy.levels if lv not in have]
     reasons += [
         f"{m}: reasoning level {m.rsplit('@', 1)[1]} is required by the policy, but no "
         f"{m.split('/', 1)[0]} gate covers it"

@@ -150,33 +150,6 @@ def name_in_run(name: object) -> str | None:
     return None
 
 
-def _walk(run: Path) -> tuple[dict[str, str], list[str]]:
-    """Every entry under the run without following links: ({rel: kind}, problems)."""
-    found: dict[str, str] = {}
-    problems: list[str] = []
-    stack = [run]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
-        except OSError as exc:
-            problems.append(f"{d}: cannot be listed ({exc.strerror or exc})")
-            continue
-        for e in entries:
-            rel = Path(e.path).relative_to(run).as_posix()
-            mode = e.stat(follow_symlinks=False).st_mode
-            if stat.S_ISLNK(mode):
-                problems.append(f"{rel}: a symbolic link (a sealed run holds plain files only)")
-            elif stat.S_ISDIR(mode):
-                found[rel] = "dir"
-                stack.append(Path(e.path))
-            elif stat.S_ISREG(mode):
-                found[rel] = "file"
-            else:
-                problems.append(f"{rel}: not a plain file or directory")
-    return found, problems
-
-
 def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
     names: set[str] = set()
     for s in as_list((report.statement or {}).get("subject")):
@@ -231,8 +204,29 @@ def _check_exact(report: VerifyReport, run: Path, names: set[str]) -> None:
     """Nothing in the run but what the decision sealed (and decision envelopes): a file, a
     directory or a link added anywhere is named; a whole attempt added after the decision (a
     stage run again, a later decision) is noted, not refused."""
-    found, problems = _walk(run)
-    report.problems += problems
+    found: dict[str, str] = {}  # every entry under the run, links not followed: {rel: kind}
+    stack = [run]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            report.problems.append(f"{d}: cannot be listed ({exc.strerror or exc})")
+            continue
+        for e in entries:
+            rel = Path(e.path).relative_to(run).as_posix()
+            mode = e.stat(follow_symlinks=False).st_mode
+            if stat.S_ISLNK(mode):
+                report.problems.append(
+                    f"{rel}: a symbolic link (a sealed run holds plain files only)"
+                )
+            elif stat.S_ISDIR(mode):
+                found[rel] = "dir"
+                stack.append(Path(e.path))
+            elif stat.S_ISREG(mode):
+                found[rel] = "file"
+            else:
+                report.problems.append(f"{rel}: not a plain file or directory")
     parents = {p.as_posix() for n in names for p in Path(n).parents if p.as_posix() != "."}
     later = {a for rel in found if (a := _later(rel, parents)) is not None}
     stages = {a.split("/", 1)[0] for a in later}
@@ -366,7 +360,11 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
         report.problems.append(f"{copy}: not the candidate file run.json names")
     rules, problems = _rules(record, view, copy)
     report.problems += problems
-    _again(report, view, rules, signed)
+    from qualify.trust.rejudge import rejudge_run
+
+    more, said = rejudge_run(view, rules.thresholds, signed, rules.check_codes)
+    report.problems += more
+    report.notes += said
     checks = _waivers(report, record, run, rules, keys)
     report.waivers = checks
     r = record
@@ -385,22 +383,6 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
     for a, b in zip(record.waivers, checks, strict=True):
         if a.accepted != b.accepted:
             report.problems.append(f"waiver {a.path}: signed accepted={a.accepted}, now: {b.why}")
-
-
-def _again(report: VerifyReport, view: RunView, rules: PolicyRules, signed: dict[str, str]) -> None:
-    """Every registered stage judged again from the exchanges it kept, with the project's gate
-    files and the signed thresholds: over the whole run (its parts' `again`: identity), attempt
-    by attempt (`rebuild`: `qualify.trust.rejudge.rejudged()`), or, for a stage with neither
-    that ran, a note saying why not (its spec's `unjudged`)."""
-    from qualify.trust.rejudge import again_over_run, control_in_run, rejudge_run
-
-    control = control_in_run(view, signed)
-    for problems, notes in (
-        again_over_run(view, rules.thresholds),
-        rejudge_run(view, rules.thresholds, control, rules.check_codes),
-    ):
-        report.problems += problems
-        report.notes += notes
 
 
 def _short(value: object) -> str:

@@ -101,26 +101,6 @@ class Binding:
     run_signer: str | None = None  # keyid of the key that signs the decision, when known
 
 
-def _open(raw: bytes, approvers: list[Approver]) -> tuple[Approver, dict[str, object]]:
-    """The payload and the approver whose key verifies it; ValueError otherwise."""
-    if not approvers:
-        raise ValueError("the house pins no waiver key that its policy lists as an approver")
-    try:
-        env = json.loads(raw)
-    except ValueError:
-        raise ValueError("it is not a JSON envelope") from None
-    for a in approvers:
-        try:
-            payload = open_envelope(env, a.pub, WAIVER_TYPE)
-        except QualifyError:
-            continue
-        data = json.loads(payload)
-        if not isinstance(data, dict):
-            raise ValueError("its payload is not a table")
-        return a, data
-    raise ValueError("no pinned waiver approver key verifies it")
-
-
 def _mismatch(data: dict[str, object], b: Binding) -> str | None:  # raw signed waiver JSON
     for field, want in (
         ("candidate", b.candidate),
@@ -143,8 +123,23 @@ def _mismatch(data: dict[str, object], b: Binding) -> str | None:  # raw signed 
 def judge(label: str, raw: bytes, approvers: list[Approver], b: Binding) -> WaiverCheck:
     """Whether one waiver counts in this decision, and why not when it does not."""
     base = {"path": label, "sha256": sha256_bytes(raw)}
-    try:
-        who, data = _open(raw, approvers)
+    try:  # the payload, and the approver whose key verifies it
+        if not approvers:
+            raise ValueError("the house pins no waiver key that its policy lists as an approver")
+        try:
+            env = json.loads(raw)
+        except ValueError:
+            raise ValueError("it is not a JSON envelope") from None
+        for who in approvers:
+            try:
+                data = json.loads(open_envelope(env, who.pub, WAIVER_TYPE))
+                break
+            except QualifyError:
+                continue
+        else:
+            raise ValueError("no pinned waiver approver key verifies it")
+        if not isinstance(data, dict):
+            raise ValueError("its payload is not a table")
     except ValueError as exc:
         return WaiverCheck(**base, accepted=False, why=f"signature not accepted: {exc}")
     seen = {

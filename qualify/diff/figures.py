@@ -31,19 +31,6 @@ from qualify.records import StageRecord
 Z95 = NormalDist().inv_cdf(0.975)
 
 
-def cells_of(records: Mapping[str, StageRecord]) -> dict[tuple[str, str], Cell]:
-    """Every stage's cells (its spec's `cells`, handed its typed record), the `lead` stage's
-    first."""
-    from qualify.registry import led
-
-    cells: list[Cell] = []
-    for spec in led():
-        record = records.get(spec.name)
-        if spec.loaded.cells is not None and record is not None:
-            cells += [dataclasses.replace(c, stage=spec.name) for c in spec.loaded.cells(record)]
-    return {(c.group, c.cell): c for c in cells}
-
-
 # --- intervals -------------------------------------------------------------------------------
 
 
@@ -173,8 +160,19 @@ def compare_figures(
     margin: float,
     run_reasons: list[str],
 ) -> list[FigureDiff]:
-    """One entry per cell of either run: compared per measure, or `not comparable` with why."""
-    ca, cb = cells_of(da), cells_of(db)
+    """One entry per cell of either run: compared per measure, or `not comparable` with why.
+    A run's cells are every stage's (its spec's `cells`, handed its typed record), the `lead`
+    stage's first."""
+    from qualify.registry import led
+
+    ca: dict[tuple[str, str], Cell] = {}
+    cb: dict[tuple[str, str], Cell] = {}
+    for records, cells in ((da, ca), (db, cb)):
+        for spec in led():
+            record = records.get(spec.name)
+            if spec.loaded.cells is not None and record is not None:
+                for c in spec.loaded.cells(record):
+                    cells[c.group, c.cell] = dataclasses.replace(c, stage=spec.name)
     out: list[FigureDiff] = []
     order = list(ca) + [k for k in cb if k not in ca]
     for key in order:

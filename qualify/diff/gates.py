@@ -41,14 +41,6 @@ class GatesDiff(TypedDict):
     regressions: list[str]
 
 
-def _brief(g: GateOutcome) -> GateBrief:
-    return {
-        "verdict": g.verdict.value,
-        "status": g.status,
-        "reason": g.reasons[0] if g.reasons else "",
-    }
-
-
 def compare_gates(
     a: list[GateOutcome], b: list[GateOutcome], policy_differs: list[str]
 ) -> GatesDiff:
@@ -68,12 +60,18 @@ def compare_gates(
             what = "fixed"
         blocking = y is not None and y.status in BLOCKING
         counted = what == "regressed" and blocking and not policy_differs
+        brief: list[GateBrief | None] = [
+            {"verdict": g.verdict.value, "status": g.status, "reason": (g.reasons or [""])[0]}
+            if g
+            else None
+            for g in (x, y)
+        ]
         rows.append(
             {
                 "key": key,
                 "change": what,
-                "a": _brief(x) if x else None,
-                "b": _brief(y) if y else None,
+                "a": brief[0],
+                "b": brief[1],
                 "blocking_in_b": blocking,
                 "regression": counted,
             }

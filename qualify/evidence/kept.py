@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -153,18 +153,10 @@ ABS_TOL = 1e-4
 ABS_TOL_MS = 1e-2
 
 
-def _close(key: str, a: float, b: float) -> bool:
-    tol = ABS_TOL_MS if key.endswith("_ms") or "_ms_" in key else ABS_TOL
-    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=tol)
-
-
-def _num(v: object) -> TypeGuard[int | float]:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 def _walk(path: str, key: str, a: object, b: object) -> Iterator[str]:
-    if _num(a) and _num(b):
-        if not _close(key, float(a), float(b)):
+    if isinstance(a, int | float) and isinstance(b, int | float) and bool not in {type(a), type(b)}:
+        tol = ABS_TOL_MS if key.endswith("_ms") or "_ms_" in key else ABS_TOL
+        if not math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=tol):
             yield path
     elif isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):

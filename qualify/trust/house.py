@@ -179,16 +179,6 @@ def load(path: Path) -> HousePolicy:
     return parse(text, str(path))
 
 
-def _subset(field: str, house: list[str], mine: list[str] | None, word: str) -> list[str]:
-    if mine is None:
-        return []
-    dropped = [p for p in house if p not in mine]
-    return [
-        f"policy.{field}: drops house {word} {p!r} (a candidate may only add to the house list)"
-        for p in dropped
-    ]
-
-
 def _threshold_problems(house: Thresholds, mine: Thresholds, written: set[str]) -> list[str]:
     out = []
     for name in sorted(written):
@@ -223,9 +213,16 @@ def _threshold_problems(house: Thresholds, mine: Thresholds, written: set[str]) 
 
 def effective(house: HousePolicy, mine: Policy, where: str = "the candidate") -> PolicyRules:
     """The house rules tightened by a candidate's `[policy]`; a loosening is exit 2."""
-    problems = _subset("required", house.required, mine.required, "pattern")
-    problems += _subset("critical", house.critical, mine.critical, "pattern")
-    problems += _subset("levels", house.levels, mine.levels, "level")
+    problems = [  # a candidate may only add to the house's lists
+        f"policy.{name}: drops house {word} {p!r} (a candidate may only add to the house list)"
+        for name, have, want, word in (
+            ("required", house.required, mine.required, "pattern"),
+            ("critical", house.critical, mine.critical, "pattern"),
+            ("levels", house.levels, mine.levels, "level"),
+        )
+        for p in have
+        if want is not None and p not in want
+    ]
     written = Thresholds.model_validate(mine.thresholds or {})
     t_written = set(written.model_fields_set)
     thresholds = written

@@ -29,7 +29,6 @@ from qualify.evidence.kept import AttemptView, NotKept, as_table, differences, s
 from qualify.evidence.store import RESULT
 from qualify.gates.thresholds import Thresholds
 from qualify.present.reading import RunView
-from qualify.records import GateResult
 from qualify.registry import rebuild_of, specs, stage_names
 
 
@@ -40,29 +39,7 @@ def rejudged() -> tuple[str, ...]:
     return tuple(n for n in stage_names() if rebuild_of(n) is not None)
 
 
-def again_over_run(view: RunView, thresholds: Thresholds) -> tuple[list[str], list[str]]:
-    """The stages judged again over the whole run (their parts' `again`: identity), and a note
-    for each stage that ran with neither that nor a `rebuild`, saying why (its spec's
-    `unjudged`): `(problems, notes)`."""
-    problems: list[str] = []
-    notes: list[str] = []
-    ran = {a.partition("/")[0] for a in view.listing.attempts()}
-    for name, spec in specs().items():
-        if spec.loaded.again is not None:
-            more, said = spec.loaded.again(view, thresholds)
-            problems, notes = problems + more, notes + said
-        elif spec.loaded.rebuild is None and name in ran:
-            why = spec.unjudged or "its spec states no reason"
-            notes.append(f"{name}: not judged again from its kept exchanges: {why}")
-    return problems, notes
-
-
 # -- judging again --------------------------------------------------------------------------------
-
-
-def _key(g: GateResult) -> str:
-    """A gate's name within its stage, with its level: `decode`, `garble@off`."""
-    return g.gate + (f"@{g.level}" if g.level else "")
 
 
 def rejudge_attempt(view: AttemptView, gates_dir: Path, thresholds: Thresholds) -> list[str]:
@@ -93,8 +70,10 @@ def rejudge_attempt(view: AttemptView, gates_dir: Path, thresholds: Thresholds) 
         again = view.judged
     else:
         again, _load_problems = judge_stage(view.stage, gates_dir, rebuilt, thresholds)
-    signed = {_key(g): g.verdict.value for g in view.result.gates if g.gate != "gate-files"}
-    judged = {_key(g): g.verdict.value for g in again}
+    signed, judged = (  # by each gate's name within its stage, with its level: `garble@off`
+        {g.gate + (f"@{g.level}" if g.level else ""): g.verdict.value for g in gates}
+        for gates in ([g for g in view.result.gates if g.gate != "gate-files"], again)
+    )
     checks = {g.gate.id: g.gate.check for g in load_gates(gates_dir, view.stage)[0]}
     for gate in sorted(set(judged) - set(signed)):
         why = view.earlier.get(checks.get(gate.split("@", 1)[0], ""))
@@ -119,15 +98,26 @@ def rejudge_attempt(view: AttemptView, gates_dir: Path, thresholds: Thresholds) 
 def rejudge_run(
     view: RunView,
     thresholds: Thresholds,
-    control: Candidate | None,
+    signed: dict[str, str],
     accepted: dict[str, list[str]] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Every finished attempt of every re-judged stage, judged again from its signed files with
-    the project's gate files: (problems, notes)."""
+    """Every registered stage judged again from what it kept, with the project's gate files:
+    over the whole run (its parts' `again`: identity), or every finished attempt of a re-judged
+    stage from its signed files (`signed`: each file's sha256); a stage that ran with neither is
+    a note saying why (its spec's `unjudged`): `(problems, notes)`."""
     from qualify.gates.files import default_gates_dir
 
+    control = control_in_run(view, signed)
     problems: list[str] = []
     notes: list[str] = []
+    ran = {a.partition("/")[0] for a in view.listing.attempts()}
+    for name, spec in specs().items():
+        if spec.loaded.again is not None:
+            more, said = spec.loaded.again(view, thresholds)
+            problems, notes = problems + more, notes + said
+        elif spec.loaded.rebuild is None and name in ran:
+            why = spec.unjudged or "its spec states no reason"
+            notes.append(f"{name}: not judged again from its kept exchanges: {why}")
     stages = rejudged()
     found = [a for s in stages for a in view.attempts.get(s, []) if a.result is not None]
     for a in sorted(found, key=lambda a: f"{a.stage}/{a.dir.name}"):

@@ -298,7 +298,12 @@ def snapshot(root: Path) -> Snapshot:
     for e in entries:
         role, name = str(e.get("role")), str(e.get("name"))
         if e.get("action") == "pin":
-            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), _pub(e))
+            pub = serialization.load_pem_public_key(str(e.get("pem")).encode())
+            if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != e.get("keyid"):
+                raise Refused(
+                    f"refused: trust log entry {e.get('seq')} holds a key that is not its id"
+                )
+            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub)
         else:
             keys.get(role, {}).pop(name, None)
     for role, named in keys.items():
@@ -310,31 +315,18 @@ def snapshot(root: Path) -> Snapshot:
                     "log pins: keys change only through `qualify house pin`"
                 )
     expected = {TRUST_LOG} | {key_rel(r, n) for r, named in keys.items() for n in named}
-    for rel in _tree_files(repo, "trust"):
+    try:  # every file committed at HEAD under trust/
+        tree = (repo.head.commit.tree / "trust").traverse()
+        blobs = [str(getattr(b, "path", "")) for b in tree if getattr(b, "type", "") == "blob"]
+    except (KeyError, ValueError):
+        blobs = []
+    for rel in sorted(blobs):
         if rel not in expected:
             raise Refused(
                 f"refused: {root / rel} is committed at HEAD but the trust log pins no such "
                 "key: keys change only through `qualify house pin`"
             )
     return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
-
-
-def _tree_files(repo: git.Repo, folder: str) -> list[str]:
-    """Every file committed at HEAD under `folder`, as a path in the repository."""
-    try:
-        tree = repo.head.commit.tree / folder
-    except (KeyError, ValueError):
-        return []
-    return sorted(
-        str(getattr(b, "path", "")) for b in tree.traverse() if getattr(b, "type", "") == "blob"
-    )
-
-
-def _pub(entry: Mapping[str, object]) -> Ed25519PublicKey:
-    pub = serialization.load_pem_public_key(str(entry.get("pem")).encode())
-    if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != entry.get("keyid"):
-        raise Refused(f"refused: trust log entry {entry.get('seq')} holds a key that is not its id")
-    return pub
 
 
 def default_house() -> Path:

@@ -21,7 +21,7 @@ from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision import document
 from qualify.decision.conclude import conclude, latest, setup
 from qualify.decision.render import preview
-from qualify.decision.statement import envelope_path, sign_attempt
+from qualify.decision.statement import attempt_rel, envelope_path, sign_attempt
 from qualify.evidence.signing import keyid
 from qualify.evidence.store import RunDir
 from qualify.present import plots, wording
@@ -48,7 +48,7 @@ def _roomy(tmp: Path) -> RunDir:
 def _preview_with_plots(run: RunDir) -> tuple[DecisionRecord, str]:
     """The record derived now, its plots drawn where its decision attempt would be, the text."""
     record = preview(run, setup(None))
-    here = document.attempt_dir(run, record)
+    here = run.path / attempt_rel(record.attempt)
     here.mkdir(parents=True)
     for name, png in plots.drawn(document.plot_plan(run_view(run, record))):
         (here / name).write_bytes(png)
@@ -149,7 +149,7 @@ def test_a_clean_run_says_nothing_blocks(tmp_path: Path) -> None:
 
 
 def _links_resolve(run: RunDir, record: DecisionRecord, text: str) -> list[Path]:
-    here = document.attempt_dir(run, record)
+    here = run.path / attempt_rel(record.attempt)
     found = []
     for target in LINK.findall(text):
         if target.startswith("#"):
@@ -179,7 +179,7 @@ def test_every_link_is_a_sealed_signed_file(
     priv = Ed25519PrivateKey.generate()
     record = conclude(run, setup(None))
     sign_attempt(run, record.attempt, priv)
-    here = document.attempt_dir(run, record)
+    here = run.path / attempt_rel(record.attempt)
     text = (here / "decision.md").read_text()
     env = json.loads(envelope_path(run, record.attempt).read_text())
     assert env["signatures"][0]["keyid"] == keyid(priv.public_key())
