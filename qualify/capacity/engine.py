@@ -1,18 +1,5 @@
 """What the engine says it can hold: KV cache capacity in tokens, and how many requests of the
-full context fit at once. Read from the server, shown beside the measured matrix.
-
-Sources (REFERENCE.md; the log lines are the ones `qualify.ab.kv` parses):
-- llama-server: `/props` (`total_slots`, `default_generation_settings.n_ctx`, per slot) and
-  `/slots` (one entry per slot). Each slot holds one request of up to its `n_ctx`, so the KV
-  capacity is slots × n_ctx and the concurrency at the full (per-slot) context is the slots.
-- vLLM: the startup log's `GPU KV cache size: N tokens` and `Maximum concurrency for L tokens
-  per request: Xx` of a server qualify launched; else (attached) `/metrics`
-  `vllm:cache_config_info`'s labels (`kv_cache_size_tokens`, `kv_cache_max_concurrency`, or
-  `num_gpu_blocks` x `block_size`); `/v1/models` `max_model_len`. Without a concurrency figure
-  it is derived as KV tokens / max_model_len.
-- SGLang: the gauge `sglang:max_total_num_tokens` (the KV pool in tokens), else
-  `max_total_num_tokens=N` in its log or in `/server_info`; `/v1/models` `max_model_len`
-  (its context length); concurrency at the full context = pool / context length.
+full context fit at once; the sources per engine: docs/capacity.md, "What the engine reports".
 """
 
 from __future__ import annotations

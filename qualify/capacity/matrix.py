@@ -1,24 +1,5 @@
-"""The matrix: prompt lengths × concurrency levels, each cell the median of its counted runs.
-
-A cell's figures (one row of `data.matrix`):
-- `decode_tok_s_p50`: per-stream decode, the median over counted runs of each run's median;
-- `aggregate_output_tok_s`: completion tokens over the run's window (first request sent to
-  last response ended), median over counted runs;
-- `ttft_p50_s`, `e2e_p50_s`: medians of run medians; `ttft_p95_s`: the 95th percentile of
-  every counted stream's TTFT (a run of c streams has too few for a p95 of its own);
-- `failed`, `cut`: requests over every run, excluded ones included;
-- `queue_waiting_max`: the engine's waiting gauge, highest over the runs; `running_max` too;
-- `chunks_per_token`: SSE token chunks per completion token (below 1 when a chunk carries
-  several tokens, e.g. accepted drafts), median over counted runs;
-- `server_ratio`: client completion tokens over the server's generated-token counter delta over
-  the same window (1.0 when both agree), median over counted runs;
-- `server_decode_ratio`: where the engine keeps latency histograms (vLLM), the client's decode
-  tok/s over the server's over the same window (`qualify.capacity.runs.server_fidelity`),
-  median over counted runs; None where it keeps none.
-
-Concurrency is raised in the listed order; once a cell saturates (a failed or cut request, or a
-p95 TTFT past `max_ttft_p95_s`) the higher levels at that length are not run, and the row says
-where and why.
+"""The matrix: prompt lengths × concurrency levels, each cell the median of its counted runs
+(each figure's definition: docs/capacity.md, "A cell's figures").
 """
 
 from __future__ import annotations

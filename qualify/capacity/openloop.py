@@ -1,15 +1,6 @@
-"""Open-loop arrivals: requests sent at planned times whatever the server is doing.
-
-A closed loop (`qualify.httpclient.load.drive`) sends the next request only when one ends, so a
-slow server slows its own load and queueing never shows. Open loop plans the send times first,
-Poisson at a rate (exponential gaps from a seeded generator) or a burst (all at once), and sends
-each at its time on one event loop, however many are in flight.
-
-The client measures itself. For each request, **lag** is the actual send time (the client's
-monotonic clock when the request went out) minus the planned one; a **ticker** on the same loop
-sleeps 10 ms at a time and records how much longer each sleep took (the loop's oversleep). When
-either's p99 passes the house's `client_max_lag_ms`, the load the server saw was not the load
-planned, and its timestamps were read late: the cell is a harness error, not a server figure.
+"""Open-loop arrivals: requests sent at planned times whatever the server is doing, and the
+client's own lag (send lag, loop oversleep): docs/capacity.md, "Open-loop arrivals and the
+client's own lag".
 """
 
 from __future__ import annotations
@@ -76,8 +67,7 @@ class OpenLoopRun:
 
     @classmethod
     def ended(cls, sent: list[Sent], t0: float, oversleep_ms: list[float]) -> OpenLoopRun:
-        """The run once its requests have ended: its window runs to the last answer's end, or to
-        now where a request did not finish."""
+        """The run, its window to the last answer's end (to now where a request did not finish)."""
         ends = [
             s.sent_s + s.exchange.t_end
             for s in sent
@@ -164,9 +154,9 @@ async def _settle(
     while pending and not stop.is_set() and (left := t0 + deadline_s - time.perf_counter()) > 0:
         done, _ = await asyncio.wait({*pending, halt}, timeout=left, return_when=FIRST)
         pending -= done
-    why = f"still running {deadline_s:g} s after the cell began"
-    if stop.is_set():
-        why = "stopped early"
+    why = (
+        "stopped early" if stop.is_set() else f"still running {deadline_s:g} s after the cell began"
+    )
     await cancelled(*pending)
     for i, s in enumerate(sent):
         if i not in tasks:
@@ -177,10 +167,9 @@ async def _settle(
 
 @dataclass
 class Plan:
-    """One open-loop cell: `bodies[i]` sent at `offsets[i]` (s after the start). Requests still
-    running `deadline_s` after the start, or when `stop` is set, are cancelled and marked
-    unfinished (requests not yet sent when `stop` is set are never sent); `on_done(i, exchange)`
-    as each ends. `watch()` runs beside them until they have ended, then `stop` is set."""
+    """One open-loop cell: `bodies[i]` sent at `offsets[i]` (s after the start), cancelled and
+    unfinished `deadline_s` after it or at `stop`; `on_done(i, exchange)` as each ends, and
+    `watch()` beside them until they have ended."""
 
     bodies: Sequence[object]
     offsets: Sequence[float]

@@ -1,10 +1,6 @@
-"""The capacity stage's plot (matplotlib, SVG): aggregate output tok/s against concurrency, one
-line per lane and prompt length (the incumbent dashed), each legend entry with its numbers
-(the figure at each concurrency), and the engine's slot limit as a vertical line: beyond it
-the server queues streams instead of running them, so the aggregate flattens there.
-
-With an open-loop knee search, a second panel shows goodput against the offered rate, the
-house's floor as a horizontal line and the knee marked.
+"""The capacity stage's plot (matplotlib, SVG): aggregate output tok/s against concurrency per lane
+and length, the engine's slot limit (past it the server queues streams, so the aggregate
+flattens), and goodput against the offered rate with the floor and the knee.
 """
 
 from __future__ import annotations

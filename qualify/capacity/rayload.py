@@ -1,13 +1,6 @@
-"""The Ray side of open-loop cells over workers (`qualify.capacity.spread` says what and why).
-
-`RayFleet.open` joins the cluster (`ray.init(address)`, this process's `qualify` package shipped
-to the workers as a `py_module`, so every worker runs the driver's very code), reserves one
-bundle per worker in a placement group (STRICT_SPREAD, one worker per node, when the cluster has
-as many nodes; SPREAD otherwise) and starts one `LoadWorker` actor in each. `RayFleet.send` has
-the signature of `qualify.capacity.openloop.send`: per cell it probes the clocks, broadcasts the
-start, lets each worker send its share (`qualify.capacity.shard.Shard`), polls them every
-`POLL_S` for the exchanges that ended (judged here by the cell's `on_done`; its early stop
-halts every worker), and merges their requests in the schedule's order.
+"""The Ray side of open-loop cells over workers (`qualify.capacity.spread` says what and why,
+docs/capacity.md "Load past one machine: Ray workers" how): `RayFleet.send` has the signature
+of `qualify.capacity.openloop.send`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""One timed run of one capacity cell: c cold prompts in flight at once, between two idle checks.
-
-Before the run the engine must be idle (no running, no waiting request, from its gauges); the
-counters read then and again once it is idle after the run give the server's own figures over
-the same window: generated tokens (for the aggregate cross-check) and draft acceptance. While
-the streams are in flight `/metrics` is polled for the engine's running and waiting gauges: the
-waiting gauge is the server-side queue. Where the engine keeps latency histograms (vLLM), the
-run's requests are compared with the server's own decode rate and TTFT over the same window
-(`server_window`), as the A/B's cells are.
-
-A run is *excluded* (kept, listed, never counted in the cell's medians) when the engine was not
-idle around it, a request failed or was cut, or an answer was degenerate.
+"""One timed run of one capacity cell: c cold prompts in flight at once, between two idle checks,
+with the engine's queue gauges and counters over the same window (docs/capacity.md, "A cell's
+figures", which also says when a run is excluded).
 """
 
 from __future__ import annotations
@@ -34,12 +25,12 @@ from qualify.serving.sender import Sender
 
 AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
 QUEUE_POLL_S = 0.5
+Meter = Callable[[float, float], dict[str, object]]  # energy over a monotonic window
 
 
 class StreamRec(TypedDict, total=False):
-    """One stream's figures as `stream_record` measures them; an open-loop cell's planned
-    request adds its send offset and lag (`qualify.capacity.knee.measured`), one never
-    answered carries only why (`unfinished`)."""
+    """One stream's figures (`stream_record`); an open-loop request adds its send offset and lag,
+    one never answered carries only why (`unfinished`)."""
 
     failed: str | None
     cut: str | None
@@ -84,16 +75,14 @@ def stream_record(
     t = timing(o)
     failed, cut = _failure(ex, o)
     answered = failed is None and cut is None
-    budget = max_tokens if max_tokens is not None else _budget(ex)
-    judged = (
-        broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, o.tool_calls)
-        if kind is not None and answered
-        else []
-    )
+    judged: list[str] = []
+    if kind is not None and answered:
+        budget = max_tokens if max_tokens is not None else _budget(ex)
+        judged = broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, o.tool_calls)
     return {
         "failed": failed,
         "cut": cut,
-        "degenerate": degenerate(o.content) if failed is None and cut is None else None,
+        "degenerate": degenerate(o.content) if answered else None,
         "finish_reason": o.finish_reason,
         "prompt_tokens": t.prompt_tokens,
         "cached_tokens": t.cached_tokens,
@@ -183,11 +172,7 @@ def exclusion(run: Mapping[str, object]) -> str | None:
 
 
 async def timed_run(
-    s: Sender,
-    prompts: list[Messages],
-    label: str,
-    kind: str = "prose",
-    meter: Callable[[float, float], dict[str, object]] | None = None,
+    s: Sender, prompts: list[Messages], label: str, kind: str = "prose", meter: Meter | None = None
 ) -> dict[str, object]:
     """Every prompt in flight at once between two idle checks; the run's record."""
     before = await wait_idle(s.client, s.dialect, s.idle_wait_s)
@@ -229,21 +214,12 @@ async def timed_run(
 
 
 def server_fidelity(
-    before: IdleReport,
-    after: IdleReport,
-    d: Dialect,
-    exchanges: list[Exchange],
-    streams: list[StreamRec],
+    before: IdleReport, after: IdleReport, d: Dialect, exs: list[Exchange], streams: list[StreamRec]
 ) -> dict[str, object]:
     """The run's answered requests against the server's latency histograms over the same idle
-    window (vLLM keeps them; llama.cpp does not, said so): the client's cell decode tok/s over
-    the server's and its mean TTFO minus the server's mean TTFT
-    (`qualify.httpclient.timing.with_server_window`, as the A/B compares its cells)."""
-    answered = [
-        ex
-        for ex, st in zip(exchanges, streams, strict=True)
-        if not st.get("failed") and not st.get("cut")
-    ]
+    window (vLLM keeps them; llama.cpp does not, said so), as the A/B compares its cells."""
+    pairs = zip(exs, streams, strict=True)
+    answered = [ex for ex, st in pairs if not st.get("failed") and not st.get("cut")]
     window = server_window(before.snapshot, after.snapshot, d, expected=len(answered))
     _, compared = with_server_window([timing(from_stream(ex)) for ex in answered], window)
     return compared

@@ -1,18 +1,8 @@
 """One worker's share of an open-loop cell (`qualify.capacity.spread`): what a Ray actor runs.
 
-The driver draws the cell's whole schedule; this worker is given requests i, i+n, … of it (their
-bodies and planned offsets from the shared start) and the start as an instant of the driver's
-clock, with its own clock's offset from the driver's (measured by the driver's probes). It maps
-the start to its own monotonic clock, waits for it, and sends its share with qualify's own
-open-loop sender (`qualify.capacity.openloop.send`) and HTTP client, nothing else. Each request
-that ends is handed back raw (the whole exchange) at the driver's next poll, with what is in
-flight, so the driver judges every answer, stops the cell early as one process would, and keeps
-the exchanges; the statistics are never computed here.
-
-Times handed back are on the driver's clock (the worker's minus its offset): an exchange's
-`t_sent`, each request's actual send time from the shared start. The worker's own figures: its
-send lag (over its share), its event loop's oversleep, how late it came past the start, and the
-CPU time its process spent on the cell.
+It sends requests i, i+n, … of the driver's schedule from the shared start with qualify's own
+sender, and hands each exchange back raw, its times on the driver's clock (the worker's minus
+its offset); the statistics are never computed here.
 """
 
 from __future__ import annotations

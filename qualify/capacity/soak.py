@@ -1,28 +1,6 @@
-"""The soak: a steady open-loop load for the house's duration, watched for liveness and drift.
-
-A server whose `/health` answers 200 can still have stopped generating (a wedged scheduler, a
-dead worker behind a live front end, a frozen process behind a proxy). While the soak's Poisson
-arrivals run, a watcher on the same loop polls every `poll_s`:
-
-- **progress**: the engine's generated-token counter (`Dialect.generated`) and its step counters
-  (`STEP_COUNTERS`: llama-server's decode calls, prompt tokens), and the requests the client saw
-  complete. With a request in flight and neither moving for `thresholds.soak_stall_s`,
-  the engine is **hung**: the soak stops at once (requests in flight cancelled, the rest never
-  sent) and says so, naming what `/health` answered meanwhile. A hang is therefore reported
-  within `soak_stall_s + poll_s + probe_timeout_s` of the last progress, whatever the server does;
-- `/health` status, and **engine error counters**: every counter whose name says error, fail,
-  abort or reject, and `finished_reason` labels `abort`/`error`, as deltas over the soak;
-- **memory**: GPU used memory from the sampler where there is one, else the resident memory of
-  the server process qualify launched; its growth from the first to the last reading;
-- **TTFT drift**: the median TTFT of the last third of the requests (in send order) over that of
-  the first third;
-- **acceptance drift**: the engine's draft counters on every scrape, kept as a series, and the
-  speculative acceptance and mean accepted length per third of the soak's time from their
-  deltas (`qualify.capacity.specdrift`); "no speculation" on an engine that drafts nothing.
-
-Every answer is judged as in the other load cells, and the soak's goodput is computed under the
-same SLOs. Once the load has ended (not after a hang) the watcher scrapes once more, so the
-progress and error-counter deltas cover the whole soak.
+"""The soak: a steady open-loop load for the house's duration, watched for liveness (a hung
+engine stops it), error counters, memory, TTFT and acceptance drift (docs/capacity.md, "The soak:
+liveness and drift").
 """
 
 from __future__ import annotations
@@ -103,25 +81,15 @@ def drift(streams: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """Median TTFT of the last third over the first third, by planned send time, with how many
     answered requests each third holds (`per_third`: the gate judges no drift from fewer than
     the house's `soak_min_third_requests`)."""
-    ok = sorted(
-        (
-            (number(s.get("planned_s")) or 0.0, t)
-            for s in streams
-            if (t := number(s.get("ttft_s"))) is not None
-        ),
-        key=lambda at: at[0],
-    )
+    at = [(number(s.get("planned_s")) or 0.0, number(s.get("ttft_s"))) for s in streams]
+    ok = sorted([(p, t) for p, t in at if t is not None], key=lambda pt: pt[0])
     third = len(ok) // 3
     first = median([float(t) for _, t in ok[:third]]) if third >= 2 else None
     last = median([float(t) for _, t in ok[-third:]]) if third >= 2 else None
     pct = (last / first - 1) * 100 if first and last is not None else None
-    return {
-        "first_p50_s": first,
-        "last_p50_s": last,
-        "drift_pct": pct,
-        "answered": len(ok),
-        "per_third": third,
-    }
+    return dict(
+        first_p50_s=first, last_p50_s=last, drift_pct=pct, answered=len(ok), per_third=third
+    )
 
 
 class Watcher:
@@ -140,8 +108,7 @@ class Watcher:
     ) -> None:
         self.s, self.flight, self.stop = sender, flight, stop
         self.stall_s, self.health_path, self.memory = stall_s, health_path, memory
-        self.poll_s, self.e2e_s = poll_s, e2e_s
-        self.bound_s = stall_s
+        self.poll_s, self.e2e_s, self.bound_s = poll_s, e2e_s, stall_s
         self.hung: str | None = None
         self.detected_after_s: float | None = None
         self.timeline: list[list[float | int | str | None]] = []
@@ -152,12 +119,6 @@ class Watcher:
         self.health: dict[str, int] = {}
         self.spec: list[list[float | None]] = []
         self.t0 = time.perf_counter()
-
-    def _spec(self, snap: MetricsSnapshot | None) -> None:
-        """One row of the draft-counter series (`specdrift`), where the engine has any."""
-        point = None if snap is None else spec_point(SpecCounters.read(snap, self.s.dialect))
-        if point is not None and len(self.spec) < TIMELINE_MAX:
-            self.spec.append([round(time.perf_counter() - self.t0, 2), *point])
 
     async def _probe(self) -> tuple[MetricsSnapshot | None, str]:
         """One scrape and one health check, counted: the generated tokens, the draft counters,
@@ -175,12 +136,14 @@ class Watcher:
         if health.error_kind is not None:
             said = f"no answer ({health.error_kind})"
         self.health[said] = self.health.get(said, 0) + 1
-        gen = None if snap is None else snap.first(self.s.dialect.generated)
-        if gen is not None:
-            self.generated.append(gen)
-        self._spec(snap)
         if snap is not None:
             self.errors_last = error_counters(snap)
+            if (gen := snap.first(self.s.dialect.generated)) is not None:
+                self.generated.append(gen)
+            # one row of the draft-counter series (`specdrift`), where the engine has any
+            point = spec_point(SpecCounters.read(snap, self.s.dialect))
+            if point is not None and len(self.spec) < TIMELINE_MAX:
+                self.spec.append([round(time.perf_counter() - self.t0, 2), *point])
         return snap, said
 
     async def run(self) -> None:
@@ -204,17 +167,10 @@ class Watcher:
             mem = self.memory()
             if mem is not None:
                 self.memory_mib.append(mem)
+            f, mib = self.flight, None if mem is None else round(mem, 1)
             if len(self.timeline) < TIMELINE_MAX:
-                self.timeline.append(
-                    [
-                        round(now - self.t0, 2),
-                        step,
-                        self.flight.completed,
-                        self.flight.in_flight,
-                        health,
-                        None if mem is None else round(mem, 1),
-                    ]
-                )
+                t = round(now - self.t0, 2)
+                self.timeline.append([t, step, f.completed, f.in_flight, health, mib])
             stalled = now - last_progress
             # without a progress counter only a finished request shows progress, so a request
             # may take up to the E2E bound before silence means anything

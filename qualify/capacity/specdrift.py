@@ -1,10 +1,6 @@
-"""Speculative acceptance over the soak's time, from the server's own draft counters: the series
-(`acceptance_series`, one row `[t_s, drafts, draft_tokens, accepted]`, cumulative, per scrape) cut
-into three equal spans of time; per third, acceptance rate = Δaccepted / Δdraft tokens and mean
-accepted length = 1 + Δaccepted / Δdrafts (the bonus token counted); each drift is the last
-third's over the first's minus one, in per cent (docs/capacity.md, "Speculative acceptance over
-the soak's time"). The stage and `verify` derive the thirds from the kept series with this one
-function."""
+"""Speculative acceptance over the soak's time, from the server's own draft counters
+(docs/capacity.md, "Speculative acceptance over the soak's time"); the stage and `verify`
+derive the thirds from the kept series with this one function."""
 
 from __future__ import annotations
 

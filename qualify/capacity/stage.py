@@ -1,12 +1,7 @@
-"""Capacity: what the recipe carries. Prompt lengths × concurrency, per-kind decode at depth, what
-the engine says it can hold, and the incumbent measured the same way beside it.
-
-Order of work, so that servers switch as little as possible while the lanes still alternate:
-the candidate's engine figures, its per-kind decode (c = 1), then the matrix runs in the order
-candidate, incumbent, incumbent, candidate, candidate, incumbent, … (one matrix run per turn).
-Without an incumbent the candidate runs every run of each cell in a row. Each turn on a lane
-starts each prompt length with its warm-ups (kept as evidence, never counted). See
-`qualify.capacity.matrix` for the figures of a cell and `docs/capacity.md` for the whole stage.
+"""Capacity: prompt lengths × concurrency, per-kind decode at depth, what the engine says it can
+hold, the open-loop load, and the incumbent measured the same way beside it. The lanes
+alternate run by run (`turns`: candidate, incumbent, incumbent, candidate, …) so that servers
+switch as little as possible; each turn warms each length up first (kept, never counted).
 """
 
 from __future__ import annotations
