@@ -55,17 +55,14 @@ def median_of_runs(runs: Sequence[Mapping[str, object]]) -> dict[str, object]:
     out["server_decode_ratio"] = median(
         _nums([_field(r.get("server_window"), "decode_ratio") for r in counted])
     )
-    out["failed"] = sum(_count(r.get("failed")) for r in runs)
-    out["cut"] = sum(_count(r.get("cut")) for r in runs)
-    out["requests"] = sum(_count(r.get("requests")) for r in runs)
+    out |= {k: sum(_count(r.get(k)) for r in runs) for k in ("failed", "cut", "requests")}
     queues = [r["queue"] for r in runs if r.get("queue")]
     for key in ("waiting_max", "running_max"):
         vals = _nums([_field(q, key) for q in queues])
         out[f"queue_{key}"] = max(vals) if vals else None
     out["energy"] = energy = cell_energy(counted)
     out["j_per_output_token"] = energy["j_per_output_token"]
-    out["runs"] = len(runs)
-    out["counted_runs"] = len(counted)
+    out["runs"], out["counted_runs"] = len(runs), len(counted)
     out["excluded_runs"] = [
         {"run": r.get("run"), "why": r["excluded"]} for r in runs if r.get("excluded")
     ]

@@ -40,19 +40,12 @@ def plot(
     lengths = sorted({n for _, n in series})
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for lane, length in series:
-        line = sorted(
-            (r.concurrency, float(r.aggregate_output_tok_s or 0.0))
-            for r in pts
-            if r.lane == lane and r.length == length
-        )
-        ax.plot(
-            [c for c, _ in line],
-            [v for _, v in line],
-            marker="o",
-            linestyle="--" if lane != "candidate" else "-",
-            color=colours[lengths.index(length) % len(colours)],
-            label=f"{length} tok {lane}: {', '.join(f'c{c} {v:.3g}' for c, v in line)} tok/s",
-        )
+        mine = [r for r in pts if r.lane == lane and r.length == length]
+        line = sorted((r.concurrency, float(r.aggregate_output_tok_s or 0.0)) for r in mine)
+        style, colour = "--" if lane != "candidate" else "-", lengths.index(length) % len(colours)
+        label = f"{length} tok {lane}: {', '.join(f'c{c} {v:.3g}' for c, v in line)} tok/s"
+        xs, ys = [c for c, _ in line], [v for _, v in line]
+        ax.plot(xs, ys, marker="o", linestyle=style, color=colours[colour], label=label)
     if isinstance(slots, int | float) and slots > 0:
         ax.axvline(slots, color="grey", linestyle=":", label=f"slot limit: {slots:g} sequences")
     levels = sorted({r.concurrency for r in rows})
@@ -77,10 +70,8 @@ def plot(
 
 
 def _goodput_panel(ax: Axes, cells: list[OpenCell], load: Load) -> None:
-    pts = sorted(
-        ((float(c.rate_rps or 0.0), c.goodput, c.goodput_ci95) for c in cells),
-        key=lambda p: p[0],
-    )
+    raw = [(float(c.rate_rps or 0.0), c.goodput, c.goodput_ci95) for c in cells]
+    pts = sorted(raw, key=lambda p: p[0])
     good = [(x, g, ci) for x, g, ci in pts if g is not None]
     xs = [x for x, _, _ in good]
     ys = [g for _, g, _ in good]

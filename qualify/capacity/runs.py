@@ -12,6 +12,7 @@ from typing import TypedDict
 
 from qualify.ab.acceptance import between
 from qualify.capacity.answers import broken
+from qualify.capacity.matrix import _field
 from qualify.capacity.openloop import cancelled
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
@@ -77,7 +78,9 @@ def stream_record(
     answered = failed is None and cut is None
     judged: list[str] = []
     if kind is not None and answered:
-        budget = max_tokens if max_tokens is not None else _budget(ex)
+        body = ex.request_body if isinstance(ex.request_body, dict) else {}
+        v = body.get("max_tokens") or body.get("max_completion_tokens")
+        budget = max_tokens if max_tokens is not None else v if isinstance(v, int) else 1 << 30
         judged = broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, o.tool_calls)
     return {
         "failed": failed,
@@ -98,12 +101,6 @@ def stream_record(
     }
 
 
-def _budget(ex: Exchange) -> int:
-    body = ex.request_body if isinstance(ex.request_body, dict) else {}
-    v = body.get("max_tokens") or body.get("max_completion_tokens")
-    return int(v) if isinstance(v, int) else 1 << 30
-
-
 async def _watch_queue(
     client: Client, d: Dialect, running: list[float], waiting: list[float]
 ) -> None:
@@ -114,14 +111,6 @@ async def _watch_queue(
         running += [] if now_running is None else [now_running]
         waiting += [] if now_waiting is None else [now_waiting]
         await asyncio.sleep(QUEUE_POLL_S)
-
-
-def _window(exchanges: list[Exchange]) -> float | None:
-    ok = [ex for ex in exchanges if ex.t_end is not None]
-    if not ok:
-        return None
-    start = min(ex.t_sent for ex in exchanges)
-    return max(ex.t_sent + (ex.t_end or 0.0) for ex in ok) - start
 
 
 def _nums(key: str, rows: Sequence[Mapping[str, object]]) -> list[float]:
@@ -151,10 +140,6 @@ def summarize(streams: list[StreamRec], window: float | None) -> dict[str, objec
         "chunks_per_token": chunks / tokens if tokens else None,
         "prompt_tokens_p50": median(_nums("prompt_tokens", answered)),
     }
-
-
-def _field(v: object, key: str) -> object:
-    return v.get(key) if isinstance(v, dict) else None
 
 
 def exclusion(run: Mapping[str, object]) -> str | None:
@@ -205,7 +190,10 @@ async def timed_run(
         stream_record(ex, s.keep(f"{label}-s{i + 1}", ex), kind) for i, ex in enumerate(exchanges)
     ]
     run["streams"] = streams
-    run.update(summarize(streams, _window(exchanges)))
+    # the run's window: first request sent to last response ended
+    ends = [ex.t_sent + ex.t_end for ex in exchanges if ex.t_end is not None]
+    window = max(ends) - min(ex.t_sent for ex in exchanges) if ends else None
+    run.update(summarize(streams, window))
     run["server_generated_tokens"] = after.since(before, s.dialect.generated)
     run["acceptance"] = between(before.snapshot, after.snapshot, s.dialect)
     run["server_window"] = server_fidelity(before, after, s.dialect, exchanges, streams)

@@ -67,19 +67,15 @@ class Shard:
     offset_s: float = 0.0
     indices: list[int] = field(default_factory=list)
 
-    def client(self, spec: ShardSpec) -> Client:
-        key = (spec.base_url, spec.api_key, spec.client_timeout_s)
-        if key not in self.clients:
-            self.clients[key] = Client(spec.base_url, spec.api_key, spec.client_timeout_s)
-        return self.clients[key]
-
     def _ended(self, k: int, ex: Exchange) -> None:
         ex.t_sent -= self.offset_s  # onto the driver's clock
         self.done.append((self.indices[k], ex))
 
     async def run(self, spec: ShardSpec) -> ShardResult:
         """Send this worker's share from the shared start (see the module docstring)."""
-        client = self.client(spec)
+        key = (spec.base_url, spec.api_key, spec.client_timeout_s)
+        if key not in self.clients:  # one client per server, kept across cells
+            self.clients[key] = Client(*key)
         self.stop, self.flight, self.done = asyncio.Event(), Flight(), []
         self.offset_s, self.indices = spec.offset_s, list(spec.indices)
         cpu0 = time.process_time()
@@ -97,7 +93,7 @@ class Shard:
             flight=self.flight,
             on_done=self._ended,
         )
-        run = await send(client, cell)
+        run = await send(self.clients[key], cell)
         shift = run.started - start
         done, self.done = self.done, []
         return ShardResult(

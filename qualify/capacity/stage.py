@@ -10,6 +10,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from qualify.ab.kv import read_server_log
@@ -68,15 +69,8 @@ def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, object]:
     """The lane's request fields: model, budget, the named level's fields (else its first)."""
     name = s.level if s.level in cand.reasoning else next(iter(cand.reasoning), None)
     fields = cand.reasoning[name].request_fields() if name is not None else {}
-    body: dict[str, object] = {
-        "model": cand.identity.model,
-        "max_tokens": s.max_tokens,
-        "temperature": 0,
-        **fields,
-    }
-    if s.ignore_eos:
-        body["ignore_eos"] = True
-    return body
+    body: dict[str, object] = {"model": cand.identity.model, "max_tokens": s.max_tokens}
+    return body | {"temperature": 0, **fields} | ({"ignore_eos": True} if s.ignore_eos else {})
 
 
 def turns(runs: int, incumbent: bool) -> list[tuple[str, list[int]]]:
@@ -143,53 +137,41 @@ class Capacity:
 
     async def load(self, lane: Lane, task: Task) -> Load:
         """The knee search, the burst and the soak on one lane, at one prompt length."""
-        s, t = self.s, self.ctx.thresholds
+        s, kind, lag = self.s, self.s.load.kind, self.ctx.thresholds.client_max_lag_ms
         target = s.load.length or s.lengths[0]
         (planned,) = plan_lengths([target], lane.window, s.max_tokens)
-        out: dict[str, object] = {"length": planned, "slo": self.slo, "lane": lane.name}
-        out["kind"] = s.load.kind
+        out: dict[str, object] = dict(length=planned, slo=self.slo, lane=lane.name, kind=kind)
         if planned.errors:
             return Load.model_validate(out | {"error": "; ".join(planned.errors)})
         n = planned.planned_tokens
-        fresh_key = (s.load.kind, n) not in lane.prompts
+        fresh_key = (kind, n) not in lane.prompts
         try:
-            p = await self.prompts(lane, s.load.kind, n)
+            p = await self.prompts(lane, kind, n)
         except SizingError as exc:
             return Load.model_validate(out | {"error": f"sizing failed: {exc}"})
         if fresh_key:
             await self.warm(lane, p, f"load-{lane.name}-{n}")
         common = LaneArgs(
-            kind=s.load.kind,
-            max_tokens=s.max_tokens,
-            slo=self.slo,
-            lag_bound_ms=t.client_max_lag_ms,
-            meter=self.meter,
+            kind=kind, max_tokens=s.max_tokens, slo=self.slo, lag_bound_ms=lag, meter=self.meter
         )
-        text = self.trace(lane)
+        text, tick = self.trace(lane), partial(task.advance, 1)
         drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s  # the burst's and the replay's
         if s.load.enabled:
-            found = await search(
-                lane.sender,
-                p.fresh,
-                s.load,
-                seed=self.seed,
-                advance=lambda note: task.advance(note=note),
-                rows=read_trace(text) if text else None,
-                **common,
+            rows = read_trace(text) if text else None
+            out |= await search(
+                lane.sender, p.fresh, s.load, seed=self.seed, advance=tick, rows=rows, **common
             )
-            out.update(found)
         ld = Load.model_validate(out)
         if s.load.enabled and (n := s.load.burst):  # n requests at once: a spike
-            label = f"load-burst-{n}"
             b = await open_cell(
-                lane.sender, p.fresh, burst(n), label=label, drain_s=drain, **common
+                lane.sender, p.fresh, burst(n), label=f"load-burst-{n}", drain_s=drain, **common
             )
             b |= {"arrival": "burst", "rate_rps": None, "cell": f"burst-{n}"}
             ld.cells.append(OpenCell.model_validate(b))
-            task.advance(note=f"capacity burst of {n}")
+            tick(f"capacity burst of {n}")
         if s.soak.enabled:
             ld.soak = Soak.model_validate(await self.soak_step(lane, p, ld, common))
-            task.advance(note="capacity soak")
+            tick("capacity soak")
         if text:  # the candidate's trace, at each of its scales
             got = await replays(lane.sender, text, s.replay, common, drain)
             ld.replay = [ReplayCell.model_validate(c) for c in got]
@@ -199,8 +181,7 @@ class Capacity:
         return ld
 
     def trace(self, lane: Lane) -> str | None:
-        """The text of the candidate's replay trace, kept in the attempt (`KEPT_TRACE`) for
-        `verify` to derive the replay's and the trace steps' send times and prompts from."""
+        """The candidate's replay trace, kept in the attempt (`KEPT_TRACE`) for `verify`."""
         if not self.s.replay.trace:
             return None
         where = self.ctx.lanes.loaded[lane.name].directory
@@ -354,10 +335,8 @@ class Capacity:
                         warmed = True
                     runs = []
                     for r in range(1, self.s.kind_runs + 1):
-                        label = f"kind-{kind}-{n}-r{r}"
-                        timed = await timed_run(
-                            lane.sender, [await p.fresh()], label, kind, self.meter
-                        )
+                        label, one = f"kind-{kind}-{n}-r{r}", [await p.fresh()]
+                        timed = await timed_run(lane.sender, one, label, kind, self.meter)
                         timed["run"] = r
                         runs.append(timed)
                         task.advance(note=f"capacity {kind} at {n} run {r}")
@@ -392,15 +371,13 @@ async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> rec.Incumbe
     # the house the run was given, once the stage context carries it (else the default house)
     house: Path | None = getattr(ctx, "house", None)
     inc, info = find_incumbent(ctx.loaded, house)
-    if inc is None:
-        return rec.Incumbent.model_validate(info)
     try:
-        ctx.run.redactor.add(api_key(inc))
+        if inc is not None:
+            ctx.run.redactor.add(api_key(inc))
+            ctx.lanes.loaded[INCUMBENT] = inc  # status "found"
     except BadInput as exc:
         info.update(status="unusable", why="; ".join(exc.problems))
-        return rec.Incumbent.model_validate(info)
-    ctx.lanes.loaded[INCUMBENT] = inc
-    return rec.Incumbent.model_validate(info)  # status "found"
+    return rec.Incumbent.model_validate(info)
 
 
 def _plot(ctx: StageContext, record: rec.Record) -> list[str]:
