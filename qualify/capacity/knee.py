@@ -148,14 +148,11 @@ async def open_cell(
     offsets: list[float],
     *,
     label: str,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
     drain_s: float,
-    meter: Meter | None = None,
+    **lane: Unpack[LaneArgs],
 ) -> dict[str, object]:
     """One open-loop cell between an idle check and the end of its last request."""
+    kind, max_tokens, slo = lane["kind"], lane["max_tokens"], lane["slo"]
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
     prompts = [await fresh() for _ in offsets]  # sized before the clock starts
     bodies = [sender.request(p) for p in prompts]
@@ -164,6 +161,7 @@ async def open_cell(
     cell = Plan(bodies, offsets, span + drain_s, sender.timeout_s, stop=e.stop, flight=e.flight)
     cell.on_done, cell.watch = e.done, e.watch
     how = chosen(send)  # on Ray workers while a fleet is open (`capacity.spread`)
+    lag_bound_ms, meter = lane["lag_bound_ms"], lane.get("meter")
     run, streams, tally = await measured(
         sender, cell, label, kind, max_tokens, lag_bound_ms, meter, how
     )

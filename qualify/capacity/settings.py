@@ -189,9 +189,7 @@ class CapacitySettings(StrictModel):
         2, description="untimed requests per prompt length before its cells (kept as evidence)"
     )
     max_tokens: PositiveInt = 128
-    ignore_eos: bool = Field(
-        False, description="send ignore_eos so every answer runs to max_tokens"
-    )
+    ignore_eos: bool = Field(False, description="send ignore_eos: every answer runs to max_tokens")
     kinds: list[DecodeKind] = Field(
         default_factory=lambda: list[DecodeKind](["prose", "code", "json", "list"]),
         description="content kinds of the per-kind decode at c=1 (empty: none)",

@@ -11,12 +11,14 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Unpack
 
 from qualify.ab.acceptance import SpecCounters
-from qualify.capacity.knee import Fresh, Meter, measured
-from qualify.capacity.openloop import Flight, Plan, poisson
-from qualify.capacity.slo import Slo, number
+from qualify.capacity.knee import Fresh, LaneArgs, measured
+from qualify.capacity.openloop import Plan, poisson
+from qualify.capacity.slo import number
 from qualify.capacity.specdrift import SERIES_COLUMNS, spec_point
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
@@ -92,33 +94,30 @@ def drift(streams: Sequence[Mapping[str, object]]) -> dict[str, object]:
     )
 
 
+@dataclass
 class Watcher:
-    """Polls progress, health, error counters and memory while the soak runs."""
+    """Polls progress, health, error counters and memory while the soak's `plan` runs."""
 
-    def __init__(
-        self,
-        sender: Sender,
-        flight: Flight,
-        stop: asyncio.Event,
-        stall_s: float,
-        health_path: str,
-        memory: Callable[[], float | None],
-        poll_s: float,
-        e2e_s: float,
-    ) -> None:
-        self.s, self.flight, self.stop = sender, flight, stop
-        self.stall_s, self.health_path, self.memory = stall_s, health_path, memory
-        self.poll_s, self.e2e_s, self.bound_s = poll_s, e2e_s, stall_s
-        self.hung: str | None = None
-        self.detected_after_s: float | None = None
-        self.timeline: list[list[float | int | str | None]] = []
-        self.generated: list[float] = []
-        self.errors_first: dict[str, float] | None = None
-        self.errors_last: dict[str, float] = {}
-        self.memory_mib: list[float] = []
-        self.health: dict[str, int] = {}
-        self.spec: list[list[float | None]] = []
-        self.t0 = time.perf_counter()
+    s: Sender
+    plan: Plan
+    stall_s: float
+    health_path: str
+    memory: Callable[[], float | None]
+    poll_s: float
+    e2e_s: float
+    hung: str | None = None
+    detected_after_s: float | None = None
+    timeline: list[list[float | int | str | None]] = field(default_factory=list)
+    generated: list[float] = field(default_factory=list)
+    errors_first: dict[str, float] | None = None
+    errors_last: dict[str, float] = field(default_factory=dict)
+    memory_mib: list[float] = field(default_factory=list)
+    health: dict[str, int] = field(default_factory=dict)
+    spec: list[list[float | None]] = field(default_factory=list)
+    t0: float = field(default_factory=time.perf_counter)
+
+    def __post_init__(self) -> None:
+        self.bound_s = self.stall_s  # the stall bound in force, set again on each poll
 
     async def _probe(self) -> tuple[MetricsSnapshot | None, str]:
         """One scrape and one health check, counted: the generated tokens, the draft counters,
@@ -147,47 +146,43 @@ class Watcher:
         return snap, said
 
     async def run(self) -> None:
+        f, stop = self.plan.flight, self.plan.stop
         last_progress = time.perf_counter()
         last_step: float | None = None
-        last_done = self.flight.completed
-        while not self.stop.is_set():
+        last_done = f.completed
+        while not stop.is_set():
             snap, health = await self._probe()
             now = time.perf_counter()
             step = progress(snap, self.s.dialect.generated)
-            moved = self.flight.completed != last_done or (
-                step is not None and last_step is not None and step > last_step
-            )
-            if step is not None:
-                last_step = step
-            last_done = self.flight.completed
-            if moved or self.flight.in_flight == 0:
+            grew = step is not None and last_step is not None and step > last_step
+            if grew or f.completed != last_done or f.in_flight == 0:
                 last_progress = now
+            last_step, last_done = last_step if step is None else step, f.completed
             if snap is not None and self.errors_first is None:
                 self.errors_first = self.errors_last
             mem = self.memory()
             if mem is not None:
                 self.memory_mib.append(mem)
-            f, mib = self.flight, None if mem is None else round(mem, 1)
             if len(self.timeline) < TIMELINE_MAX:
-                t = round(now - self.t0, 2)
+                t, mib = round(now - self.t0, 2), None if mem is None else round(mem, 1)
                 self.timeline.append([t, step, f.completed, f.in_flight, health, mib])
             stalled = now - last_progress
             # without a progress counter only a finished request shows progress, so a request
             # may take up to the E2E bound before silence means anything
             bound = self.stall_s if step is not None else max(self.stall_s, self.e2e_s)
             self.bound_s = bound
-            if self.flight.in_flight > 0 and stalled >= bound:
+            if f.in_flight > 0 and stalled >= bound:
                 counter = "no progress counter" if step is None else "no progress counter step"
                 self.hung = (
-                    f"hung engine: no progress for {stalled:.1f} s with {self.flight.in_flight} "
+                    f"hung engine: no progress for {stalled:.1f} s with {f.in_flight} "
                     f"requests in flight ({counter}, no request completed); /health meanwhile: "
                     + ", ".join(f"{k} ×{v}" for k, v in self.health.items())
                 )
                 self.detected_after_s = stalled
-                self.stop.set()
+                stop.set()
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop.wait(), self.poll_s)
+                await asyncio.wait_for(stop.wait(), self.poll_s)
         # once more after the last request ended: llama-server adds a request's tokens to its
         # generated-token counter only when it ends, which the last poll may have missed
         await self._probe()
@@ -227,35 +222,25 @@ async def soak(
     rate_rps: float,
     duration_s: float,
     stall_s: float,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
     health_path: str,
     seed: int,
     memory: Callable[[], float | None] = lambda: None,
     memory_source: str | None = None,
-    meter: Meter | None = None,
     poll_s: float = POLL_S,
+    **lane: Unpack[LaneArgs],
 ) -> dict[str, object]:
     """The steady load and its watcher; the soak's record."""
+    slo, lag_bound_ms, meter = lane["slo"], lane["lag_bound_ms"], lane.get("meter")
     # every arrival of the Poisson process that falls within the duration
     n = max(1, math.ceil(rate_rps * duration_s))
     offsets = [o for o in poisson(rate_rps, 3 * n + 20, seed) if o < duration_s] or [0.0]
     prompts = [await fresh() for _ in offsets]
     bodies = [sender.request(p) for p in prompts]
-    stop, flight = asyncio.Event(), Flight()
     drain = float(slo.e2e_s or 60.0)
-    watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, drain)
-    cell = Plan(
-        bodies,
-        offsets,
-        duration_s + drain,
-        timeout_s=sender.timeout_s,
-        stop=stop,
-        flight=flight,
-        watch=watcher.run,
-    )
+    cell = Plan(bodies, offsets, duration_s + drain, sender.timeout_s)
+    watcher = Watcher(sender, cell, stall_s, health_path, memory, poll_s, drain)
+    cell.watch = watcher.run
+    kind, max_tokens = lane["kind"], lane["max_tokens"]
     run, _, tally = await measured(sender, cell, "soak", kind, max_tokens, lag_bound_ms, meter)
     return {
         "rate_rps": rate_rps,

@@ -234,10 +234,9 @@ class Capacity:
 
     async def lane(self, name: str) -> Lane:
         client = await self.ctx.client(name)
-        if name in self.lanes:
-            self.lanes[name].sender.client = client
-            self.lanes[name].counter.client = client
-            return self.lanes[name]
+        if known := self.lanes.get(name):
+            known.sender.client = known.counter.client = client
+            return known
         cand: Candidate = self.ctx.lanes.loaded[name].candidate
         ident = cand.identity
         if name == INCUMBENT:
@@ -255,9 +254,8 @@ class Capacity:
         sender = Sender(client, d, body, self.s.timeout_s, self.s.idle_wait_s, self.ctx.keep)
         counter = Counter(client, ident.engine, ident.model, fields)
         lengths = plan_lengths(self.s.lengths, window, self.s.max_tokens)
-        lane = Lane(name, sender, counter, window, lengths, eng)
-        self.lanes[name] = lane
-        return lane
+        self.lanes[name] = Lane(name, sender, counter, window, lengths, eng)
+        return self.lanes[name]
 
     async def prompts(self, lane: Lane, kind: DecodeKind, planned: int) -> Prompts:
         key = (kind, planned)
@@ -441,9 +439,8 @@ async def capacity(ctx: StageContext) -> StageResult:
     }
     # derived from the kept exchanges by the rebuild (`capacity.rebuild`), named here so that
     # its record holds them
-    derived: dict[str, object] = {"not_run": [], "degenerate": [], "answers": {}}
-    derived.update(expected=[], comparison=[])
-    record = rec.Record.model_validate({**data, **derived, "check_code": answer_code()})
+    data |= {"not_run": [], "degenerate": [], "answers": {}, "expected": [], "comparison": []}
+    record = rec.Record.model_validate(data | {"check_code": answer_code()})
     result = finish(ctx, ctx.judge(record), record)
     # drawn from the record the kept exchanges give (the draft's figures are the rebuild's)
     result.reasons[:0] = _plot(ctx, rec.Record.model_validate(result.data))
