@@ -18,10 +18,7 @@ PLOT = "aggregate-vs-concurrency.svg"
 
 
 def plot(
-    rows: list[MatrixRow],
-    title: str,
-    slots: float | None = None,
-    load: Load | None = None,
+    rows: list[MatrixRow], title: str, slots: float | None = None, load: Load | None = None
 ) -> bytes:
     """The SVG bytes; `rows` are the matrix rows (every lane), `slots` the engine's concurrent
     sequences, `load` the knee search's record (its cells, knee and SLOs)."""
@@ -51,9 +48,7 @@ def plot(
     levels = sorted({r.concurrency for r in rows})
     if levels:
         ax.set_xticks(levels)
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("aggregate output tok/s")
-    ax.set_ylim(bottom=0)
+    ax.set(xlabel="concurrency", ylabel="aggregate output tok/s", ylim=(0, None))
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     if series or slots:
@@ -71,10 +66,8 @@ def plot(
 
 def _goodput_panel(ax: Axes, cells: list[OpenCell], load: Load) -> None:
     raw = [(float(c.rate_rps or 0.0), c.goodput, c.goodput_ci95) for c in cells]
-    pts = sorted(raw, key=lambda p: p[0])
-    good = [(x, g, ci) for x, g, ci in pts if g is not None]
-    xs = [x for x, _, _ in good]
-    ys = [g for _, g, _ in good]
+    good = sorted([(x, g, ci) for x, g, ci in raw if g is not None], key=lambda p: p[0])
+    xs, ys = [x for x, _, _ in good], [g for _, g, _ in good]
     # a Wilson bound equals the share at 0 % and 100 %, up to rounding: never a negative bar
     lo = [max(0.0, g - ci[0]) for _, g, ci in good if ci]
     hi = [max(0.0, ci[1] - g) for _, g, ci in good if ci]
@@ -91,10 +84,8 @@ def _goodput_panel(ax: Axes, cells: list[OpenCell], load: Load) -> None:
         ax.axvline(
             knee.rate_rps, color="green", linestyle="--", label=f"knee {knee.rate_rps:.3g} req/s"
         )
-    ax.set_xscale("log")
-    ax.set_xlabel("offered rate, req/s (Poisson)")
+    ax.set(xscale="log", xlabel="offered rate, req/s (Poisson)", ylim=(0, 1.05))
     ax.set_ylabel("share of requests meeting every SLO")
-    ax.set_ylim(0, 1.05)
     ax.set_title(f"goodput under {knee.slo if knee is not None else 'the SLOs'}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower left")
