@@ -34,12 +34,8 @@ def _find(obj: object, key: str) -> object:
         if key in obj:
             return obj[key]
         obj = list(obj.values())
-    if isinstance(obj, list):
-        for item in obj:
-            found = _find(item, key)
-            if found is not None:
-                return found
-    return None
+    items = obj if isinstance(obj, list) else []
+    return next((found for i in items if (found := _find(i, key)) is not None), None)
 
 
 async def _get(client: Client, path: str, keep: Keep) -> object:
@@ -134,12 +130,10 @@ async def _sglang(client: Client, keep: Keep, log: str) -> Engine:
     source = "gauge sglang:max_total_num_tokens" if kv else None
     info = await _get(client, "/server_info", keep)
     logged = from_log(log, "sglang")
-    if kv is None:
-        kv = _int(_find(info, "max_total_num_tokens"))
-        source = "/server_info max_total_num_tokens" if kv else None
-    if kv is None:
-        kv = _int(logged.get("kv_tokens"))
-        source = "startup log: max_total_num_tokens" if kv else None
+    if kv is None and (kv := _int(_find(info, "max_total_num_tokens"))):
+        source = "/server_info max_total_num_tokens"
+    if kv is None and (kv := _int(logged.get("kv_tokens"))):
+        source = "startup log: max_total_num_tokens"
     model_len = await _model_len(client, keep)
     conc = kv / model_len if kv and model_len else None
     return _result(

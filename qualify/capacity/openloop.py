@@ -140,31 +140,6 @@ async def cancelled(*tasks: asyncio.Task[object]) -> None:
             await task
 
 
-async def _settle(
-    sent: list[Sent],
-    tasks: dict[int, asyncio.Task[None]],
-    halt: asyncio.Task[object],
-    stop: asyncio.Event,
-    t0: float,
-    deadline_s: float,
-) -> None:
-    """Once every request was sent (or `stop` was set): wait for them until `deadline_s` after
-    `t0` or `stop`, cancel those still running, and mark them and the unsent ones unfinished."""
-    pending: set[asyncio.Task[object]] = set(tasks.values())
-    while pending and not stop.is_set() and (left := t0 + deadline_s - time.perf_counter()) > 0:
-        done, _ = await asyncio.wait({*pending, halt}, timeout=left, return_when=FIRST)
-        pending -= done
-    why = (
-        "stopped early" if stop.is_set() else f"still running {deadline_s:g} s after the cell began"
-    )
-    await cancelled(*pending)
-    for i, s in enumerate(sent):
-        if i not in tasks:
-            s.unfinished = "never sent: stopped early"
-        elif tasks[i] in pending:
-            s.unfinished = why
-
-
 @dataclass
 class Plan:
     """One open-loop cell: `bodies[i]` sent at `offsets[i]` (s after the start), cancelled and
@@ -227,7 +202,24 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
                 if stop.is_set():
                     break
                 tasks[i] = asyncio.create_task(one(i))
-            await _settle(sent, tasks, halt, stop, t0, plan.deadline_s)
+            # every request sent (or `stop` set): wait for them until the deadline or `stop`,
+            # cancel those still running, and mark them and the unsent ones unfinished
+            pending: set[asyncio.Task[object]] = set(tasks.values())
+            end, limit = t0 + plan.deadline_s, plan.deadline_s
+            while pending and not stop.is_set() and (left := end - time.perf_counter()) > 0:
+                done, _ = await asyncio.wait({*pending, halt}, timeout=left, return_when=FIRST)
+                pending -= done
+            why = (
+                "stopped early"
+                if stop.is_set()
+                else f"still running {limit:g} s after the cell began"
+            )
+            await cancelled(*pending)
+            for i, s in enumerate(sent):
+                if i not in tasks:
+                    s.unfinished = "never sent: stopped early"
+                elif tasks[i] in pending:
+                    s.unfinished = why
             return OpenLoopRun.ended(sent, t0, oversleep)
         finally:
             for task in tasks.values():

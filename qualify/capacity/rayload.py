@@ -42,11 +42,9 @@ WORKER_CPUS = float(os.environ.get("QUALIFY_RAY_WORKER_CPUS", "1"))
 
 
 @ray.remote(max_concurrency=64)  # type: ignore[call-overload]
-class LoadWorker:
-    """One worker: qualify's open-loop sender and HTTP client on its node."""
-
-    def __init__(self) -> None:
-        self.shard = Shard()
+class LoadWorker(Shard):
+    """One worker: qualify's open-loop sender and HTTP client on its node (its `Shard` runs,
+    polls, halts and closes; every method a coroutine, so all run on the actor's one loop)."""
 
     async def where(self) -> dict[str, object]:
         ctx = ray.get_runtime_context()
@@ -55,21 +53,9 @@ class LoadWorker:
     async def clock(self) -> float:
         return time.perf_counter()
 
-    async def run(self, spec: ShardSpec) -> ShardResult:
-        return await self.shard.run(spec)
-
-    async def poll(self) -> Polled:
-        return self.shard.poll()
-
-    async def halt(self) -> None:
-        self.shard.halt()
-
     async def stall(self, seconds: float) -> None:
         """Block this worker's event loop (a worker starved of CPU): the lag check's proof."""
         time.sleep(seconds)
-
-    async def close(self) -> None:
-        await self.shard.close()
 
 
 @dataclass

@@ -107,12 +107,12 @@ class Shard:
             window_end_s=time.perf_counter() - start,
         )
 
-    def poll(self) -> Polled:
+    async def poll(self) -> Polled:
         done, self.done = self.done, []
         running = {self.indices[k]: t - self.offset_s for k, t in self.flight.running.items()}
         return Polled(done, running, self.flight.started, self.flight.completed)
 
-    def halt(self) -> None:
+    async def halt(self) -> None:
         if self.stop is not None:
             self.stop.set()
 

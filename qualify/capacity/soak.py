@@ -192,6 +192,7 @@ class Watcher:
         first, last = self.errors_first or {}, self.errors_last
         gen, mem = self.generated, self.memory_mib
         generated = self.s.dialect.generated
+        rose = {k: v - first.get(k, 0.0) for k, v in last.items()}
         return {
             "hung": self.hung,
             "detected_after_s": self.detected_after_s,
@@ -201,9 +202,7 @@ class Watcher:
                 "generated_delta": gen[-1] - gen[0] if len(gen) >= 2 else None,
                 "scrapes": len(gen),
             },
-            "error_counters": {
-                k: v - first.get(k, 0.0) for k, v in last.items() if v - first.get(k, 0.0) > 0
-            },
+            "error_counters": {k: d for k, d in rose.items() if d > 0},
             "error_counters_seen": sorted(last),
             "memory": {
                 "source": memory_source if mem else None,
