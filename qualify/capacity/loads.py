@@ -68,8 +68,7 @@ class SpreadWorker(Part):
 
 
 class Spread(Part):
-    """How an open-loop cell ran on Ray workers: worker i sent requests i, i+n, … of the one
-    schedule the driver drew (`qualify.capacity.spread`)."""
+    """How an open-loop cell ran on Ray workers (`qualify.capacity.spread`)."""
 
     address: str = ""
     placement: str = ""
@@ -247,8 +246,7 @@ class Soak(Goodput):
 
 
 class Edge(Part):
-    """The incumbent's steps at the candidate's knee and first rate over it
-    (`qualify.capacity.edge`); `status` measured, not run or unreachable, `why` says why."""
+    """The incumbent's steps at the candidate's edge (`qualify.capacity.edge`), else why not."""
 
     status: str = ""
     why: str | None = None
@@ -256,8 +254,7 @@ class Edge(Part):
 
 
 class Load(Part):
-    """The open-loop load on the candidate: the knee search's cells, the burst, the soak, and
-    the incumbent at the candidate's edge."""
+    """The open-loop load on the candidate, and the incumbent at the candidate's edge."""
 
     length: PlannedLength | None = None
     slo: Slo | None = None

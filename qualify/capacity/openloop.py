@@ -174,8 +174,7 @@ class Plan:
 
 
 async def send(client: Client, plan: Plan) -> OpenLoopRun:
-    """Send `plan`'s requests, each at its time; nothing here waits on an answer before sending
-    the next request."""
+    """Send `plan`'s requests, each at its time, never waiting on an answer to send the next."""
     async with plan.watched():
         sent = [Sent(float(o)) for o in plan.offsets]
         oversleep: list[float] = []

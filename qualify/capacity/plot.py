@@ -20,8 +20,7 @@ PLOT = "aggregate-vs-concurrency.svg"
 def plot(
     rows: list[MatrixRow], title: str, slots: float | None = None, load: Load | None = None
 ) -> bytes:
-    """The SVG bytes; `rows` are the matrix rows (every lane), `slots` the engine's concurrent
-    sequences, `load` the knee search's record (its cells, knee and SLOs)."""
+    """The SVG of the matrix rows (every lane), the engine's `slots` and the knee search."""
     import matplotlib
 
     matplotlib.use("Agg")

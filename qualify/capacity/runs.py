@@ -204,8 +204,7 @@ async def timed_run(
 def server_fidelity(
     before: IdleReport, after: IdleReport, d: Dialect, exs: list[Exchange], streams: list[StreamRec]
 ) -> dict[str, object]:
-    """The run's answered requests against the server's latency histograms over the same idle
-    window (vLLM keeps them; llama.cpp does not, said so), as the A/B compares its cells."""
+    """The run's answered requests against the server's latency histograms (vLLM's) over it."""
     pairs = zip(exs, streams, strict=True)
     answered = [ex for ex, st in pairs if not st.get("failed") and not st.get("cut")]
     window = server_window(before.snapshot, after.snapshot, d, expected=len(answered))

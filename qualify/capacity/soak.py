@@ -120,8 +120,7 @@ class Watcher:
         self.bound_s = self.stall_s  # the stall bound in force, set again on each poll
 
     async def _probe(self) -> tuple[MetricsSnapshot | None, str]:
-        """One scrape and one health check, counted: the generated tokens, the draft counters,
-        the error counters, what `/health` said."""
+        """One scrape and one health check, counted."""
         c = self.s.client
         metrics, health = await asyncio.gather(
             c.get("/metrics", timeout_s=PROBE_TIMEOUT_S),

@@ -273,8 +273,7 @@ class Capacity:
     async def matrix_turn(
         self, name: str, runs: list[int], inc_info: rec.Incumbent, task: Task
     ) -> bool:
-        """One lane's turn of matrix runs; False where the incumbent was not found or did not
-        start (`inc_info` says so then)."""
+        """One lane's turn of matrix runs; False where the incumbent is missing (`inc_info` why)."""
         levels = self.s.concurrency
         if name == INCUMBENT and inc_info.status != "found":
             task.advance(len(self.s.lengths) * len(levels) * len(runs))
