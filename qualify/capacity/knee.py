@@ -120,13 +120,11 @@ def counts(
     streams: Sequence[Mapping[str, object]], slo: Slo, window: float | None
 ) -> dict[str, object]:
     """An open-loop cell's counts, tokens and goodput from its streams."""
-    done = [s for s in streams if not s.get("unfinished")]
-    tokens = sum(
-        t for s in done if not s.get("failed") and isinstance(t := s.get("completion_tokens"), int)
-    )
+    ok = [s for s in streams if not s.get("unfinished") and not s.get("failed")]
+    tokens = sum(t for s in ok if isinstance(t := s.get("completion_tokens"), int))
     return {
         "requests": len(streams),
-        "completed": sum(1 for s in done if not s.get("failed") and not s.get("cut")),
+        "completed": sum(1 for s in ok if not s.get("cut")),
         "failed": sum(1 for s in streams if s.get("failed")),
         "cut": sum(1 for s in streams if s.get("cut")),
         "unfinished": sum(1 for s in streams if s.get("unfinished")),

@@ -265,7 +265,7 @@ async def _get(ref: Any) -> Any:  # a Ray ObjectRef, awaited: what the remote ca
     return await ref
 
 
-def _outcome(f: asyncio.Future[Any]) -> tuple[ShardResult | None, str | None]:
+def _outcome(f: asyncio.Future[ShardResult]) -> tuple[ShardResult | None, str | None]:
     if f.cancelled():
         return None, "cancelled"
     exc = f.exception()

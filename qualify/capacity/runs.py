@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TypedDict
 
 from qualify.ab.acceptance import between
 from qualify.capacity.answers import broken
-from qualify.capacity.matrix import _field
+from qualify.capacity.matrix import _field, _nums
 from qualify.capacity.openloop import cancelled
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
@@ -113,17 +113,13 @@ async def _watch_queue(
         await asyncio.sleep(QUEUE_POLL_S)
 
 
-def _nums(key: str, rows: Sequence[Mapping[str, object]]) -> list[float]:
-    return [float(v) for s in rows if isinstance(v := s[key], int | float)]
-
-
 def summarize(streams: list[StreamRec], window: float | None) -> dict[str, object]:
     """A run's figures from its streams; decode over the non-degenerate answered streams."""
     answered = [s for s in streams if not s.get("failed") and not s.get("cut")]
     speed = [s for s in answered if not s.get("degenerate")]
     tokens = sum(s.get("completion_tokens") or 0 for s in answered)
     chunks = sum(s.get("token_chunks", 0) for s in answered)
-    ttft = _nums("ttft_s", answered)
+    ttft = _nums(s.get("ttft_s") for s in answered)
     return {
         "requests": len(streams),
         "failed": sum(1 for s in streams if s.get("failed")),
@@ -132,13 +128,13 @@ def summarize(streams: list[StreamRec], window: float | None) -> dict[str, objec
         "completion_tokens": tokens,
         "window_s": window,
         "aggregate_output_tok_s": tokens / window if tokens and window else None,
-        "decode_tok_s_p50": median(_nums("decode_tok_s", speed)),
+        "decode_tok_s_p50": median(_nums(s.get("decode_tok_s") for s in speed)),
         "ttft_p50_s": median(ttft),
         "ttft_p95_s": percentile(ttft, 95),
         "ttft_s": ttft,
-        "e2e_p50_s": median(_nums("e2e_s", answered)),
+        "e2e_p50_s": median(_nums(s.get("e2e_s") for s in answered)),
         "chunks_per_token": chunks / tokens if tokens else None,
-        "prompt_tokens_p50": median(_nums("prompt_tokens", answered)),
+        "prompt_tokens_p50": median(_nums(s.get("prompt_tokens") for s in answered)),
     }
 
 

@@ -42,10 +42,7 @@ STEP_COUNTERS = (
 def progress(snap: MetricsSnapshot | None, generated: tuple[str, ...]) -> float | None:
     """One number that grows while the engine makes progress: the sum of its generated-token
     and step counters in one scrape (None when it exposes none of them)."""
-    if snap is None:
-        return None
-    values = [snap.total(n) for n in (*generated, *STEP_COUNTERS)]
-    found = [v for v in values if v is not None]
+    found = [v for n in (*generated, *STEP_COUNTERS) if snap and (v := snap.total(n)) is not None]
     return sum(found) if found else None
 
 
