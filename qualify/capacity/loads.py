@@ -199,9 +199,7 @@ class Drift(Part):
 def soak_rate_from(fixed_rps: float | None, knee_rps: float | None) -> str:
     """Where the soak's rate came from: the candidate's fixed rate, a held knee, or (no knee
     held) the lowest rate the search tried, which shows nothing the server holds."""
-    if fixed_rps is not None:
-        return "fixed"
-    return "knee" if knee_rps is not None else "lowest-tried"
+    return "fixed" if fixed_rps is not None else "knee" if knee_rps is not None else "lowest-tried"
 
 
 class Soak(Goodput):
