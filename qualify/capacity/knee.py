@@ -242,8 +242,8 @@ async def search(
     rows: list[TraceRow] | None = None,
     **lane: Unpack[LaneArgs],
 ) -> dict[str, object]:
-    """The bounded knee search over open-loop cells (Poisson, or the trace's pattern in
-    `rows`), each cell run with the lane's keywords; its cells, its `Knee`, what it used."""
+    """The bounded knee search over open-loop cells (Poisson, or the pattern of the trace's
+    `rows`); its cells, its `Knee`, what it used."""
     slo = lane["slo"]
     floor = slo.goodput_floor
     drain = float(slo.e2e_s or s.step_s) + s.drain_s

@@ -107,12 +107,11 @@ def saturation(cell: Mapping[str, object], max_ttft_p95_s: float | None) -> str 
 def public_runs(runs: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Run records as kept in `data`: streams trimmed to what the decision needs."""
     keep = ("failed", "cut", "degenerate", "broken", "finish_reason", "completion_tokens", "files")
-    out = []
-    for r in runs:
-        row = {k: v for k, v in r.items() if k not in ("streams", "ttft_s")}
-        row["streams"] = [{k: _field(s, k) for k in keep} for s in _items(r.get("streams"))]
-        out.append(row)
-    return out
+    return [
+        {k: v for k, v in r.items() if k not in ("streams", "ttft_s")}
+        | {"streams": [{k: _field(s, k) for k in keep} for s in _items(r.get("streams"))]}
+        for r in runs
+    ]
 
 
 def run_goodput(runs: Sequence[Mapping[str, object]], slo: Slo) -> dict[str, object]:

@@ -68,11 +68,8 @@ class OpenLoopRun:
     @classmethod
     def ended(cls, sent: list[Sent], t0: float, oversleep_ms: list[float]) -> OpenLoopRun:
         """The run, its window to the last answer's end (to now where a request did not finish)."""
-        ends = [
-            s.sent_s + s.exchange.t_end
-            for s in sent
-            if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
-        ]
+        done = [(s.sent_s, s.exchange.t_end) for s in sent if s.exchange is not None]
+        ends = [at + end for at, end in done if at is not None and end is not None]
         window = max(ends) if ends else None
         if any(s.unfinished for s in sent):
             window = time.perf_counter() - t0

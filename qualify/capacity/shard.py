@@ -83,16 +83,9 @@ class Shard:
         if (wait := start - time.perf_counter()) > 0:
             await asyncio.sleep(wait)
         late = time.perf_counter() - start
-        cell = Plan(
-            spec.bodies,
-            [o - late for o in spec.offsets],  # still anchored to the shared start
-            spec.deadline_s - late,
-            timeout_s=spec.timeout_s,
-            path=spec.path,
-            stop=self.stop,
-            flight=self.flight,
-            on_done=self._ended,
-        )
+        offsets = [o - late for o in spec.offsets]  # still anchored to the shared start
+        cell = Plan(spec.bodies, offsets, spec.deadline_s - late, spec.timeout_s, spec.path)
+        cell.stop, cell.flight, cell.on_done = self.stop, self.flight, self._ended
         run = await send(self.clients[key], cell)
         shift = run.started - start
         done, self.done = self.done, []
