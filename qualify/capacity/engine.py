@@ -1,18 +1,5 @@
 """What the engine says it can hold: KV cache capacity in tokens, and how many requests of the
-full context fit at once. Read from the server, shown beside the measured matrix.
-
-Sources (REFERENCE.md; the log lines are the ones `qualify.ab.kv` parses):
-- llama-server: `/props` (`total_slots`, `default_generation_settings.n_ctx`, per slot) and
-  `/slots` (one entry per slot). Each slot holds one request of up to its `n_ctx`, so the KV
-  capacity is slots × n_ctx and the concurrency at the full (per-slot) context is the slots.
-- vLLM: the startup log's `GPU KV cache size: N tokens` and `Maximum concurrency for L tokens
-  per request: Xx` of a server qualify launched; else (attached) `/metrics`
-  `vllm:cache_config_info`'s labels (`kv_cache_size_tokens`, `kv_cache_max_concurrency`, or
-  `num_gpu_blocks` x `block_size`); `/v1/models` `max_model_len`. Without a concurrency figure
-  it is derived as KV tokens / max_model_len.
-- SGLang: the gauge `sglang:max_total_num_tokens` (the KV pool in tokens), else
-  `max_total_num_tokens=N` in its log or in `/server_info`; `/v1/models` `max_model_len`
-  (its context length); concurrency at the full context = pool / context length.
+full context fit at once; the sources per engine: docs/capacity.md, "What the engine reports".
 """
 
 from __future__ import annotations
@@ -22,7 +9,6 @@ from collections.abc import Callable
 from qualify.ab.kv import from_log
 from qualify.capacity.record import Engine
 from qualify.httpclient.client import Client, Exchange
-from qualify.serving.dialects import MetricsSnapshot
 from qualify.serving.engines import ADAPTERS
 from qualify.serving.idle import scrape
 
@@ -48,12 +34,8 @@ def _find(obj: object, key: str) -> object:
         if key in obj:
             return obj[key]
         obj = list(obj.values())
-    if isinstance(obj, list):
-        for item in obj:
-            found = _find(item, key)
-            if found is not None:
-                return found
-    return None
+    items = obj if isinstance(obj, list) else []
+    return next((found for i in items if (found := _find(i, key)) is not None), None)
 
 
 async def _get(client: Client, path: str, keep: Keep) -> object:
@@ -108,23 +90,6 @@ async def _llamacpp(client: Client, keep: Keep, log: str) -> Engine:
     )
 
 
-def _vllm_info(snap: MetricsSnapshot | None) -> tuple[int | None, float | None, str | None]:
-    """KV tokens and concurrency at max_model_len from `vllm:cache_config_info`'s labels: vLLM
-    0.26 writes `kv_cache_size_tokens` and `kv_cache_max_concurrency`; earlier builds only
-    `num_gpu_blocks` and `block_size` (tokens = blocks x block size). A server qualify attached to
-    has no startup log, so this is its only source."""
-    info = snap.labels_of("vllm:cache_config_info") if snap else {}
-    kv = _int(_float(info.get("kv_cache_size_tokens")))
-    source = "GET /metrics vllm:cache_config_info kv_cache_size_tokens" if kv else None
-    if kv is None:
-        blocks = _int(_float(info.get("num_gpu_blocks")))
-        size = _int(_float(info.get("block_size")))
-        kv = blocks * size if blocks and size else None
-        source = "GET /metrics vllm:cache_config_info num_gpu_blocks x block_size" if kv else None
-    conc = _float(info.get("kv_cache_max_concurrency"))
-    return kv, conc, source
-
-
 async def _vllm(client: Client, keep: Keep, log: str) -> Engine:
     logged = from_log(log, "vllm")
     model_len = await _model_len(client, keep)
@@ -133,12 +98,18 @@ async def _vllm(client: Client, keep: Keep, log: str) -> Engine:
     kv_source = "startup log: GPU KV cache size" if kv else None
     conc = logged.get("max_concurrency")
     conc_source = "startup log: Maximum concurrency for … tokens per request" if conc else None
-    info_kv, info_conc, info_source = _vllm_info(snap)
-    if kv is None and info_kv:
-        kv, kv_source = info_kv, info_source
-    if conc is None and info_conc is not None:
-        conc = info_conc
-        conc_source = "GET /metrics vllm:cache_config_info kv_cache_max_concurrency"
+    # else `vllm:cache_config_info`'s labels, the only source on a server qualify attached to (no
+    # startup log): vLLM 0.26 writes kv_cache_size_tokens and kv_cache_max_concurrency, earlier
+    # builds only num_gpu_blocks and block_size (tokens = blocks x block size)
+    info = snap.labels_of("vllm:cache_config_info") if snap else {}
+    label = "GET /metrics vllm:cache_config_info"
+    blocks, size = _int(_float(info.get("num_gpu_blocks"))), _int(_float(info.get("block_size")))
+    if kv is None and (kv := _int(_float(info.get("kv_cache_size_tokens")))):
+        kv_source = f"{label} kv_cache_size_tokens"
+    if kv is None and blocks and size:
+        kv, kv_source = blocks * size, f"{label} num_gpu_blocks x block_size"
+    if conc is None and (conc := _float(info.get("kv_cache_max_concurrency"))) is not None:
+        conc_source = f"{label} kv_cache_max_concurrency"
     if conc is None and kv and model_len:
         conc, conc_source = kv / model_len, "KV cache tokens / max_model_len"
     usage = snap.first(("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")) if snap else None
@@ -159,12 +130,10 @@ async def _sglang(client: Client, keep: Keep, log: str) -> Engine:
     source = "gauge sglang:max_total_num_tokens" if kv else None
     info = await _get(client, "/server_info", keep)
     logged = from_log(log, "sglang")
-    if kv is None:
-        kv = _int(_find(info, "max_total_num_tokens"))
-        source = "/server_info max_total_num_tokens" if kv else None
-    if kv is None:
-        kv = _int(logged.get("kv_tokens"))
-        source = "startup log: max_total_num_tokens" if kv else None
+    if kv is None and (kv := _int(_find(info, "max_total_num_tokens"))):
+        source = "/server_info max_total_num_tokens"
+    if kv is None and (kv := _int(logged.get("kv_tokens"))):
+        source = "startup log: max_total_num_tokens"
     model_len = await _model_len(client, keep)
     conc = kv / model_len if kv and model_len else None
     return _result(

@@ -3,7 +3,7 @@ it (`qualify.capacity.section.figures`), with the few words the capacity section
 
 from __future__ import annotations
 
-from qualify.capacity.loads import Load, Soak
+from qualify.capacity.loads import Load
 from qualify.present.record import GateOutcome
 from qualify.records import Verdict
 
@@ -59,26 +59,17 @@ def soak_line(ld: Load, gates: list[GateOutcome]) -> str:
     drift = soak.ttft_drift
     if drift.first_p50_s is not None and drift.last_p50_s is not None:
         head += f", TTFT p50 {drift.first_p50_s:.2f} s -> {drift.last_p50_s:.2f} s"
-    flight = soak_in_flight(soak)
-    if flight is not None:
-        head += f", in flight {flight[0]} -> {flight[1]} at most"
+    cols = soak.timeline_columns  # in flight at the first sample and the most at any
+    i = cols.index("in_flight") if "in_flight" in cols else None
+    seen = [int(n) for r in soak.timeline if i is not None and isinstance(n := r[i], int | float)]
+    if seen:
+        head += f", in flight {seen[0]} -> {max(seen)} at most"
     if verdict == "pass":
         return f"{head} (`capacity/soak` pass)"
     gate = next((g for g in gates if g.stage == "capacity" and g.gate == "soak"), None)
     queued = below and gate is not None and soak_way(gate) == "queue"
     says = ": a queue built below the knee's rate, so the knee overstates it" if queued else ""
     return f"{head} ({verdict}{says})"
-
-
-def soak_in_flight(soak: Soak) -> tuple[int, int] | None:
-    """Requests in flight at the soak's first sample and the most at any sample, from its
-    timeline (None when it kept none)."""
-    cols = soak.timeline_columns
-    if "in_flight" not in cols or not soak.timeline:
-        return None
-    i = cols.index("in_flight")
-    seen = [int(n) for r in soak.timeline if isinstance(n := r[i], int | float)]
-    return (seen[0], max(seen)) if seen else None
 
 
 def soak_way(g: GateOutcome) -> str:

@@ -1,33 +1,7 @@
 """Open-loop load cells and the knee search: the highest rate the recipe serves within its SLOs.
 
-A **cell** sends planned arrivals (`qualify.capacity.openloop`) of fresh cold prompts of one
-length, every answer judged (`qualify.capacity.answers`), the goodput computed under the
-effective SLOs (`qualify.capacity.slo`), the client's own lag measured, the energy over the
-cell's window integrated where the GPU sampler reads power. The engine must be idle before each
-cell; requests still running at the cell's deadline are cancelled and count as missing the SLOs.
-
-The **knee search** starts at `start_rps` and multiplies the rate by `factor` while the cell
-*holds*: its goodput stays at or above the floor **and the server kept pace** with the offered
-rate. Pace is the served rate over the offered one, `1 / slope` of the least-squares line of
-each request's completion time against its send time: a server that keeps up finishes requests
-as fast as they arrive (slope 1, latency flat); one whose queue grows finishes them more slowly
-(slope > 1, latency climbing through the cell). A short step can end before a growing queue has
-pushed TTFT past its SLO, so goodput alone would call a rate served that the server cannot
-sustain (on vLLM at 45 req/s offered: goodput 99.6%, 28 req/s completed, pace 0.61; the soak at
-three quarters of that "knee" failed). A cell holds only with pace >= `KEEP_PACE`. It stops by
-itself:
-
-1. *saturated*: a cell misses the floor or falls behind (the knee is the last rate that held);
-   `refine` bisection steps (geometric midpoints) then narrow the bracket;
-2. *floor at the lowest rate*: the first cell already misses the floor; the rate is divided by
-   `factor` until one holds or `max_steps` cells have run (no knee: nothing meets the SLOs);
-3. *harness*: the client fell behind (`harness_lag`); the search ends, the cell is a harness
-   error, and no figure is claimed from it;
-4. *bounded*: `max_steps` cells, `max_requests` requests or `max_total_s` seconds spent before
-   saturation: the knee is then a lower bound ("at least R req/s"), said so.
-
-Each cell's size is `max(min_requests, rate × step_s)` requests (at most `max_requests_per_step`),
-so a higher rate is not a longer cell.
+A cell holds when its goodput is at the floor and the server kept pace (`KEEP_PACE`); why pace,
+and how the search stops: docs/capacity.md, "The knee search, and how it stops".
 """
 
 from __future__ import annotations
@@ -42,6 +16,7 @@ from typing import NotRequired, TypedDict, Unpack
 
 from qualify.capacity.loads import Knee, LoadStream
 from qualify.capacity.openloop import Flight, OpenLoopRun, Plan, harness_lag, poisson, send
+from qualify.capacity.runs import Meter as Meter
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import LoadSettings
 from qualify.capacity.slo import Slo, goodput, misses, number, shown
@@ -52,16 +27,14 @@ from qualify.httpclient.load import Messages
 from qualify.serving.idle import wait_idle
 from qualify.serving.sender import Sender
 
-Meter = Callable[[float, float], dict[str, object]]
-
-# The least share of the offered rate a held cell must serve (`pace`).
-KEEP_PACE = 0.9
+Fresh = Callable[[], Awaitable[Messages]]
+Cell = Mapping[str, object]  # an open-loop cell as `open_cell` writes it
+KEEP_PACE = 0.9  # the least share of the offered rate a held cell must serve (`pace`)
 
 
 def pace(streams: Sequence[Mapping[str, object]]) -> float | None:
-    """The served rate over the offered rate of one open-loop cell: `1 / slope` of the
-    least-squares line of completion time (send time + E2E) against send time, over the answered
-    requests; None with fewer than 3 answered, or all sent at once (a burst)."""
+    """Served over offered rate: `1 / slope` of completion (send + E2E) against send time over
+    the answered requests; None under 3 answered or all sent at once (a burst)."""
     sent = [
         (planned + (number(s.get("lag_ms")) or 0.0) / 1000.0, float(e2e))
         for s in streams
@@ -79,13 +52,13 @@ def pace(streams: Sequence[Mapping[str, object]]) -> float | None:
     return 1.0 / slope if slope > 0 else None
 
 
-def holds(cell: Mapping[str, object], floor: float) -> bool:
+def holds(cell: Cell, floor: float) -> bool:
     """A cell holds: goodput at or over the floor, and the server kept pace (`KEEP_PACE`)."""
     g, p = number(cell.get("goodput")), number(cell.get("pace"))
     return g is not None and g >= floor and (p is None or p >= KEEP_PACE)
 
 
-def why_not(cell: Mapping[str, object], floor: float, rate: float) -> str:
+def why_not(cell: Cell, floor: float, rate: float) -> str:
     """Why a cell did not hold, for the search's `stopped`."""
     g, p = number(cell.get("goodput")), number(cell.get("pace"))
     if g is not None and g >= floor and p is not None:
@@ -94,9 +67,6 @@ def why_not(cell: Mapping[str, object], floor: float, rate: float) -> str:
             f"(under {KEEP_PACE:g}: the queue grew), goodput {g:.2f}"
         )
     return f"saturated: goodput {g if g is not None else 0:.2f} < floor {floor:g} at {rate:.3g}"
-
-
-Fresh = Callable[[], Awaitable[Messages]]
 
 
 class LaneArgs(TypedDict):
@@ -119,11 +89,8 @@ async def measured(
     meter: Meter | None,
     how: Send = send,
 ) -> tuple[OpenLoopRun, list[StreamRec], dict[str, object]]:
-    """`cell` sent by `how`, its requests' records (judged when answered, else why not) and
-    what an open-loop cell and the soak record alike, as measured: the window, the client's lag
-    (a harness error past its bound), the energy over the window and each stream, trimmed.
-    Their counts, goodput and joules per token are the rebuild's (`counts`,
-    `qualify.capacity.reload`)."""
+    """`cell` sent by `how`, its streams (judged when answered), and what an open-loop cell and
+    the soak record alike: window, lag, energy, trimmed streams (the rest is the rebuild's)."""
     m0 = time.monotonic()
     run = await how(sender.client, cell)
     energy = meter(m0, time.monotonic()) if meter else None
@@ -144,7 +111,7 @@ async def measured(
         "lag": lag,
         "harness_error": harness_lag(lag, lag_bound_ms),
         "energy": energy,
-        "streams": [{k: s.get(k) for k in STREAM_KEYS} for s in streams],
+        "streams": trimmed(streams),
     }
     return run, streams, annotate(tally, run, lag_bound_ms)  # on Ray: each worker's proof
 
@@ -153,21 +120,24 @@ def counts(
     streams: Sequence[Mapping[str, object]], slo: Slo, window: float | None
 ) -> dict[str, object]:
     """An open-loop cell's counts, tokens and goodput from its streams."""
-    done = [s for s in streams if not s.get("unfinished")]
-    tokens = sum(
-        t for s in done if not s.get("failed") and isinstance(t := s.get("completion_tokens"), int)
-    )
+    ok = [s for s in streams if not s.get("unfinished") and not s.get("failed")]
+    tokens = sum(t for s in ok if isinstance(t := s.get("completion_tokens"), int))
     return {
         "requests": len(streams),
-        "completed": sum(1 for s in done if not s.get("failed") and not s.get("cut")),
+        "completed": sum(1 for s in ok if not s.get("cut")),
         "failed": sum(1 for s in streams if s.get("failed")),
         "cut": sum(1 for s in streams if s.get("cut")),
         "unfinished": sum(1 for s in streams if s.get("unfinished")),
         "broken": sum(1 for s in streams if s.get("broken")),
         "completion_tokens": tokens,
         **goodput(streams, slo, window).model_dump(),
-        "streams": [{k: s.get(k) for k in STREAM_KEYS} for s in streams],
+        "streams": trimmed(streams),
     }
+
+
+def trimmed(streams: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+    """The fields of each planned request an open-loop record keeps (`LoadStream`)."""
+    return [{k: s.get(k) for k in LoadStream.model_fields} for s in streams]
 
 
 async def open_cell(
@@ -176,30 +146,20 @@ async def open_cell(
     offsets: list[float],
     *,
     label: str,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
     drain_s: float,
-    meter: Meter | None = None,
+    **lane: Unpack[LaneArgs],
 ) -> dict[str, object]:
     """One open-loop cell between an idle check and the end of its last request."""
+    kind, max_tokens, slo = lane["kind"], lane["max_tokens"], lane["slo"]
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
     prompts = [await fresh() for _ in offsets]  # sized before the clock starts
     bodies = [sender.request(p) for p in prompts]
     span = offsets[-1] if offsets else 0.0
-    early = EarlyStop(len(offsets), slo, kind, max_tokens)
-    cell = Plan(
-        bodies,
-        offsets,
-        span + drain_s,
-        timeout_s=sender.timeout_s,
-        stop=early.stop,
-        flight=early.flight,
-        on_done=early.done,
-        watch=early.watch,
-    )
+    e = EarlyStop(len(offsets), slo, kind, max_tokens)
+    cell = Plan(bodies, offsets, span + drain_s, sender.timeout_s, stop=e.stop, flight=e.flight)
+    cell.on_done, cell.watch = e.done, e.watch
     how = chosen(send)  # on Ray workers while a fleet is open (`capacity.spread`)
+    lag_bound_ms, meter = lane["lag_bound_ms"], lane.get("meter")
     run, streams, tally = await measured(
         sender, cell, label, kind, max_tokens, lag_bound_ms, meter, how
     )
@@ -210,16 +170,15 @@ async def open_cell(
         "requests": len(streams),
         **goodput(streams, slo, run.window_s).model_dump(),
         "pace": pace(streams) if span > 0 else None,
-        "stopped_early": early.why,
+        "stopped_early": e.why,
         **tally,
     }
 
 
 @dataclass
 class EarlyStop:
-    """Ends a cell as soon as its goodput can no longer reach the floor: more requests have
-    missed the SLOs (answered outside them, or still running past the E2E bound) than the floor
-    tolerates. A saturated cell then costs seconds, not its whole drain."""
+    """Ends a cell once more requests missed the SLOs (answered outside them, or running past
+    the E2E bound) than its floor tolerates: a saturated cell costs seconds, not its drain."""
 
     n: int
     slo: Slo
@@ -264,8 +223,7 @@ def step_size(rate: float, s: LoadSettings) -> int:
 def step_plan(
     s: LoadSettings, rate: float, k: int, seed: int, rows: list[TraceRow] | None
 ) -> tuple[str, list[float]]:
-    """The k-th step's arrival process and send offsets at `rate`: Poisson seeded by the
-    stage's seed plus k, or (`arrival = "trace"`) the trace's own pattern at that rate."""
+    """The k-th step's arrivals at `rate`: Poisson seeded by seed + k, or the trace's pattern."""
     n = step_size(rate, s)
     if s.arrival == "trace":
         if not rows:
@@ -284,8 +242,8 @@ async def search(
     rows: list[TraceRow] | None = None,
     **lane: Unpack[LaneArgs],
 ) -> dict[str, object]:
-    """The bounded knee search over open-loop cells (Poisson, or the trace's pattern in
-    `rows`), each cell run with the lane's keywords; its cells, its `Knee`, what it used."""
+    """The bounded knee search over open-loop cells (Poisson, or the pattern of the trace's
+    `rows`); its cells, its `Knee`, what it used."""
     slo = lane["slo"]
     floor = slo.goodput_floor
     drain = float(slo.e2e_s or s.step_s) + s.drain_s
@@ -327,25 +285,15 @@ async def search(
         if not stopped:
             stopped = f"saturated at {bad['rate_rps']:.3g} req/s (lower rates hold the floor)"
         for _ in range(s.refine):
-            if isinstance(c := await step(math.sqrt(rate_of(good) * rate_of(bad))), str):
+            mid = math.sqrt((number(good["rate_rps"]) or 0.0) * (number(bad["rate_rps"]) or 0.0))
+            if isinstance(c := await step(mid), str):
                 stopped = c if c.startswith("harness") else stopped
                 break
     out = {"cells": cells, "knee": _knee(good, bad, stopped, slo, floor), "requests": used}
     return out | {"wall_s": round(time.perf_counter() - t0, 3)}
 
 
-def rate_of(cell: Mapping[str, object]) -> float:
-    """The rate a search step offered (each step's, as `search` records it)."""
-    return number(cell.get("rate_rps")) or 0.0
-
-
-def _knee(
-    good: Mapping[str, object] | None,
-    bad: Mapping[str, object] | None,
-    stopped: str,
-    slo: Slo,
-    floor: float,
-) -> Knee:
+def _knee(good: Cell | None, bad: Cell | None, stopped: str, slo: Slo, floor: float) -> Knee:
     harness = stopped.startswith("harness")
     bounded = bad is None and not harness
     base = Knee(
@@ -373,7 +321,3 @@ def _knee(
     keys = ("rate_rps", "goodput", "goodput_ci95", "goodput_rps", "goodput_rps_ci95", "requests")
     update = {k: good[k] for k in (*keys, "cell")}
     return base.model_copy(update={**update, "statement": statement})
-
-
-# the fields of a planned request an open-loop record keeps
-STREAM_KEYS = tuple(LoadStream.model_fields)

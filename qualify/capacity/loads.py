@@ -68,8 +68,7 @@ class SpreadWorker(Part):
 
 
 class Spread(Part):
-    """How an open-loop cell ran on Ray workers: worker i sent requests i, i+n, … of the one
-    schedule the driver drew (`qualify.capacity.spread`)."""
+    """How an open-loop cell ran on Ray workers (`qualify.capacity.spread`)."""
 
     address: str = ""
     placement: str = ""
@@ -200,9 +199,7 @@ class Drift(Part):
 def soak_rate_from(fixed_rps: float | None, knee_rps: float | None) -> str:
     """Where the soak's rate came from: the candidate's fixed rate, a held knee, or (no knee
     held) the lowest rate the search tried, which shows nothing the server holds."""
-    if fixed_rps is not None:
-        return "fixed"
-    return "knee" if knee_rps is not None else "lowest-tried"
+    return "fixed" if fixed_rps is not None else "knee" if knee_rps is not None else "lowest-tried"
 
 
 class Soak(Goodput):
@@ -247,8 +244,7 @@ class Soak(Goodput):
 
 
 class Edge(Part):
-    """The incumbent's steps at the candidate's knee and first rate over it
-    (`qualify.capacity.edge`); `status` measured, not run or unreachable, `why` says why."""
+    """The incumbent's steps at the candidate's edge (`qualify.capacity.edge`), else why not."""
 
     status: str = ""
     why: str | None = None
@@ -256,8 +252,7 @@ class Edge(Part):
 
 
 class Load(Part):
-    """The open-loop load on the candidate: the knee search's cells, the burst, the soak, and
-    the incumbent at the candidate's edge."""
+    """The open-loop load on the candidate, and the incumbent at the candidate's edge."""
 
     length: PlannedLength | None = None
     slo: Slo | None = None

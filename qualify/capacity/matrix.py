@@ -1,24 +1,5 @@
-"""The matrix: prompt lengths × concurrency levels, each cell the median of its counted runs.
-
-A cell's figures (one row of `data.matrix`):
-- `decode_tok_s_p50`: per-stream decode, the median over counted runs of each run's median;
-- `aggregate_output_tok_s`: completion tokens over the run's window (first request sent to
-  last response ended), median over counted runs;
-- `ttft_p50_s`, `e2e_p50_s`: medians of run medians; `ttft_p95_s`: the 95th percentile of
-  every counted stream's TTFT (a run of c streams has too few for a p95 of its own);
-- `failed`, `cut`: requests over every run, excluded ones included;
-- `queue_waiting_max`: the engine's waiting gauge, highest over the runs; `running_max` too;
-- `chunks_per_token`: SSE token chunks per completion token (below 1 when a chunk carries
-  several tokens, e.g. accepted drafts), median over counted runs;
-- `server_ratio`: client completion tokens over the server's generated-token counter delta over
-  the same window (1.0 when both agree), median over counted runs;
-- `server_decode_ratio`: where the engine keeps latency histograms (vLLM), the client's decode
-  tok/s over the server's over the same window (`qualify.capacity.runs.server_fidelity`),
-  median over counted runs; None where it keeps none.
-
-Concurrency is raised in the listed order; once a cell saturates (a failed or cut request, or a
-p95 TTFT past `max_ttft_p95_s`) the higher levels at that length are not run, and the row says
-where and why.
+"""The matrix: prompt lengths × concurrency levels, each cell the median of its counted runs
+(each figure's definition: docs/capacity.md, "A cell's figures").
 """
 
 from __future__ import annotations
@@ -74,17 +55,14 @@ def median_of_runs(runs: Sequence[Mapping[str, object]]) -> dict[str, object]:
     out["server_decode_ratio"] = median(
         _nums([_field(r.get("server_window"), "decode_ratio") for r in counted])
     )
-    out["failed"] = sum(_count(r.get("failed")) for r in runs)
-    out["cut"] = sum(_count(r.get("cut")) for r in runs)
-    out["requests"] = sum(_count(r.get("requests")) for r in runs)
+    out |= {k: sum(_count(r.get(k)) for r in runs) for k in ("failed", "cut", "requests")}
     queues = [r["queue"] for r in runs if r.get("queue")]
     for key in ("waiting_max", "running_max"):
         vals = _nums([_field(q, key) for q in queues])
         out[f"queue_{key}"] = max(vals) if vals else None
     out["energy"] = energy = cell_energy(counted)
     out["j_per_output_token"] = energy["j_per_output_token"]
-    out["runs"] = len(runs)
-    out["counted_runs"] = len(counted)
+    out["runs"], out["counted_runs"] = len(runs), len(counted)
     out["excluded_runs"] = [
         {"run": r.get("run"), "why": r["excluded"]} for r in runs if r.get("excluded")
     ]
@@ -129,12 +107,11 @@ def saturation(cell: Mapping[str, object], max_ttft_p95_s: float | None) -> str 
 def public_runs(runs: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Run records as kept in `data`: streams trimmed to what the decision needs."""
     keep = ("failed", "cut", "degenerate", "broken", "finish_reason", "completion_tokens", "files")
-    out = []
-    for r in runs:
-        row = {k: v for k, v in r.items() if k not in ("streams", "ttft_s")}
-        row["streams"] = [{k: _field(s, k) for k in keep} for s in _items(r.get("streams"))]
-        out.append(row)
-    return out
+    return [
+        {k: v for k, v in r.items() if k not in ("streams", "ttft_s")}
+        | {"streams": [{k: _field(s, k) for k in keep} for s in _items(r.get("streams"))]}
+        for r in runs
+    ]
 
 
 def run_goodput(runs: Sequence[Mapping[str, object]], slo: Slo) -> dict[str, object]:

@@ -1,15 +1,6 @@
-"""Open-loop arrivals: requests sent at planned times whatever the server is doing.
-
-A closed loop (`qualify.httpclient.load.drive`) sends the next request only when one ends, so a
-slow server slows its own load and queueing never shows. Open loop plans the send times first,
-Poisson at a rate (exponential gaps from a seeded generator) or a burst (all at once), and sends
-each at its time on one event loop, however many are in flight.
-
-The client measures itself. For each request, **lag** is the actual send time (the client's
-monotonic clock when the request went out) minus the planned one; a **ticker** on the same loop
-sleeps 10 ms at a time and records how much longer each sleep took (the loop's oversleep). When
-either's p99 passes the house's `client_max_lag_ms`, the load the server saw was not the load
-planned, and its timestamps were read late: the cell is a harness error, not a server figure.
+"""Open-loop arrivals: requests sent at planned times whatever the server is doing, and the
+client's own lag (send lag, loop oversleep): docs/capacity.md, "Open-loop arrivals and the
+client's own lag".
 """
 
 from __future__ import annotations
@@ -76,13 +67,9 @@ class OpenLoopRun:
 
     @classmethod
     def ended(cls, sent: list[Sent], t0: float, oversleep_ms: list[float]) -> OpenLoopRun:
-        """The run once its requests have ended: its window runs to the last answer's end, or to
-        now where a request did not finish."""
-        ends = [
-            s.sent_s + s.exchange.t_end
-            for s in sent
-            if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
-        ]
+        """The run, its window to the last answer's end (to now where a request did not finish)."""
+        done = [(s.sent_s, s.exchange.t_end) for s in sent if s.exchange is not None]
+        ends = [at + end for at, end in done if at is not None and end is not None]
         window = max(ends) if ends else None
         if any(s.unfinished for s in sent):
             window = time.perf_counter() - t0
@@ -150,37 +137,11 @@ async def cancelled(*tasks: asyncio.Task[object]) -> None:
             await task
 
 
-async def _settle(
-    sent: list[Sent],
-    tasks: dict[int, asyncio.Task[None]],
-    halt: asyncio.Task[object],
-    stop: asyncio.Event,
-    t0: float,
-    deadline_s: float,
-) -> None:
-    """Once every request was sent (or `stop` was set): wait for them until `deadline_s` after
-    `t0` or `stop`, cancel those still running, and mark them and the unsent ones unfinished."""
-    pending: set[asyncio.Task[object]] = set(tasks.values())
-    while pending and not stop.is_set() and (left := t0 + deadline_s - time.perf_counter()) > 0:
-        done, _ = await asyncio.wait({*pending, halt}, timeout=left, return_when=FIRST)
-        pending -= done
-    why = f"still running {deadline_s:g} s after the cell began"
-    if stop.is_set():
-        why = "stopped early"
-    await cancelled(*pending)
-    for i, s in enumerate(sent):
-        if i not in tasks:
-            s.unfinished = "never sent: stopped early"
-        elif tasks[i] in pending:
-            s.unfinished = why
-
-
 @dataclass
 class Plan:
-    """One open-loop cell: `bodies[i]` sent at `offsets[i]` (s after the start). Requests still
-    running `deadline_s` after the start, or when `stop` is set, are cancelled and marked
-    unfinished (requests not yet sent when `stop` is set are never sent); `on_done(i, exchange)`
-    as each ends. `watch()` runs beside them until they have ended, then `stop` is set."""
+    """One open-loop cell: `bodies[i]` sent at `offsets[i]` (s after the start), cancelled and
+    unfinished `deadline_s` after it or at `stop`; `on_done(i, exchange)` as each ends, and
+    `watch()` beside them until they have ended."""
 
     bodies: Sequence[object]
     offsets: Sequence[float]
@@ -210,8 +171,7 @@ class Plan:
 
 
 async def send(client: Client, plan: Plan) -> OpenLoopRun:
-    """Send `plan`'s requests, each at its time; nothing here waits on an answer before sending
-    the next request."""
+    """Send `plan`'s requests, each at its time, never waiting on an answer to send the next."""
     async with plan.watched():
         sent = [Sent(float(o)) for o in plan.offsets]
         oversleep: list[float] = []
@@ -238,7 +198,24 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
                 if stop.is_set():
                     break
                 tasks[i] = asyncio.create_task(one(i))
-            await _settle(sent, tasks, halt, stop, t0, plan.deadline_s)
+            # every request sent (or `stop` set): wait for them until the deadline or `stop`,
+            # cancel those still running, and mark them and the unsent ones unfinished
+            pending: set[asyncio.Task[object]] = set(tasks.values())
+            end, limit = t0 + plan.deadline_s, plan.deadline_s
+            while pending and not stop.is_set() and (left := end - time.perf_counter()) > 0:
+                done, _ = await asyncio.wait({*pending, halt}, timeout=left, return_when=FIRST)
+                pending -= done
+            why = (
+                "stopped early"
+                if stop.is_set()
+                else f"still running {limit:g} s after the cell began"
+            )
+            await cancelled(*pending)
+            for i, s in enumerate(sent):
+                if i not in tasks:
+                    s.unfinished = "never sent: stopped early"
+                elif tasks[i] in pending:
+                    s.unfinished = why
             return OpenLoopRun.ended(sent, t0, oversleep)
         finally:
             for task in tasks.values():

@@ -1,10 +1,6 @@
-"""The capacity stage's plot (matplotlib, SVG): aggregate output tok/s against concurrency, one
-line per lane and prompt length (the incumbent dashed), each legend entry with its numbers
-(the figure at each concurrency), and the engine's slot limit as a vertical line: beyond it
-the server queues streams instead of running them, so the aggregate flattens there.
-
-With an open-loop knee search, a second panel shows goodput against the offered rate, the
-house's floor as a horizontal line and the knee marked.
+"""The capacity stage's plot (matplotlib, SVG): aggregate output tok/s against concurrency per lane
+and length, the engine's slot limit (past it the server queues streams, so the aggregate
+flattens), and goodput against the offered rate with the floor and the knee.
 """
 
 from __future__ import annotations
@@ -22,13 +18,9 @@ PLOT = "aggregate-vs-concurrency.svg"
 
 
 def plot(
-    rows: list[MatrixRow],
-    title: str,
-    slots: float | None = None,
-    load: Load | None = None,
+    rows: list[MatrixRow], title: str, slots: float | None = None, load: Load | None = None
 ) -> bytes:
-    """The SVG bytes; `rows` are the matrix rows (every lane), `slots` the engine's concurrent
-    sequences, `load` the knee search's record (its cells, knee and SLOs)."""
+    """The SVG of the matrix rows (every lane), the engine's `slots` and the knee search."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -44,27 +36,18 @@ def plot(
     lengths = sorted({n for _, n in series})
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for lane, length in series:
-        line = sorted(
-            (r.concurrency, float(r.aggregate_output_tok_s or 0.0))
-            for r in pts
-            if r.lane == lane and r.length == length
-        )
-        ax.plot(
-            [c for c, _ in line],
-            [v for _, v in line],
-            marker="o",
-            linestyle="--" if lane != "candidate" else "-",
-            color=colours[lengths.index(length) % len(colours)],
-            label=f"{length} tok {lane}: {', '.join(f'c{c} {v:.3g}' for c, v in line)} tok/s",
-        )
+        mine = [r for r in pts if r.lane == lane and r.length == length]
+        line = sorted((r.concurrency, float(r.aggregate_output_tok_s or 0.0)) for r in mine)
+        style, colour = "--" if lane != "candidate" else "-", lengths.index(length) % len(colours)
+        label = f"{length} tok {lane}: {', '.join(f'c{c} {v:.3g}' for c, v in line)} tok/s"
+        xs, ys = [c for c, _ in line], [v for _, v in line]
+        ax.plot(xs, ys, marker="o", linestyle=style, color=colours[colour], label=label)
     if isinstance(slots, int | float) and slots > 0:
         ax.axvline(slots, color="grey", linestyle=":", label=f"slot limit: {slots:g} sequences")
     levels = sorted({r.concurrency for r in rows})
     if levels:
         ax.set_xticks(levels)
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("aggregate output tok/s")
-    ax.set_ylim(bottom=0)
+    ax.set(xlabel="concurrency", ylabel="aggregate output tok/s", ylim=(0, None))
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     if series or slots:
@@ -81,13 +64,9 @@ def plot(
 
 
 def _goodput_panel(ax: Axes, cells: list[OpenCell], load: Load) -> None:
-    pts = sorted(
-        ((float(c.rate_rps or 0.0), c.goodput, c.goodput_ci95) for c in cells),
-        key=lambda p: p[0],
-    )
-    good = [(x, g, ci) for x, g, ci in pts if g is not None]
-    xs = [x for x, _, _ in good]
-    ys = [g for _, g, _ in good]
+    raw = [(float(c.rate_rps or 0.0), c.goodput, c.goodput_ci95) for c in cells]
+    good = sorted([(x, g, ci) for x, g, ci in raw if g is not None], key=lambda p: p[0])
+    xs, ys = [x for x, _, _ in good], [g for _, g, _ in good]
     # a Wilson bound equals the share at 0 % and 100 %, up to rounding: never a negative bar
     lo = [max(0.0, g - ci[0]) for _, g, ci in good if ci]
     hi = [max(0.0, ci[1] - g) for _, g, ci in good if ci]
@@ -104,10 +83,8 @@ def _goodput_panel(ax: Axes, cells: list[OpenCell], load: Load) -> None:
         ax.axvline(
             knee.rate_rps, color="green", linestyle="--", label=f"knee {knee.rate_rps:.3g} req/s"
         )
-    ax.set_xscale("log")
-    ax.set_xlabel("offered rate, req/s (Poisson)")
+    ax.set(xscale="log", xlabel="offered rate, req/s (Poisson)", ylim=(0, 1.05))
     ax.set_ylabel("share of requests meeting every SLO")
-    ax.set_ylim(0, 1.05)
     ax.set_title(f"goodput under {knee.slo if knee is not None else 'the SLOs'}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower left")

@@ -1,11 +1,6 @@
-"""Capacity prompts: a document of one content kind, sized with the server's tokenizer, behind a
-new nonce for every request, and an instruction that asks for an answer of the same kind.
-
-The kind shapes both the prompt and the answer, because decode speed depends on what is
-generated (a drafter accepts a list or JSON far more readily than prose). Prose, list and code
-come from the shipped corpus (`qualify.context.corpus`); JSON is the list's items as objects.
-Sizing is `qualify.context.sizing`: `size` finds the body length once per (kind, length), then
-`fit` gives each request's nonce the same token count (re-counted, never assumed).
+"""Capacity prompts: a document of one content kind (decode speed depends on what is generated),
+sized with the server's tokenizer once per (kind, length), behind a new nonce for every request
+re-counted to the same token count, and an instruction that asks for an answer of the same kind.
 """
 
 from __future__ import annotations

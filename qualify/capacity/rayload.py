@@ -1,13 +1,6 @@
-"""The Ray side of open-loop cells over workers (`qualify.capacity.spread` says what and why).
-
-`RayFleet.open` joins the cluster (`ray.init(address)`, this process's `qualify` package shipped
-to the workers as a `py_module`, so every worker runs the driver's very code), reserves one
-bundle per worker in a placement group (STRICT_SPREAD, one worker per node, when the cluster has
-as many nodes; SPREAD otherwise) and starts one `LoadWorker` actor in each. `RayFleet.send` has
-the signature of `qualify.capacity.openloop.send`: per cell it probes the clocks, broadcasts the
-start, lets each worker send its share (`qualify.capacity.shard.Shard`), polls them every
-`POLL_S` for the exchanges that ended (judged here by the cell's `on_done`; its early stop
-halts every worker), and merges their requests in the schedule's order.
+"""The Ray side of open-loop cells over workers (`qualify.capacity.spread` says what and why,
+docs/capacity.md "Load past one machine: Ray workers" how): `RayFleet.send` has the signature
+of `qualify.capacity.openloop.send`.
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 import qualify
-from qualify.capacity.openloop import Flight, Plan, Sent
+from qualify.capacity.openloop import Plan, Sent
 from qualify.capacity.shard import Polled, Shard, ShardResult, ShardSpec, split
 from qualify.capacity.spread import (
     LEAD_S,
@@ -49,11 +42,9 @@ WORKER_CPUS = float(os.environ.get("QUALIFY_RAY_WORKER_CPUS", "1"))
 
 
 @ray.remote(max_concurrency=64)  # type: ignore[call-overload]
-class LoadWorker:
-    """One worker: qualify's open-loop sender and HTTP client on its node."""
-
-    def __init__(self) -> None:
-        self.shard = Shard()
+class LoadWorker(Shard):
+    """One worker: qualify's open-loop sender and HTTP client on its node (its `Shard` runs,
+    polls, halts and closes; every method a coroutine, so all run on the actor's one loop)."""
 
     async def where(self) -> dict[str, object]:
         ctx = ray.get_runtime_context()
@@ -62,21 +53,9 @@ class LoadWorker:
     async def clock(self) -> float:
         return time.perf_counter()
 
-    async def run(self, spec: ShardSpec) -> ShardResult:
-        return await self.shard.run(spec)
-
-    async def poll(self) -> Polled:
-        return self.shard.poll()
-
-    async def halt(self) -> None:
-        self.shard.halt()
-
     async def stall(self, seconds: float) -> None:
         """Block this worker's event loop (a worker starved of CPU): the lag check's proof."""
         time.sleep(seconds)
-
-    async def close(self) -> None:
-        await self.shard.close()
 
 
 @dataclass
@@ -148,8 +127,12 @@ class RayFleet:
             planned = [Sent(o) for o in plan]
             if self.broken:
                 return never_sent(plan, self.broken, self.spread(workers, planned, 0.0))
-            for w, probes in zip(workers, await self._probes(workers), strict=True):
-                w.probes, w.lost = probes if isinstance(probes, list) else [], _lost(probes)
+            calls = (self.probe(self.actors[w.k]) for w in workers)
+            probed = await asyncio.gather(*calls, return_exceptions=True)
+            for w, probes in zip(workers, probed, strict=True):
+                w.probes, w.lost = (
+                    (probes, None) if isinstance(probes, list) else ([], _why(probes))
+                )
             if why := self._unfit(workers):
                 return never_sent(plan, why, self.spread(workers, planned, 0.0))
             start = time.perf_counter() + LEAD_S
@@ -181,17 +164,13 @@ class RayFleet:
                 self.broken = run.harness
             return run
 
-    async def _probes(self, workers: list[Worker]) -> list[list[dict[str, float]] | BaseException]:
-        calls = (self.probe(self.actors[w.k]) for w in workers)
-        return list(await asyncio.gather(*calls, return_exceptions=True))
-
     def _unfit(self, workers: list[Worker]) -> str | None:
         for w in workers:
+            where = node_text(w.where | {"worker": w.k + 1})
             if w.lost:
-                return f"{node_text(w.where | {'worker': w.k + 1})} is lost: {w.lost}"
+                return f"{where} is lost: {w.lost}"
             _, unc = best_probe(w.probes)
             if unc * 1000 > self.bound_ms:
-                where = node_text(w.where | {"worker": w.k + 1})
                 return (
                     f"clock uncertainty of {where}: {unc * 1000:.1f} ms > "
                     f"{self.bound_ms:g} ms (half its best probe's round trip)"
@@ -220,7 +199,10 @@ class RayFleet:
         while any(not f.done() for f in runs.values()):
             await asyncio.sleep(POLL_S)
             latest |= await self._poll([w for w in workers if not runs[w.k].done()], got)
-            _flight(flight, list(latest.values()))
+            if polls := list(latest.values()):  # what is in flight, for the cell's watch
+                flight.started = max(flight.started, sum(p.started for p in polls))
+                flight.completed = max(flight.completed, sum(p.completed for p in polls))
+                flight.running = {i: t for p in polls for i, t in p.running.items()}
             for w in workers:
                 f = runs[w.k]
                 if f.done() and w.result is None and w.lost is None:
@@ -254,7 +236,7 @@ class RayFleet:
             try:
                 p: Polled = await self.actors[w.k].poll.remote()
             except Exception as exc:  # the actor or its node is gone: its run says so too
-                w.lost = w.lost or f"{type(exc).__name__}: {_first_line(exc)}"
+                w.lost = w.lost or _why(exc)
                 continue
             got(p.done)
             out[w.k] = p
@@ -266,7 +248,7 @@ class RayFleet:
                 try:
                     await self.actors[w.k].halt.remote()
                 except Exception as exc:
-                    w.lost = f"{type(exc).__name__}: {_first_line(exc)}"
+                    w.lost = _why(exc)
 
     async def close(self) -> None:
         for a in self.actors:
@@ -283,29 +265,14 @@ async def _get(ref: Any) -> Any:  # a Ray ObjectRef, awaited: what the remote ca
     return await ref
 
 
-def _outcome(f: asyncio.Future[Any]) -> tuple[ShardResult | None, str | None]:
+def _outcome(f: asyncio.Future[ShardResult]) -> tuple[ShardResult | None, str | None]:
     if f.cancelled():
         return None, "cancelled"
     exc = f.exception()
     if exc is not None:
-        return None, f"{type(exc).__name__}: {_first_line(exc)}"
+        return None, _why(exc)
     return f.result(), None
 
 
-def _lost(probes: object) -> str | None:
-    if isinstance(probes, BaseException):
-        return f"{type(probes).__name__}: {_first_line(probes)}"
-    return None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]
-
-
-def _flight(flight: Flight, polls: list[Polled]) -> None:
-    if not polls:
-        return
-    completed = sum(p.completed for p in polls)
-    flight.started = max(flight.started, sum(p.started for p in polls))
-    flight.completed = max(flight.completed, completed)
-    flight.running = {i: t for p in polls for i, t in p.running.items()}
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"

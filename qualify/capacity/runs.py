@@ -1,26 +1,18 @@
-"""One timed run of one capacity cell: c cold prompts in flight at once, between two idle checks.
-
-Before the run the engine must be idle (no running, no waiting request, from its gauges); the
-counters read then and again once it is idle after the run give the server's own figures over
-the same window: generated tokens (for the aggregate cross-check) and draft acceptance. While
-the streams are in flight `/metrics` is polled for the engine's running and waiting gauges: the
-waiting gauge is the server-side queue. Where the engine keeps latency histograms (vLLM), the
-run's requests are compared with the server's own decode rate and TTFT over the same window
-(`server_window`), as the A/B's cells are.
-
-A run is *excluded* (kept, listed, never counted in the cell's medians) when the engine was not
-idle around it, a request failed or was cut, or an answer was degenerate.
+"""One timed run of one capacity cell: c cold prompts in flight at once, between two idle checks,
+with the engine's queue gauges and counters over the same window (docs/capacity.md, "A cell's
+figures", which also says when a run is excluded).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TypedDict
 
 from qualify.ab.acceptance import between
 from qualify.capacity.answers import broken
+from qualify.capacity.matrix import _field, _nums
 from qualify.capacity.openloop import cancelled
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
@@ -34,12 +26,12 @@ from qualify.serving.sender import Sender
 
 AFTER_GRACE_S = 5.0  # the engine may take a moment to free its slots after the last byte
 QUEUE_POLL_S = 0.5
+Meter = Callable[[float, float], dict[str, object]]  # energy over a monotonic window
 
 
 class StreamRec(TypedDict, total=False):
-    """One stream's figures as `stream_record` measures them; an open-loop cell's planned
-    request adds its send offset and lag (`qualify.capacity.knee.measured`), one never
-    answered carries only why (`unfinished`)."""
+    """One stream's figures (`stream_record`); an open-loop request adds its send offset and lag,
+    one never answered carries only why (`unfinished`)."""
 
     failed: str | None
     cut: str | None
@@ -84,16 +76,16 @@ def stream_record(
     t = timing(o)
     failed, cut = _failure(ex, o)
     answered = failed is None and cut is None
-    budget = max_tokens if max_tokens is not None else _budget(ex)
-    judged = (
-        broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, o.tool_calls)
-        if kind is not None and answered
-        else []
-    )
+    judged: list[str] = []
+    if kind is not None and answered:
+        body = ex.request_body if isinstance(ex.request_body, dict) else {}
+        v = body.get("max_tokens") or body.get("max_completion_tokens")
+        budget = max_tokens if max_tokens is not None else v if isinstance(v, int) else 1 << 30
+        judged = broken(kind, o.content, o.finish_reason, t.completion_tokens, budget, o.tool_calls)
     return {
         "failed": failed,
         "cut": cut,
-        "degenerate": degenerate(o.content) if failed is None and cut is None else None,
+        "degenerate": degenerate(o.content) if answered else None,
         "finish_reason": o.finish_reason,
         "prompt_tokens": t.prompt_tokens,
         "cached_tokens": t.cached_tokens,
@@ -109,12 +101,6 @@ def stream_record(
     }
 
 
-def _budget(ex: Exchange) -> int:
-    body = ex.request_body if isinstance(ex.request_body, dict) else {}
-    v = body.get("max_tokens") or body.get("max_completion_tokens")
-    return int(v) if isinstance(v, int) else 1 << 30
-
-
 async def _watch_queue(
     client: Client, d: Dialect, running: list[float], waiting: list[float]
 ) -> None:
@@ -127,25 +113,13 @@ async def _watch_queue(
         await asyncio.sleep(QUEUE_POLL_S)
 
 
-def _window(exchanges: list[Exchange]) -> float | None:
-    ok = [ex for ex in exchanges if ex.t_end is not None]
-    if not ok:
-        return None
-    start = min(ex.t_sent for ex in exchanges)
-    return max(ex.t_sent + (ex.t_end or 0.0) for ex in ok) - start
-
-
-def _nums(key: str, rows: Sequence[Mapping[str, object]]) -> list[float]:
-    return [float(v) for s in rows if isinstance(v := s[key], int | float)]
-
-
 def summarize(streams: list[StreamRec], window: float | None) -> dict[str, object]:
     """A run's figures from its streams; decode over the non-degenerate answered streams."""
     answered = [s for s in streams if not s.get("failed") and not s.get("cut")]
     speed = [s for s in answered if not s.get("degenerate")]
     tokens = sum(s.get("completion_tokens") or 0 for s in answered)
     chunks = sum(s.get("token_chunks", 0) for s in answered)
-    ttft = _nums("ttft_s", answered)
+    ttft = _nums(s.get("ttft_s") for s in answered)
     return {
         "requests": len(streams),
         "failed": sum(1 for s in streams if s.get("failed")),
@@ -154,18 +128,14 @@ def summarize(streams: list[StreamRec], window: float | None) -> dict[str, objec
         "completion_tokens": tokens,
         "window_s": window,
         "aggregate_output_tok_s": tokens / window if tokens and window else None,
-        "decode_tok_s_p50": median(_nums("decode_tok_s", speed)),
+        "decode_tok_s_p50": median(_nums(s.get("decode_tok_s") for s in speed)),
         "ttft_p50_s": median(ttft),
         "ttft_p95_s": percentile(ttft, 95),
         "ttft_s": ttft,
-        "e2e_p50_s": median(_nums("e2e_s", answered)),
+        "e2e_p50_s": median(_nums(s.get("e2e_s") for s in answered)),
         "chunks_per_token": chunks / tokens if tokens else None,
-        "prompt_tokens_p50": median(_nums("prompt_tokens", answered)),
+        "prompt_tokens_p50": median(_nums(s.get("prompt_tokens") for s in answered)),
     }
-
-
-def _field(v: object, key: str) -> object:
-    return v.get(key) if isinstance(v, dict) else None
 
 
 def exclusion(run: Mapping[str, object]) -> str | None:
@@ -183,11 +153,7 @@ def exclusion(run: Mapping[str, object]) -> str | None:
 
 
 async def timed_run(
-    s: Sender,
-    prompts: list[Messages],
-    label: str,
-    kind: str = "prose",
-    meter: Callable[[float, float], dict[str, object]] | None = None,
+    s: Sender, prompts: list[Messages], label: str, kind: str = "prose", meter: Meter | None = None
 ) -> dict[str, object]:
     """Every prompt in flight at once between two idle checks; the run's record."""
     before = await wait_idle(s.client, s.dialect, s.idle_wait_s)
@@ -220,7 +186,10 @@ async def timed_run(
         stream_record(ex, s.keep(f"{label}-s{i + 1}", ex), kind) for i, ex in enumerate(exchanges)
     ]
     run["streams"] = streams
-    run.update(summarize(streams, _window(exchanges)))
+    # the run's window: first request sent to last response ended
+    ends = [ex.t_sent + ex.t_end for ex in exchanges if ex.t_end is not None]
+    window = max(ends) - min(ex.t_sent for ex in exchanges) if ends else None
+    run.update(summarize(streams, window))
     run["server_generated_tokens"] = after.since(before, s.dialect.generated)
     run["acceptance"] = between(before.snapshot, after.snapshot, s.dialect)
     run["server_window"] = server_fidelity(before, after, s.dialect, exchanges, streams)
@@ -229,21 +198,11 @@ async def timed_run(
 
 
 def server_fidelity(
-    before: IdleReport,
-    after: IdleReport,
-    d: Dialect,
-    exchanges: list[Exchange],
-    streams: list[StreamRec],
+    before: IdleReport, after: IdleReport, d: Dialect, exs: list[Exchange], streams: list[StreamRec]
 ) -> dict[str, object]:
-    """The run's answered requests against the server's latency histograms over the same idle
-    window (vLLM keeps them; llama.cpp does not, said so): the client's cell decode tok/s over
-    the server's and its mean TTFO minus the server's mean TTFT
-    (`qualify.httpclient.timing.with_server_window`, as the A/B compares its cells)."""
-    answered = [
-        ex
-        for ex, st in zip(exchanges, streams, strict=True)
-        if not st.get("failed") and not st.get("cut")
-    ]
+    """The run's answered requests against the server's latency histograms (vLLM's) over it."""
+    pairs = zip(exs, streams, strict=True)
+    answered = [ex for ex, st in pairs if not st.get("failed") and not st.get("cut")]
     window = server_window(before.snapshot, after.snapshot, d, expected=len(answered))
     _, compared = with_server_window([timing(from_stream(ex)) for ex in answered], window)
     return compared

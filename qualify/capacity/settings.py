@@ -1,10 +1,5 @@
-"""Candidate settings owned by the capacity part of qualify (`[stages.capacity]`).
-
-The matrix (prompt lengths × concurrency levels), the per-kind decode at depth, the expected
-ranges the candidate declares per cell, and whether the alias's incumbent is measured beside it.
-The regression margin against the incumbent is policy (`thresholds.ab_max_regression_pct`),
-never set here.
-"""
+"""Candidate settings owned by the capacity part of qualify (`[stages.capacity]`); the regression
+margin against the incumbent is policy (`thresholds.ab_max_regression_pct`), never set here."""
 
 from __future__ import annotations
 
@@ -148,8 +143,7 @@ class SoakSettings(StrictModel):
 
 
 class ReplaySettings(StrictModel):
-    """Trace replay (`[stages.capacity.replay]`, `qualify.capacity.replay`): off unless a
-    trace is named."""
+    """Trace replay (`[stages.capacity.replay]`): off unless a trace is named."""
 
     trace: str | None = Field(
         None, description="a JSONL trace (Mooncake or qualify's form), relative to the candidate"
@@ -163,8 +157,7 @@ class ReplaySettings(StrictModel):
 
 
 class SessionSettings(StrictModel):
-    """Multi-turn agent sessions (`[stages.capacity.sessions]`, `qualify.capacity.sessions`):
-    off at 0."""
+    """Multi-turn agent sessions (`[stages.capacity.sessions]`): off at 0."""
 
     count: Annotated[int, Field(ge=0, le=64)] = Field(0, description="sessions run at once")
     max_tokens: PositiveInt = Field(64, description="max_tokens of each turn")
@@ -189,9 +182,7 @@ class CapacitySettings(StrictModel):
         2, description="untimed requests per prompt length before its cells (kept as evidence)"
     )
     max_tokens: PositiveInt = 128
-    ignore_eos: bool = Field(
-        False, description="send ignore_eos so every answer runs to max_tokens"
-    )
+    ignore_eos: bool = Field(False, description="send ignore_eos: every answer runs to max_tokens")
     kinds: list[DecodeKind] = Field(
         default_factory=lambda: list[DecodeKind](["prose", "code", "json", "list"]),
         description="content kinds of the per-kind decode at c=1 (empty: none)",

@@ -1,18 +1,8 @@
 """One worker's share of an open-loop cell (`qualify.capacity.spread`): what a Ray actor runs.
 
-The driver draws the cell's whole schedule; this worker is given requests i, i+n, … of it (their
-bodies and planned offsets from the shared start) and the start as an instant of the driver's
-clock, with its own clock's offset from the driver's (measured by the driver's probes). It maps
-the start to its own monotonic clock, waits for it, and sends its share with qualify's own
-open-loop sender (`qualify.capacity.openloop.send`) and HTTP client, nothing else. Each request
-that ends is handed back raw (the whole exchange) at the driver's next poll, with what is in
-flight, so the driver judges every answer, stops the cell early as one process would, and keeps
-the exchanges; the statistics are never computed here.
-
-Times handed back are on the driver's clock (the worker's minus its offset): an exchange's
-`t_sent`, each request's actual send time from the shared start. The worker's own figures: its
-send lag (over its share), its event loop's oversleep, how late it came past the start, and the
-CPU time its process spent on the cell.
+It sends requests i, i+n, … of the driver's schedule from the shared start with qualify's own
+sender, and hands each exchange back raw, its times on the driver's clock (the worker's minus
+its offset); the statistics are never computed here.
 """
 
 from __future__ import annotations
@@ -77,19 +67,15 @@ class Shard:
     offset_s: float = 0.0
     indices: list[int] = field(default_factory=list)
 
-    def client(self, spec: ShardSpec) -> Client:
-        key = (spec.base_url, spec.api_key, spec.client_timeout_s)
-        if key not in self.clients:
-            self.clients[key] = Client(spec.base_url, spec.api_key, spec.client_timeout_s)
-        return self.clients[key]
-
     def _ended(self, k: int, ex: Exchange) -> None:
         ex.t_sent -= self.offset_s  # onto the driver's clock
         self.done.append((self.indices[k], ex))
 
     async def run(self, spec: ShardSpec) -> ShardResult:
         """Send this worker's share from the shared start (see the module docstring)."""
-        client = self.client(spec)
+        key = (spec.base_url, spec.api_key, spec.client_timeout_s)
+        if key not in self.clients:  # one client per server, kept across cells
+            self.clients[key] = Client(*key)
         self.stop, self.flight, self.done = asyncio.Event(), Flight(), []
         self.offset_s, self.indices = spec.offset_s, list(spec.indices)
         cpu0 = time.process_time()
@@ -97,17 +83,10 @@ class Shard:
         if (wait := start - time.perf_counter()) > 0:
             await asyncio.sleep(wait)
         late = time.perf_counter() - start
-        cell = Plan(
-            spec.bodies,
-            [o - late for o in spec.offsets],  # still anchored to the shared start
-            spec.deadline_s - late,
-            timeout_s=spec.timeout_s,
-            path=spec.path,
-            stop=self.stop,
-            flight=self.flight,
-            on_done=self._ended,
-        )
-        run = await send(client, cell)
+        offsets = [o - late for o in spec.offsets]  # still anchored to the shared start
+        cell = Plan(spec.bodies, offsets, spec.deadline_s - late, spec.timeout_s, spec.path)
+        cell.stop, cell.flight, cell.on_done = self.stop, self.flight, self._ended
+        run = await send(self.clients[key], cell)
         shift = run.started - start
         done, self.done = self.done, []
         return ShardResult(
@@ -121,12 +100,12 @@ class Shard:
             window_end_s=time.perf_counter() - start,
         )
 
-    def poll(self) -> Polled:
+    async def poll(self) -> Polled:
         done, self.done = self.done, []
         running = {self.indices[k]: t - self.offset_s for k, t in self.flight.running.items()}
         return Polled(done, running, self.flight.started, self.flight.completed)
 
-    def halt(self) -> None:
+    async def halt(self) -> None:
         if self.stop is not None:
             self.stop.set()
 

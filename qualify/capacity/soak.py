@@ -1,28 +1,6 @@
-"""The soak: a steady open-loop load for the house's duration, watched for liveness and drift.
-
-A server whose `/health` answers 200 can still have stopped generating (a wedged scheduler, a
-dead worker behind a live front end, a frozen process behind a proxy). While the soak's Poisson
-arrivals run, a watcher on the same loop polls every `poll_s`:
-
-- **progress**: the engine's generated-token counter (`Dialect.generated`) and its step counters
-  (`STEP_COUNTERS`: llama-server's decode calls, prompt tokens), and the requests the client saw
-  complete. With a request in flight and neither moving for `thresholds.soak_stall_s`,
-  the engine is **hung**: the soak stops at once (requests in flight cancelled, the rest never
-  sent) and says so, naming what `/health` answered meanwhile. A hang is therefore reported
-  within `soak_stall_s + poll_s + probe_timeout_s` of the last progress, whatever the server does;
-- `/health` status, and **engine error counters**: every counter whose name says error, fail,
-  abort or reject, and `finished_reason` labels `abort`/`error`, as deltas over the soak;
-- **memory**: GPU used memory from the sampler where there is one, else the resident memory of
-  the server process qualify launched; its growth from the first to the last reading;
-- **TTFT drift**: the median TTFT of the last third of the requests (in send order) over that of
-  the first third;
-- **acceptance drift**: the engine's draft counters on every scrape, kept as a series, and the
-  speculative acceptance and mean accepted length per third of the soak's time from their
-  deltas (`qualify.capacity.specdrift`); "no speculation" on an engine that drafts nothing.
-
-Every answer is judged as in the other load cells, and the soak's goodput is computed under the
-same SLOs. Once the load has ended (not after a hang) the watcher scrapes once more, so the
-progress and error-counter deltas cover the whole soak.
+"""The soak: a steady open-loop load for the house's duration, watched for liveness (a hung
+engine stops it), error counters, memory, TTFT and acceptance drift (docs/capacity.md, "The soak:
+liveness and drift").
 """
 
 from __future__ import annotations
@@ -33,12 +11,14 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Unpack
 
 from qualify.ab.acceptance import SpecCounters
-from qualify.capacity.knee import Fresh, Meter, measured
-from qualify.capacity.openloop import Flight, Plan, poisson
-from qualify.capacity.slo import Slo, number
+from qualify.capacity.knee import Fresh, LaneArgs, measured
+from qualify.capacity.openloop import Plan, poisson
+from qualify.capacity.slo import number
 from qualify.capacity.specdrift import SERIES_COLUMNS, spec_point
 from qualify.httpclient.timing import median
 from qualify.serving.engines import MetricsSnapshot
@@ -62,10 +42,7 @@ STEP_COUNTERS = (
 def progress(snap: MetricsSnapshot | None, generated: tuple[str, ...]) -> float | None:
     """One number that grows while the engine makes progress: the sum of its generated-token
     and step counters in one scrape (None when it exposes none of them)."""
-    if snap is None:
-        return None
-    values = [snap.total(n) for n in (*generated, *STEP_COUNTERS)]
-    found = [v for v in values if v is not None]
+    found = [v for n in (*generated, *STEP_COUNTERS) if snap and (v := snap.total(n)) is not None]
     return sum(found) if found else None
 
 
@@ -103,65 +80,44 @@ def drift(streams: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """Median TTFT of the last third over the first third, by planned send time, with how many
     answered requests each third holds (`per_third`: the gate judges no drift from fewer than
     the house's `soak_min_third_requests`)."""
-    ok = sorted(
-        (
-            (number(s.get("planned_s")) or 0.0, t)
-            for s in streams
-            if (t := number(s.get("ttft_s"))) is not None
-        ),
-        key=lambda at: at[0],
-    )
+    at = [(number(s.get("planned_s")) or 0.0, number(s.get("ttft_s"))) for s in streams]
+    ok = sorted([(p, t) for p, t in at if t is not None], key=lambda pt: pt[0])
     third = len(ok) // 3
     first = median([float(t) for _, t in ok[:third]]) if third >= 2 else None
     last = median([float(t) for _, t in ok[-third:]]) if third >= 2 else None
     pct = (last / first - 1) * 100 if first and last is not None else None
-    return {
-        "first_p50_s": first,
-        "last_p50_s": last,
-        "drift_pct": pct,
-        "answered": len(ok),
-        "per_third": third,
-    }
+    return dict(
+        first_p50_s=first, last_p50_s=last, drift_pct=pct, answered=len(ok), per_third=third
+    )
 
 
+@dataclass
 class Watcher:
-    """Polls progress, health, error counters and memory while the soak runs."""
+    """Polls progress, health, error counters and memory while the soak's `plan` runs."""
 
-    def __init__(
-        self,
-        sender: Sender,
-        flight: Flight,
-        stop: asyncio.Event,
-        stall_s: float,
-        health_path: str,
-        memory: Callable[[], float | None],
-        poll_s: float,
-        e2e_s: float,
-    ) -> None:
-        self.s, self.flight, self.stop = sender, flight, stop
-        self.stall_s, self.health_path, self.memory = stall_s, health_path, memory
-        self.poll_s, self.e2e_s = poll_s, e2e_s
-        self.bound_s = stall_s
-        self.hung: str | None = None
-        self.detected_after_s: float | None = None
-        self.timeline: list[list[float | int | str | None]] = []
-        self.generated: list[float] = []
-        self.errors_first: dict[str, float] | None = None
-        self.errors_last: dict[str, float] = {}
-        self.memory_mib: list[float] = []
-        self.health: dict[str, int] = {}
-        self.spec: list[list[float | None]] = []
-        self.t0 = time.perf_counter()
+    s: Sender
+    plan: Plan
+    stall_s: float
+    health_path: str
+    memory: Callable[[], float | None]
+    poll_s: float
+    e2e_s: float
+    hung: str | None = None
+    detected_after_s: float | None = None
+    timeline: list[list[float | int | str | None]] = field(default_factory=list)
+    generated: list[float] = field(default_factory=list)
+    errors_first: dict[str, float] | None = None
+    errors_last: dict[str, float] = field(default_factory=dict)
+    memory_mib: list[float] = field(default_factory=list)
+    health: dict[str, int] = field(default_factory=dict)
+    spec: list[list[float | None]] = field(default_factory=list)
+    t0: float = field(default_factory=time.perf_counter)
 
-    def _spec(self, snap: MetricsSnapshot | None) -> None:
-        """One row of the draft-counter series (`specdrift`), where the engine has any."""
-        point = None if snap is None else spec_point(SpecCounters.read(snap, self.s.dialect))
-        if point is not None and len(self.spec) < TIMELINE_MAX:
-            self.spec.append([round(time.perf_counter() - self.t0, 2), *point])
+    def __post_init__(self) -> None:
+        self.bound_s = self.stall_s  # the stall bound in force, set again on each poll
 
     async def _probe(self) -> tuple[MetricsSnapshot | None, str]:
-        """One scrape and one health check, counted: the generated tokens, the draft counters,
-        the error counters, what `/health` said."""
+        """One scrape and one health check, counted."""
         c = self.s.client
         metrics, health = await asyncio.gather(
             c.get("/metrics", timeout_s=PROBE_TIMEOUT_S),
@@ -175,63 +131,54 @@ class Watcher:
         if health.error_kind is not None:
             said = f"no answer ({health.error_kind})"
         self.health[said] = self.health.get(said, 0) + 1
-        gen = None if snap is None else snap.first(self.s.dialect.generated)
-        if gen is not None:
-            self.generated.append(gen)
-        self._spec(snap)
         if snap is not None:
             self.errors_last = error_counters(snap)
+            if (gen := snap.first(self.s.dialect.generated)) is not None:
+                self.generated.append(gen)
+            # one row of the draft-counter series (`specdrift`), where the engine has any
+            point = spec_point(SpecCounters.read(snap, self.s.dialect))
+            if point is not None and len(self.spec) < TIMELINE_MAX:
+                self.spec.append([round(time.perf_counter() - self.t0, 2), *point])
         return snap, said
 
     async def run(self) -> None:
+        f, stop = self.plan.flight, self.plan.stop
         last_progress = time.perf_counter()
         last_step: float | None = None
-        last_done = self.flight.completed
-        while not self.stop.is_set():
+        last_done = f.completed
+        while not stop.is_set():
             snap, health = await self._probe()
             now = time.perf_counter()
             step = progress(snap, self.s.dialect.generated)
-            moved = self.flight.completed != last_done or (
-                step is not None and last_step is not None and step > last_step
-            )
-            if step is not None:
-                last_step = step
-            last_done = self.flight.completed
-            if moved or self.flight.in_flight == 0:
+            grew = step is not None and last_step is not None and step > last_step
+            if grew or f.completed != last_done or f.in_flight == 0:
                 last_progress = now
+            last_step, last_done = last_step if step is None else step, f.completed
             if snap is not None and self.errors_first is None:
                 self.errors_first = self.errors_last
             mem = self.memory()
             if mem is not None:
                 self.memory_mib.append(mem)
             if len(self.timeline) < TIMELINE_MAX:
-                self.timeline.append(
-                    [
-                        round(now - self.t0, 2),
-                        step,
-                        self.flight.completed,
-                        self.flight.in_flight,
-                        health,
-                        None if mem is None else round(mem, 1),
-                    ]
-                )
+                t, mib = round(now - self.t0, 2), None if mem is None else round(mem, 1)
+                self.timeline.append([t, step, f.completed, f.in_flight, health, mib])
             stalled = now - last_progress
             # without a progress counter only a finished request shows progress, so a request
             # may take up to the E2E bound before silence means anything
             bound = self.stall_s if step is not None else max(self.stall_s, self.e2e_s)
             self.bound_s = bound
-            if self.flight.in_flight > 0 and stalled >= bound:
+            if f.in_flight > 0 and stalled >= bound:
                 counter = "no progress counter" if step is None else "no progress counter step"
                 self.hung = (
-                    f"hung engine: no progress for {stalled:.1f} s with {self.flight.in_flight} "
+                    f"hung engine: no progress for {stalled:.1f} s with {f.in_flight} "
                     f"requests in flight ({counter}, no request completed); /health meanwhile: "
                     + ", ".join(f"{k} ×{v}" for k, v in self.health.items())
                 )
                 self.detected_after_s = stalled
-                self.stop.set()
+                stop.set()
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop.wait(), self.poll_s)
+                await asyncio.wait_for(stop.wait(), self.poll_s)
         # once more after the last request ended: llama-server adds a request's tokens to its
         # generated-token counter only when it ends, which the last poll may have missed
         await self._probe()
@@ -241,6 +188,7 @@ class Watcher:
         first, last = self.errors_first or {}, self.errors_last
         gen, mem = self.generated, self.memory_mib
         generated = self.s.dialect.generated
+        rose = {k: v - first.get(k, 0.0) for k, v in last.items()}
         return {
             "hung": self.hung,
             "detected_after_s": self.detected_after_s,
@@ -250,9 +198,7 @@ class Watcher:
                 "generated_delta": gen[-1] - gen[0] if len(gen) >= 2 else None,
                 "scrapes": len(gen),
             },
-            "error_counters": {
-                k: v - first.get(k, 0.0) for k, v in last.items() if v - first.get(k, 0.0) > 0
-            },
+            "error_counters": {k: d for k, d in rose.items() if d > 0},
             "error_counters_seen": sorted(last),
             "memory": {
                 "source": memory_source if mem else None,
@@ -271,35 +217,25 @@ async def soak(
     rate_rps: float,
     duration_s: float,
     stall_s: float,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
     health_path: str,
     seed: int,
     memory: Callable[[], float | None] = lambda: None,
     memory_source: str | None = None,
-    meter: Meter | None = None,
     poll_s: float = POLL_S,
+    **lane: Unpack[LaneArgs],
 ) -> dict[str, object]:
     """The steady load and its watcher; the soak's record."""
+    slo, lag_bound_ms, meter = lane["slo"], lane["lag_bound_ms"], lane.get("meter")
     # every arrival of the Poisson process that falls within the duration
     n = max(1, math.ceil(rate_rps * duration_s))
     offsets = [o for o in poisson(rate_rps, 3 * n + 20, seed) if o < duration_s] or [0.0]
     prompts = [await fresh() for _ in offsets]
     bodies = [sender.request(p) for p in prompts]
-    stop, flight = asyncio.Event(), Flight()
     drain = float(slo.e2e_s or 60.0)
-    watcher = Watcher(sender, flight, stop, stall_s, health_path, memory, poll_s, drain)
-    cell = Plan(
-        bodies,
-        offsets,
-        duration_s + drain,
-        timeout_s=sender.timeout_s,
-        stop=stop,
-        flight=flight,
-        watch=watcher.run,
-    )
+    cell = Plan(bodies, offsets, duration_s + drain, sender.timeout_s)
+    watcher = Watcher(sender, cell, stall_s, health_path, memory, poll_s, drain)
+    cell.watch = watcher.run
+    kind, max_tokens = lane["kind"], lane["max_tokens"]
     run, _, tally = await measured(sender, cell, "soak", kind, max_tokens, lag_bound_ms, meter)
     return {
         "rate_rps": rate_rps,

@@ -1,15 +1,11 @@
-"""Speculative acceptance over the soak's time, from the server's own draft counters: the series
-(`acceptance_series`, one row `[t_s, drafts, draft_tokens, accepted]`, cumulative, per scrape) cut
-into three equal spans of time; per third, acceptance rate = Δaccepted / Δdraft tokens and mean
-accepted length = 1 + Δaccepted / Δdrafts (the bonus token counted); each drift is the last
-third's over the first's minus one, in per cent (docs/capacity.md, "Speculative acceptance over
-the soak's time"). The stage and `verify` derive the thirds from the kept series with this one
-function."""
+"""Speculative acceptance over the soak's time, from the server's own draft counters
+(docs/capacity.md, "Speculative acceptance over the soak's time"); the stage and `verify`
+derive the thirds from the kept series with this one function."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import pairwise
-from typing import Any
 
 from pydantic import Field
 
@@ -17,6 +13,7 @@ from qualify.ab.acceptance import SGLANG_WIDTH, SpecCounters
 from qualify.capacity.parts import Part
 
 SERIES_COLUMNS = ["t_s", "drafts", "draft_tokens", "accepted"]
+Row = tuple[float, float, float | None, float]  # one scrape's, in SERIES_COLUMNS, cumulative
 NO_SPECULATION = "no speculation"
 
 
@@ -61,7 +58,7 @@ def _pct(last: float | None, first: float | None) -> float | None:
     return (last / first - 1) * 100
 
 
-def _third(a: list[Any], b: list[Any]) -> AcceptanceThird | None:
+def _third(a: Row, b: Row) -> AcceptanceThird | None:
     """The deltas between two rows of the series; None when a counter went down (a restart)."""
     drafts, accepted = round(b[1] - a[1]), round(b[3] - a[3])
     tokens = None if a[2] is None or b[2] is None else round(b[2] - a[2])
@@ -78,9 +75,12 @@ def _third(a: list[Any], b: list[Any]) -> AcceptanceThird | None:
     )
 
 
-def acceptance_thirds(series: list[list[Any]]) -> AcceptanceDrift:
+def acceptance_thirds(series: Sequence[Sequence[float | None]]) -> AcceptanceDrift:
     """Acceptance and mean accepted length per third of the series's span (module docstring)."""
-    rows = [r for r in series if len(r) == 4 and r[1] is not None and r[3] is not None]
+    rows: list[Row] = []
+    for r in series:
+        if len(r) == 4 and (t := r[0]) is not None and (d := r[1]) is not None:
+            rows += [(t, d, r[2], a)] if (a := r[3]) is not None else []
     if len(rows) < 2:
         return AcceptanceDrift(why=f"{NO_SPECULATION}: the engine reported no draft counters")
     if rows[-1][1] - rows[0][1] <= 0:

@@ -1,12 +1,7 @@
-"""Capacity: what the recipe carries. Prompt lengths × concurrency, per-kind decode at depth, what
-the engine says it can hold, and the incumbent measured the same way beside it.
-
-Order of work, so that servers switch as little as possible while the lanes still alternate:
-the candidate's engine figures, its per-kind decode (c = 1), then the matrix runs in the order
-candidate, incumbent, incumbent, candidate, candidate, incumbent, … (one matrix run per turn).
-Without an incumbent the candidate runs every run of each cell in a row. Each turn on a lane
-starts each prompt length with its warm-ups (kept as evidence, never counted). See
-`qualify.capacity.matrix` for the figures of a cell and `docs/capacity.md` for the whole stage.
+"""Capacity: prompt lengths × concurrency, per-kind decode at depth, what the engine says it can
+hold, the open-loop load, and the incumbent measured the same way beside it. The lanes
+alternate run by run (`turns`: candidate, incumbent, incumbent, candidate, …) so that servers
+switch as little as possible; each turn warms each length up first (kept, never counted).
 """
 
 from __future__ import annotations
@@ -15,6 +10,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from qualify.ab.kv import read_server_log
@@ -73,15 +69,8 @@ def request_fields(cand: Candidate, s: CapacitySettings) -> dict[str, object]:
     """The lane's request fields: model, budget, the named level's fields (else its first)."""
     name = s.level if s.level in cand.reasoning else next(iter(cand.reasoning), None)
     fields = cand.reasoning[name].request_fields() if name is not None else {}
-    body: dict[str, object] = {
-        "model": cand.identity.model,
-        "max_tokens": s.max_tokens,
-        "temperature": 0,
-        **fields,
-    }
-    if s.ignore_eos:
-        body["ignore_eos"] = True
-    return body
+    body: dict[str, object] = {"model": cand.identity.model, "max_tokens": s.max_tokens}
+    return body | {"temperature": 0, **fields} | ({"ignore_eos": True} if s.ignore_eos else {})
 
 
 def turns(runs: int, incumbent: bool) -> list[tuple[str, list[int]]]:
@@ -148,53 +137,41 @@ class Capacity:
 
     async def load(self, lane: Lane, task: Task) -> Load:
         """The knee search, the burst and the soak on one lane, at one prompt length."""
-        s, t = self.s, self.ctx.thresholds
+        s, kind, lag = self.s, self.s.load.kind, self.ctx.thresholds.client_max_lag_ms
         target = s.load.length or s.lengths[0]
         (planned,) = plan_lengths([target], lane.window, s.max_tokens)
-        out: dict[str, object] = {"length": planned, "slo": self.slo, "lane": lane.name}
-        out["kind"] = s.load.kind
+        out: dict[str, object] = dict(length=planned, slo=self.slo, lane=lane.name, kind=kind)
         if planned.errors:
             return Load.model_validate(out | {"error": "; ".join(planned.errors)})
         n = planned.planned_tokens
-        fresh_key = (s.load.kind, n) not in lane.prompts
+        fresh_key = (kind, n) not in lane.prompts
         try:
-            p = await self.prompts(lane, s.load.kind, n)
+            p = await self.prompts(lane, kind, n)
         except SizingError as exc:
             return Load.model_validate(out | {"error": f"sizing failed: {exc}"})
         if fresh_key:
             await self.warm(lane, p, f"load-{lane.name}-{n}")
         common = LaneArgs(
-            kind=s.load.kind,
-            max_tokens=s.max_tokens,
-            slo=self.slo,
-            lag_bound_ms=t.client_max_lag_ms,
-            meter=self.meter,
+            kind=kind, max_tokens=s.max_tokens, slo=self.slo, lag_bound_ms=lag, meter=self.meter
         )
-        text = self.trace(lane)
+        text, tick = self.trace(lane), partial(task.advance, 1)
         drain = float(self.slo.e2e_s or 60.0) + s.load.drain_s  # the burst's and the replay's
         if s.load.enabled:
-            found = await search(
-                lane.sender,
-                p.fresh,
-                s.load,
-                seed=self.seed,
-                advance=lambda note: task.advance(note=note),
-                rows=read_trace(text) if text else None,
-                **common,
+            rows = read_trace(text) if text else None
+            out |= await search(
+                lane.sender, p.fresh, s.load, seed=self.seed, advance=tick, rows=rows, **common
             )
-            out.update(found)
         ld = Load.model_validate(out)
         if s.load.enabled and (n := s.load.burst):  # n requests at once: a spike
-            label = f"load-burst-{n}"
             b = await open_cell(
-                lane.sender, p.fresh, burst(n), label=label, drain_s=drain, **common
+                lane.sender, p.fresh, burst(n), label=f"load-burst-{n}", drain_s=drain, **common
             )
             b |= {"arrival": "burst", "rate_rps": None, "cell": f"burst-{n}"}
             ld.cells.append(OpenCell.model_validate(b))
-            task.advance(note=f"capacity burst of {n}")
+            tick(f"capacity burst of {n}")
         if s.soak.enabled:
             ld.soak = Soak.model_validate(await self.soak_step(lane, p, ld, common))
-            task.advance(note="capacity soak")
+            tick("capacity soak")
         if text:  # the candidate's trace, at each of its scales
             got = await replays(lane.sender, text, s.replay, common, drain)
             ld.replay = [ReplayCell.model_validate(c) for c in got]
@@ -204,8 +181,7 @@ class Capacity:
         return ld
 
     def trace(self, lane: Lane) -> str | None:
-        """The text of the candidate's replay trace, kept in the attempt (`KEPT_TRACE`) for
-        `verify` to derive the replay's and the trace steps' send times and prompts from."""
+        """The candidate's replay trace, kept in the attempt (`KEPT_TRACE`) for `verify`."""
         if not self.s.replay.trace:
             return None
         where = self.ctx.lanes.loaded[lane.name].directory
@@ -258,10 +234,9 @@ class Capacity:
 
     async def lane(self, name: str) -> Lane:
         client = await self.ctx.client(name)
-        if name in self.lanes:
-            self.lanes[name].sender.client = client
-            self.lanes[name].counter.client = client
-            return self.lanes[name]
+        if known := self.lanes.get(name):
+            known.sender.client = known.counter.client = client
+            return known
         cand: Candidate = self.ctx.lanes.loaded[name].candidate
         ident = cand.identity
         if name == INCUMBENT:
@@ -279,9 +254,8 @@ class Capacity:
         sender = Sender(client, d, body, self.s.timeout_s, self.s.idle_wait_s, self.ctx.keep)
         counter = Counter(client, ident.engine, ident.model, fields)
         lengths = plan_lengths(self.s.lengths, window, self.s.max_tokens)
-        lane = Lane(name, sender, counter, window, lengths, eng)
-        self.lanes[name] = lane
-        return lane
+        self.lanes[name] = Lane(name, sender, counter, window, lengths, eng)
+        return self.lanes[name]
 
     async def prompts(self, lane: Lane, kind: DecodeKind, planned: int) -> Prompts:
         key = (kind, planned)
@@ -299,8 +273,7 @@ class Capacity:
     async def matrix_turn(
         self, name: str, runs: list[int], inc_info: rec.Incumbent, task: Task
     ) -> bool:
-        """One lane's turn of matrix runs; False where the incumbent was not found or did not
-        start (`inc_info` says so then)."""
+        """One lane's turn of matrix runs; False where the incumbent is missing (`inc_info` why)."""
         levels = self.s.concurrency
         if name == INCUMBENT and inc_info.status != "found":
             task.advance(len(self.s.lengths) * len(levels) * len(runs))
@@ -359,10 +332,8 @@ class Capacity:
                         warmed = True
                     runs = []
                     for r in range(1, self.s.kind_runs + 1):
-                        label = f"kind-{kind}-{n}-r{r}"
-                        timed = await timed_run(
-                            lane.sender, [await p.fresh()], label, kind, self.meter
-                        )
+                        label, one = f"kind-{kind}-{n}-r{r}", [await p.fresh()]
+                        timed = await timed_run(lane.sender, one, label, kind, self.meter)
                         timed["run"] = r
                         runs.append(timed)
                         task.advance(note=f"capacity {kind} at {n} run {r}")
@@ -397,15 +368,13 @@ async def _incumbent_lane(ctx: StageContext, s: CapacitySettings) -> rec.Incumbe
     # the house the run was given, once the stage context carries it (else the default house)
     house: Path | None = getattr(ctx, "house", None)
     inc, info = find_incumbent(ctx.loaded, house)
-    if inc is None:
-        return rec.Incumbent.model_validate(info)
     try:
-        ctx.run.redactor.add(api_key(inc))
+        if inc is not None:
+            ctx.run.redactor.add(api_key(inc))
+            ctx.lanes.loaded[INCUMBENT] = inc  # status "found"
     except BadInput as exc:
         info.update(status="unusable", why="; ".join(exc.problems))
-        return rec.Incumbent.model_validate(info)
-    ctx.lanes.loaded[INCUMBENT] = inc
-    return rec.Incumbent.model_validate(info)  # status "found"
+    return rec.Incumbent.model_validate(info)
 
 
 def _plot(ctx: StageContext, record: rec.Record) -> list[str]:
@@ -469,9 +438,8 @@ async def capacity(ctx: StageContext) -> StageResult:
     }
     # derived from the kept exchanges by the rebuild (`capacity.rebuild`), named here so that
     # its record holds them
-    derived: dict[str, object] = {"not_run": [], "degenerate": [], "answers": {}}
-    derived.update(expected=[], comparison=[])
-    record = rec.Record.model_validate({**data, **derived, "check_code": answer_code()})
+    data |= {"not_run": [], "degenerate": [], "answers": {}, "expected": [], "comparison": []}
+    record = rec.Record.model_validate(data | {"check_code": answer_code()})
     result = finish(ctx, ctx.judge(record), record)
     # drawn from the record the kept exchanges give (the draft's figures are the rebuild's)
     result.reasons[:0] = _plot(ctx, rec.Record.model_validate(result.data))
