@@ -19,17 +19,17 @@ if TYPE_CHECKING:
 PREFIX = "incumbent-"
 
 
-def edge_steps(cells: list[dict[str, object]], knee: Knee | None) -> list[tuple[float, int]]:
+def edge_steps(cells: list[OpenCell], knee: Knee | None) -> list[tuple[float, int]]:
     """(rate, index of its step among the candidate's Poisson steps) for the knee and the first
     rate over it, in that order; empty without a knee search. The index gives the step's seed."""
     if knee is None:
         return []
-    steps = [c for c in cells if c.get("arrival", "poisson") == "poisson"]
+    steps = [c for c in cells if c.arrival == "poisson"]
     out: list[tuple[float, int]] = []
-    at_knee = [i for i, c in enumerate(steps) if c.get("cell") == knee.cell]
+    at_knee = [i for i, c in enumerate(steps) if c.cell == knee.cell]
     if knee.rate_rps is not None and at_knee:
         out.append((float(knee.rate_rps), at_knee[-1]))
-    over = [i for i, c in enumerate(steps) if c.get("rate_rps") == knee.first_over]
+    over = [i for i, c in enumerate(steps) if c.rate_rps == knee.first_over]
     if knee.first_over is not None and over:
         out.append((float(knee.first_over), over[-1]))
     return out
@@ -38,7 +38,7 @@ def edge_steps(cells: list[dict[str, object]], knee: Knee | None) -> list[tuple[
 async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> dict[str, object]:
     """The incumbent's steps at the candidate's edge (`load` is the candidate's search)."""
     s = cap.s
-    steps = edge_steps([c.model_dump() for c in load.cells], load.knee)
+    steps = edge_steps(load.cells, load.knee)
     if not steps:
         why = "the candidate's knee search ran no step to repeat"
         return {"status": "not run", "why": load.error or why, "cells": []}

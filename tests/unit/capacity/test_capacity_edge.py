@@ -36,16 +36,16 @@ KNEE = Knee(rate_rps=11.3, cell="poisson-11.3rps", first_over=16.0, goodput_floo
 
 
 def test_the_edge_is_the_knee_then_the_first_rate_over_it_with_their_step_index() -> None:
-    assert edge_steps(SEARCH, KNEE) == [(11.3, 2), (16.0, 1)]
+    assert edge_steps(_cells(SEARCH), KNEE) == [(11.3, 2), (16.0, 1)]
 
 
 def test_no_search_no_knee_or_no_rate_over_give_what_there_is() -> None:
-    assert edge_steps(SEARCH, None) == []
+    assert edge_steps(_cells(SEARCH), None) == []
     assert edge_steps([], KNEE) == []
     bounded = KNEE.model_copy(update={"first_over": None})
-    assert edge_steps(SEARCH, bounded) == [(11.3, 2)]
+    assert edge_steps(_cells(SEARCH), bounded) == [(11.3, 2)]
     nothing_held = Knee(rate_rps=None, first_over=8.0, goodput_floor=0.9)
-    assert edge_steps(SEARCH[:1], nothing_held) == [(8.0, 0)]
+    assert edge_steps(_cells(SEARCH[:1]), nothing_held) == [(8.0, 0)]
 
 
 def _cells(rows: list[dict[str, Any]], prefix: str = "") -> list[OpenCell]:
