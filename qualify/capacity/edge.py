@@ -5,7 +5,7 @@ reader, never a verdict (docs/capacity.md, "The incumbent at the candidate's edg
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qualify.capacity.knee import holds, open_cell, step_size
 from qualify.capacity.loads import Knee, Load, OpenCell
@@ -79,33 +79,27 @@ async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> d
     return {"status": "measured", "why": None, "cells": cells}
 
 
+def held(c: OpenCell | None, floor: float) -> bool:
+    """A lane's step held the rate: goodput at the floor, at pace, no harness error."""
+    return c is not None and holds(c.model_dump(), floor) and not c.harness_error
+
+
 def versus(
     candidate: list[OpenCell], incumbent: list[OpenCell], floor: float
-) -> list[dict[str, Any]]:
-    """Per rate the incumbent ran: both lanes' goodput, pace, completed rate, whether each held,
-    and J per output token; `lead` names a rate one lane held and the other did not."""
+) -> list[tuple[OpenCell | None, OpenCell, str | None]]:
+    """Per rate the incumbent ran: the candidate's step at that rate, the incumbent's, and a
+    lead naming a rate one lane held and the other did not."""
     rows = []
     for inc in incumbent:
         same = [c for c in candidate if c.step == inc.step and c.arrival == "poisson"]
         cand = same[-1] if same else None
-        row: dict[str, Any] = {"rate_rps": inc.rate_rps}
-        for name, c in (("candidate", cand), ("incumbent", inc)):
-            d = c.model_dump() if c is not None else {}
-            row[name] = {
-                "goodput": d.get("goodput"),
-                "pace": d.get("pace"),
-                "completed_rps": d.get("achieved_rps"),
-                "held": bool(d) and holds(d, floor) and not d.get("harness_error"),
-                "harness": d.get("harness_error"),
-                "j_per_output_token": (d.get("energy") or {}).get("j_per_output_token"),
-            }
-        c_held, i_held = row["candidate"]["held"], row["incumbent"]["held"]
-        row["lead"] = (
+        c_held, i_held = held(cand, floor), held(inc, floor)
+        lead = (
             "the incumbent held a rate the candidate did not"
             if i_held and not c_held
             else "the candidate held a rate the incumbent did not"
             if c_held and not i_held
             else None
         )
-        rows.append(row)
+        rows.append((cand, inc, lead))
     return rows

@@ -6,9 +6,8 @@ here."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from qualify.capacity.edge import versus
+from qualify.capacity.edge import held, versus
 from qualify.capacity.firstscreen import _pct, _verdict, interval_pct, knee_line, soak_line
 from qualify.capacity.loads import Load, OpenCell, ReplayCell, Sessions, Soak
 from qualify.capacity.parts import Energy
@@ -242,11 +241,11 @@ def ray_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
     return out
 
 
-def _lane_text(x: dict[str, Any]) -> str:
-    pace = "no pace" if x["pace"] is None else f"pace {x['pace']:.2f}"
-    held = "held" if x["held"] else "not held"
-    harness = f", harness: {x['harness']}" if x["harness"] else ""
-    return f"{_pct(x['goodput'])}, {pace}, {held}{harness}"
+def _lane_text(c: OpenCell | None, floor: float) -> str:
+    pace = "no pace" if c is None or c.pace is None else f"pace {c.pace:.2f}"
+    said = "held" if held(c, floor) else "not held"
+    harness = f", harness: {c.harness_error}" if c is not None and c.harness_error else ""
+    return f"{_pct(c.goodput if c is not None else None)}, {pace}, {said}{harness}"
 
 
 def edge_part(ld: Load, floor: float) -> dict[str, object] | None:
@@ -257,16 +256,16 @@ def edge_part(ld: Load, floor: float) -> dict[str, object] | None:
         return None
     rows = [
         {
-            "rate": "no data" if v["rate_rps"] is None else f"{v['rate_rps']:.3g}",
-            "candidate": _lane_text(v["candidate"]),
-            "incumbent": _lane_text(v["incumbent"]),
+            "rate": "no data" if inc.rate_rps is None else f"{inc.rate_rps:.3g}",
+            "candidate": _lane_text(cand, floor),
+            "incumbent": _lane_text(inc, floor),
             "energy": " / ".join(
-                per_token_text(v[lane]["j_per_output_token"], None, None)
-                for lane in ("candidate", "incumbent")
+                per_token_text(c.energy.j_per_output_token if c and c.energy else None, None, None)
+                for c in (cand, inc)
             ),
-            "lead": v["lead"],
+            "lead": lead,
         }
-        for v in versus(ld.cells, e.cells, floor)
+        for cand, inc, lead in versus(ld.cells, e.cells, floor)
     ]
     return {"status": e.status, "why": e.why, "rows": rows}
 
