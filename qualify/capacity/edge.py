@@ -20,8 +20,8 @@ PREFIX = "incumbent-"
 
 
 def edge_steps(cells: list[OpenCell], knee: Knee | None) -> list[tuple[float, int]]:
-    """(rate, index of its step among the candidate's Poisson steps) for the knee and the first
-    rate over it, in that order; empty without a knee search. The index gives the step's seed."""
+    """(rate, index of its step among the candidate's Poisson steps, which gives its seed) for
+    the knee and the first rate over it; empty without a knee search."""
     if knee is None:
         return []
     steps = [c for c in cells if c.arrival == "poisson"]

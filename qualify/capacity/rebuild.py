@@ -29,7 +29,7 @@ from qualify.capacity.reload import (
     REPLAY,
     SESSIONS,
     SOAK_ACCEPTANCE,
-    _given,
+    given,
     kept_stream,
     rebuild_load,
 )
@@ -69,7 +69,7 @@ def _run(view: AttemptView, sealed: RunRecord, kind: str, want: int) -> dict[str
         raise NotKept(f"{label}: {len(streams)} streams kept, the run sends {want}")
     run["streams"] = streams
     run.update(summarize(streams, sealed.window_s if streams else None))
-    if _given(sealed, "server_generated_tokens"):
+    if given(sealed, "server_generated_tokens"):
         gen, window = sealed.server_generated_tokens, number(run["window_s"])
         run["server_aggregate_tok_s"] = gen / window if gen is not None and window else None
     run["excluded"] = exclusion(run)
@@ -225,11 +225,11 @@ def rebuild(view: AttemptView) -> Record:
         view.other_code(rec.check_code, "capacity", now)
     s = _settings(view)
     for field, checks in _LATER.items():
-        if not _given(rec, field):
+        if not given(rec, field):
             view.earlier_form(checks, f"the record predates the capacity {field} (no {field})")
-    if any(not _given(r, "energy") for r in rec.matrix):
+    if any(not given(r, "energy") for r in rec.matrix):
         view.earlier_form(["capacity-energy"], "the record predates energy per cell")
-    slo = rec.slo if _given(rec.slo) else None
+    slo = rec.slo if given(rec.slo) else None
     view.trust("each timed window, the idle checks and the /metrics reads around every run")
     view.trust("the power meter's joules over each window")
     view.trust("the engine's reported capacity and the sized prompt lengths")
@@ -242,7 +242,7 @@ def rebuild(view: AttemptView) -> Record:
     if ld.replay and slo is not None:
         view.trust("each replayed request's send offset and prompt (the trace its cell names)")
         load["replay"] = [replay_again(view, c, s, slo) for c in ld.replay]
-    if ld.sessions is not None and _given(ld.sessions) and slo is not None:
+    if ld.sessions is not None and given(ld.sessions) and slo is not None:
         load["sessions"] = sessions_again(view, ld.sessions, slo)
     _complete(view, rec)
     window = rec.engine.context_per_request

@@ -203,7 +203,7 @@ def _soak(
     n = max(1, math.ceil(rate * duration))
     offsets = [o for o in poisson(rate, 3 * n + 20, seed + SOAK_SEED) if o < duration] or [0.0]
     kept = sealed.streams
-    if len(offsets) != len(kept) and _given(sealed, "planned") and sealed.planned == len(kept):
+    if len(offsets) != len(kept) and given(sealed, "planned") and sealed.planned == len(kept):
         # A soak of earlier code planned its arrivals otherwise (before it sent every arrival
         # within its duration): its own schedule, as recorded, is the one its streams followed.
         view.trust("the soak's arrival schedule (a run of earlier soak code planned it otherwise)")
@@ -217,17 +217,17 @@ def _soak(
         if not st.get("unfinished") and isinstance(t := st.get("completion_tokens"), int)
     )
     got = drift(streams)
-    if _given(sealed, "ttft_drift") and not _given(sealed.ttft_drift, "per_third"):
+    if given(sealed, "ttft_drift") and not given(sealed.ttft_drift, "per_third"):
         got.pop("per_third")  # a record made before: its drift is judged as it was
     out["ttft_drift"] = got
-    if _given(sealed, "acceptance_series"):
+    if given(sealed, "acceptance_series"):
         series = sealed.acceptance_series or []
         out["acceptance_drift"] = acceptance_thirds(series).model_dump(mode="json")
     per_token(out)
     return out
 
 
-def _given(part: Part | None, field: str | None = None) -> bool:
+def given(part: Part | None, field: str | None = None) -> bool:
     """Whether the sealed record wrote `part` (not empty), or its `field`."""
     fields = part.model_fields_set if part is not None else set()
     return bool(fields) if field is None else field in fields
@@ -238,19 +238,19 @@ def rebuild_load(
 ) -> dict[str, object]:
     """The record's `load` as the kept exchanges give it."""
     out = sealed.model_dump(mode="json")
-    if not _given(sealed.soak, "acceptance_series"):
+    if not given(sealed.soak, "acceptance_series"):
         view.earlier_form([SOAK_ACCEPTANCE], "the record predates the soak's acceptance series")
-    if not _given(sealed, "replay"):
+    if not given(sealed, "replay"):
         view.earlier_form([REPLAY], "the record holds no trace replay")
-    if not _given(sealed, "sessions"):
+    if not given(sealed, "sessions"):
         view.earlier_form([SESSIONS], "the record holds no agent sessions")
-    if not sealed.cells and not _given(sealed.soak):
+    if not sealed.cells and not given(sealed.soak):
         return out
     if slo is None:
         raise NotKept("its load names no SLOs to judge it under")
     seed = int(view.sealed.get("seed") or 0)
     view.trust("each open-loop request's lag, and each cell's window and idle check")
-    if any(_given(c.spread) for c in sealed.cells):
+    if any(given(c.spread) for c in sealed.cells):
         view.trust(
             "each Ray worker's clock probes, offset, lag and CPU time, and the harness verdict "
             "on them (the requests of every worker's shard are measured again here)"
@@ -264,13 +264,13 @@ def rebuild_load(
     if sealed.knee is not None:
         view.trust("why the knee search stopped (its bounds are wall-clock)")
         out["knee"] = knee = _knee_again(cells, sealed.knee, slo)
-    if sealed.soak is not None and _given(sealed.soak):
+    if sealed.soak is not None and given(sealed.soak):
         view.trust("the soak's watcher: health probes, counters, memory, timeline, a hang")
         out["soak"] = soak = _soak(view, sealed.soak, s, slo, seed)
         if "rate_from" in soak:  # an earlier build wrote none
             knee_rps = knee.rate_rps if knee is not None else None
             soak["rate_from"] = soak_rate_from(s.soak.rate_rps, knee_rps)
-    if sealed.incumbent is not None and _given(sealed.incumbent):
+    if sealed.incumbent is not None and given(sealed.incumbent):
         edge = sealed.incumbent
         steps = edge_steps(sealed.cells, knee)
         ran = [(c.rate_rps or 0.0, (c.step or 0) - 1) for c in edge.cells]
@@ -283,8 +283,7 @@ def rebuild_load(
 
 
 def _knee_again(cells: Sequence[Mapping[str, object]], sealed: Knee, slo: Slo) -> Knee:
-    """The knee as the search keeps it: the last step that held the floor and the last that did
-    not, a step that was a harness error ending the search counted as neither."""
+    """The knee as the search keeps it (a step that was a harness error counted as neither)."""
     floor = slo.goodput_floor
     steps = [c for c in cells if c.get("arrival") != "burst" and not c.get("harness_error")]
     good = next((c for c in reversed(steps) if holds(c, floor)), None)

@@ -1,14 +1,7 @@
 """Trace replay: a recorded trace (`qualify.capacity.trace`) sent through the open-loop sender
-(`qualify.capacity.openloop`) at its recorded pace and at each faster `scales` step, every answer
-judged as the load's answers are (`qualify.capacity.runs.stream_record`).
-
-One cell per scale, labelled `load-replay-<scale>x`: each row of the trace becomes one request at
-its offset divided by the scale, its prompt as the trace gives it or synthesized from its lengths
-and block ids, its `max_tokens` the row's `output_length` capped by the stage's. The cell records
-what an open-loop cell records (requests by outcome, window, lag, goodput under the SLOs, energy)
-and the trace's name and digest; `verify` measures every request again from its kept exchange
-and derives the cell's figures with the same function (`replay_figures`).
-"""
+at its recorded pace and at each faster `scales` step, one cell per scale (`load-replay-<scale>x`),
+its requests' `max_tokens` the rows' `output_length` capped by the stage's; every answer judged as
+the load's are, and `verify` measures each request again from its kept exchange."""
 
 from __future__ import annotations
 

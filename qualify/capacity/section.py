@@ -63,9 +63,7 @@ def _why_unmeasured(energies: list[Energy]) -> str | None:
 
 
 def cell_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
-    """Each open-loop cell: arrival, offered and achieved rate, the served share of the offer
-    (pace, under 0.9: the queue grew), requests, goodput with its interval, good requests per
-    second, energy per output token."""
+    """Each open-loop cell's row (pace: the served share of the offer; under 0.9 the queue grew)."""
     out: list[dict[str, object]] = []
     for c in cells:
         offered = c.rate_rps if c.rate_rps is not None else c.offered_rps
@@ -212,8 +210,7 @@ def _ms(x: float | None, sign: bool = False) -> str:
 
 def ray_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
     """Each cell that ran on Ray workers (`qualify.capacity.spread`): its clock uncertainty
-    against the house's bound, and per worker its node, clock offset ± uncertainty, own p99
-    send lag and CPU time, or that it was lost."""
+    against the house's bound, and how each worker ran or that it was lost."""
     out: list[dict[str, object]] = []
     for c in cells:
         sp = c.spread
@@ -249,8 +246,7 @@ def _lane_text(c: OpenCell | None, floor: float) -> str:
 
 
 def edge_part(ld: Load, floor: float) -> dict[str, object] | None:
-    """The incumbent at the candidate's edge (`qualify.capacity.edge`): per rate, both lanes'
-    goodput, pace and whether each held; None when the stage ran no such step."""
+    """The incumbent at the candidate's edge (`qualify.capacity.edge`); None when not run."""
     e = ld.incumbent
     if e is None:
         return None
@@ -271,8 +267,7 @@ def edge_part(ld: Load, floor: float) -> dict[str, object] | None:
 
 
 def matrix_extras(row: MatrixRow) -> str:
-    """What a closed-loop cell adds to its aggregate: goodput, and J per output token when
-    measured."""
+    """What a closed-loop cell adds to its aggregate: goodput, J per output token if measured."""
     parts = []
     if row.goodput is not None:
         parts.append(f"goodput {_pct(row.goodput)}")
@@ -305,8 +300,8 @@ def best(record: Record | None) -> MatrixRow | None:
 
 
 def capacity_grid(matrix: list[MatrixRow], slots: int | None) -> dict[str, object]:
-    """The candidate's matrix as prompt length x concurrency: aggregate tok/s (decode p50 per
-    stream) per cell; a concurrency above the engine's slots is marked (requests queue)."""
+    """The candidate's matrix as prompt length x concurrency; a concurrency above the engine's
+    slots is marked (requests queue)."""
     mine = [r for r in matrix if r.lane == "candidate"]
     conc = sorted({r.concurrency for r in mine})
     lengths = sorted({r.length for r in mine})
@@ -353,8 +348,7 @@ def kind_grid(kinds: list[KindRow]) -> dict[str, object]:
 
 
 def left_out(record: Record) -> str | None:
-    """The degenerate answers the capacity record kept out of every speed figure, from its own
-    fields (`degenerate`, and each counted run's `degenerate` count)."""
+    """The degenerate answers the capacity record kept out of every speed figure."""
     runs = sum(r.degenerate for m in record.matrix for r in m.run_records)
     n = max(len(record.degenerate), runs)
     if not n:
@@ -375,8 +369,7 @@ def aggregate_plot(record: Record | None) -> Plot:
 
 
 def figures(record: Record | None, gates: list[GateOutcome]) -> list[str]:
-    """Its headline lines: the best aggregate throughput and where it was reached; for a run
-    with load, the knee as offered, sent and completed, and what the soak says of it."""
+    """Its headline lines: the best aggregate throughput and where; the knee and the soak."""
     out = []
     top = best(record)
     if top is not None:

@@ -1,22 +1,11 @@
-"""Multi-turn agent sessions under load: turns that depend on the previous answers.
-
-`count` sessions run at once; each is three turns in a row on one growing conversation, its
-task drawn from its number alone (`script`: a host, a metric, the value the tool returns):
-
-1. **tool call**: the user asks for a host's metric with the `read_metric` tool offered; judged
-   right when the server's parser returns a `read_metric` call whose arguments are JSON naming
-   that host and metric. When the model makes no such call the session goes on with the call it
-   should have made (`scripted`), so the later turns still run on a growing prefix;
-2. **tool result**: the call and the tool's result (the value) are appended; judged right when
-   the answer gives the value, i.e. the model read the result (an answer without it ignored it);
-3. **follow-up**: a question about the earlier answer; judged right when it gives the value
-   again.
-
-Each turn's exchange is kept (`load-session-t<turn>-s<session>`) and its record derived from it
-(`turn_record`, the function `verify` runs again): TTFT, E2E, prompt and cached prompt tokens
-(the prefix cache hits the server reports), the problems the judgment found. Over all turns
-(`session_figures`): the median TTFT, prompt and cached tokens per turn, as the prefix grows, and
-the goodput of the turns under the SLOs (a broken turn misses them).
+"""Multi-turn agent sessions under load: `count` sessions at once, each three turns on one
+growing conversation, its task drawn from its number alone (`script`): a `read_metric` tool call
+(judged by the server's parser; a session whose model made none goes on with the call it should
+have made, `scripted`, so the later turns still grow the prefix), the tool's result read back, and
+a follow-up that must keep the value (`judge_turn`). Each turn's exchange is kept
+(`load-session-t<turn>-s<session>`) and its record derived from it (`turn_record`, which `verify`
+runs again); `session_figures` gives per turn the median TTFT, prompt and cached prompt tokens (the
+prefix cache's hits), and the goodput of the turns under the SLOs (a broken turn misses them).
 """
 
 from __future__ import annotations
