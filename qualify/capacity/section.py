@@ -12,7 +12,7 @@ from qualify.capacity.firstscreen import _pct, _verdict, interval_pct, knee_line
 from qualify.capacity.loads import Load, OpenCell, ReplayCell, Sessions, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
-from qualify.capacity.slo import Slo
+from qualify.capacity.slo import Slo, bounds
 from qualify.evidence.store import RunDir
 from qualify.present.cells import Cell, Measure, drafted, given, nums
 from qualify.present.plots import Panel, Plot
@@ -40,16 +40,10 @@ def energy_text(energy: Energy | None, j_per_token: float | None = None) -> str:
 
 def slo_text(slo: Slo | None) -> str:
     """The SLOs a cell is judged under, and the goodput floor."""
-    if slo is None:
+    said = bounds(slo) if slo is not None else []
+    if slo is None or not said:
         return "no SLO recorded"
-    bounds = [
-        f"{label} ≤ {v:g} s"
-        for v, label in ((slo.ttft_s, "TTFT"), (slo.tpot_s, "TPOT"), (slo.e2e_s, "E2E"))
-        if v is not None
-    ]
-    if not bounds:
-        return "no SLO recorded"
-    text = f"{', '.join(bounds)} at p{slo.percentile or 95:g}"
+    text = f"{', '.join(said)} at p{slo.percentile or 95:g}"
     if slo.goodput_floor:
         text += f", goodput floor {100 * slo.goodput_floor:.0f}%"
     if slo.ignored:
