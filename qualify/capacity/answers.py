@@ -15,6 +15,7 @@ from qualify.capacity.loads import Load, LoadStream
 from qualify.capacity.record import (
     AnswerCell,
     Answers,
+    BrokenAnswer,
     DegenerateAnswer,
     KindRow,
     MatrixRow,
@@ -165,12 +166,11 @@ def judged_cells(matrix: Sequence[MatrixRow], kinds: Sequence[KindRow], load: Lo
         judged = [st for st in streams if not (st.failed or st.cut)]
         judged = [st for st in judged if not getattr(st, "unfinished", None)]
         bad = [
-            {"stream": i + 1, "problems": st.broken, "files": st.files}
+            BrokenAnswer(stream=i + 1, problems=st.broken, files=st.files)
             for i, st in enumerate(streams)
             if st.broken
         ]
-        cell = {"where": where, "lane": lane, "kind": kind, "judged": len(judged), "broken": bad}
-        cells.append(AnswerCell.model_validate(cell))
+        cells.append(AnswerCell(where=where, lane=lane, kind=kind, judged=len(judged), broken=bad))
 
     for row in matrix:
         add(row.cell, row.lane, "prose", [st for r in row.run_records for st in r.streams])

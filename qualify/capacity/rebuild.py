@@ -268,8 +268,8 @@ def rebuild(view: AttemptView) -> Record:
 def _comparison(rec: Record, matrix: list[MatrixRow]) -> list[Comparison]:
     if rec.incumbent.status != "measured":
         return []
-    cand = {r.cell: r.run_values.model_dump() for r in matrix if r.lane == "candidate"}
-    inc = {r.cell: r.run_values.model_dump() for r in matrix if r.lane == INCUMBENT}
+    cand = {r.cell: r.run_values for r in matrix if r.lane == "candidate"}
+    inc = {r.cell: r.run_values for r in matrix if r.lane == INCUMBENT}
     return compare(cand, inc, seed=rec.seed)
 
 

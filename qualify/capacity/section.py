@@ -382,7 +382,8 @@ def _capacity_figures(c: Cell, row: CellFigures) -> None:
 
 
 def diff_cells(rec: Record) -> list[Cell]:
-    """The candidate's matrix cells and content kinds: per-run decode, aggregate, TTFT, E2E."""
+    """The candidate's matrix cells and content kinds (per-run decode, aggregate, TTFT, E2E),
+    replays, the soak's acceptance and the agent sessions' turns."""
     base = given(rec.settings, ("max_tokens", "ignore_eos", "level"))
     out: list[Cell] = []
     for e in rec.cells("candidate"):
@@ -404,35 +405,22 @@ def diff_cells(rec: Record) -> list[Cell]:
         c.measures["goodput"] = Measure("rate", "higher", counts=(r.good, r.requests))
         c.measures["ttft_s"] = Measure("s", "lower", nums(st.ttft_s for st in r.streams))
         out.append(c)
-    return out + soak_cells(rec, base) + session_cells(rec, base)
-
-
-def session_cells(rec: Record, base: dict[str, object]) -> list[Cell]:
-    """Per turn of the agent sessions: the TTFTs and the share of turns judged right."""
-    s = rec.load.sessions
-    out = []
-    for n in range(1, 4) if s is not None else []:
-        turns = [t for t in s.turns if t.turn == n] if s is not None else []
-        c = Cell("capacity sessions", f"turn {n}", {**base, "turn": n})
-        c.measures["ttft_s"] = Measure("s", "lower", nums(t.ttft_s for t in turns))
-        right = sum(1 for t in turns if not (t.failed or t.cut or t.broken))
-        c.measures["right"] = Measure("rate", "higher", counts=(right, len(turns)))
-        out.append(c)
-    return out
-
-
-def soak_cells(rec: Record, base: dict[str, object]) -> list[Cell]:
-    """The soak's first and last third's acceptance, as counts (drafted tokens accepted)."""
     soak = rec.load.soak
     a = soak.acceptance_drift if soak is not None else None
-    if a is None or len(a.thirds) != 3:
-        return []
-    out = []
-    for name, t in (("first", a.thirds[0]), ("last", a.thirds[-1])):
-        if t.draft_tokens:
+    thirds = a.thirds if a is not None and len(a.thirds) == 3 else []
+    for name, t in (("first", thirds[0]), ("last", thirds[-1])) if thirds else ():
+        if t.draft_tokens:  # the soak's first and last third's acceptance, as counts
             c = Cell("acceptance", f"soak {name} third", base)
             c.measures["acceptance"] = Measure(
                 "rate", "higher", counts=(t.accepted, t.draft_tokens)
             )
             out.append(c)
+    sessions = rec.load.sessions
+    for n in range(1, 4) if sessions is not None else []:  # per turn of the agent sessions
+        turns = [t for t in sessions.turns if t.turn == n] if sessions is not None else []
+        c = Cell("capacity sessions", f"turn {n}", {**base, "turn": n})
+        c.measures["ttft_s"] = Measure("s", "lower", nums(t.ttft_s for t in turns))
+        right = sum(1 for t in turns if not (t.failed or t.cut or t.broken))
+        c.measures["right"] = Measure("rate", "higher", counts=(right, len(turns)))
+        out.append(c)
     return out
