@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qualify.capacity.loads import Sessions, SessionTurn
-from qualify.capacity.runs import StreamRec, stream_record
+from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_stream
@@ -96,18 +96,11 @@ def judge_turn(turn: int, s: Script, o: ChatOutcome) -> list[str]:
     return []
 
 
-class TurnRec(StreamRec, total=False):
-    """One turn's figures (`turn_record`): a stream's, with its session, turn and whether the
-    session went on with the call the model should have made."""
-
-    session: int
-    turn: int
-    scripted: bool
-
-
-def turn_record(ex: Exchange, files: list[str], session: int, turn: int) -> TurnRec:
-    """One turn's figures and judgment from its exchange (the stage's and `verify`'s)."""
-    rec: TurnRec = {**stream_record(ex, files), "session": session, "turn": turn, "scripted": False}
+def turn_record(ex: Exchange, files: list[str], session: int, turn: int) -> dict[str, object]:
+    """One turn's figures and judgment from its exchange (the stage's and `verify`'s): a
+    stream's, with its session, turn and whether the session went on with the call the model
+    should have made (`scripted`)."""
+    rec = {**stream_record(ex, files), "session": session, "turn": turn, "scripted": False}
     o = from_stream(ex)
     problems = [] if rec["failed"] or rec["cut"] else judge_turn(turn, script(session), o)
     rec["broken"] = problems
@@ -127,7 +120,9 @@ def _by_turn(turns: Sequence[Mapping[str, object]], key: str) -> list[float | No
 TURN_KEYS = tuple(SessionTurn.model_fields)  # what the record keeps of a turn
 
 
-def session_figures(turns: list[TurnRec], slo: Slo, window_s: float | None) -> dict[str, object]:
+def session_figures(
+    turns: list[dict[str, object]], slo: Slo, window_s: float | None
+) -> dict[str, object]:
     """The sessions' figures from their turns: per turn the median TTFT, prompt and cached
     tokens; turns judged and broken; goodput of the turns under the SLOs."""
     return {
@@ -141,7 +136,7 @@ def session_figures(turns: list[TurnRec], slo: Slo, window_s: float | None) -> d
     }
 
 
-async def _session(sender: Sender, k: int, max_tokens: int) -> list[TurnRec]:
+async def _session(sender: Sender, k: int, max_tokens: int) -> list[dict[str, object]]:
     s = script(k)
     msgs: list[dict[str, Any]] = [{"role": "user", "content": s.ask(1)}]  # chat JSON, tool calls
     out = []
