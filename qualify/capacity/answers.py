@@ -1,21 +1,8 @@
-"""Correctness under load: every answer of every load cell judged by the checks that apply.
-
-A fast server that answers wrongly under load is not fast, so each answered stream gets:
-
-- **degenerate** (`qualify.httpclient.degenerate`): a run or one n-gram over most of the answer;
-- **garble** (`qualify.preflight.checks.text.garble`): leaked reasoning or tool markup, special
-  tokens, drift into another script (prose and lists only: code and JSON are judged by their own
-  rules; runs of one character are the degenerate check's, so a Markdown rule is not garble);
-- **JSON** for the JSON kind: a finished answer (`finish_reason` stop) parses as JSON (a Markdown
-  fence around it is allowed); an answer cut by the budget must be a valid JSON *prefix*
-  (something could complete it), so a broken answer is caught even when it was cut;
-- **tool calls**, where the answer carries any: each has a name and JSON arguments, and the
-  request offered tools at all (a tool call nobody offered is broken);
-- **truncation**: an answer is empty, ended without a finish reason, or says `length` before
-  its budget was spent (the engine cut it, not the budget).
-
-`broken(...)` returns the problems of one answer (empty when it is right). The stage marks each
-stream with them; a broken answer never meets the SLOs, and `capacity-answers` fails the cell.
+"""Correctness under load: every answer of every load cell judged by the checks that apply
+(`broken`: degenerate, garble for prose and lists, JSON for the JSON kind, tool calls nobody
+offered, truncation), since a fast server that answers wrongly under load is not fast. A cut JSON
+answer must still be a valid JSON *prefix*, so a broken answer is caught even when the budget cut
+it; a broken answer never meets the SLOs, and `capacity-answers` fails its cell.
 """
 
 from __future__ import annotations
@@ -28,6 +15,7 @@ from qualify.capacity.loads import Load, LoadStream
 from qualify.capacity.record import (
     AnswerCell,
     Answers,
+    BrokenAnswer,
     DegenerateAnswer,
     KindRow,
     MatrixRow,
@@ -178,12 +166,11 @@ def judged_cells(matrix: Sequence[MatrixRow], kinds: Sequence[KindRow], load: Lo
         judged = [st for st in streams if not (st.failed or st.cut)]
         judged = [st for st in judged if not getattr(st, "unfinished", None)]
         bad = [
-            {"stream": i + 1, "problems": st.broken, "files": st.files}
+            BrokenAnswer(stream=i + 1, problems=st.broken, files=st.files)
             for i, st in enumerate(streams)
             if st.broken
         ]
-        cell = {"where": where, "lane": lane, "kind": kind, "judged": len(judged), "broken": bad}
-        cells.append(AnswerCell.model_validate(cell))
+        cells.append(AnswerCell(where=where, lane=lane, kind=kind, judged=len(judged), broken=bad))
 
     for row in matrix:
         add(row.cell, row.lane, "prose", [st for r in row.run_records for st in r.streams])

@@ -5,7 +5,7 @@ reader, never a verdict (docs/capacity.md, "The incumbent at the candidate's edg
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from qualify.capacity.knee import holds, open_cell, step_size
 from qualify.capacity.loads import Knee, Load, OpenCell
@@ -19,17 +19,17 @@ if TYPE_CHECKING:
 PREFIX = "incumbent-"
 
 
-def edge_steps(cells: list[dict[str, object]], knee: Knee | None) -> list[tuple[float, int]]:
-    """(rate, index of its step among the candidate's Poisson steps) for the knee and the first
-    rate over it, in that order; empty without a knee search. The index gives the step's seed."""
+def edge_steps(cells: list[OpenCell], knee: Knee | None) -> list[tuple[float, int]]:
+    """(rate, index of its step among the candidate's Poisson steps, which gives its seed) for
+    the knee and the first rate over it; empty without a knee search."""
     if knee is None:
         return []
-    steps = [c for c in cells if c.get("arrival", "poisson") == "poisson"]
+    steps = [c for c in cells if c.arrival == "poisson"]
     out: list[tuple[float, int]] = []
-    at_knee = [i for i, c in enumerate(steps) if c.get("cell") == knee.cell]
+    at_knee = [i for i, c in enumerate(steps) if c.cell == knee.cell]
     if knee.rate_rps is not None and at_knee:
         out.append((float(knee.rate_rps), at_knee[-1]))
-    over = [i for i, c in enumerate(steps) if c.get("rate_rps") == knee.first_over]
+    over = [i for i, c in enumerate(steps) if c.rate_rps == knee.first_over]
     if knee.first_over is not None and over:
         out.append((float(knee.first_over), over[-1]))
     return out
@@ -38,7 +38,7 @@ def edge_steps(cells: list[dict[str, object]], knee: Knee | None) -> list[tuple[
 async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> dict[str, object]:
     """The incumbent's steps at the candidate's edge (`load` is the candidate's search)."""
     s = cap.s
-    steps = edge_steps([c.model_dump() for c in load.cells], load.knee)
+    steps = edge_steps(load.cells, load.knee)
     if not steps:
         why = "the candidate's knee search ran no step to repeat"
         return {"status": "not run", "why": load.error or why, "cells": []}
@@ -79,33 +79,27 @@ async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> d
     return {"status": "measured", "why": None, "cells": cells}
 
 
+def held(c: OpenCell | None, floor: float) -> bool:
+    """A lane's step held the rate: goodput at the floor, at pace, no harness error."""
+    return c is not None and holds(c.model_dump(), floor) and not c.harness_error
+
+
 def versus(
     candidate: list[OpenCell], incumbent: list[OpenCell], floor: float
-) -> list[dict[str, Any]]:
-    """Per rate the incumbent ran: both lanes' goodput, pace, completed rate, whether each held,
-    and J per output token; `lead` names a rate one lane held and the other did not."""
+) -> list[tuple[OpenCell | None, OpenCell, str | None]]:
+    """Per rate the incumbent ran: the candidate's step at that rate, the incumbent's, and a
+    lead naming a rate one lane held and the other did not."""
     rows = []
     for inc in incumbent:
         same = [c for c in candidate if c.step == inc.step and c.arrival == "poisson"]
         cand = same[-1] if same else None
-        row: dict[str, Any] = {"rate_rps": inc.rate_rps}
-        for name, c in (("candidate", cand), ("incumbent", inc)):
-            d = c.model_dump() if c is not None else {}
-            row[name] = {
-                "goodput": d.get("goodput"),
-                "pace": d.get("pace"),
-                "completed_rps": d.get("achieved_rps"),
-                "held": bool(d) and holds(d, floor) and not d.get("harness_error"),
-                "harness": d.get("harness_error"),
-                "j_per_output_token": (d.get("energy") or {}).get("j_per_output_token"),
-            }
-        c_held, i_held = row["candidate"]["held"], row["incumbent"]["held"]
-        row["lead"] = (
+        c_held, i_held = held(cand, floor), held(inc, floor)
+        lead = (
             "the incumbent held a rate the candidate did not"
             if i_held and not c_held
             else "the candidate held a rate the incumbent did not"
             if c_held and not i_held
             else None
         )
-        rows.append(row)
+        rows.append((cand, inc, lead))
     return rows

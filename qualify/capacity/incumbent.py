@@ -8,7 +8,7 @@ from pathlib import Path
 
 from qualify.ab.stats import bootstrap_delta_ci, delta_pct
 from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
-from qualify.capacity.record import Comparison
+from qualify.capacity.record import Comparison, RunValues
 from qualify.errors import BadInput
 from qualify.evidence.store import sha256_file
 from qualify.httpclient.timing import median
@@ -54,14 +54,14 @@ def find_incumbent(
 
 
 def compare(
-    cand: dict[str, dict[str, list[float]]], inc: dict[str, dict[str, list[float]]], seed: int = 0
+    cand: dict[str, RunValues], inc: dict[str, RunValues], seed: int = 0
 ) -> list[Comparison]:
     """One row per cell both lanes measured (by cell, its `run_values`) and metric: medians,
     delta %, its 95% interval."""
     rows = []
     for key in (k for k in cand if k in inc):
         for metric in COMPARED:
-            a, b = cand[key].get(metric, []), inc[key].get(metric, [])
+            a, b = getattr(cand[key], metric), getattr(inc[key], metric)
             ma, mb = median(a), median(b)
             ci = bootstrap_delta_ci(a, b, 2000, seed)
             pct_ci = None

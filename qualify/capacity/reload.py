@@ -6,16 +6,25 @@ what is derived and what is taken as recorded are."""
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from qualify.capacity.edge import PREFIX, edge_steps
 from qualify.capacity.knee import _knee, counts, holds, pace, step_plan
-from qualify.capacity.loads import Knee, soak_rate_from
+from qualify.capacity.loads import (
+    Knee,
+    Load,
+    LoadStream,
+    OpenCell,
+    ReplayCell,
+    Soak,
+    soak_rate_from,
+)
 from qualify.capacity.openloop import burst, poisson
+from qualify.capacity.parts import Part
+from qualify.capacity.record import RunStream
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo, number
@@ -38,7 +47,7 @@ def kept_stream(
     view: AttemptView,
     label: str,
     i: int,
-    st: object,
+    st: RunStream | LoadStream,
     kind: str | None,
     max_tokens: int | None,
     workers: int = 0,
@@ -46,17 +55,16 @@ def kept_stream(
     """Stream `i` (from 0) of a run or cell named `label`, measured again from its kept
     exchange, which must be the one the stage kept for it (`NNNN-<label>-s<i+1>.json`; of a
     cell on `workers` Ray workers, the shard of worker i mod workers: `<label>-w<k>-s<i+1>`)."""
-    files = st.get("files") if isinstance(st, dict) else None
-    if not isinstance(files, list) or not files:
+    if not st.files:
         raise NotKept(f"{label} stream {i + 1}: names no kept exchange")
-    name = _PART.sub("", str(files[0]))
+    name = _PART.sub("", st.files[0])
     m = _NUMBERED.match(name)
     want = f"{label}-s{i + 1}"
     if workers > 1:
         want = shard_label(want, i, workers)
     if m is None or m.group("rest") != f"{want}.json":
         raise NotKept(f"{label} stream {i + 1}: its exchange {name} is another request's")
-    rec = stream_record(view.exchange(name), [str(f) for f in files], kind, max_tokens)
+    rec = stream_record(view.exchange(name), list(st.files), kind, max_tokens)
     return _earlier_answers(view, label, i, st, rec)
 
 
@@ -65,59 +73,67 @@ JUDGED: tuple[Literal["degenerate", "broken"], ...] = ("degenerate", "broken")
 
 
 def _earlier_answers(
-    view: AttemptView, label: str, i: int, st: object, rec: StreamRec
+    view: AttemptView, label: str, i: int, st: RunStream | LoadStream, rec: StreamRec
 ) -> StreamRec:
     """A record of other answer-checking code than this installation's (an earlier build wrote
     no `check_code`) keeps a judgment *against* an answer (degenerate, broken) that this code no
     longer makes, named in the notes: such a judgment can only block, so taking it as recorded
     hides nothing. An answer this code finds broken and the record calls right is never taken,
     and a record of this code is held to every judgment."""
-    if view.sealed.get("check_code") == check_code("capacity") or not isinstance(st, dict):
+    if view.sealed.get("check_code") == check_code("capacity"):
         return rec
-    harsher = [k for k in JUDGED if st.get(k) and not rec.get(k)]
+    harsher = [k for k in JUDGED if getattr(st, k, None) and not rec.get(k)]
     if harsher:
         view.trust(
             "answers judged broken or degenerate by earlier answer-checking code that this "
             "code judges right (a judgment against the candidate, kept as recorded)"
         )
         for k in harsher:
-            rec[k] = st[k]
+            rec[k] = getattr(st, k)
     return rec
 
 
 def _streams(
     view: AttemptView,
-    cell: dict[str, Any],
+    label: str,
+    sealed: Sequence[LoadStream],
     offsets: list[float],
     kind: str,
     max_tokens: int | None,
+    workers: int = 0,
 ) -> list[dict[str, object]]:
     """Each planned request of an open-loop cell, at its planned offset: measured again from its
     exchange, or, never answered, as recorded (its `unfinished` says why)."""
-    label, sealed = str(cell.get("label")), cell.get("streams") or []
-    workers = len((cell.get("spread") or {}).get("workers") or [])
     if len(sealed) != len(offsets):
         raise NotKept(f"{label}: {len(sealed)} requests recorded, {len(offsets)} planned")
     out = []
     for i, (st, at) in enumerate(zip(sealed, offsets, strict=True)):
-        if not isinstance(st, dict) or not (st.get("files") or st.get("unfinished")):
+        if not (st.files or st.unfinished):
             raise NotKept(f"{label} stream {i + 1}: answered, but no exchange is kept")
         rec: dict[str, object] = (
-            copy.deepcopy(st)
-            if not st.get("files")
+            st.model_dump(mode="json")
+            if not st.files
             else dict(kept_stream(view, label, i, st, kind, max_tokens, workers))
         )
-        rec.update(planned_s=round(at, 4), lag_ms=st.get("lag_ms"))
+        rec.update(planned_s=round(at, 4), lag_ms=st.lag_ms)
         out.append(rec)
     return out
 
 
-def kept_trace(view: AttemptView, cell: Mapping[str, object]) -> list[TraceRow]:
+def cell_streams(
+    view: AttemptView, cell: OpenCell, offsets: list[float], kind: str, max_tokens: int | None
+) -> list[dict[str, object]]:
+    """`_streams` of an open-loop cell, each of its Ray workers' shard named as kept."""
+    workers = len(cell.spread.workers) if cell.spread is not None else 0
+    return _streams(view, cell.label, cell.streams, offsets, kind, max_tokens, workers)
+
+
+def kept_trace(view: AttemptView, cell: OpenCell) -> list[TraceRow]:
     """The trace the stage kept (`KEPT_TRACE`), read again: the one the cell names by digest."""
     text = view.read_bytes(KEPT_TRACE).decode()
-    want = cell.get("trace_sha256")
-    if want is not None and trace_sha256(text) != want:
-        raise NotKept(f"{KEPT_TRACE}: not the trace {cell.get('label')} replayed (SHA-256)")
+    want = cell.trace_sha256 if isinstance(cell, ReplayCell) else None
+    if want and trace_sha256(text) != want:
+        raise NotKept(f"{KEPT_TRACE}: not the trace {cell.label} replayed (SHA-256)")
     try:
         return read_trace(text)
     except TraceError as exc:
@@ -131,143 +147,145 @@ def per_token(cell: dict[str, object]) -> None:
         energy["j_per_output_token"] = energy["joules"] / tokens
 
 
+def replay_figures(
+    streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float | None, offsets: list[float]
+) -> dict[str, object]:
+    """A replay cell's or knee step's figures from its streams: counts, tokens, goodput (as every
+    open-loop cell's), the offered and achieved rates and the pace."""
+    out = counts(streams, slo, window_s)
+    span = offsets[-1] if offsets else 0.0
+    done = [s for s in streams if not s.get("unfinished")]
+    tokens = number(out["completion_tokens"])
+    out["offered_rps"] = (len(offsets) - 1) / span if span > 0 else None
+    out["achieved_rps"] = len(done) / window_s if window_s else None
+    out["output_tok_s"] = tokens / window_s if window_s and tokens else None
+    out["pace"] = pace(streams) if span > 0 else None
+    return out
+
+
 def _cell(
     view: AttemptView,
-    sealed: dict[str, Any],
+    sealed: OpenCell,
     s: CapacitySettings,
     slo: Slo,
     seed: int,
     k: int,
     prefix: str = "",
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A Poisson step (the k-th cell of the search; `prefix` names the incumbent's repeat of
     it, `capacity.edge`) or the burst, measured again."""
-    cell = copy.deepcopy(sealed)
-    if cell.get("arrival") == "burst":
+    if sealed.arrival == "burst":
         offsets = burst(int(s.load.burst))
         label = f"load-burst-{s.load.burst}"
     else:
-        rate = float(cell.get("rate_rps") or 0.0)
-        rows = kept_trace(view, cell) if cell.get("arrival") == "trace" else None
+        rate = sealed.rate_rps or 0.0
+        rows = kept_trace(view, sealed) if sealed.arrival == "trace" else None
         name, offsets = step_plan(s.load, rate, k, seed, rows) if rate > 0 else ("poisson", [])
         label = f"load-{prefix}{name}-{rate:.4g}rps"
-    if cell.get("label") != label:
-        raise NotKept(f"the load cell {cell.get('label')} is not the one its rate names ({label})")
-    streams = _streams(view, cell, offsets, s.load.kind, s.max_tokens)
-    window = cell.get("window_s")
-    cell.update(counts(streams, slo, window))
-    span = offsets[-1] if offsets else 0.0
-    cell["offered_rps"] = (len(offsets) - 1) / span if span > 0 else None
-    done = [st for st in streams if not st.get("unfinished")]
-    cell["achieved_rps"] = len(done) / window if window else None
-    if "pace" in cell:  # a run before the pace rule has none to claim
-        cell["pace"] = pace(streams) if span > 0 else None
-    tokens = cell["completion_tokens"]
-    cell["output_tok_s"] = tokens / window if window and tokens else None
+    if sealed.label != label:
+        raise NotKept(f"the load cell {sealed.label} is not the one its rate names ({label})")
+    streams = cell_streams(view, sealed, offsets, s.load.kind, s.max_tokens)
+    figures = replay_figures(streams, slo, sealed.window_s, offsets)
+    if "pace" not in sealed.model_fields_set:  # a run before the pace rule has none to claim
+        figures.pop("pace")
+    cell = sealed.model_dump(mode="json") | figures
     per_token(cell)
     return cell
 
 
 def _soak(
-    view: AttemptView, sealed: dict[str, Any], s: CapacitySettings, slo: Slo, seed: int
-) -> dict[str, Any]:
+    view: AttemptView, sealed: Soak, s: CapacitySettings, slo: Slo, seed: int
+) -> dict[str, object]:
     """The soak measured again: its arrivals from the recorded rate and duration."""
-    out = copy.deepcopy(sealed)
-    rate, duration = float(out.get("rate_rps") or 0.0), float(out.get("duration_s") or 0.0)
+    rate, duration = sealed.rate_rps or 0.0, sealed.duration_s or 0.0
     if s.soak.rate_rps is not None and rate != s.soak.rate_rps:
         raise NotKept(f"the soak ran at {rate} req/s, the candidate asks {s.soak.rate_rps}")
     n = max(1, math.ceil(rate * duration))
     offsets = [o for o in poisson(rate, 3 * n + 20, seed + SOAK_SEED) if o < duration] or [0.0]
-    kept = out.get("streams") or []
-    if len(offsets) != len(kept) and out.get("planned") == len(kept):
+    kept = sealed.streams
+    if len(offsets) != len(kept) and given(sealed, "planned") and sealed.planned == len(kept):
         # A soak of earlier code planned its arrivals otherwise (before it sent every arrival
         # within its duration): its own schedule, as recorded, is the one its streams followed.
         view.trust("the soak's arrival schedule (a run of earlier soak code planned it otherwise)")
-        offsets = [float(st.get("planned_s") or 0.0) for st in kept]
-    streams = _streams(view, {**out, "label": "soak"}, offsets, s.load.kind, s.max_tokens)
-    out.update(counts(streams, slo, out.get("window_s")))
+        offsets = [st.planned_s or 0.0 for st in kept]
+    streams = _streams(view, "soak", kept, offsets, s.load.kind, s.max_tokens)
+    out = sealed.model_dump(mode="json") | counts(streams, slo, sealed.window_s)
     out["planned"] = len(offsets)
     out["completion_tokens"] = sum(
-        st.get("completion_tokens") or 0 for st in streams if not st.get("unfinished")
+        t
+        for st in streams
+        if not st.get("unfinished") and isinstance(t := st.get("completion_tokens"), int)
     )
     got = drift(streams)
-    if "per_third" not in (sealed.get("ttft_drift", {"per_third": None}) or {}):
+    if given(sealed, "ttft_drift") and not given(sealed.ttft_drift, "per_third"):
         got.pop("per_third")  # a record made before: its drift is judged as it was
     out["ttft_drift"] = got
-    if "acceptance_series" in sealed:
-        series = sealed.get("acceptance_series") or []
+    if given(sealed, "acceptance_series"):
+        series = sealed.acceptance_series or []
         out["acceptance_drift"] = acceptance_thirds(series).model_dump(mode="json")
     per_token(out)
     return out
 
 
+def given(part: Part | None, field: str | None = None) -> bool:
+    """Whether the sealed record wrote `part` (not empty), or its `field`."""
+    fields = part.model_fields_set if part is not None else set()
+    return bool(fields) if field is None else field in fields
+
+
 def rebuild_load(
-    view: AttemptView, sealed: object, s: CapacitySettings, slo: Slo | None
-) -> dict[str, Any] | None:
-    """The record's `load` as the kept exchanges give it; None when the record has none."""
-    if not isinstance(sealed, dict):
-        return None
-    out = copy.deepcopy(sealed)
-    if "acceptance_series" not in (out.get("soak") or {}):
+    view: AttemptView, sealed: Load, s: CapacitySettings, slo: Slo | None
+) -> dict[str, object]:
+    """The record's `load` as the kept exchanges give it."""
+    out = sealed.model_dump(mode="json")
+    if not given(sealed.soak, "acceptance_series"):
         view.earlier_form([SOAK_ACCEPTANCE], "the record predates the soak's acceptance series")
-    if "replay" not in out:
+    if not given(sealed, "replay"):
         view.earlier_form([REPLAY], "the record holds no trace replay")
-    if "sessions" not in out:
+    if not given(sealed, "sessions"):
         view.earlier_form([SESSIONS], "the record holds no agent sessions")
-    if not out.get("cells") and not out.get("soak"):
+    if not sealed.cells and not given(sealed.soak):
         return out
     if slo is None:
         raise NotKept("its load names no SLOs to judge it under")
     seed = int(view.sealed.get("seed") or 0)
     view.trust("each open-loop request's lag, and each cell's window and idle check")
-    if any(c.get("spread") for c in out.get("cells") or []):
+    if any(given(c.spread) for c in sealed.cells):
         view.trust(
             "each Ray worker's clock probes, offset, lag and CPU time, and the harness verdict "
             "on them (the requests of every worker's shard are measured again here)"
         )
     cells, k = [], 0
-    for c in out.get("cells") or []:
+    for c in sealed.cells:
         cells.append(_cell(view, c, s, slo, seed, k))
-        k += c.get("arrival") != "burst"
+        k += c.arrival != "burst"
     out["cells"] = cells
-    if out.get("knee") is not None:
+    knee = None
+    if sealed.knee is not None:
         view.trust("why the knee search stopped (its bounds are wall-clock)")
-        out["knee"] = _knee_again(cells, out["knee"], slo)
-    if out.get("soak"):
+        out["knee"] = knee = _knee_again(cells, sealed.knee, slo)
+    if sealed.soak is not None and given(sealed.soak):
         view.trust("the soak's watcher: health probes, counters, memory, timeline, a hang")
-        out["soak"] = _soak(view, out["soak"], s, slo, seed)
-        if "rate_from" in out["soak"]:  # an earlier build wrote none
-            held = out.get("knee")
-            knee_rps = held.rate_rps if isinstance(held, Knee) else None
-            out["soak"]["rate_from"] = soak_rate_from(s.soak.rate_rps, knee_rps)
-    if out.get("incumbent"):
-        out["incumbent"] = _edge_again(view, out, s, slo, seed)
+        out["soak"] = soak = _soak(view, sealed.soak, s, slo, seed)
+        if "rate_from" in soak:  # an earlier build wrote none
+            knee_rps = knee.rate_rps if knee is not None else None
+            soak["rate_from"] = soak_rate_from(s.soak.rate_rps, knee_rps)
+    if sealed.incumbent is not None and given(sealed.incumbent):
+        edge = sealed.incumbent
+        steps = edge_steps(sealed.cells, knee)
+        ran = [(c.rate_rps or 0.0, (c.step or 0) - 1) for c in edge.cells]
+        if edge.cells and ran != steps:
+            raise NotKept(f"the incumbent's edge steps {ran} are not the search's edge {steps}")
+        again = zip(edge.cells, steps, strict=False)
+        redone = [_cell(view, c, s, slo, seed, k, PREFIX) for c, (_, k) in again]
+        out["incumbent"] = edge.model_dump(mode="json") | {"cells": redone}
     return out
 
 
-def _edge_again(
-    view: AttemptView, load: dict[str, Any], s: CapacitySettings, slo: Slo, seed: int
-) -> dict[str, Any]:
-    """The incumbent's steps at the candidate's edge, measured again: they must repeat the
-    rates and steps the rebuilt search gives (`edge.edge_steps`), each with that step's seed."""
-    edge: dict[str, Any] = copy.deepcopy(load["incumbent"])
-    steps = edge_steps(load.get("cells") or [], load.get("knee"))
-    cells = edge.get("cells") or []
-    ran = [(float(c.get("rate_rps") or 0.0), int(c.get("step") or 0) - 1) for c in cells]
-    if cells and ran != steps:
-        raise NotKept(f"the incumbent's edge steps {ran} are not the search's edge {steps}")
-    again = zip(cells, steps, strict=False)
-    edge["cells"] = [_cell(view, c, s, slo, seed, k, PREFIX) for c, (_, k) in again]
-    return edge
-
-
-def _knee_again(
-    cells: Sequence[Mapping[str, object]], sealed: Mapping[str, object], slo: Slo
-) -> Knee:
-    """The knee as the search keeps it: the last step that held the floor and the last that did
-    not, a step that was a harness error ending the search counted as neither."""
+def _knee_again(cells: Sequence[Mapping[str, object]], sealed: Knee, slo: Slo) -> Knee:
+    """The knee as the search keeps it (a step that was a harness error counted as neither)."""
     floor = slo.goodput_floor
     steps = [c for c in cells if c.get("arrival") != "burst" and not c.get("harness_error")]
     good = next((c for c in reversed(steps) if holds(c, floor)), None)
     bad = next((c for c in reversed(steps) if not holds(c, floor)), None)
-    return _knee(good, bad, str(sealed.get("stopped") or ""), slo, floor)
+    return _knee(good, bad, sealed.stopped, slo, floor)

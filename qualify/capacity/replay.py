@@ -1,27 +1,17 @@
 """Trace replay: a recorded trace (`qualify.capacity.trace`) sent through the open-loop sender
-(`qualify.capacity.openloop`) at its recorded pace and at each faster `scales` step, every answer
-judged as the load's answers are (`qualify.capacity.runs.stream_record`).
-
-One cell per scale, labelled `load-replay-<scale>x`: each row of the trace becomes one request at
-its offset divided by the scale, its prompt as the trace gives it or synthesized from its lengths
-and block ids, its `max_tokens` the row's `output_length` capped by the stage's. The cell records
-what an open-loop cell records (requests by outcome, window, lag, goodput under the SLOs, energy)
-and the trace's name and digest; `verify` measures every request again from its kept exchange
-and derives the cell's figures with the same function (`replay_figures`).
-"""
+at its recorded pace and at each faster `scales` step, one cell per scale (`load-replay-<scale>x`),
+its requests' `max_tokens` the rows' `output_length` capped by the stage's; every answer judged as
+the load's are, and `verify` measures each request again from its kept exchange."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 from qualify.candidate import LoadedCandidate
-from qualify.capacity.knee import LaneArgs, Meter, counts, measured, pace
+from qualify.capacity.knee import LaneArgs, Meter, measured
+from qualify.capacity.loads import ReplayCell
 from qualify.capacity.openloop import Plan
-from qualify.capacity.reload import _PART, _streams, kept_trace, per_token
+from qualify.capacity.reload import _PART, cell_streams, kept_trace, per_token, replay_figures
 from qualify.capacity.settings import CapacitySettings, ReplaySettings
-from qualify.capacity.slo import Slo, number
+from qualify.capacity.slo import Slo
 from qualify.capacity.trace import (
     KEPT_TRACE,
     TraceError,
@@ -41,22 +31,6 @@ from qualify.stage import validator
 
 def label_of(scale: float) -> str:
     return f"load-replay-{scale:g}x"
-
-
-def replay_figures(
-    streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float | None, offsets: list[float]
-) -> dict[str, object]:
-    """A replay cell's figures from its streams: counts, tokens, goodput (as every open-loop
-    cell's), the offered and achieved rates and the pace."""
-    out = counts(streams, slo, window_s)
-    span = offsets[-1] if offsets else 0.0
-    done = [s for s in streams if not s.get("unfinished")]
-    tokens = number(out["completion_tokens"])
-    out["offered_rps"] = (len(offsets) - 1) / span if span > 0 else None
-    out["achieved_rps"] = len(done) / window_s if window_s else None
-    out["output_tok_s"] = tokens / window_s if window_s and tokens else None
-    out["pace"] = pace(streams) if span > 0 else None
-    return out
 
 
 def body_of(
@@ -115,42 +89,40 @@ async def replays(
 
 
 def replay_again(
-    view: AttemptView, sealed: dict[str, Any], s: CapacitySettings, slo: Slo
-) -> dict[str, Any]:
+    view: AttemptView, sealed: ReplayCell, s: CapacitySettings, slo: Slo
+) -> dict[str, object]:
     """A replay cell measured again (`verify`): its send offsets and prompts derived from the
     trace the attempt kept (`trace_checked`), each request from its kept exchange, the cell's
     figures from those with `replay_figures`."""
-    cell = copy.deepcopy(sealed)
-    scale = float(cell.get("scale") or 0.0)
-    if cell.get("label") != label_of(scale):
-        raise NotKept(f"the replay cell {cell.get('label')} is not the one its scale names")
-    offsets = trace_checked(view, cell, s)
-    streams = _streams(view, cell, offsets, s.load.kind, None)
-    cell.update(replay_figures(streams, slo, cell.get("window_s"), offsets))
+    if sealed.label != label_of(sealed.scale):
+        raise NotKept(f"the replay cell {sealed.label} is not the one its scale names")
+    offsets = trace_checked(view, sealed, s)
+    streams = cell_streams(view, sealed, offsets, s.load.kind, None)
+    cell = sealed.model_dump(mode="json") | replay_figures(streams, slo, sealed.window_s, offsets)
     per_token(cell)
     return cell
 
 
-def trace_checked(view: AttemptView, cell: dict[str, Any], s: CapacitySettings) -> list[float]:
+def trace_checked(view: AttemptView, cell: ReplayCell, s: CapacitySettings) -> list[float]:
     """The cell's send offsets from the kept trace at its scale, once every kept request was
     found to carry its row's prompt and `max_tokens`; a run of earlier code kept no trace, and
     its offsets and prompts are taken as recorded."""
-    streams = cell.get("streams") or []
+    streams, label = cell.streams, cell.label
     if KEPT_TRACE not in view.names():
         view.trust("the replay's send offsets and prompts (the run kept no trace)")
-        return [float(st.get("planned_s") or 0.0) for st in streams]
-    rows, label = kept_trace(view, cell), cell.get("label")
+        return [st.planned_s or 0.0 for st in streams]
+    rows = kept_trace(view, cell)
     if len(rows) != len(streams):
         raise NotKept(f"{label}: {len(streams)} requests recorded, the trace holds {len(rows)}")
     for i, (row, st) in enumerate(zip(rows, streams, strict=True)):
-        if not st.get("files"):
+        if not st.files:
             continue
-        body = view.exchange(_PART.sub("", str(st["files"][0]))).request_body or {}
+        body = view.exchange(_PART.sub("", st.files[0])).request_body or {}
         cap = min(row.output_length or s.max_tokens, s.max_tokens)
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         if body.get("messages") != prompt_of(row, i, s.replay.block_tokens) or asked != cap:
             raise NotKept(f"{label} stream {i + 1}: not the request of the trace's row {i + 1}")
-    return offsets_of(rows, float(cell.get("scale") or 1.0))
+    return offsets_of(rows, cell.scale or 1.0)
 
 
 @validator

@@ -6,14 +6,13 @@ here."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from qualify.capacity.edge import versus
+from qualify.capacity.edge import held, versus
 from qualify.capacity.firstscreen import _pct, _verdict, interval_pct, knee_line, soak_line
 from qualify.capacity.loads import Load, OpenCell, ReplayCell, Sessions, Soak
 from qualify.capacity.parts import Energy
 from qualify.capacity.record import Answers, CellFigures, KindRow, MatrixRow, Record
-from qualify.capacity.slo import Slo
+from qualify.capacity.slo import Slo, bounds
 from qualify.evidence.store import RunDir
 from qualify.present.cells import Cell, Measure, drafted, given, nums
 from qualify.present.plots import Panel, Plot
@@ -41,16 +40,10 @@ def energy_text(energy: Energy | None, j_per_token: float | None = None) -> str:
 
 def slo_text(slo: Slo | None) -> str:
     """The SLOs a cell is judged under, and the goodput floor."""
-    if slo is None:
+    said = bounds(slo) if slo is not None else []
+    if slo is None or not said:
         return "no SLO recorded"
-    bounds = [
-        f"{label} ≤ {v:g} s"
-        for v, label in ((slo.ttft_s, "TTFT"), (slo.tpot_s, "TPOT"), (slo.e2e_s, "E2E"))
-        if v is not None
-    ]
-    if not bounds:
-        return "no SLO recorded"
-    text = f"{', '.join(bounds)} at p{slo.percentile or 95:g}"
+    text = f"{', '.join(said)} at p{slo.percentile or 95:g}"
     if slo.goodput_floor:
         text += f", goodput floor {100 * slo.goodput_floor:.0f}%"
     if slo.ignored:
@@ -64,9 +57,7 @@ def _why_unmeasured(energies: list[Energy]) -> str | None:
 
 
 def cell_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
-    """Each open-loop cell: arrival, offered and achieved rate, the served share of the offer
-    (pace, under 0.9: the queue grew), requests, goodput with its interval, good requests per
-    second, energy per output token."""
+    """Each open-loop cell's row (pace: the served share of the offer; under 0.9 the queue grew)."""
     out: list[dict[str, object]] = []
     for c in cells:
         offered = c.rate_rps if c.rate_rps is not None else c.offered_rps
@@ -213,8 +204,7 @@ def _ms(x: float | None, sign: bool = False) -> str:
 
 def ray_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
     """Each cell that ran on Ray workers (`qualify.capacity.spread`): its clock uncertainty
-    against the house's bound, and per worker its node, clock offset ± uncertainty, own p99
-    send lag and CPU time, or that it was lost."""
+    against the house's bound, and how each worker ran or that it was lost."""
     out: list[dict[str, object]] = []
     for c in cells:
         sp = c.spread
@@ -242,38 +232,36 @@ def ray_rows(cells: list[OpenCell]) -> list[dict[str, object]]:
     return out
 
 
-def _lane_text(x: dict[str, Any]) -> str:
-    pace = "no pace" if x["pace"] is None else f"pace {x['pace']:.2f}"
-    held = "held" if x["held"] else "not held"
-    harness = f", harness: {x['harness']}" if x["harness"] else ""
-    return f"{_pct(x['goodput'])}, {pace}, {held}{harness}"
+def _lane_text(c: OpenCell | None, floor: float) -> str:
+    pace = "no pace" if c is None or c.pace is None else f"pace {c.pace:.2f}"
+    said = "held" if held(c, floor) else "not held"
+    harness = f", harness: {c.harness_error}" if c is not None and c.harness_error else ""
+    return f"{_pct(c.goodput if c is not None else None)}, {pace}, {said}{harness}"
 
 
 def edge_part(ld: Load, floor: float) -> dict[str, object] | None:
-    """The incumbent at the candidate's edge (`qualify.capacity.edge`): per rate, both lanes'
-    goodput, pace and whether each held; None when the stage ran no such step."""
+    """The incumbent at the candidate's edge (`qualify.capacity.edge`); None when not run."""
     e = ld.incumbent
     if e is None:
         return None
     rows = [
         {
-            "rate": "no data" if v["rate_rps"] is None else f"{v['rate_rps']:.3g}",
-            "candidate": _lane_text(v["candidate"]),
-            "incumbent": _lane_text(v["incumbent"]),
+            "rate": "no data" if inc.rate_rps is None else f"{inc.rate_rps:.3g}",
+            "candidate": _lane_text(cand, floor),
+            "incumbent": _lane_text(inc, floor),
             "energy": " / ".join(
-                per_token_text(v[lane]["j_per_output_token"], None, None)
-                for lane in ("candidate", "incumbent")
+                per_token_text(c.energy.j_per_output_token if c and c.energy else None, None, None)
+                for c in (cand, inc)
             ),
-            "lead": v["lead"],
+            "lead": lead,
         }
-        for v in versus(ld.cells, e.cells, floor)
+        for cand, inc, lead in versus(ld.cells, e.cells, floor)
     ]
     return {"status": e.status, "why": e.why, "rows": rows}
 
 
 def matrix_extras(row: MatrixRow) -> str:
-    """What a closed-loop cell adds to its aggregate: goodput, and J per output token when
-    measured."""
+    """What a closed-loop cell adds to its aggregate: goodput, J per output token if measured."""
     parts = []
     if row.goodput is not None:
         parts.append(f"goodput {_pct(row.goodput)}")
@@ -306,8 +294,8 @@ def best(record: Record | None) -> MatrixRow | None:
 
 
 def capacity_grid(matrix: list[MatrixRow], slots: int | None) -> dict[str, object]:
-    """The candidate's matrix as prompt length x concurrency: aggregate tok/s (decode p50 per
-    stream) per cell; a concurrency above the engine's slots is marked (requests queue)."""
+    """The candidate's matrix as prompt length x concurrency; a concurrency above the engine's
+    slots is marked (requests queue)."""
     mine = [r for r in matrix if r.lane == "candidate"]
     conc = sorted({r.concurrency for r in mine})
     lengths = sorted({r.length for r in mine})
@@ -354,8 +342,7 @@ def kind_grid(kinds: list[KindRow]) -> dict[str, object]:
 
 
 def left_out(record: Record) -> str | None:
-    """The degenerate answers the capacity record kept out of every speed figure, from its own
-    fields (`degenerate`, and each counted run's `degenerate` count)."""
+    """The degenerate answers the capacity record kept out of every speed figure."""
     runs = sum(r.degenerate for m in record.matrix for r in m.run_records)
     n = max(len(record.degenerate), runs)
     if not n:
@@ -376,8 +363,7 @@ def aggregate_plot(record: Record | None) -> Plot:
 
 
 def figures(record: Record | None, gates: list[GateOutcome]) -> list[str]:
-    """Its headline lines: the best aggregate throughput and where it was reached; for a run
-    with load, the knee as offered, sent and completed, and what the soak says of it."""
+    """Its headline lines: the best aggregate throughput and where; the knee and the soak."""
     out = []
     top = best(record)
     if top is not None:
@@ -396,7 +382,8 @@ def _capacity_figures(c: Cell, row: CellFigures) -> None:
 
 
 def diff_cells(rec: Record) -> list[Cell]:
-    """The candidate's matrix cells and content kinds: per-run decode, aggregate, TTFT, E2E."""
+    """The candidate's matrix cells and content kinds (per-run decode, aggregate, TTFT, E2E),
+    replays, the soak's acceptance and the agent sessions' turns."""
     base = given(rec.settings, ("max_tokens", "ignore_eos", "level"))
     out: list[Cell] = []
     for e in rec.cells("candidate"):
@@ -418,35 +405,22 @@ def diff_cells(rec: Record) -> list[Cell]:
         c.measures["goodput"] = Measure("rate", "higher", counts=(r.good, r.requests))
         c.measures["ttft_s"] = Measure("s", "lower", nums(st.ttft_s for st in r.streams))
         out.append(c)
-    return out + soak_cells(rec, base) + session_cells(rec, base)
-
-
-def session_cells(rec: Record, base: dict[str, object]) -> list[Cell]:
-    """Per turn of the agent sessions: the TTFTs and the share of turns judged right."""
-    s = rec.load.sessions
-    out = []
-    for n in range(1, 4) if s is not None else []:
-        turns = [t for t in s.turns if t.turn == n] if s is not None else []
-        c = Cell("capacity sessions", f"turn {n}", {**base, "turn": n})
-        c.measures["ttft_s"] = Measure("s", "lower", nums(t.ttft_s for t in turns))
-        right = sum(1 for t in turns if not (t.failed or t.cut or t.broken))
-        c.measures["right"] = Measure("rate", "higher", counts=(right, len(turns)))
-        out.append(c)
-    return out
-
-
-def soak_cells(rec: Record, base: dict[str, object]) -> list[Cell]:
-    """The soak's first and last third's acceptance, as counts (drafted tokens accepted)."""
     soak = rec.load.soak
     a = soak.acceptance_drift if soak is not None else None
-    if a is None or len(a.thirds) != 3:
-        return []
-    out = []
-    for name, t in (("first", a.thirds[0]), ("last", a.thirds[-1])):
-        if t.draft_tokens:
+    thirds = a.thirds if a is not None and len(a.thirds) == 3 else []
+    for name, t in (("first", thirds[0]), ("last", thirds[-1])) if thirds else ():
+        if t.draft_tokens:  # the soak's first and last third's acceptance, as counts
             c = Cell("acceptance", f"soak {name} third", base)
             c.measures["acceptance"] = Measure(
                 "rate", "higher", counts=(t.accepted, t.draft_tokens)
             )
             out.append(c)
+    sessions = rec.load.sessions
+    for n in range(1, 4) if sessions is not None else []:  # per turn of the agent sessions
+        turns = [t for t in sessions.turns if t.turn == n] if sessions is not None else []
+        c = Cell("capacity sessions", f"turn {n}", {**base, "turn": n})
+        c.measures["ttft_s"] = Measure("s", "lower", nums(t.ttft_s for t in turns))
+        right = sum(1 for t in turns if not (t.failed or t.cut or t.broken))
+        c.measures["right"] = Measure("rate", "higher", counts=(right, len(turns)))
+        out.append(c)
     return out

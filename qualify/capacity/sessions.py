@@ -1,22 +1,11 @@
-"""Multi-turn agent sessions under load: turns that depend on the previous answers.
-
-`count` sessions run at once; each is three turns in a row on one growing conversation, its
-task drawn from its number alone (`script`: a host, a metric, the value the tool returns):
-
-1. **tool call**: the user asks for a host's metric with the `read_metric` tool offered; judged
-   right when the server's parser returns a `read_metric` call whose arguments are JSON naming
-   that host and metric. When the model makes no such call the session goes on with the call it
-   should have made (`scripted`), so the later turns still run on a growing prefix;
-2. **tool result**: the call and the tool's result (the value) are appended; judged right when
-   the answer gives the value, i.e. the model read the result (an answer without it ignored it);
-3. **follow-up**: a question about the earlier answer; judged right when it gives the value
-   again.
-
-Each turn's exchange is kept (`load-session-t<turn>-s<session>`) and its record derived from it
-(`turn_record`, the function `verify` runs again): TTFT, E2E, prompt and cached prompt tokens
-(the prefix cache hits the server reports), the problems the judgment found. Over all turns
-(`session_figures`): the median TTFT, prompt and cached tokens per turn, as the prefix grows, and
-the goodput of the turns under the SLOs (a broken turn misses them).
+"""Multi-turn agent sessions under load: `count` sessions at once, each three turns on one
+growing conversation, its task drawn from its number alone (`script`): a `read_metric` tool call
+(judged by the server's parser; a session whose model made none goes on with the call it should
+have made, `scripted`, so the later turns still grow the prefix), the tool's result read back, and
+a follow-up that must keep the value (`judge_turn`). Each turn's exchange is kept
+(`load-session-t<turn>-s<session>`) and its record derived from it (`turn_record`, which `verify`
+runs again); `session_figures` gives per turn the median TTFT, prompt and cached prompt tokens (the
+prefix cache's hits), and the goodput of the turns under the SLOs (a broken turn misses them).
 """
 
 from __future__ import annotations
@@ -29,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qualify.capacity.loads import Sessions, SessionTurn
-from qualify.capacity.runs import StreamRec, stream_record
+from qualify.capacity.runs import stream_record
 from qualify.capacity.slo import Slo, goodput
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_stream
@@ -107,18 +96,11 @@ def judge_turn(turn: int, s: Script, o: ChatOutcome) -> list[str]:
     return []
 
 
-class TurnRec(StreamRec, total=False):
-    """One turn's figures (`turn_record`): a stream's, with its session, turn and whether the
-    session went on with the call the model should have made."""
-
-    session: int
-    turn: int
-    scripted: bool
-
-
-def turn_record(ex: Exchange, files: list[str], session: int, turn: int) -> TurnRec:
-    """One turn's figures and judgment from its exchange (the stage's and `verify`'s)."""
-    rec: TurnRec = {**stream_record(ex, files), "session": session, "turn": turn, "scripted": False}
+def turn_record(ex: Exchange, files: list[str], session: int, turn: int) -> dict[str, object]:
+    """One turn's figures and judgment from its exchange (the stage's and `verify`'s): a
+    stream's, with its session, turn and whether the session went on with the call the model
+    should have made (`scripted`)."""
+    rec = {**stream_record(ex, files), "session": session, "turn": turn, "scripted": False}
     o = from_stream(ex)
     problems = [] if rec["failed"] or rec["cut"] else judge_turn(turn, script(session), o)
     rec["broken"] = problems
@@ -138,7 +120,9 @@ def _by_turn(turns: Sequence[Mapping[str, object]], key: str) -> list[float | No
 TURN_KEYS = tuple(SessionTurn.model_fields)  # what the record keeps of a turn
 
 
-def session_figures(turns: list[TurnRec], slo: Slo, window_s: float | None) -> dict[str, object]:
+def session_figures(
+    turns: list[dict[str, object]], slo: Slo, window_s: float | None
+) -> dict[str, object]:
     """The sessions' figures from their turns: per turn the median TTFT, prompt and cached
     tokens; turns judged and broken; goodput of the turns under the SLOs."""
     return {
@@ -152,7 +136,7 @@ def session_figures(turns: list[TurnRec], slo: Slo, window_s: float | None) -> d
     }
 
 
-async def _session(sender: Sender, k: int, max_tokens: int) -> list[TurnRec]:
+async def _session(sender: Sender, k: int, max_tokens: int) -> list[dict[str, object]]:
     s = script(k)
     msgs: list[dict[str, Any]] = [{"role": "user", "content": s.ask(1)}]  # chat JSON, tool calls
     out = []

@@ -96,11 +96,15 @@ def effective(t: Thresholds, mine: SloSettings) -> Slo:
     return Slo(ignored=ignored, **bounds, **least)
 
 
+def bounds(slo: Slo) -> list[str]:
+    """`TTFT ≤ 5 s`, … for each metric the SLOs bound."""
+    names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
+    return [f"{names[m]} ≤ {b:g} s" for m in METRICS if (b := slo.bound(m)) is not None]
+
+
 def shown(slo: Slo) -> str:
     """`TTFT ≤ 5 s, TPOT ≤ 0.2 s, E2E ≤ 60 s (p95)`."""
-    names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
-    parts = [f"{names[m]} ≤ {b:g} s" for m in METRICS if (b := slo.bound(m)) is not None]
-    return f"{', '.join(parts) or 'no latency bound'} (p{slo.percentile:g})"
+    return f"{', '.join(bounds(slo)) or 'no latency bound'} (p{slo.percentile:g})"
 
 
 def tpot(stream: Mapping[str, object]) -> float | None:

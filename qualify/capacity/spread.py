@@ -11,8 +11,9 @@ import contextvars
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from qualify.capacity.loads import Spread
 from qualify.capacity.openloop import OpenLoopRun, Plan, Sent, harness_lag
 from qualify.httpclient.client import Client, Exchange
 
@@ -83,11 +84,11 @@ class SpreadRun(OpenLoopRun):
     """An open-loop run over workers: the union of their requests in the schedule's order, how
     each ran (`spread`, the record's `Spread`), and why it is a harness error, if it is."""
 
-    spread: dict[str, Any] = field(default_factory=dict)
+    spread: dict[str, object] = field(default_factory=dict)  # the record's `Spread`, as written
     harness: str | None = None
 
 
-def never_sent(offsets: list[float], why: str, spread: dict[str, Any]) -> SpreadRun:
+def never_sent(offsets: list[float], why: str, spread: dict[str, object]) -> SpreadRun:
     sent = [Sent(float(o), unfinished=f"never sent: {why}") for o in offsets]
     return SpreadRun(sent, 0.0, None, spread=spread, harness=why)
 
@@ -108,7 +109,7 @@ class Broken:
 
 def shard_name(run: OpenLoopRun, name: str, i: int) -> str:
     """The kept name of request `i` (from 0) of a cell: its worker's shard when it ran on Ray."""
-    n = len(run.spread.get("workers") or []) if isinstance(run, SpreadRun) else 0
+    n = len(Spread.model_validate(run.spread).workers) if isinstance(run, SpreadRun) else 0
     return name if n < 2 else shard_label(name, i, n)
 
 
@@ -137,10 +138,10 @@ def annotate(cell: dict[str, object], run: OpenLoopRun, lag_bound_ms: float) -> 
         return cell
     cell["spread"] = run.spread
     why = run.harness
-    for w in run.spread.get("workers") or []:
-        behind = harness_lag(w.get("lag") or {}, lag_bound_ms)
+    for w in Spread.model_validate(run.spread).workers:
+        behind = harness_lag(w.lag.model_dump(), lag_bound_ms)
         if why is None and behind is not None:
-            why = f"{node_text(w)} fell behind: {behind}"
+            why = f"{node_text(w.model_dump())} fell behind: {behind}"
     if why is not None:
         cell["harness_error"] = why
     return cell

@@ -10,12 +10,9 @@ Two forms, one JSON object a line (JSONL):
 - qualify's **own** form, the same fields where they apply, and instead of lengths the request's
   `messages` as sent, with an optional `session` naming the agent session it belongs to.
 
-A row given by lengths gets its prompt synthesized (`prompt_of`): each block id becomes a fixed
-run of words drawn from a generator seeded by the id alone (`block_text`), so a block shared by
-two requests is the same text in both and the engine's prefix cache can serve it; a request
-without `hash_ids` gets blocks of its own (seeded by its line number). The prompt holds
-`input_length` words, a word standing in for a token (the engine's count of them is measured,
-not assumed). `output_length` becomes the request's `max_tokens`, capped by the stage's.
+A row given by lengths gets its prompt synthesized (`prompt_of`): a block id is the same run of
+words wherever it appears (`block_text`), so the engine's prefix cache can serve a shared block;
+a word stands in for a token (the engine's count of them is measured, not assumed).
 
 A candidate names its trace by a path relative to its own file, or `shipped:<name>` for one of
 the traces qualify ships (`traces/` of the checkout, `qualify/_assets/traces/` of the wheel).

@@ -105,8 +105,7 @@ def test_the_incumbent_repeats_the_candidates_edge(
     load = record.load
     assert load.knee is not None and load.incumbent is not None
     assert load.incumbent.status == "measured", load.incumbent.why
-    cells = [c.model_dump() for c in load.cells]
-    steps = edge_steps(cells, load.knee)
+    steps = edge_steps(load.cells, load.knee)
     assert steps and steps[0][0] == load.knee.rate_rps
     assert [(c.rate_rps, (c.step or 0) - 1) for c in load.incumbent.cells] == steps
     for inc in load.incumbent.cells:

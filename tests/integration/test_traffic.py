@@ -20,7 +20,7 @@ import pytest
 from conftest import start_llama_server
 
 from qualify.capacity import traffic_judges
-from qualify.capacity.loads import Sessions
+from qualify.capacity.loads import ReplayCell, Sessions
 from qualify.capacity.record import Record
 from qualify.capacity.replay import replay_again, replay_cell
 from qualify.capacity.sessions import run_sessions, sessions_again
@@ -117,7 +117,7 @@ def _replay(url: str, trace: str, scales: list[float], block_tokens: int, kept: 
     raw = asyncio.run(go())
     view = kept.view({"load": {"replay": raw}})
     settings = PROSE.model_copy(update={"replay": ReplaySettings(block_tokens=block_tokens)})
-    return [replay_again(view, c, settings, SLO) for c in raw]
+    return [replay_again(view, ReplayCell.model_validate(c), settings, SLO) for c in raw]
 
 
 PROSE = CapacitySettings.model_validate({"load": {"kind": "prose"}, "max_tokens": 32})
@@ -145,15 +145,17 @@ def test_a_mooncake_trace_replays_at_two_rates_every_answer_judged(
         {"load": {"kind": "json"}, "max_tokens": 32, "replay": {"block_tokens": 16}}
     )
     view = kept.view({"load": {"replay": cells}})
-    again = replay_again(view, slow, as_json, SLO)
+    sealed = ReplayCell.model_validate(slow)
+    again = replay_again(view, sealed, as_json, SLO)
     assert again["broken"] == 4  # prose answers judged as the JSON kind: every one broken
     # the send times and prompts come from the kept trace: another block size gives other
     # prompts than the ones sent, another trace another digest; both are refused
     other = as_json.model_copy(update={"replay": ReplaySettings(block_tokens=8)})
     with pytest.raises(NotKept, match="not the request of the trace's row 1"):
-        replay_again(view, slow, other, SLO)
+        replay_again(view, sealed, other, SLO)
     with pytest.raises(NotKept, match="not the trace"):
-        replay_again(view, slow | {"trace_sha256": "0" * 64}, as_json, SLO)
+        other_trace = sealed.model_copy(update={"trace_sha256": "0" * 64})
+        replay_again(view, other_trace, as_json, SLO)
 
 
 def test_the_agent_task_trace_replays_one_session_per_task(server: str, tmp_path: Path) -> None:

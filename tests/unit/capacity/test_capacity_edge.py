@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from qualify.capacity.edge import PREFIX, edge_steps, versus
+from qualify.capacity.edge import PREFIX, edge_steps, held, versus
 from qualify.capacity.loads import Knee, OpenCell
 
 
@@ -36,16 +36,16 @@ KNEE = Knee(rate_rps=11.3, cell="poisson-11.3rps", first_over=16.0, goodput_floo
 
 
 def test_the_edge_is_the_knee_then_the_first_rate_over_it_with_their_step_index() -> None:
-    assert edge_steps(SEARCH, KNEE) == [(11.3, 2), (16.0, 1)]
+    assert edge_steps(_cells(SEARCH), KNEE) == [(11.3, 2), (16.0, 1)]
 
 
 def test_no_search_no_knee_or_no_rate_over_give_what_there_is() -> None:
-    assert edge_steps(SEARCH, None) == []
+    assert edge_steps(_cells(SEARCH), None) == []
     assert edge_steps([], KNEE) == []
     bounded = KNEE.model_copy(update={"first_over": None})
-    assert edge_steps(SEARCH, bounded) == [(11.3, 2)]
+    assert edge_steps(_cells(SEARCH), bounded) == [(11.3, 2)]
     nothing_held = Knee(rate_rps=None, first_over=8.0, goodput_floor=0.9)
-    assert edge_steps(SEARCH[:1], nothing_held) == [(8.0, 0)]
+    assert edge_steps(_cells(SEARCH[:1]), nothing_held) == [(8.0, 0)]
 
 
 def _cells(rows: list[dict[str, Any]], prefix: str = "") -> list[OpenCell]:
@@ -67,9 +67,9 @@ def test_versus_names_a_rate_one_lane_held_and_the_other_did_not(
     incumbent: list[dict[str, Any]], lead: str | None
 ) -> None:
     rows = versus(_cells(SEARCH[:3]), _cells(incumbent, PREFIX), 0.9)
-    assert [r["rate_rps"] for r in rows] == [11.3, 16.0]
-    assert rows[0]["candidate"]["held"] and not rows[1]["candidate"]["held"]
-    leads = [r["lead"] for r in rows if r["lead"]]
+    assert [inc.rate_rps for _, inc, _ in rows] == [11.3, 16.0]
+    assert held(rows[0][0], 0.9) and not held(rows[1][0], 0.9)
+    leads = [lead for _, _, lead in rows if lead]
     if lead is None:
         assert leads == []
     else:
@@ -79,4 +79,4 @@ def test_versus_names_a_rate_one_lane_held_and_the_other_did_not(
 def test_a_harness_error_is_never_held() -> None:
     late = {**_step(16.0, 2, 1.0, 0.99), "harness_error": "p99 send lag 900 ms > 200 ms"}
     rows = versus(_cells(SEARCH[:3]), _cells([late], PREFIX), 0.9)
-    assert rows[0]["incumbent"]["held"] is False and rows[0]["lead"] is None
+    assert held(rows[0][1], 0.9) is False and rows[0][2] is None

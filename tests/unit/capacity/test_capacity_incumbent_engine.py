@@ -14,7 +14,7 @@ import pytest
 from qualify.candidate import load_candidate
 from qualify.capacity.engine import engine_capacity
 from qualify.capacity.incumbent import compare, find_incumbent
-from qualify.capacity.record import Engine
+from qualify.capacity.record import Engine, RunValues
 from qualify.httpclient.client import Client
 from qualify.trust.repository import ENV
 
@@ -73,8 +73,8 @@ def test_the_incumbent_is_read_from_the_house_the_run_was_given(
     assert find_incumbent(loaded)[1]["status"] == "first"  # $QUALIFY_HOUSE holds no table
 
 
-def _cell(agg: list[float]) -> dict[str, list[float]]:
-    return {"aggregate_output_tok_s": agg, "decode_tok_s_p50": [50.0, 50.0, 50.0]}
+def _cell(agg: list[float]) -> RunValues:
+    return RunValues(aggregate_output_tok_s=agg, decode_tok_s_p50=[50.0, 50.0, 50.0])
 
 
 def test_compare_gives_delta_and_interval_per_cell_and_metric() -> None:
