@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from qualify.ab.acceptance import AcceptanceForm, combine
+from qualify.ab.acceptance import combine
 from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
 from qualify.capacity.loads import Load
@@ -150,7 +150,7 @@ def _kinds(view: AttemptView, rec: Record, s: CapacitySettings) -> list[KindRow]
             continue
         cell, runs = _runs(view, row.run_records, row.cell, row.kind, 1, s.kind_runs)
         kept = [r.get("acceptance") for r in runs if not r["excluded"]]  # as written
-        acc = combine(cast("list[AcceptanceForm | None]", kept))
+        acc = combine(cast("list[dict[str, object] | None]", kept))
         figures = {
             **{"kind": row.kind, "depth": row.depth, "target": row.target},
             "sized_tokens": row.sized_tokens,
