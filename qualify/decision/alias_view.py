@@ -10,7 +10,7 @@ from typing import NotRequired, TypedDict
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from qualify.decision.verify import VerifyReport, verify
+from qualify.decision.verify import VerifyReport, read_signed, verify
 from qualify.diff.compare import diff, summary
 from qualify.diff.runs import Side, alias_run, locate, unsigned
 from qualify.errors import BadInput, Refused
@@ -34,7 +34,10 @@ def verified(label: str, ref: Path, keys: list[Ed25519PublicKey], action: str = 
     """The side at `ref`, once its envelope verifies by one of `keys`; else one BadInput that
     names every problem verification found (a doctored run is never compared, nor `action`)."""
     envelope, run = locate(ref, action)
-    reports: list[VerifyReport] = [verify(envelope, k, run) for k in keys]
+    return _side(label, envelope, [verify(envelope, k, run) for k in keys], action)
+
+
+def _side(label: str, envelope: Path, reports: list[VerifyReport], action: str) -> Side:
     good = next((r for r in reports if r.ok), None)
     if good is None or good.record is None:
         signed = next((r for r in reports if r.statement is not None), None)
@@ -76,7 +79,10 @@ def decision_summary(
         if not keys:
             return {"status": "unusable", "why": f"the house {house} pins no decision key"}
         env = alias_run(target, evidence or view.run.path.parent.parent)
-        a = verified("A", env, keys)
+        # Judged again in full when the alias moved to it (`qualify alias set`), and the house
+        # table pins its signed payload (`alias_run` found that very one): here its signature
+        # and every subject are checked, its stages are not judged again.
+        a = _side("A", env, [read_signed(env, k) for k in keys], "compared")
     except (BadInput, Refused) as exc:
         why = str(exc).removeprefix("qualify: ").replace("\n", "; ")
         return {"status": "unusable", "why": why}

@@ -328,7 +328,9 @@ def _waivers(
     return out
 
 
-def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | None) -> None:
+def _read(report: VerifyReport, run: RunDir) -> None:
+    """The signed record and the run as it counted it (`report.record`, `report.view`), read
+    from the files just checked against the signed subjects."""
     pred = {k: v for k, v in report.predicate.items() if k != "record"}
     try:
         record = DecisionRecord.model_validate(pred)
@@ -358,6 +360,16 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
     report.problems += view.problems
     if copy and report.digest_of(copy) != view.info.get("candidate_sha256"):
         report.problems.append(f"{copy}: not the candidate file run.json names")
+    report.view = view.count(record)
+
+
+def _rederive(report: VerifyReport, keys: list[waivers.Approver] | None) -> None:
+    """The signed decision derived again from the signed evidence: every stage judged again
+    from what it kept, under the signed policy, its waivers checked."""
+    record, view = report.record, report.view
+    assert record is not None and view is not None  # `_read` read both
+    copy = view.copy
+    signed = {s.name: s.sha256 for s in report.subject_list()}
     rules, problems = _rules(record, view, copy)
     report.problems += problems
     from qualify.trust.rejudge import rejudge_run
@@ -365,12 +377,11 @@ def _rederive(report: VerifyReport, run: RunDir, keys: list[waivers.Approver] | 
     more, said = rejudge_run(view, rules.thresholds, signed, rules.check_codes)
     report.problems += more
     report.notes += said
-    checks = _waivers(report, record, run, rules, keys)
+    checks = _waivers(report, record, view.run, rules, keys)
     report.waivers = checks
     r = record
     basis = Basis(rules, r.house, r.attempt, r.decided_at, r.tool_version, checks, r.record_attempt)
     again = derive(view, basis)
-    report.view = view.count(record)
     if not problems:  # the signed policy is the derived one, as this version reads both
         again.policy_sha256 = record.policy_sha256
     want, got = comparable(record), comparable(again)
@@ -390,15 +401,11 @@ def _short(value: object) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def verify(
-    envelope_path: Path,
-    pub: Ed25519PublicKey,
-    run: Path | None = None,
-    approvers: list[waivers.Approver] | None = None,
+def read_signed(
+    envelope_path: Path, pub: Ed25519PublicKey, run: Path | None = None
 ) -> VerifyReport:
-    """Check the envelope and its signature, that the run is exactly what was sealed, and derive
-    the decision again. `approvers`: the waiver keys a house pins (None: no house, so a waiver
-    the decision counts cannot be checked and is a problem)."""
+    """Check the envelope and its signature and that the run is exactly what was sealed; read
+    the signed record and the run as it counted it. Nothing is judged again (`verify` does)."""
     report = VerifyReport(envelope=envelope_path)
     try:
         try:
@@ -434,10 +441,35 @@ def verify(
         rec = str(report.predicate.get("record", ""))
         if rec and f"{Path(rec).parent}/{MANIFEST}" not in names:
             report.problems.append(f"{rec}: its attempt's manifest is not signed")
-        if not report.problems:  # derive only from files known to be the signed ones
-            _rederive(report, RunDir(run), approvers)
-    except (QualifyError, OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
-        # hostile input reaching a reader not guarded above: a refusal, never a traceback
-        why = exc.render() if isinstance(exc, BadInput) else str(exc)
-        report.problems.append(f"could not be checked: {why.removeprefix('qualify: ')}")
+        if not report.problems:  # read only files known to be the signed ones
+            _read(report, RunDir(run))
+    except _HOSTILE as exc:
+        report.problems.append(_unchecked(exc))
     return report
+
+
+def verify(
+    envelope_path: Path,
+    pub: Ed25519PublicKey,
+    run: Path | None = None,
+    approvers: list[waivers.Approver] | None = None,
+) -> VerifyReport:
+    """`read_signed`, then the decision derived again from the signed evidence. `approvers`:
+    the waiver keys a house pins (None: no house, so a waiver the decision counts cannot be
+    checked and is a problem)."""
+    report = read_signed(envelope_path, pub, run)
+    if report.view is not None and not report.problems:
+        try:
+            _rederive(report, approvers)
+        except _HOSTILE as exc:
+            report.problems.append(_unchecked(exc))
+    return report
+
+
+# hostile input reaching a reader not guarded: a refusal, never a traceback
+_HOSTILE = (QualifyError, OSError, ValueError, KeyError, TypeError, ValidationError)
+
+
+def _unchecked(exc: Exception) -> str:
+    why = exc.render() if isinstance(exc, BadInput) else str(exc)
+    return f"could not be checked: {why.removeprefix('qualify: ')}"
