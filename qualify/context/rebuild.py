@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import cast
 
 from qualify.context import battery, ladder
 from qualify.context.corpus import Needle, Needles
@@ -36,7 +35,7 @@ from qualify.context.record import (
     Speed,
     Stream,
 )
-from qualify.context.tasks import Task, TaskKind, Tasks
+from qualify.context.tasks import Task, Tasks
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
 from qualify.httpclient.client import Exchange
@@ -73,17 +72,7 @@ def _recorded(info: Content) -> tuple[Needles, Tasks]:
     if any({"lines", "question", "expect"} - t.model_fields_set for t in info.tasks):
         raise NotKept(f"its tasks are not recorded ({info.tasks!r})")
     a, b = (Needle(n.depth, n.subject, n.value) for n in info.needles)
-    tasks = [
-        Task(
-            kind=cast(TaskKind, t.kind),
-            lines=tuple(t.lines),
-            question=t.question,
-            expect=tuple(t.expect),
-            forbid=tuple(t.forbid),
-            count=t.count,
-        )
-        for t in info.tasks
-    ]
+    tasks = [Task.of(t) for t in info.tasks]
     return Needles((a, b)), Tasks(tuple(tasks))
 
 
@@ -255,10 +244,7 @@ def degenerate_streams(rows: list[Row]) -> list[DegenerateStream]:
     """Every stream whose answer is degenerate, with where it ran: kept, and never a speed."""
     return [
         DegenerateStream(
-            target=row.target,
-            planned_tokens=row.planned_tokens,
-            pass_=row.pass_,
-            content=row.content,
+            **{k: getattr(row, k) for k in ("target", "planned_tokens", "pass_", "content")},
             concurrency=row.concurrency,
             stream=i + 1,
             reason=s.degenerate,

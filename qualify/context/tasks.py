@@ -23,7 +23,7 @@ import random
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from qualify.context.corpus import DIGIT_GAP, five_digits, fresh
 from qualify.context.record import TaskCheck, TaskInfo
@@ -88,6 +88,12 @@ class Task:
         words = set(re.findall(r"[a-z]+", answer.lower()))
         missed = [v for v in self.expect if v not in words]
         return TaskCheck(passed=not missed, missed=missed, expected=expected)
+
+    @classmethod
+    def of(cls, t: TaskInfo) -> Task:
+        """The task a record holds (`record` read back)."""
+        kind = cast(TaskKind, t.kind)
+        return cls(kind, tuple(t.lines), t.question, tuple(t.expect), tuple(t.forbid), t.count)
 
     def record(self) -> TaskInfo:
         return TaskInfo(

@@ -18,7 +18,7 @@ import importlib
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Protocol
 
 from qualify.vram.readings import MIB, Card, Lost, Poll, Reading
 
@@ -53,7 +53,7 @@ class NvmlSource:
     def __init__(
         self,
         gpus: list[int] | None = None,
-        nvml: Any = None,  # pynvml, or a replay of it in tests: an untyped C binding
+        nvml: ModuleType | None = None,  # pynvml, or a replay of it in tests
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.nv = nvml if nvml is not None else load_pynvml()
