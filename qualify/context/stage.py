@@ -55,8 +55,8 @@ def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
     rungs: list[Rung] = []
     for t in targets:
         planned = min(t, room)
-        first = next((r for r in rungs if r.planned_tokens == planned and r.same_as is None), None)
-        same_as = first.target if first else None
+        same = (r.target for r in rungs if r.planned_tokens == planned and r.same_as is None)
+        same_as = next(same, None)
         rungs.append(
             Rung(
                 target=t,

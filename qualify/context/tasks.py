@@ -31,10 +31,8 @@ from qualify.context.record import TaskCheck, TaskInfo
 TaskKind = Literal["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
 TASK_KINDS: tuple[TaskKind, ...] = get_args(TaskKind)
 _NUMBER = re.compile(r"\b\d+\b")
-_WORDS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-}  # fmt: skip
+_NAMES = "zero one two three four five six seven eight nine ten eleven twelve"
+_WORDS = {w: n for n, w in enumerate(_NAMES.split())}
 _NUMBER_WORD = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
 _SYLLABLES = ("zor", "vel", "quin", "tar", "plix", "mun", "dra", "keth", "wob", "lys", "fen", "gru")
 

@@ -29,13 +29,8 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
         for c in cards:
             cell = c.stages.get(st)
             free = cell.min_free_mib if cell else None
-            cells.append(
-                {
-                    "min_free_mib": free,
-                    "peak_power_w": cell.peak_power_w if cell else None,
-                    "samples": cell.samples if cell else None,
-                }
-            )
+            keys = ("min_free_mib", "peak_power_w", "samples")
+            cells.append({k: getattr(cell, k) if cell else None for k in keys})
             verdicts.append("no data" if free is None or reserve is None else _fits(free, reserve))
         rows.append({"stage": st, "cells": cells, "reserve": _reserve_word(verdicts)})
     return {
@@ -112,14 +107,8 @@ def card_minimums(record: Record | None) -> list[CardMinimum]:
     for c in record.cards:
         frees = [f.min_free_mib for f in c.stages.values() if f.min_free_mib is not None]
         low = min(frees) if frees else None
-        out.append(
-            {
-                "gpu": c.gpu,
-                "name": c.name,
-                "min_free_mib": low,
-                "verdict": "no data" if low is None else _fits(low, record.reserve_gib),
-            }
-        )
+        verdict = "no data" if low is None else _fits(low, record.reserve_gib)
+        out.append({"gpu": c.gpu, "name": c.name, "min_free_mib": low, "verdict": verdict})
     return out
 
 
@@ -135,9 +124,7 @@ def _legacy_series(run: RunDir, files: list[str], here: Path | None) -> dict[str
             continue
         head = json.loads(lines[0]) if lines else {}
         cols = head.get("columns") if isinstance(head, dict) else None
-        if not isinstance(cols, list):
-            continue
-        if cols[:3] != ["t_s", "stage", "free_mib"]:
+        if not isinstance(cols, list) or cols[:3] != ["t_s", "stage", "free_mib"]:
             continue
         rows = [json.loads(x) for x in lines[1:] if x.strip()]
         card = f"GPU {head.get('gpu')}"

@@ -64,10 +64,7 @@ def _telemetry(log: Log) -> Telemetry:
     summary = log.summary or {}
     return Telemetry(
         attempt=log.attempt,
-        source=log.header.get("source"),
-        power_field=log.header.get("power_field"),
-        memory_info=log.header.get("memory_info"),
-        interval_ms=log.header.get("interval_ms"),
+        **{k: log.header.get(k) for k in ("source", "power_field", "memory_info", "interval_ms")},
         start_problems=log.header.get("start_problems") or [],
         stopped=log.summary is not None,
         missed_scrapes=summary.get("missed_scrapes", 0),
