@@ -46,12 +46,10 @@ def _rung_key(r: Row) -> tuple[int, str, int]:
 
 
 def context_rows(record: Record) -> dict[str, object]:
-    """Context rows split by pass: cold and warm are never blended."""
-    rows = record.rows
-    clamped = [t for t in record.targets if t.clamped]
-    planned = {t.target: t.planned_tokens for t in clamped}
+    """Context rows, cold and warm side by side (never blended), per rung and card."""
+    planned = {t.target: t.planned_tokens for t in record.targets if t.clamped}
     side: dict[tuple[int, str, int], dict[str, object]] = {}
-    for r in rows:
+    for r in record.rows:
         named = next((t for t, p in planned.items() if p == r.target), None)
         item = side.setdefault(
             _rung_key(r),
@@ -66,10 +64,7 @@ def context_rows(record: Record) -> dict[str, object]:
         )
         item[r.pass_] = _norm(r) | {"prefill_note": prefill_note(r)}
     return {
-        "cold": [_norm(r) for r in rows if r.pass_ == "cold"],
-        "warm": [_norm(r) for r in rows if r.pass_ == "warm"],
         "side": list(side.values()),
-        "clamped": clamped,
         "gpu": gpu_rows(record, side),
         "acceptance": acceptance_line(record),
     }
