@@ -21,6 +21,7 @@ import re
 from qualify.context import battery, ladder
 from qualify.context.corpus import Needle, Needles
 from qualify.context.record import (
+    PASSES,
     AuditCount,
     Audits,
     Battery,
@@ -186,7 +187,7 @@ def _planned(view: AttemptView, targets: list[Rung], rows: list[Row]) -> None:
         for t in targets
         if t.same_as is None and t.planned_tokens > 0 and not t.errors
         for kind in s.content
-        for pass_ in ("warm", "cold")
+        for pass_ in PASSES
         for c in s.concurrency
         if (t.target, kind, pass_, c) not in have
     )

@@ -17,6 +17,7 @@ from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 from qualify.serving.idle import IdleAround
 
 Pass = Literal["warm", "cold"]
+PASSES: tuple[Pass, ...] = ("warm", "cold")
 
 
 class Aliased(Written):

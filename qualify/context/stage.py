@@ -26,11 +26,11 @@ from qualify.context.battery import CaseName
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
 from qualify.context.ladder import Cell, run_cell
 from qualify.context.record import (
+    PASSES,
     Asked,
     Battery,
     Case,
     Content,
-    Pass,
     Record,
     Row,
     Rung,
@@ -179,8 +179,7 @@ class Ladder:
         info.warmups = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
         r.contents[kind] = info
         info.cold_fits = []
-        passes: tuple[Pass, ...] = ("warm", "cold")
-        for pass_ in passes:  # warm first: a cold prompt may evict the warm one
+        for pass_ in PASSES:  # warm first: a cold prompt may evict the warm one
             for c in s.concurrency:
                 try:
                     prompts = [warm] * c
