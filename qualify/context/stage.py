@@ -211,8 +211,7 @@ class Ladder:
     async def tool_battery(self, r: Rung, kind: Kind, source: Source, needles: Needles) -> Battery:
         """Typed, streamed and tool-result calls behind the deepest rung's document, the
         prompt with its tools sized to the rung's planned tokens (`qualify.context.battery`)."""
-        tools = battery.load_tools(self.ctx.gates_dir)
-        nonce = new_nonce()
+        tools, nonce = battery.load_tools(self.ctx.gates_dir), new_nonce()
         out = Battery(
             target=r.target,
             planned_tokens=r.planned_tokens,

@@ -113,12 +113,9 @@ class NvmlSource:
         gives them (None where a call is missing or fails)."""
 
         def ask(name: str) -> int | str | bytes | None:
-            fn = getattr(self.nv, name, None)
-            if fn is None:
-                return None
             try:
-                value: int | str | bytes = fn()
-            except self.nv.NVMLError:
+                value: int | str | bytes = getattr(self.nv, name)()
+            except (AttributeError, self.nv.NVMLError):  # a call this pynvml lacks, or failed
                 return None
             return value
 
