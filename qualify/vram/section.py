@@ -156,24 +156,20 @@ def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     free, power = Panel(label, zoom=True), Panel("power (W)")
     if reserve is not None:
         free.hlines["reserve"] = 0.0
-    lowest: tuple[float, str] | None = None
+    lows: list[tuple[float, str]] = []  # each sample's headroom, and where
     for card, rows in _samples(run, files, here).items():
-        free.series[card] = [
-            (float(r[0]), float(r[2]) - base) for r in rows if num(r[2]) is not None
-        ]
-        for r in rows:
-            if num(r[2]) is not None and (lowest is None or float(r[2]) - base < lowest[0]):
-                lowest = (float(r[2]) - base, f"{card}, {r[1]}")
+        kept = [r for r in rows if num(r[2]) is not None]
+        free.series[card] = [(float(r[0]), float(r[2]) - base) for r in kept]
+        lows += [(float(r[2]) - base, f"{card}, {r[1]}") for r in kept]
         pw = [(float(r[0]), float(r[3])) for r in rows if num(r[3]) is not None]
         if pw:
             power.series[card] = pw
         if not free.bands:
             free.bands = _stage_bands(rows)
-    if lowest is not None and reserve is not None:
-        word = "above" if lowest[0] >= 0 else "BELOW"
-        free.note = (
-            f"lowest: {abs(lowest[0]):,.0f} MiB {word} the {base:,.0f} MiB reserve ({lowest[1]})"
-        )
+    if lows and reserve is not None:
+        low, where = min(lows, key=lambda x: x[0])  # the first of the lowest
+        word = "above" if low >= 0 else "BELOW"
+        free.note = f"lowest: {abs(low):,.0f} MiB {word} the {base:,.0f} MiB reserve ({where})"
     plot = Plot("vram-series.png", "GPU memory and power", "seconds", [free, power])
     plot.missing = "no GPU telemetry was recorded"
     return [plot]
