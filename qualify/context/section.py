@@ -107,34 +107,21 @@ def gpu_rows(
     cards = sorted({g for gpu in cells.values() for g in gpu.cards})
     if not cards:
         return {"note": note.why or "no GPU telemetry", "reserve_gib": note.reserve_gib, "rows": []}
-    rows = []
+    rows: list[dict[str, object]] = []
     for key, item in side.items():
         for g in cards:
-            got = {p: cells.get((key, p)) for p in ("cold", "warm")}
-            c = {p: (w.cards.get(g) if w is not None else None) for p, w in got.items()}
-            rows.append(
-                {
-                    **{k: item[k] for k in ("target", "clamped_to", "content", "concurrency")},
-                    "gpu": g,
-                    "under": any(
-                        x is not None
-                        and x.min_free_mib is not None
-                        and x.min_free_mib < note.reserve_gib * MIB_PER_GIB
-                        for x in c.values()
-                    ),
-                    **{
-                        f"{p}_{k}": v
-                        for p, x in c.items()
-                        for low, watts in [(x.min_free_mib, x.mean_power_w) if x else (None, None)]
-                        for k, v in (
-                            ("free", free_text(low, note.reserve_gib) if got[p] else "not run"),
-                            ("power", power_text(watts) if got[p] else "not run"),
-                            ("min_free_mib", low),
-                            ("mean_power_w", watts),
-                        )
-                    },
-                }
-            )
+            row = {k: item[k] for k in ("target", "clamped_to", "content", "concurrency")}
+            row |= {"gpu": g, "under": False}
+            for p in ("cold", "warm"):
+                ran = cells.get((key, p))
+                x = ran.cards.get(g) if ran is not None else None
+                low, watts = (x.min_free_mib, x.mean_power_w) if x else (None, None)
+                if low is not None and low < note.reserve_gib * MIB_PER_GIB:
+                    row["under"] = True
+                row[f"{p}_free"] = free_text(low, note.reserve_gib) if ran else "not run"
+                row[f"{p}_power"] = power_text(watts) if ran else "not run"
+                row[f"{p}_min_free_mib"], row[f"{p}_mean_power_w"] = low, watts
+            rows.append(row)
     return {"note": None, "reserve_gib": note.reserve_gib, "rows": rows}
 
 
