@@ -215,7 +215,7 @@ class Sampler:
             if gpu in power and t1 > t0:
                 joules, _ = integrate(*power[gpu], t0, t1, self.gap)
                 mean = None if joules is None else joules / (t1 - t0)
-            low = min(seen) if seen else None
+            low = min(seen, default=None)
             cards[gpu] = CardWindow(min_free_mib=low, mean_power_w=mean, samples=hi - lo)
         return Window(cards=cards, why=None if cards else "no sample of any card yet")
 
