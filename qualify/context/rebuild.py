@@ -19,7 +19,7 @@ import json
 import re
 
 from qualify.context import battery, ladder
-from qualify.context.corpus import Needle, Needles
+from qualify.context.corpus import Needles
 from qualify.context.record import (
     PASSES,
     AuditCount,
@@ -72,7 +72,7 @@ def _recorded(info: Content) -> tuple[Needles, Tasks]:
         raise NotKept(f"its needles are not recorded ({info.needles!r})")
     if any({"lines", "question", "expect"} - t.model_fields_set for t in info.tasks):
         raise NotKept(f"its tasks are not recorded ({info.tasks!r})")
-    a, b = (Needle(n.depth, n.subject, n.value) for n in info.needles)
+    a, b = info.needles
     tasks = [Task.of(t) for t in info.tasks]
     return Needles((a, b)), Tasks(tuple(tasks))
 
