@@ -114,8 +114,7 @@ def needles(data: Record, params: NeedlesParams, thresholds: Thresholds) -> list
                     for d in missed
                 )
         if not verdicts:
-            verdicts = [Verdict.INCONCLUSIVE]
-            reasons.append("no cell ran at this rung")
+            verdicts, reasons = [Verdict.INCONCLUSIVE], [*reasons, "no cell ran at this rung"]
         metrics.update(streams=streams, **{f"found_{d}": n for d, n in found.items()})
         out.append(Judged(worst(verdicts), reasons, metrics, part=rung.part))
     return out
@@ -161,8 +160,7 @@ def cold_cache(data: Record, params: ColdCacheParams, thresholds: Thresholds) ->
                 else:
                     verdicts.append(Verdict.PASS)
         if not verdicts:
-            verdicts = [Verdict.INCONCLUSIVE]
-            reasons.append("no cold cell ran at this rung")
+            verdicts, reasons = [Verdict.INCONCLUSIVE], [*reasons, "no cold cell ran at this rung"]
         metrics.update(
             cold_cached_prompt=seen,
             warm_cached_prompt=[
