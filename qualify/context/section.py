@@ -17,10 +17,10 @@ from qualify.present.record import GateOutcome
 from qualify.present.wording import number
 from qualify.vram.section import MIB_PER_GIB, free_text, power_text
 
+# What the template shows of a row, as the row has it.
 ROW_KEYS = (
-    *("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens"),
-    *("cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s", "decode_tok_s"),
-    *("generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms", "completion_tokens", "verdict"),
+    *("actual_prompt_tokens", "cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s"),
+    *("decode_tok_s", "verdict"),
 )
 
 
@@ -31,14 +31,6 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
 
 def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     return [ladder(record or Record())]
-
-
-def _norm(r: Row) -> dict[str, object]:
-    out: dict[str, object] = {k: getattr(r, k) for k in ROW_KEYS}
-    out["needles"] = ", ".join(
-        f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(r.needles.items())
-    )
-    return out
 
 
 def _rung_key(r: Row) -> tuple[int, str, int]:
@@ -62,7 +54,11 @@ def context_rows(record: Record) -> dict[str, object]:
                 "warm": None,
             },
         )
-        item[r.pass_] = _norm(r) | {"prefill_note": prefill_note(r)}
+        found = (f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(r.needles.items()))
+        item[r.pass_] = {k: getattr(r, k) for k in ROW_KEYS} | {
+            "needles": ", ".join(found),
+            "prefill_note": prefill_note(r),
+        }
     return {
         "side": list(side.values()),
         "gpu": gpu_rows(record, side),
