@@ -293,8 +293,7 @@ def tasks(data: Record, params: TasksParams, thresholds: Thresholds) -> list[Jud
         if any(r.verdict == Verdict.ERROR.value for r in rows):
             verdicts.append(Verdict.ERROR)
             reasons.append("a cell of this rung broke (see context/needles)")
-        missing = [k for k, n in seen.items() if n == 0]
-        if missing:
+        if missing := [k for k, n in seen.items() if n == 0]:
             verdicts.append(Verdict.INCONCLUSIVE)
             notes = [c.tasks_note for c in rung.contents.values()]
             why = next((n for n in notes if n), "no answer judged")

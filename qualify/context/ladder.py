@@ -170,8 +170,7 @@ def summarize(row: Row, streams: list[Stream]) -> None:
 def verdict(row: Row, streams: list[Stream], needles: Needles) -> None:
     """The cell's verdict from its streams: error on a stream that cannot be counted, fail on a
     needle missed."""
-    problems = [f"stream {i + 1}: {s.problem}" for i, s in enumerate(streams) if s.problem]
-    if problems:
+    if problems := [f"stream {i + 1}: {s.problem}" for i, s in enumerate(streams) if s.problem]:
         row.verdict, row.reasons = Verdict.ERROR.value, problems
         return
     missed = [

@@ -149,8 +149,7 @@ def _contents(view: AttemptView, contents: dict[str, Content]) -> dict[str, Cont
             info.warmups[i] = ladder.warmup_answer(w, o)
         by_kind: dict[str, Task] = {t.kind: t for t in tasks.items}
         for i, a in enumerate(info.asked):
-            task = by_kind.get(a.kind)
-            if task is None:
+            if (task := by_kind.get(a.kind)) is None:
                 raise NotKept(f"{kind}: a task asked on its own is not one the rung records")
             ex, o = _kept(view, a.files, True)
             _held(ex, needles, tasks, f"{kind} task {task.kind}")
@@ -210,8 +209,7 @@ def rebuild(view: AttemptView) -> Record:
     timings: dict[int, list[RequestTiming]] = {}
     rows = []
     for row in sealed.rows:
-        rung = by_target.get(row.target)
-        if rung is None:
+        if (rung := by_target.get(row.target)) is None:
             raise NotKept(f"a row of target {row.target} is of no rung")
         rows.append(_row(view, row, rung.contents, timings))
     _planned(view, sealed.targets, rows)

@@ -96,8 +96,7 @@ def gpu_rows(
     over the house reserve, and the mean power, over the cell's timed sends. "No GPU
     telemetry", once, where the run had none; nothing for a record of a build that did not
     mark the cells (no `gpu`)."""
-    note = record.gpu
-    if note is None:
+    if (note := record.gpu) is None:
         return {"note": None, "reserve_gib": None, "rows": []}
     cells = {(_rung_key(r), r.pass_): r.gpu for r in record.rows if r.gpu is not None}
     cards = sorted({g for gpu in cells.values() for g in gpu.cards})
@@ -190,8 +189,7 @@ def _context_cell(row: Row, level: str | None) -> Cell:
     c.measures["decode_tok_s"] = Measure("tok/s", "higher", nums(s.decode_tok_s for s in speedy))
     if (rate := drafted(row.acceptance, len(row.streams))) is not None:
         c.measures["acceptance"] = rate
-    needles = [all(s.needles.values()) for s in streams if s.needles]
-    if needles:
+    if needles := [all(s.needles.values()) for s in streams if s.needles]:
         c.measures["needles found"] = Measure("rate", "higher", counts=(sum(needles), len(needles)))
     return c
 

@@ -73,8 +73,7 @@ class NvmlSource:
     def _open(self, gpus: list[int] | None) -> None:
         count = self.nv.nvmlDeviceGetCount()
         wanted = list(range(count)) if gpus is None else gpus
-        missing = [i for i in wanted if i >= count]
-        if missing:
+        if missing := [i for i in wanted if i >= count]:
             raise NvmlUnavailable(f"NVML sees {count} GPU(s); stages.vram.gpus names {missing}")
         if not wanted:
             raise NvmlUnavailable("NVML initialised but found no GPU")
