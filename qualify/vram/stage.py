@@ -94,11 +94,9 @@ def build_record(
         hardware=None if hw is None else Hardware.model_validate(hw),
         power_field=src.power_field if src else last.get("power_field"),
         reserve_gib=reserve_gib,
-        interval_ms=Interval.model_validate(
-            {
-                "target": sampler.interval_ms if sampler else last.get("interval_ms"),
-                **(sampler.interval_stats() if sampler else {}),
-            }
+        interval_ms=Interval(
+            target=sampler.interval_ms if sampler else last.get("interval_ms"),
+            **(sampler.interval_stats() if sampler else {}),
         ),
         cost_ms=Cost.model_validate(sampler.cost_stats()) if sampler else None,
         stages=list(dict.fromkeys([*stages, *marked_stages(logs)])),
