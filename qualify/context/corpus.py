@@ -77,10 +77,9 @@ class Needles:
     @classmethod
     def draw(cls, rng: random.Random) -> Needles:
         taken: set[str] = set()
-        values = [fresh(rng, five_digits, taken) for _ in range(2)]
         a, b = (
-            NeedleInfo(depth=d, subject=s, value=v)
-            for d, s, v in zip(DEPTHS, _SUBJECTS, values, strict=True)
+            NeedleInfo(depth=d, subject=s, value=fresh(rng, five_digits, taken))
+            for d, s in zip(DEPTHS, _SUBJECTS, strict=True)
         )
         return cls((a, b))
 
