@@ -19,15 +19,11 @@ def parts() -> StageParts:
 SPEC = StageSpec(
     "context",
     parts,
-    causes={
-        "needles": "needles",
-        "ruler": "ruler",
-        "garble": "garble",
+    causes={  # each a name alone: which family a gate falls in never hangs on their order
+        **{k: k for k in ("needles", "ruler", "garble", "degenerate", "acceptance-depth")},
         **dict.fromkeys(
             ("deep-typed-tools", "deep-streaming-tools", "deep-tool-result"), "deep-tools"
         ),
-        "degenerate": "degenerate",
-        "acceptance-depth": "acceptance-depth",
     },
     settings=ContextSettings,
     partial=Path(__file__).with_name("section.md.j2"),

@@ -41,6 +41,8 @@ RESULT_PROMPT = "Now a task that does not depend on the document: what is the te
 RESULT_CALL = {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}
 RESULT = '{"city": "Paris", "temperature": "13.4 C", "station": "ORLY-4471"}'
 RESULT_EXPECT = ("13.4",)
+# What a case records of its outcome under the same name.
+_AS_SENT = ("http_status", "finish_reason", "prompt_tokens", "cached_tokens", "completion_tokens")
 
 
 def load_tools(gates_dir: Path) -> list[dict[str, object]]:
@@ -84,14 +86,10 @@ def record(case: CaseName, o: ChatOutcome, files: list[str]) -> Case:
     return Case(
         case=case,
         problem=_problem(o),
-        http_status=o.http_status,
-        finish_reason=o.finish_reason,
         tool_calls=[ToolCallRecord.model_validate(c.as_dict()) for c in o.tool_calls],
         answer=o.content,
         reasoning_chars=len(o.reasoning),
-        prompt_tokens=o.prompt_tokens,
-        cached_tokens=o.cached_tokens,
-        completion_tokens=o.completion_tokens,
+        **{k: getattr(o, k) for k in _AS_SENT},
         sse_chunks=o.chunks,
         files=files,
     )

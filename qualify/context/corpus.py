@@ -64,28 +64,24 @@ def new_nonce(chars: int = 16) -> str:
     return secrets.token_hex((chars + 1) // 2)[:chars]
 
 
-@dataclass(frozen=True)
-class Needle:
-    depth: int
-    subject: str
-    value: str
-
-    def line(self, kind: Kind) -> str:
-        return f"{_PREFIX[kind]}Note: {self.subject} is {self.value}."
+def needle_line(n: NeedleInfo, kind: Kind) -> str:
+    return f"{_PREFIX[kind]}Note: {n.subject} is {n.value}."
 
 
 @dataclass(frozen=True)
 class Needles:
     """Two unique facts, at about 50% and 99% depth, and one question that asks for both."""
 
-    pair: tuple[Needle, Needle]
+    pair: tuple[NeedleInfo, NeedleInfo]
 
     @classmethod
     def draw(cls, rng: random.Random) -> Needles:
         taken: set[str] = set()
-        values = [fresh(rng, five_digits, taken) for _ in range(2)]
-        shallow, deep = (Needle(d, s, v) for d, s, v in zip(DEPTHS, _SUBJECTS, values, strict=True))
-        return cls((shallow, deep))
+        a, b = (
+            NeedleInfo(depth=d, subject=s, value=fresh(rng, five_digits, taken))
+            for d, s in zip(DEPTHS, _SUBJECTS, strict=True)
+        )
+        return cls((a, b))
 
     @property
     def ask(self) -> str:
@@ -107,7 +103,7 @@ class Needles:
         return {str(n.depth): n.value in flat for n in self.pair}
 
     def record(self) -> list[NeedleInfo]:
-        return [NeedleInfo(depth=n.depth, subject=n.subject, value=n.value) for n in self.pair]
+        return list(self.pair)
 
 
 @dataclass
@@ -167,14 +163,16 @@ def document(
     any `extra` lines (depth %, text: the tasks of `qualify.context.tasks`) at theirs."""
     raw, passes = source.take(max(chars, 1))
     prefix = _PREFIX[source.kind]
-    placed = [(n.depth, n.line(source.kind)) for n in needles.pair]
+    placed = [(n.depth, needle_line(n, source.kind)) for n in needles.pair]
     placed += [(d, f"{prefix}{line}") for d, line in extra]
     # Deepest first, so a shallower insertion never moves a deeper one's anchor.
     body = raw
     for depth, line in sorted(placed, key=lambda p: -p[0]):
         body, _ = _insert_at(body, int(len(raw) * depth / 100), line)
     total = len(body)
-    depths = {str(n.depth): round(body.find(n.line(source.kind)) / total, 4) for n in needles.pair}
+    depths = {
+        str(n.depth): round(body.find(needle_line(n, source.kind)) / total, 4) for n in needles.pair
+    }
     return Document(body, passes, depths)
 
 

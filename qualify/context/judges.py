@@ -85,11 +85,6 @@ def _rung_frame(
     return rows, [Verdict.ERROR] if rung.errors else [], reasons, metrics
 
 
-def _needle_value(rung: Rung, content: str, depth: int) -> str:
-    c = rung.contents.get(content)
-    return next((f" ({n.value})" for n in c.needles if n.depth == depth), "") if c else ""
-
-
 @judge(STAGE, "needles", NeedlesParams)
 def needles(data: Record, params: NeedlesParams, thresholds: Thresholds) -> list[Judged]:
     """Per rung: pass when every timed stream named every needle; one miss fails (the deep needle
@@ -108,17 +103,18 @@ def needles(data: Record, params: NeedlesParams, thresholds: Thresholds) -> list
                 streams += 1
                 missed = [d for d in params.depths if not s.needles.get(str(d))]
                 for d in params.depths:
-                    found[str(d)] += 0 if d in missed else 1
+                    found[str(d)] += d not in missed
                 verdicts.append(Verdict.FAIL if missed else Verdict.PASS)
+                info = rung.contents.get(row.content)
+                values = {n.depth: f" ({n.value})" for n in info.needles} if info else {}
                 reasons.extend(
-                    f"{row.where} stream {i + 1} missed the {d}% needle"
-                    f"{_needle_value(rung, row.content, d)}; answer {s.answer[:160]!r}"
+                    f"{row.where} stream {i + 1} missed the {d}% needle{values.get(d, '')}; "
+                    f"answer {s.answer[:160]!r}"
                     + (" (cut at max_tokens)" if s.finish_reason == "length" else "")
                     for d in missed
                 )
         if not verdicts:
-            verdicts = [Verdict.INCONCLUSIVE]
-            reasons.append("no cell ran at this rung")
+            verdicts, reasons = [Verdict.INCONCLUSIVE], [*reasons, "no cell ran at this rung"]
         metrics.update(streams=streams, **{f"found_{d}": n for d, n in found.items()})
         out.append(Judged(worst(verdicts), reasons, metrics, part=rung.part))
     return out
@@ -164,8 +160,7 @@ def cold_cache(data: Record, params: ColdCacheParams, thresholds: Thresholds) ->
                 else:
                     verdicts.append(Verdict.PASS)
         if not verdicts:
-            verdicts = [Verdict.INCONCLUSIVE]
-            reasons.append("no cold cell ran at this rung")
+            verdicts, reasons = [Verdict.INCONCLUSIVE], [*reasons, "no cold cell ran at this rung"]
         metrics.update(
             cold_cached_prompt=seen,
             warm_cached_prompt=[
@@ -298,8 +293,7 @@ def tasks(data: Record, params: TasksParams, thresholds: Thresholds) -> list[Jud
         if any(r.verdict == Verdict.ERROR.value for r in rows):
             verdicts.append(Verdict.ERROR)
             reasons.append("a cell of this rung broke (see context/needles)")
-        missing = [k for k, n in seen.items() if n == 0]
-        if missing:
+        if missing := [k for k, n in seen.items() if n == 0]:
             verdicts.append(Verdict.INCONCLUSIVE)
             notes = [c.tasks_note for c in rung.contents.values()]
             why = next((n for n in notes if n), "no answer judged")

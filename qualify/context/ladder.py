@@ -33,7 +33,7 @@ from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages
 from qualify.httpclient.timing import RequestTiming, ServerComparison, median, timing
-from qualify.records import PartGpu, Verdict
+from qualify.records import Verdict
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import Idle, IdleAround, IdleReport, wait_idle
 from qualify.serving.sender import Sender
@@ -75,32 +75,33 @@ def stream_problem(o: ChatOutcome) -> str | None:
     return None
 
 
+def _said(o: ChatOutcome) -> dict[str, object]:
+    """What an answer says, as a warm-up and a task asked on its own record it."""
+    return {
+        "problem": stream_problem(o),
+        "answer": o.content,
+        "prompt_tokens": o.prompt_tokens,
+        "cached_tokens": o.cached_tokens,
+    }
+
+
 def warmup_answer(w: Warmup, o: ChatOutcome) -> Warmup:
     """A warm-up's record with what its answer says (the rebuild's, from its exchange)."""
-    return w.model_copy(
-        update={
-            "problem": stream_problem(o),
-            "answer": o.content,
-            "prompt_tokens": o.prompt_tokens,
-            "cached_tokens": o.cached_tokens,
-            "e2e_s": o.t_end,
-        }
-    )
+    return w.model_copy(update=_said(o) | {"e2e_s": o.t_end})
 
 
 def asked_answer(a: Asked, o: ChatOutcome, task: Task) -> Asked:
     """A task asked on its own with what its answer says, checked (the rebuild's)."""
-    return a.model_copy(
-        update={
-            "problem": stream_problem(o),
-            "finish_reason": o.finish_reason,
-            "prompt_tokens": o.prompt_tokens,
-            "cached_tokens": o.cached_tokens,
-            "completion_tokens": o.completion_tokens,
-            "answer": o.content,
-            "check": task.check(o.content),
-        }
-    )
+    more = {"finish_reason": o.finish_reason, "completion_tokens": o.completion_tokens}
+    return a.model_copy(update=_said(o) | more | {"check": task.check(o.content)})
+
+
+# The figures a stream takes from its timing under the same name.
+TIMED = (
+    *("cached_tokens", "completion_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s"),
+    *("decode_tok_s", "generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms"),
+    *("sse_chunks", "chunks_per_token"),
+)
 
 
 def stream_row(
@@ -108,18 +109,7 @@ def stream_row(
 ) -> Stream:
     return Stream(
         actual_prompt_tokens=t.prompt_tokens,
-        cached_tokens=t.cached_tokens,
-        completion_tokens=t.completion_tokens,
-        ttfo_s=t.ttfo_s,
-        ttft_s=t.ttft_s,
-        effective_prefill_tok_s=t.effective_prefill_tok_s,
-        decode_tok_s=t.decode_tok_s,
-        generation_s=t.generation_s,
-        e2e_s=t.e2e_s,
-        itl_p50_ms=t.itl_p50_ms,
-        itl_p95_ms=t.itl_p95_ms,
-        sse_chunks=t.sse_chunks,
-        chunks_per_token=t.chunks_per_token,
+        **{k: getattr(t, k) for k in TIMED},
         finish_reason=o.finish_reason,
         needles=needles.found(o.content),
         tasks=judge_combined(o.content, tasks) if tasks and tasks.items else {},
@@ -180,8 +170,7 @@ def summarize(row: Row, streams: list[Stream]) -> None:
 def verdict(row: Row, streams: list[Stream], needles: Needles) -> None:
     """The cell's verdict from its streams: error on a stream that cannot be counted, fail on a
     needle missed."""
-    problems = [f"stream {i + 1}: {s.problem}" for i, s in enumerate(streams) if s.problem]
-    if problems:
+    if problems := [f"stream {i + 1}: {s.problem}" for i, s in enumerate(streams) if s.problem]:
         row.verdict, row.reasons = Verdict.ERROR.value, problems
         return
     missed = [
@@ -229,7 +218,7 @@ async def run_cell(drv: Sender, cell: Cell, parts: Parts | None = None) -> Row:
     after = await wait_idle(drv.client, drv.dialect, AFTER_GRACE_S)
     row.idle.after = Idle.model_validate(after.as_dict())
     if (gpu := gpu_over(parts, label, m0, m1)) is not None:
-        row.gpu = PartGpu.model_validate(gpu)
+        row.gpu = gpu
     streams = [stream_row(o, timing(o), cell.needles, files, cell.tasks) for o, files in sent]
     row.streams = [Stream(files=s.files) for s in streams]
     # An engine that reports no figures per request (vLLM) is compared over the cell from its

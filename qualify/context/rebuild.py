@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import cast
 
 from qualify.context import battery, ladder
-from qualify.context.corpus import Needle, Needles
+from qualify.context.corpus import Needles
 from qualify.context.record import (
+    PASSES,
     AuditCount,
     Audits,
     Battery,
@@ -36,7 +36,7 @@ from qualify.context.record import (
     Speed,
     Stream,
 )
-from qualify.context.tasks import Task, TaskKind, Tasks
+from qualify.context.tasks import Task, Tasks
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.httpclient.chat import ChatOutcome, from_response, from_stream
 from qualify.httpclient.client import Exchange
@@ -72,18 +72,8 @@ def _recorded(info: Content) -> tuple[Needles, Tasks]:
         raise NotKept(f"its needles are not recorded ({info.needles!r})")
     if any({"lines", "question", "expect"} - t.model_fields_set for t in info.tasks):
         raise NotKept(f"its tasks are not recorded ({info.tasks!r})")
-    a, b = (Needle(n.depth, n.subject, n.value) for n in info.needles)
-    tasks = [
-        Task(
-            kind=cast(TaskKind, t.kind),
-            lines=tuple(t.lines),
-            question=t.question,
-            expect=tuple(t.expect),
-            forbid=tuple(t.forbid),
-            count=t.count,
-        )
-        for t in info.tasks
-    ]
+    a, b = info.needles
+    tasks = [Task.of(t) for t in info.tasks]
     return Needles((a, b)), Tasks(tuple(tasks))
 
 
@@ -159,8 +149,7 @@ def _contents(view: AttemptView, contents: dict[str, Content]) -> dict[str, Cont
             info.warmups[i] = ladder.warmup_answer(w, o)
         by_kind: dict[str, Task] = {t.kind: t for t in tasks.items}
         for i, a in enumerate(info.asked):
-            task = by_kind.get(a.kind)
-            if task is None:
+            if (task := by_kind.get(a.kind)) is None:
                 raise NotKept(f"{kind}: a task asked on its own is not one the rung records")
             ex, o = _kept(view, a.files, True)
             _held(ex, needles, tasks, f"{kind} task {task.kind}")
@@ -197,7 +186,7 @@ def _planned(view: AttemptView, targets: list[Rung], rows: list[Row]) -> None:
         for t in targets
         if t.same_as is None and t.planned_tokens > 0 and not t.errors
         for kind in s.content
-        for pass_ in ("warm", "cold")
+        for pass_ in PASSES
         for c in s.concurrency
         if (t.target, kind, pass_, c) not in have
     )
@@ -220,8 +209,7 @@ def rebuild(view: AttemptView) -> Record:
     timings: dict[int, list[RequestTiming]] = {}
     rows = []
     for row in sealed.rows:
-        rung = by_target.get(row.target)
-        if rung is None:
+        if (rung := by_target.get(row.target)) is None:
             raise NotKept(f"a row of target {row.target} is of no rung")
         rows.append(_row(view, row, rung.contents, timings))
     _planned(view, sealed.targets, rows)
@@ -255,10 +243,7 @@ def degenerate_streams(rows: list[Row]) -> list[DegenerateStream]:
     """Every stream whose answer is degenerate, with where it ran: kept, and never a speed."""
     return [
         DegenerateStream(
-            target=row.target,
-            planned_tokens=row.planned_tokens,
-            pass_=row.pass_,
-            content=row.content,
+            **{k: getattr(row, k) for k in ("target", "planned_tokens", "pass_", "content")},
             concurrency=row.concurrency,
             stream=i + 1,
             reason=s.degenerate,

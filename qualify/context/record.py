@@ -17,6 +17,13 @@ from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
 from qualify.serving.idle import IdleAround
 
 Pass = Literal["warm", "cold"]
+PASSES: tuple[Pass, ...] = ("warm", "cold")
+
+
+class Aliased(Written):
+    """A part with a `pass_` field, written as `pass`."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
 
 class TaskCheck(Written):
@@ -69,7 +76,7 @@ class DegenerateMark(Written):
     reason: str
 
 
-class Row(Written):
+class Row(Aliased):
     """One timed cell (`qualify.context.ladder.run_cell`; its figures `qualify.context.rebuild`)."""
 
     target: int
@@ -103,8 +110,6 @@ class Row(Written):
     gpu: PartGpu | None = None
     verdict: str = ""
     reasons: list[str] = Field(default_factory=list)
-
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
     @property
     def where(self) -> str:
@@ -174,7 +179,7 @@ class Warmup(Written):
     files: list[str] = Field(default_factory=list)
 
 
-class Asked(Written):
+class Asked(Aliased):
     """A task asked on its own behind the cached document (`Ladder.ask`)."""
 
     kind: str
@@ -188,8 +193,6 @@ class Asked(Written):
     answer: str = ""
     check: TaskCheck = Field(default_factory=TaskCheck)
     files: list[str] = Field(default_factory=list)
-
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
 
 class Content(Written):
@@ -234,7 +237,7 @@ class Fidelity(FidelitySummary):
     by_concurrency: dict[str, FidelitySummary] = Field(default_factory=dict)
 
 
-class DegenerateStream(Written):
+class DegenerateStream(Aliased):
     """A stream whose answer is degenerate (`qualify.context.rebuild.degenerate_streams`)."""
 
     target: int
@@ -247,8 +250,6 @@ class DegenerateStream(Written):
     answer: str = ""
     decode_tok_s: float | None = None
     files: list[str] = Field(default_factory=list)
-
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
 
 class PassSpeed(Written):
@@ -265,7 +266,7 @@ class Speed(Written):
     cold: PassSpeed = Field(default_factory=PassSpeed)
 
 
-class AuditCount(Written):
+class AuditCount(Aliased):
     """Per rung, content, task kind, pass and form: answers asked and right."""
 
     target: int
@@ -277,8 +278,6 @@ class AuditCount(Written):
     depths: list[int] = Field(default_factory=list)
     asked: int = 0
     passed: int = 0
-
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
 
 class Audits(Written):

@@ -17,10 +17,10 @@ from qualify.present.record import GateOutcome
 from qualify.present.wording import number
 from qualify.vram.section import MIB_PER_GIB, free_text, power_text
 
+# What the template shows of a row, as the row has it.
 ROW_KEYS = (
-    *("target", "content", "concurrency", "planned_tokens", "actual_prompt_tokens"),
-    *("cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s", "decode_tok_s"),
-    *("generation_s", "e2e_s", "itl_p50_ms", "itl_p95_ms", "completion_tokens", "verdict"),
+    *("actual_prompt_tokens", "cached_tokens", "ttfo_s", "ttft_s", "effective_prefill_tok_s"),
+    *("decode_tok_s", "verdict"),
 )
 
 
@@ -33,25 +33,15 @@ def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     return [ladder(record or Record())]
 
 
-def _norm(r: Row) -> dict[str, object]:
-    out: dict[str, object] = {k: getattr(r, k) for k in ROW_KEYS}
-    out["needles"] = ", ".join(
-        f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(r.needles.items())
-    )
-    return out
-
-
 def _rung_key(r: Row) -> tuple[int, str, int]:
     return (r.target, r.content, r.concurrency)
 
 
 def context_rows(record: Record) -> dict[str, object]:
-    """Context rows split by pass: cold and warm are never blended."""
-    rows = record.rows
-    clamped = [t for t in record.targets if t.clamped]
-    planned = {t.target: t.planned_tokens for t in clamped}
+    """Context rows, cold and warm side by side (never blended), per rung and card."""
+    planned = {t.target: t.planned_tokens for t in record.targets if t.clamped}
     side: dict[tuple[int, str, int], dict[str, object]] = {}
-    for r in rows:
+    for r in record.rows:
         named = next((t for t, p in planned.items() if p == r.target), None)
         item = side.setdefault(
             _rung_key(r),
@@ -64,12 +54,13 @@ def context_rows(record: Record) -> dict[str, object]:
                 "warm": None,
             },
         )
-        item[r.pass_] = _norm(r) | {"prefill_note": prefill_note(r)}
+        found = (f"{d}% {'found' if ok else 'missed'}" for d, ok in sorted(r.needles.items()))
+        item[r.pass_] = {k: getattr(r, k) for k in ROW_KEYS} | {
+            "needles": ", ".join(found),
+            "prefill_note": prefill_note(r),
+        }
     return {
-        "cold": [_norm(r) for r in rows if r.pass_ == "cold"],
-        "warm": [_norm(r) for r in rows if r.pass_ == "warm"],
         "side": list(side.values()),
-        "clamped": clamped,
         "gpu": gpu_rows(record, side),
         "acceptance": acceptance_line(record),
     }
@@ -105,41 +96,27 @@ def gpu_rows(
     over the house reserve, and the mean power, over the cell's timed sends. "No GPU
     telemetry", once, where the run had none; nothing for a record of a build that did not
     mark the cells (no `gpu`)."""
-    note = record.gpu
-    if note is None:
+    if (note := record.gpu) is None:
         return {"note": None, "reserve_gib": None, "rows": []}
     cells = {(_rung_key(r), r.pass_): r.gpu for r in record.rows if r.gpu is not None}
     cards = sorted({g for gpu in cells.values() for g in gpu.cards})
     if not cards:
         return {"note": note.why or "no GPU telemetry", "reserve_gib": note.reserve_gib, "rows": []}
-    rows = []
+    rows: list[dict[str, object]] = []
     for key, item in side.items():
         for g in cards:
-            got = {p: cells.get((key, p)) for p in ("cold", "warm")}
-            c = {p: (w.cards.get(g) if w is not None else None) for p, w in got.items()}
-            rows.append(
-                {
-                    **{k: item[k] for k in ("target", "clamped_to", "content", "concurrency")},
-                    "gpu": g,
-                    "under": any(
-                        x is not None
-                        and x.min_free_mib is not None
-                        and x.min_free_mib < note.reserve_gib * MIB_PER_GIB
-                        for x in c.values()
-                    ),
-                    **{
-                        f"{p}_{k}": v
-                        for p, x in c.items()
-                        for low, watts in [(x.min_free_mib, x.mean_power_w) if x else (None, None)]
-                        for k, v in (
-                            ("free", free_text(low, note.reserve_gib) if got[p] else "not run"),
-                            ("power", power_text(watts) if got[p] else "not run"),
-                            ("min_free_mib", low),
-                            ("mean_power_w", watts),
-                        )
-                    },
-                }
-            )
+            row = {k: item[k] for k in ("target", "clamped_to", "content", "concurrency")}
+            row |= {"gpu": g, "under": False}
+            for p in ("cold", "warm"):
+                ran = cells.get((key, p))
+                x = ran.cards.get(g) if ran is not None else None
+                low, watts = (x.min_free_mib, x.mean_power_w) if x else (None, None)
+                if low is not None and low < note.reserve_gib * MIB_PER_GIB:
+                    row["under"] = True
+                row[f"{p}_free"] = free_text(low, note.reserve_gib) if ran else "not run"
+                row[f"{p}_power"] = power_text(watts) if ran else "not run"
+                row[f"{p}_min_free_mib"], row[f"{p}_mean_power_w"] = low, watts
+            rows.append(row)
     return {"note": None, "reserve_gib": note.reserve_gib, "rows": rows}
 
 
@@ -212,8 +189,7 @@ def _context_cell(row: Row, level: str | None) -> Cell:
     c.measures["decode_tok_s"] = Measure("tok/s", "higher", nums(s.decode_tok_s for s in speedy))
     if (rate := drafted(row.acceptance, len(row.streams))) is not None:
         c.measures["acceptance"] = rate
-    needles = [all(s.needles.values()) for s in streams if s.needles]
-    if needles:
+    if needles := [all(s.needles.values()) for s in streams if s.needles]:
         c.measures["needles found"] = Measure("rate", "higher", counts=(sum(needles), len(needles)))
     return c
 

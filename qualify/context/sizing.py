@@ -134,10 +134,8 @@ def _next_chars(steps: list[tuple[int, int]], aim: float) -> int:
 async def size(
     count: Callable[[int], Awaitable[int]], target: int, chars_per_token: float, max_calls: int
 ) -> Sized:
-    """The largest prompt of at most `target` tokens found within `max_calls` counts.
-
-    `count(chars)` builds the prompt with a body of `chars` characters and counts it.
-    """
+    """The largest prompt of at most `target` tokens found within `max_calls` counts of
+    `count(chars)` (the prompt built with a body of `chars` characters)."""
     tol = tolerance(target)
     aim = target - tol / 2
     steps: list[tuple[int, int]] = []
@@ -176,16 +174,15 @@ async def fit(
     max_calls: int,
 ) -> ColdFit:
     """A prompt of exactly `want` tokens behind a fresh nonce (16 hex characters at first),
-    re-measured after the nonce is in.
+    re-measured after the nonce is in (`count(nonce, chars)`; `draw(n)`: n hex characters).
 
-    `count(nonce, chars)` builds the prompt with that nonce and a body of `chars` characters and
-    counts it; `draw(n)` makes n random hex characters. A nonce's tokens vary with its digits
-    (hex splits differently each time), so the warm prompt's body behind a new nonce can come out
-    a few tokens off. A miss the nonce can absorb is fixed by the nonce: one character cut off its
-    end (or added to it) per token over (or under), which moves the count by at most that many
-    tokens, so it closes in from one side; the body, cut between words, moves in steps of several
-    tokens. A larger miss trims or pads the body by secant steps. Without an exact hit, the
-    largest count under `want` wins (never one over it, when one under it was seen).
+    A nonce's tokens vary with its digits (hex splits differently each time), so the warm
+    prompt's body behind a new nonce can come out a few tokens off. A miss the nonce can absorb
+    is fixed by the nonce: one character cut off its end (or added to it) per token over (or
+    under), which moves the count by at most that many tokens, so it closes in from one side;
+    the body, cut between words, moves in steps of several tokens. A larger miss trims or pads
+    the body by secant steps. Without an exact hit, the largest count under `want` wins (never
+    one over it, when one under it was seen).
     """
     lo, hi = NONCE_CHARS
     nonce, body = draw(16), chars

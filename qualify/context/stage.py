@@ -26,11 +26,11 @@ from qualify.context.battery import CaseName
 from qualify.context.corpus import Kind, Needles, Source, document, messages, new_nonce
 from qualify.context.ladder import Cell, run_cell
 from qualify.context.record import (
+    PASSES,
     Asked,
     Battery,
     Case,
     Content,
-    Pass,
     Record,
     Row,
     Rung,
@@ -55,8 +55,8 @@ def plan_targets(targets: list[int], window: int, margin: int) -> list[Rung]:
     rungs: list[Rung] = []
     for t in targets:
         planned = min(t, room)
-        first = next((r for r in rungs if r.planned_tokens == planned and r.same_as is None), None)
-        same_as = first.target if first else None
+        same = (r.target for r in rungs if r.planned_tokens == planned and r.same_as is None)
+        same_as = next(same, None)
         rungs.append(
             Rung(
                 target=t,
@@ -179,8 +179,7 @@ class Ladder:
         info.warmups = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
         r.contents[kind] = info
         info.cold_fits = []
-        passes: tuple[Pass, ...] = ("warm", "cold")
-        for pass_ in passes:  # warm first: a cold prompt may evict the warm one
+        for pass_ in PASSES:  # warm first: a cold prompt may evict the warm one
             for c in s.concurrency:
                 try:
                     prompts = [warm] * c
@@ -212,8 +211,7 @@ class Ladder:
     async def tool_battery(self, r: Rung, kind: Kind, source: Source, needles: Needles) -> Battery:
         """Typed, streamed and tool-result calls behind the deepest rung's document, the
         prompt with its tools sized to the rung's planned tokens (`qualify.context.battery`)."""
-        tools = battery.load_tools(self.ctx.gates_dir)
-        nonce = new_nonce()
+        tools, nonce = battery.load_tools(self.ctx.gates_dir), new_nonce()
         out = Battery(
             target=r.target,
             planned_tokens=r.planned_tokens,

@@ -23,7 +23,7 @@ import random
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from qualify.context.corpus import DIGIT_GAP, five_digits, fresh
 from qualify.context.record import TaskCheck, TaskInfo
@@ -31,10 +31,8 @@ from qualify.context.record import TaskCheck, TaskInfo
 TaskKind = Literal["multi-key", "multi-value", "variable-tracking", "common-words", "aggregation"]
 TASK_KINDS: tuple[TaskKind, ...] = get_args(TaskKind)
 _NUMBER = re.compile(r"\b\d+\b")
-_WORDS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-}  # fmt: skip
+_NAMES = "zero one two three four five six seven eight nine ten eleven twelve"
+_WORDS = {w: n for n, w in enumerate(_NAMES.split())}
 _NUMBER_WORD = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
 _SYLLABLES = ("zor", "vel", "quin", "tar", "plix", "mun", "dra", "keth", "wob", "lys", "fen", "gru")
 
@@ -88,6 +86,12 @@ class Task:
         words = set(re.findall(r"[a-z]+", answer.lower()))
         missed = [v for v in self.expect if v not in words]
         return TaskCheck(passed=not missed, missed=missed, expected=expected)
+
+    @classmethod
+    def of(cls, t: TaskInfo) -> Task:
+        """The task a record holds (`record` read back)."""
+        kind = cast(TaskKind, t.kind)
+        return cls(kind, tuple(t.lines), t.question, tuple(t.expect), tuple(t.forbid), t.count)
 
     def record(self) -> TaskInfo:
         return TaskInfo(

@@ -23,9 +23,7 @@ def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
     from qualify.vram.series import SampleLog
 
     s = loaded.candidate.stages.vram
-    choice = choose(
-        s.source, s.interval_ms, s.dcgm_urls, s.gpus, s.prometheus_url, s.prometheus_selector
-    )
+    choice = choose(s)
     log = SampleLog(run)
     sampler = Sampler(choice.source, s.interval_ms, choice.why_none, choice.problems, log)
     return sampler.start()

@@ -61,21 +61,14 @@ def window_energy(
     """Energy of every card over [t0, t1]; `joules` is None unless every card was measured."""
     if not series:
         return {"joules": None, "why": NO_TELEMETRY, "cards": {}, "window_s": t1 - t0}
-    cards: dict[str, object] = {}
-    whys = []
-    total = 0.0
-    for gpu, (ts, ws) in sorted(series.items()):
-        j, why = integrate(ts, ws, t0, t1, max_gap_s)
-        cards[gpu] = {"joules": j, "why": why}
-        if j is None:
-            whys.append(f"card {gpu}: {why}")
-        else:
-            total += j
+    got = {gpu: integrate(ts, ws, t0, t1, max_gap_s) for gpu, (ts, ws) in sorted(series.items())}
+    whys = [f"card {gpu}: {why}" for gpu, (j, why) in got.items() if j is None]
+    total = sum(j for j, _ in got.values() if j is not None)
     measured = not whys
     return {
         "joules": total if measured else None,
         "mean_power_w": total / (t1 - t0) if measured and t1 > t0 else None,
         "why": None if measured else "unmeasured: " + "; ".join(whys),
-        "cards": cards,
+        "cards": {gpu: {"joules": j, "why": why} for gpu, (j, why) in got.items()},
         "window_s": round(t1 - t0, 4),
     }

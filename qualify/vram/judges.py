@@ -49,8 +49,7 @@ def _card(card: Card, stages: list[str], reserve_gib: float) -> Judged:
     ]
     if below:
         return Judged(Verdict.FAIL, below, metrics, part)
-    unseen = [s for s in stages if s not in lows]
-    if unseen:
+    if unseen := [s for s in stages if s not in lows]:
         why = f"{who}: no sample in stage(s) {', '.join(unseen)}"
         return Judged(Verdict.INCONCLUSIVE, [why], metrics, part)
     return Judged(Verdict.PASS, [], metrics, part)

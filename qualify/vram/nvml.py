@@ -18,7 +18,7 @@ import importlib
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Protocol
 
 from qualify.vram.readings import MIB, Card, Lost, Poll, Reading
 
@@ -53,7 +53,7 @@ class NvmlSource:
     def __init__(
         self,
         gpus: list[int] | None = None,
-        nvml: Any = None,  # pynvml, or a replay of it in tests: an untyped C binding
+        nvml: ModuleType | None = None,  # pynvml, or a replay of it in tests
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.nv = nvml if nvml is not None else load_pynvml()
@@ -73,8 +73,7 @@ class NvmlSource:
     def _open(self, gpus: list[int] | None) -> None:
         count = self.nv.nvmlDeviceGetCount()
         wanted = list(range(count)) if gpus is None else gpus
-        missing = [i for i in wanted if i >= count]
-        if missing:
+        if missing := [i for i in wanted if i >= count]:
             raise NvmlUnavailable(f"NVML sees {count} GPU(s); stages.vram.gpus names {missing}")
         if not wanted:
             raise NvmlUnavailable("NVML initialised but found no GPU")
@@ -113,12 +112,9 @@ class NvmlSource:
         gives them (None where a call is missing or fails)."""
 
         def ask(name: str) -> int | str | bytes | None:
-            fn = getattr(self.nv, name, None)
-            if fn is None:
-                return None
             try:
-                value: int | str | bytes = fn()
-            except self.nv.NVMLError:
+                value: int | str | bytes = getattr(self.nv, name)()
+            except (AttributeError, self.nv.NVMLError):  # a call this pynvml lacks, or failed
                 return None
             return value
 

@@ -34,10 +34,8 @@ def _attempts(view: AttemptView) -> dict[str, dict[int, list[str]]]:
     """Every signed attempt of the run: stage -> attempt number -> its file names."""
     out: dict[str, dict[int, list[str]]] = {}
     for rel in view.files:
-        m = _ATTEMPT.match(rel)
-        if m:
-            by = out.setdefault(m.group("stage"), {})
-            by.setdefault(int(m.group("n")), []).append(m.group("name"))
+        if m := _ATTEMPT.match(rel):
+            out.setdefault(m["stage"], {}).setdefault(int(m["n"]), []).append(m["name"])
     return out
 
 
@@ -51,8 +49,7 @@ def _logs(view: AttemptView, attempts: dict[int, list[str]]) -> list[Log]:
     """The telemetry attempts the vram attempt read: those whose sampler had started (its
     header's `t0_utc`) by the time the vram attempt started, parsed from their signed files."""
     logs = []
-    for n in sorted(attempts):
-        names = attempts[n]
+    for n, names in sorted(attempts.items()):
         d = f"{TELEMETRY}/attempt-{n:03d}"
         if "header.json" not in names:
             continue  # the stage skips an attempt with no header too

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from qualify.httpclient.timing import percentile
-from qualify.records import CardWindow, GpuNote
+from qualify.records import CardWindow, GpuNote, PartGpu
 from qualify.vram import record
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.readings import Card, Lost, Poll, Reading
@@ -97,13 +97,13 @@ async def marked(parts: Parts | None, name: str, work: Callable[[], Awaitable[T]
     return done, span, m0, m1
 
 
-def gpu_over(parts: Parts | None, part: str, t0: float, t1: float) -> dict[str, object] | None:
+def gpu_over(parts: Parts | None, part: str, t0: float, t1: float) -> PartGpu | None:
     """Each card's lowest free memory and mean power over a marked window (a run's or a row's
     `gpu`); None without a sampler or telemetry (the stage's record says why, once)."""
     w = parts.window(t0, t1) if parts is not None else None
     if w is None or not w.cards:
         return None
-    return {"part": part, "cards": {g: c.model_dump() for g, c in w.cards.items()}}
+    return PartGpu(part=part, cards=dict(w.cards))
 
 
 def gpu_note(parts: Parts | None, reserve_gib: float) -> GpuNote:
@@ -215,7 +215,7 @@ class Sampler:
             if gpu in power and t1 > t0:
                 joules, _ = integrate(*power[gpu], t0, t1, self.gap)
                 mean = None if joules is None else joules / (t1 - t0)
-            low = min(seen) if seen else None
+            low = min(seen, default=None)
             cards[gpu] = CardWindow(min_free_mib=low, mean_power_w=mean, samples=hi - lo)
         return Window(cards=cards, why=None if cards else "no sample of any card yet")
 
@@ -229,12 +229,7 @@ class Sampler:
             "interval_ms": self.interval_ms,
             "t0_utc": self.started_utc,
             "cards": [
-                {
-                    "gpu": t.card.gpu,
-                    "name": t.card.name,
-                    "uuid": t.card.uuid,
-                    "total_mib": t.card.total_mib,
-                }
+                {k: getattr(t.card, k) for k in ("gpu", "name", "uuid", "total_mib")}
                 for t in self.tracks.values()
             ],
             "start_problems": list(self.problems),
@@ -376,10 +371,5 @@ class Sampler:
         return {"p50": percentile(values, 50), "p99": percentile(values, 99)}
 
     def cost_stats(self) -> dict[str, float | None]:
-        wall, cpu = list(self.read_ms), list(self.cpu_ms)
-        return {
-            "read_p50": percentile(wall, 50),
-            "read_p99": percentile(wall, 99),
-            "cpu_p50": percentile(cpu, 50),
-            "cpu_p99": percentile(cpu, 99),
-        }
+        costs = (("read", list(self.read_ms)), ("cpu", list(self.cpu_ms)))
+        return {f"{k}_p{q}": percentile(v, q) for k, v in costs for q in (50, 99)}

@@ -29,13 +29,8 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
         for c in cards:
             cell = c.stages.get(st)
             free = cell.min_free_mib if cell else None
-            cells.append(
-                {
-                    "min_free_mib": free,
-                    "peak_power_w": cell.peak_power_w if cell else None,
-                    "samples": cell.samples if cell else None,
-                }
-            )
+            keys = ("min_free_mib", "peak_power_w", "samples")
+            cells.append({k: getattr(cell, k) if cell else None for k in keys})
             verdicts.append("no data" if free is None or reserve is None else _fits(free, reserve))
         rows.append({"stage": st, "cells": cells, "reserve": _reserve_word(verdicts)})
     return {
@@ -112,14 +107,8 @@ def card_minimums(record: Record | None) -> list[CardMinimum]:
     for c in record.cards:
         frees = [f.min_free_mib for f in c.stages.values() if f.min_free_mib is not None]
         low = min(frees) if frees else None
-        out.append(
-            {
-                "gpu": c.gpu,
-                "name": c.name,
-                "min_free_mib": low,
-                "verdict": "no data" if low is None else _fits(low, record.reserve_gib),
-            }
-        )
+        verdict = "no data" if low is None else _fits(low, record.reserve_gib)
+        out.append({"gpu": c.gpu, "name": c.name, "min_free_mib": low, "verdict": verdict})
     return out
 
 
@@ -135,9 +124,7 @@ def _legacy_series(run: RunDir, files: list[str], here: Path | None) -> dict[str
             continue
         head = json.loads(lines[0]) if lines else {}
         cols = head.get("columns") if isinstance(head, dict) else None
-        if not isinstance(cols, list):
-            continue
-        if cols[:3] != ["t_s", "stage", "free_mib"]:
+        if not isinstance(cols, list) or cols[:3] != ["t_s", "stage", "free_mib"]:
             continue
         rows = [json.loads(x) for x in lines[1:] if x.strip()]
         card = f"GPU {head.get('gpu')}"
@@ -169,24 +156,20 @@ def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
     free, power = Panel(label, zoom=True), Panel("power (W)")
     if reserve is not None:
         free.hlines["reserve"] = 0.0
-    lowest: tuple[float, str] | None = None
+    lows: list[tuple[float, str]] = []  # each sample's headroom, and where
     for card, rows in _samples(run, files, here).items():
-        free.series[card] = [
-            (float(r[0]), float(r[2]) - base) for r in rows if num(r[2]) is not None
-        ]
-        for r in rows:
-            if num(r[2]) is not None and (lowest is None or float(r[2]) - base < lowest[0]):
-                lowest = (float(r[2]) - base, f"{card}, {r[1]}")
+        kept = [r for r in rows if num(r[2]) is not None]
+        free.series[card] = [(float(r[0]), float(r[2]) - base) for r in kept]
+        lows += [(float(r[2]) - base, f"{card}, {r[1]}") for r in kept]
         pw = [(float(r[0]), float(r[3])) for r in rows if num(r[3]) is not None]
         if pw:
             power.series[card] = pw
         if not free.bands:
             free.bands = _stage_bands(rows)
-    if lowest is not None and reserve is not None:
-        word = "above" if lowest[0] >= 0 else "BELOW"
-        free.note = (
-            f"lowest: {abs(lowest[0]):,.0f} MiB {word} the {base:,.0f} MiB reserve ({lowest[1]})"
-        )
+    if lows and reserve is not None:
+        low, where = min(lows, key=lambda x: x[0])  # the first of the lowest
+        word = "above" if low >= 0 else "BELOW"
+        free.note = f"lowest: {abs(low):,.0f} MiB {word} the {base:,.0f} MiB reserve ({where})"
     plot = Plot("vram-series.png", "GPU memory and power", "seconds", [free, power])
     plot.missing = "no GPU telemetry was recorded"
     return [plot]

@@ -15,6 +15,7 @@ from qualify.vram.dcgm import DcgmSource, DcgmUnavailable
 from qualify.vram.nvml import NvmlSource, NvmlUnavailable
 from qualify.vram.prometheus import PrometheusSource, PrometheusUnavailable
 from qualify.vram.sampler import Source
+from qualify.vram.settings import VramSettings
 
 
 @dataclass
@@ -28,34 +29,26 @@ class Choice:
         return None if self.source else "; ".join(self.tried) or "no source was tried"
 
 
-def choose(
-    kind: str,
-    interval_ms: int,
-    dcgm_urls: list[str],
-    gpus: list[int] | None = None,
-    prometheus_url: str | None = None,
-    prometheus_selector: str = "",
-) -> Choice:
-    """The first source of `kind` (or of auto's order) that opens."""
-    if kind == "none":
+def choose(s: VramSettings) -> Choice:
+    """The first source of `s.source` (or of auto's order) that opens."""
+    if s.source == "none":
         return Choice(None, ['stages.vram.source is "none"'])
-    order = ["nvml", "dcgm", "prometheus"] if kind == "auto" else [kind]
+    order = ["nvml", "dcgm", "prometheus"] if s.source == "auto" else [s.source]
     choice = Choice(None)
     for name in order:
         try:
             if name == "nvml":
-                choice.source = NvmlSource(gpus)
+                choice.source = NvmlSource(s.gpus)
             elif name == "prometheus":
-                if not prometheus_url:
+                if not s.prometheus_url:
                     choice.tried.append("prometheus: stages.vram.prometheus_url is not set")
                 else:
-                    choice.source = PrometheusSource(
-                        prometheus_url, interval_ms, prometheus_selector
-                    )
-            elif not dcgm_urls:
+                    url, selector = s.prometheus_url, s.prometheus_selector
+                    choice.source = PrometheusSource(url, s.interval_ms, selector)
+            elif not s.dcgm_urls:
                 choice.tried.append("DCGM: stages.vram.dcgm_urls is empty")
             else:
-                dcgm = DcgmSource(dcgm_urls, interval_ms)
+                dcgm = DcgmSource(s.dcgm_urls, s.interval_ms)
                 choice.source, choice.problems = dcgm, dcgm.problems
         except (NvmlUnavailable, DcgmUnavailable, PrometheusUnavailable) as exc:
             choice.tried.append(f"{name}: {exc}")

@@ -13,6 +13,7 @@ ever ran, from every attempt's samples.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,10 +93,9 @@ def read_log(path: Path, attempt: int) -> Log | None:
     except OSError:
         return None
     texts = [f.read_bytes() for f in sorted(path.glob("samples.*.jsonl"))]
-    try:
-        summary: bytes | None = (path / "summary.json").read_bytes()
-    except OSError:
-        summary = None
+    summary: bytes | None = None
+    with contextlib.suppress(OSError):
+        summary = (path / "summary.json").read_bytes()
     return parse_log(attempt, path, header, texts, summary)
 
 
@@ -111,14 +111,11 @@ def parse_log(
     lines: list[Any] = []  # raw JSON lines
     for text in samples:
         for line in text.decode(errors="replace").splitlines():
-            try:
+            with contextlib.suppress(ValueError):
                 lines.append(json.loads(line))
-            except ValueError:
-                continue
-    try:
+    tail = None
+    with contextlib.suppress(ValueError):
         tail = None if summary is None else json.loads(summary)
-    except ValueError:
-        tail = None
     return Log(attempt, path, head, lines, tail)
 
 

@@ -64,10 +64,7 @@ def _telemetry(log: Log) -> Telemetry:
     summary = log.summary or {}
     return Telemetry(
         attempt=log.attempt,
-        source=log.header.get("source"),
-        power_field=log.header.get("power_field"),
-        memory_info=log.header.get("memory_info"),
-        interval_ms=log.header.get("interval_ms"),
+        **{k: log.header.get(k) for k in ("source", "power_field", "memory_info", "interval_ms")},
         start_problems=log.header.get("start_problems") or [],
         stopped=log.summary is not None,
         missed_scrapes=summary.get("missed_scrapes", 0),
@@ -97,11 +94,9 @@ def build_record(
         hardware=None if hw is None else Hardware.model_validate(hw),
         power_field=src.power_field if src else last.get("power_field"),
         reserve_gib=reserve_gib,
-        interval_ms=Interval.model_validate(
-            {
-                "target": sampler.interval_ms if sampler else last.get("interval_ms"),
-                **(sampler.interval_stats() if sampler else {}),
-            }
+        interval_ms=Interval(
+            target=sampler.interval_ms if sampler else last.get("interval_ms"),
+            **(sampler.interval_stats() if sampler else {}),
         ),
         cost_ms=Cost.model_validate(sampler.cost_stats()) if sampler else None,
         stages=list(dict.fromkeys([*stages, *marked_stages(logs)])),

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from qualify.context.corpus import Needle, Needles
+from qualify.context.corpus import Needles
+from qualify.context.record import NeedleInfo
 from qualify.records import StageResult, Verdict
 
 pytestmark = pytest.mark.integration
@@ -107,7 +108,7 @@ def test_needles_judged_honestly_with_the_answer_kept(ladder: tuple[StageResult,
         assert gate.metrics["target"] == t and gate.metrics["clamped"] is (t != size)
         rows = [r for r in result.data["rows"] if r["target"] == t]
         sizing = json.loads((attempt / f"sizing-{t}-prose.json").read_text())
-        needles = Needles(tuple(Needle(**n) for n in sizing["needles"]))  # type: ignore[arg-type]
+        needles = Needles(tuple(NeedleInfo(**n) for n in sizing["needles"]))  # type: ignore[arg-type]
         both = all(all(needles.found(r["answer"]).values()) for r in rows)
         assert gate.verdict is (Verdict.PASS if both else Verdict.FAIL), gate.reasons
         for row in rows:
