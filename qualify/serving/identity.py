@@ -25,6 +25,8 @@ PINS = (
     "max_num_seqs",
     "speculation",
 )
+# The parallelism pin's keys, as every engine reports them (the last: expert parallelism on).
+PARALLEL = ("tensor", "pipeline", "data", "decode_context", "expert")
 Match = tuple[bool | None, str]  # True same, False different, None cannot tell; and a note
 HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _GIT_IN_VERSION = re.compile(r"\+g([0-9a-f]{7,40})\b")
