@@ -157,22 +157,21 @@ class ChatOutcome:
 
     @property
     def completion_tokens(self) -> int | None:
-        n = self.usage.get("completion_tokens") if self.usage else None
-        return int(n) if isinstance(n, int) else None
+        return _int((self.usage or {}).get("completion_tokens"))
 
     @property
     def prompt_tokens(self) -> int | None:
-        n = self.usage.get("prompt_tokens") if self.usage else None
-        return int(n) if isinstance(n, int) else None
+        return _int((self.usage or {}).get("prompt_tokens"))
 
     @property
     def cached_tokens(self) -> int | None:
         details = (self.usage or {}).get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        if isinstance(cached, int):
-            return int(cached)
-        cache_n = self.timings.get("cache_n") if self.timings else None
-        return int(cache_n) if isinstance(cache_n, int) else None
+        cached = _int(details.get("cached_tokens") if isinstance(details, dict) else None)
+        return _int((self.timings or {}).get("cache_n")) if cached is None else cached
+
+
+def _int(n: object) -> int | None:
+    return int(n) if isinstance(n, int) else None
 
 
 def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None:  # raw delta
@@ -207,8 +206,7 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
         try:
             chunk = json_loads(ev.data)
         except ValueError:
-            out.malformed.append(ev.data[:200])
-            continue
+            chunk = None
         if not isinstance(chunk, dict):
             out.malformed.append(ev.data[:200])
             continue
@@ -224,24 +222,19 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
             out.server_metrics = chunk["metrics"]
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            got_token = False
             reasoning = quirks.reasoning(delta)
-            if reasoning:
-                out.reasoning += reasoning
-                got_token = True
+            out.reasoning += reasoning
             content = delta.get("content")
-            if isinstance(content, str) and content:
-                out.content += content
+            visible = isinstance(content, str) and content != ""
+            if visible:
+                out.content += str(content)
                 out.content_ends.append(len(out.content))
-                got_token = True
-                if out.t_first_visible is None:
-                    out.t_first_visible = ev.t
             for tc in delta.get("tool_calls") or []:
                 _merge_tool_delta(calls, tc)
-                got_token = True
-                if out.t_first_visible is None:
-                    out.t_first_visible = ev.t
-            if got_token:
+                visible = True
+            if visible and out.t_first_visible is None:
+                out.t_first_visible = ev.t
+            if visible or reasoning:
                 if out.t_first_output is None:
                     out.t_first_output = ev.t
                 out.t_last_token = ev.t
