@@ -83,18 +83,15 @@ class Lanes:
             proc.start()
             try:
                 took = await proc.wait_healthy()
-            except StartFailed:
+            except BaseException as exc:
                 proc.stop(keep_container=True)
                 attempt.seal()
                 self.process = None
-                if proc.port is None or tries == BIND_TRIES or not proc.bind_failed():
+                if not isinstance(exc, StartFailed) or proc.port is None or tries == BIND_TRIES:
+                    raise
+                if not proc.bind_failed():
                     raise
                 continue
-            except BaseException:
-                proc.stop(keep_container=True)
-                attempt.seal()
-                self.process = None
-                raise
             self.launches.append(
                 {
                     "lane": lane,
