@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 
 from qualify.httpclient.chat import Quirks
 from qualify.serving.dialects import VLLM, MetricsSnapshot, read_page
-from qualify.serving.engine.base import EngineAdapter
 from qualify.serving.identity import (
     PARALLEL,
+    EngineAdapter,
     Match,
     Observed,
     Seen,
