@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from qualify.httpclient.client import Exchange, error_message
@@ -76,33 +76,21 @@ class Quirks:
             err, shape = body, "flat"
         else:
             return None
-        kind, param = err.get("type"), err.get("param")
-        out = ServerError(
-            str(err.get("message") or ""),
-            kind if isinstance(kind, str) else None,
-            param if isinstance(param, str) else None,
-            shape,
-        )
+        message, kind, limit, prompt = str(err.get("message") or ""), None, None, None
         for length, pattern in self.length_errors:
-            m = re.search(pattern, out.message)
+            m = re.search(pattern, message)
             if m is not None:
-                prompt = m.groupdict().get("prompt")
-                out = replace(
-                    out,
-                    kind=length,
-                    limit=int(m.group("limit")),
-                    prompt_tokens=int(prompt) if prompt else None,
-                )
+                said = m.groupdict().get("prompt")
+                kind, limit, prompt = length, int(m.group("limit")), int(said) if said else None
                 break
         if self.window_fields is not None and isinstance(err.get(self.window_fields[0]), int):
             n_prompt = err.get(self.window_fields[1])
-            out = replace(
-                out,
-                kind="over-length",
-                limit=err[self.window_fields[0]],
-                prompt_tokens=n_prompt if isinstance(n_prompt, int) else out.prompt_tokens,
-            )
-        return out
+            kind, limit = "over-length", err[self.window_fields[0]]
+            prompt = n_prompt if isinstance(n_prompt, int) else prompt
+        typ, param = (
+            v if isinstance(v, str) else None for v in (err.get("type"), err.get("param"))
+        )
+        return ServerError(message, typ, param, shape, kind, limit, prompt)
 
 
 ANY_ENGINE = Quirks()
