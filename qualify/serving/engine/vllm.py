@@ -94,11 +94,9 @@ class Vllm(EngineAdapter):
         "kv_cache_usage_perc is 1 - free blocks / total: evictable prefix-cache blocks (no "
         "running request holds them) count as free"
     )
-    _METHOD_ALIASES: ClassVar[dict[str, str]] = {
-        "deepseek_mtp": "mtp",
-        "ernie_mtp": "mtp",
-        "qwen3_next_mtp": "mtp",
-    }
+    _METHOD_ALIASES: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("deepseek_mtp", "ernie_mtp", "qwen3_next_mtp"), "mtp"
+    )
 
     def _observe(self, o: Observed) -> None:
         bodies, launch, models, seen, why = o.bodies, o.launch, o.models, o.seen, o.why
