@@ -121,21 +121,14 @@ def _num(v: object) -> float | None:
 
 
 def timing(o: ChatOutcome) -> RequestTiming:
-    n = o.completion_tokens
-    gen = None
-    end = generation_end(o)
-    if o.t_first_output is not None and end is not None:
-        gen = end - o.t_first_output
+    n, first, end = o.completion_tokens, o.t_first_output, generation_end(o)
+    gen = end - first if first is not None and end is not None else None
     decode = (n - 1) / gen if (n and n > 1 and gen and gen > 0) else None
-    prefill = None
-    if o.prompt_tokens and o.t_first_output:
-        prefill = o.prompt_tokens / o.t_first_output
+    prefill = o.prompt_tokens / first if o.prompt_tokens and first else None
     itl = per_token_itl_ms(o)
     server_decode, server_prompt, source = server_figures(o)
     ratio = decode / server_decode if (decode and server_decode) else None
-    ttft_gap = None
-    if o.t_first_output is not None and server_prompt is not None:
-        ttft_gap = o.t_first_output * 1000.0 - server_prompt
+    ttft_gap = None if first is None or server_prompt is None else first * 1000.0 - server_prompt
     return RequestTiming(
         prompt_tokens=o.prompt_tokens,
         completion_tokens=n,
@@ -143,7 +136,7 @@ def timing(o: ChatOutcome) -> RequestTiming:
         sse_chunks=o.chunks,
         token_chunks=len(o.token_chunk_times),
         chunks_per_token=(len(o.token_chunk_times) / n) if n else None,
-        ttfo_s=o.t_first_output,
+        ttfo_s=first,
         ttft_s=o.t_first_visible,
         generation_s=gen,
         e2e_s=o.t_end,
