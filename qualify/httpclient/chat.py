@@ -248,14 +248,8 @@ def from_response(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
     for i, tc in enumerate(msg.get("tool_calls") or []):
         fn = tc.get("function") or {}
         args = fn.get("arguments")
-        out.tool_calls.append(
-            ToolCall(
-                index=i,
-                id=tc.get("id"),
-                name=fn.get("name"),
-                arguments=args if isinstance(args, str) else json.dumps(args),
-            )
-        )
+        args = args if isinstance(args, str) else json.dumps(args)
+        out.tool_calls.append(ToolCall(i, tc.get("id"), fn.get("name"), args))
     out.finish_reason = choice.get("finish_reason")
     out.usage = body.get("usage")
     out.timings = body.get("timings")
