@@ -12,24 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Required, TypedDict
 
+from qualify.candidate import Identity, Parallelism
 from qualify.httpclient.chat import Quirks
 from qualify.serving.dialects import VLLM, Dialect
 
-PINS = (
-    "model",
-    "revision",
-    "engine",
-    "engine_build",
-    "image_digest",
-    "quantization",
-    "kv_dtype",
-    "parallelism",
-    "context_length",
-    "max_num_seqs",
-    "speculation",
-)
-# The parallelism pin's keys, as every engine reports them (the last: expert parallelism on).
-PARALLEL = ("tensor", "pipeline", "data", "decode_context", "expert")
+PINS = tuple(Identity.model_fields)  # the candidate's pins, in its order
+PARALLEL = tuple(Parallelism.model_fields)  # the parallelism pin's keys, expert parallelism last
 Match = tuple[bool | None, str]  # True same, False different, None cannot tell; and a note
 HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _GIT_IN_VERSION = re.compile(r"\+g([0-9a-f]{7,40})\b")
