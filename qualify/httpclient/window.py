@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import model_validator
-
 from qualify.records import Written
 
 
 class ServerWindow(Written):
     """What the server's histograms say of one cell: counts and sums (seconds), and the figures
-    that follow from them, worked out on construction (a kept window reads back the same)."""
+    that follow from them (`from_dict`)."""
 
     source: str = ""
     requests: float = 0.0
@@ -48,33 +46,43 @@ class ServerWindow(Written):
     def ok(self) -> bool:
         return self.problem is None
 
-    @model_validator(mode="after")
-    def _figures(self) -> ServerWindow:
-        ok, d = self.ok, self.__dict__
+    @classmethod
+    def from_dict(cls, kept: Mapping[str, object]) -> ServerWindow:
+        """The window from its counts and sums (as measured, or as a record kept them) with the
+        figures that follow from them, every field written; a record read as it is (an earlier
+        build wrote fewer fields) is `model_validate`'s."""
+        w = cls.model_validate({k: v for k, v in kept.items() if k not in _FIGURES})
+        ok, d = w.ok, w.__dict__
 
         def mean_ms(n: float | None, s: float | None) -> float | None:
             return s / n * 1000.0 if ok and n and s is not None else None
 
-        steps = self.decode_tokens
-        if steps is None and self.generated_tokens is not None:
-            steps = self.generated_tokens - self.requests
-        decode = steps / self.decode_s if ok and self.decode_s and steps and steps > 0 else None
-        front, gen, e2e, ttft = None, self.generated_tokens, self.e2e_s, self.ttft_s
+        steps = w.decode_tokens
+        if steps is None and w.generated_tokens is not None:
+            steps = w.generated_tokens - w.requests
+        decode = steps / w.decode_s if ok and w.decode_s and steps and steps > 0 else None
+        front, gen, e2e, ttft = None, w.generated_tokens, w.e2e_s, w.ttft_s
         span = e2e - ttft if e2e is not None and ttft is not None else None
-        if ok and self.decode_tokens is None and gen is not None and span is not None:
-            s = gen - self.requests
-            front = s / span if s > 0 and span > 0 and self.e2e_n == self.ttft_n else None
+        if ok and w.decode_tokens is None and gen is not None and span is not None:
+            s = gen - w.requests
+            front = s / span if s > 0 and span > 0 and w.e2e_n == w.ttft_n else None
         d["decode_tok_s"], d["frontend_decode_tok_s"] = decode, front
-        d["ttft_ms_mean"] = mean_ms(self.ttft_n, self.ttft_s)
-        d["prefill_ms_mean"] = mean_ms(self.prefill_n, self.prefill_s)
-        d["queue_ms_mean"] = mean_ms(self.queue_n, self.queue_s)
-        d["itl_ms_mean_per_step"] = mean_ms(self.itl_n, self.itl_s)
-        self.__pydantic_fields_set__.update(type(self).model_fields)  # every field is written
-        return self
-
-    @classmethod
-    def from_dict(cls, kept: Mapping[str, object]) -> ServerWindow:
-        return cls.model_validate(kept)
+        d["ttft_ms_mean"] = mean_ms(w.ttft_n, w.ttft_s)
+        d["prefill_ms_mean"] = mean_ms(w.prefill_n, w.prefill_s)
+        d["queue_ms_mean"] = mean_ms(w.queue_n, w.queue_s)
+        d["itl_ms_mean_per_step"] = mean_ms(w.itl_n, w.itl_s)
+        w.__pydantic_fields_set__.update(cls.model_fields)
+        return w
 
     def as_dict(self) -> dict[str, object]:
         return self.model_dump()
+
+
+_FIGURES = (
+    "decode_tok_s",
+    "frontend_decode_tok_s",
+    "ttft_ms_mean",
+    "prefill_ms_mean",
+    "queue_ms_mean",
+    "itl_ms_mean_per_step",
+)

@@ -96,4 +96,4 @@ def server_window(
     }
     for key in ("ttft", "prefill", "queue", "itl", "e2e"):
         window[f"{key}_n"], window[f"{key}_s"] = pair(key)
-    return ServerWindow.model_validate(window)
+    return ServerWindow.from_dict(window)
