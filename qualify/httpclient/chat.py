@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from qualify.httpclient.client import Exchange, error_message
@@ -76,33 +76,21 @@ class Quirks:
             err, shape = body, "flat"
         else:
             return None
-        kind, param = err.get("type"), err.get("param")
-        out = ServerError(
-            str(err.get("message") or ""),
-            kind if isinstance(kind, str) else None,
-            param if isinstance(param, str) else None,
-            shape,
-        )
+        message, kind, limit, prompt = str(err.get("message") or ""), None, None, None
         for length, pattern in self.length_errors:
-            m = re.search(pattern, out.message)
+            m = re.search(pattern, message)
             if m is not None:
-                prompt = m.groupdict().get("prompt")
-                out = replace(
-                    out,
-                    kind=length,
-                    limit=int(m.group("limit")),
-                    prompt_tokens=int(prompt) if prompt else None,
-                )
+                said = m.groupdict().get("prompt")
+                kind, limit, prompt = length, int(m.group("limit")), int(said) if said else None
                 break
         if self.window_fields is not None and isinstance(err.get(self.window_fields[0]), int):
             n_prompt = err.get(self.window_fields[1])
-            out = replace(
-                out,
-                kind="over-length",
-                limit=err[self.window_fields[0]],
-                prompt_tokens=n_prompt if isinstance(n_prompt, int) else out.prompt_tokens,
-            )
-        return out
+            kind, limit = "over-length", err[self.window_fields[0]]
+            prompt = n_prompt if isinstance(n_prompt, int) else prompt
+        typ, param = (
+            v if isinstance(v, str) else None for v in (err.get("type"), err.get("param"))
+        )
+        return ServerError(message, typ, param, shape, kind, limit, prompt)
 
 
 ANY_ENGINE = Quirks()
@@ -157,22 +145,21 @@ class ChatOutcome:
 
     @property
     def completion_tokens(self) -> int | None:
-        n = self.usage.get("completion_tokens") if self.usage else None
-        return int(n) if isinstance(n, int) else None
+        return _int((self.usage or {}).get("completion_tokens"))
 
     @property
     def prompt_tokens(self) -> int | None:
-        n = self.usage.get("prompt_tokens") if self.usage else None
-        return int(n) if isinstance(n, int) else None
+        return _int((self.usage or {}).get("prompt_tokens"))
 
     @property
     def cached_tokens(self) -> int | None:
         details = (self.usage or {}).get("prompt_tokens_details") or {}
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
-        if isinstance(cached, int):
-            return int(cached)
-        cache_n = self.timings.get("cache_n") if self.timings else None
-        return int(cache_n) if isinstance(cache_n, int) else None
+        cached = _int(details.get("cached_tokens") if isinstance(details, dict) else None)
+        return _int((self.timings or {}).get("cache_n")) if cached is None else cached
+
+
+def _int(n: object) -> int | None:
+    return int(n) if isinstance(n, int) else None
 
 
 def _merge_tool_delta(calls: dict[int, ToolCall], delta: dict[str, Any]) -> None:  # raw delta
@@ -207,8 +194,7 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
         try:
             chunk = json_loads(ev.data)
         except ValueError:
-            out.malformed.append(ev.data[:200])
-            continue
+            chunk = None
         if not isinstance(chunk, dict):
             out.malformed.append(ev.data[:200])
             continue
@@ -224,24 +210,19 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
             out.server_metrics = chunk["metrics"]
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            got_token = False
             reasoning = quirks.reasoning(delta)
-            if reasoning:
-                out.reasoning += reasoning
-                got_token = True
+            out.reasoning += reasoning
             content = delta.get("content")
-            if isinstance(content, str) and content:
-                out.content += content
+            visible = isinstance(content, str) and content != ""
+            if visible:
+                out.content += str(content)
                 out.content_ends.append(len(out.content))
-                got_token = True
-                if out.t_first_visible is None:
-                    out.t_first_visible = ev.t
             for tc in delta.get("tool_calls") or []:
                 _merge_tool_delta(calls, tc)
-                got_token = True
-                if out.t_first_visible is None:
-                    out.t_first_visible = ev.t
-            if got_token:
+                visible = True
+            if visible and out.t_first_visible is None:
+                out.t_first_visible = ev.t
+            if visible or reasoning:
                 if out.t_first_output is None:
                     out.t_first_output = ev.t
                 out.t_last_token = ev.t
@@ -267,14 +248,8 @@ def from_response(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
     for i, tc in enumerate(msg.get("tool_calls") or []):
         fn = tc.get("function") or {}
         args = fn.get("arguments")
-        out.tool_calls.append(
-            ToolCall(
-                index=i,
-                id=tc.get("id"),
-                name=fn.get("name"),
-                arguments=args if isinstance(args, str) else json.dumps(args),
-            )
-        )
+        args = args if isinstance(args, str) else json.dumps(args)
+        out.tool_calls.append(ToolCall(i, tc.get("id"), fn.get("name"), args))
     out.finish_reason = choice.get("finish_reason")
     out.usage = body.get("usage")
     out.timings = body.get("timings")

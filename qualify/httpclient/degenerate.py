@@ -5,10 +5,8 @@ stream of `1000000…` or of one phrase over and over decodes several times fast
 answer. Counted as speed it flatters the candidate; stages flag such answers, keep them as
 evidence, leave them out of speed figures and list them.
 
-`degenerate(text)` returns why an answer is degenerate, or None. The rules are deliberately
-narrow: a long run of one character or of digits, or one short n-gram covering most of the
-answer. Ordinary prose, code and lists pass. `degenerate_verdict` is the one rule a stage's
-gate decides its degenerate answers by.
+The rules are deliberately narrow: a long run of one character or of digits, or one short
+n-gram covering most of the answer. Ordinary prose, code and lists pass.
 """
 
 from __future__ import annotations
@@ -18,18 +16,10 @@ from collections.abc import Sequence
 
 from qualify.records import Verdict
 
-MIN_CHARS = 64
-"""Shorter answers are never judged degenerate: too little text to tell."""
-
-CHAR_RUN = 32
-"""A run of one character this long (outside whitespace) is degenerate."""
-
-DIGIT_RUN = 48
-"""A run of digits this long with at most two distinct digits is degenerate."""
-
-NGRAM_SHARE = 0.6
-"""One word n-gram (n = 1..4) repeated back to back over this share of the words."""
-
+MIN_CHARS = 64  # shorter answers are never judged degenerate: too little text to tell
+CHAR_RUN = 32  # a run of one character this long (outside whitespace) is degenerate
+DIGIT_RUN = 48  # a run of digits this long with at most two distinct digits is degenerate
+NGRAM_SHARE = 0.6  # one n-gram of 1 to 4 words repeated back to back over this share of words
 MIN_WORDS = 16
 
 _CHAR_RUN_RE = re.compile(rf"(\S)\1{{{CHAR_RUN - 1},}}")

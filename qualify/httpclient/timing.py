@@ -22,7 +22,6 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, TypedDict, cast
 
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.window import ServerWindow
@@ -41,30 +40,6 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def median(values: list[float]) -> float | None:
     return percentile(values, 50.0)
-
-
-class TimingForm(TypedDict, total=False):
-    """`RequestTiming` as its `as_dict` gives it (the record form of a request's timing)."""
-
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cached_tokens: int | None
-    sse_chunks: int
-    token_chunks: int
-    chunks_per_token: float | None
-    ttfo_s: float | None
-    ttft_s: float | None
-    generation_s: float | None
-    e2e_s: float | None
-    decode_tok_s: float | None
-    effective_prefill_tok_s: float | None
-    itl_p50_ms: float | None
-    itl_p95_ms: float | None
-    server_decode_tok_s: float | None
-    server_prompt_ms: float | None
-    decode_ratio_client_over_server: float | None
-    ttft_minus_server_prompt_ms: float | None
-    server_source: str | None
 
 
 @dataclass
@@ -89,8 +64,8 @@ class RequestTiming:
     ttft_minus_server_prompt_ms: float | None
     server_source: str | None = None
 
-    def as_dict(self) -> TimingForm:
-        return cast(TimingForm, asdict(self))
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
 
 
 def per_token_itl_ms(o: ChatOutcome) -> list[float]:
@@ -146,21 +121,14 @@ def _num(v: object) -> float | None:
 
 
 def timing(o: ChatOutcome) -> RequestTiming:
-    n = o.completion_tokens
-    gen = None
-    end = generation_end(o)
-    if o.t_first_output is not None and end is not None:
-        gen = end - o.t_first_output
+    n, first, end = o.completion_tokens, o.t_first_output, generation_end(o)
+    gen = end - first if first is not None and end is not None else None
     decode = (n - 1) / gen if (n and n > 1 and gen and gen > 0) else None
-    prefill = None
-    if o.prompt_tokens and o.t_first_output:
-        prefill = o.prompt_tokens / o.t_first_output
+    prefill = o.prompt_tokens / first if o.prompt_tokens and first else None
     itl = per_token_itl_ms(o)
     server_decode, server_prompt, source = server_figures(o)
     ratio = decode / server_decode if (decode and server_decode) else None
-    ttft_gap = None
-    if o.t_first_output is not None and server_prompt is not None:
-        ttft_gap = o.t_first_output * 1000.0 - server_prompt
+    ttft_gap = None if first is None or server_prompt is None else first * 1000.0 - server_prompt
     return RequestTiming(
         prompt_tokens=o.prompt_tokens,
         completion_tokens=n,
@@ -168,7 +136,7 @@ def timing(o: ChatOutcome) -> RequestTiming:
         sse_chunks=o.chunks,
         token_chunks=len(o.token_chunk_times),
         chunks_per_token=(len(o.token_chunk_times) / n) if n else None,
-        ttfo_s=o.t_first_output,
+        ttfo_s=first,
         ttft_s=o.t_first_visible,
         generation_s=gen,
         e2e_s=o.t_end,
@@ -222,7 +190,7 @@ def with_server_window(
         return timings, {**out, "why": window.problem}
     if not client.complete:
         return timings, {**out, "why": "a request of the cell has no usage or no token times"}
-    server_decode, server_ttft = window.decode_tok_s, window.ttft_ms
+    server_decode, server_ttft = window.decode_tok_s, window.ttft_ms_mean
     decode, ttfo = client.decode_tok_s, client.ttfo_ms_mean
     ratio = decode / server_decode if decode and server_decode else None
     gap = ttfo - server_ttft if ttfo is not None and server_ttft is not None else None
@@ -289,33 +257,6 @@ class FidelitySummary(Written):
     ttft_below_server_prompt: int = 0
 
 
-class WindowFigures(Written):
-    """`qualify.httpclient.window.ServerWindow.as_dict`: the server's histograms over a cell."""
-
-    source: str = ""
-    requests: float = 0.0
-    generated_tokens: float | None = None
-    decode_s: float | None = None
-    ttft_n: float | None = None
-    ttft_s: float | None = None
-    prefill_n: float | None = None
-    prefill_s: float | None = None
-    queue_n: float | None = None
-    queue_s: float | None = None
-    itl_n: float | None = None
-    itl_s: float | None = None
-    problem: str | None = None
-    decode_tokens: float | None = None
-    e2e_n: float | None = None
-    e2e_s: float | None = None
-    decode_tok_s: float | None = None
-    frontend_decode_tok_s: float | None = None
-    ttft_ms_mean: float | None = None
-    prefill_ms_mean: float | None = None
-    queue_ms_mean: float | None = None
-    itl_ms_mean_per_step: float | None = None
-
-
 class ClientWindow(Written):
     """`client_window`: the client's figures over a cell by the histograms' definitions."""
 
@@ -328,7 +269,7 @@ class ClientWindow(Written):
 class ServerComparison(Written):
     """What `with_server_window` compared over a cell; `why` when nothing was."""
 
-    window: WindowFigures | None = None
+    window: ServerWindow | None = None
     client: ClientWindow | None = None
     decode_ratio: float | None = None
     # the client's decode over the front end's (e2e - TTFT, vLLM): recorded, not judged
@@ -357,7 +298,7 @@ def fidelity_verdict(
 
 
 def fidelity_reasons(
-    summary: Mapping[str, Any] | FidelitySummary,
+    summary: Mapping[str, float | str | None] | FidelitySummary,
     decode_tolerance: float = 0.03,
     ttft_slack_ms: float = 15.0,
 ) -> list[str]:
@@ -366,24 +307,22 @@ def fidelity_reasons(
     The TTFT slack holds at concurrency 1 only: with requests queued behind others, the
     client's TTFT includes waiting that the server's prompt time does not.
     """
-    if isinstance(summary, FidelitySummary):
-        summary = summary.model_dump()
+    f = summary if isinstance(summary, FidelitySummary) else FidelitySummary.model_validate(summary)
     out: list[str] = []
-    ratio = summary.get("decode_ratio_median")
+    ratio, gap = f.decode_ratio_median, f.ttft_minus_server_prompt_ms_median
     if ratio is not None and abs(ratio - 1.0) > decode_tolerance:
         out.append(
             f"fidelity.decode_ratio_median is {ratio:.4f}: client decode tok/s differs from the "
             f"server's by more than {decode_tolerance:.0%}"
         )
-    gap = summary.get("ttft_minus_server_prompt_ms_median")
     if gap is not None and not 0.0 <= gap <= ttft_slack_ms:
         out.append(
             f"fidelity.ttft_minus_server_prompt_ms_median is {gap:.2f} ms: expected 0 to "
             f"{ttft_slack_ms:g} ms above the server's prompt time"
         )
-    if summary.get("ttft_below_server_prompt"):
+    if f.ttft_below_server_prompt:
         out.append(
-            f"fidelity.ttft_below_server_prompt is {summary['ttft_below_server_prompt']}: a "
+            f"fidelity.ttft_below_server_prompt is {f.ttft_below_server_prompt}: a "
             "client TTFT below the server's prompt time means a clock or definition error"
         )
     return out

@@ -41,14 +41,10 @@ def image_entrypoint(runtime: str, image: str) -> list[str] | None:
             capture_output=True,
             text=True,
             timeout=60,
+            check=True,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if r.returncode != 0:
-        return None
-    try:
         value = json.loads(r.stdout.strip() or "null")
-    except ValueError:
+    except (OSError, subprocess.SubprocessError, ValueError):  # no runtime, no image, no JSON
         return None
     return [str(v) for v in value] if isinstance(value, list) else []
 

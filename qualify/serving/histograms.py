@@ -75,10 +75,6 @@ def server_window(
     if decode_n is None:
         return None
     _, generated = pair("generation_tokens")
-    ttft_n, ttft_s = pair("ttft")
-    prefill_n, prefill_s = pair("prefill")
-    queue_n, queue_s = pair("queue")
-    (itl_n, itl_s), (e2e_n, e2e_s) = pair("itl"), pair("e2e")
     problem = None
     by = h.get("decode", h.get("e2e"))
     if expected is not None and decode_n != expected:
@@ -90,21 +86,14 @@ def server_window(
         problem = f"{by} did not move over the cell"
     elif generated is None and decode_tokens is None:
         problem = f"{h.get('generation_tokens')} is missing: the tokens decoded are unknown"
-    return ServerWindow(
-        source=f"{d.name} histograms (deltas around the cell)",
-        requests=decode_n,
-        generated_tokens=generated,
-        decode_s=decode_s,
-        ttft_n=ttft_n,
-        ttft_s=ttft_s,
-        prefill_n=prefill_n,
-        prefill_s=prefill_s,
-        queue_n=queue_n,
-        queue_s=queue_s,
-        itl_n=itl_n,
-        itl_s=itl_s,
-        problem=problem,
-        decode_tokens=decode_tokens,
-        e2e_n=e2e_n,
-        e2e_s=e2e_s,
-    )
+    window: dict[str, object] = {
+        "source": f"{d.name} histograms (deltas around the cell)",
+        "requests": decode_n,
+        "generated_tokens": generated,
+        "decode_s": decode_s,
+        "problem": problem,
+        "decode_tokens": decode_tokens,
+    }
+    for key in ("ttft", "prefill", "queue", "itl", "e2e"):
+        window[f"{key}_n"], window[f"{key}_s"] = pair(key)
+    return ServerWindow.from_dict(window)

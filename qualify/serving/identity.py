@@ -12,19 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Required, TypedDict
 
-PINS = (
-    "model",
-    "revision",
-    "engine",
-    "engine_build",
-    "image_digest",
-    "quantization",
-    "kv_dtype",
-    "parallelism",
-    "context_length",
-    "max_num_seqs",
-    "speculation",
-)
+from qualify.candidate import Identity, Parallelism
+from qualify.httpclient.chat import Quirks
+from qualify.serving.dialects import VLLM, Dialect
+
+PINS = tuple(Identity.model_fields)  # the candidate's pins, in its order
+PARALLEL = tuple(Parallelism.model_fields)  # the parallelism pin's keys, expert parallelism last
 Match = tuple[bool | None, str]  # True same, False different, None cannot tell; and a note
 HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _GIT_IN_VERSION = re.compile(r"\+g([0-9a-f]{7,40})\b")
@@ -63,7 +56,7 @@ class Seen:
 
 @dataclass
 class Observed:
-    """What one engine's adapter reads its pins from, and fills (`Identity._observe`): the
+    """What one engine's adapter reads its pins from, and fills (`EngineAdapter._observe`): the
     server's answers by path (`bodies`, raw JSON or text), the launch, the `/v1/models` entries;
     `seen`, each pin read, and `why`, why one cannot be."""
 
@@ -113,13 +106,20 @@ def version_match(pinned: str, version: str, engine: str) -> Match:
     return v == p or v.startswith(p + "+"), ""
 
 
-class Identity:
-    """Reads one engine's own reports and launch flags into pins, and compares them.
+class EngineAdapter:
+    """One engine: reads its own reports and launch flags into pins, and compares them; its
+    `/metrics` names and its request quirks (`Quirks`, passed to the HTTP client as data).
 
     `paths`: the GET paths read besides `/v1/models`; `text_paths`: of those, the ones read as
     text (Prometheus pages); `probe_chat`: one 1-token completion is read for what every answer
     carries (vLLM's `system_fingerprint`). An engine's adapter fills `_observe` and refines
     `same` in its own words.
+    `sizing`: how a chat prompt is counted (`tokenize` posts the messages to /tokenize;
+    `apply-template+tokenize` renders them with /apply-template, then tokenizes the text).
+    `context_per_slot`: the server splits its context over slots (a request gets total / slots).
+    `kv_report`: how the server reports its KV capacity: "slots" (slots x per-slot context),
+    "startup-log" (a line of its log; the gauge is a usage fraction), "pool-gauge" (a gauge of
+    the pool's tokens); `kv_log` the log lines read, `kv_note` what the figures mean.
     """
 
     name = ""
@@ -127,6 +127,13 @@ class Identity:
     paths: tuple[str, ...] = ()
     text_paths: tuple[str, ...] = ()
     probe_chat = False
+    metrics: Dialect = VLLM
+    quirks: Quirks = Quirks(reasoning_fields=("reasoning_content",))
+    sizing = "tokenize"
+    context_per_slot = False
+    kv_report = "startup-log"
+    kv_log: tuple[tuple[str, str], ...] = ()
+    kv_note = ""
 
     def observe(
         self, bodies: dict[str, object], launch: Launch | None

@@ -50,14 +50,9 @@ class IdleReport:
     snapshot: MetricsSnapshot | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "idle": self.idle,
-            "running": self.running,
-            "waiting": self.waiting,
-            "waited_s": round(self.waited_s, 3),
-            "polls": self.polls,
-            "reason": self.reason,
-        }
+        """The fields of `Idle`, the wait rounded to the millisecond."""
+        kept = {name: getattr(self, name) for name in Idle.model_fields}
+        return kept | {"waited_s": round(self.waited_s, 3)}
 
     def since(self, before: IdleReport, names: tuple[str, ...]) -> float | None:
         """A counter's growth (e.g. cached prompt tokens) from `before`'s last scrape to this

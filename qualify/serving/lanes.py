@@ -58,16 +58,12 @@ class Lanes:
         await self.stop()
         lc = self.loaded[lane]
         srv = lc.candidate.server
-        base_url = srv.base_url
-        if srv.attach:
-            if ServerProcess.picks_port(lc):
-                raise RunAborted(
-                    f"{lc.path}: server.base_url names {{port}}, which only a launch fills; "
-                    "a server qualify attaches to needs its port written out"
-                )
-        else:
-            proc = await self._launch(lc, lane)
-            base_url = proc.base_url
+        if srv.attach and ServerProcess.picks_port(lc):
+            raise RunAborted(
+                f"{lc.path}: server.base_url names {{port}}, which only a launch fills; "
+                "a server qualify attaches to needs its port written out"
+            )
+        base_url = srv.base_url if srv.attach else (await self._launch(lc, lane)).base_url
         self.current = lane
         self._client = Client(base_url, api_key(lc), timeout_s=srv.request_timeout_s)
         self._client.redactor = self.run.redactor
@@ -83,18 +79,15 @@ class Lanes:
             proc.start()
             try:
                 took = await proc.wait_healthy()
-            except StartFailed:
+            except BaseException as exc:
                 proc.stop(keep_container=True)
                 attempt.seal()
                 self.process = None
-                if proc.port is None or tries == BIND_TRIES or not proc.bind_failed():
+                if not isinstance(exc, StartFailed) or proc.port is None or tries == BIND_TRIES:
+                    raise
+                if not proc.bind_failed():
                     raise
                 continue
-            except BaseException:
-                proc.stop(keep_container=True)
-                attempt.seal()
-                self.process = None
-                raise
             self.launches.append(
                 {
                     "lane": lane,

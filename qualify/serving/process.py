@@ -134,16 +134,6 @@ def container_command(
     return [*cmd, c.image, *fill(c.args, "server.container.args")]
 
 
-def runtime_missing(runtime: str) -> str | None:
-    """Why the container runtime cannot be run here, in one line; None when it is on PATH."""
-    if shutil.which(runtime) is None:
-        return (
-            f"container runtime {runtime!r} is not installed here (not on PATH); "
-            "server.container.runtime names it (docker or podman)"
-        )
-    return None
-
-
 @dataclass(eq=False)
 class ServerProcess:
     """One launch of the candidate's (or the control's) server."""
@@ -207,8 +197,11 @@ class ServerProcess:
         self.attempt.write_json("launch.json", launch)
         out, err = self.attempt.stream("stdout"), self.attempt.stream("stderr")
         self._sinks = [out, err]
-        if c is not None and (missing := runtime_missing(c.runtime)):
-            raise StartFailed(missing)
+        if c is not None and shutil.which(c.runtime) is None:
+            raise StartFailed(
+                f"container runtime {c.runtime!r} is not installed here (not on PATH); "
+                "server.container.runtime names it (docker or podman)"
+            )
         if c is not None and (twice := doubled_entrypoint(c, image_entrypoint(c.runtime, c.image))):
             raise StartFailed(twice)
         s = self.server
@@ -318,11 +311,10 @@ class ServerProcess:
                     subprocess.run(rm, capture_output=True, timeout=60)
         if self.proc is not None and self.proc.poll() is None:
             stop_group(self.proc, grace)
-        if self.proc is not None:
-            code = self.proc.returncode
         for t in self._threads:
             t.join(timeout=5)
         if self.proc is not None:
+            code = self.proc.returncode
             for pipe in (self.proc.stdout, self.proc.stderr):
                 if pipe is not None:
                     pipe.close()

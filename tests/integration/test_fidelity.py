@@ -12,7 +12,7 @@ from conftest import start_llama_server
 
 from qualify.httpclient.chat import from_stream
 from qualify.httpclient.client import Client
-from qualify.httpclient.load import drive, figures, warm
+from qualify.httpclient.load import drive
 from qualify.httpclient.timing import fidelity, timing
 from qualify.serving.local import LocalPaths
 
@@ -47,6 +47,11 @@ def server(local_server: LocalPaths) -> Iterator[str]:
             proc.wait()
 
 
+async def warm(client: Client, concurrency: int) -> None:
+    """Open `concurrency` keep-alive connections (concurrent GETs) before anything is timed."""
+    await asyncio.gather(*(client.get("/health") for _ in range(concurrency)))
+
+
 def test_client_figures_agree_with_server_timings(server: str) -> None:
     """At c=1 every request has server timings; TTFT is never below the server's prompt time,
     and the client's decode rate matches the server's definition (same tokens, same interval)."""
@@ -69,7 +74,7 @@ def test_client_figures_agree_with_server_timings(server: str) -> None:
 
 
 def test_two_concurrent_streams_overlap_and_add_up(server: str) -> None:
-    """drive(c=2) runs two streams at once; the aggregate counts every usage token once."""
+    """drive(c=2) runs two streams at once; usage counts every token once."""
 
     async def go() -> list[Any]:
         async with Client(server) as c:
@@ -80,7 +85,6 @@ def test_two_concurrent_streams_overlap_and_add_up(server: str) -> None:
     assert all(ex.ok for ex in exchanges)
     a, b = ((ex.t_sent, ex.t_sent + (ex.t_end or 0)) for ex in exchanges)
     assert a[0] < b[1] and b[0] < a[1], "the two streams did not overlap"
-    f = figures(exchanges, 2)
-    assert f.completion_tokens == 96 and f.failed == 0
-    assert f.aggregate_output_tok_s is not None and f.decode_tok_s_median is not None
-    assert all(timing(from_stream(ex)).server_decode_tok_s for ex in exchanges)
+    ts = [timing(from_stream(ex)) for ex in exchanges]
+    assert sum(t.completion_tokens or 0 for t in ts) == 96
+    assert all(t.decode_tok_s and t.server_decode_tok_s for t in ts)

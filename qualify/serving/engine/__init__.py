@@ -5,10 +5,10 @@ HTTP client as data). `adapter(engine)` is the one way in."""
 
 from __future__ import annotations
 
-from qualify.serving.engine.base import EngineAdapter
 from qualify.serving.engine.llamacpp import LlamaCpp
 from qualify.serving.engine.sglang import Sglang
 from qualify.serving.engine.vllm import Vllm
+from qualify.serving.identity import EngineAdapter
 
 ADAPTERS: dict[str, EngineAdapter] = {a.name: a for a in (LlamaCpp(), Vllm(), Sglang())}
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from qualify.httpclient.chat import Quirks
 from qualify.serving.dialects import LLAMACPP
-from qualify.serving.engine.base import EngineAdapter
-from qualify.serving.identity import HEX, Match, Observed, Seen, flag, to_int
+from qualify.serving.identity import HEX, EngineAdapter, Match, Observed, Seen, flag, to_int
 
 # (kind, pattern with named groups `limit` and `prompt`), as llama-server words it.
 LENGTH_ERRORS: tuple[tuple[str, str], ...] = (

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from qualify.httpclient.chat import Quirks
 from qualify.serving.dialects import SGLANG
 from qualify.serving.engine.vllm import Vllm
-from qualify.serving.identity import Observed, Seen, context_from_models
+from qualify.serving.identity import PARALLEL, Observed, Seen, context_from_models
 
 # (kind, pattern with named groups `limit` and `prompt`), as SGLang words it.
 LENGTH_ERRORS: tuple[tuple[str, str], ...] = (
@@ -60,14 +60,9 @@ class Sglang(Vllm):
             else:
                 why[pin] = f"GET /server_info has no {key}"
         if "tp_size" in info:
+            sizes = [info.get(f"{k}_size", 1) for k in ("tp", "pp", "dp", "dcp")]
             seen["parallelism"] = Seen(
-                {
-                    "tensor": info.get("tp_size", 1),
-                    "pipeline": info.get("pp_size", 1),
-                    "data": info.get("dp_size", 1),
-                    "decode_context": info.get("dcp_size", 1),
-                    "expert": (info.get("ep_size") or 1) > 1,
-                },
+                dict(zip(PARALLEL, [*sizes, (info.get("ep_size") or 1) > 1], strict=True)),
                 "GET /server_info tp_size/pp_size/dp_size/ep_size (dcp_size, 1 when absent)",
             )
         else:

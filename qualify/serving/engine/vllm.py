@@ -9,8 +9,9 @@ from typing import Any, ClassVar
 
 from qualify.httpclient.chat import Quirks
 from qualify.serving.dialects import VLLM, MetricsSnapshot, read_page
-from qualify.serving.engine.base import EngineAdapter
 from qualify.serving.identity import (
+    PARALLEL,
+    EngineAdapter,
     Match,
     Observed,
     Seen,
@@ -93,11 +94,9 @@ class Vllm(EngineAdapter):
         "kv_cache_usage_perc is 1 - free blocks / total: evictable prefix-cache blocks (no "
         "running request holds them) count as free"
     )
-    _METHOD_ALIASES: ClassVar[dict[str, str]] = {
-        "deepseek_mtp": "mtp",
-        "ernie_mtp": "mtp",
-        "qwen3_next_mtp": "mtp",
-    }
+    _METHOD_ALIASES: ClassVar[dict[str, str]] = dict.fromkeys(
+        ("deepseek_mtp", "ernie_mtp", "qwen3_next_mtp"), "mtp"
+    )
 
     def _observe(self, o: Observed) -> None:
         bodies, launch, models, seen, why = o.bodies, o.launch, o.models, o.seen, o.why
@@ -141,24 +140,18 @@ class Vllm(EngineAdapter):
         """Pins from `/server_info` (dev mode): the resolved config, JSON or its text form."""
         src = "GET /server_info vllm_config"
         model = config.get("model_config") or {}
-        if "revision" in model:
-            seen["revision"] = Seen(model["revision"], f"{src} model_config.revision")
-        if "quantization" in model:
-            seen["quantization"] = Seen(model["quantization"], f"{src} model_config.quantization")
+        for pin in ("revision", "quantization"):
+            if pin in model:
+                seen[pin] = Seen(model[pin], f"{src} model_config.{pin}")
         cache = config.get("cache_config") or {}
         if cache.get("cache_dtype"):
             seen["kv_dtype"] = Seen(cache["cache_dtype"], f"{src} cache_config.cache_dtype")
         par = config.get("parallel_config") or {}
         if "tensor_parallel_size" in par:
+            sizes = [par.get(f"{k}_parallel_size", 1) for k in PARALLEL[:4]]
+            expert = bool(par.get("enable_expert_parallel", False))
             seen["parallelism"] = Seen(
-                {
-                    "tensor": par.get("tensor_parallel_size", 1),
-                    "pipeline": par.get("pipeline_parallel_size", 1),
-                    "data": par.get("data_parallel_size", 1),
-                    "decode_context": par.get("decode_context_parallel_size", 1),
-                    "expert": bool(par.get("enable_expert_parallel", False)),
-                },
-                f"{src} parallel_config",
+                dict(zip(PARALLEL, [*sizes, expert], strict=True)), f"{src} parallel_config"
             )
         sched = config.get("scheduler_config") or {}
         if isinstance(sched.get("max_num_seqs"), int):
@@ -211,20 +204,19 @@ class Vllm(EngineAdapter):
     def _flags(self, args: list[str], seen: dict[str, Seen], why: dict[str, str]) -> None:
         """The pins the server did not report, from qualify's own argv (proof by assertion:
         what was asked for)."""
-        for pin, names in (
-            ("revision", ("--revision",)),
-            ("quantization", ("--quantization", "-q")),
-            ("max_num_seqs", ("--max-num-seqs",)),
+        for pin, names, then in (
+            ("revision", ("--revision",), "the server loads the default branch, or local weights"),
+            (
+                "quantization",
+                ("--quantization", "-q"),
+                "vLLM then reads it from the model's own config",
+            ),
+            ("max_num_seqs", ("--max-num-seqs",), "vLLM then picks its default for the hardware"),
         ):
             if pin in seen:
                 continue
             given = flag(args, *names)
             if given is None:
-                then = {
-                    "revision": "the server loads the default branch, or local weights",
-                    "quantization": "vLLM then reads it from the model's own config",
-                    "max_num_seqs": "vLLM then picks its default for the hardware",
-                }[pin]
                 why[pin] = (
                     f"{self.name} does not report it and the launch sets no {names[0]} ({then})"
                 )
@@ -235,16 +227,13 @@ class Vllm(EngineAdapter):
             seen["kv_dtype"] = Seen(kv, "launch flag --kv-cache-dtype", "launch")
             why.pop("kv_dtype", None)
         if "parallelism" not in seen:
+            sizes = [
+                to_int(flag(args, f"--{k.replace('_', '-')}-parallel-size", f"-{short}"), 1)
+                for k, short in zip(PARALLEL, ("tp", "pp", "dp", "dcp"), strict=False)
+            ]
+            expert = "--enable-expert-parallel" in args or "-ep" in args
             seen["parallelism"] = Seen(
-                {
-                    "tensor": to_int(flag(args, "--tensor-parallel-size", "-tp"), 1),
-                    "pipeline": to_int(flag(args, "--pipeline-parallel-size", "-pp"), 1),
-                    "data": to_int(flag(args, "--data-parallel-size", "-dp"), 1),
-                    "decode_context": to_int(
-                        flag(args, "--decode-context-parallel-size", "-dcp"), 1
-                    ),
-                    "expert": "--enable-expert-parallel" in args or "-ep" in args,
-                },
+                dict(zip(PARALLEL, [*sizes, expert], strict=True)),
                 "launch flags -tp/-pp/-dp/-dcp/--enable-expert-parallel",
                 "launch",
             )

@@ -179,8 +179,12 @@ def test_histogram_deltas_match_the_requests_between_two_scrapes() -> None:
     assert w is not None and w.ok, w
     assert (w.requests, w.generated_tokens, len(finished)) == (11, 256, 11)
     assert w.decode_tok_s == pytest.approx((256 - 11) / w.decode_s)
-    assert w.ttft_ms is not None and w.prefill_ms is not None and w.queue_ms is not None
-    assert w.ttft_ms >= w.prefill_ms  # TTFT runs from arrival: queue and prefill inside it
+    assert (
+        w.ttft_ms_mean is not None and w.prefill_ms_mean is not None and w.queue_ms_mean is not None
+    )
+    assert (
+        w.ttft_ms_mean >= w.prefill_ms_mean
+    )  # TTFT runs from arrival: queue and prefill inside it
     # the front end's own decode window (e2e - TTFT, both stamped where the client is) beside
     # the engine core's: on these short prompts they agree to 0.05 ms a request
     assert (w.e2e_n, w.frontend_decode_tok_s) == (11, pytest.approx(w.decode_tok_s, rel=1e-3))
@@ -204,10 +208,10 @@ def _timing(n: int, gen: float, ttfo: float) -> RequestTiming:
 def test_cell_comparison_by_the_histograms_definitions() -> None:
     """Client sum(n-1)/sum(generation) over the server's; mean TTFO minus mean TTFT."""
     w = server_window(snap("metrics_spec_idle.prom"), snap("metrics_spec_after.prom"), VLLM, 11)
-    assert w is not None and w.decode_tok_s and w.ttft_ms
+    assert w is not None and w.decode_tok_s and w.ttft_ms_mean
     per = w.decode_s / 11 if w.decode_s else 0.0
-    ts = [_timing(24, per * 1.02, w.ttft_ms / 1000 + 0.004) for _ in range(11)]
-    ts[0] = _timing(256 - 24 * 10, per * 1.02, w.ttft_ms / 1000 + 0.004)
+    ts = [_timing(24, per * 1.02, w.ttft_ms_mean / 1000 + 0.004) for _ in range(11)]
+    ts[0] = _timing(256 - 24 * 10, per * 1.02, w.ttft_ms_mean / 1000 + 0.004)
     filled, compared = with_server_window(ts, w)
     assert compared["why"] is None
     assert compared["decode_ratio"] == pytest.approx(1 / 1.02, rel=1e-6)

@@ -123,8 +123,21 @@ def test_a_cell_compared_with_the_servers_histograms_is_compared_again_the_same_
         )
         for k in (0.0, 0.01)
     ]
-    window = ServerWindow(
-        "vllm histograms", 2.0, 22.0, 0.19, 2.0, 0.2, 2.0, 0.18, 2.0, 0.01, 20.0, 0.19
+    window = ServerWindow.from_dict(
+        {
+            "source": "vllm histograms",
+            "requests": 2.0,
+            "generated_tokens": 22.0,
+            "decode_s": 0.19,
+            "ttft_n": 2.0,
+            "ttft_s": 0.2,
+            "prefill_n": 2.0,
+            "prefill_s": 0.18,
+            "queue_n": 2.0,
+            "queue_s": 0.01,
+            "itl_n": 20.0,
+            "itl_s": 0.19,
+        }
     )
     live, info = with_server_window(ts, window)
     trusted: list[str] = []
