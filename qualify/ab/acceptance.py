@@ -21,7 +21,7 @@ from itertools import zip_longest
 
 from qualify.ab.record import Acceptance, ResponseDrafts
 from qualify.httpclient.chat import ChatOutcome
-from qualify.serving.engines import Dialect, MetricsSnapshot
+from qualify.serving.dialects import Dialect, MetricsSnapshot
 
 SGLANG_VERIFY = "sglang:spec_verify_calls_total"
 SGLANG_GENERATED = "sglang:generation_tokens_total"

@@ -22,7 +22,7 @@ from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.timing import RequestTiming, median, timing, with_server_window
-from qualify.serving.engines import Dialect, MetricsSnapshot
+from qualify.serving.dialects import Dialect, MetricsSnapshot
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked

@@ -14,7 +14,7 @@ from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.timing import fidelity_verdict
 from qualify.records import Verdict, worst
-from qualify.serving.engines import DIALECTS
+from qualify.serving.dialects import DIALECTS
 from qualify.shown import direction, say
 
 STAGE = "ab"

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 
 from qualify.ab.record import Kv, KvLog
-from qualify.serving.engines import ADAPTERS, Dialect, MetricsSnapshot, adapter
+from qualify.serving.dialects import Dialect, MetricsSnapshot
+from qualify.serving.engine import ADAPTERS, adapter
 
 _LOG_LIMIT = 1 << 20
 

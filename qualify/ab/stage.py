@@ -15,7 +15,7 @@ from qualify.ab.settings import ABSettings
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
 from qualify.errors import BadInput
 from qualify.records import StageResult
-from qualify.serving.engines import dialect
+from qualify.serving.dialects import dialect
 from qualify.serving.idle import scrape
 from qualify.stage import StageContext, finish, validator
 from qualify.vram.energy import NO_TELEMETRY, window_energy

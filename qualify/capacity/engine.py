@@ -9,7 +9,7 @@ from collections.abc import Callable
 from qualify.ab.kv import from_log
 from qualify.capacity.record import Engine
 from qualify.httpclient.client import Client, Exchange
-from qualify.serving.engines import ADAPTERS
+from qualify.serving.engine import ADAPTERS
 from qualify.serving.idle import scrape
 
 Keep = Callable[[str, Exchange], list[str]]

@@ -19,7 +19,7 @@ from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages, drive
 from qualify.httpclient.timing import median, percentile, timing, with_server_window
-from qualify.serving.engines import Dialect, busy
+from qualify.serving.dialects import Dialect, busy
 from qualify.serving.histograms import server_window
 from qualify.serving.idle import IdleReport, scrape, wait_idle
 from qualify.serving.sender import Sender

@@ -21,7 +21,7 @@ from qualify.capacity.openloop import Plan, poisson
 from qualify.capacity.slo import number
 from qualify.capacity.specdrift import SERIES_COLUMNS, spec_point
 from qualify.httpclient.timing import median
-from qualify.serving.engines import MetricsSnapshot
+from qualify.serving.dialects import MetricsSnapshot
 from qualify.serving.sender import Sender
 
 POLL_S = 1.0

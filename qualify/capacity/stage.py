@@ -48,7 +48,7 @@ from qualify.context.sizing import Counter, SizingError
 from qualify.errors import BadInput
 from qualify.progress import Task
 from qualify.records import StageResult
-from qualify.serving.engines import dialect
+from qualify.serving.dialects import dialect
 from qualify.serving.idle import wait_idle
 from qualify.serving.lanes import api_key
 from qualify.serving.process import StartFailed

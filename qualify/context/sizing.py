@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from qualify.context.record import ColdFit, NonceCount, Sizing
 from qualify.httpclient.client import Client, Exchange
-from qualify.serving.engines import adapter
+from qualify.serving.engine import adapter
 
 Messages = Sequence[Mapping[str, object]]
 Tools = list[dict[str, object]]

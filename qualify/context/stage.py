@@ -42,7 +42,8 @@ from qualify.context.tasks import Task, Tasks, combined_question
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.load import Messages
 from qualify.records import StageResult
-from qualify.serving.engines import adapter, dialect
+from qualify.serving.dialects import dialect
+from qualify.serving.engine import adapter
 from qualify.serving.sender import Sender
 from qualify.stage import StageContext, finish, unknown_level, validator
 from qualify.vram.sampler import Parts, gpu_note, parts_of

@@ -1,5 +1,5 @@
 """Identity's judges: every pin against what the server or the launch showed, in the engine's
-own words (`qualify.serving.engines`), and whether the server answered at all.
+own words (`qualify.serving.identity`), and whether the server answered at all.
 
 A pin nobody reports is *unverifiable*, with the reason: it makes its gate inconclusive unless
 the house lists it in `thresholds.unverifiable_pins`, when it passes marked `verified: false`.
@@ -15,7 +15,8 @@ from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
 from qualify.identity.record import Record
 from qualify.records import Verdict
-from qualify.serving.engines import PINS, adapter
+from qualify.serving.engine import adapter
+from qualify.serving.identity import PINS
 
 
 class PinsParams(Params):

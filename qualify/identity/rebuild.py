@@ -48,7 +48,7 @@ def _bodies(
     """The bodies the server sent, by path, as the stage read them; why it was unreachable;
     the paths this version reads that the attempt kept no exchange of."""
     from qualify.identity.stage import _label, answer
-    from qualify.serving.engines import CHAT_PROBE
+    from qualify.serving.engine.vllm import CHAT_PROBE
 
     models = kept["v1-models"]
     bodies: dict[str, object] = {"/v1/models": answer(models)}
@@ -70,7 +70,8 @@ def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], li
     from qualify.gates.files import default_gates_dir
     from qualify.gates.runner import judge_stage
     from qualify.identity.stage import gather
-    from qualify.serving.engines import Launch, adapter
+    from qualify.serving.engine import adapter
+    from qualify.serving.identity import Launch
 
     problems: list[str] = []
     notes: list[str] = []

@@ -10,7 +10,7 @@ from pydantic import Field, JsonValue
 from qualify.candidate import Engine, Identity
 from qualify.records import StageRecord, StrictModel
 
-# Which kind of source proved a pin (`qualify.serving.engines.Seen.by`): the server's own
+# Which kind of source proved a pin (`qualify.serving.identity.Seen.by`): the server's own
 # report, the container runtime's, qualify's own argv (what was asked for), or the server one
 # part and the argv the rest.
 ProvedBy = Literal["server", "runtime", "launch", "server+launch"]

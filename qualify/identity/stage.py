@@ -3,7 +3,7 @@
 The stage only gathers: the server's own reports (`GET /v1/models` and the engine's info
 paths), the launch command qualify ran (the server attempt's `launch.json`) and, for a
 container, what the runtime says of the image. The engine's adapter turns them into pins seen
-(`qualify.serving.engines`) and the stage writes them as its record
+(`qualify.serving.identity`) and the stage writes them as its record
 (`qualify.identity.record`); the gates in `gates/identity/` judge it (`qualify.identity.judges`).
 """
 
@@ -19,9 +19,9 @@ from qualify.candidate import Identity
 from qualify.httpclient.client import Client, Exchange
 from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record, SeenPin
 from qualify.records import StageResult
-from qualify.serving.engine import EngineAdapter
-from qualify.serving.engines import CHAT_PROBE, PINS, Launch, adapter, fingerprint
-from qualify.serving.identity import ImageReport
+from qualify.serving.engine import EngineAdapter, adapter
+from qualify.serving.engine.vllm import CHAT_PROBE, fingerprint
+from qualify.serving.identity import PINS, ImageReport, Launch
 from qualify.stage import StageContext, finish
 
 

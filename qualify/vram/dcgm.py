@@ -1,7 +1,7 @@
 """DCGM exporter URLs: free memory and power of GPUs on other hosts (a recipe over two nodes).
 
 Each URL is one `dcgm-exporter` `/metrics` page, parsed with prometheus_client's parser
-(`qualify.serving.engines.MetricsSnapshot`). Free memory is `DCGM_FI_DEV_FB_FREE` (MiB), power
+(`qualify.serving.dialects.MetricsSnapshot`). Free memory is `DCGM_FI_DEV_FB_FREE` (MiB), power
 `DCGM_FI_DEV_POWER_USAGE` (W, DCGM's own sample of the board power). A scrape that fails is a
 missed sample; a GPU that a later, successful scrape no longer lists is lost.
 """
@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from qualify.serving.engines import MetricsSnapshot
+from qualify.serving.dialects import MetricsSnapshot
 from qualify.vram.readings import Card, Lost, Poll, Reading
 
 FREE = "DCGM_FI_DEV_FB_FREE"

@@ -21,7 +21,7 @@ from qualify.capacity.slo import Slo, SloSettings, effective
 from qualify.capacity.soak import rss_mib, soak
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
-from qualify.serving.engines import dialect
+from qualify.serving.dialects import dialect
 from qualify.serving.local import LocalPaths
 from qualify.serving.process import free_port
 from qualify.serving.sender import Sender

@@ -32,7 +32,7 @@ from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
 from qualify.records import StageResult, Verdict
 from qualify.redact import Redactor
-from qualify.serving.engines import dialect
+from qualify.serving.dialects import dialect
 from qualify.serving.local import LocalPaths
 from qualify.serving.sender import Sender
 

@@ -6,7 +6,7 @@ import pytest
 
 from qualify.ab.acceptance import SpecCounters, acceptance, combined, response_drafts
 from qualify.httpclient.chat import ChatOutcome
-from qualify.serving.engines import LLAMACPP, SGLANG, VLLM, MetricsSnapshot
+from qualify.serving.dialects import LLAMACPP, SGLANG, VLLM, MetricsSnapshot
 
 LLAMA_BEFORE = """\
 # TYPE llamacpp:spec_decode_num_draft_tokens_total counter

@@ -331,7 +331,7 @@ def test_load_and_soak_settings_validate() -> None:
 
 def test_soak_reads_error_counters_progress_and_drift() -> None:
     from qualify.capacity.soak import drift, error_counters, progress
-    from qualify.serving.engines import MetricsSnapshot
+    from qualify.serving.dialects import MetricsSnapshot
 
     text = (
         "# TYPE vllm:request_success_total counter\n"

@@ -16,7 +16,7 @@ from qualify.capacity.record import MatrixRow
 from qualify.capacity.runs import exclusion, server_fidelity, summarize
 from qualify.capacity.settings import CapacitySettings, ExpectedRange, parse_cell
 from qualify.capacity.stage import turns
-from qualify.serving.engines import VLLM, MetricsSnapshot, dialect
+from qualify.serving.dialects import VLLM, MetricsSnapshot, dialect
 from qualify.serving.idle import IdleReport
 
 IDLE = {"before": {"idle": True, "reason": "idle"}, "after": {"idle": True, "reason": "idle"}}

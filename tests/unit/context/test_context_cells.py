@@ -27,7 +27,7 @@ from qualify.gates.registry import Judged
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client
 from qualify.records import Verdict
-from qualify.serving.engines import LLAMACPP
+from qualify.serving.dialects import LLAMACPP
 from qualify.serving.sender import Sender
 
 RUNG = {"target": 1500, "planned_tokens": 1500, "clamped": False, "window": 8192, "errors": []}

@@ -21,7 +21,7 @@ from qualify.context.sizing import Counter
 from qualify.context.stage import Ladder, plan_targets
 from qualify.decision import document
 from qualify.httpclient.client import Client, Exchange
-from qualify.serving.engines import LLAMACPP
+from qualify.serving.dialects import LLAMACPP
 from qualify.serving.sender import Sender
 from qualify.vram.sampler import Sampler, gpu_note
 

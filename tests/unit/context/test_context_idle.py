@@ -8,7 +8,7 @@ from collections.abc import Callable
 from context_fake import FakeLlama  # type: ignore[import-not-found]
 
 from qualify.httpclient.client import Client
-from qualify.serving.engines import LLAMACPP, VLLM
+from qualify.serving.dialects import LLAMACPP, VLLM
 from qualify.serving.idle import wait_idle
 
 

@@ -29,7 +29,7 @@ from qualify.context.stage import plan_targets
 from qualify.httpclient.client import Client
 from qualify.httpclient.timing import RequestTiming
 from qualify.registry import parse_record
-from qualify.serving.engines import LLAMACPP
+from qualify.serving.dialects import LLAMACPP
 from qualify.serving.sender import Sender
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -23,14 +23,10 @@ from qualify.identity.record import Record
 from qualify.identity.stage import gather
 from qualify.records import Verdict
 from qualify.registry import parse_record
-from qualify.serving.engines import (
-    CHAT_PROBE,
-    Launch,
-    adapter,
-    fingerprint,
-    flag,
-    llamacpp_quant_names,
-)
+from qualify.serving.engine import adapter
+from qualify.serving.engine.llamacpp import llamacpp_quant_names
+from qualify.serving.engine.vllm import CHAT_PROBE, fingerprint
+from qualify.serving.identity import Launch, flag
 from qualify.serving.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
