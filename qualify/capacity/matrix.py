@@ -23,7 +23,7 @@ def cell_key(length: int, concurrency: int) -> str:
     return f"{length}-c{concurrency}"
 
 
-def _nums(values: Iterable[object]) -> list[float]:
+def numbers(values: Iterable[object]) -> list[float]:
     return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
 
 
@@ -32,7 +32,7 @@ def _items(v: object) -> list[object]:
     return v if isinstance(v, list) else []
 
 
-def _field(v: object, key: str) -> object:
+def field_of(v: object, key: str) -> object:
     """`key` of a part of a run (its queue, its energy, its server window), None without it."""
     return v.get(key) if isinstance(v, dict) else None
 
@@ -49,16 +49,17 @@ def _ratio(run: Mapping[str, object]) -> float | None:
 def median_of_runs(runs: Sequence[Mapping[str, object]]) -> dict[str, object]:
     """A cell's figures over its counted runs; excluded runs are listed with why, not counted."""
     counted = [r for r in runs if not r.get("excluded")]
-    out: dict[str, object] = {k: median(_nums([r.get(k) for r in counted])) for k in MEDIAN_KEYS}
-    out["ttft_p95_s"] = percentile(_nums([t for r in counted for t in _items(r.get("ttft_s"))]), 95)
-    out["server_ratio"] = median(_nums([_ratio(r) for r in counted]))
+    out: dict[str, object] = {k: median(numbers([r.get(k) for r in counted])) for k in MEDIAN_KEYS}
+    ttfts = [t for r in counted for t in _items(r.get("ttft_s"))]
+    out["ttft_p95_s"] = percentile(numbers(ttfts), 95)
+    out["server_ratio"] = median(numbers([_ratio(r) for r in counted]))
     out["server_decode_ratio"] = median(
-        _nums([_field(r.get("server_window"), "decode_ratio") for r in counted])
+        numbers([field_of(r.get("server_window"), "decode_ratio") for r in counted])
     )
     out |= {k: sum(_count(r.get(k)) for r in runs) for k in ("failed", "cut", "requests")}
     queues = [r["queue"] for r in runs if r.get("queue")]
     for key in ("waiting_max", "running_max"):
-        vals = _nums([_field(q, key) for q in queues])
+        vals = numbers([field_of(q, key) for q in queues])
         out[f"queue_{key}"] = max(vals) if vals else None
     out["energy"] = energy = cell_energy(counted)
     out["j_per_output_token"] = energy["j_per_output_token"]
@@ -68,7 +69,7 @@ def median_of_runs(runs: Sequence[Mapping[str, object]]) -> dict[str, object]:
     ]
     # the run-level figures behind each median, for the incumbent's intervals
     out["run_values"] = {
-        k: _nums([r.get(k) for r in counted])
+        k: numbers([r.get(k) for r in counted])
         for k in ("aggregate_output_tok_s", "decode_tok_s_p50")
     }
     return out
@@ -80,11 +81,11 @@ def cell_energy(runs: Sequence[Mapping[str, object]]) -> dict[str, object]:
     ens = [r.get("energy") for r in runs]
     if not runs:
         return {"j_per_output_token": None, "why": "no counted run"}
-    missing = [e for e in ens if not e or _field(e, "joules") is None]
+    missing = [e for e in ens if not e or field_of(e, "joules") is None]
     if missing:
-        why = _field(missing[0], "why") or "unmeasured: no GPU telemetry"
+        why = field_of(missing[0], "why") or "unmeasured: no GPU telemetry"
         return {"j_per_output_token": None, "joules": None, "why": why}
-    joules = sum(float(j) for e in ens if isinstance(j := _field(e, "joules"), int | float))
+    joules = sum(float(j) for e in ens if isinstance(j := field_of(e, "joules"), int | float))
     tokens = sum(_count(r.get("completion_tokens")) for r in runs)
     return {
         "j_per_output_token": joules / tokens if tokens else None,
@@ -109,7 +110,7 @@ def public_runs(runs: Sequence[Mapping[str, object]]) -> list[dict[str, object]]
     keep = ("failed", "cut", "degenerate", "broken", "finish_reason", "completion_tokens", "files")
     return [
         {k: v for k, v in r.items() if k not in ("streams", "ttft_s")}
-        | {"streams": [{k: _field(s, k) for k in keep} for s in _items(r.get("streams"))]}
+        | {"streams": [{k: field_of(s, k) for k in keep} for s in _items(r.get("streams"))]}
         for r in runs
     ]
 

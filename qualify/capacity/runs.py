@@ -12,7 +12,7 @@ from typing import TypedDict
 
 from qualify.ab.acceptance import between
 from qualify.capacity.answers import broken
-from qualify.capacity.matrix import _field, _nums
+from qualify.capacity.matrix import field_of, numbers
 from qualify.capacity.openloop import cancelled
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
@@ -119,7 +119,7 @@ def summarize(streams: list[StreamRec], window: float | None) -> dict[str, objec
     speed = [s for s in answered if not s.get("degenerate")]
     tokens = sum(s.get("completion_tokens") or 0 for s in answered)
     chunks = sum(s.get("token_chunks", 0) for s in answered)
-    ttft = _nums(s.get("ttft_s") for s in answered)
+    ttft = numbers(s.get("ttft_s") for s in answered)
     return {
         "requests": len(streams),
         "failed": sum(1 for s in streams if s.get("failed")),
@@ -128,23 +128,23 @@ def summarize(streams: list[StreamRec], window: float | None) -> dict[str, objec
         "completion_tokens": tokens,
         "window_s": window,
         "aggregate_output_tok_s": tokens / window if tokens and window else None,
-        "decode_tok_s_p50": median(_nums(s.get("decode_tok_s") for s in speed)),
+        "decode_tok_s_p50": median(numbers(s.get("decode_tok_s") for s in speed)),
         "ttft_p50_s": median(ttft),
         "ttft_p95_s": percentile(ttft, 95),
         "ttft_s": ttft,
-        "e2e_p50_s": median(_nums(s.get("e2e_s") for s in answered)),
+        "e2e_p50_s": median(numbers(s.get("e2e_s") for s in answered)),
         "chunks_per_token": chunks / tokens if tokens else None,
-        "prompt_tokens_p50": median(_nums(s.get("prompt_tokens") for s in answered)),
+        "prompt_tokens_p50": median(numbers(s.get("prompt_tokens") for s in answered)),
     }
 
 
 def exclusion(run: Mapping[str, object]) -> str | None:
     """Why a run is not counted in its cell's medians, or None."""
-    before, after = _field(run["idle"], "before"), _field(run["idle"], "after")
-    if _field(before, "idle") is False:
-        return f"not idle before the run: {_field(before, 'reason')}"
-    if _field(after, "idle") is False:
-        return f"not idle after the run: {_field(after, 'reason')}"
+    before, after = field_of(run["idle"], "before"), field_of(run["idle"], "after")
+    if field_of(before, "idle") is False:
+        return f"not idle before the run: {field_of(before, 'reason')}"
+    if field_of(after, "idle") is False:
+        return f"not idle after the run: {field_of(after, 'reason')}"
     if run["failed"] or run["cut"]:
         return f"{run['failed']} failed and {run['cut']} cut of {run['requests']} requests"
     if run["degenerate"]:
