@@ -3,6 +3,8 @@ summary against it; one whose alias points at nothing shows no such part."""
 
 from __future__ import annotations
 
+import shutil
+import stat
 import tarfile
 from pathlib import Path
 
@@ -10,10 +12,11 @@ import pytest
 
 from qualify.decision import document
 from qualify.decision.alias_view import AliasView, alias_view
+from qualify.evidence.signing import generate
 from qualify.evidence.store import RunDir, sha256_file
 from qualify.present.reading import run_view
 from qualify.present.record import DecisionRecord
-from qualify.trust.repository import init, pin
+from qualify.trust.repository import init, pin, unpin
 
 ROOT = Path(__file__).resolve().parents[3]
 GPU = ROOT / "docs" / "gpu"
@@ -94,3 +97,41 @@ def test_an_alias_that_cannot_be_verified_says_why(unpacked: Path, tmp_path: Pat
     assert view.summary["status"] == "unusable"
     part = document.render(run_view(run, rec), rec, view).split(PART, 1)[1]
     assert "Not compared with `demo-chat-gpu`'s current recipe: the qualification behind" in part
+
+
+def _copied_roomy(unpacked: Path, tmp: Path) -> Path:
+    """The roomy run copied under `tmp/evidence/` (writable), to change it."""
+    dest = tmp / "evidence" / Path(ROOMY).relative_to("evidence")
+    shutil.copytree(unpacked / ROOMY, dest)
+    for p in [dest, *dest.rglob("*")]:
+        p.chmod(p.stat().st_mode | stat.S_IWUSR)
+    return dest
+
+
+def test_an_alias_target_whose_evidence_changed_is_not_compared(
+    unpacked: Path, tmp_path: Path
+) -> None:
+    """The alias view does not judge its target's stages again, but it reads nothing of a target
+    whose signed files changed: one result edited after signing makes it unusable, naming it."""
+    run, rec = _tight(unpacked)
+    roomy = _copied_roomy(unpacked, tmp_path)
+    house = _house(tmp_path, roomy)
+    f = roomy / "vram" / "attempt-001" / "result.json"
+    f.write_text(f.read_text().replace('"pass"', '"fail"', 1))
+    view = alias_view(run_view(run, rec), rec, house, tmp_path / "evidence")
+    assert view.summary["status"] == "unusable", view.summary
+    assert "vram/attempt-001/result.json: changed" in view.summary["why"], view.summary["why"]
+
+
+def test_an_alias_target_signed_by_a_key_the_house_does_not_pin_is_not_compared(
+    unpacked: Path, tmp_path: Path
+) -> None:
+    run, rec = _tight(unpacked)
+    house = _house(tmp_path, unpacked / ROOMY)
+    other = tmp_path / "other"
+    generate(other)
+    unpin(house, "decision", "gpu", "the test pins another key instead")
+    pin(house, "decision", other.with_suffix(".pub"), "other", "a key that signed nothing here")
+    view = alias_view(run_view(run, rec), rec, house, unpacked / "evidence")
+    assert view.summary["status"] == "unusable", view.summary
+    assert "does not verify" in view.summary["why"], view.summary["why"]
