@@ -148,7 +148,6 @@ class RayFleet:
                     api_key=client.api_key,
                     client_timeout_s=client.timeout_s,
                     timeout_s=cell.timeout_s,
-                    path=cell.path,
                 )
                 for w in workers
             ]
