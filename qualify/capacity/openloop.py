@@ -54,16 +54,6 @@ class OpenLoopRun:
     window_s: float | None
     oversleep_ms: list[float] = field(default_factory=list)
 
-    @classmethod
-    def ended(cls, sent: list[Sent], t0: float, oversleep_ms: list[float]) -> OpenLoopRun:
-        """The run, its window to the last answer's end (to now where a request did not finish)."""
-        done = [(s.sent_s, s.exchange.t_end) for s in sent if s.exchange is not None]
-        ends = [at + end for at, end in done if at is not None and end is not None]
-        window = max(ends) if ends else None
-        if any(s.unfinished for s in sent):
-            window = time.perf_counter() - t0
-        return cls(sent, t0, window, oversleep_ms)
-
     def lag(self) -> Lag:
         lags = [s.lag_s * 1000 for s in self.sent if s.lag_s is not None]
         return Lag(
@@ -204,7 +194,12 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
                     s.unfinished = "never sent: stopped early"
                 elif tasks[i] in pending:
                     s.unfinished = why
-            return OpenLoopRun.ended(sent, t0, oversleep)
+            # the window: to the last answer's end, or to now where a request did not finish
+            answered = [(s.sent_s, s.exchange.t_end) for s in sent if s.exchange is not None]
+            ends = [at + end for at, end in answered if at is not None and end is not None]
+            unfinished = any(s.unfinished for s in sent)
+            window = time.perf_counter() - t0 if unfinished else max(ends, default=None)
+            return OpenLoopRun(sent, t0, window, oversleep)
         finally:
             for task in tasks.values():
                 task.cancel()

@@ -229,8 +229,7 @@ async def soak(
     # every arrival of the Poisson process that falls within the duration
     n = max(1, math.ceil(rate_rps * duration_s))
     offsets = [o for o in poisson(rate_rps, 3 * n + 20, seed) if o < duration_s] or [0.0]
-    prompts = [await fresh() for _ in offsets]
-    bodies = [sender.request(p) for p in prompts]
+    bodies = [sender.request(await fresh()) for _ in offsets]
     drain = float(slo.e2e_s or 60.0)
     cell = Plan(bodies, offsets, duration_s + drain, sender.timeout_s)
     watcher = Watcher(sender, cell, stall_s, health_path, memory, poll_s, drain)
