@@ -190,7 +190,7 @@ class RayFleet:
                     on_done(i, ex)
 
         runs = {
-            w.k: asyncio.ensure_future(_get(self.actors[w.k].run.remote(s)))
+            w.k: asyncio.ensure_future(self.actors[w.k].run.remote(s))
             for w, s in zip(workers, specs, strict=True)
         }
         latest: dict[int, Polled] = {}
@@ -252,16 +252,12 @@ class RayFleet:
     async def close(self) -> None:
         for a in self.actors:
             with contextlib.suppress(Exception):  # a lost worker has nothing to close
-                await asyncio.wait_for(_get(a.close.remote()), 10)
+                await asyncio.wait_for(a.close.remote(), 10)
             ray.kill(a)
         if self.pg is not None:
             remove_placement_group(self.pg)
         if self.joined:
             ray.shutdown()
-
-
-async def _get(ref: Any) -> Any:  # a Ray ObjectRef, awaited: what the remote call returned
-    return await ref
 
 
 def _outcome(f: asyncio.Future[ShardResult]) -> tuple[ShardResult | None, str | None]:

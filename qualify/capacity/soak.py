@@ -186,8 +186,7 @@ class Watcher:
     def seen(self, memory_source: str | None) -> dict[str, object]:
         """What the watcher saw over the soak, for its record."""
         first, last = self.errors_first or {}, self.errors_last
-        gen, mem = self.generated, self.memory_mib
-        generated = self.s.dialect.generated
+        gen, mem, generated = self.generated, self.memory_mib, self.s.dialect.generated
         rose = {k: v - first.get(k, 0.0) for k, v in last.items()}
         return {
             "hung": self.hung,
