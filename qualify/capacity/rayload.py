@@ -106,7 +106,7 @@ class RayFleet:
             out.append({"sent_s": t0, "worker_s": float(w), "back_s": time.perf_counter()})
         return out
 
-    def spread(self, workers: list[Worker], sent: list[Sent], start: float) -> dict[str, object]:
+    def spread(self, workers: list[Worker], sent: list[Sent]) -> dict[str, object]:
         evidence = [w.evidence(sent) for w in workers]
         uncs = [u for e in evidence if isinstance(u := e["uncertainty_ms"], float)]
         return {
@@ -126,7 +126,7 @@ class RayFleet:
             workers = [Worker(k, self.wheres[k], idx) for k, idx in enumerate(shares)]
             planned = [Sent(o) for o in plan]
             if self.broken:
-                return never_sent(plan, self.broken, self.spread(workers, planned, 0.0))
+                return never_sent(plan, self.broken, self.spread(workers, planned))
             calls = (self.probe(self.actors[w.k]) for w in workers)
             probed = await asyncio.gather(*calls, return_exceptions=True)
             for w, probes in zip(workers, probed, strict=True):
@@ -134,7 +134,7 @@ class RayFleet:
                     (probes, None) if isinstance(probes, list) else ([], _why(probes))
                 )
             if why := self._unfit(workers):
-                return never_sent(plan, why, self.spread(workers, planned, 0.0))
+                return never_sent(plan, why, self.spread(workers, planned))
             start = time.perf_counter() + LEAD_S
             specs = [
                 ShardSpec(
@@ -155,7 +155,7 @@ class RayFleet:
             sent = merge(plan, workers, received, start)
             run = SpreadRun(sent, start, window(sent, time.perf_counter() - start))
             run.oversleep_ms = [x for w in workers if w.result for x in w.result.oversleep_ms]
-            run.spread = self.spread(workers, sent, start)
+            run.spread = self.spread(workers, sent)
             lost = [w for w in workers if w.lost]
             if lost:
                 run.harness = f"{node_text(lost[0].evidence(sent))} was lost mid-cell "
