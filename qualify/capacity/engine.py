@@ -4,15 +4,12 @@ full context fit at once; the sources per engine: docs/capacity.md, "What the en
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from qualify.ab.kv import from_log
 from qualify.capacity.record import Engine
-from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.client import Client
+from qualify.httpclient.load import Keep
 from qualify.serving.engine import ADAPTERS
 from qualify.serving.idle import scrape
-
-Keep = Callable[[str, Exchange], list[str]]
 
 
 def _int(v: object) -> int | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict, Unpack
 
 from qualify.capacity.loads import Knee, LoadStream
-from qualify.capacity.openloop import Flight, OpenLoopRun, Plan, harness_lag, poisson, send
+from qualify.capacity.openloop import OpenLoopRun, Plan, harness_lag, poisson, send
 from qualify.capacity.runs import Meter as Meter
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import LoadSettings
@@ -109,7 +109,7 @@ async def measured(
     tally: dict[str, object] = {
         "window_s": run.window_s,
         "lag": lag,
-        "harness_error": harness_lag(lag, lag_bound_ms),
+        "harness_error": harness_lag(lag.model_dump(), lag_bound_ms),
         "energy": energy,
         "streams": trimmed(streams),
     }
@@ -152,12 +152,10 @@ async def open_cell(
     """One open-loop cell between an idle check and the end of its last request."""
     kind, max_tokens, slo = lane["kind"], lane["max_tokens"], lane["slo"]
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
-    prompts = [await fresh() for _ in offsets]  # sized before the clock starts
-    bodies = [sender.request(p) for p in prompts]
+    bodies = [sender.request(await fresh()) for _ in offsets]  # sized before the clock starts
     span = offsets[-1] if offsets else 0.0
-    e = EarlyStop(len(offsets), slo, kind, max_tokens)
-    cell = Plan(bodies, offsets, span + drain_s, sender.timeout_s, stop=e.stop, flight=e.flight)
-    cell.on_done, cell.watch = e.done, e.watch
+    cell = Plan(bodies, offsets, span + drain_s, sender.timeout_s)
+    e = EarlyStop(cell, slo, kind, max_tokens)
     how = chosen(send)  # on Ray workers while a fleet is open (`capacity.spread`)
     lag_bound_ms, meter = lane["lag_bound_ms"], lane.get("meter")
     run, streams, tally = await measured(
@@ -177,29 +175,28 @@ async def open_cell(
 
 @dataclass
 class EarlyStop:
-    """Ends a cell once more requests missed the SLOs (answered outside them, or running past
-    the E2E bound) than its floor tolerates: a saturated cell costs seconds, not its drain."""
+    """Ends the cell `plan` once more requests missed the SLOs (answered outside them, or running
+    past the E2E bound) than its floor tolerates: a saturated cell costs seconds, not its drain."""
 
-    n: int
+    plan: Plan
     slo: Slo
     kind: str
     max_tokens: int
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-    flight: Flight = field(default_factory=Flight)
     missed: set[int] = field(default_factory=set)
     why: str | None = None
 
-    @property
-    def allowed(self) -> int:
-        return math.floor(self.n * (1 - self.slo.goodput_floor) + 1e-9)
+    def __post_init__(self) -> None:
+        self.plan.on_done, self.plan.watch = self.done, self.watch
 
     def _check(self) -> None:
-        if len(self.missed) > self.allowed and not self.stop.is_set():
+        n, stop = len(self.plan.offsets), self.plan.stop
+        allowed = math.floor(n * (1 - self.slo.goodput_floor) + 1e-9)
+        if len(self.missed) > allowed and not stop.is_set():
             self.why = (
-                f"goodput can no longer reach the floor: {len(self.missed)} of {self.n} "
-                f"requests missed the SLOs (at most {self.allowed} may)"
+                f"goodput can no longer reach the floor: {len(self.missed)} of {n} "
+                f"requests missed the SLOs (at most {allowed} may)"
             )
-            self.stop.set()
+            stop.set()
 
     def done(self, i: int, ex: Exchange) -> None:
         if misses(stream_record(ex, [], self.kind, self.max_tokens), self.slo):
@@ -207,13 +204,13 @@ class EarlyStop:
             self._check()
 
     async def watch(self) -> None:
-        bound = self.slo.e2e_s
-        while bound is not None and not self.stop.is_set():
+        bound, stop = self.slo.e2e_s, self.plan.stop
+        while bound is not None and not stop.is_set():
             now = time.perf_counter()
-            self.missed.update(i for i, t in self.flight.running.items() if now - t > bound)
+            self.missed.update(i for i, t in self.plan.flight.running.items() if now - t > bound)
             self._check()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop.wait(), 0.2)
+                await asyncio.wait_for(stop.wait(), 0.2)
 
 
 def step_size(rate: float, s: LoadSettings) -> int:

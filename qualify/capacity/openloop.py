@@ -12,25 +12,14 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypedDict
 
+from qualify.capacity.loads import Lag
 from qualify.httpclient.client import Client, Exchange
+from qualify.httpclient.load import CHAT
 from qualify.httpclient.timing import percentile
 
-CHAT = "/v1/chat/completions"
 TICK_S = 0.010
 FIRST = asyncio.FIRST_COMPLETED
-
-
-class LagFigures(TypedDict):
-    """The client's own lag over an open-loop cell (`OpenLoopRun.lag`, the record's `Lag`)."""
-
-    send_lag_ms_p50: float | None
-    send_lag_ms_p99: float | None
-    send_lag_ms_max: float | None
-    loop_oversleep_ms_p99: float | None
-    loop_oversleep_ms_max: float | None
-    ticks: int
 
 
 def poisson(rate_rps: float, n: int, seed: int) -> list[float]:
@@ -65,26 +54,16 @@ class OpenLoopRun:
     window_s: float | None
     oversleep_ms: list[float] = field(default_factory=list)
 
-    @classmethod
-    def ended(cls, sent: list[Sent], t0: float, oversleep_ms: list[float]) -> OpenLoopRun:
-        """The run, its window to the last answer's end (to now where a request did not finish)."""
-        done = [(s.sent_s, s.exchange.t_end) for s in sent if s.exchange is not None]
-        ends = [at + end for at, end in done if at is not None and end is not None]
-        window = max(ends) if ends else None
-        if any(s.unfinished for s in sent):
-            window = time.perf_counter() - t0
-        return cls(sent, t0, window, oversleep_ms)
-
-    def lag(self) -> LagFigures:
+    def lag(self) -> Lag:
         lags = [s.lag_s * 1000 for s in self.sent if s.lag_s is not None]
-        return {
-            "send_lag_ms_p50": percentile(lags, 50),
-            "send_lag_ms_p99": percentile(lags, 99),
-            "send_lag_ms_max": max(lags) if lags else None,
-            "loop_oversleep_ms_p99": percentile(self.oversleep_ms, 99),
-            "loop_oversleep_ms_max": max(self.oversleep_ms) if self.oversleep_ms else None,
-            "ticks": len(self.oversleep_ms),
-        }
+        return Lag(
+            send_lag_ms_p50=percentile(lags, 50),
+            send_lag_ms_p99=percentile(lags, 99),
+            send_lag_ms_max=max(lags) if lags else None,
+            loop_oversleep_ms_p99=percentile(self.oversleep_ms, 99),
+            loop_oversleep_ms_max=max(self.oversleep_ms) if self.oversleep_ms else None,
+            ticks=len(self.oversleep_ms),
+        )
 
 
 def harness_lag(lag: Mapping[str, object], bound_ms: float) -> str | None:
@@ -147,7 +126,6 @@ class Plan:
     offsets: Sequence[float]
     deadline_s: float
     timeout_s: float | None = None
-    path: str = CHAT
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     flight: Flight = field(default_factory=Flight)
     on_done: Callable[[int, Exchange], None] | None = None
@@ -183,7 +161,7 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
         async def one(i: int) -> None:
             sent[i].sent_s = time.perf_counter() - t0  # until the exchange says when it went out
             with plan.flight.one(i):
-                ex = await client.stream(plan.path, plan.bodies[i], plan.timeout_s)
+                ex = await client.stream(CHAT, plan.bodies[i], plan.timeout_s)
             sent[i].exchange = ex
             sent[i].sent_s = ex.t_sent - t0
             if plan.on_done is not None:
@@ -216,7 +194,12 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
                     s.unfinished = "never sent: stopped early"
                 elif tasks[i] in pending:
                     s.unfinished = why
-            return OpenLoopRun.ended(sent, t0, oversleep)
+            # the window: to the last answer's end, or to now where a request did not finish
+            answered = [(s.sent_s, s.exchange.t_end) for s in sent if s.exchange is not None]
+            ends = [at + end for at, end in answered if at is not None and end is not None]
+            unfinished = any(s.unfinished for s in sent)
+            window = time.perf_counter() - t0 if unfinished else max(ends, default=None)
+            return OpenLoopRun(sent, t0, window, oversleep)
         finally:
             for task in tasks.values():
                 task.cancel()

@@ -12,8 +12,7 @@ from functools import partial
 from qualify.capacity.settings import DecodeKind
 from qualify.context.corpus import Source, new_nonce, system_prompt
 from qualify.context.sizing import CHARS_PER_TOKEN, Counter, Sized, fit, size
-
-Messages = list[dict[str, str]]
+from qualify.httpclient.load import Messages
 
 INSTRUCTIONS: dict[DecodeKind, str] = {
     "prose": "Write a detailed summary of the document above in several paragraphs of prose.",

@@ -106,7 +106,7 @@ class RayFleet:
             out.append({"sent_s": t0, "worker_s": float(w), "back_s": time.perf_counter()})
         return out
 
-    def spread(self, workers: list[Worker], sent: list[Sent], start: float) -> dict[str, object]:
+    def spread(self, workers: list[Worker], sent: list[Sent]) -> dict[str, object]:
         evidence = [w.evidence(sent) for w in workers]
         uncs = [u for e in evidence if isinstance(u := e["uncertainty_ms"], float)]
         return {
@@ -126,7 +126,7 @@ class RayFleet:
             workers = [Worker(k, self.wheres[k], idx) for k, idx in enumerate(shares)]
             planned = [Sent(o) for o in plan]
             if self.broken:
-                return never_sent(plan, self.broken, self.spread(workers, planned, 0.0))
+                return never_sent(plan, self.broken, self.spread(workers, planned))
             calls = (self.probe(self.actors[w.k]) for w in workers)
             probed = await asyncio.gather(*calls, return_exceptions=True)
             for w, probes in zip(workers, probed, strict=True):
@@ -134,7 +134,7 @@ class RayFleet:
                     (probes, None) if isinstance(probes, list) else ([], _why(probes))
                 )
             if why := self._unfit(workers):
-                return never_sent(plan, why, self.spread(workers, planned, 0.0))
+                return never_sent(plan, why, self.spread(workers, planned))
             start = time.perf_counter() + LEAD_S
             specs = [
                 ShardSpec(
@@ -148,7 +148,6 @@ class RayFleet:
                     api_key=client.api_key,
                     client_timeout_s=client.timeout_s,
                     timeout_s=cell.timeout_s,
-                    path=cell.path,
                 )
                 for w in workers
             ]
@@ -156,7 +155,7 @@ class RayFleet:
             sent = merge(plan, workers, received, start)
             run = SpreadRun(sent, start, window(sent, time.perf_counter() - start))
             run.oversleep_ms = [x for w in workers if w.result for x in w.result.oversleep_ms]
-            run.spread = self.spread(workers, sent, start)
+            run.spread = self.spread(workers, sent)
             lost = [w for w in workers if w.lost]
             if lost:
                 run.harness = f"{node_text(lost[0].evidence(sent))} was lost mid-cell "
@@ -191,7 +190,7 @@ class RayFleet:
                     on_done(i, ex)
 
         runs = {
-            w.k: asyncio.ensure_future(_get(self.actors[w.k].run.remote(s)))
+            w.k: asyncio.ensure_future(self.actors[w.k].run.remote(s))
             for w, s in zip(workers, specs, strict=True)
         }
         latest: dict[int, Polled] = {}
@@ -253,16 +252,12 @@ class RayFleet:
     async def close(self) -> None:
         for a in self.actors:
             with contextlib.suppress(Exception):  # a lost worker has nothing to close
-                await asyncio.wait_for(_get(a.close.remote()), 10)
+                await asyncio.wait_for(a.close.remote(), 10)
             ray.kill(a)
         if self.pg is not None:
             remove_placement_group(self.pg)
         if self.joined:
             ray.shutdown()
-
-
-async def _get(ref: Any) -> Any:  # a Ray ObjectRef, awaited: what the remote call returned
-    return await ref
 
 
 def _outcome(f: asyncio.Future[ShardResult]) -> tuple[ShardResult | None, str | None]:

@@ -96,16 +96,18 @@ def judge_turn(turn: int, s: Script, o: ChatOutcome) -> list[str]:
     return []
 
 
+TURN_KEYS = tuple(SessionTurn.model_fields)  # what the record keeps of a turn
+
+
 def turn_record(ex: Exchange, files: list[str], session: int, turn: int) -> dict[str, object]:
     """One turn's figures and judgment from its exchange (the stage's and `verify`'s): a
     stream's, with its session, turn and whether the session went on with the call the model
     should have made (`scripted`)."""
-    rec = {**stream_record(ex, files), "session": session, "turn": turn, "scripted": False}
+    rec: dict[str, object] = {**stream_record(ex, files), "session": session, "turn": turn}
     o = from_stream(ex)
     problems = [] if rec["failed"] or rec["cut"] else judge_turn(turn, script(session), o)
-    rec["broken"] = problems
-    rec["scripted"] = turn == 1 and bool(problems)
-    return rec
+    rec |= {"broken": problems, "scripted": turn == 1 and bool(problems)}
+    return {k: rec[k] for k in TURN_KEYS}
 
 
 def _by_turn(turns: Sequence[Mapping[str, object]], key: str) -> list[float | None]:
@@ -117,16 +119,13 @@ def _by_turn(turns: Sequence[Mapping[str, object]], key: str) -> list[float | No
     ]
 
 
-TURN_KEYS = tuple(SessionTurn.model_fields)  # what the record keeps of a turn
-
-
 def session_figures(
     turns: list[dict[str, object]], slo: Slo, window_s: float | None
 ) -> dict[str, object]:
     """The sessions' figures from their turns: per turn the median TTFT, prompt and cached
     tokens; turns judged and broken; goodput of the turns under the SLOs."""
     return {
-        "turns": [{k: t.get(k) for k in TURN_KEYS if k in t} for t in turns],
+        "turns": turns,
         "ttft_p50_s_by_turn": _by_turn(turns, "ttft_s"),
         "prompt_tokens_by_turn": _by_turn(turns, "prompt_tokens"),
         "cached_tokens_by_turn": _by_turn(turns, "cached_tokens"),
@@ -145,26 +144,24 @@ async def _session(sender: Sender, k: int, max_tokens: int) -> list[dict[str, ob
         body = {**sender.request(msgs), "max_tokens": max_tokens, "tools": TOOLS}
         ex = await sender.client.stream(CHAT, body, sender.timeout_s)
         files = sender.keep(f"load-session-t{turn}-s{k + 1}", ex)
-        rec = turn_record(ex, files, k, turn)
-        out.append(rec)
-        o = from_stream(ex)
+        out.append(turn_record(ex, files, k, turn))
         if turn == 1:
             call = s.call()
             msgs.append({"role": "assistant", "content": "", "tool_calls": [call]})
             msgs.append({"role": "tool", "tool_call_id": call["id"], "content": s.result()})
         else:
-            msgs.append({"role": "assistant", "content": o.content})
+            msgs.append({"role": "assistant", "content": from_stream(ex).content})
             msgs.append({"role": "user", "content": s.ask(3)})
     return out
 
 
-async def run_sessions(sender: Sender, count: int, max_tokens: int, slo: Slo) -> dict[str, object]:
+async def run_sessions(sender: Sender, count: int, max_tokens: int) -> dict[str, object]:
     """`count` sessions at once; their record."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     done = await asyncio.gather(*(_session(sender, k, max_tokens) for k in range(count)))
     window = loop.time() - t0
-    turns = [{k: t.get(k) for k in TURN_KEYS if k in t} for session in done for t in session]
+    turns = [t for session in done for t in session]
     return {"count": count, "window_s": window, "turns": turns}  # figures: `sessions_again`
 
 

@@ -11,7 +11,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from qualify.capacity.openloop import CHAT, Flight, Plan, send
+from qualify.capacity.openloop import Flight, Plan, send
 from qualify.httpclient.client import Client, Exchange
 
 
@@ -29,7 +29,6 @@ class ShardSpec:
     api_key: str | None = None
     client_timeout_s: float = 120.0
     timeout_s: float | None = None
-    path: str = CHAT
 
 
 @dataclass
@@ -84,7 +83,7 @@ class Shard:
             await asyncio.sleep(wait)
         late = time.perf_counter() - start
         offsets = [o - late for o in spec.offsets]  # still anchored to the shared start
-        cell = Plan(spec.bodies, offsets, spec.deadline_s - late, spec.timeout_s, spec.path)
+        cell = Plan(spec.bodies, offsets, spec.deadline_s - late, spec.timeout_s)
         cell.stop, cell.flight, cell.on_done = self.stop, self.flight, self._ended
         run = await send(self.clients[key], cell)
         shift = run.started - start

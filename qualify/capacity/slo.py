@@ -41,11 +41,6 @@ class Slo(Part):
     percentile: float = 95.0
     goodput_floor: float = 0.0
 
-    def bound(self, metric: str) -> float | None:
-        """The bound of one of `METRICS`."""
-        value: float | None = getattr(self, metric)
-        return value
-
 
 class SloFigures(Part):
     """One figure per SLO metric (TTFT, TPOT, E2E)."""
@@ -99,7 +94,7 @@ def effective(t: Thresholds, mine: SloSettings) -> Slo:
 def bounds(slo: Slo) -> list[str]:
     """`TTFT ≤ 5 s`, … for each metric the SLOs bound."""
     names = {"ttft_s": "TTFT", "tpot_s": "TPOT", "e2e_s": "E2E"}
-    return [f"{names[m]} ≤ {b:g} s" for m in METRICS if (b := slo.bound(m)) is not None]
+    return [f"{names[m]} ≤ {b:g} s" for m in METRICS if (b := getattr(slo, m)) is not None]
 
 
 def shown(slo: Slo) -> str:
@@ -133,7 +128,7 @@ def misses(stream: Mapping[str, object], slo: Slo) -> list[str]:
         "e2e_s": number(stream.get("e2e_s")),
     }
     for m in METRICS:
-        bound, v = slo.bound(m), values[m]
+        bound, v = getattr(slo, m), values[m]
         if bound is None:
             continue
         if v is None:
@@ -177,7 +172,7 @@ def goodput(streams: Sequence[Mapping[str, object]], slo: Slo, window_s: float |
     )
 
     def met(m: str) -> bool | None:
-        bound, value = slo.bound(m), getattr(figures, m)
+        bound, value = getattr(slo, m), getattr(figures, m)
         return None if bound is None or value is None else bool(value <= bound)
 
     counts = Counter(reason.split(" ", 1)[0].rstrip(":") for w in why for reason in w)

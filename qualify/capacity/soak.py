@@ -186,8 +186,7 @@ class Watcher:
     def seen(self, memory_source: str | None) -> dict[str, object]:
         """What the watcher saw over the soak, for its record."""
         first, last = self.errors_first or {}, self.errors_last
-        gen, mem = self.generated, self.memory_mib
-        generated = self.s.dialect.generated
+        gen, mem, generated = self.generated, self.memory_mib, self.s.dialect.generated
         rose = {k: v - first.get(k, 0.0) for k, v in last.items()}
         return {
             "hung": self.hung,
@@ -229,8 +228,7 @@ async def soak(
     # every arrival of the Poisson process that falls within the duration
     n = max(1, math.ceil(rate_rps * duration_s))
     offsets = [o for o in poisson(rate_rps, 3 * n + 20, seed) if o < duration_s] or [0.0]
-    prompts = [await fresh() for _ in offsets]
-    bodies = [sender.request(p) for p in prompts]
+    bodies = [sender.request(await fresh()) for _ in offsets]
     drain = float(slo.e2e_s or 60.0)
     cell = Plan(bodies, offsets, duration_s + drain, sender.timeout_s)
     watcher = Watcher(sender, cell, stall_s, health_path, memory, poll_s, drain)

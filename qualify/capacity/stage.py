@@ -102,12 +102,6 @@ class Lane:
 
 @dataclass
 class Capacity:
-    @property
-    def ttft_bound(self) -> float | None:
-        """The saturation bound: the house's, or the candidate's where it is tighter."""
-        bounds = [self.s.max_ttft_p95_s, self.ctx.thresholds.capacity_max_ttft_p95_s]
-        return min((b for b in bounds if b is not None), default=None)
-
     ctx: StageContext
     s: CapacitySettings
     seed: int
@@ -176,7 +170,7 @@ class Capacity:
             got = await replays(lane.sender, text, s.replay, common, drain)
             ld.replay = [ReplayCell.model_validate(c) for c in got]
         if n := s.sessions.count:  # agent sessions, each turn on the previous answers
-            runs = await run_sessions(lane.sender, n, s.sessions.max_tokens, self.slo)
+            runs = await run_sessions(lane.sender, n, s.sessions.max_tokens)
             ld.sessions = Sessions.model_validate(runs)
         return ld
 
@@ -275,6 +269,9 @@ class Capacity:
     ) -> bool:
         """One lane's turn of matrix runs; False where the incumbent is missing (`inc_info` why)."""
         levels = self.s.concurrency
+        # the saturation bound: the house's, or the candidate's where it is tighter
+        bounds = [self.s.max_ttft_p95_s, self.ctx.thresholds.capacity_max_ttft_p95_s]
+        bound = min((b for b in bounds if b is not None), default=None)
         if name == INCUMBENT and inc_info.status != "found":
             task.advance(len(self.s.lengths) * len(levels) * len(runs))
             return False
@@ -312,7 +309,7 @@ class Capacity:
                     timed["run"] = run
                     lane.runs.setdefault((planned, c), []).append(timed)
                     task.advance(note=f"capacity {lane.name} {planned} tokens c={c} run {run}")
-                why = saturation(median_of_runs(lane.runs.get((planned, c), [])), self.ttft_bound)
+                why = saturation(median_of_runs(lane.runs.get((planned, c), [])), bound)
                 if why and planned not in lane.saturated:
                     lane.saturated[planned] = rec.Saturation(at=c, why=why)
         return True

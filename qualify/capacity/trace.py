@@ -128,13 +128,8 @@ def prompt_of(row: TraceRow, index: int, block_tokens: int = MOONCAKE_BLOCK_TOKE
     ids: list[int | str] = list(row.hash_ids)
     if not ids:
         ids = [f"r{index}-{k}" for k in range(max(1, -(-total // block_tokens)))]
-    parts, left = [], total
-    for block in ids:
-        n = min(block_tokens, left)
-        if n <= 0:
-            break
-        parts.append(block_text(block, n))
-        left -= n
+    sizes = (min(block_tokens, total - k * block_tokens) for k in range(len(ids)))
+    parts = [block_text(block, n) for block, n in zip(ids, sizes, strict=True) if n > 0]
     return [{"role": "user", "content": "\n".join([*parts, _ASK])}]
 
 

@@ -117,7 +117,7 @@ def test_merged_sends_equal_one_process(cluster: str, emitter: str) -> None:
         )
     cell = annotate({"harness_error": None}, run, BOUND_MS)
     assert cell["harness_error"] is None and cell["spread"] is run.spread
-    print(f"one process lag p99 {one.lag()['send_lag_ms_p99']:.2f} ms; on Ray {run.lag()}")
+    print(f"one process lag p99 {one.lag().send_lag_ms_p99:.2f} ms; on Ray {run.lag()}")
 
 
 def test_a_worker_behind_fails_the_cell_naming_it(cluster: str, emitter: str) -> None:

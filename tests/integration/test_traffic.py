@@ -172,7 +172,7 @@ def test_agent_sessions_run_each_turn_on_the_previous_answers(server: str, tmp_p
         async with Client(server) as c:
             body = {"model": "m", "max_tokens": 48, "temperature": 0}
             sender = Sender(c, dialect("llama.cpp"), body, 300.0, 5.0, kept)
-            return await run_sessions(sender, 3, 48, SLO)
+            return await run_sessions(sender, 3, 48)
 
     raw = asyncio.run(go())
     # the figures are the ones `verify` derives from the kept turns (the stage keeps none)
