@@ -73,7 +73,7 @@ def _recorded(info: Content) -> tuple[Needles, Tasks]:
     if any({"lines", "question", "expect"} - t.model_fields_set for t in info.tasks):
         raise NotKept(f"its tasks are not recorded ({info.tasks!r})")
     a, b = info.needles
-    tasks = [Task.of(t) for t in info.tasks]
+    tasks = [Task.model_validate(t.model_dump()) for t in info.tasks]
     return Needles((a, b)), Tasks(tuple(tasks))
 
 

@@ -170,8 +170,8 @@ class Ladder:
             method=self.counter.method,
             passes=doc.passes,
             needle_depths=doc.depths,
-            needles=needles.record(),
-            tasks=tasks.record(),
+            needles=list(needles.pair),
+            tasks=list(tasks.items),
             tasks_note=no_tasks,
             question=question,
         )
