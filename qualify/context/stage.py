@@ -17,7 +17,7 @@ import random
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from qualify.candidate import LoadedCandidate
@@ -137,11 +137,6 @@ class Ladder:
             )
         return tasks, None
 
-    async def _size(self, count: Callable[[int], Awaitable[int]], r: Rung, kind: Kind) -> Sized:
-        """The rung's prompt sized with the server's tokenizer (`qualify.context.sizing`)."""
-        per_token, most = CHARS_PER_TOKEN[kind], self.settings.max_tokenizer_counts
-        return await size(count, r.planned_tokens, per_token, most)
-
     async def rung(self, r: Rung, kind: Kind, deepest: bool = False) -> None:
         s = self.settings
         needles, source, warm_nonce = Needles.draw(self.rng), Source(kind, self.seed), new_nonce()
@@ -157,7 +152,9 @@ class Ladder:
 
         calls0 = self.counter.calls
         try:
-            sized = await self._size(count, r, kind)
+            sized = await size(
+                count, r.planned_tokens, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts
+            )
         except SizingError as exc:
             r.errors.append(f"{kind}: sizing failed: {exc}")
             return
@@ -177,7 +174,10 @@ class Ladder:
         )
         self.ctx.attempt.write_json(f"sizing-{r.target}-{kind}.json", info.model_dump(mode="json"))
         warm = build(sized.chars, warm_nonce)
-        info.warmups = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
+        info.warmups = []
+        for i in range(s.warmups):  # each answer: the rebuild's
+            _, files = await self.drv.send(warm, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
+            info.warmups.append(Warmup(n=i + 1, files=files))
         r.contents[kind] = info
         info.cold_fits = []
         for pass_ in PASSES:  # warm first: a cold prompt may evict the warm one
@@ -204,7 +204,7 @@ class Ladder:
 
     async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> Asked:
         """One task asked on its own (warm: the document is in the prefix cache); the rebuild
-        checks its answer (`ladder.asked_answer`)."""
+        checks its answer."""
         drv = replace(self.drv, body={**self.drv.body, "max_tokens": self.settings.task_max_tokens})
         _, files = await drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
         return Asked(kind=task.kind, pass_="warm", form="own question", files=files)
@@ -231,7 +231,9 @@ class Ladder:
 
         s, calls0 = self.settings, self.counter.calls
         try:
-            sized = await self._size(count, r, kind)
+            sized = await size(
+                count, r.planned_tokens, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts
+            )
             call = first(sized.chars, battery.CALL_PROMPT)
             typed_tokens = await self.counter.count(call, tools)
         except SizingError as exc:
@@ -266,10 +268,6 @@ class Ladder:
         )
         info.cold_fits.append(fitted)
         return build(fitted.chars, fitted.nonce)
-
-    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> Warmup:
-        _, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
-        return Warmup(n=i + 1, files=files)  # its answer: the rebuild's (`ladder.warmup_answer`)
 
 
 async def context(ctx: StageContext) -> StageResult:
