@@ -181,14 +181,14 @@ def test_auto_tries_every_source_and_says_why(monkeypatch: pytest.MonkeyPatch) -
         raise NvmlUnavailable("NVML did not initialise: NVML Shared Library Not Found")
 
     monkeypatch.setattr("qualify.vram.select.NvmlSource", no_nvml)
-    choice = choose(VramSettings())
-    assert choice.source is None
-    assert choice.why_none == (
+    sampler = choose(VramSettings())
+    assert sampler.source is None
+    assert sampler.unavailable == (
         "nvml: NVML did not initialise: NVML Shared Library Not Found; "
         "DCGM: stages.vram.dcgm_urls is empty; "
         "prometheus: stages.vram.prometheus_url is not set"
     )
-    assert choose(VramSettings(source="none")).why_none == 'stages.vram.source is "none"'
+    assert choose(VramSettings(source="none")).unavailable == 'stages.vram.source is "none"'
 
 
 def test_settings_reject_dcgm_without_urls_and_nvidia_smi() -> None:
