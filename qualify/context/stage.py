@@ -17,7 +17,7 @@ import random
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from qualify.candidate import LoadedCandidate
@@ -137,6 +137,11 @@ class Ladder:
             )
         return tasks, None
 
+    async def _size(self, count: Callable[[int], Awaitable[int]], r: Rung, kind: Kind) -> Sized:
+        """The rung's prompt sized with the server's tokenizer (`qualify.context.sizing`)."""
+        per_token, most = CHARS_PER_TOKEN[kind], self.settings.max_tokenizer_counts
+        return await size(count, r.planned_tokens, per_token, most)
+
     async def rung(self, r: Rung, kind: Kind, deepest: bool = False) -> None:
         s = self.settings
         needles, source, warm_nonce = Needles.draw(self.rng), Source(kind, self.seed), new_nonce()
@@ -152,9 +157,7 @@ class Ladder:
 
         calls0 = self.counter.calls
         try:
-            sized = await size(
-                count, r.planned_tokens, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts
-            )
+            sized = await self._size(count, r, kind)
         except SizingError as exc:
             r.errors.append(f"{kind}: sizing failed: {exc}")
             return
@@ -174,10 +177,7 @@ class Ladder:
         )
         self.ctx.attempt.write_json(f"sizing-{r.target}-{kind}.json", info.model_dump(mode="json"))
         warm = build(sized.chars, warm_nonce)
-        info.warmups = []
-        for i in range(s.warmups):  # each answer: the rebuild's
-            _, files = await self.drv.send(warm, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
-            info.warmups.append(Warmup(n=i + 1, files=files))
+        info.warmups = [await self._warmup(r, kind, warm, i) for i in range(s.warmups)]
         r.contents[kind] = info
         info.cold_fits = []
         for pass_ in PASSES:  # warm first: a cold prompt may evict the warm one
@@ -231,9 +231,7 @@ class Ladder:
 
         s, calls0 = self.settings, self.counter.calls
         try:
-            sized = await size(
-                count, r.planned_tokens, CHARS_PER_TOKEN[kind], s.max_tokenizer_counts
-            )
+            sized = await self._size(count, r, kind)
             call = first(sized.chars, battery.CALL_PROMPT)
             typed_tokens = await self.counter.count(call, tools)
         except SizingError as exc:
@@ -268,6 +266,10 @@ class Ladder:
         )
         info.cold_fits.append(fitted)
         return build(fitted.chars, fitted.nonce)
+
+    async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> Warmup:
+        _, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
+        return Warmup(n=i + 1, files=files)  # its answer: the rebuild's
 
 
 async def context(ctx: StageContext) -> StageResult:
