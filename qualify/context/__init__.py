@@ -9,11 +9,9 @@ from qualify.registry import StageParts, StageSpec
 
 
 def parts() -> StageParts:
-    from qualify.context import depth_acceptance, judges, rebuild, record, section, stage
+    from qualify.context import judges, rebuild, record, section, stage
 
-    return StageParts.of(
-        stage.context, record.Record, section, judges, depth_acceptance, rebuild=rebuild.rebuild
-    )
+    return StageParts.of(stage.context, record.Record, section, judges, rebuild=rebuild.rebuild)
 
 
 SPEC = StageSpec(

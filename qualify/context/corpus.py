@@ -102,9 +102,6 @@ class Needles:
         flat = DIGIT_GAP.sub("", answer)
         return {str(n.depth): n.value in flat for n in self.pair}
 
-    def record(self) -> list[NeedleInfo]:
-        return list(self.pair)
-
 
 @dataclass
 class Source:

@@ -19,16 +19,8 @@ from dataclasses import dataclass
 from qualify.ab.acceptance import between
 from qualify.ab.record import Acceptance
 from qualify.context.corpus import Needles
-from qualify.context.record import (
-    Asked,
-    DegenerateMark,
-    Pass,
-    Row,
-    Stream,
-    StreamServer,
-    Warmup,
-)
-from qualify.context.tasks import Task, Tasks, judge_combined
+from qualify.context.record import DegenerateMark, Pass, Row, Stream, StreamServer
+from qualify.context.tasks import Tasks, judge_combined
 from qualify.httpclient.chat import ChatOutcome
 from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.load import Messages
@@ -73,27 +65,6 @@ def stream_problem(o: ChatOutcome) -> str | None:
     if o.completion_tokens is None:
         return "no usage.completion_tokens in the stream (include_usage not honoured)"
     return None
-
-
-def _said(o: ChatOutcome) -> dict[str, object]:
-    """What an answer says, as a warm-up and a task asked on its own record it."""
-    return {
-        "problem": stream_problem(o),
-        "answer": o.content,
-        "prompt_tokens": o.prompt_tokens,
-        "cached_tokens": o.cached_tokens,
-    }
-
-
-def warmup_answer(w: Warmup, o: ChatOutcome) -> Warmup:
-    """A warm-up's record with what its answer says (the rebuild's, from its exchange)."""
-    return w.model_copy(update=_said(o) | {"e2e_s": o.t_end})
-
-
-def asked_answer(a: Asked, o: ChatOutcome, task: Task) -> Asked:
-    """A task asked on its own with what its answer says, checked (the rebuild's)."""
-    more = {"finish_reason": o.finish_reason, "completion_tokens": o.completion_tokens}
-    return a.model_copy(update=_said(o) | more | {"check": task.check(o.content)})
 
 
 # The figures a stream takes from its timing under the same name.

@@ -73,7 +73,7 @@ def _recorded(info: Content) -> tuple[Needles, Tasks]:
     if any({"lines", "question", "expect"} - t.model_fields_set for t in info.tasks):
         raise NotKept(f"its tasks are not recorded ({info.tasks!r})")
     a, b = info.needles
-    tasks = [Task.of(t) for t in info.tasks]
+    tasks = [Task.model_validate(t.model_dump()) for t in info.tasks]
     return Needles((a, b)), Tasks(tuple(tasks))
 
 
@@ -139,6 +139,16 @@ def _windowed(view: AttemptView, row: Row, keep: list[RequestTiming]) -> list[Re
     return keep
 
 
+def _said(o: ChatOutcome) -> dict[str, object]:
+    """What an answer says, as a warm-up and a task asked on its own record it."""
+    return {
+        "problem": ladder.stream_problem(o),
+        "answer": o.content,
+        "prompt_tokens": o.prompt_tokens,
+        "cached_tokens": o.cached_tokens,
+    }
+
+
 def _contents(view: AttemptView, contents: dict[str, Content]) -> dict[str, Content]:
     """Each content's warm-ups and tasks asked on their own, from their exchanges (in place)."""
     for kind, info in contents.items():
@@ -146,14 +156,15 @@ def _contents(view: AttemptView, contents: dict[str, Content]) -> dict[str, Cont
         for i, w in enumerate(info.warmups):
             ex, o = _kept(view, w.files, True)
             _held(ex, needles, tasks, f"{kind} warm-up {w.n}")
-            info.warmups[i] = ladder.warmup_answer(w, o)
+            info.warmups[i] = w.model_copy(update=_said(o) | {"e2e_s": o.t_end})
         by_kind: dict[str, Task] = {t.kind: t for t in tasks.items}
         for i, a in enumerate(info.asked):
             if (task := by_kind.get(a.kind)) is None:
                 raise NotKept(f"{kind}: a task asked on its own is not one the rung records")
             ex, o = _kept(view, a.files, True)
             _held(ex, needles, tasks, f"{kind} task {task.kind}")
-            info.asked[i] = ladder.asked_answer(a, o, task)
+            more = {"finish_reason": o.finish_reason, "completion_tokens": o.completion_tokens}
+            info.asked[i] = a.model_copy(update=_said(o) | more | {"check": task.check(o.content)})
     return contents
 
 

@@ -158,7 +158,7 @@ class NeedleInfo(Written):
 
 
 class TaskInfo(Written):
-    """`qualify.context.tasks.Task.record`: one hidden task of a document."""
+    """One hidden task of a document (`qualify.context.tasks.Task`)."""
 
     kind: str
     depths: list[int] = Field(default_factory=list)

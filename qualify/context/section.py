@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qualify.context.depth_acceptance import rung_acceptance
+from qualify.context.judges import rung_acceptance
 from qualify.context.record import Record, Row
 from qualify.evidence.store import RunDir
 from qualify.present.cells import Cell, Measure, drafted, given, nums

@@ -170,8 +170,8 @@ class Ladder:
             method=self.counter.method,
             passes=doc.passes,
             needle_depths=doc.depths,
-            needles=needles.record(),
-            tasks=tasks.record(),
+            needles=list(needles.pair),
+            tasks=list(tasks.items),
             tasks_note=no_tasks,
             question=question,
         )
@@ -204,7 +204,7 @@ class Ladder:
 
     async def ask(self, r: Rung, kind: str, msgs: Messages, task: Task) -> Asked:
         """One task asked on its own (warm: the document is in the prefix cache); the rebuild
-        checks its answer (`ladder.asked_answer`)."""
+        checks its answer."""
         drv = replace(self.drv, body={**self.drv.body, "max_tokens": self.settings.task_max_tokens})
         _, files = await drv.send(msgs, f"ctx-{r.target}-{kind}-task-{task.kind}")
         return Asked(kind=task.kind, pass_="warm", form="own question", files=files)
@@ -269,7 +269,7 @@ class Ladder:
 
     async def _warmup(self, r: Rung, kind: str, msgs: Messages, i: int) -> Warmup:
         _, files = await self.drv.send(msgs, f"ctx-{r.target}-{kind}-warmup-{i + 1}")
-        return Warmup(n=i + 1, files=files)  # its answer: the rebuild's (`ladder.warmup_answer`)
+        return Warmup(n=i + 1, files=files)  # its answer: the rebuild's
 
 
 async def context(ctx: StageContext) -> StageResult:

@@ -23,7 +23,7 @@ import random
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Literal, cast, get_args
+from typing import Literal, get_args
 
 from qualify.context.corpus import DIGIT_GAP, five_digits, fresh
 from qualify.context.record import TaskCheck, TaskInfo
@@ -52,57 +52,48 @@ def first_number(answer: str) -> int | None:
     return min(hits)[1] if hits else None
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(TaskInfo):
     """One task: its lines at their depths, its question, and what a right answer holds."""
-
-    kind: TaskKind
-    lines: tuple[tuple[int, str], ...]  # (depth %, line without the content prefix)
-    question: str
-    expect: tuple[str, ...]
-    forbid: tuple[str, ...] = ()
-    count: int | None = None
-
-    @property
-    def depths(self) -> list[int]:
-        return sorted({d for d, _ in self.lines})
 
     def check(self, answer: str) -> TaskCheck:
         """Whether `answer` is right, with what it named and missed (deterministic)."""
         if self.kind == "aggregation":
             said = first_number(answer)
             return TaskCheck(passed=said == self.count, expected=self.count, said=said)
-        expected = list(self.expect)
         if self.kind in ("multi-key", "multi-value"):
             flat = DIGIT_GAP.sub("", answer)
             missed = [v for v in self.expect if v not in flat]
-            return TaskCheck(passed=not missed, missed=missed, expected=expected)
+            return TaskCheck(passed=not missed, missed=missed, expected=self.expect)
         if self.kind == "variable-tracking":
             words = set(re.findall(r"\b[A-Z]{4}\b", answer))
             missed = [v for v in self.expect if v not in words]
             wrong = [v for v in self.forbid if v in words]
             ok = not missed and not wrong
-            return TaskCheck(passed=ok, missed=missed, wrong=wrong, expected=expected)
+            return TaskCheck(passed=ok, missed=missed, wrong=wrong, expected=self.expect)
         words = set(re.findall(r"[a-z]+", answer.lower()))
         missed = [v for v in self.expect if v not in words]
-        return TaskCheck(passed=not missed, missed=missed, expected=expected)
+        return TaskCheck(passed=not missed, missed=missed, expected=self.expect)
 
-    @classmethod
-    def of(cls, t: TaskInfo) -> Task:
-        """The task a record holds (`record` read back)."""
-        kind = cast(TaskKind, t.kind)
-        return cls(kind, tuple(t.lines), t.question, tuple(t.expect), tuple(t.forbid), t.count)
 
-    def record(self) -> TaskInfo:
-        return TaskInfo(
-            kind=self.kind,
-            depths=self.depths,
-            lines=list(self.lines),
-            question=self.question,
-            expect=list(self.expect),
-            forbid=list(self.forbid),
-            count=self.count,
-        )
+def _task(
+    kind: TaskKind,
+    lines: tuple[tuple[int, str], ...],  # (depth %, line without the content prefix)
+    question: str,
+    expect: tuple[str, ...],
+    forbid: tuple[str, ...] = (),
+    count: int | None = None,
+) -> Task:
+    """A task with every field of its record written."""
+    depths = sorted({d for d, _ in lines})
+    return Task(
+        kind=kind,
+        depths=depths,
+        lines=list(lines),
+        question=question,
+        expect=list(expect),
+        forbid=list(forbid),
+        count=count,
+    )
 
 
 def multi_key(rng: random.Random, taken: set[str]) -> Task:
@@ -120,7 +111,7 @@ def multi_key(rng: random.Random, taken: set[str]) -> Task:
         f"What are the access codes of locker {lockers[asked[0]]} and of locker "
         f"{lockers[asked[1]]}? Give both numbers."
     )
-    return Task("multi-key", lines, q, tuple(values[i] for i in asked))
+    return _task("multi-key", lines, q, tuple(values[i] for i in asked))
 
 
 def multi_value(rng: random.Random, taken: set[str]) -> Task:
@@ -131,7 +122,7 @@ def multi_value(rng: random.Random, taken: set[str]) -> Task:
         for d, v in zip(depths, values, strict=True)
     )
     q = "List every batch code of the Corwen depot that the document gives."
-    return Task("multi-value", lines, q, tuple(values))
+    return _task("multi-value", lines, q, tuple(values))
 
 
 def variable_tracking(rng: random.Random, taken: set[str]) -> Task:
@@ -149,7 +140,7 @@ def variable_tracking(rng: random.Random, taken: set[str]) -> Task:
         f"Which variables (the VAR lines) hold the value {value}, directly or through another "
         "variable? Name all of them."
     )
-    return Task("variable-tracking", lines, q, tuple(chain), tuple(decoy))
+    return _task("variable-tracking", lines, q, tuple(chain), tuple(decoy))
 
 
 def common_words(rng: random.Random, taken: set[str]) -> Task:
@@ -162,7 +153,7 @@ def common_words(rng: random.Random, taken: set[str]) -> Task:
         (d, "Word list: " + ", ".join(words)) for d, words in zip((25, 60, 88), thirds, strict=True)
     )
     q = "Across all the word lists in the document, which three words occur most often?"
-    return Task("common-words", lines, q, tuple(common))
+    return _task("common-words", lines, q, tuple(common))
 
 
 def aggregation(rng: random.Random, taken: set[str]) -> Task:
@@ -170,7 +161,7 @@ def aggregation(rng: random.Random, taken: set[str]) -> Task:
     depths = sorted(rng.sample(range(12, 96, 6), n))
     lines = tuple((d, "Note: one more crate was loaded onto the barge Halden.") for d in depths)
     q = "How many crates were loaded onto the barge Halden in all? Answer with a number first."
-    return Task("aggregation", lines, q, (), count=n)
+    return _task("aggregation", lines, q, (), count=n)
 
 
 _MAKERS = {
@@ -195,9 +186,6 @@ class Tasks:
 
     def lines(self) -> list[tuple[int, str]]:
         return [line for t in self.items for line in t.lines]
-
-    def record(self) -> list[TaskInfo]:
-        return [t.record() for t in self.items]
 
 
 _NUMBERED = re.compile(r"(?m)^\s*(?:\*\*)?(\d{1,2})\s*[.):]")

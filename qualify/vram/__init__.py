@@ -15,18 +15,12 @@ if TYPE_CHECKING:
 
 
 def start_sampler(loaded: LoadedCandidate, run: RunDir) -> Sampler:
-    """The sampler for this candidate's telemetry source, started (from the first `mark`, into
-    the run's `telemetry/`). With no source it samples nothing, so the vram stage can say which
-    sources were tried and why each gave no telemetry."""
-    from qualify.vram.sampler import Sampler
+    """The sampler of this candidate's telemetry source (`select.choose`), started: it samples
+    from the first `mark`, into the run's `telemetry/`."""
     from qualify.vram.select import choose
     from qualify.vram.series import SampleLog
 
-    s = loaded.candidate.stages.vram
-    choice = choose(s)
-    log = SampleLog(run)
-    sampler = Sampler(choice.source, s.interval_ms, choice.why_none, choice.problems, log)
-    return sampler.start()
+    return choose(loaded.candidate.stages.vram, SampleLog(run)).start()
 
 
 def plan_note(loaded: LoadedCandidate) -> str:

@@ -78,25 +78,15 @@ class NvmlSource:
         if not wanted:
             raise NvmlUnavailable("NVML initialised but found no GPU")
         self.handles = {str(i): self.nv.nvmlDeviceGetHandleByIndex(i) for i in wanted}
-        self.memory_info = self._memory_version(next(iter(self.handles.values())))
-        self.power_field = self._power_method(next(iter(self.handles.values())))
+        first = next(iter(self.handles.values()))
+        try:
+            self.nv.nvmlDeviceGetMemoryInfo(first, version=self.nv.nvmlMemory_v2)
+            self.memory_info = "v2"
+        except self.nv.NVMLError:
+            self.memory_info = "v1"
+        fields = (f for f in (POWER_INSTANT, POWER_AVERAGE) if self._power_w(first, f) is not None)
+        self.power_field = next(fields, None)
         self._cards = [self._card(gpu, h) for gpu, h in self.handles.items()]
-
-    def _memory_version(self, h: object) -> str:
-        try:
-            self.nv.nvmlDeviceGetMemoryInfo(h, version=self.nv.nvmlMemory_v2)
-            return "v2"
-        except self.nv.NVMLError:
-            return "v1"
-
-    def _power_method(self, h: object) -> str | None:
-        if self._instant_mw(h) is not None:
-            return POWER_INSTANT
-        try:
-            self.nv.nvmlDeviceGetPowerUsage(h)
-            return POWER_AVERAGE
-        except self.nv.NVMLError:
-            return None
 
     def _card(self, gpu: str, h: object) -> Card:
         name = self.nv.nvmlDeviceGetName(h)
@@ -132,35 +122,28 @@ class NvmlSource:
         info: MemoryInfo = self.nv.nvmlDeviceGetMemoryInfo(h, **v2)
         return info
 
-    def _instant_mw(self, h: object) -> int | None:
+    def _power_w(self, h: object, field: str | None) -> float | None:
+        """Watts through `field` (`power_field`); None where the read fails, but a lost card
+        raises."""
         try:
-            (fv,) = self.nv.nvmlDeviceGetFieldValues(h, [self.nv.NVML_FI_DEV_POWER_INSTANT])
+            if field == POWER_INSTANT:
+                (fv,) = self.nv.nvmlDeviceGetFieldValues(h, [self.nv.NVML_FI_DEV_POWER_INSTANT])
+                ok = fv.nvmlReturn == self.nv.NVML_SUCCESS
+                return int(fv.value.uiVal) / 1000.0 if ok else None
+            if field == POWER_AVERAGE:
+                return int(self.nv.nvmlDeviceGetPowerUsage(h)) / 1000.0
         except self.nv.NVMLError_GpuIsLost:
             raise
         except (self.nv.NVMLError, AttributeError):
-            return None
-        return int(fv.value.uiVal) if fv.nvmlReturn == self.nv.NVML_SUCCESS else None
-
-    def _power_w(self, h: object) -> float | None:
-        if self.power_field == POWER_INSTANT:
-            mw = self._instant_mw(h)
-        elif self.power_field == POWER_AVERAGE:
-            try:
-                mw = int(self.nv.nvmlDeviceGetPowerUsage(h))
-            except self.nv.NVMLError_GpuIsLost:
-                raise
-            except self.nv.NVMLError:
-                mw = None
-        else:
-            mw = None
-        return None if mw is None else mw / 1000.0
+            pass
+        return None
 
     def poll(self) -> Poll:
         out = Poll([], [], [])
         for gpu, h in list(self.handles.items()):
             try:
                 mem = self._memory(h)
-                power = self._power_w(h)
+                power = self._power_w(h, self.power_field)
             except self.nv.NVMLError as exc:
                 # Any NVML error on a handle mid-run means the card is gone (fell off the bus,
                 # reset, or the driver lost it): stop asking it and say so.

@@ -54,12 +54,12 @@ class Sample:
     name: str = ""
     uuid: str | None = None
 
-
-def card_key(metric: dict[str, str]) -> str | None:
-    """`<Hostname>:<gpu>`; the exporter's `instance` stands in for a missing Hostname."""
-    host = metric.get("Hostname") or metric.get("instance")
-    gpu = metric.get("gpu")
-    return None if host is None or gpu is None else f"{host}:{gpu}"
+    @property
+    def total_mib(self) -> float:
+        """Free, used and reserved; 0 where free or used is missing."""
+        if self.free is None or self.used is None:
+            return 0.0
+        return self.free + self.used + (self.reserved or 0.0)
 
 
 def samples(body: object) -> dict[str, Sample]:  # raw server JSON
@@ -74,10 +74,12 @@ def samples(body: object) -> dict[str, Sample]:  # raw server JSON
     field = {FREE: "free", USED: "used", RESERVED: "reserved", POWER: "power"}
     for item in data.get("result") or []:
         metric, value = item.get("metric") or {}, item.get("value") or []
-        key, name = card_key(metric), field.get(metric.get("__name__", ""))
-        if key is None or name is None or len(value) != 2:
+        # the card `<Hostname>:<gpu>`; the exporter's `instance` stands in for a missing Hostname
+        host, gpu = metric.get("Hostname") or metric.get("instance"), metric.get("gpu")
+        name = field.get(metric.get("__name__", ""))
+        if host is None or gpu is None or name is None or len(value) != 2:
             continue
-        s = out.setdefault(key, Sample(float(value[0])))
+        s = out.setdefault(f"{host}:{gpu}", Sample(float(value[0])))
         s.t_wall = max(s.t_wall, float(value[0]))
         setattr(s, name, number(str(value[1])))
         s.name = s.name or metric.get("modelName", "")
@@ -119,7 +121,7 @@ class PrometheusSource:
                 f"{self.url} matched no GPU with {FREE} for the query {self.promql}"
             )
         self._cards = [
-            Card(gpu=k, name=s.name, total_mib=_total(s) or 0.0, uuid=s.uuid)
+            Card(gpu=k, name=s.name, total_mib=s.total_mib, uuid=s.uuid)
             for k, s in sorted(listed.items(), key=lambda kv: _sort_key(kv[0]))
         ]
         self.seen = {c.gpu for c in self._cards}
@@ -164,9 +166,3 @@ class PrometheusSource:
 
     def close(self) -> None:
         self.http.close()
-
-
-def _total(s: Sample) -> float | None:
-    if s.free is None or s.used is None:
-        return None
-    return s.free + s.used + (s.reserved or 0.0)

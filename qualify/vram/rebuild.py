@@ -18,6 +18,7 @@ import contextlib
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.evidence.store import RESULT
@@ -26,81 +27,60 @@ from qualify.vram.record import Cost, Hardware, Interval, Record
 from qualify.vram.series import TELEMETRY, Log, parse_log
 from qualify.vram.stage import build_record, ran
 
-_ATTEMPT = re.compile(r"^(?P<stage>[^/]+)/attempt-(?P<n>\d{3})/(?P<name>[^/]+)$")
-_SAMPLES = re.compile(r"^samples\.\d{3}\.jsonl$")
+_ATTEMPT = re.compile(r"^(?P<stage>[^/]+)/attempt-(?P<n>\d{3})/[^/]+$")
 
 
-def _attempts(view: AttemptView) -> dict[str, dict[int, list[str]]]:
-    """Every signed attempt of the run: stage -> attempt number -> its file names."""
-    out: dict[str, dict[int, list[str]]] = {}
-    for rel in view.files:
-        if m := _ATTEMPT.match(rel):
-            out.setdefault(m["stage"], {}).setdefault(int(m["n"]), []).append(m["name"])
-    return out
+def _attempts(view: AttemptView, stage: str) -> list[tuple[int, AttemptView]]:
+    """The signed attempts of `stage`, in order, each read through its signed files."""
+    found = {
+        int(m["n"]) for rel in view.files if (m := _ATTEMPT.match(rel)) and m["stage"] == stage
+    }
+    return [(n, replace(view, attempt=f"{stage}/attempt-{n:03d}")) for n in sorted(found)]
 
 
-def _read(view: AttemptView, rel: str) -> bytes:
-    if rel not in view.files:
-        raise NotKept(f"{rel}: not a signed file of the run")
-    return (view.run / rel).read_bytes()
-
-
-def _logs(view: AttemptView, attempts: dict[int, list[str]]) -> list[Log]:
+def _logs(view: AttemptView) -> list[Log]:
     """The telemetry attempts the vram attempt read: those whose sampler had started (its
     header's `t0_utc`) by the time the vram attempt started, parsed from their signed files."""
     logs = []
-    for n, names in sorted(attempts.items()):
-        d = f"{TELEMETRY}/attempt-{n:03d}"
-        if "header.json" not in names:
-            continue  # the stage skips an attempt with no header too
-        samples = [_read(view, f"{d}/{f}") for f in sorted(names) if _SAMPLES.match(f)]
-        summary = _read(view, f"{d}/summary.json") if "summary.json" in names else None
-        log = parse_log(n, view.run / d, _read(view, f"{d}/header.json"), samples, summary)
-        if log is None:
-            continue
-        t0 = log.header.get("t0_utc")
-        if isinstance(t0, str) and t0 > view.result.started_at:
-            continue  # a sampler of a later process (a `--resume` after this attempt)
-        logs.append(log)
+    for n, t in _attempts(view, TELEMETRY):
+        log = parse_log(n, view.run / t.attempt, t.read_bytes, t.names())
+        t0 = None if log is None else log.header.get("t0_utc")
+        # none without a header; none of a later process's sampler (a `--resume` after this)
+        if log is not None and not (isinstance(t0, str) and t0 > view.result.started_at):
+            logs.append(log)
     return logs
 
 
-def _listed(view: AttemptView) -> list[str]:
-    """The run's stages as its signed `run.json` lists them (`stage._listed`)."""
-    try:
-        info = json.loads(_read(view, "run.json"))
-        return [str(s) for s in info["stages"]]
-    except (NotKept, ValueError, KeyError, TypeError):
-        if view.candidate is None:
-            raise NotKept("no signed run.json and no signed candidate copy") from None
-        return list(view.candidate.stages.run)
-
-
-def _ran(view: AttemptView, attempts: dict[str, dict[int, list[str]]]) -> list[str]:
-    """`stage.ran` over the signed attempts that had started by the vram attempt."""
+def _ran(view: AttemptView) -> list[str]:
+    """`stage.ran` over the signed attempts that had started by the vram attempt, of the run's
+    stages as its signed `run.json` lists them."""
 
     def results(name: str) -> Iterator[StageResult | None]:
-        for n, names in sorted(attempts.get(name, {}).items()):
+        for _, att in _attempts(view, name):
             res = None
-            if RESULT in names:
+            if RESULT in att.names():
                 with contextlib.suppress(ValueError):
-                    rel = f"{name}/attempt-{n:03d}/{RESULT}"
-                    res = StageResult.model_validate_json(_read(view, rel))
+                    res = StageResult.model_validate_json(att.read_bytes(RESULT))
             if res is None or res.started_at <= view.result.started_at:
                 yield res
 
-    return ran(_listed(view), results)
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        if "run.json" in view.files:
+            info = json.loads((view.run / "run.json").read_bytes())
+            return ran([str(s) for s in info["stages"]], results)
+    if view.candidate is None:
+        raise NotKept("no signed run.json and no signed candidate copy")
+    return ran(list(view.candidate.stages.run), results)
 
 
 def rebuild(view: AttemptView) -> Record:
     """The vram stage's record as the kept samples give it (see the module docstring)."""
     sealed = view.sealed
-    attempts = _attempts(view)
-    logs = _logs(view, attempts.get(TELEMETRY, {}))
+    logs = _logs(view)
     reserve = sealed.get("reserve_gib")
     if not isinstance(reserve, int | float):
         raise NotKept("its record names no reserve")
-    record = build_record(logs, None, _ran(view, attempts), float(reserve))
+    record = build_record(logs, None, _ran(view), float(reserve))
     view.trust("the sampler's interval and read-cost statistics (its own timings)")
     interval = Interval.model_validate(sealed.get("interval_ms") or {})
     if view.candidate is not None:  # the interval asked for is the candidate's

@@ -9,49 +9,35 @@ does; see docs/gpu-sampler.md.)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from qualify.vram.dcgm import DcgmSource, DcgmUnavailable
 from qualify.vram.nvml import NvmlSource, NvmlUnavailable
 from qualify.vram.prometheus import PrometheusSource, PrometheusUnavailable
-from qualify.vram.sampler import Source
+from qualify.vram.sampler import Sampler
+from qualify.vram.series import SampleLog
 from qualify.vram.settings import VramSettings
 
 
-@dataclass
-class Choice:
-    source: Source | None
-    tried: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def why_none(self) -> str | None:
-        return None if self.source else "; ".join(self.tried) or "no source was tried"
-
-
-def choose(s: VramSettings) -> Choice:
-    """The first source of `s.source` (or of auto's order) that opens."""
+def choose(s: VramSettings, log: SampleLog | None = None) -> Sampler:
+    """A sampler of the first source of `s.source` (or of auto's order) that opens, else one
+    that samples nothing and says which sources were tried and why each gave no telemetry."""
     if s.source == "none":
-        return Choice(None, ['stages.vram.source is "none"'])
-    order = ["nvml", "dcgm", "prometheus"] if s.source == "auto" else [s.source]
-    choice = Choice(None)
-    for name in order:
+        return Sampler(None, s.interval_ms, 'stages.vram.source is "none"', log=log)
+    tried = []
+    for name in ["nvml", "dcgm", "prometheus"] if s.source == "auto" else [s.source]:
         try:
             if name == "nvml":
-                choice.source = NvmlSource(s.gpus)
-            elif name == "prometheus":
-                if not s.prometheus_url:
-                    choice.tried.append("prometheus: stages.vram.prometheus_url is not set")
-                else:
-                    url, selector = s.prometheus_url, s.prometheus_selector
-                    choice.source = PrometheusSource(url, s.interval_ms, selector)
-            elif not s.dcgm_urls:
-                choice.tried.append("DCGM: stages.vram.dcgm_urls is empty")
-            else:
+                return Sampler(NvmlSource(s.gpus), s.interval_ms, log=log)
+            if name == "prometheus" and s.prometheus_url:
+                src = PrometheusSource(s.prometheus_url, s.interval_ms, s.prometheus_selector)
+                return Sampler(src, s.interval_ms, log=log)
+            if name == "dcgm" and s.dcgm_urls:
                 dcgm = DcgmSource(s.dcgm_urls, s.interval_ms)
-                choice.source, choice.problems = dcgm, dcgm.problems
+                return Sampler(dcgm, s.interval_ms, problems=dcgm.problems, log=log)
+            tried.append(
+                "prometheus: stages.vram.prometheus_url is not set"
+                if name == "prometheus"
+                else "DCGM: stages.vram.dcgm_urls is empty"
+            )
         except (NvmlUnavailable, DcgmUnavailable, PrometheusUnavailable) as exc:
-            choice.tried.append(f"{name}: {exc}")
-        if choice.source is not None:
-            return choice
-    return choice
+            tried.append(f"{name}: {exc}")
+    return Sampler(None, s.interval_ms, "; ".join(tried), log=log)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from qualify.vram.record import Card, Lost, StageFigures
 
 TELEMETRY = "telemetry"
 COLUMNS = ["t_s", "stage", "gpu", "free_mib", "used_mib", "power_w"]
+_SAMPLES = re.compile(r"^samples\.\d{3}\.jsonl$")
 # A line as written: a sample (the columns), or a stage mark, a part mark or a lost card.
 Line = list[float | str | None] | dict[str, float | str | None]
 
@@ -80,43 +83,38 @@ class Log:
     header: dict[str, Any]  # raw JSON of header.json
     lines: list[Any]  # raw JSON lines of samples.NNN.jsonl
     summary: dict[str, Any] | None  # raw JSON of summary.json
-
-    @property
-    def files(self) -> list[str]:
-        return sorted(p.name for p in self.path.glob("samples.*.jsonl"))
-
-
-def read_log(path: Path, attempt: int) -> Log | None:
-    """One telemetry attempt; None without a header. A line cut short by a kill is skipped."""
-    try:
-        header = (path / "header.json").read_bytes()
-    except OSError:
-        return None
-    texts = [f.read_bytes() for f in sorted(path.glob("samples.*.jsonl"))]
-    summary: bytes | None = None
-    with contextlib.suppress(OSError):
-        summary = (path / "summary.json").read_bytes()
-    return parse_log(attempt, path, header, texts, summary)
+    files: list[str] = field(default_factory=list)  # its samples.NNN.jsonl, in order
 
 
 def parse_log(
-    attempt: int, path: Path, header: bytes, samples: list[bytes], summary: bytes | None
+    attempt: int, path: Path, read: Callable[[str], bytes], names: Iterable[str]
 ) -> Log | None:
-    """One telemetry attempt from its files' bytes (`header.json`, every `samples.NNN.jsonl` in
-    order, `summary.json`): what `read_log` reads, and `verify` reads from the signed files."""
+    """One telemetry attempt from its files (`names`, each read by `read`): from the run's
+    directory, or, for `verify`, from the signed files. None without a header; a line cut short
+    by a kill is skipped."""
+    names = sorted(names)
+    if "header.json" not in names:
+        return None
     try:
-        head = json.loads(header)
+        head = json.loads(read("header.json"))
     except ValueError:
         return None
+    files = [n for n in names if _SAMPLES.match(n)]
     lines: list[Any] = []  # raw JSON lines
-    for text in samples:
-        for line in text.decode(errors="replace").splitlines():
+    for name in files:
+        for line in read(name).decode(errors="replace").splitlines():
             with contextlib.suppress(ValueError):
                 lines.append(json.loads(line))
     tail = None
     with contextlib.suppress(ValueError):
-        tail = None if summary is None else json.loads(summary)
-    return Log(attempt, path, head, lines, tail)
+        tail = json.loads(read("summary.json")) if "summary.json" in names else None
+    return Log(attempt, path, head, lines, tail, files)
+
+
+def read_log(path: Path, attempt: int) -> Log | None:
+    """One telemetry attempt from its directory."""
+    names = (p.name for p in path.iterdir())
+    return parse_log(attempt, path, lambda name: (path / name).read_bytes(), names)
 
 
 def read_logs(run: RunDir) -> list[Log]:

@@ -1,25 +1,21 @@
 """VRAM: every card keeps the house's reserve free in every stage the run ran.
 
 The sampler ran in the background through the other stages, writing every sample into the
-run's `telemetry/` evidence as it went. This stage stops it and reads back *every* telemetry
-attempt of the run, this process's and any earlier one's (a `--resume` keeps the stages an
-earlier attempt ran, so their samples are judged too), and hands the per-card, per-stage
-figures, as its record (`qualify.vram.record`), to the gates in `gates/vram/`
-(`qualify.vram.judges`).
+run's `telemetry/` evidence as it went. This stage stops it; its record (`qualify.vram.record`)
+is what the rebuild (`qualify.vram.rebuild`) reads back from *every* telemetry attempt of the
+run, this process's and any earlier one's (a `--resume` keeps the stages an earlier attempt
+ran, so their samples are judged too), judged by the gates in `gates/vram/`.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
-from qualify.evidence.store import RESULT, RunDir
 from qualify.records import StageResult, Verdict
 from qualify.stage import StageContext, finish
 from qualify.vram.record import Cost, Hardware, Interval, Record, Telemetry
 from qualify.vram.sampler import Sampler, hardware
-from qualify.vram.series import Log, figures, marked_stages, read_logs
+from qualify.vram.series import Log, figures, marked_stages
 
 STAGE = "vram"
 
@@ -39,25 +35,6 @@ def ran(listed: list[str], results: Callable[[str], Iterable[StageResult | None]
             for r in results(name)
         )
     ]
-
-
-def _result(d: Path) -> StageResult | None:
-    try:
-        return StageResult.model_validate_json((d / RESULT).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def ran_stages(run: RunDir, listed: list[str]) -> list[str]:
-    return ran(listed, lambda name: map(_result, run.attempt_dirs(name)))
-
-
-def _listed(run: RunDir, fallback: list[str]) -> list[str]:
-    try:
-        info = json.loads((run.path / "run.json").read_text())
-        return [str(s) for s in info["stages"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return fallback
 
 
 def _telemetry(log: Log) -> Telemetry:
@@ -108,10 +85,10 @@ def build_record(
 
 
 async def vram(ctx: StageContext) -> StageResult:
-    """Judge every card in every stage that ran, from every attempt's samples."""
+    """Stop the sampler and judge what the rebuild derives from every attempt's samples; the
+    draft holds what the sampler alone knows (its own timings, why there was no telemetry)."""
     sampler = ctx.sampler if isinstance(ctx.sampler, Sampler) else None
     if sampler is not None:
         sampler.stop()  # idempotent: nothing appends any more, and its log is sealed
-    stages = ran_stages(ctx.run, _listed(ctx.run, list(ctx.candidate.stages.run)))
-    record = build_record(read_logs(ctx.run), sampler, stages, ctx.thresholds.vram_reserve_gib)
+    record = build_record([], sampler, [], ctx.thresholds.vram_reserve_gib)
     return finish(ctx, ctx.judge(record), record)

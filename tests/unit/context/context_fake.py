@@ -169,6 +169,6 @@ class Kept:
         from qualify.context.rebuild import _row
         from qualify.context.record import Content
 
-        contents = {"prose": Content(needles=needles.record())}
+        contents = {"prose": Content(needles=list(needles.pair))}
         timings = {} if timings is None else timings
         return [_row(self, r, contents, timings).model_dump(mode="json") for r in drafts]  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qualify.context.depth_acceptance import NoParams, acceptance_depth
+from qualify.context.judges import NoParams, acceptance_depth
 from qualify.context.record import Record
 from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict

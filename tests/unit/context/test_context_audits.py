@@ -148,7 +148,7 @@ def _audited(cold_agg: bool = True, garble: str = "") -> dict[str, Any]:
         for t in ts.items
     ]
     warmups = [{"n": 1, "answer": "fine"}, {"n": 2, "answer": garble or "fine"}]
-    contents = {"prose": {"tasks": ts.record(), "asked": asked, "warmups": warmups}}
+    contents = {"prose": {"tasks": list(ts.items), "asked": asked, "warmups": warmups}}
     return {
         "targets": [_rung(contents=contents)],
         "rows": [_row("warm", "fine", right), _row("cold", "fine", cold)],

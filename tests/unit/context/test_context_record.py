@@ -91,7 +91,7 @@ def _built(fake: FakeLlama, client: Client) -> dict[str, Any]:
     rows = asyncio.run(go())
     typed = [Row.model_validate(r) for r in rows]
     [rung] = plan_targets([1500], 8192, 512)
-    rung.contents["prose"] = Content(needles=needles.record())
+    rung.contents["prose"] = Content(needles=list(needles.pair))
     return {
         "targets": [rung.model_dump(mode="json")],
         "rows": rows,

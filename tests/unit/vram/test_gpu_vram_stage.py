@@ -31,7 +31,7 @@ from qualify.vram.sampler import Sampler
 from qualify.vram.select import choose
 from qualify.vram.series import SampleLog, read_logs
 from qualify.vram.settings import VramSettings
-from qualify.vram.stage import ran_stages, vram
+from qualify.vram.stage import ran, vram
 
 ROOT = Path(__file__).resolve().parents[3]
 STAGES = list(proof()["sources"]["nvml"]["cards"]["0"]["stages"])
@@ -181,14 +181,14 @@ def test_auto_tries_every_source_and_says_why(monkeypatch: pytest.MonkeyPatch) -
         raise NvmlUnavailable("NVML did not initialise: NVML Shared Library Not Found")
 
     monkeypatch.setattr("qualify.vram.select.NvmlSource", no_nvml)
-    choice = choose(VramSettings())
-    assert choice.source is None
-    assert choice.why_none == (
+    sampler = choose(VramSettings())
+    assert sampler.source is None
+    assert sampler.unavailable == (
         "nvml: NVML did not initialise: NVML Shared Library Not Found; "
         "DCGM: stages.vram.dcgm_urls is empty; "
         "prometheus: stages.vram.prometheus_url is not set"
     )
-    assert choose(VramSettings(source="none")).why_none == 'stages.vram.source is "none"'
+    assert choose(VramSettings(source="none")).unavailable == 'stages.vram.source is "none"'
 
 
 def test_settings_reject_dcgm_without_urls_and_nvidia_smi() -> None:
@@ -283,21 +283,25 @@ def test_resume_judges_every_attempt_from_the_evidence(tmp_path: Path) -> None:
     assert ok.verdict is Verdict.PASS
 
 
-def test_ran_stages_skips_only_not_run_attempts(tmp_path: Path) -> None:
+def test_ran_skips_only_not_run_attempts() -> None:
     """A stage recorded "not run: ..." did not run; one killed without a result did."""
-    run = EvidenceStore(tmp_path).new_run("c")
-    _ran(run, "identity")
-    a = run.new_attempt("context")
-    a.write_result(
-        StageResult(
-            stage="context",
-            attempt=1,
-            status="aborted",
-            verdict=Verdict.SKIPPED,
-            reasons=["not run: the run was aborted earlier (x)"],
-            started_at="t",
-            ended_at="t",
-        )
+    done = StageResult(
+        stage="identity",
+        attempt=1,
+        status="finished",
+        verdict=Verdict.PASS,
+        started_at="t",
+        ended_at="t",
     )
-    run.new_attempt("ab")  # killed: no result
-    assert ran_stages(run, ["identity", "context", "ab", "vram"]) == ["identity", "ab"]
+    not_run = StageResult(
+        stage="context",
+        attempt=1,
+        status="aborted",
+        verdict=Verdict.SKIPPED,
+        reasons=["not run: the run was aborted earlier (x)"],
+        started_at="t",
+        ended_at="t",
+    )
+    results = {"identity": [done], "context": [not_run], "ab": [None]}
+    listed = ["identity", "context", "ab", "vram"]
+    assert ran(listed, lambda name: results.get(name, [])) == ["identity", "ab"]
