@@ -19,8 +19,6 @@ from qualify.gates.registry import CHECKS, load_checks
 from qualify.records import Severity, StrictModel
 from qualify.registry import stage_names
 
-GATE_FILE_VERSION = 1
-
 
 class Params(StrictModel):
     """Base of every check's params; `files` names the schema files the params point at."""
