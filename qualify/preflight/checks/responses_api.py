@@ -12,6 +12,7 @@ from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ToolCall
 from qualify.preflight.budget import answer_budget
 from qualify.preflight.checks.common import (
+    Tools,
     clip,
     exchange_problem,
     flat_tools,
@@ -33,16 +34,13 @@ from qualify.records import Verdict, worst
 
 class ResponsesParams(Params):
     prompt: str = Field(min_length=1, description="the plain and the streamed call")
-    tools: str = Field(description="a JSON list of chat tools, relative to the gates directory")
+    tools: Tools
     call_prompt: str = Field(min_length=1, description="asks for a call of `call.name`")
     call: ToolCallSpec = Field(description="the call the continuation sends back")
     continue_prompt: str = Field(min_length=1)
     result: str = Field(min_length=1)
     expect: list[str] = Field(min_length=1, description="values only the result contains")
     max_output_tokens: int = Field(default=64, gt=0)
-
-    def files(self) -> list[str]:
-        return [self.tools]
 
 
 def _part(name: str, problems: list[str], verdict: Verdict = Verdict.FAIL) -> Outcome:
