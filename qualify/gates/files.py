@@ -140,6 +140,8 @@ class _Parsed:
     owner: str | None  # the stage the file belongs to; None: it cannot tell (flat, unreadable)
 
 
+# Each file parsed once per version (`validate` loads the folder for each candidate, and each
+# stage loads its own files); a file that changes (mtime or size) is read again.
 _PARSED: dict[tuple[Path, Path, int, int], _Parsed] = {}
 
 
@@ -197,16 +199,6 @@ def _load(
     return (None if problems else LoadedGate(path, digest, gate, params)), problems
 
 
-def _parse_once(path: Path, gates_dir: Path) -> _Parsed:
-    """`_parse`, once per file version: `validate` loads the folder for each candidate, and
-    each stage loads its own files. A file that changes (mtime or size) is read again."""
-    st = path.stat()
-    key = (path.resolve(), gates_dir.resolve(), st.st_mtime_ns, st.st_size)
-    if key not in _PARSED:
-        _PARSED[key] = _parse(path, gates_dir)
-    return _PARSED[key]
-
-
 # The project's `gates/` folder: the checkout's, or the copy the installed package ships.
 default_gates_dir = assets.gates_dir
 
@@ -258,7 +250,9 @@ def load_gates(gates_dir: Path, stage: str = "preflight") -> tuple[list[LoadedGa
     problems: list[str] = []
     seen: dict[str, Path] = {}
     for path in sorted(gates_dir.rglob("*.yaml")):
-        parsed = _parse_once(path, gates_dir)
+        st = path.stat()
+        key = (path.resolve(), gates_dir.resolve(), st.st_mtime_ns, st.st_size)
+        parsed = _PARSED[key] = _PARSED.get(key) or _parse(path, gates_dir)
         if parsed.owner not in (None, stage):
             continue
         problems.extend(parsed.problems)
