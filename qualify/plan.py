@@ -131,7 +131,6 @@ def print_plan(
     logs.configure(None)  # the stages' log events describe requests that were never sent
     lanes = {"candidate": loaded, **({"control": control} if control else {})}
     seen: list[Planned] = []
-    total = 0
     with tempfile.TemporaryDirectory(prefix="qualify-plan-") as tmp:
         run = EvidenceStore(Path(tmp)).new_run(loaded.candidate.name)
         print(f"plan for {loaded.candidate.name} ({loaded.path}): nothing is sent", file=out)
@@ -148,7 +147,6 @@ def print_plan(
             before = len(seen)
             why = asyncio.run(_stage(name, ctx))
             mine = seen[before:]
-            total += len(mine)
             print(f"\n[{name}] {len(mine)} request(s)", file=out)
             for i, r in enumerate(mine, 1):
                 lane = "" if r.lane == "candidate" else f" ({r.lane})"
@@ -162,5 +160,5 @@ def print_plan(
                     f"so it is not listed); the stage said: {why}",
                     file=out,
                 )
-    print(f"\n{total} request(s) listed; none sent, no evidence written", file=out)
-    return total
+    print(f"\n{len(seen)} request(s) listed; none sent, no evidence written", file=out)
+    return len(seen)

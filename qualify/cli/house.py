@@ -116,11 +116,12 @@ def _show(args: argparse.Namespace) -> int:
 
 def _check_codes(args: argparse.Namespace) -> int:
     """The digests a house lists to accept records of this installation's check code."""
-    from qualify.preflight.code import check_code, coded
+    from qualify.preflight.code import check_code
+    from qualify.registry import specs
 
     print("# qualify's check code by stage; add earlier digests a house still accepts")
     print("[check_codes]")
-    for stage in coded():
+    for stage in (n for n, s in specs().items() if s.check_code):
         print(f'{stage} = ["{check_code(stage)}"]')
     return 0
 

@@ -21,8 +21,6 @@ from qualify.export.cells import CellRow, Row, cells
 from qualify.export.requests import RequestRow, requests
 from qualify.present.reading import RunView
 
-ACTION = "exported"
-
 
 def open_verified(ref: str, evidence: Path, keys: list[Ed25519PublicKey]) -> Side:
     """The run at `ref` (a run directory, a decision envelope, or a run id under `evidence`),
@@ -30,7 +28,7 @@ def open_verified(ref: str, evidence: Path, keys: list[Ed25519PublicKey]) -> Sid
     path = Path(ref)
     if not path.exists():
         path = EvidenceStore(evidence).open_run(ref).path
-    return verified("RUN", path, keys, ACTION)
+    return verified("RUN", path, keys, "exported")
 
 
 def alias_of(side: Side) -> str | None:

@@ -17,14 +17,8 @@ def render() -> str:
     return json.dumps(gate_file_schema(), indent=2, sort_keys=True) + "\n"
 
 
-def main(argv: list[str]) -> int:
-    text = render()
-    if argv:
-        Path(argv[0]).write_text(text)
-    else:
-        sys.stdout.write(text)
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    if sys.argv[1:]:
+        Path(sys.argv[1]).write_text(render())
+    else:
+        sys.stdout.write(render())

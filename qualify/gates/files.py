@@ -6,7 +6,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from jsonschema import Draft202012Validator
@@ -19,14 +19,18 @@ from qualify.gates.registry import CHECKS, load_checks
 from qualify.records import Severity, StrictModel
 from qualify.registry import stage_names
 
-GATE_FILE_VERSION = 1
+# A params field naming a JSON file under the gates directory (`tools: JsonFile`): loading the
+# gate checks that it is there and holds valid JSON Schemas.
+JSON_FILE = "json-file"
+JsonFile = Annotated[str, JSON_FILE]
 
 
 class Params(StrictModel):
     """Base of every check's params; `files` names the schema files the params point at."""
 
     def files(self) -> list[str]:
-        return []
+        named = type(self).model_fields.items()
+        return [getattr(self, k) for k, f in named if JSON_FILE in f.metadata]
 
 
 class GateFile(StrictModel):
@@ -79,21 +83,25 @@ def _file_problems(rel: str, gates_dir: Path) -> list[str]:
     return []
 
 
-Where = tuple[int, int]
+Marks = dict[tuple[str | int, ...], str]
 
 
-def _marks(node: yaml.Node | None) -> dict[tuple[str | int, ...], Where]:
-    """Where each field of a YAML document starts, `{("params", "max_tokens"): (line, column)}`
-    (1-based; a mapping's field at its key), so an error names the line a person must fix."""
-    out: dict[tuple[str | int, ...], Where] = {}
+def _where(mark: yaml.Mark) -> str:
+    return f" (line {mark.line + 1}, column {mark.column + 1})"
+
+
+def _marks(node: yaml.Node | None) -> Marks:
+    """Where each field of a YAML document starts, ` (line L, column C)` (1-based; a mapping's
+    field at its key) by its path, so an error names the line a person must fix."""
+    out: Marks = {}
 
     def walk(n: yaml.Node, loc: tuple[str | int, ...]) -> None:
-        out[loc] = (n.start_mark.line + 1, n.start_mark.column + 1)
+        out[loc] = _where(n.start_mark)
         if isinstance(n, yaml.MappingNode):
             for key, value in n.value:
                 here = (*loc, str(key.value))
                 walk(value, here)
-                out[here] = (key.start_mark.line + 1, key.start_mark.column + 1)
+                out[here] = _where(key.start_mark)
         elif isinstance(n, yaml.SequenceNode):
             for i, item in enumerate(n.value):
                 walk(item, (*loc, i))
@@ -103,18 +111,12 @@ def _marks(node: yaml.Node | None) -> dict[tuple[str | int, ...], Where]:
     return out
 
 
-def _at(marks: dict[tuple[str | int, ...], Where], loc: tuple[str | int, ...]) -> str:
-    """` (line L, column C)` of the field at `loc`, else of the nearest field above it."""
-    for n in range(len(loc), -1, -1):
-        where = marks.get(tuple(loc[:n]))
-        if where is not None:
-            return f" (line {where[0]}, column {where[1]})"
-    return ""
+def _at(marks: Marks, loc: tuple[str | int, ...]) -> str:
+    """Where the field at `loc` is, else the nearest field above it."""
+    return next((marks[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in marks), "")
 
 
-def _errors(
-    exc: ValidationError, marks: dict[tuple[str | int, ...], Where], prefix: tuple[str, ...] = ()
-) -> list[str]:
+def _errors(exc: ValidationError, marks: Marks, prefix: tuple[str, ...] = ()) -> list[str]:
     """One line per problem (`format_validation_error`), each with where it is in the file."""
     lines = format_validation_error(exc)
     locs = [tuple(e["loc"]) for e in exc.errors()]
@@ -131,22 +133,42 @@ def _folder_stage(path: Path, gates_dir: Path) -> str | None:
     return parts[0] if len(parts) > 1 and parts[0] in stage_names() else None
 
 
-def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
-    data = path.read_bytes()
+@dataclass(frozen=True)
+class _Parsed:
+    loaded: LoadedGate | None
+    problems: list[str]
+    owner: str | None  # the stage the file belongs to; None: it cannot tell (flat, unreadable)
+
+
+# Each file parsed once per version (`validate` loads the folder for each candidate, and each
+# stage loads its own files); a file that changes (mtime or size) is read again.
+_PARSED: dict[tuple[Path, Path, int, int], _Parsed] = {}
+
+
+def _parse(path: Path, gates_dir: Path) -> _Parsed:
+    """A gate file read and checked, and the stage it belongs to: its folder's, else the
+    registered stage it declares."""
+    data, folder = path.read_bytes(), _folder_stage(path, gates_dir)
     try:
         node = yaml.compose(data, Loader=yaml.SafeLoader)
         raw = yaml.safe_load(data)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        return None, [f"{path}: expected YAML (got {what}){where}"]
-    marks = _marks(node)
+        where = _where(mark) if mark is not None else ""
+        return _Parsed(None, [f"{path}: expected YAML (got {what}){where}"], folder)
+    said = raw.get("stage") if isinstance(raw, dict) else None
+    owner = folder or (said if isinstance(said, str) and said in stage_names() else None)
+    return _Parsed(*_load(path, gates_dir, data, raw, _marks(node), folder), owner)
+
+
+def _load(
+    path: Path, gates_dir: Path, data: bytes, raw: object, marks: Marks, folder: str | None
+) -> tuple[LoadedGate | None, list[str]]:
     try:
         gate = GateFile.model_validate(raw)
     except ValidationError as exc:
         return None, [f"{path}: {line}" for line in _errors(exc, marks)]
-    folder = _folder_stage(path, gates_dir)
     if folder is not None and gate.stage != folder:
         return None, [
             f"{path}: stage: expected {folder!r}, the stage of the folder it sits in "
@@ -175,40 +197,6 @@ def _parse(path: Path, gates_dir: Path) -> tuple[LoadedGate | None, list[str]]:
         problems.extend(f"{path}: params: {p}" for p in _file_problems(rel, gates_dir))
     digest = hashlib.sha256(data).hexdigest()
     return (None if problems else LoadedGate(path, digest, gate, params)), problems
-
-
-@dataclass(frozen=True)
-class _Parsed:
-    loaded: LoadedGate | None
-    problems: list[str]
-    owner: str | None  # the stage the file belongs to; None: it cannot tell (flat, unreadable)
-
-
-_PARSED: dict[tuple[Path, Path, int, int], _Parsed] = {}
-
-
-def _owner(path: Path, gates_dir: Path) -> str | None:
-    """The stage a gate file belongs to: its folder's, else the registered stage it declares."""
-    folder = _folder_stage(path, gates_dir)
-    if folder is not None:
-        return folder
-    try:
-        raw = yaml.safe_load(path.read_bytes())
-    except yaml.YAMLError:
-        return None
-    declared = raw.get("stage") if isinstance(raw, dict) else None
-    return declared if isinstance(declared, str) and declared in stage_names() else None
-
-
-def _parse_once(path: Path, gates_dir: Path) -> _Parsed:
-    """`_parse`, once per file version: `validate` loads the folder for each candidate, and
-    each stage loads its own files. A file that changes (mtime or size) is read again."""
-    st = path.stat()
-    key = (path.resolve(), gates_dir.resolve(), st.st_mtime_ns, st.st_size)
-    if key not in _PARSED:
-        loaded, problems = _parse(path, gates_dir)
-        _PARSED[key] = _Parsed(loaded, problems, _owner(path, gates_dir))
-    return _PARSED[key]
 
 
 # The project's `gates/` folder: the checkout's, or the copy the installed package ships.
@@ -262,7 +250,9 @@ def load_gates(gates_dir: Path, stage: str = "preflight") -> tuple[list[LoadedGa
     problems: list[str] = []
     seen: dict[str, Path] = {}
     for path in sorted(gates_dir.rglob("*.yaml")):
-        parsed = _parse_once(path, gates_dir)
+        st = path.stat()
+        key = (path.resolve(), gates_dir.resolve(), st.st_mtime_ns, st.st_size)
+        parsed = _PARSED[key] = _PARSED.get(key) or _parse(path, gates_dir)
         if parsed.owner not in (None, stage):
             continue
         problems.extend(parsed.problems)

@@ -81,11 +81,9 @@ class GateContext:
         """Send a chat completion (streamed or not); keep it and its parsed summary."""
         if stream:
             body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-            ex = await self.client.stream(CHAT, body, timeout_s=self.timeout_s)
-            o = from_stream(ex, self.quirks)
-        else:
-            ex = await self.client.post(CHAT, body, timeout_s=self.timeout_s)
-            o = from_response(ex, self.quirks)
+        send = self.client.stream if stream else self.client.post
+        ex = await send(CHAT, body, timeout_s=self.timeout_s)
+        o = (from_stream if stream else from_response)(ex, self.quirks)
         names = self._kept(label, ex)
         stem = names[0].removesuffix(".json") if names else label
         # the parsed answer as evidence: reasoning and visible content in separate fields
@@ -122,9 +120,8 @@ class GateContext:
             full.setdefault("temperature", self.temperature)
         if stream:
             full["stream"] = True
-            ex = await self.client.stream(RESPONSES, full, timeout_s=self.timeout_s)
-        else:
-            ex = await self.client.post(RESPONSES, full, timeout_s=self.timeout_s)
+        send = self.client.stream if stream else self.client.post
+        ex = await send(RESPONSES, full, timeout_s=self.timeout_s)
         self._kept(label, ex)
         return ex
 

@@ -62,10 +62,9 @@ class CheckSpec:
 
     name: str
     params: type[StrictModel]
-    fn: Any  # a probe or a judge, as `kind` says: called with the params of its gate file
+    fn: Any  # a probe or a judge: called with the params of its gate file
     doc: str
     stage: str = "preflight"
-    kind: str = "probe"
 
 
 def _origin(fn: object) -> str:
@@ -91,19 +90,19 @@ class CheckRegistry(dict[str, CheckSpec]):
 CHECKS = CheckRegistry()
 
 
-def _add(name: str, params: type[StrictModel], fn: F, stage: str, kind: str) -> F:
-    CHECKS[name] = CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), stage, kind)
+def _add(name: str, params: type[StrictModel], fn: F, stage: str) -> F:
+    CHECKS[name] = CheckSpec(name, params, fn, (fn.__doc__ or "").strip(), stage)
     return fn
 
 
 def check(name: str, params: type[StrictModel], stage: str = "preflight") -> Callable[[P], P]:
     """Register a probe of `stage`: `fn(ctx, params) -> Outcome`, called once per attempt."""
-    return lambda fn: _add(name, params, fn, stage, "probe")
+    return lambda fn: _add(name, params, fn, stage)
 
 
 def judge(stage: str, name: str, params: type[StrictModel]) -> Callable[[J], J]:
     """Register a judge of `stage`: `fn(data, params, thresholds) -> list[Judged]`."""
-    return lambda fn: _add(name, params, fn, stage, "judge")
+    return lambda fn: _add(name, params, fn, stage)
 
 
 def load_checks() -> dict[str, CheckSpec]:

@@ -7,19 +7,16 @@ what the stage measured.
 
 from __future__ import annotations
 
-import inspect
 import time
-import typing
 from collections.abc import Callable
 from pathlib import Path
-
-from pydantic import BaseModel
 
 from qualify.gates.files import LoadedGate, load_gates
 from qualify.gates.probe import GateContext
 from qualify.gates.registry import CHECKS, Judged, Outcome, load_checks
 from qualify.gates.thresholds import Thresholds
-from qualify.records import AttemptRecord, GateResult, StageRecord, Verdict, worst
+from qualify.records import AttemptRecord, GateResult, Verdict, worst
+from qualify.registry import record_model
 
 
 async def run_gate(
@@ -71,40 +68,21 @@ async def run_gate(
     )
 
 
-def _as_read(fn: Callable[..., object], data: object) -> object:
-    """`data` in the form the judge reads: a typed record (`qualify.records.StageRecord`) when
-    its first parameter is one and `data` is a table, the table when it reads one and `data` is
-    a record; as given otherwise. `verify` judges again from rebuilt tables, stages from either."""
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # an annotation this module cannot resolve: the judge reads it as given
-        return data
-    first = next(iter(inspect.signature(fn).parameters), None)
-    want = hints.get(first) if first else None
-    if isinstance(want, type) and issubclass(want, StageRecord) and isinstance(data, dict):
-        return want.model_validate(data)
-    if isinstance(data, BaseModel) and not (isinstance(want, type) and isinstance(data, want)):
-        origin = typing.get_origin(want) or want
-        if origin is dict:
-            return data.model_dump(mode="json")
-    return data
-
-
 def judge_gates(gates: list[LoadedGate], data: object, thresholds: Thresholds) -> list[GateResult]:
-    """Every declared judge over the stage's data (a table or a typed record, given to each
-    judge in the form it reads). A judge that raises is `error`, never a pass; a judge that
-    returns nothing is `inconclusive` (it saw nothing to judge)."""
+    """Every declared judge over the stage's data: its typed record (a table is read as one:
+    `verify` judges again from rebuilt tables). A judge that raises is `error`, never a pass; a
+    judge that returns nothing is `inconclusive` (it saw nothing to judge)."""
     load_checks()
     out: list[GateResult] = []
     for gate in gates:
-        spec = CHECKS[gate.gate.check]
+        g, spec, model = gate.gate, CHECKS[gate.gate.check], record_model(gate.gate.stage)
         try:
-            found: list[Judged] = spec.fn(_as_read(spec.fn, data), gate.params, thresholds)
+            read = model.model_validate(data) if model and isinstance(data, dict) else data
+            found: list[Judged] = spec.fn(read, gate.params, thresholds)
         except Exception as exc:  # a bug in a judge is the harness's fault
             found = [Judged(Verdict.ERROR, [f"internal error in check {spec.name}: {exc!r}"])]
         if not found:
             found = [Judged(Verdict.INCONCLUSIVE, ["nothing to judge: the stage measured nothing"])]
-        g = gate.gate
         out.extend(
             GateResult(
                 gate=f"{g.id}@{j.part}" if j.part else g.id,

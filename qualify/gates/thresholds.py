@@ -10,14 +10,11 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Annotated
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field
 
 from qualify.records import StrictModel
 
 Fraction = Annotated[float, Field(ge=0, le=1)]
-# Thresholds added after decisions were signed under policies without them: left out of the
-# dump at their default, so a policy that does not set them keeps its digest.
-LATER = ("soak_max_acceptance_drop_pct", "soak_min_third_drafts", "context_min_acceptance_ratio")
 
 
 class Thresholds(StrictModel):
@@ -135,19 +132,24 @@ class Thresholds(StrictModel):
         description="soak: growth of the server's memory (GPU used memory, else the server "
         "process's RSS) from start to end (MiB); lower is stricter",
     )
+    # The last three were added after decisions were signed under policies without them: left
+    # out of the dump at their default, so a policy that does not set them keeps its digest.
     soak_max_acceptance_drop_pct: Annotated[float, Field(ge=0)] = Field(
         20.0,
+        exclude_if=lambda v: v == 20.0,
         description="soak, speculative decoding: the fall of the draft acceptance rate and of "
         "the mean accepted length from the first third of the soak's time to the last (per "
         "cent of the first); lower is stricter",
     )
     soak_min_third_drafts: Annotated[int, Field(ge=1)] = Field(
         50,
+        exclude_if=lambda v: v == 50,
         description="soak, speculative decoding: drafts in the first and the last third below "
         "which the acceptance drift is not judged (inconclusive, never a pass)",
     )
     context_min_acceptance_ratio: Fraction = Field(
         0.5,
+        exclude_if=lambda v: v == 0.5,
         description="context ladder, speculative decoding: the lowest draft acceptance rate a "
         "rung may show, as a share of the shallowest rung's; higher is stricter",
     )
@@ -156,12 +158,6 @@ class Thresholds(StrictModel):
         description="identity pins that may stay unverified (no server reports them) without "
         "making identity inconclusive",
     )
-
-    @model_serializer(mode="wrap")
-    def _later_at_default(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = handler(self)
-        fields = type(self).model_fields
-        return {k: v for k, v in out.items() if k not in LATER or v != fields[k].default}
 
     def ttft_bound_ms(self, engine: str, concurrency: int) -> float:
         """The TTFT-gap bound for one engine at one concurrency: the longest matching pattern."""

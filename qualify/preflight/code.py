@@ -25,10 +25,3 @@ def check_code(stage: str) -> str:
             h.update(f"{f.relative_to(root).as_posix()}\0".encode())
             h.update(hashlib.sha256(f.read_bytes()).hexdigest().encode())
     return h.hexdigest()
-
-
-def coded() -> tuple[str, ...]:
-    """The stages whose attempts record the digest of their check code."""
-    from qualify.registry import specs
-
-    return tuple(n for n, s in specs().items() if s.check_code)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from qualify.candidate import Candidate, LoadedCandidate, resolve_path
-from qualify.gates import LoadedGate, load_gates, run_gate
-from qualify.gates.files import declared, default_gates_dir, pick
+from qualify.gates.files import LoadedGate, declared, default_gates_dir, load_gates, pick
 from qualify.gates.probe import GateContext, Keep, Sender, Write
+from qualify.gates.runner import run_gate
 from qualify.preflight.budget import allowance
 from qualify.preflight.code import check_code
 from qualify.preflight.record import Allowance, Record

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qualify.evidence.kept import AttemptView, NotKept
-from qualify.gates import GateContext, LoadedGate
-from qualify.gates.files import default_gates_dir, pick
+from qualify.gates.files import LoadedGate, default_gates_dir, pick
+from qualify.gates.probe import GateContext
 from qualify.preflight.rebuild import every_gate, gate_files, regate, replayer, same_code
 from qualify.quality.record import Record
 from qualify.quality.sandbox import RunResult

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qualify.candidate import Candidate, LoadedCandidate
-from qualify.gates import LoadedGate, load_gates, run_gate
-from qualify.gates.files import declared, default_gates_dir, pick
+from qualify.gates.files import LoadedGate, declared, default_gates_dir, load_gates, pick
 from qualify.gates.probe import Keep, Sender, Write
+from qualify.gates.runner import run_gate
 from qualify.httpclient.client import Client
 from qualify.preflight import stage as preflight
 from qualify.preflight.code import check_code

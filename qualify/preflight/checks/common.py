@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 from jsonschema import Draft202012Validator
+from pydantic import Field
 
+from qualify.gates.files import JsonFile
 from qualify.gates.registry import Outcome
 from qualify.httpclient.chat import ChatOutcome, ToolCall
 from qualify.httpclient.client import Exchange, error_message
 
 T = TypeVar("T")
+
+Tools = Annotated[
+    JsonFile, Field(description="a JSON list of chat tools, relative to the gates directory")
+]
 
 # The transport failures that say nothing about the candidate: the harness could not judge.
 INFRA_KINDS = {"connect", "timeout", "dropped", "transport"}
@@ -121,10 +127,7 @@ def judge_calls(
 ) -> list[str]:
     if not calls:
         return ["no tool call in the answer"]
-    problems: list[str] = []
-    for call in calls:
-        problems.extend(judge_call(call, schemas, expect))
-    return problems
+    return [p for call in calls for p in judge_call(call, schemas, expect)]
 
 
 def answer_metrics(o: ChatOutcome) -> dict[str, object]:

@@ -6,7 +6,7 @@ import json
 
 from pydantic import Field
 
-from qualify.gates.files import Params
+from qualify.gates.files import JsonFile, Params
 from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.preflight.budget import answer_budget, reasoning_only
@@ -15,12 +15,9 @@ from qualify.preflight.checks.common import answer_metrics, chat_problem, clip, 
 
 class JsonParams(Params):
     prompt: str = Field(min_length=1)
-    schema_file: str = Field(description="a JSON Schema, relative to the gates directory")
+    schema_file: JsonFile = Field(description="a JSON Schema, relative to the gates directory")
     name: str = "answer"
     max_tokens: int | None = Field(default=None, gt=0)
-
-    def files(self) -> list[str]:
-        return [self.schema_file]
 
 
 @check("json_schema", params=JsonParams)

@@ -19,13 +19,9 @@ def leaked_markup(text: str) -> list[str]:
 
 
 def longest_run(text: str) -> tuple[str, int]:
-    """The longest run of one non-space character, and its length."""
-    best, best_n = "", 0
-    for m in re.finditer(r"(\S)\1*", text):
-        n = len(m.group(0))
-        if n > best_n:
-            best, best_n = m.group(1), n
-    return best, best_n
+    """The longest run of one non-space character (the first, of runs as long), and its length."""
+    m = max(re.finditer(r"(\S)\1*", text), key=lambda m: len(m.group(0)), default=None)
+    return (m.group(1), len(m.group(0))) if m else ("", 0)
 
 
 def drift(text: str, expected: str, max_share: float, min_letters: int) -> tuple[str, float] | None:

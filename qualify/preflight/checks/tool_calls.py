@@ -13,6 +13,7 @@ from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
 from qualify.preflight.budget import answer_budget, reasoning_only
 from qualify.preflight.checks.common import (
+    Tools,
     answer_metrics,
     chat_problem,
     clip,
@@ -29,13 +30,10 @@ class ToolCase(Params):
 
 
 class ToolCallParams(Params):
-    tools: str = Field(description="a JSON list of chat tools, relative to the gates directory")
+    tools: Tools
     tool_choice: Literal["auto", "required"]
     cases: list[ToolCase] = Field(min_length=1, description="attempt n uses case n (cycling)")
     max_tokens: int | None = Field(default=None, gt=0)
-
-    def files(self) -> list[str]:
-        return [self.tools]
 
 
 async def run_case(

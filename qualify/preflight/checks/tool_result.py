@@ -10,7 +10,7 @@ from qualify.gates.files import Params
 from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.preflight.budget import answer_budget, reasoning_only
-from qualify.preflight.checks.common import answer_metrics, chat_problem, clip, user
+from qualify.preflight.checks.common import Tools, answer_metrics, chat_problem, clip, user
 from qualify.preflight.checks.text import leaked_markup
 
 CALL_ID = "call_qualify_1"
@@ -22,15 +22,12 @@ class ToolCallSpec(Params):
 
 
 class ToolResultParams(Params):
-    tools: str = Field(description="a JSON list of chat tools, relative to the gates directory")
+    tools: Tools
     prompt: str = Field(min_length=1)
     call: ToolCallSpec
     result: str = Field(min_length=1, description="what the tool returned")
     expect: list[str] = Field(min_length=1, description="values only the result contains")
     max_tokens: int | None = Field(default=None, gt=0)
-
-    def files(self) -> list[str]:
-        return [self.tools]
 
     @model_validator(mode="after")
     def _only_in_result(self) -> ToolResultParams:

@@ -10,20 +10,17 @@ from qualify.gates.files import Params
 from qualify.gates.probe import GateContext
 from qualify.gates.registry import Outcome, check
 from qualify.httpclient.chat import ChatOutcome
-from qualify.preflight.checks.common import answer_metrics, chat_problem, user
+from qualify.preflight.checks.common import Tools, answer_metrics, chat_problem, user
 from qualify.records import Verdict, worst
 
 
 class TruncationParams(Params):
     prompt: str = Field(min_length=1, description="asks for a long answer")
     max_tokens: int = Field(default=8, gt=0)
-    tools: str = Field(description="a JSON list of chat tools, relative to the gates directory")
+    tools: Tools
     tool_prompt: str = Field(min_length=1, description="asks for a tool call")
     tool_choice: Literal["auto", "required"] = "required"
     tool_max_tokens: int = Field(default=12, gt=0, description="cuts the call's arguments short")
-
-    def files(self) -> list[str]:
-        return [self.tools]
 
 
 def judge_length(o: ChatOutcome, limit: int, what: str) -> list[str]:

@@ -10,7 +10,9 @@ from typing import Any
 import httpx
 
 from qualify.decision.policy import gate_outcome
-from qualify.gates import GateContext, LoadedGate, load_gates, run_gate
+from qualify.gates.files import LoadedGate, load_gates
+from qualify.gates.probe import GateContext
+from qualify.gates.runner import run_gate
 from qualify.httpclient.client import Client
 from qualify.records import GateResult, Verdict
 from qualify.trust.house import PolicyRules

@@ -9,7 +9,8 @@ from typing import Any
 
 import httpx
 
-from qualify.gates import GateContext, LoadedGate, load_gates
+from qualify.gates.files import LoadedGate, load_gates
+from qualify.gates.probe import GateContext
 from qualify.gates.runner import run_gate
 from qualify.httpclient.client import Client
 from qualify.preflight.stage import DEFAULT_GATES

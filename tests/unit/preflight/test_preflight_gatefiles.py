@@ -9,9 +9,9 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from qualify.gates import CHECKS, load_checks, load_gates
 from qualify.gates.export import render
-from qualify.gates.files import load_all_gates
+from qualify.gates.files import load_all_gates, load_gates
+from qualify.gates.registry import CHECKS, load_checks
 from qualify.preflight.stage import DEFAULT_GATES
 
 SCHEMA_FILE = DEFAULT_GATES / "schemas" / "gate-file.schema.json"

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
-from qualify.gates import LoadedGate, load_gates, run_gate
-from qualify.gates.files import default_gates_dir
+from qualify.gates.files import LoadedGate, default_gates_dir, load_gates
+from qualify.gates.runner import run_gate
 from qualify.httpclient.client import Client
 from qualify.quality.tasks import QualityContext
 from qualify.records import GateResult

@@ -16,8 +16,7 @@ from quality_fakes import FakeLanes, chat
 
 from qualify.candidate import load_candidate
 from qualify.evidence.store import EvidenceStore
-from qualify.gates import load_gates
-from qualify.gates.files import default_gates_dir
+from qualify.gates.files import default_gates_dir, load_gates
 from qualify.progress import Progress
 from qualify.quality.record import Record
 from qualify.quality.stage import quality, select

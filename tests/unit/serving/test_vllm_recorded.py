@@ -230,7 +230,7 @@ def test_cell_comparison_by_the_histograms_definitions() -> None:
 def test_responses_cut_answer_as_recorded() -> None:
     """A cut answer: status `incomplete`, incomplete_details.reason `max_output_tokens`; the
     stream's last event is `response.completed` carrying that status."""
-    from qualify.preflight.checks.responses_read import (
+    from qualify.preflight.checks.responses_api import (
         incomplete_reason,
         order_problems,
         terminal,
