@@ -7,13 +7,12 @@ from the exchanges"; the open-loop load in `qualify.capacity.reload`."""
 from __future__ import annotations
 
 import re
-from typing import cast
 
-from qualify.ab.acceptance import combine
+from qualify.ab.acceptance import combined
 from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
 from qualify.capacity.loads import Load
-from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
+from qualify.capacity.matrix import cell_key, median_of_runs, run_goodput, saturation
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.record import (
     Comparison,
@@ -34,10 +33,10 @@ from qualify.capacity.reload import (
     rebuild_load,
 )
 from qualify.capacity.replay import replay_again
-from qualify.capacity.runs import exclusion, stream_record, summarize
+from qualify.capacity.runs import StreamRec, stream_record, summarize
 from qualify.capacity.sessions import sessions_again
 from qualify.capacity.settings import CapacitySettings
-from qualify.capacity.slo import Slo, number
+from qualify.capacity.slo import Slo
 from qualify.capacity.stage import INCUMBENT
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
@@ -60,31 +59,25 @@ _LATER = {
 }
 
 
-def _run(view: AttemptView, sealed: RunRecord, kind: str, want: int) -> dict[str, object]:
-    """One timed run measured again: its streams from their exchanges, the rest as recorded."""
-    run = sealed.model_dump(mode="json")
-    label = sealed.label
-    streams = [kept_stream(view, label, i, st, kind, None) for i, st in enumerate(sealed.streams)]
-    if len(streams) != (0 if sealed.idle.before.idle is False else want):
-        raise NotKept(f"{label}: {len(streams)} streams kept, the run sends {want}")
-    run["streams"] = streams
-    run.update(summarize(streams, sealed.window_s if streams else None))
-    if given(sealed, "server_generated_tokens"):
-        gen, window = sealed.server_generated_tokens, number(run["window_s"])
-        run["server_aggregate_tok_s"] = gen / window if gen is not None and window else None
-    run["excluded"] = exclusion(run)
-    return run
-
-
 def _runs(
     view: AttemptView, sealed: list[RunRecord], name: str, kind: str, want: int, n: int
-) -> tuple[dict[str, object], list[dict[str, object]]]:
-    """A cell's runs measured again, and its figures over them (with the runs as kept)."""
+) -> tuple[list[RunRecord], list[StreamRec]]:
+    """A cell's runs measured again: each run's streams from their exchanges, the rest as
+    recorded; with every stream as measured."""
     if len(sealed) != n:
         raise NotKept(f"{name}: {len(sealed)} runs recorded, the candidate asks {n}")
-    runs = [_run(view, r, kind, want) for r in sealed]
-    idle = any(r.idle.before.idle is None for r in sealed)
-    return {**median_of_runs(runs), "idle_unknown": idle, "run_records": public_runs(runs)}, runs
+    runs, every = [], []
+    for r in sealed:
+        streams = [kept_stream(view, r.label, i, st, kind, None) for i, st in enumerate(r.streams)]
+        if len(streams) != (0 if r.idle.before.idle is False else want):
+            raise NotKept(f"{r.label}: {len(streams)} streams kept, the run sends {want}")
+        run = summarize(streams, r.window_s if streams else None, **r.model_dump())
+        if given(r, "server_generated_tokens"):
+            gen, window = r.server_generated_tokens, run.window_s
+            run.server_aggregate_tok_s = gen / window if gen is not None and window else None
+        runs.append(run)
+        every += streams
+    return runs, every
 
 
 def _saturation(
@@ -97,10 +90,10 @@ def _saturation(
         stop = sealed.get(str(length))
         cells = sorted((r for r in rows if r.length == length), key=lambda r: r.concurrency)
         for r in cells:
-            why = saturation(r.model_dump(), None)
+            why = saturation(r, None)
             if stop and stop.at == r.concurrency and why is None:
                 bound = re.search(r"past the bound ([0-9.]+) s", stop.why)
-                why = saturation(r.model_dump(), float(bound.group(1))) if bound else None
+                why = saturation(r, float(bound.group(1))) if bound else None
                 if why is None:
                     raise NotKept(f"{lane} {r.cell}: saturated as recorded, not as measured")
             if why is not None:
@@ -116,22 +109,14 @@ def _matrix(
     rows = []
     for row in rec.matrix:
         c, planned = row.concurrency, row.length
-        cell, runs = _runs(view, row.run_records, row.cell, "prose", c, s.runs)
+        runs, streams = _runs(view, row.run_records, row.cell, "prose", c, s.runs)
         eng = engines.get(row.lane)
         kv = eng.kv_tokens if eng is not None else None
         need = c * (planned + s.max_tokens)
-        figures = {
-            "lane": row.lane,
-            "target": row.target,
-            "cell": cell_key(planned, c),
-            "length": planned,
-            "concurrency": c,
-            **cell,
-            **(run_goodput(runs, slo) if slo is not None else {}),
-            "kv_tokens_needed": need,
-            "kv_fits": None if not kv else need <= kv,
-        }
-        rows.append(MatrixRow.model_validate(figures))
+        cell = {"lane": row.lane, "target": row.target, "cell": cell_key(planned, c)}
+        good = run_goodput(runs, streams, slo) if slo is not None else {}
+        more = {"length": planned, "concurrency": c, "kv_fits": None if not kv else need <= kv}
+        rows.append(median_of_runs(runs, MatrixRow, kv_tokens_needed=need, **cell, **more, **good))
     sat = {}
     for lane in dict.fromkeys(r.lane for r in rows):
         mine = [r for r in rows if r.lane == lane]
@@ -148,17 +133,13 @@ def _kinds(view: AttemptView, rec: Record, s: CapacitySettings) -> list[KindRow]
         if row.error:
             rows.append(row)
             continue
-        cell, runs = _runs(view, row.run_records, row.cell, row.kind, 1, s.kind_runs)
-        kept = [r.get("acceptance") for r in runs if not r["excluded"]]  # as written
-        acc = combine(cast("list[dict[str, object] | None]", kept))
-        figures = {
-            **{"kind": row.kind, "depth": row.depth, "target": row.target},
-            "sized_tokens": row.sized_tokens,
-            **cell,
-            "acceptance_rate": acc.get("rate") if acc else None,
-            "acceptance": acc,
-        }
-        rows.append(KindRow.model_validate(figures))
+        runs, _ = _runs(view, row.run_records, row.cell, row.kind, 1, s.kind_runs)
+        acc = combined([r.acceptance for r in runs if not r.excluded])
+        figures = {"kind": row.kind, "depth": row.depth, "target": row.target}
+        figures |= {"sized_tokens": row.sized_tokens, "acceptance": acc}
+        rows.append(
+            median_of_runs(runs, KindRow, acceptance_rate=acc.rate if acc else None, **figures)
+        )
     return rows
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, PrivateAttr
 
 from qualify.ab.record import Acceptance  # the same figures as the A/B's
 from qualify.capacity.loads import Load
@@ -94,6 +94,8 @@ class RunRecord(Part):
     excluded: str | None = None
     run: int | None = None
     streams: list[RunStream] = Field(default_factory=list)
+    # its answered streams' TTFTs (`runs.summarize`), not kept: the cell's p95 is over them
+    _ttft_s: list[float] = PrivateAttr(default_factory=list)
 
 
 class ExcludedRun(Part):
