@@ -224,11 +224,7 @@ def degenerate_answers(
 def engine(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
     """The engine reported its KV capacity or its concurrency at the full context."""
     eng = data.engine
-    m = {
-        "kv_tokens": eng.kv_tokens,
-        "max_concurrency_at_full_context": eng.max_concurrency_at_full_context,
-        "slots": eng.slots,
-    }
+    m = {k: getattr(eng, k) for k in ("kv_tokens", "max_concurrency_at_full_context", "slots")}
     if eng.reported:
         return [Judged(Verdict.PASS, [], m)]
     why = f"the {eng.engine or 'engine'} server reported no KV capacity"
@@ -272,17 +268,8 @@ def goodput_knee(data: Record, params: NoParams, thresholds: Thresholds) -> list
     if knee is None:
         why = data.load.error or "the open-loop load was not run (stages.capacity.load)"
         return [Judged(Verdict.SKIPPED, [why])]
-    m: dict[str, object] = {
-        "rate_rps": knee.rate_rps,
-        "goodput": knee.goodput,
-        "goodput_ci95": knee.goodput_ci95,
-        "goodput_rps": knee.goodput_rps,
-        "lower_bound": knee.lower_bound,
-        "stopped": knee.stopped,
-        "statement": knee.statement,
-        "slo": knee.slo,
-        "min_rps": need,
-    }
+    shown = ("rate_rps", "goodput", "goodput_ci95", "goodput_rps", "lower_bound", "stopped")
+    m = {k: getattr(knee, k) for k in (*shown, "statement", "slo")} | {"min_rps": need}
     if knee.harness_error:
         return [Judged(Verdict.ERROR, [f"harness error, no figure: {knee.stopped}"], m)]
     rate = knee.rate_rps
@@ -327,19 +314,11 @@ def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
     if s is None:
         return [Judged(Verdict.SKIPPED, ["the soak was not run (stages.capacity.soak)"])]
     d, growth = s.ttft_drift, s.memory.growth_mib
-    m = {
-        "rate_rps": s.rate_rps,
-        "duration_s": s.duration_s,
-        "completed": s.completed,
-        "planned": s.planned,
-        "ttft_drift_pct": d.drift_pct,
-        "memory_growth_mib": growth,
-        "memory_source": s.memory.source,
-        "error_counters": s.error_counters,
-        "detected_after_s": s.detected_after_s,
-        "detection_bound_s": s.detection_bound_s,
-        "goodput": s.goodput,
-    }
+    m = {k: getattr(s, k) for k in ("rate_rps", "duration_s", "completed", "planned")}
+    m |= {"ttft_drift_pct": d.drift_pct, "memory_growth_mib": growth}
+    m["memory_source"] = s.memory.source
+    later = ("error_counters", "detected_after_s", "detection_bound_s", "goodput")
+    m |= {k: getattr(s, k) for k in later}
     if s.hung:
         return [Judged(Verdict.FAIL, [s.hung], m)]
     reasons = []
