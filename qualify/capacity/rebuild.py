@@ -31,8 +31,8 @@ from qualify.capacity.reload import (
     given,
     kept_stream,
     rebuild_load,
+    replay_again,
 )
-from qualify.capacity.replay import replay_again
 from qualify.capacity.runs import StreamRec, stream_record, summarize
 from qualify.capacity.sessions import sessions_again
 from qualify.capacity.settings import CapacitySettings

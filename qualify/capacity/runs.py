@@ -197,17 +197,11 @@ async def timed_run(
     # the run's window: first request sent to last response ended
     ends = [ex.t_sent + ex.t_end for ex in exchanges if ex.t_end is not None]
     window = max(ends) - min(ex.t_sent for ex in exchanges) if ends else None
-    return summarize(
-        streams,
-        window,
-        label=label,
-        idle=idle,
-        queue=queue,
-        energy=energy,
-        server_generated_tokens=after.since(before, s.dialect.generated),
-        acceptance=between(before.snapshot, after.snapshot, s.dialect),
-        server_window=server_fidelity(before, after, s.dialect, exchanges, streams),
-    )
+    gen = after.since(before, s.dialect.generated)
+    acc = between(before.snapshot, after.snapshot, s.dialect)
+    fidelity = server_fidelity(before, after, s.dialect, exchanges, streams)
+    run = {"label": label, "idle": idle, "queue": queue, "energy": energy, "acceptance": acc}
+    return summarize(streams, window, **run, server_generated_tokens=gen, server_window=fidelity)
 
 
 def server_fidelity(
