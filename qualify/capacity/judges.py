@@ -9,7 +9,7 @@ from pydantic import Field
 
 from qualify.capacity.loads import Drift, Soak
 from qualify.capacity.parts import Energy
-from qualify.capacity.record import CellFigures, Comparison, KindRow, MatrixRow, Record
+from qualify.capacity.record import Comparison, KindRow, MatrixRow, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
@@ -33,10 +33,9 @@ def _fmt(v: object) -> str:
     return f"{v:.4g}" if isinstance(v, int | float) else "none"
 
 
-def _rows(data: Record) -> list[tuple[str, CellFigures]]:
-    """The candidate's matrix cells and per-kind rows, by name."""
-    rows: list[MatrixRow | KindRow] = [*data.cells(), *data.kinds]
-    return [(r.cell, r) for r in rows]
+def _rows(data: Record) -> list[MatrixRow | KindRow]:
+    """The candidate's matrix cells and per-kind rows."""
+    return [*data.cells(), *data.kinds]
 
 
 @judge(STAGE, "capacity-expected-range", NoParams)
@@ -96,11 +95,11 @@ def requests(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
     if not rows:
         return []
     bad = [
-        f"{name}: {r.failed} failed and {r.cut} cut of {r.requests} requests"
-        for name, r in rows
+        f"{r.cell}: {r.failed} failed and {r.cut} cut of {r.requests} requests"
+        for r in rows
         if r.failed or r.cut
     ]
-    total = sum(r.requests for _, r in rows)
+    total = sum(r.requests for r in rows)
     return [Judged(Verdict.FAIL if bad else Verdict.PASS, bad, {"requests": total})]
 
 
@@ -111,13 +110,13 @@ def measured(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
     rows = _rows(data)
     if not rows:
         return []
-    unknown = [name for name, r in rows if r.idle_unknown]
+    unknown = [r.cell for r in rows if r.idle_unknown]
     empty = [
-        f"{name}: no counted run ({'; '.join(e.why for e in r.excluded_runs)})"
-        for name, r in rows
+        f"{r.cell}: no counted run ({'; '.join(e.why for e in r.excluded_runs)})"
+        for r in rows
         if not r.counted_runs
     ]
-    metrics = {"cells": len(rows), "excluded_runs": sum(len(r.excluded_runs) for _, r in rows)}
+    metrics = {"cells": len(rows), "excluded_runs": sum(len(r.excluded_runs) for r in rows)}
     if empty:
         return [Judged(Verdict.ERROR, empty, metrics)]
     if unknown:

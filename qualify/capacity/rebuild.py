@@ -229,21 +229,21 @@ def rebuild(view: AttemptView) -> Record:
     window = rec.engine.context_per_request
     if window is None and view.candidate is not None:
         window = view.candidate.identity.context_length
-    data: dict[str, object] = {
-        **sealed,
+    again = Load.model_validate(load)
+    data = {
         "lengths": _lengths(rec, s, window),
         "matrix": rows,
         "not_run": _not_run(sat, s),
         "saturation": sat,
         "kinds": krows,
         "degenerate": degenerate_answers([*rows, *krows]),
-        "answers": judged_cells(rows, krows, Load.model_validate(load)),
-        "expected": [r.model_dump(mode="json") for r in s.expected],
+        "answers": judged_cells(rows, krows, again),
+        "expected": s.expected,
         "comparison": _comparison(rec, rows),
         "warmups": _warmups(view, rec.warmups),
-        "load": load,
+        "load": again,
     }
-    return Record.model_validate({k: v for k, v in data.items() if k in sealed})
+    return rec.model_copy(update={k: v for k, v in data.items() if k in sealed})
 
 
 def _comparison(rec: Record, matrix: list[MatrixRow]) -> list[Comparison]:
