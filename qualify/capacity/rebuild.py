@@ -25,6 +25,7 @@ from qualify.capacity.record import (
     Warmup,
 )
 from qualify.capacity.reload import (
+    PART,
     REPLAY,
     SESSIONS,
     SOAK_ACCEPTANCE,
@@ -41,29 +42,18 @@ from qualify.capacity.stage import INCUMBENT
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
-_PART = re.compile(r"\.part\d{3}$")
 _COUNTED = re.compile(r"^\d{4}-(cap|kind|load)-.+-s\d+\.json$|^\d{4}-soak-s\d+\.json$")
 
 # The checks of the record's later fields: a record of the form before them has no such field,
 # and no gates of these checks.
-_LATER = {
-    "load": [
-        "capacity-goodput",
-        "capacity-harness",
-        "capacity-soak",
-        SOAK_ACCEPTANCE,
-        REPLAY,
-        SESSIONS,
-    ],
-    "answers": ["capacity-answers"],
-}
+_LOAD = ["capacity-goodput", "capacity-harness", "capacity-soak", SOAK_ACCEPTANCE, REPLAY, SESSIONS]
+_LATER = {"load": _LOAD, "answers": ["capacity-answers"]}
 
 
 def _runs(
     view: AttemptView, sealed: list[RunRecord], name: str, kind: str, want: int, n: int
 ) -> tuple[list[RunRecord], list[StreamRec]]:
-    """A cell's runs measured again: each run's streams from their exchanges, the rest as
-    recorded; with every stream as measured."""
+    """A cell's runs measured again (streams from their exchanges, the rest as recorded)."""
     if len(sealed) != n:
         raise NotKept(f"{name}: {len(sealed)} runs recorded, the candidate asks {n}")
     runs, every = [], []
@@ -164,7 +154,7 @@ def _complete(view: AttemptView, rec: Record) -> None:
     files += [st.files for c in cells for st in c.streams]
     files += [st.files for st in (ld.soak.streams if ld.soak else [])]
     files += [t.files for t in (ld.sessions.turns if ld.sessions else [])]
-    named = {_PART.sub("", f[0]) for f in files if f}
+    named = {PART.sub("", f[0]) for f in files if f}
     kept = [n for n in view.names() if _COUNTED.match(n) and n not in named]
     if kept:
         raise NotKept(f"kept exchanges no run of the record holds: {kept[:3]}")
@@ -260,6 +250,6 @@ def _warmups(view: AttemptView, warmups: dict[str, list[Warmup]]) -> dict[str, l
         for w in items:
             if not w.files:
                 raise NotKept(f"warm-up {w.label} {w.n}: names no kept exchange")
-            ex = view.exchange(_PART.sub("", w.files[0]))
+            ex = view.exchange(PART.sub("", w.files[0]))
             w.completion_tokens = stream_record(ex, w.files)["completion_tokens"]
     return warmups

@@ -44,7 +44,7 @@ from qualify.capacity.trace import (
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
-_PART = re.compile(r"\.part\d{3}$")
+PART = re.compile(r"\.part\d{3}$")
 _NUMBERED = re.compile(r"^\d{4}-(?P<rest>.+)$")
 SOAK_ACCEPTANCE = "capacity-soak-acceptance"
 REPLAY = "capacity-replay"
@@ -66,7 +66,7 @@ def kept_stream(
     cell on `workers` Ray workers, the shard of worker i mod workers: `<label>-w<k>-s<i+1>`)."""
     if not st.files:
         raise NotKept(f"{label} stream {i + 1}: names no kept exchange")
-    name = _PART.sub("", st.files[0])
+    name = PART.sub("", st.files[0])
     m = _NUMBERED.match(name)
     want = f"{label}-s{i + 1}"
     if workers > 1:
@@ -74,16 +74,14 @@ def kept_stream(
     if m is None or m.group("rest") != f"{want}.json":
         raise NotKept(f"{label} stream {i + 1}: its exchange {name} is another request's")
     rec = stream_record(view.exchange(name), list(st.files), kind, max_tokens)
-    return _earlier_answers(view, label, i, st, rec)
+    return _earlier_answers(view, st, rec)
 
 
 # A stream's answer judgments, which the answer-checking code (`check_code("capacity")`) gives.
 JUDGED: tuple[Literal["degenerate", "broken"], ...] = ("degenerate", "broken")
 
 
-def _earlier_answers(
-    view: AttemptView, label: str, i: int, st: RunStream | LoadStream, rec: StreamRec
-) -> StreamRec:
+def _earlier_answers(view: AttemptView, st: RunStream | LoadStream, rec: StreamRec) -> StreamRec:
     """A record of other answer-checking code than this installation's (an earlier build wrote
     no `check_code`) keeps a judgment *against* an answer (degenerate, broken) that this code no
     longer makes, named in the notes: such a judgment can only block, so taking it as recorded
@@ -195,7 +193,7 @@ def trace_checked(view: AttemptView, cell: ReplayCell, s: CapacitySettings) -> l
     for i, (row, st) in enumerate(zip(rows, streams, strict=True)):
         if not st.files:
             continue
-        body = view.exchange(_PART.sub("", st.files[0])).request_body or {}
+        body = view.exchange(PART.sub("", st.files[0])).request_body or {}
         cap = min(row.output_length or s.max_tokens, s.max_tokens)
         asked = body.get("max_completion_tokens", body.get("max_tokens"))
         if body.get("messages") != prompt_of(row, i, s.replay.block_tokens) or asked != cap:

@@ -5,11 +5,12 @@ the load's are, and `verify` measures each request again from its kept exchange.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from qualify.candidate import LoadedCandidate
-from qualify.capacity.knee import LaneArgs, Meter, measured
+from qualify.capacity.knee import LaneArgs, measured
 from qualify.capacity.openloop import Plan
 from qualify.capacity.settings import ReplaySettings
-from qualify.capacity.slo import Slo
 from qualify.capacity.trace import (
     TraceError,
     TraceRow,
@@ -45,20 +46,17 @@ async def replay_cell(
     *,
     scale: float,
     block_tokens: int,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
     drain_s: float,
-    meter: Meter | None = None,
+    **lane: Unpack[LaneArgs],
 ) -> dict[str, object]:
     """The trace sent once at `scale`, after an idle check; the cell's record."""
-    label = label_of(scale)
+    label, cap = label_of(scale), lane["max_tokens"]
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
     offsets = offsets_of(rows, scale)
-    bodies = [body_of(sender, r, i, block_tokens, max_tokens) for i, r in enumerate(rows)]
+    bodies = [body_of(sender, r, i, block_tokens, cap) for i, r in enumerate(rows)]
     plan = Plan(bodies, offsets, offsets[-1] + drain_s, timeout_s=sender.timeout_s)
-    _, _, tally = await measured(sender, plan, label, kind, None, lag_bound_ms, meter)
+    meter, lag = lane.get("meter"), lane["lag_bound_ms"]
+    _, _, tally = await measured(sender, plan, label, lane["kind"], None, lag, meter)
     return tally | {
         "label": label,
         "cell": f"replay-{scale:g}x",
