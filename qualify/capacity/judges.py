@@ -9,7 +9,7 @@ from pydantic import Field
 
 from qualify.capacity.loads import Drift, Soak
 from qualify.capacity.parts import Energy
-from qualify.capacity.record import CellFigures, Comparison, KindRow, MatrixRow, Record
+from qualify.capacity.record import Comparison, KindRow, MatrixRow, Record
 from qualify.gates.files import Params
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
@@ -33,10 +33,9 @@ def _fmt(v: object) -> str:
     return f"{v:.4g}" if isinstance(v, int | float) else "none"
 
 
-def _rows(data: Record) -> list[tuple[str, CellFigures]]:
-    """The candidate's matrix cells and per-kind rows, by name."""
-    rows: list[MatrixRow | KindRow] = [*data.cells(), *data.kinds]
-    return [(r.cell, r) for r in rows]
+def _rows(data: Record) -> list[MatrixRow | KindRow]:
+    """The candidate's matrix cells and per-kind rows."""
+    return [*data.cells(), *data.kinds]
 
 
 @judge(STAGE, "capacity-expected-range", NoParams)
@@ -96,11 +95,11 @@ def requests(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
     if not rows:
         return []
     bad = [
-        f"{name}: {r.failed} failed and {r.cut} cut of {r.requests} requests"
-        for name, r in rows
+        f"{r.cell}: {r.failed} failed and {r.cut} cut of {r.requests} requests"
+        for r in rows
         if r.failed or r.cut
     ]
-    total = sum(r.requests for _, r in rows)
+    total = sum(r.requests for r in rows)
     return [Judged(Verdict.FAIL if bad else Verdict.PASS, bad, {"requests": total})]
 
 
@@ -111,13 +110,13 @@ def measured(data: Record, params: NoParams, thresholds: Thresholds) -> list[Jud
     rows = _rows(data)
     if not rows:
         return []
-    unknown = [name for name, r in rows if r.idle_unknown]
+    unknown = [r.cell for r in rows if r.idle_unknown]
     empty = [
-        f"{name}: no counted run ({'; '.join(e.why for e in r.excluded_runs)})"
-        for name, r in rows
+        f"{r.cell}: no counted run ({'; '.join(e.why for e in r.excluded_runs)})"
+        for r in rows
         if not r.counted_runs
     ]
-    metrics = {"cells": len(rows), "excluded_runs": sum(len(r.excluded_runs) for _, r in rows)}
+    metrics = {"cells": len(rows), "excluded_runs": sum(len(r.excluded_runs) for r in rows)}
     if empty:
         return [Judged(Verdict.ERROR, empty, metrics)]
     if unknown:
@@ -224,11 +223,7 @@ def degenerate_answers(
 def engine(data: Record, params: NoParams, thresholds: Thresholds) -> list[Judged]:
     """The engine reported its KV capacity or its concurrency at the full context."""
     eng = data.engine
-    m = {
-        "kv_tokens": eng.kv_tokens,
-        "max_concurrency_at_full_context": eng.max_concurrency_at_full_context,
-        "slots": eng.slots,
-    }
+    m = {k: getattr(eng, k) for k in ("kv_tokens", "max_concurrency_at_full_context", "slots")}
     if eng.reported:
         return [Judged(Verdict.PASS, [], m)]
     why = f"the {eng.engine or 'engine'} server reported no KV capacity"
@@ -272,17 +267,8 @@ def goodput_knee(data: Record, params: NoParams, thresholds: Thresholds) -> list
     if knee is None:
         why = data.load.error or "the open-loop load was not run (stages.capacity.load)"
         return [Judged(Verdict.SKIPPED, [why])]
-    m: dict[str, object] = {
-        "rate_rps": knee.rate_rps,
-        "goodput": knee.goodput,
-        "goodput_ci95": knee.goodput_ci95,
-        "goodput_rps": knee.goodput_rps,
-        "lower_bound": knee.lower_bound,
-        "stopped": knee.stopped,
-        "statement": knee.statement,
-        "slo": knee.slo,
-        "min_rps": need,
-    }
+    shown = ("rate_rps", "goodput", "goodput_ci95", "goodput_rps", "lower_bound", "stopped")
+    m = {k: getattr(knee, k) for k in (*shown, "statement", "slo")} | {"min_rps": need}
     if knee.harness_error:
         return [Judged(Verdict.ERROR, [f"harness error, no figure: {knee.stopped}"], m)]
     rate = knee.rate_rps
@@ -327,19 +313,11 @@ def soak_gate(data: Record, params: NoParams, thresholds: Thresholds) -> list[Ju
     if s is None:
         return [Judged(Verdict.SKIPPED, ["the soak was not run (stages.capacity.soak)"])]
     d, growth = s.ttft_drift, s.memory.growth_mib
-    m = {
-        "rate_rps": s.rate_rps,
-        "duration_s": s.duration_s,
-        "completed": s.completed,
-        "planned": s.planned,
-        "ttft_drift_pct": d.drift_pct,
-        "memory_growth_mib": growth,
-        "memory_source": s.memory.source,
-        "error_counters": s.error_counters,
-        "detected_after_s": s.detected_after_s,
-        "detection_bound_s": s.detection_bound_s,
-        "goodput": s.goodput,
-    }
+    m = {k: getattr(s, k) for k in ("rate_rps", "duration_s", "completed", "planned")}
+    m |= {"ttft_drift_pct": d.drift_pct, "memory_growth_mib": growth}
+    m["memory_source"] = s.memory.source
+    later = ("error_counters", "detected_after_s", "detection_bound_s", "goodput")
+    m |= {k: getattr(s, k) for k in later}
     if s.hung:
         return [Judged(Verdict.FAIL, [s.hung], m)]
     reasons = []

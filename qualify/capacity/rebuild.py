@@ -7,13 +7,12 @@ from the exchanges"; the open-loop load in `qualify.capacity.reload`."""
 from __future__ import annotations
 
 import re
-from typing import cast
 
-from qualify.ab.acceptance import combine
+from qualify.ab.acceptance import combined
 from qualify.capacity.answers import degenerate_answers, judged_cells
 from qualify.capacity.incumbent import compare
 from qualify.capacity.loads import Load
-from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, run_goodput, saturation
+from qualify.capacity.matrix import cell_key, median_of_runs, run_goodput, saturation
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.record import (
     Comparison,
@@ -26,65 +25,49 @@ from qualify.capacity.record import (
     Warmup,
 )
 from qualify.capacity.reload import (
+    PART,
     REPLAY,
     SESSIONS,
     SOAK_ACCEPTANCE,
     given,
     kept_stream,
     rebuild_load,
+    replay_again,
 )
-from qualify.capacity.replay import replay_again
-from qualify.capacity.runs import exclusion, stream_record, summarize
+from qualify.capacity.runs import StreamRec, stream_record, summarize
 from qualify.capacity.sessions import sessions_again
 from qualify.capacity.settings import CapacitySettings
-from qualify.capacity.slo import Slo, number
+from qualify.capacity.slo import Slo
 from qualify.capacity.stage import INCUMBENT
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
-_PART = re.compile(r"\.part\d{3}$")
 _COUNTED = re.compile(r"^\d{4}-(cap|kind|load)-.+-s\d+\.json$|^\d{4}-soak-s\d+\.json$")
 
 # The checks of the record's later fields: a record of the form before them has no such field,
 # and no gates of these checks.
-_LATER = {
-    "load": [
-        "capacity-goodput",
-        "capacity-harness",
-        "capacity-soak",
-        SOAK_ACCEPTANCE,
-        REPLAY,
-        SESSIONS,
-    ],
-    "answers": ["capacity-answers"],
-}
-
-
-def _run(view: AttemptView, sealed: RunRecord, kind: str, want: int) -> dict[str, object]:
-    """One timed run measured again: its streams from their exchanges, the rest as recorded."""
-    run = sealed.model_dump(mode="json")
-    label = sealed.label
-    streams = [kept_stream(view, label, i, st, kind, None) for i, st in enumerate(sealed.streams)]
-    if len(streams) != (0 if sealed.idle.before.idle is False else want):
-        raise NotKept(f"{label}: {len(streams)} streams kept, the run sends {want}")
-    run["streams"] = streams
-    run.update(summarize(streams, sealed.window_s if streams else None))
-    if given(sealed, "server_generated_tokens"):
-        gen, window = sealed.server_generated_tokens, number(run["window_s"])
-        run["server_aggregate_tok_s"] = gen / window if gen is not None and window else None
-    run["excluded"] = exclusion(run)
-    return run
+_LOAD = ["capacity-goodput", "capacity-harness", "capacity-soak", SOAK_ACCEPTANCE, REPLAY, SESSIONS]
+_LATER = {"load": _LOAD, "answers": ["capacity-answers"]}
 
 
 def _runs(
     view: AttemptView, sealed: list[RunRecord], name: str, kind: str, want: int, n: int
-) -> tuple[dict[str, object], list[dict[str, object]]]:
-    """A cell's runs measured again, and its figures over them (with the runs as kept)."""
+) -> tuple[list[RunRecord], list[StreamRec]]:
+    """A cell's runs measured again (streams from their exchanges, the rest as recorded)."""
     if len(sealed) != n:
         raise NotKept(f"{name}: {len(sealed)} runs recorded, the candidate asks {n}")
-    runs = [_run(view, r, kind, want) for r in sealed]
-    idle = any(r.idle.before.idle is None for r in sealed)
-    return {**median_of_runs(runs), "idle_unknown": idle, "run_records": public_runs(runs)}, runs
+    runs, every = [], []
+    for r in sealed:
+        streams = [kept_stream(view, r.label, i, st, kind, None) for i, st in enumerate(r.streams)]
+        if len(streams) != (0 if r.idle.before.idle is False else want):
+            raise NotKept(f"{r.label}: {len(streams)} streams kept, the run sends {want}")
+        run = summarize(streams, r.window_s if streams else None, **r.model_dump())
+        if given(r, "server_generated_tokens"):
+            gen, window = r.server_generated_tokens, run.window_s
+            run.server_aggregate_tok_s = gen / window if gen is not None and window else None
+        runs.append(run)
+        every += streams
+    return runs, every
 
 
 def _saturation(
@@ -97,10 +80,10 @@ def _saturation(
         stop = sealed.get(str(length))
         cells = sorted((r for r in rows if r.length == length), key=lambda r: r.concurrency)
         for r in cells:
-            why = saturation(r.model_dump(), None)
+            why = saturation(r, None)
             if stop and stop.at == r.concurrency and why is None:
                 bound = re.search(r"past the bound ([0-9.]+) s", stop.why)
-                why = saturation(r.model_dump(), float(bound.group(1))) if bound else None
+                why = saturation(r, float(bound.group(1))) if bound else None
                 if why is None:
                     raise NotKept(f"{lane} {r.cell}: saturated as recorded, not as measured")
             if why is not None:
@@ -116,22 +99,14 @@ def _matrix(
     rows = []
     for row in rec.matrix:
         c, planned = row.concurrency, row.length
-        cell, runs = _runs(view, row.run_records, row.cell, "prose", c, s.runs)
+        runs, streams = _runs(view, row.run_records, row.cell, "prose", c, s.runs)
         eng = engines.get(row.lane)
         kv = eng.kv_tokens if eng is not None else None
         need = c * (planned + s.max_tokens)
-        figures = {
-            "lane": row.lane,
-            "target": row.target,
-            "cell": cell_key(planned, c),
-            "length": planned,
-            "concurrency": c,
-            **cell,
-            **(run_goodput(runs, slo) if slo is not None else {}),
-            "kv_tokens_needed": need,
-            "kv_fits": None if not kv else need <= kv,
-        }
-        rows.append(MatrixRow.model_validate(figures))
+        cell = {"lane": row.lane, "target": row.target, "cell": cell_key(planned, c)}
+        good = run_goodput(runs, streams, slo) if slo is not None else {}
+        more = {"length": planned, "concurrency": c, "kv_fits": None if not kv else need <= kv}
+        rows.append(median_of_runs(runs, MatrixRow, kv_tokens_needed=need, **cell, **more, **good))
     sat = {}
     for lane in dict.fromkeys(r.lane for r in rows):
         mine = [r for r in rows if r.lane == lane]
@@ -148,17 +123,13 @@ def _kinds(view: AttemptView, rec: Record, s: CapacitySettings) -> list[KindRow]
         if row.error:
             rows.append(row)
             continue
-        cell, runs = _runs(view, row.run_records, row.cell, row.kind, 1, s.kind_runs)
-        kept = [r.get("acceptance") for r in runs if not r["excluded"]]  # as written
-        acc = combine(cast("list[dict[str, object] | None]", kept))
-        figures = {
-            **{"kind": row.kind, "depth": row.depth, "target": row.target},
-            "sized_tokens": row.sized_tokens,
-            **cell,
-            "acceptance_rate": acc.get("rate") if acc else None,
-            "acceptance": acc,
-        }
-        rows.append(KindRow.model_validate(figures))
+        runs, _ = _runs(view, row.run_records, row.cell, row.kind, 1, s.kind_runs)
+        acc = combined([r.acceptance for r in runs if not r.excluded])
+        figures = {"kind": row.kind, "depth": row.depth, "target": row.target}
+        figures |= {"sized_tokens": row.sized_tokens, "acceptance": acc}
+        rows.append(
+            median_of_runs(runs, KindRow, acceptance_rate=acc.rate if acc else None, **figures)
+        )
     return rows
 
 
@@ -183,7 +154,7 @@ def _complete(view: AttemptView, rec: Record) -> None:
     files += [st.files for c in cells for st in c.streams]
     files += [st.files for st in (ld.soak.streams if ld.soak else [])]
     files += [t.files for t in (ld.sessions.turns if ld.sessions else [])]
-    named = {_PART.sub("", f[0]) for f in files if f}
+    named = {PART.sub("", f[0]) for f in files if f}
     kept = [n for n in view.names() if _COUNTED.match(n) and n not in named]
     if kept:
         raise NotKept(f"kept exchanges no run of the record holds: {kept[:3]}")
@@ -248,21 +219,21 @@ def rebuild(view: AttemptView) -> Record:
     window = rec.engine.context_per_request
     if window is None and view.candidate is not None:
         window = view.candidate.identity.context_length
-    data: dict[str, object] = {
-        **sealed,
+    again = Load.model_validate(load)
+    data = {
         "lengths": _lengths(rec, s, window),
         "matrix": rows,
         "not_run": _not_run(sat, s),
         "saturation": sat,
         "kinds": krows,
         "degenerate": degenerate_answers([*rows, *krows]),
-        "answers": judged_cells(rows, krows, Load.model_validate(load)),
-        "expected": [r.model_dump(mode="json") for r in s.expected],
+        "answers": judged_cells(rows, krows, again),
+        "expected": s.expected,
         "comparison": _comparison(rec, rows),
         "warmups": _warmups(view, rec.warmups),
-        "load": load,
+        "load": again,
     }
-    return Record.model_validate({k: v for k, v in data.items() if k in sealed})
+    return rec.model_copy(update={k: v for k, v in data.items() if k in sealed})
 
 
 def _comparison(rec: Record, matrix: list[MatrixRow]) -> list[Comparison]:
@@ -279,6 +250,6 @@ def _warmups(view: AttemptView, warmups: dict[str, list[Warmup]]) -> dict[str, l
         for w in items:
             if not w.files:
                 raise NotKept(f"warm-up {w.label} {w.n}: names no kept exchange")
-            ex = view.exchange(_PART.sub("", w.files[0]))
+            ex = view.exchange(PART.sub("", w.files[0]))
             w.completion_tokens = stream_record(ex, w.files)["completion_tokens"]
     return warmups

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, PrivateAttr
 
 from qualify.ab.record import Acceptance  # the same figures as the A/B's
 from qualify.capacity.loads import Load
 from qualify.capacity.parts import Energy, Part, PlannedLength
 from qualify.capacity.settings import CapacitySettings, ExpectedRange
 from qualify.capacity.slo import Slo, SloMet
+from qualify.httpclient.timing import ServerComparison
 from qualify.records import WrittenRecord
 from qualify.serving.idle import IdleAround
 
@@ -31,25 +32,6 @@ class Queue(Part):
     running_max: float | None = None
     waiting_max: float | None = None
     waiting_mean: float | None = None
-
-
-class ClientWindow(Part):
-    requests: int = 0
-    complete: bool = False
-    decode_tok_s: float | None = None
-    ttfo_ms_mean: float | None = None
-
-
-class ServerFidelity(Part):
-    """The client's figures over a run against the server's latency histograms (vLLM), as
-    `qualify.httpclient.timing.with_server_window` compares them; `why` when nothing was."""
-
-    window: dict[str, float | str | None] | None = None
-    client: ClientWindow | None = None
-    decode_ratio: float | None = None
-    frontend_decode_ratio: float | None = None
-    ttft_minus_server_ms: float | None = None
-    why: str | None = None
 
 
 # --- the closed-loop matrix and the per-kind decode -------------------------------------------
@@ -89,11 +71,13 @@ class RunRecord(Part):
     prompt_tokens_p50: float | None = None
     server_generated_tokens: float | None = None
     server_aggregate_tok_s: float | None = None
-    server_window: ServerFidelity | None = None
+    server_window: ServerComparison | None = None  # the run against the server's histograms
     acceptance: Acceptance | None = None
     excluded: str | None = None
     run: int | None = None
     streams: list[RunStream] = Field(default_factory=list)
+    # its answered streams' TTFTs (`runs.summarize`), not kept: the cell's p95 is over them
+    _ttft_s: list[float] = PrivateAttr(default_factory=list)
 
 
 class ExcludedRun(Part):

@@ -1,8 +1,8 @@
 """The capacity stage's open-loop load rebuilt from the exchanges its attempt kept (`verify`):
-the knee search's steps, the burst and the soak, each planned request that was sent measured and
-judged again (`stream_record`), one never sent or never seen to end kept as recorded
-(`unfinished`); the rest of the stage in `qualify.capacity.rebuild`, which says where the lists of
-what is derived and what is taken as recorded are."""
+the knee search's steps, the burst, the soak and the trace replays, each planned request that
+was sent measured and judged again (`stream_record`), one never sent or never seen to end kept
+as recorded (`unfinished`); the rest of the stage in `qualify.capacity.rebuild`, which says where
+the lists of what is derived and what is taken as recorded are."""
 
 from __future__ import annotations
 
@@ -25,17 +25,26 @@ from qualify.capacity.loads import (
 from qualify.capacity.openloop import burst, poisson
 from qualify.capacity.parts import Part
 from qualify.capacity.record import RunStream
+from qualify.capacity.replay import label_of
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo, number
 from qualify.capacity.soak import drift
 from qualify.capacity.specdrift import acceptance_thirds
 from qualify.capacity.spread import shard_label
-from qualify.capacity.trace import KEPT_TRACE, TraceError, TraceRow, read_trace, trace_sha256
+from qualify.capacity.trace import (
+    KEPT_TRACE,
+    TraceError,
+    TraceRow,
+    offsets_of,
+    prompt_of,
+    read_trace,
+    trace_sha256,
+)
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.preflight.code import check_code
 
-_PART = re.compile(r"\.part\d{3}$")
+PART = re.compile(r"\.part\d{3}$")
 _NUMBERED = re.compile(r"^\d{4}-(?P<rest>.+)$")
 SOAK_ACCEPTANCE = "capacity-soak-acceptance"
 REPLAY = "capacity-replay"
@@ -57,7 +66,7 @@ def kept_stream(
     cell on `workers` Ray workers, the shard of worker i mod workers: `<label>-w<k>-s<i+1>`)."""
     if not st.files:
         raise NotKept(f"{label} stream {i + 1}: names no kept exchange")
-    name = _PART.sub("", st.files[0])
+    name = PART.sub("", st.files[0])
     m = _NUMBERED.match(name)
     want = f"{label}-s{i + 1}"
     if workers > 1:
@@ -65,16 +74,14 @@ def kept_stream(
     if m is None or m.group("rest") != f"{want}.json":
         raise NotKept(f"{label} stream {i + 1}: its exchange {name} is another request's")
     rec = stream_record(view.exchange(name), list(st.files), kind, max_tokens)
-    return _earlier_answers(view, label, i, st, rec)
+    return _earlier_answers(view, st, rec)
 
 
 # A stream's answer judgments, which the answer-checking code (`check_code("capacity")`) gives.
 JUDGED: tuple[Literal["degenerate", "broken"], ...] = ("degenerate", "broken")
 
 
-def _earlier_answers(
-    view: AttemptView, label: str, i: int, st: RunStream | LoadStream, rec: StreamRec
-) -> StreamRec:
+def _earlier_answers(view: AttemptView, st: RunStream | LoadStream, rec: StreamRec) -> StreamRec:
     """A record of other answer-checking code than this installation's (an earlier build wrote
     no `check_code`) keeps a judgment *against* an answer (degenerate, broken) that this code no
     longer makes, named in the notes: such a judgment can only block, so taking it as recorded
@@ -93,21 +100,23 @@ def _earlier_answers(
     return rec
 
 
-def _streams(
+def cell_streams(
     view: AttemptView,
-    label: str,
-    sealed: Sequence[LoadStream],
+    cell: OpenCell | Soak,
     offsets: list[float],
     kind: str,
     max_tokens: int | None,
-    workers: int = 0,
 ) -> list[dict[str, object]]:
-    """Each planned request of an open-loop cell, at its planned offset: measured again from its
-    exchange, or, never answered, as recorded (its `unfinished` says why)."""
-    if len(sealed) != len(offsets):
-        raise NotKept(f"{label}: {len(sealed)} requests recorded, {len(offsets)} planned")
+    """Each planned request of an open-loop cell or the soak, at its planned offset: measured
+    again from its exchange (on Ray, its worker's shard), or, never answered, as recorded (its
+    `unfinished` says why)."""
+    label = cell.label if isinstance(cell, OpenCell) else "soak"
+    spread = cell.spread if isinstance(cell, OpenCell) else None
+    workers = len(spread.workers) if spread is not None else 0
+    if len(cell.streams) != len(offsets):
+        raise NotKept(f"{label}: {len(cell.streams)} requests recorded, {len(offsets)} planned")
     out = []
-    for i, (st, at) in enumerate(zip(sealed, offsets, strict=True)):
+    for i, (st, at) in enumerate(zip(cell.streams, offsets, strict=True)):
         if not (st.files or st.unfinished):
             raise NotKept(f"{label} stream {i + 1}: answered, but no exchange is kept")
         rec: dict[str, object] = (
@@ -118,14 +127,6 @@ def _streams(
         rec.update(planned_s=round(at, 4), lag_ms=st.lag_ms)
         out.append(rec)
     return out
-
-
-def cell_streams(
-    view: AttemptView, cell: OpenCell, offsets: list[float], kind: str, max_tokens: int | None
-) -> list[dict[str, object]]:
-    """`_streams` of an open-loop cell, each of its Ray workers' shard named as kept."""
-    workers = len(cell.spread.workers) if cell.spread is not None else 0
-    return _streams(view, cell.label, cell.streams, offsets, kind, max_tokens, workers)
 
 
 def kept_trace(view: AttemptView, cell: OpenCell) -> list[TraceRow]:
@@ -161,6 +162,43 @@ def replay_figures(
     out["output_tok_s"] = tokens / window_s if window_s and tokens else None
     out["pace"] = pace(streams) if span > 0 else None
     return out
+
+
+def replay_again(
+    view: AttemptView, sealed: ReplayCell, s: CapacitySettings, slo: Slo
+) -> dict[str, object]:
+    """A replay cell measured again (`verify`): its send offsets and prompts derived from the
+    trace the attempt kept (`trace_checked`), each request from its kept exchange, the cell's
+    figures from those with `replay_figures`."""
+    if sealed.label != label_of(sealed.scale):
+        raise NotKept(f"the replay cell {sealed.label} is not the one its scale names")
+    offsets = trace_checked(view, sealed, s)
+    streams = cell_streams(view, sealed, offsets, s.load.kind, None)
+    cell = sealed.model_dump(mode="json") | replay_figures(streams, slo, sealed.window_s, offsets)
+    per_token(cell)
+    return cell
+
+
+def trace_checked(view: AttemptView, cell: ReplayCell, s: CapacitySettings) -> list[float]:
+    """The cell's send offsets from the kept trace at its scale, once every kept request was
+    found to carry its row's prompt and `max_tokens`; a run of earlier code kept no trace, and
+    its offsets and prompts are taken as recorded."""
+    streams, label = cell.streams, cell.label
+    if KEPT_TRACE not in view.names():
+        view.trust("the replay's send offsets and prompts (the run kept no trace)")
+        return [st.planned_s or 0.0 for st in streams]
+    rows = kept_trace(view, cell)
+    if len(rows) != len(streams):
+        raise NotKept(f"{label}: {len(streams)} requests recorded, the trace holds {len(rows)}")
+    for i, (row, st) in enumerate(zip(rows, streams, strict=True)):
+        if not st.files:
+            continue
+        body = view.exchange(PART.sub("", st.files[0])).request_body or {}
+        cap = min(row.output_length or s.max_tokens, s.max_tokens)
+        asked = body.get("max_completion_tokens", body.get("max_tokens"))
+        if body.get("messages") != prompt_of(row, i, s.replay.block_tokens) or asked != cap:
+            raise NotKept(f"{label} stream {i + 1}: not the request of the trace's row {i + 1}")
+    return offsets_of(rows, cell.scale or 1.0)
 
 
 def _cell(
@@ -208,7 +246,7 @@ def _soak(
         # within its duration): its own schedule, as recorded, is the one its streams followed.
         view.trust("the soak's arrival schedule (a run of earlier soak code planned it otherwise)")
         offsets = [st.planned_s or 0.0 for st in kept]
-    streams = _streams(view, "soak", kept, offsets, s.load.kind, s.max_tokens)
+    streams = cell_streams(view, sealed, offsets, s.load.kind, s.max_tokens)
     out = sealed.model_dump(mode="json") | counts(streams, slo, sealed.window_s)
     out["planned"] = len(offsets)
     out["completion_tokens"] = sum(

@@ -5,15 +5,13 @@ the load's are, and `verify` measures each request again from its kept exchange.
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from qualify.candidate import LoadedCandidate
-from qualify.capacity.knee import LaneArgs, Meter, measured
-from qualify.capacity.loads import ReplayCell
+from qualify.capacity.knee import LaneArgs, measured
 from qualify.capacity.openloop import Plan
-from qualify.capacity.reload import _PART, cell_streams, kept_trace, per_token, replay_figures
-from qualify.capacity.settings import CapacitySettings, ReplaySettings
-from qualify.capacity.slo import Slo
+from qualify.capacity.settings import ReplaySettings
 from qualify.capacity.trace import (
-    KEPT_TRACE,
     TraceError,
     TraceRow,
     arrivals,
@@ -23,7 +21,6 @@ from qualify.capacity.trace import (
     trace_path,
     trace_sha256,
 )
-from qualify.evidence.kept import AttemptView, NotKept
 from qualify.serving.idle import wait_idle
 from qualify.serving.sender import Sender
 from qualify.stage import validator
@@ -49,20 +46,17 @@ async def replay_cell(
     *,
     scale: float,
     block_tokens: int,
-    kind: str,
-    max_tokens: int,
-    slo: Slo,
-    lag_bound_ms: float,
     drain_s: float,
-    meter: Meter | None = None,
+    **lane: Unpack[LaneArgs],
 ) -> dict[str, object]:
     """The trace sent once at `scale`, after an idle check; the cell's record."""
-    label = label_of(scale)
+    label, cap = label_of(scale), lane["max_tokens"]
     before = await wait_idle(sender.client, sender.dialect, sender.idle_wait_s)
     offsets = offsets_of(rows, scale)
-    bodies = [body_of(sender, r, i, block_tokens, max_tokens) for i, r in enumerate(rows)]
+    bodies = [body_of(sender, r, i, block_tokens, cap) for i, r in enumerate(rows)]
     plan = Plan(bodies, offsets, offsets[-1] + drain_s, timeout_s=sender.timeout_s)
-    _, _, tally = await measured(sender, plan, label, kind, None, lag_bound_ms, meter)
+    meter, lag = lane.get("meter"), lane["lag_bound_ms"]
+    _, _, tally = await measured(sender, plan, label, lane["kind"], None, lag, meter)
     return tally | {
         "label": label,
         "cell": f"replay-{scale:g}x",
@@ -86,43 +80,6 @@ async def replays(
         )
         out.append(cell | {"trace": str(s.trace), "trace_sha256": trace_sha256(text)})
     return out
-
-
-def replay_again(
-    view: AttemptView, sealed: ReplayCell, s: CapacitySettings, slo: Slo
-) -> dict[str, object]:
-    """A replay cell measured again (`verify`): its send offsets and prompts derived from the
-    trace the attempt kept (`trace_checked`), each request from its kept exchange, the cell's
-    figures from those with `replay_figures`."""
-    if sealed.label != label_of(sealed.scale):
-        raise NotKept(f"the replay cell {sealed.label} is not the one its scale names")
-    offsets = trace_checked(view, sealed, s)
-    streams = cell_streams(view, sealed, offsets, s.load.kind, None)
-    cell = sealed.model_dump(mode="json") | replay_figures(streams, slo, sealed.window_s, offsets)
-    per_token(cell)
-    return cell
-
-
-def trace_checked(view: AttemptView, cell: ReplayCell, s: CapacitySettings) -> list[float]:
-    """The cell's send offsets from the kept trace at its scale, once every kept request was
-    found to carry its row's prompt and `max_tokens`; a run of earlier code kept no trace, and
-    its offsets and prompts are taken as recorded."""
-    streams, label = cell.streams, cell.label
-    if KEPT_TRACE not in view.names():
-        view.trust("the replay's send offsets and prompts (the run kept no trace)")
-        return [st.planned_s or 0.0 for st in streams]
-    rows = kept_trace(view, cell)
-    if len(rows) != len(streams):
-        raise NotKept(f"{label}: {len(streams)} requests recorded, the trace holds {len(rows)}")
-    for i, (row, st) in enumerate(zip(rows, streams, strict=True)):
-        if not st.files:
-            continue
-        body = view.exchange(_PART.sub("", st.files[0])).request_body or {}
-        cap = min(row.output_length or s.max_tokens, s.max_tokens)
-        asked = body.get("max_completion_tokens", body.get("max_tokens"))
-        if body.get("messages") != prompt_of(row, i, s.replay.block_tokens) or asked != cap:
-            raise NotKept(f"{label} stream {i + 1}: not the request of the trace's row {i + 1}")
-    return offsets_of(rows, cell.scale or 1.0)
 
 
 @validator

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TypedDict
 
 from qualify.ab.acceptance import between
 from qualify.capacity.answers import broken
-from qualify.capacity.matrix import field_of, numbers
 from qualify.capacity.openloop import cancelled
+from qualify.capacity.record import RunRecord, RunStream
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
 from qualify.httpclient.degenerate import degenerate
@@ -113,56 +113,65 @@ async def _watch_queue(
         await asyncio.sleep(QUEUE_POLL_S)
 
 
-def summarize(streams: list[StreamRec], window: float | None) -> dict[str, object]:
-    """A run's figures from its streams; decode over the non-degenerate answered streams."""
+def _numbers(values: Iterable[object]) -> list[float]:
+    return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+
+
+def summarize(streams: list[StreamRec], window: float | None, /, **run: object) -> RunRecord:
+    """The run (`run`, its other fields) with its figures from its streams, decode over the
+    non-degenerate answered streams, its streams as the record keeps them, and its exclusion."""
     answered = [s for s in streams if not s.get("failed") and not s.get("cut")]
     speed = [s for s in answered if not s.get("degenerate")]
     tokens = sum(s.get("completion_tokens") or 0 for s in answered)
     chunks = sum(s.get("token_chunks", 0) for s in answered)
-    ttft = numbers(s.get("ttft_s") for s in answered)
-    return {
-        "requests": len(streams),
-        "failed": sum(1 for s in streams if s.get("failed")),
-        "cut": sum(1 for s in streams if s.get("cut")),
-        "degenerate": sum(1 for s in answered if s.get("degenerate")),
-        "completion_tokens": tokens,
-        "window_s": window,
-        "aggregate_output_tok_s": tokens / window if tokens and window else None,
-        "decode_tok_s_p50": median(numbers(s.get("decode_tok_s") for s in speed)),
-        "ttft_p50_s": median(ttft),
-        "ttft_p95_s": percentile(ttft, 95),
-        "ttft_s": ttft,
-        "e2e_p50_s": median(numbers(s.get("e2e_s") for s in answered)),
-        "chunks_per_token": chunks / tokens if tokens else None,
-        "prompt_tokens_p50": median(numbers(s.get("prompt_tokens") for s in answered)),
-    }
+    ttft = _numbers(s.get("ttft_s") for s in answered)
+    out = RunRecord.model_validate(
+        run
+        | {
+            "requests": len(streams),
+            "failed": sum(1 for s in streams if s.get("failed")),
+            "cut": sum(1 for s in streams if s.get("cut")),
+            "degenerate": sum(1 for s in answered if s.get("degenerate")),
+            "completion_tokens": tokens,
+            "window_s": window,
+            "aggregate_output_tok_s": tokens / window if tokens and window else None,
+            "decode_tok_s_p50": median(_numbers(s.get("decode_tok_s") for s in speed)),
+            "ttft_p50_s": median(ttft),
+            "ttft_p95_s": percentile(ttft, 95),
+            "e2e_p50_s": median(_numbers(s.get("e2e_s") for s in answered)),
+            "chunks_per_token": chunks / tokens if tokens else None,
+            "prompt_tokens_p50": median(_numbers(s.get("prompt_tokens") for s in answered)),
+            "streams": [
+                {k: v for k, v in s.items() if k in RunStream.model_fields} for s in streams
+            ],
+        }
+    )
+    out._ttft_s, out.excluded = ttft, exclusion(out)
+    return out
 
 
-def exclusion(run: Mapping[str, object]) -> str | None:
+def exclusion(run: RunRecord) -> str | None:
     """Why a run is not counted in its cell's medians, or None."""
-    before, after = field_of(run["idle"], "before"), field_of(run["idle"], "after")
-    if field_of(before, "idle") is False:
-        return f"not idle before the run: {field_of(before, 'reason')}"
-    if field_of(after, "idle") is False:
-        return f"not idle after the run: {field_of(after, 'reason')}"
-    if run["failed"] or run["cut"]:
-        return f"{run['failed']} failed and {run['cut']} cut of {run['requests']} requests"
-    if run["degenerate"]:
-        return f"{run['degenerate']} degenerate answers (kept as evidence, not a speed)"
+    before, after = run.idle.before, run.idle.after
+    if before.idle is False:
+        return f"not idle before the run: {before.reason}"
+    if after is not None and after.idle is False:
+        return f"not idle after the run: {after.reason}"
+    if run.failed or run.cut:
+        return f"{run.failed} failed and {run.cut} cut of {run.requests} requests"
+    if run.degenerate:
+        return f"{run.degenerate} degenerate answers (kept as evidence, not a speed)"
     return None
 
 
 async def timed_run(
     s: Sender, prompts: list[Messages], label: str, kind: str = "prose", meter: Meter | None = None
-) -> dict[str, object]:
+) -> RunRecord:
     """Every prompt in flight at once between two idle checks; the run's record."""
     before = await wait_idle(s.client, s.dialect, s.idle_wait_s)
     idle = {"before": before.as_dict()}
-    run: dict[str, object] = {"label": label, "idle": idle}
     if before.idle is False:
-        run.update(summarize([], None), streams=[], queue=None, acceptance=None)
-        run["excluded"] = exclusion(run)
-        return run
+        return summarize([], None, label=label, idle=idle, queue=None, acceptance=None)
     running: list[float] = []
     waiting: list[float] = []
     watch = asyncio.create_task(_watch_queue(s.client, s.dialect, running, waiting))
@@ -173,28 +182,26 @@ async def timed_run(
         m1 = time.monotonic()
     finally:
         await cancelled(watch)
-        run["queue"] = {
-            "scrapes": max(len(running), len(waiting)),
-            "running_max": max(running) if running else None,
-            "waiting_max": max(waiting) if waiting else None,
-            "waiting_mean": sum(waiting) / len(waiting) if waiting else None,
-        }
-    run["energy"] = meter(m0, m1) if meter is not None else None
+    queue = {
+        "scrapes": max(len(running), len(waiting)),
+        "running_max": max(running) if running else None,
+        "waiting_max": max(waiting) if waiting else None,
+        "waiting_mean": sum(waiting) / len(waiting) if waiting else None,
+    }
+    energy = meter(m0, m1) if meter is not None else None
     after = await wait_idle(s.client, s.dialect, AFTER_GRACE_S)
     idle["after"] = after.as_dict()
     streams = [
         stream_record(ex, s.keep(f"{label}-s{i + 1}", ex), kind) for i, ex in enumerate(exchanges)
     ]
-    run["streams"] = streams
     # the run's window: first request sent to last response ended
     ends = [ex.t_sent + ex.t_end for ex in exchanges if ex.t_end is not None]
     window = max(ends) - min(ex.t_sent for ex in exchanges) if ends else None
-    run.update(summarize(streams, window))
-    run["server_generated_tokens"] = after.since(before, s.dialect.generated)
-    run["acceptance"] = between(before.snapshot, after.snapshot, s.dialect)
-    run["server_window"] = server_fidelity(before, after, s.dialect, exchanges, streams)
-    run["excluded"] = exclusion(run)
-    return run
+    gen = after.since(before, s.dialect.generated)
+    acc = between(before.snapshot, after.snapshot, s.dialect)
+    fidelity = server_fidelity(before, after, s.dialect, exchanges, streams)
+    run = {"label": label, "idle": idle, "queue": queue, "energy": energy, "acceptance": acc}
+    return summarize(streams, window, **run, server_generated_tokens=gen, server_window=fidelity)
 
 
 def server_fidelity(

@@ -31,7 +31,7 @@ from qualify.capacity.loads import (
     Soak,
     soak_rate_from,
 )
-from qualify.capacity.matrix import cell_key, median_of_runs, public_runs, saturation
+from qualify.capacity.matrix import cell_key, median_of_runs, saturation
 from qualify.capacity.openloop import burst
 from qualify.capacity.parts import PlannedLength, plan_lengths
 from qualify.capacity.plot import PLOT, plot
@@ -95,7 +95,7 @@ class Lane:
     lengths: list[PlannedLength]
     engine: rec.Engine
     prompts: dict[tuple[str, int], Prompts] = field(default_factory=dict)
-    runs: dict[tuple[int, int], list[dict[str, object]]] = field(default_factory=dict)
+    runs: dict[tuple[int, int], list[rec.RunRecord]] = field(default_factory=dict)
     saturated: dict[int, rec.Saturation] = field(default_factory=dict)
     warmups: list[rec.Warmup] = field(default_factory=list)
 
@@ -306,10 +306,11 @@ class Capacity:
                         continue
                     label = f"cap-{lane.name}-{planned}-c{c}-r{run}"
                     timed = await timed_run(lane.sender, prompts, label, "prose", self.meter)
-                    timed["run"] = run
+                    timed.run = run
                     lane.runs.setdefault((planned, c), []).append(timed)
                     task.advance(note=f"capacity {lane.name} {planned} tokens c={c} run {run}")
-                why = saturation(median_of_runs(lane.runs.get((planned, c), [])), bound)
+                cell = median_of_runs(lane.runs.get((planned, c), []), rec.CellFigures)
+                why = saturation(cell, bound)
                 if why and planned not in lane.saturated:
                     lane.saturated[planned] = rec.Saturation(at=c, why=why)
         return True
@@ -331,7 +332,7 @@ class Capacity:
                     for r in range(1, self.s.kind_runs + 1):
                         label, one = f"kind-{kind}-{n}-r{r}", [await p.fresh()]
                         timed = await timed_run(lane.sender, one, label, kind, self.meter)
-                        timed["run"] = r
+                        timed.run = r
                         runs.append(timed)
                         task.advance(note=f"capacity {kind} at {n} run {r}")
                 except SizingError as exc:
@@ -340,7 +341,7 @@ class Capacity:
                     rows.append(rec.KindRow.model_validate({**row, **err}))
                     continue
                 sized = p.sized.tokens if p.sized else None
-                row.update(sized_tokens=sized, run_records=public_runs(runs))
+                row.update(sized_tokens=sized, run_records=runs)
                 rows.append(rec.KindRow.model_validate(row))
         return rows
 
@@ -353,7 +354,7 @@ def _rows(lane: Lane, s: CapacitySettings) -> list[rec.MatrixRow]:
             if runs := lane.runs.get((length.planned_tokens, c)):
                 planned, cell = length.planned_tokens, cell_key(length.planned_tokens, c)
                 row = {"lane": lane.name, "cell": cell, "length": planned, "concurrency": c}
-                row.update(target=length.target, run_records=public_runs(runs))
+                row.update(target=length.target, run_records=runs)
                 out.append(rec.MatrixRow.model_validate(row))
     return out
 

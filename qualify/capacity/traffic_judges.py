@@ -3,14 +3,12 @@ and the agent sessions, declared in `gates/capacity/*.yaml`, reading the stage's
 
 from __future__ import annotations
 
-from qualify.capacity.judges import NoParams
+from qualify.capacity.judges import STAGE, NoParams
 from qualify.capacity.record import Record
 from qualify.capacity.specdrift import NO_SPECULATION
 from qualify.gates.registry import Judged, judge
 from qualify.gates.thresholds import Thresholds
 from qualify.records import Verdict
-
-STAGE = "capacity"
 
 
 def _fmt(v: float | None, unit: str = "") -> str:

@@ -22,7 +22,8 @@ from conftest import start_llama_server
 from qualify.capacity import traffic_judges
 from qualify.capacity.loads import ReplayCell, Sessions
 from qualify.capacity.record import Record
-from qualify.capacity.replay import replay_again, replay_cell
+from qualify.capacity.reload import replay_again
+from qualify.capacity.replay import replay_cell
 from qualify.capacity.sessions import run_sessions, sessions_again
 from qualify.capacity.settings import CapacitySettings, ReplaySettings
 from qualify.capacity.slo import SloSettings, effective

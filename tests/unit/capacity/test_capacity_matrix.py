@@ -12,8 +12,8 @@ from qualify.capacity.loads import Load
 from qualify.capacity.matrix import median_of_runs, saturation
 from qualify.capacity.parts import plan_lengths
 from qualify.capacity.plot import plot
-from qualify.capacity.record import MatrixRow
-from qualify.capacity.runs import exclusion, server_fidelity, summarize
+from qualify.capacity.record import CellFigures, ExcludedRun, MatrixRow, RunRecord
+from qualify.capacity.runs import StreamRec, exclusion, server_fidelity, summarize
 from qualify.capacity.settings import CapacitySettings, ExpectedRange, parse_cell
 from qualify.capacity.stage import turns
 from qualify.serving.dialects import VLLM, MetricsSnapshot, dialect
@@ -22,7 +22,7 @@ from qualify.serving.idle import IdleReport
 IDLE = {"before": {"idle": True, "reason": "idle"}, "after": {"idle": True, "reason": "idle"}}
 
 
-def run(n: int, agg: float, decode: float, ttft: list[float], **kw: Any) -> dict[str, Any]:
+def run(n: int, agg: float, decode: float, ttft: list[float], **kw: Any) -> RunRecord:
     r = {
         "run": n,
         "idle": IDLE,
@@ -33,7 +33,6 @@ def run(n: int, agg: float, decode: float, ttft: list[float], **kw: Any) -> dict
         "aggregate_output_tok_s": agg,
         "decode_tok_s_p50": decode,
         "ttft_p50_s": ttft[len(ttft) // 2],
-        "ttft_s": ttft,
         "e2e_p50_s": 2.0,
         "chunks_per_token": 1.0,
         "prompt_tokens_p50": 256,
@@ -41,9 +40,9 @@ def run(n: int, agg: float, decode: float, ttft: list[float], **kw: Any) -> dict
         "server_generated_tokens": 64 * len(ttft),
         "queue": {"waiting_max": 1.0, "running_max": 1.0},
     }
-    r.update(kw)
-    r["excluded"] = exclusion(r)
-    return r
+    out = RunRecord.model_validate(r | kw)
+    out._ttft_s, out.excluded = ttft, exclusion(out)
+    return out
 
 
 def test_median_of_runs_leaves_an_excluded_run_out_but_keeps_it() -> None:
@@ -53,20 +52,20 @@ def test_median_of_runs_leaves_an_excluded_run_out_but_keeps_it() -> None:
         run(3, 110.0, 60.0, [0.3, 0.4]),
         run(4, 90.0, 40.0, [0.2, 0.2]),
     ]
-    cell = median_of_runs(runs)
-    assert cell["aggregate_output_tok_s"] == 100.0  # median of 100, 110, 90; not 5
-    assert cell["decode_tok_s_p50"] == 50.0
-    assert cell["counted_runs"] == 3 and cell["runs"] == 4
-    assert cell["excluded_runs"] == [{"run": 2, "why": "1 failed and 0 cut of 2 requests"}]
-    assert cell["failed"] == 1 and cell["requests"] == 8  # failures count over every run
-    assert cell["ttft_p95_s"] < 9.0  # p95 over counted streams only
-    assert cell["server_ratio"] == 1.0
+    cell = median_of_runs(runs, CellFigures)
+    assert cell.aggregate_output_tok_s == 100.0  # median of 100, 110, 90; not 5
+    assert cell.decode_tok_s_p50 == 50.0
+    assert cell.counted_runs == 3 and cell.runs == 4
+    assert cell.excluded_runs == [ExcludedRun(run=2, why="1 failed and 0 cut of 2 requests")]
+    assert cell.failed == 1 and cell.requests == 8  # failures count over every run
+    assert (cell.ttft_p95_s or 0) < 9.0  # p95 over counted streams only
+    assert cell.server_ratio == 1.0
 
 
 def test_median_of_runs_counts_every_run_when_none_is_excluded() -> None:
-    cell = median_of_runs([run(1, 100.0, 50.0, [0.1]), run(2, 5.0, 2.0, [0.1])])
-    assert cell["aggregate_output_tok_s"] == pytest.approx(52.5)
-    assert cell["counted_runs"] == 2 and cell["excluded_runs"] == []
+    cell = median_of_runs([run(1, 100.0, 50.0, [0.1]), run(2, 5.0, 2.0, [0.1])], CellFigures)
+    assert cell.aggregate_output_tok_s == pytest.approx(52.5)
+    assert cell.counted_runs == 2 and cell.excluded_runs == []
 
 
 def test_exclusion_reasons() -> None:
@@ -77,15 +76,16 @@ def test_exclusion_reasons() -> None:
 
 
 def test_saturation_stops_on_failures_or_a_slow_p95() -> None:
-    assert saturation({"failed": 0, "cut": 0, "ttft_p95_s": 3.0}, None) is None
-    assert saturation({"failed": 0, "cut": 0, "ttft_p95_s": 3.0}, 5.0) is None
-    assert "p95 TTFT 6.00 s" in str(saturation({"failed": 0, "cut": 0, "ttft_p95_s": 6.0}, 5.0))
-    assert "1 failed" in str(saturation({"failed": 1, "cut": 0, "ttft_p95_s": 0.1}, None))
+    assert saturation(CellFigures(ttft_p95_s=3.0), None) is None
+    assert saturation(CellFigures(ttft_p95_s=3.0), 5.0) is None
+    assert "p95 TTFT 6.00 s" in str(saturation(CellFigures(ttft_p95_s=6.0), 5.0))
+    assert "1 failed" in str(saturation(CellFigures(failed=1, ttft_p95_s=0.1), None))
 
 
 def test_summarize_excludes_degenerate_streams_from_decode() -> None:
-    base = {"failed": None, "cut": None, "prompt_tokens": 10, "token_chunks": 8, "e2e_s": 1.0}
-    streams = [
+    base: StreamRec = {"failed": None, "cut": None, "prompt_tokens": 10, "token_chunks": 8}
+    base["e2e_s"] = 1.0
+    streams: list[StreamRec] = [
         {**base, "degenerate": None, "completion_tokens": 8, "decode_tok_s": 10.0, "ttft_s": 0.1},
         {**base, "degenerate": "run", "completion_tokens": 8, "decode_tok_s": 99.0, "ttft_s": 0.1},
         {
@@ -98,8 +98,8 @@ def test_summarize_excludes_degenerate_streams_from_decode() -> None:
         },
     ]
     s = summarize(streams, 2.0)
-    assert s["decode_tok_s_p50"] == 10.0 and s["degenerate"] == 1 and s["failed"] == 1
-    assert s["aggregate_output_tok_s"] == 8.0 and s["chunks_per_token"] == 1.0
+    assert s.decode_tok_s_p50 == 10.0 and s.degenerate == 1 and s.failed == 1
+    assert s.aggregate_output_tok_s == 8.0 and s.chunks_per_token == 1.0
 
 
 def test_plan_lengths_clamps_and_names_duplicates() -> None:

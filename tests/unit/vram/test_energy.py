@@ -10,6 +10,8 @@ from gpu_fakes import ReplayNvml
 from gpu_recorded import baseline, nvml_records, replayed_sampler
 
 from qualify.capacity.matrix import cell_energy
+from qualify.capacity.parts import Energy
+from qualify.capacity.record import RunRecord
 from qualify.vram.energy import NO_TELEMETRY, integrate, window_energy
 from qualify.vram.nvml import NvmlSource
 from qualify.vram.readings import Card, Poll, Reading
@@ -77,13 +79,13 @@ def test_no_power_field_and_no_source_are_unmeasured() -> None:
 
 def test_cell_energy_is_joules_over_tokens_or_unmeasured() -> None:
     runs = [
-        {"completion_tokens": 100, "energy": {"joules": 30.0}},
-        {"completion_tokens": 50, "energy": {"joules": 15.0}},
+        RunRecord(completion_tokens=100, energy=Energy(joules=30.0)),
+        RunRecord(completion_tokens=50, energy=Energy(joules=15.0)),
     ]
-    assert cell_energy(runs)["j_per_output_token"] == pytest.approx(0.3)
-    runs[1]["energy"] = {"joules": None, "why": NO_TELEMETRY}
+    assert cell_energy(runs).j_per_output_token == pytest.approx(0.3)
+    runs[1].energy = Energy(joules=None, why=NO_TELEMETRY)
     got = cell_energy(runs)
-    assert got["j_per_output_token"] is None and got["why"] == NO_TELEMETRY
+    assert got.j_per_output_token is None and got.why == NO_TELEMETRY
 
 
 def test_hardware_record_names_driver_cuda_and_cpu() -> None:
