@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from qualify.candidate import Identity
 from qualify.httpclient.client import Client, Exchange
-from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record, SeenPin
+from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record
 from qualify.records import StageResult
 from qualify.serving.engine import EngineAdapter, adapter
 from qualify.serving.engine.vllm import CHAT_PROBE, fingerprint
@@ -121,20 +121,16 @@ def gather(
     seen, why = adapter(pins.engine).observe(bodies, launch)
     pinned = pins.model_dump(mode="json")
     fp = fingerprint(bodies.get(CHAT_PROBE))
-    shown = {
-        p: SeenPin.model_validate({"value": s.value, "source": s.source, "by": s.by})
-        for p, s in seen.items()
-    }
     argv = None if launch is None else {"kind": launch.kind, "args": launch.args}
     return Record(
         engine=pins.engine,
         unreachable=unreachable,
         pins=pins,
-        seen=shown,
-        proved_by={p: s.by for p, s in shown.items() if p in pinned},
+        seen=seen,
+        proved_by={p: s.by for p, s in seen.items() if p in pinned},
         fingerprint=None if fp is None else Fingerprint(version=fp[0], config_hash=fp[1]),
         unverifiable={p: w for p, w in why.items() if p not in seen},
-        reported={p: s.value for p, s in shown.items()},
+        reported={p: s.value for p, s in seen.items()},
         not_reported=sorted(p for p in why if p not in seen and p in pinned),
         launch=None if argv is None else LaunchShown.model_validate(argv),
         launches=[Launched.model_validate(x) for x in launches or []],

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Required, TypedDict
+from typing import Any, Literal, Required, TypedDict
+
+from pydantic import JsonValue
 
 from qualify.candidate import Identity, Parallelism
 from qualify.httpclient.chat import Quirks
+from qualify.records import StrictModel
 from qualify.serving.dialects import VLLM, Dialect
 
 PINS = tuple(Identity.model_fields)  # the candidate's pins, in its order
@@ -43,15 +46,24 @@ class Launch:
     image: ImageReport | None = None
 
 
-@dataclass(frozen=True)
-class Seen:
-    """One pin as the server or the launch shows it: the value, where it was read, and which
-    kind of source proved it: `server` (the server's own report), `runtime` (the container
-    runtime's), or `launch` (qualify's own argv: what was asked for, not what the server did)."""
+# Which kind of source proved a pin: the server's own report, the container runtime's, qualify's
+# own argv (what was asked for, not what the server did), or the server one part and the argv
+# the rest.
+ProvedBy = Literal["server", "runtime", "launch", "server+launch"]
 
-    value: Any  # the pin's value as its source reported it, raw JSON
+
+class Seen(StrictModel):
+    """One pin as the server or the launch shows it, as the identity record keeps it: `value`
+    is what the engine's adapter read out of the server's raw JSON (or the argv), in the
+    server's own words and shape (a model id list, a build string, a speculation table),
+    compared and never interpreted; `source` says where it was read."""
+
+    value: JsonValue = None
     source: str
-    by: str = "server"
+    by: ProvedBy = "server"
+
+    def __init__(self, value: object, source: str, by: ProvedBy = "server") -> None:
+        super().__init__(**{"value": value, "source": source, "by": by})
 
 
 @dataclass

@@ -242,10 +242,9 @@ class Vllm(EngineAdapter):
         if reported is None:
             seen["speculation"] = Seen(launched, "launch flag --speculative-config", "launch")
             why.pop("speculation", None)
-        elif reported.value.get("method") == "unknown":
+        elif isinstance(reported.value, dict) and reported.value.get("method") == "unknown":
             # The server proved the draft length; the method is the launch's word for it.
-            value: dict[str, Any] = dict(reported.value)  # the server's report, raw JSON
-            value.pop("why", None)
+            value: dict[str, object] = {k: v for k, v in reported.value.items() if k != "why"}
             value["method"] = launched.get("method")
             value["draft_model"] = launched.get("draft_model")
             if launched.get("draft_tokens") not in (None, value["draft_tokens"]):
