@@ -127,7 +127,6 @@ class ChatOutcome:
     chunks: int = 0
     done: bool = False
     malformed: list[str] = field(default_factory=list)
-    stream_error: str | None = None
     t_first_output: float | None = None
     t_first_visible: float | None = None
     t_last_token: float | None = None
@@ -138,7 +137,6 @@ class ChatOutcome:
     content_ends: list[int] = field(default_factory=list)
     http_status: int | None = None
     error: str | None = None
-    error_type: str | None = None
     error_kind: str | None = None
     server_error: ServerError | None = None
     raw_body: Any = None  # the server's JSON answer, raw
@@ -199,7 +197,7 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
             out.malformed.append(ev.data[:200])
             continue
         if "error" in chunk:
-            out.error, out.error_type = error_message(chunk)
+            out.error = error_message(chunk)[0]
             out.server_error = quirks.error(chunk)
             continue
         if isinstance(chunk.get("usage"), dict):
@@ -259,19 +257,16 @@ def from_response(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
 
 
 def _base(ex: Exchange) -> ChatOutcome:
-    out = ChatOutcome(http_status=ex.status, t_end=ex.t_end, raw_body=ex.body)
-    out.stream_error = ex.error
-    out.error_kind = ex.error_kind
-    if ex.error:
-        out.error = ex.error
-    return out
+    error, kind = ex.error or None, ex.error_kind
+    return ChatOutcome(
+        http_status=ex.status, t_end=ex.t_end, raw_body=ex.body, error=error, error_kind=kind
+    )
 
 
 def _fill_error(out: ChatOutcome, ex: Exchange, quirks: Quirks) -> ChatOutcome:
     if ex.error:
         return out
     out.server_error = quirks.error(ex.body)
-    msg, typ = error_message(ex.body if ex.body is not None else ex.text)
+    msg = error_message(ex.body if ex.body is not None else ex.text)[0]
     out.error = msg or f"HTTP {ex.status} with no usable body"
-    out.error_type = typ
     return out
