@@ -10,6 +10,7 @@ from pydantic import Field, JsonValue
 from qualify.candidate import Engine, Identity
 from qualify.records import StageRecord, StrictModel
 from qualify.serving.identity import ProvedBy, Seen
+from qualify.serving.lanes import Launched
 
 
 class Fingerprint(StrictModel):
@@ -24,15 +25,6 @@ class LaunchShown(StrictModel):
 
     kind: Literal["local", "container"]
     args: list[str]
-
-
-class Launched(StrictModel):
-    """One server start of the run (`qualify.serving.lanes.Lanes.launches`)."""
-
-    lane: str
-    attempt: int
-    healthy_after_s: float
-    port: int | None = None
 
 
 class Record(StageRecord):

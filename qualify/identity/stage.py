@@ -17,11 +17,12 @@ from collections.abc import Callable
 
 from qualify.candidate import Identity
 from qualify.httpclient.client import Client, Exchange
-from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record
+from qualify.identity.record import Fingerprint, LaunchShown, Record
 from qualify.records import StageResult
 from qualify.serving.engine import EngineAdapter, adapter
 from qualify.serving.engine.vllm import CHAT_PROBE, fingerprint
 from qualify.serving.identity import PINS, ImageReport, Launch
+from qualify.serving.lanes import Launched
 from qualify.stage import StageContext, finish
 
 
@@ -115,7 +116,7 @@ def gather(
     bodies: dict[str, object],
     launch: Launch | None,
     unreachable: str | None = None,
-    launches: list[dict[str, object]] | None = None,
+    launches: list[Launched] | None = None,
 ) -> Record:
     """The stage's record: each pin as pinned, as seen (value and source), or why unseen."""
     seen, why = adapter(pins.engine).observe(bodies, launch)
@@ -133,7 +134,7 @@ def gather(
         reported={p: s.value for p, s in seen.items()},
         not_reported=sorted(p for p in why if p not in seen and p in pinned),
         launch=None if argv is None else LaunchShown.model_validate(argv),
-        launches=[Launched.model_validate(x) for x in launches or []],
+        launches=launches or [],
         unpinned=sorted(p for p in PINS if p in pinned and pinned[p] is None),
     )
 

@@ -8,6 +8,7 @@ from qualify.candidate import LoadedCandidate
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import RunDir
 from qualify.httpclient.client import Client
+from qualify.records import StrictModel
 from qualify.serving.process import ServerProcess, StartFailed
 
 BIND_TRIES = 3  # launches on fresh ports when another process took the picked one
@@ -26,6 +27,15 @@ def api_key(loaded: LoadedCandidate) -> str | None:
     return value
 
 
+class Launched(StrictModel):
+    """One server start of the run, as the identity record keeps it."""
+
+    lane: str
+    attempt: int
+    healthy_after_s: float
+    port: int | None = None
+
+
 class Lanes:
     """Starts, switches and stops the servers of the candidate and its control."""
 
@@ -35,7 +45,7 @@ class Lanes:
         self.current: str | None = None
         self.process: ServerProcess | None = None
         self._client: Client | None = None
-        self.launches: list[dict[str, object]] = []
+        self.launches: list[Launched] = []
         for lc in lanes.values():
             run.redactor.add(api_key(lc))
 
@@ -89,12 +99,7 @@ class Lanes:
                     raise
                 continue
             self.launches.append(
-                {
-                    "lane": lane,
-                    "attempt": attempt.number,
-                    "healthy_after_s": took,
-                    "port": proc.port,
-                }
+                Launched(lane=lane, attempt=attempt.number, healthy_after_s=took, port=proc.port)
             )
             return proc
         raise AssertionError("unreachable")
