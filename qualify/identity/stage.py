@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
 from collections.abc import Callable
 
 from qualify.candidate import Identity
 from qualify.httpclient.client import Client, Exchange
 from qualify.identity.record import Fingerprint, LaunchShown, Record
 from qualify.records import StageResult
+from qualify.serving.command import runtime_output
 from qualify.serving.engine import EngineAdapter, adapter
 from qualify.serving.engine.vllm import CHAT_PROBE, fingerprint
 from qualify.serving.identity import PINS, ImageReport, Launch
@@ -60,27 +60,16 @@ async def engine_reports(
     return bodies
 
 
-def _run(cmd: list[str]) -> tuple[str | None, str]:
-    """stdout of a runtime command, or None and the reason it gave nothing."""
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"{' '.join(cmd[:3])}: {exc}"
-    if r.returncode != 0:
-        return None, f"{' '.join(cmd[:3])} exited {r.returncode}: {r.stderr.strip()[:200]}"
-    return r.stdout.strip(), ""
-
-
 def inspect_image(runtime: str, image: str, container_id: str | None) -> ImageReport:
     """What the container runtime reports of the image the server runs from: its id and its
     repository digests (`docker inspect` of the container, then `docker image inspect`)."""
     out: ImageReport = {"image": image}
     if not container_id:
         return {**out, "error": "the runtime printed no container id"}
-    image_id, err = _run([runtime, "inspect", "--format", "{{.Image}}", container_id])
+    image_id, err = runtime_output([runtime, "inspect", "--format", "{{.Image}}", container_id])
     if image_id is None:
         return {**out, "error": err}
-    digests, err = _run(
+    digests, err = runtime_output(
         [runtime, "image", "inspect", "--format", "{{json .RepoDigests}}", image_id]
     )
     if digests is None:
