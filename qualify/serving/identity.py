@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Required, TypedDict
+from typing import Any, ClassVar, Literal, Required, TypedDict
 
 from pydantic import JsonValue
 
@@ -146,6 +146,7 @@ class EngineAdapter:
     kv_report = "startup-log"
     kv_log: tuple[tuple[str, str], ...] = ()
     kv_note = ""
+    aliases: ClassVar[dict[str, str]] = {}  # the engine's method names in the candidate's words
 
     def observe(
         self, bodies: dict[str, object], launch: Launch | None
@@ -210,7 +211,8 @@ class EngineAdapter:
 
     def method(self, name: str) -> str:
         """The engine's speculative method name in the candidate's words."""
-        return name.strip().lower()
+        n = name.strip().lower()
+        return self.aliases.get(n, n)
 
     def _same_speculation(self, pinned: Any, seen: Any) -> Match:  # raw JSON values
         p, s = dict(pinned or {}), dict(seen or {})

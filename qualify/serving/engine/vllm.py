@@ -94,7 +94,7 @@ class Vllm(EngineAdapter):
         "kv_cache_usage_perc is 1 - free blocks / total: evictable prefix-cache blocks (no "
         "running request holds them) count as free"
     )
-    _METHOD_ALIASES: ClassVar[dict[str, str]] = dict.fromkeys(
+    aliases: ClassVar[dict[str, str]] = dict.fromkeys(
         ("deepseek_mtp", "ernie_mtp", "qwen3_next_mtp"), "mtp"
     )
 
@@ -294,10 +294,6 @@ class Vllm(EngineAdapter):
             return None, "--kv-cache-dtype auto follows the model's dtype, which is not reported"
         fp8 = {"fp8", "fp8_e4m3"}
         return p == s or (p in fp8 and s in fp8), ""
-
-    def method(self, name: str) -> str:
-        n = name.strip().lower()
-        return self._METHOD_ALIASES.get(n, n)
 
 
 _UNQUANTIZED = {"none", "bf16", "bfloat16", "fp16", "float16", "fp32", "float32", "auto"}
