@@ -146,7 +146,6 @@ class ServerProcess:
     _threads: list[threading.Thread] = field(default_factory=list)
     _sinks: list[ChunkedWriter] = field(default_factory=list)
     started_at: float | None = None
-    healthy_after_s: float | None = None
     port: int | None = None
 
     def __post_init__(self) -> None:
@@ -283,8 +282,7 @@ class ServerProcess:
                     r = await http.get(url)
                     if r.status_code == 200:
                         t0 = self.started_at or time.monotonic()
-                        self.healthy_after_s = time.monotonic() - t0
-                        return self.healthy_after_s
+                        return time.monotonic() - t0
                     last = f"HTTP {r.status_code}"
                 except httpx.HTTPError as exc:
                     last = type(exc).__name__
