@@ -110,11 +110,8 @@ class Vllm(EngineAdapter):
         elif fp:
             seen["engine_build"] = Seen(fp[0], "system_fingerprint of a completion")
         context_from_models(models, seen)
-        snap = read_page(bodies.get("/metrics"))
-        config = server_config(bodies.get(SERVER_INFO))
-        if config:
-            self._from_config(config, seen)
-        self._from_metrics(snap, seen, why)
+        self._from_config(server_config(bodies.get(SERVER_INFO)), seen)
+        self._from_metrics(read_page(bodies.get("/metrics")), seen, why)
         root = next((m.get("root") for m in models if m.get("root")), None)
         no_info = (
             "GET /server_info answered nothing (vLLM serves it only with VLLM_SERVER_DEV_MODE=1)"
