@@ -52,7 +52,6 @@ class Exchange:
     error_kind: str | None = None
     bytes_received: int = 0
     chunk_times: list[float] = field(default_factory=list)
-    stale: bool = False
     stale_retries: int = 0
 
     @property
@@ -164,6 +163,7 @@ class Client:
             ex = Exchange(method, self.base_url + path, dict(self._http.headers), body)
             ex.stale_retries = retries
             t0 = ex.t_sent = now()
+            stale = False
             try:
                 async with (
                     asyncio.timeout(timeout_s or self.timeout_s),
@@ -180,9 +180,9 @@ class Client:
                         _read_body(ex, await resp.aread(), sse)
             except (httpx.HTTPError, TimeoutError) as exc:
                 ex.error_kind, ex.error = _classify(exc)
-                ex.stale = _is_stale(exc)
+                stale = _is_stale(exc)
             ex.t_end = now() - t0
-            if not _stale(ex):
+            if not (stale and ex.status is None and ex.bytes_received == 0):
                 break
         return ex
 
@@ -206,14 +206,10 @@ def _encode(body: object) -> bytes:
 
 def _is_stale(exc: BaseException) -> bool:
     # A connection the server closed (FIN: httpcore's "without sending a response"; RST: a read
-    # error) before one byte of the response came; `_stale` also checks that nothing came.
+    # error) before one byte of the response came; `_send` also checks that nothing came.
     if isinstance(exc, httpx.RemoteProtocolError):
         return "without sending a response" in str(exc)
     return isinstance(exc, httpx.ReadError)
-
-
-def _stale(ex: Exchange) -> bool:
-    return ex.stale and ex.status is None and ex.bytes_received == 0
 
 
 async def _read_sse(resp: httpx.Response, ex: Exchange, t0: float) -> None:
