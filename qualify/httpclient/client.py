@@ -180,7 +180,10 @@ class Client:
                         _read_body(ex, await resp.aread(), sse)
             except (httpx.HTTPError, TimeoutError) as exc:
                 ex.error_kind, ex.error = _classify(exc)
-                stale = _is_stale(exc)
+                # Stale: a connection the server had closed (FIN: httpcore's "without sending a
+                # response"; RST: a read error) before one byte of the response came.
+                said = str(exc) if isinstance(exc, httpx.RemoteProtocolError) else ""
+                stale = isinstance(exc, httpx.ReadError) or "without sending a response" in said
             ex.t_end = now() - t0
             if not (stale and ex.status is None and ex.bytes_received == 0):
                 break
@@ -202,14 +205,6 @@ def _read_body(ex: Exchange, raw: bytes, sse: bool) -> None:
 def _encode(body: object) -> bytes:
     """JSON as httpx would send it (compact, UTF-8), done before any timing starts."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _is_stale(exc: BaseException) -> bool:
-    # A connection the server closed (FIN: httpcore's "without sending a response"; RST: a read
-    # error) before one byte of the response came; `_send` also checks that nothing came.
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "without sending a response" in str(exc)
-    return isinstance(exc, httpx.ReadError)
 
 
 async def _read_sse(resp: httpx.Response, ex: Exchange, t0: float) -> None:
