@@ -105,19 +105,16 @@ class Client:
         api_key: str | None = None,
         timeout_s: float = 120.0,
         transport: httpx.AsyncBaseTransport | None = None,
-        max_connections: int = 64,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout_s = timeout_s
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            headers=headers,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=httpx.Timeout(timeout_s, connect=10.0),
             transport=transport,
-            limits=limits,
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
         )
         self.redactor = Redactor()
         self.redactor.add(api_key)
