@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 
 from qualify.httpclient.chat import ChatOutcome
@@ -298,16 +298,13 @@ def fidelity_verdict(
 
 
 def fidelity_reasons(
-    summary: Mapping[str, float | str | None] | FidelitySummary,
-    decode_tolerance: float = 0.03,
-    ttft_slack_ms: float = 15.0,
+    f: FidelitySummary, decode_tolerance: float = 0.03, ttft_slack_ms: float = 15.0
 ) -> list[str]:
     """Where a `fidelity()` summary disagrees with the server; empty when it agrees.
 
     The TTFT slack holds at concurrency 1 only: with requests queued behind others, the
     client's TTFT includes waiting that the server's prompt time does not.
     """
-    f = summary if isinstance(summary, FidelitySummary) else FidelitySummary.model_validate(summary)
     out: list[str] = []
     ratio, gap = f.decode_ratio_median, f.ttft_minus_server_prompt_ms_median
     if ratio is not None and abs(ratio - 1.0) > decode_tolerance:
