@@ -240,8 +240,7 @@ def fidelity(timings: Iterable[RequestTiming]) -> dict[str, float | str | None]:
 
 
 class FidelitySummary(Written):
-    """A `fidelity()` summary as a stage record keeps it (the context ladder per concurrency,
-    the A/B per lane)."""
+    """A `fidelity()` summary as a record keeps it (context per concurrency, A/B per lane)."""
 
     n: int = 0
     requests: int = 0

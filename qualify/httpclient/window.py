@@ -8,8 +8,7 @@ from qualify.records import Written
 
 
 class ServerWindow(Written):
-    """What the server's histograms say of one cell: counts and sums (seconds), and the figures
-    that follow from them (`from_dict`)."""
+    """What the server's histograms say of one cell: counts, sums (seconds), their figures."""
 
     source: str = ""
     requests: float = 0.0

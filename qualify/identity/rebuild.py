@@ -26,8 +26,7 @@ _EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")
 
 
 def _exchanges(view: AttemptView) -> dict[str, Exchange]:
-    """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files
-    (one that is not a kept exchange is left out)."""
+    """The exchanges an attempt kept (`NNNN-<label>.json`), by label; other files left out."""
     out: dict[str, Exchange] = {}
     for name in view.names():
         if m := _EXCHANGE.match(name):

@@ -174,8 +174,7 @@ class MetricsSnapshot:
         return None
 
     def labels_of(self, name: str) -> dict[str, str]:
-        """The labels of an info series (`vllm:cache_config_info`, value 1): its first
-        label set."""
+        """The first label set of an info series (`vllm:cache_config_info`, value 1)."""
         series = self.samples.get(name) or {}
         return dict(next(iter(series))) if series else {}
 

@@ -233,8 +233,7 @@ class ServerProcess:
             self._threads.append(t)
 
     def alive(self) -> bool:
-        """The server is running: for a container, the attached `run` still is (it exits with
-        the container)."""
+        """True while the server runs (a container's attached `run` exits with the container)."""
         return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, n: int = 5) -> tuple[list[str], str | None]:

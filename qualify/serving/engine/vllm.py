@@ -199,8 +199,7 @@ class Vllm(EngineAdapter):
             )
 
     def _flags(self, args: list[str], seen: dict[str, Seen], why: dict[str, str]) -> None:
-        """The pins the server did not report, from qualify's own argv (proof by assertion:
-        what was asked for)."""
+        """The pins the server did not report, from qualify's own argv (what was asked for)."""
         for pin, names, then in (
             ("revision", ("--revision",), "the server loads the default branch, or local weights"),
             (
