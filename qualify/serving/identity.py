@@ -120,29 +120,24 @@ def version_match(pinned: str, version: str, engine: str) -> Match:
 
 class EngineAdapter:
     """One engine: reads its own reports and launch flags into pins, and compares them; its
-    `/metrics` names and its request quirks (`Quirks`, passed to the HTTP client as data).
-
-    `paths`: the GET paths read besides `/v1/models`; `text_paths`: of those, the ones read as
-    text (Prometheus pages); `probe_chat`: one 1-token completion is read for what every answer
-    carries (vLLM's `system_fingerprint`). An engine's adapter fills `_observe` and refines
-    `same` in its own words.
-    `sizing`: how a chat prompt is counted (`tokenize` posts the messages to /tokenize;
-    `apply-template+tokenize` renders them with /apply-template, then tokenizes the text).
-    `context_per_slot`: the server splits its context over slots (a request gets total / slots).
-    `kv_report`: how the server reports its KV capacity: "slots" (slots x per-slot context),
-    "startup-log" (a line of its log; the gauge is a usage fraction), "pool-gauge" (a gauge of
-    the pool's tokens); `kv_log` the log lines read, `kv_note` what the figures mean.
+    `/metrics` names and its request quirks (`Quirks`, passed to the HTTP client as data). An
+    engine's adapter fills `_observe` and refines `same` in its own words.
     """
 
     name = ""
     owned_by = ""
-    paths: tuple[str, ...] = ()
-    text_paths: tuple[str, ...] = ()
-    probe_chat = False
+    paths: tuple[str, ...] = ()  # the GET paths read besides `/v1/models`
+    text_paths: tuple[str, ...] = ()  # of those, the ones read as text (Prometheus pages)
+    probe_chat = False  # a 1-token completion read for what all answers carry (a fingerprint)
     metrics: Dialect = VLLM
     quirks: Quirks = Quirks(reasoning_fields=("reasoning_content",))
+    # How a chat prompt is counted: `tokenize` posts the messages to /tokenize;
+    # `apply-template+tokenize` renders them with /apply-template, then tokenizes the text.
     sizing = "tokenize"
-    context_per_slot = False
+    context_per_slot = False  # the context is split over slots (a request gets total / slots)
+    # How the server reports its KV capacity: "slots" (slots x per-slot context), "startup-log" (a
+    # line of its log; the gauge is a usage fraction), "pool-gauge" (a gauge of the pool's tokens);
+    # `kv_log` the log lines read, `kv_note` what the figures mean.
     kv_report = "startup-log"
     kv_log: tuple[tuple[str, str], ...] = ()
     kv_note = ""
