@@ -4,10 +4,9 @@ Reasoning and visible content are kept apart (`reasoning` in vLLM, `reasoning_co
 SGLang and llama-server). Tool-call deltas are joined by index, id and argument fragments.
 Tokens are counted from `usage` only: SSE chunks are recorded, never counted as tokens.
 
-The client knows no engine: what differs between engines in reading an answer (the reasoning
-fields, how an over-length error is worded) reaches it as data, a `Quirks` the caller passes
-(`qualify.serving.engine.adapter(name).quirks`); without one, every engine's reasoning fields are
-read and an error body is read for its message, type and parameter only.
+The client knows no engine: how one words an answer reaches it as data, the `Quirks` the caller
+passes (`qualify.serving.engine.adapter(name).quirks`); without one (`ANY_ENGINE`), every
+engine's reasoning fields are read and an error body for its message, type and parameter only.
 """
 
 from __future__ import annotations
@@ -43,17 +42,15 @@ class ServerError:
 
 @dataclass(frozen=True)
 class Quirks:
-    """How one engine words what the client reads, as data.
+    """How one engine words what the client reads, as data."""
 
-    `reasoning_fields`: the fields a message or delta carries reasoning in (the first holding
-    text is read). `length_errors`: (kind, pattern) pairs, each pattern with the named groups
-    `limit` and `prompt`, as the engine words an over-length or over-request error.
-    `window_fields`: the error's own fields for the window and the prompt's size, where the
-    engine sends them (llama-server: `n_ctx`, `n_prompt_tokens`): such an error is over-length.
-    """
-
+    # The fields a message or delta carries reasoning in (the first holding text is read).
     reasoning_fields: tuple[str, ...] = REASONING_FIELDS
+    # (kind, pattern) pairs, each pattern with the named groups `limit` and `prompt`, as the
+    # engine words an over-length or over-request error.
     length_errors: tuple[tuple[str, str], ...] = ()
+    # The error's own fields for the window and the prompt's size, where the engine sends them
+    # (llama-server: `n_ctx`, `n_prompt_tokens`): such an error is over-length.
     window_fields: tuple[str, str] | None = None
 
     def reasoning(self, obj: Mapping[str, object]) -> str:
