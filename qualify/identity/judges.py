@@ -3,9 +3,7 @@ own words (`qualify.serving.identity`), and whether the server answered at all.
 
 A pin nobody reports is *unverifiable*, with the reason: it makes its gate inconclusive unless
 the house lists it in `thresholds.unverifiable_pins`, when it passes marked `verified: false`.
-Every verified pin names its source and `proved_by`: `server` (the server's own report),
-`runtime` (the container runtime's), `launch` (qualify's own argv: what was asked for) or
-`server+launch` (the server proved part of it, the argv the rest).
+Every verified pin names its source and what proved it (`qualify.serving.identity.ProvedBy`).
 """
 
 from __future__ import annotations
