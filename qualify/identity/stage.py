@@ -95,7 +95,6 @@ async def launched(ctx: StageContext) -> Launch | None:
     if srv.container is None:
         return Launch("local", args, dict(srv.launch.env) if srv.launch else {})
     c = srv.container
-    proc.alive()  # notes the container id the runtime printed
     image = await asyncio.to_thread(inspect_image, c.runtime, c.image, proc.container_id)
     return Launch("container", args, dict(c.env), image)
 
