@@ -204,16 +204,14 @@ class ServerProcess:
         if c is not None and (twice := doubled_entrypoint(c, image_entrypoint(c.runtime, c.image))):
             raise StartFailed(twice)
         s = self.server
-        env = {**os.environ, **(s.launch.env if s.launch else {})}
-        cwd = s.launch.cwd if s.launch and s.launch.cwd else None
         try:
             self.proc = subprocess.Popen(
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=cwd,
+                env={**os.environ, **(s.launch.env if s.launch else {})},
+                cwd=s.launch.cwd if s.launch and s.launch.cwd else None,
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
@@ -295,7 +293,6 @@ class ServerProcess:
     def stop(self, keep_container: bool = False) -> int | None:
         """SIGTERM, then SIGKILL after the grace period; returns the exit code."""
         grace = self.server.stop_grace_s
-        code: int | None = None
         c = self.server.container
         if c is not None and self.container_id is not None:
             # The runtime stops the container (its attached `run` then exits); kept after a
@@ -311,14 +308,12 @@ class ServerProcess:
         for t in self._threads:
             t.join(timeout=5)
         if self.proc is not None:
-            code = self.proc.returncode
-            for pipe in (self.proc.stdout, self.proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+            for pipe in filter(None, (self.proc.stdout, self.proc.stderr)):
+                pipe.close()
         for sink in self._sinks:
             sink.close()
         _LIVE.discard(self)
-        return code
+        return None if self.proc is None else self.proc.returncode
 
 
 def stop_all() -> None:
