@@ -55,12 +55,10 @@ class Lanes:
     async def use(self, lane: str) -> Client:
         if lane not in self.loaded:
             raise RunAborted(f"no {lane} lane in this run")
-        if lane == self.current and self._client is not None:
-            if self.process is None or self.process.alive():
-                return self._client
-            raise RunAborted(f"the {lane} server died; its logs are in {self.process.attempt.path}")
+        if lane == self.current and self._client is not None and not self.died():
+            return self._client
         if self.died():
-            # Switching lanes would stop it as if it had lived: what it served since is suspect.
+            # Going on would stop it as if it had lived: what it served since is suspect.
             assert self.process is not None
             raise RunAborted(
                 f"the {self.current} server died; its logs are in {self.process.attempt.path}"
