@@ -91,9 +91,8 @@ class Lanes:
                 proc.stop(keep_container=True)
                 attempt.seal()
                 self.process = None
-                if not isinstance(exc, StartFailed) or proc.port is None or tries == BIND_TRIES:
-                    raise
-                if not proc.bind_failed():
+                last = tries == BIND_TRIES or proc.port is None
+                if last or not isinstance(exc, StartFailed) or not proc.bind_failed():
                     raise
                 continue
             self.launches.append(
