@@ -323,14 +323,6 @@ def server_config(body: object) -> dict[str, Any]:  # the config's JSON, raw
         return conf
     if not isinstance(conf, str):
         return {}
-
-    def value(key: str) -> int | str | None:
-        m = re.search(rf"\b{key}=([^,)]+)", str(conf))
-        if m is None:
-            return "missing"
-        v = m.group(1).strip().strip("'\"")
-        return None if v == "None" else (int(v) if v.isdigit() else v)
-
     out: dict[str, Any] = {"model_config": {}, "cache_config": {}, "parallel_config": {}}  # raw
     for sec, key, name in (
         ("model_config", "revision", "revision"),
@@ -340,9 +332,9 @@ def server_config(body: object) -> dict[str, Any]:  # the config's JSON, raw
         ("parallel_config", "pipeline_parallel_size", "pipeline_parallel_size"),
         ("parallel_config", "data_parallel_size", "data_parallel_size"),
     ):
-        v = value(name)
-        if v != "missing":
-            out[sec][key] = v
+        if m := re.search(rf"\b{name}=([^,)]+)", conf):
+            v = m.group(1).strip().strip("'\"")
+            out[sec][key] = None if v == "None" else (int(v) if v.isdigit() else v)
     spec = re.search(r"speculative_config=(None|SpeculativeConfig\(([^)]*)\))", conf)
     if spec is not None:
         inner = spec.group(2) or ""
