@@ -158,18 +158,6 @@ class EngineAdapter:
             seen["engine"] = Seen(models[0].get("owned_by"), "GET /v1/models owned_by")
         else:
             why["model"] = why["engine"] = "GET /v1/models listed no model"
-        self._image(seen, why, launch)
-        self._observe(o)
-        for pin in PINS:
-            if pin not in seen and pin not in why:
-                why[pin] = f"{self.name} reports no {pin}"
-        return seen, why
-
-    def _observe(self, o: Observed) -> None:
-        raise NotImplementedError
-
-    @staticmethod
-    def _image(seen: dict[str, Seen], why: dict[str, str], launch: Launch | None) -> None:
         if launch is None:
             why["image_digest"] = "attached to a running server: no runtime reports its image"
         elif launch.kind == "local":
@@ -179,6 +167,14 @@ class EngineAdapter:
             why["image_digest"] = f"the container runtime did not report the image: {err}"
         else:
             seen["image_digest"] = Seen(launch.image, "container runtime (inspect)", "runtime")
+        self._observe(o)
+        for pin in PINS:
+            if pin not in seen and pin not in why:
+                why[pin] = f"{self.name} reports no {pin}"
+        return seen, why
+
+    def _observe(self, o: Observed) -> None:
+        raise NotImplementedError
 
     def same(self, pin: str, pinned: Any, seen: Any) -> Match:  # raw JSON values
         """Whether the pinned value and the seen one name the same thing (never raw strings)."""
