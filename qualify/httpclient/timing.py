@@ -91,11 +91,10 @@ def per_token_itl_ms(o: ChatOutcome) -> list[float]:
 
 def generation_end(o: ChatOutcome) -> float | None:
     """When the last token the server counted arrived (see the module docstring)."""
-    if o.t_last_token is None:
-        return None
-    if o.finish_reason != "length" and o.t_finish is not None:
-        return max(o.t_last_token, o.t_finish)
-    return o.t_last_token
+    last, finish = o.t_last_token, o.t_finish
+    if last is not None and finish is not None and o.finish_reason != "length":
+        return max(last, finish)
+    return last
 
 
 def server_figures(o: ChatOutcome) -> tuple[float | None, float | None, str | None]:
