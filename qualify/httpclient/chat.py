@@ -4,10 +4,9 @@ Reasoning and visible content are kept apart (`reasoning` in vLLM, `reasoning_co
 SGLang and llama-server). Tool-call deltas are joined by index, id and argument fragments.
 Tokens are counted from `usage` only: SSE chunks are recorded, never counted as tokens.
 
-The client knows no engine: what differs between engines in reading an answer (the reasoning
-fields, how an over-length error is worded) reaches it as data, a `Quirks` the caller passes
-(`qualify.serving.engine.adapter(name).quirks`); without one, every engine's reasoning fields are
-read and an error body is read for its message, type and parameter only.
+The client knows no engine: how one words an answer reaches it as data, the `Quirks` the caller
+passes (`qualify.serving.engine.adapter(name).quirks`); without one (`ANY_ENGINE`), every
+engine's reasoning fields are read and an error body for its message, type and parameter only.
 """
 
 from __future__ import annotations
@@ -43,17 +42,15 @@ class ServerError:
 
 @dataclass(frozen=True)
 class Quirks:
-    """How one engine words what the client reads, as data.
+    """How one engine words what the client reads, as data."""
 
-    `reasoning_fields`: the fields a message or delta carries reasoning in (the first holding
-    text is read). `length_errors`: (kind, pattern) pairs, each pattern with the named groups
-    `limit` and `prompt`, as the engine words an over-length or over-request error.
-    `window_fields`: the error's own fields for the window and the prompt's size, where the
-    engine sends them (llama-server: `n_ctx`, `n_prompt_tokens`): such an error is over-length.
-    """
-
+    # The fields a message or delta carries reasoning in (the first holding text is read).
     reasoning_fields: tuple[str, ...] = REASONING_FIELDS
+    # (kind, pattern) pairs, each pattern with the named groups `limit` and `prompt`, as the
+    # engine words an over-length or over-request error.
     length_errors: tuple[tuple[str, str], ...] = ()
+    # The error's own fields for the window and the prompt's size, where the engine sends them
+    # (llama-server: `n_ctx`, `n_prompt_tokens`): such an error is over-length.
     window_fields: tuple[str, str] | None = None
 
     def reasoning(self, obj: Mapping[str, object]) -> str:
@@ -127,7 +124,6 @@ class ChatOutcome:
     chunks: int = 0
     done: bool = False
     malformed: list[str] = field(default_factory=list)
-    stream_error: str | None = None
     t_first_output: float | None = None
     t_first_visible: float | None = None
     t_last_token: float | None = None
@@ -138,7 +134,6 @@ class ChatOutcome:
     content_ends: list[int] = field(default_factory=list)
     http_status: int | None = None
     error: str | None = None
-    error_type: str | None = None
     error_kind: str | None = None
     server_error: ServerError | None = None
     raw_body: Any = None  # the server's JSON answer, raw
@@ -199,7 +194,7 @@ def from_stream(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
             out.malformed.append(ev.data[:200])
             continue
         if "error" in chunk:
-            out.error, out.error_type = error_message(chunk)
+            out.error = error_message(chunk)[0]
             out.server_error = quirks.error(chunk)
             continue
         if isinstance(chunk.get("usage"), dict):
@@ -259,19 +254,16 @@ def from_response(ex: Exchange, quirks: Quirks = ANY_ENGINE) -> ChatOutcome:
 
 
 def _base(ex: Exchange) -> ChatOutcome:
-    out = ChatOutcome(http_status=ex.status, t_end=ex.t_end, raw_body=ex.body)
-    out.stream_error = ex.error
-    out.error_kind = ex.error_kind
-    if ex.error:
-        out.error = ex.error
-    return out
+    error, kind = ex.error or None, ex.error_kind
+    return ChatOutcome(
+        http_status=ex.status, t_end=ex.t_end, raw_body=ex.body, error=error, error_kind=kind
+    )
 
 
 def _fill_error(out: ChatOutcome, ex: Exchange, quirks: Quirks) -> ChatOutcome:
     if ex.error:
         return out
     out.server_error = quirks.error(ex.body)
-    msg, typ = error_message(ex.body if ex.body is not None else ex.text)
+    msg = error_message(ex.body if ex.body is not None else ex.text)[0]
     out.error = msg or f"HTTP {ex.status} with no usable body"
-    out.error_type = typ
     return out

@@ -52,7 +52,6 @@ class Exchange:
     error_kind: str | None = None
     bytes_received: int = 0
     chunk_times: list[float] = field(default_factory=list)
-    stale: bool = False
     stale_retries: int = 0
 
     @property
@@ -106,19 +105,16 @@ class Client:
         api_key: str | None = None,
         timeout_s: float = 120.0,
         transport: httpx.AsyncBaseTransport | None = None,
-        max_connections: int = 64,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout_s = timeout_s
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=64)
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
-            headers=headers,
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=httpx.Timeout(timeout_s, connect=10.0),
             transport=transport,
-            limits=limits,
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
         )
         self.redactor = Redactor()
         self.redactor.add(api_key)
@@ -132,49 +128,11 @@ class Client:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def _exchange(self, method: str, path: str, body: object) -> Exchange:
-        headers = dict(self._http.headers)
-        return Exchange(method, self.base_url + path, headers, body)
-
     async def request(
         self, method: str, path: str, body: object = None, timeout_s: float | None = None
     ) -> Exchange:
         """A plain request; the body is parsed as JSON where it is JSON."""
-        content = None if body is None else _encode(body)
-        ex = await self._request_once(method, path, body, content, timeout_s)
-        if _stale(ex):
-            ex = await self._request_once(method, path, body, content, timeout_s)
-            ex.stale_retries = 1
-        return ex
-
-    async def _request_once(
-        self, method: str, path: str, body: object, content: bytes | None, timeout_s: float | None
-    ) -> Exchange:
-        ex = self._exchange(method, path, body)
-        headers = None if content is None else {"Content-Type": "application/json"}
-        t0 = now()
-        ex.t_sent = t0
-        try:
-            async with asyncio.timeout(timeout_s or self.timeout_s):
-                resp = await self._http.request(method, path, content=content, headers=headers)
-                ex.t_headers = now() - t0
-                raw = await resp.aread()
-        except (httpx.HTTPError, TimeoutError) as exc:
-            ex.error_kind, ex.error = _classify(exc)
-            ex.stale = _is_stale(exc)
-            ex.t_end = now() - t0
-            return ex
-        ex.t_end = now() - t0
-        ex.status = resp.status_code
-        ex.response_headers = dict(resp.headers)
-        ex.bytes_received = len(raw)
-        ex.text = raw.decode("utf-8", errors="replace")
-        try:
-            ex.body = json.loads(ex.text) if ex.text.strip() else None
-            ex.text = None
-        except ValueError:
-            pass
-        return ex
+        return await self._send(method, path, body, timeout_s, sse=False)
 
     async def get(self, path: str, timeout_s: float | None = None) -> Exchange:
         return await self.request("GET", path, None, timeout_s)
@@ -187,66 +145,63 @@ class Client:
 
         `timeout_s` bounds the whole exchange; the client's read timeout bounds each gap, so a
         stalled stream ends as an `error` of kind `timeout` with what arrived so far kept.
-        The body is encoded before the clock starts, so a long prompt's JSON encoding is not
-        counted as latency. A request that met a stale keep-alive connection (the server had
-        closed it: llama-server does after every stream) is sent once more, timed afresh.
         """
-        content = _encode(body)
-        ex = await self._stream_once(path, body, content, timeout_s)
-        if _stale(ex):
-            ex = await self._stream_once(path, body, content, timeout_s)
-            ex.stale_retries = 1
-        return ex
+        return await self._send("POST", path, body, timeout_s, sse=True)
 
-    async def _stream_once(
-        self, path: str, body: object, content: bytes, timeout_s: float | None
+    async def _send(
+        self, method: str, path: str, body: object, timeout_s: float | None, sse: bool
     ) -> Exchange:
-        ex = self._exchange("POST", path, body)
-        t0 = now()
-        ex.t_sent = t0
-        try:
-            async with (
-                asyncio.timeout(timeout_s or self.timeout_s),
-                self._http.stream("POST", path, content=content, headers=STREAM_HEADERS) as resp,
-            ):
-                ex.t_headers = now() - t0
-                ex.status = resp.status_code
-                ex.response_headers = dict(resp.headers)
-                if resp.status_code >= 400 or "event-stream" not in resp.headers.get(
-                    "content-type", ""
+        """The body is encoded before the clock starts, so a long prompt's JSON encoding is not
+        counted as latency. A request that met a stale keep-alive connection (the server had
+        closed it: llama-server does after every stream) is sent once more, timed afresh."""
+        content = None if body is None and not sse else _encode(body)
+        headers = STREAM_HEADERS if sse else None if content is None else JSON_HEADERS
+        for retries in (0, 1):
+            ex = Exchange(method, self.base_url + path, dict(self._http.headers), body)
+            ex.stale_retries = retries
+            t0 = ex.t_sent = now()
+            stale = False
+            try:
+                async with (
+                    asyncio.timeout(timeout_s or self.timeout_s),
+                    self._http.stream(method, path, content=content, headers=headers) as resp,
                 ):
-                    raw = await resp.aread()
-                    ex.bytes_received = len(raw)
-                    ex.text = raw.decode("utf-8", errors="replace")
-                    with contextlib.suppress(ValueError):
-                        ex.body, ex.text = json.loads(ex.text), None
-                else:
-                    await _read_sse(resp, ex, t0)
-        except (httpx.HTTPError, TimeoutError) as exc:
-            ex.error_kind, ex.error = _classify(exc)
-            ex.stale = _is_stale(exc)
-        ex.t_end = now() - t0
+                    if not sse:  # a plain answer is timed once read whole, a stream at its headers
+                        await resp.aread()
+                    ex.t_headers, ex.status = now() - t0, resp.status_code
+                    ex.response_headers = dict(resp.headers)
+                    kind = resp.headers.get("content-type", "")
+                    if sse and resp.status_code < 400 and "event-stream" in kind:
+                        await _read_sse(resp, ex, t0)
+                    else:
+                        _read_body(ex, await resp.aread(), sse)
+            except (httpx.HTTPError, TimeoutError) as exc:
+                ex.error_kind, ex.error = _classify(exc)
+                # Stale: a connection the server had closed (FIN: httpcore's "without sending a
+                # response"; RST: a read error) before one byte of the response came.
+                said = str(exc) if isinstance(exc, httpx.RemoteProtocolError) else ""
+                stale = isinstance(exc, httpx.ReadError) or "without sending a response" in said
+            ex.t_end = now() - t0
+            if not (stale and ex.status is None and ex.bytes_received == 0):
+                break
         return ex
 
 
-STREAM_HEADERS = {"Accept": "text/event-stream", "Content-Type": "application/json"}
+JSON_HEADERS = {"Content-Type": "application/json"}
+STREAM_HEADERS = {"Accept": "text/event-stream", **JSON_HEADERS}
+
+
+def _read_body(ex: Exchange, raw: bytes, sse: bool) -> None:
+    """A whole answer: JSON where it is (a plain answer's blank body is none), else text."""
+    ex.bytes_received = len(raw)
+    ex.text = raw.decode("utf-8", errors="replace")
+    with contextlib.suppress(ValueError):
+        ex.body, ex.text = json.loads(ex.text) if sse or ex.text.strip() else None, None
 
 
 def _encode(body: object) -> bytes:
     """JSON as httpx would send it (compact, UTF-8), done before any timing starts."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-def _is_stale(exc: BaseException) -> bool:
-    # A connection the server closed (FIN: httpcore's "without sending a response"; RST: a read
-    # error) before one byte of the response came; `_stale` also checks that nothing came.
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "without sending a response" in str(exc)
-    return isinstance(exc, httpx.ReadError)
-
-
-def _stale(ex: Exchange) -> bool:
-    return ex.stale and ex.status is None and ex.bytes_received == 0
 
 
 async def _read_sse(resp: httpx.Response, ex: Exchange, t0: float) -> None:

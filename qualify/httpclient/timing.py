@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 
 from qualify.httpclient.chat import ChatOutcome
@@ -91,11 +91,10 @@ def per_token_itl_ms(o: ChatOutcome) -> list[float]:
 
 def generation_end(o: ChatOutcome) -> float | None:
     """When the last token the server counted arrived (see the module docstring)."""
-    if o.t_last_token is None:
-        return None
-    if o.finish_reason != "length" and o.t_finish is not None:
-        return max(o.t_last_token, o.t_finish)
-    return o.t_last_token
+    last, finish = o.t_last_token, o.t_finish
+    if last is not None and finish is not None and o.finish_reason != "length":
+        return max(last, finish)
+    return last
 
 
 def server_figures(o: ChatOutcome) -> tuple[float | None, float | None, str | None]:
@@ -240,8 +239,7 @@ def fidelity(timings: Iterable[RequestTiming]) -> dict[str, float | str | None]:
 
 
 class FidelitySummary(Written):
-    """A `fidelity()` summary as a stage record keeps it (the context ladder per concurrency,
-    the A/B per lane)."""
+    """A `fidelity()` summary as a record keeps it (context per concurrency, A/B per lane)."""
 
     n: int = 0
     requests: int = 0
@@ -298,16 +296,13 @@ def fidelity_verdict(
 
 
 def fidelity_reasons(
-    summary: Mapping[str, float | str | None] | FidelitySummary,
-    decode_tolerance: float = 0.03,
-    ttft_slack_ms: float = 15.0,
+    f: FidelitySummary, decode_tolerance: float = 0.03, ttft_slack_ms: float = 15.0
 ) -> list[str]:
     """Where a `fidelity()` summary disagrees with the server; empty when it agrees.
 
     The TTFT slack holds at concurrency 1 only: with requests queued behind others, the
     client's TTFT includes waiting that the server's prompt time does not.
     """
-    f = summary if isinstance(summary, FidelitySummary) else FidelitySummary.model_validate(summary)
     out: list[str] = []
     ratio, gap = f.decode_ratio_median, f.ttft_minus_server_prompt_ms_median
     if ratio is not None and abs(ratio - 1.0) > decode_tolerance:

@@ -8,8 +8,7 @@ from qualify.records import Written
 
 
 class ServerWindow(Written):
-    """What the server's histograms say of one cell: counts and sums (seconds), and the figures
-    that follow from them (`from_dict`)."""
+    """What the server's histograms say of one cell: counts, sums (seconds), their figures."""
 
     source: str = ""
     requests: float = 0.0
@@ -51,8 +50,8 @@ class ServerWindow(Written):
         """The window from its counts and sums (as measured, or as a record kept them) with the
         figures that follow from them, every field written; a record read as it is (an earlier
         build wrote fewer fields) is `model_validate`'s."""
-        w = cls.model_validate({k: v for k, v in kept.items() if k not in _FIGURES})
-        ok, d = w.ok, w.__dict__
+        w = cls.model_validate(kept)
+        ok = w.ok
 
         def mean_ms(n: float | None, s: float | None) -> float | None:
             return s / n * 1000.0 if ok and n and s is not None else None
@@ -60,29 +59,18 @@ class ServerWindow(Written):
         steps = w.decode_tokens
         if steps is None and w.generated_tokens is not None:
             steps = w.generated_tokens - w.requests
-        decode = steps / w.decode_s if ok and w.decode_s and steps and steps > 0 else None
-        front, gen, e2e, ttft = None, w.generated_tokens, w.e2e_s, w.ttft_s
-        span = e2e - ttft if e2e is not None and ttft is not None else None
-        if ok and w.decode_tokens is None and gen is not None and span is not None:
-            s = gen - w.requests
-            front = s / span if s > 0 and span > 0 and w.e2e_n == w.ttft_n else None
-        d["decode_tok_s"], d["frontend_decode_tok_s"] = decode, front
-        d["ttft_ms_mean"] = mean_ms(w.ttft_n, w.ttft_s)
-        d["prefill_ms_mean"] = mean_ms(w.prefill_n, w.prefill_s)
-        d["queue_ms_mean"] = mean_ms(w.queue_n, w.queue_s)
-        d["itl_ms_mean_per_step"] = mean_ms(w.itl_n, w.itl_s)
+        w.decode_tok_s = steps / w.decode_s if ok and w.decode_s and steps and steps > 0 else None
+        gen, e2e, ttft = w.generated_tokens, w.e2e_s, w.ttft_s
+        span = e2e - ttft if e2e is not None and ttft is not None else 0.0
+        s = gen - w.requests if gen is not None and w.decode_tokens is None else 0.0
+        front = ok and s > 0 and span > 0 and w.e2e_n == w.ttft_n
+        w.frontend_decode_tok_s = s / span if front else None
+        w.ttft_ms_mean = mean_ms(w.ttft_n, w.ttft_s)
+        w.prefill_ms_mean = mean_ms(w.prefill_n, w.prefill_s)
+        w.queue_ms_mean = mean_ms(w.queue_n, w.queue_s)
+        w.itl_ms_mean_per_step = mean_ms(w.itl_n, w.itl_s)
         w.__pydantic_fields_set__.update(cls.model_fields)
         return w
 
     def as_dict(self) -> dict[str, object]:
         return self.model_dump()
-
-
-_FIGURES = (
-    "decode_tok_s",
-    "frontend_decode_tok_s",
-    "ttft_ms_mean",
-    "prefill_ms_mean",
-    "queue_ms_mean",
-    "itl_ms_mean_per_step",
-)

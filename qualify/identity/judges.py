@@ -3,9 +3,7 @@ own words (`qualify.serving.identity`), and whether the server answered at all.
 
 A pin nobody reports is *unverifiable*, with the reason: it makes its gate inconclusive unless
 the house lists it in `thresholds.unverifiable_pins`, when it passes marked `verified: false`.
-Every verified pin names its source and `proved_by`: `server` (the server's own report),
-`runtime` (the container runtime's), `launch` (qualify's own argv: what was asked for) or
-`server+launch` (the server proved part of it, the argv the rest).
+Every verified pin names its source and what proved it (`qualify.serving.identity.ProvedBy`).
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from qualify.gates.thresholds import Thresholds
 from qualify.identity.record import Record
 from qualify.records import Verdict
 from qualify.serving.engine import adapter
-from qualify.serving.identity import PINS
 
 
 class PinsParams(Params):
@@ -39,11 +36,8 @@ def _unverified(pin: str, why: str, pinned: object, thresholds: Thresholds) -> J
 def pins(record: Record, params: PinsParams, thresholds: Thresholds) -> list[Judged]:
     """One verdict per pin: the engine adapter compares the pin with what was seen."""
     engine = adapter(record.engine or record.pins.engine)
-    pinned = record.pins.model_dump(mode="json")
     out: list[Judged] = []
-    for pin in PINS:
-        if pin not in pinned:
-            continue
+    for pin, want in record.pins.model_dump(mode="json").items():
         seen = record.seen.get(pin)
         if record.unpinned is not None and pin in record.unpinned:
             shown = None if seen is None else seen.value
@@ -52,23 +46,23 @@ def pins(record: Record, params: PinsParams, thresholds: Thresholds) -> list[Jud
             continue
         if seen is None:
             why = record.unverifiable.get(pin, "nothing reports it")
-            out.append(_unverified(pin, why, pinned[pin], thresholds))
+            out.append(_unverified(pin, why, want, thresholds))
             continue
-        value, source, by = seen.value, seen.source, seen.by
-        same, note = engine.same(pin, pinned[pin], value)
+        got, source, by = seen.value, seen.source, seen.by
+        same, note = engine.same(pin, want, got)
         metrics = {
-            "pinned": pinned[pin],
-            "reported": value,
+            "pinned": want,
+            "reported": got,
             "source": source,
             "proved_by": by,
             "verified": True,
         }
         if same is None:
-            out.append(_unverified(pin, f"{source}: {note}", pinned[pin], thresholds))
+            out.append(_unverified(pin, f"{source}: {note}", want, thresholds))
         elif same:
             out.append(Judged(Verdict.PASS, [], {**metrics, "note": note}, part=pin))
         else:
-            shown = f"pinned {pin} {pinned[pin]!r}, {source} reports {value!r}"
+            shown = f"pinned {pin} {want!r}, {source} reports {got!r}"
             reason = f"{shown} ({note})" if note else shown
             out.append(Judged(Verdict.FAIL, [reason], metrics, part=pin))
     return out

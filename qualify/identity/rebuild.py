@@ -12,9 +12,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from qualify.evidence.kept import NotKept, exchange_of
-from qualify.evidence.listing import Listing
-from qualify.evidence.store import RESULT, RunDir
+from qualify.evidence.kept import AttemptView, NotKept
+from qualify.evidence.store import RESULT
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Exchange
 from qualify.preflight.checks.common import clip
@@ -26,19 +25,13 @@ if TYPE_CHECKING:
 _EXCHANGE = re.compile(r"^\d{4}-(.+)\.json$")
 
 
-def _exchanges(run: RunDir, attempt: str, listing: Listing) -> dict[str, Exchange]:
-    """The exchanges a stage attempt kept (`NNNN-<label>.json`), by label, from signed files
-    (one that is not a kept exchange is left out)."""
+def _exchanges(view: AttemptView) -> dict[str, Exchange]:
+    """The exchanges an attempt kept (`NNNN-<label>.json`), by label; other files left out."""
     out: dict[str, Exchange] = {}
-    for name in sorted(listing.files):
-        head, _, base = name.rpartition("/")
-        m = _EXCHANGE.match(base)
-        if head != attempt or not m:
-            continue
-        data = json.loads((run.path / name).read_text())
-        if isinstance(data, dict) and isinstance(data.get("response"), dict):
+    for name in view.names():
+        if m := _EXCHANGE.match(name):
             with contextlib.suppress(NotKept):
-                out[m.group(1)] = exchange_of(data, name)
+                out[m.group(1)] = view.exchange(name)
     return out
 
 
@@ -87,7 +80,7 @@ def identity_again(view: RunView, thresholds: Thresholds) -> tuple[list[str], li
     ]
     engine = adapter(cand.identity.engine)
     for attempt, result in attempts:
-        kept = _exchanges(run, attempt, listing)
+        kept = _exchanges(AttemptView(run.path, attempt, listing.files, result))
         if result.status != "finished" or "v1-models" not in kept:
             continue
         bodies, unreachable, missing = _bodies(engine, kept)

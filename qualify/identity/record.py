@@ -9,21 +9,8 @@ from pydantic import Field, JsonValue
 
 from qualify.candidate import Engine, Identity
 from qualify.records import StageRecord, StrictModel
-
-# Which kind of source proved a pin (`qualify.serving.identity.Seen.by`): the server's own
-# report, the container runtime's, qualify's own argv (what was asked for), or the server one
-# part and the argv the rest.
-ProvedBy = Literal["server", "runtime", "launch", "server+launch"]
-
-
-class SeenPin(StrictModel):
-    """One pin as the server or the launch shows it. `value` is what the engine's adapter read
-    out of the server's raw JSON (or the argv), in the server's own words and shape: a model id
-    list, a build string, a speculation table; it is compared, never interpreted here."""
-
-    value: JsonValue = None
-    source: str
-    by: ProvedBy = "server"
+from qualify.serving.identity import ProvedBy, Seen
+from qualify.serving.lanes import Launched
 
 
 class Fingerprint(StrictModel):
@@ -40,15 +27,6 @@ class LaunchShown(StrictModel):
     args: list[str]
 
 
-class Launched(StrictModel):
-    """One server start of the run (`qualify.serving.lanes.Lanes.launches`)."""
-
-    lane: str
-    attempt: int
-    healthy_after_s: float
-    port: int | None = None
-
-
 class Record(StageRecord):
     """What identity saw of the server, pin by pin."""
 
@@ -56,7 +34,7 @@ class Record(StageRecord):
     engine: Engine | None = None
     unreachable: str | None = None
     pins: Identity
-    seen: dict[str, SeenPin] = Field(default_factory=dict)
+    seen: dict[str, Seen] = Field(default_factory=dict)
     proved_by: dict[str, ProvedBy] = Field(default_factory=dict)
     fingerprint: Fingerprint | None = None
     unverifiable: dict[str, str] = Field(default_factory=dict)

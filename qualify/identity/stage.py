@@ -12,16 +12,17 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
 from collections.abc import Callable
 
 from qualify.candidate import Identity
 from qualify.httpclient.client import Client, Exchange
-from qualify.identity.record import Fingerprint, Launched, LaunchShown, Record, SeenPin
+from qualify.identity.record import Fingerprint, LaunchShown, Record
 from qualify.records import StageResult
+from qualify.serving.command import runtime_output
 from qualify.serving.engine import EngineAdapter, adapter
 from qualify.serving.engine.vllm import CHAT_PROBE, fingerprint
 from qualify.serving.identity import PINS, ImageReport, Launch
+from qualify.serving.lanes import Launched
 from qualify.stage import StageContext, finish
 
 
@@ -59,27 +60,16 @@ async def engine_reports(
     return bodies
 
 
-def _run(cmd: list[str]) -> tuple[str | None, str]:
-    """stdout of a runtime command, or None and the reason it gave nothing."""
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"{' '.join(cmd[:3])}: {exc}"
-    if r.returncode != 0:
-        return None, f"{' '.join(cmd[:3])} exited {r.returncode}: {r.stderr.strip()[:200]}"
-    return r.stdout.strip(), ""
-
-
 def inspect_image(runtime: str, image: str, container_id: str | None) -> ImageReport:
     """What the container runtime reports of the image the server runs from: its id and its
     repository digests (`docker inspect` of the container, then `docker image inspect`)."""
     out: ImageReport = {"image": image}
     if not container_id:
         return {**out, "error": "the runtime printed no container id"}
-    image_id, err = _run([runtime, "inspect", "--format", "{{.Image}}", container_id])
+    image_id, err = runtime_output([runtime, "inspect", "--format", "{{.Image}}", container_id])
     if image_id is None:
         return {**out, "error": err}
-    digests, err = _run(
+    digests, err = runtime_output(
         [runtime, "image", "inspect", "--format", "{{json .RepoDigests}}", image_id]
     )
     if digests is None:
@@ -105,7 +95,6 @@ async def launched(ctx: StageContext) -> Launch | None:
     if srv.container is None:
         return Launch("local", args, dict(srv.launch.env) if srv.launch else {})
     c = srv.container
-    proc.alive()  # notes the container id the runtime printed
     image = await asyncio.to_thread(inspect_image, c.runtime, c.image, proc.container_id)
     return Launch("container", args, dict(c.env), image)
 
@@ -115,29 +104,25 @@ def gather(
     bodies: dict[str, object],
     launch: Launch | None,
     unreachable: str | None = None,
-    launches: list[dict[str, object]] | None = None,
+    launches: list[Launched] | None = None,
 ) -> Record:
     """The stage's record: each pin as pinned, as seen (value and source), or why unseen."""
     seen, why = adapter(pins.engine).observe(bodies, launch)
     pinned = pins.model_dump(mode="json")
     fp = fingerprint(bodies.get(CHAT_PROBE))
-    shown = {
-        p: SeenPin.model_validate({"value": s.value, "source": s.source, "by": s.by})
-        for p, s in seen.items()
-    }
     argv = None if launch is None else {"kind": launch.kind, "args": launch.args}
     return Record(
         engine=pins.engine,
         unreachable=unreachable,
         pins=pins,
-        seen=shown,
-        proved_by={p: s.by for p, s in shown.items() if p in pinned},
+        seen=seen,
+        proved_by={p: s.by for p, s in seen.items() if p in pinned},
         fingerprint=None if fp is None else Fingerprint(version=fp[0], config_hash=fp[1]),
         unverifiable={p: w for p, w in why.items() if p not in seen},
-        reported={p: s.value for p, s in shown.items()},
+        reported={p: s.value for p, s in seen.items()},
         not_reported=sorted(p for p in why if p not in seen and p in pinned),
         launch=None if argv is None else LaunchShown.model_validate(argv),
-        launches=[Launched.model_validate(x) for x in launches or []],
+        launches=launches or [],
         unpinned=sorted(p for p in PINS if p in pinned and pinned[p] is None),
     )
 

@@ -32,19 +32,27 @@ def volume(spec: str, loaded: LoadedCandidate) -> str:
     return f"{src}:{rest}"
 
 
+def runtime_output(cmd: list[str]) -> tuple[str | None, str]:
+    """stdout of a container runtime command, or None and the reason it gave nothing."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{' '.join(cmd[:3])}: {exc}"
+    if r.returncode != 0:
+        return None, f"{' '.join(cmd[:3])} exited {r.returncode}: {r.stderr.strip()[:200]}"
+    return r.stdout.strip(), ""
+
+
 def image_entrypoint(runtime: str, image: str) -> list[str] | None:
     """The image's entrypoint as the runtime reports it (`image inspect`), or None when the
     runtime cannot say (no runtime, image not pulled)."""
+    fmt = "{{json .Config.Entrypoint}}"
+    out = runtime_output([runtime, "image", "inspect", "--format", fmt, image])[0]
+    if out is None:  # no runtime, no image
+        return None
     try:
-        r = subprocess.run(
-            [runtime, "image", "inspect", "--format", "{{json .Config.Entrypoint}}", image],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        value = json.loads(r.stdout.strip() or "null")
-    except (OSError, subprocess.SubprocessError, ValueError):  # no runtime, no image, no JSON
+        value = json.loads(out or "null")
+    except ValueError:
         return None
     return [str(v) for v in value] if isinstance(value, list) else []
 

@@ -25,10 +25,10 @@ class Dialect:
     name: str
     running: tuple[str, ...]
     waiting: tuple[str, ...]
-    spec_drafts: str | None
-    spec_draft_tokens: str | None
-    spec_accepted: str | None
-    spec_per_pos: str | None
+    spec_drafts: str | None = None
+    spec_draft_tokens: str | None = None
+    spec_accepted: str | None = None
+    spec_per_pos: str | None = None
     spec_gauges: tuple[str, ...] = ()  # last-batch values, never a delta
     spec_verify_calls: str | None = None  # one verify call per draft (SGLang)
     spec_width: str | None = None  # draft tokens per verify call, the verified one included
@@ -87,10 +87,6 @@ SGLANG = Dialect(
     name="sglang",
     running=("sglang:num_running_reqs",),
     waiting=("sglang:num_queue_reqs",),
-    spec_drafts=None,
-    spec_draft_tokens=None,
-    spec_accepted=None,
-    spec_per_pos=None,
     spec_gauges=("sglang:spec_accept_length", "sglang:spec_accept_rate"),
     spec_verify_calls="sglang:spec_verify_calls_total",
     spec_width="sglang:spec_num_draft_tokens",
@@ -178,8 +174,7 @@ class MetricsSnapshot:
         return None
 
     def labels_of(self, name: str) -> dict[str, str]:
-        """The labels of an info series (`vllm:cache_config_info`, value 1): its first
-        label set."""
+        """The first label set of an info series (`vllm:cache_config_info`, value 1)."""
         series = self.samples.get(name) or {}
         return dict(next(iter(series))) if series else {}
 

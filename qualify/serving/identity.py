@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Required, TypedDict
+from typing import Any, ClassVar, Literal, Required, TypedDict
+
+from pydantic import JsonValue
 
 from qualify.candidate import Identity, Parallelism
 from qualify.httpclient.chat import Quirks
+from qualify.records import StrictModel
 from qualify.serving.dialects import VLLM, Dialect
 
 PINS = tuple(Identity.model_fields)  # the candidate's pins, in its order
@@ -43,15 +46,24 @@ class Launch:
     image: ImageReport | None = None
 
 
-@dataclass(frozen=True)
-class Seen:
-    """One pin as the server or the launch shows it: the value, where it was read, and which
-    kind of source proved it: `server` (the server's own report), `runtime` (the container
-    runtime's), or `launch` (qualify's own argv: what was asked for, not what the server did)."""
+# Which kind of source proved a pin: the server's own report, the container runtime's, qualify's
+# own argv (what was asked for, not what the server did), or the server one part and the argv
+# the rest.
+ProvedBy = Literal["server", "runtime", "launch", "server+launch"]
 
-    value: Any  # the pin's value as its source reported it, raw JSON
+
+class Seen(StrictModel):
+    """One pin as the server or the launch shows it, as the identity record keeps it: `value`
+    is what the engine's adapter read out of the server's raw JSON (or the argv), in the
+    server's own words and shape (a model id list, a build string, a speculation table),
+    compared and never interpreted; `source` says where it was read."""
+
+    value: JsonValue = None
     source: str
-    by: str = "server"
+    by: ProvedBy = "server"
+
+    def __init__(self, value: object, source: str, by: ProvedBy = "server") -> None:
+        super().__init__(**{"value": value, "source": source, "by": by})
 
 
 @dataclass
@@ -108,32 +120,28 @@ def version_match(pinned: str, version: str, engine: str) -> Match:
 
 class EngineAdapter:
     """One engine: reads its own reports and launch flags into pins, and compares them; its
-    `/metrics` names and its request quirks (`Quirks`, passed to the HTTP client as data).
-
-    `paths`: the GET paths read besides `/v1/models`; `text_paths`: of those, the ones read as
-    text (Prometheus pages); `probe_chat`: one 1-token completion is read for what every answer
-    carries (vLLM's `system_fingerprint`). An engine's adapter fills `_observe` and refines
-    `same` in its own words.
-    `sizing`: how a chat prompt is counted (`tokenize` posts the messages to /tokenize;
-    `apply-template+tokenize` renders them with /apply-template, then tokenizes the text).
-    `context_per_slot`: the server splits its context over slots (a request gets total / slots).
-    `kv_report`: how the server reports its KV capacity: "slots" (slots x per-slot context),
-    "startup-log" (a line of its log; the gauge is a usage fraction), "pool-gauge" (a gauge of
-    the pool's tokens); `kv_log` the log lines read, `kv_note` what the figures mean.
+    `/metrics` names and its request quirks (`Quirks`, passed to the HTTP client as data). An
+    engine's adapter fills `_observe` and refines `same` in its own words.
     """
 
     name = ""
     owned_by = ""
-    paths: tuple[str, ...] = ()
-    text_paths: tuple[str, ...] = ()
-    probe_chat = False
+    paths: tuple[str, ...] = ()  # the GET paths read besides `/v1/models`
+    text_paths: tuple[str, ...] = ()  # of those, the ones read as text (Prometheus pages)
+    probe_chat = False  # a 1-token completion read for what all answers carry (a fingerprint)
     metrics: Dialect = VLLM
     quirks: Quirks = Quirks(reasoning_fields=("reasoning_content",))
+    # How a chat prompt is counted: `tokenize` posts the messages to /tokenize;
+    # `apply-template+tokenize` renders them with /apply-template, then tokenizes the text.
     sizing = "tokenize"
-    context_per_slot = False
+    context_per_slot = False  # the context is split over slots (a request gets total / slots)
+    # How the server reports its KV capacity: "slots" (slots x per-slot context), "startup-log" (a
+    # line of its log; the gauge is a usage fraction), "pool-gauge" (a gauge of the pool's tokens);
+    # `kv_log` the log lines read, `kv_note` what the figures mean.
     kv_report = "startup-log"
     kv_log: tuple[tuple[str, str], ...] = ()
     kv_note = ""
+    aliases: ClassVar[dict[str, str]] = {}  # the engine's method names in the candidate's words
 
     def observe(
         self, bodies: dict[str, object], launch: Launch | None
@@ -150,18 +158,6 @@ class EngineAdapter:
             seen["engine"] = Seen(models[0].get("owned_by"), "GET /v1/models owned_by")
         else:
             why["model"] = why["engine"] = "GET /v1/models listed no model"
-        self._image(seen, why, launch)
-        self._observe(o)
-        for pin in PINS:
-            if pin not in seen and pin not in why:
-                why[pin] = f"{self.name} reports no {pin}"
-        return seen, why
-
-    def _observe(self, o: Observed) -> None:
-        raise NotImplementedError
-
-    @staticmethod
-    def _image(seen: dict[str, Seen], why: dict[str, str], launch: Launch | None) -> None:
         if launch is None:
             why["image_digest"] = "attached to a running server: no runtime reports its image"
         elif launch.kind == "local":
@@ -171,6 +167,14 @@ class EngineAdapter:
             why["image_digest"] = f"the container runtime did not report the image: {err}"
         else:
             seen["image_digest"] = Seen(launch.image, "container runtime (inspect)", "runtime")
+        self._observe(o)
+        for pin in PINS:
+            if pin not in seen and pin not in why:
+                why[pin] = f"{self.name} reports no {pin}"
+        return seen, why
+
+    def _observe(self, o: Observed) -> None:
+        raise NotImplementedError
 
     def same(self, pin: str, pinned: Any, seen: Any) -> Match:  # raw JSON values
         """Whether the pinned value and the seen one name the same thing (never raw strings)."""
@@ -198,7 +202,8 @@ class EngineAdapter:
 
     def method(self, name: str) -> str:
         """The engine's speculative method name in the candidate's words."""
-        return name.strip().lower()
+        n = name.strip().lower()
+        return self.aliases.get(n, n)
 
     def _same_speculation(self, pinned: Any, seen: Any) -> Match:  # raw JSON values
         p, s = dict(pinned or {}), dict(seen or {})

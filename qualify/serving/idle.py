@@ -55,8 +55,7 @@ class IdleReport:
         return kept | {"waited_s": round(self.waited_s, 3)}
 
     def since(self, before: IdleReport, names: tuple[str, ...]) -> float | None:
-        """A counter's growth (e.g. cached prompt tokens) from `before`'s last scrape to this
-        report's; None where either lacks it."""
+        """A counter's growth from `before`'s last scrape to this one's; None if either lacks it."""
         a, b = (None if r.snapshot is None else r.snapshot.first(names) for r in (before, self))
         return None if a is None or b is None else b - a
 

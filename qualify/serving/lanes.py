@@ -8,6 +8,7 @@ from qualify.candidate import LoadedCandidate
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence.store import RunDir
 from qualify.httpclient.client import Client
+from qualify.records import StrictModel
 from qualify.serving.process import ServerProcess, StartFailed
 
 BIND_TRIES = 3  # launches on fresh ports when another process took the picked one
@@ -26,6 +27,15 @@ def api_key(loaded: LoadedCandidate) -> str | None:
     return value
 
 
+class Launched(StrictModel):
+    """One server start of the run, as the identity record keeps it."""
+
+    lane: str
+    attempt: int
+    healthy_after_s: float
+    port: int | None = None
+
+
 class Lanes:
     """Starts, switches and stops the servers of the candidate and its control."""
 
@@ -35,7 +45,7 @@ class Lanes:
         self.current: str | None = None
         self.process: ServerProcess | None = None
         self._client: Client | None = None
-        self.launches: list[dict[str, object]] = []
+        self.launches: list[Launched] = []
         for lc in lanes.values():
             run.redactor.add(api_key(lc))
 
@@ -45,12 +55,10 @@ class Lanes:
     async def use(self, lane: str) -> Client:
         if lane not in self.loaded:
             raise RunAborted(f"no {lane} lane in this run")
-        if lane == self.current and self._client is not None:
-            if self.process is None or self.process.alive():
-                return self._client
-            raise RunAborted(f"the {lane} server died; its logs are in {self.process.attempt.path}")
+        if lane == self.current and self._client is not None and not self.died():
+            return self._client
         if self.died():
-            # Switching lanes would stop it as if it had lived: what it served since is suspect.
+            # Going on would stop it as if it had lived: what it served since is suspect.
             assert self.process is not None
             raise RunAborted(
                 f"the {self.current} server died; its logs are in {self.process.attempt.path}"
@@ -83,18 +91,12 @@ class Lanes:
                 proc.stop(keep_container=True)
                 attempt.seal()
                 self.process = None
-                if not isinstance(exc, StartFailed) or proc.port is None or tries == BIND_TRIES:
-                    raise
-                if not proc.bind_failed():
+                last = tries == BIND_TRIES or proc.port is None
+                if last or not isinstance(exc, StartFailed) or not proc.bind_failed():
                     raise
                 continue
             self.launches.append(
-                {
-                    "lane": lane,
-                    "attempt": attempt.number,
-                    "healthy_after_s": took,
-                    "port": proc.port,
-                }
+                Launched(lane=lane, attempt=attempt.number, healthy_after_s=took, port=proc.port)
             )
             return proc
         raise AssertionError("unreachable")

