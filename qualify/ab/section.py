@@ -29,7 +29,7 @@ from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text, show
 from qualify.present.wording import number, quantity
 from qualify.records import CardWindow
-from qualify.vram.section import MIB_PER_GIB, free_text, power_text
+from qualify.vram.section import free_text, power_text
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
@@ -74,10 +74,9 @@ def lane_gpu(record: Record) -> dict[str, object]:
     """Per lane and card: the lowest free memory over the lane's timed runs against the house
     reserve, and the mean power (the energy windows', else the runs' own); nothing for a record
     of a build that did not mark the runs (no `gpu`)."""
-    note = record.gpu
-    if note is None:
-        return {"note": None, "reserve_gib": None, "rows": []}
-    rows = []
+    if record.gpu is None:
+        return {"reserve_gib": None, "rows": []}
+    reserve, rows = record.gpu.reserve_gib, []
     for name, lane in _lanes(record):
         watts = _mean_power(lane)
         by_card: dict[str, list[CardWindow]] = {}
@@ -87,21 +86,12 @@ def lane_gpu(record: Record) -> dict[str, object]:
         for gpu, cards in sorted(by_card.items()):
             low = min((c.min_free_mib for c in cards if c.min_free_mib is not None), default=None)
             own = [c.mean_power_w for c in cards if c.mean_power_w is not None]
-            power = watts.get(gpu, sum(own) / len(own) if own else None)
+            power = power_text(watts.get(gpu, sum(own) / len(own) if own else None))
+            free = free_text(low, reserve)
             rows.append(
-                {
-                    "lane": name,
-                    "gpu": gpu,
-                    "runs": len(cards),
-                    "min_free_mib": low,
-                    "mean_power_w": power,
-                    "free": free_text(low, note.reserve_gib),
-                    "power": power_text(power),
-                    "under": low is not None and low < note.reserve_gib * MIB_PER_GIB,
-                }
+                {"lane": name, "gpu": gpu, "runs": len(cards), "free": free, "power": power}
             )
-    why = None if rows else note.why or "no GPU telemetry"
-    return {"note": why, "reserve_gib": note.reserve_gib, "rows": rows}
+    return {"reserve_gib": reserve, "rows": rows}
 
 
 def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
