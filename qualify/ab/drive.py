@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 
 from qualify.ab.acceptance import between
 from qualify.ab.prompts import ABPrompt, PromptSet
-from qualify.ab.record import DegenerateAnswer, Energy, IdleState, PromptWhy, Request, Run, RunP50
+from qualify.ab.record import DegenerateAnswer, Energy, PromptWhy, Request, Run, RunP50
 from qualify.ab.settings import ABSettings
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
@@ -24,9 +24,10 @@ from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.timing import RequestTiming, median, timing, with_server_window
 from qualify.serving.dialects import Dialect, MetricsSnapshot
 from qualify.serving.histograms import server_window
-from qualify.serving.idle import wait_idle
+from qualify.serving.idle import Idle, wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked
 
+IDLE = ("idle", "running", "waiting", "waited_s")  # what a run keeps of each idle check
 PER_REQUEST = tuple(RunP50.model_fields)  # a run's p50 of each, over its counted requests
 # A request's figures from a server's histograms over its run (`server_side`): not kept raw, so
 # the rebuild takes them as recorded; all else of a request it derives from its exchange.
@@ -139,10 +140,10 @@ def timing_of(q: Request) -> RequestTiming:
 
 async def idle_state(
     client: Client, d: Dialect, wait_s: float
-) -> tuple[IdleState, MetricsSnapshot | None]:
+) -> tuple[Idle, MetricsSnapshot | None]:
     """Wait for the engine to go idle: the gauges read, and the last scrape for the counters."""
     rep = await wait_idle(client, d, wait_s, poll_s=0.5)
-    return IdleState(**{k: getattr(rep, k) for k in IdleState.model_fields}), rep.snapshot
+    return Idle(**{k: getattr(rep, k) for k in IDLE}), rep.snapshot
 
 
 Meter = Callable[[float, float], Mapping[str, object]]
