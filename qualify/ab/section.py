@@ -383,8 +383,7 @@ def diff_cells(rec: Record) -> list[Cell]:
     names = ("max_tokens", "temperature", "concurrency", "level", "nonce")
     settings = given(rec.settings, names) if rec.settings else dict.fromkeys(names)
     setting = {"prompts": digest([f"{p.id}:{p.kind}" for p in rec.prompts]), **settings}
-    lane = rec.lanes.get("candidate")
-    runs = lane.runs if lane else []
+    runs = _runs(rec, "candidate")
     cell = Cell("ab", "candidate lane", setting)
     for name, unit, better in METRICS:
         if name in ("decode_tok_s", "ttft_s", "e2e_s"):
