@@ -6,7 +6,6 @@ chunks (one token each when the control does not draft)."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from os.path import commonprefix
 
 from qualify.ab.judges import no_lanes
 from qualify.ab.record import Divergence, Identical, LaneRuns, Lossless, Record
@@ -64,7 +63,9 @@ def compare(
             before += len(ctrl.content_ends)
             continue
         a, b = cand.content, ctrl.content
-        at = len(commonprefix([a, b]))
+        at = next(
+            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
         d = Divergence(
             run=run,
             prompt=prompt,
