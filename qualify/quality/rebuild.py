@@ -170,12 +170,6 @@ def rebuild(view: AttemptView) -> Record:
     if {g.gate.id: g.sha256 for g in gates} != sealed.gate_files:
         view.trust("the scope and budgets of gate files other than this installation's")
         ran = ran.model_copy(update={"scope": sealed.scope, "budgets": sealed.budgets})
-    tasks = []
-    for g in judged:
-        lane = CONTROL if g.gate.startswith(f"{CONTROL}-") else "candidate"
-        if not g.gate.startswith(CONTROL_PREFLIGHT):
-            task = g.gate.removeprefix(f"{CONTROL}-") if lane == CONTROL else g.gate
-            tasks.append((lane, task, g.model_copy(update={"gate": task})))
-    record = summarised(ran, gates, tasks, judged, view.attempt, again.plan)
+    record = summarised(ran, gates, judged, view.attempt, again.plan)
     out = record.model_dump(mode="json")
     return Record.model_validate({k: v for k, v in out.items() if k in view.sealed})
