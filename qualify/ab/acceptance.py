@@ -93,12 +93,8 @@ def between(
 def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> Acceptance | None:
     """Acceptance over one run from two scrapes; None when the engine reports nothing."""
     if before.counted and after.counted:
-        assert before.drafts is not None and after.drafts is not None
-        assert before.draft_tokens is not None and after.draft_tokens is not None
-        assert before.accepted is not None and after.accepted is not None
-        drafts = round(after.drafts - before.drafts)
-        tokens = round(after.draft_tokens - before.draft_tokens)
-        accepted = round(after.accepted - before.accepted)
+        names = ("drafts", "draft_tokens", "accepted")
+        drafts, tokens, accepted = (round(getattr(after, k) - getattr(before, k)) for k in names)
         if min(drafts, tokens, accepted) < 0:
             # A counter went down: the server restarted between the scrapes.
             return None
@@ -116,10 +112,8 @@ def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> Accept
             rate=after.gauges.get("sglang:spec_accept_rate"),
             mean_length=after.gauges.get("sglang:spec_accept_length"),
             per_position=[],
-            drafts=None,
-            draft_tokens=None,
-            accepted=None,
             accepted_per_position=[],
+            **dict.fromkeys(("drafts", "draft_tokens", "accepted")),  # written: none counted
             source=f"{engine} gauges read after the run (recent batches only, not a delta)",
         )
     return None
@@ -127,11 +121,11 @@ def acceptance(before: SpecCounters, after: SpecCounters, engine: str) -> Accept
 
 def _sglang(before: SpecCounters, after: SpecCounters, engine: str) -> Acceptance | None:
     """SGLang's acceptance from its verify-call and generated-token counters (see above)."""
-    assert before.verify_calls is not None and after.verify_calls is not None
     if before.generated is None or after.generated is None:
         return None
-    steps = round(after.verify_calls - before.verify_calls)
-    generated = round(after.generated - before.generated)
+    steps, generated = (
+        round(getattr(after, k) - getattr(before, k)) for k in ("verify_calls", "generated")
+    )
     if min(steps, generated) < 0:
         return None
     accepted = max(0, generated - steps) if steps else 0

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 
 from qualify.ab.acceptance import between
-from qualify.ab.prompts import ABPrompt
-from qualify.ab.record import DegenerateAnswer, Energy, IdleState, PromptWhy, Request, Run, RunP50
+from qualify.ab.prompts import ABPrompt, PromptSet
+from qualify.ab.record import DegenerateAnswer, Energy, PromptWhy, Request, Run, RunP50
 from qualify.ab.settings import ABSettings
 from qualify.httpclient.chat import ChatOutcome, from_stream
 from qualify.httpclient.client import Client, Exchange
@@ -24,9 +24,10 @@ from qualify.httpclient.degenerate import degenerate
 from qualify.httpclient.timing import RequestTiming, median, timing, with_server_window
 from qualify.serving.dialects import Dialect, MetricsSnapshot
 from qualify.serving.histograms import server_window
-from qualify.serving.idle import wait_idle
+from qualify.serving.idle import Idle, wait_idle
 from qualify.vram.sampler import Parts, gpu_over, marked
 
+IDLE = ("idle", "running", "waiting", "waited_s")  # what a run keeps of each idle check
 PER_REQUEST = tuple(RunP50.model_fields)  # a run's p50 of each, over its counted requests
 # A request's figures from a server's histograms over its run (`server_side`): not kept raw, so
 # the rebuild takes them as recorded; all else of a request it derives from its exchange.
@@ -44,25 +45,18 @@ class RunPlan:
     """What every lane's run r is sent: identical between lanes apart from the lane name."""
 
     run: int
-    prompts: list[ABPrompt]
-    warmup: str
+    ps: PromptSet
     base: dict[str, object]  # the request body every prompt is sent with
     s: ABSettings
-    bodies: list[dict[str, object]] = field(default_factory=list)
+    bodies: list[dict[str, object]] = field(default_factory=list)  # each prompt's, in order
 
-
-def body_for(
-    plan: RunPlan, index: int, text: str, max_tokens: int | None = None
-) -> dict[str, object]:
-    """With `nonce`, a unique first line per (run, prompt), so no request can reuse another's
-    cached prefix; the same in both lanes, so paired requests stay byte-identical."""
-    tag = hashlib.sha256(f"{plan.s.seed or 0}:{plan.run}:{index}".encode()).hexdigest()[:8]
-    content = f"Request {plan.run}.{index} ({tag})\n{text}" if plan.s.nonce else text
-    body = dict(plan.base)
-    body["messages"] = [{"role": "user", "content": content}]
-    if max_tokens is not None:
-        body["max_tokens"] = max_tokens
-    return body
+    def body(self, index: int, text: str, max_tokens: int | None = None) -> dict[str, object]:
+        """With `nonce`, a unique first line per (run, prompt), so no request can reuse another's
+        cached prefix; the same in both lanes, so paired requests stay byte-identical."""
+        tag = hashlib.sha256(f"{self.s.seed or 0}:{self.run}:{index}".encode()).hexdigest()[:8]
+        content = f"Request {self.run}.{index} ({tag})\n{text}" if self.s.nonce else text
+        more = {} if max_tokens is None else {"max_tokens": max_tokens}
+        return {**self.base, "messages": [{"role": "user", "content": content}], **more}
 
 
 def sha_json(value: object) -> str:
@@ -146,13 +140,10 @@ def timing_of(q: Request) -> RequestTiming:
 
 async def idle_state(
     client: Client, d: Dialect, wait_s: float
-) -> tuple[IdleState, MetricsSnapshot | None]:
+) -> tuple[Idle, MetricsSnapshot | None]:
     """Wait for the engine to go idle: the gauges read, and the last scrape for the counters."""
     rep = await wait_idle(client, d, wait_s, poll_s=0.5)
-    state = IdleState(
-        idle=rep.idle, running=rep.running, waiting=rep.waiting, waited_s=rep.waited_s
-    )
-    return state, rep.snapshot
+    return Idle(**{k: getattr(rep, k) for k in IDLE}), rep.snapshot
 
 
 Meter = Callable[[float, float], Mapping[str, object]]
@@ -235,7 +226,7 @@ async def drive_run(
     run holds what the rebuild takes as recorded, and the failed requests `run --plan` names."""
     warm = []  # warm-ups after each launch: kept as evidence, never counted
     for k in range(plan.s.warmups):
-        body = body_for(plan, 1000 + k, plan.warmup, max_tokens=min(32, plan.s.max_tokens))
+        body = plan.body(1000 + k, plan.ps.warmup, max_tokens=min(32, plan.s.max_tokens))
         label = f"{lane}-run{plan.run}-warmup{k + 1}"
         warm.append((await _send(client, keep, label, body, plan.s.timeout_s))[2])
     idle_before, before = await idle_state(client, d, plan.s.idle_wait_s)
@@ -246,7 +237,7 @@ async def drive_run(
             ex, o, f = await _send(client, keep, f"{part}-{p.id}", plan.bodies[i], plan.s.timeout_s)
             return request_record(p, ex, o, f)
 
-    sends = (one(i, p) for i, p in enumerate(plan.prompts))
+    sends = (one(i, p) for i, p in enumerate(plan.ps.prompts))
     records, wall, *window = await marked(parts, part, lambda: asyncio.gather(*sends))
     idle_after, after = await idle_state(client, d, plan.s.idle_wait_s)
     acc = between(before, after, d)

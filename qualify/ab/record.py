@@ -10,6 +10,7 @@ from pydantic import Field
 from qualify.ab.settings import ABSettings
 from qualify.httpclient.timing import FidelitySummary, ServerComparison
 from qualify.records import GpuNote, PartGpu, Written, WrittenRecord
+from qualify.serving.idle import Idle
 
 V = TypeVar("V")
 LaneName = Literal["candidate", "control"]
@@ -42,15 +43,6 @@ class ResponseDrafts(Written):
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     rate: float | None = None
-
-
-class IdleState(Written):
-    """The engine's running and waiting gauges around a timed run; `idle` None: unknown."""
-
-    idle: bool | None = None
-    running: float | None = None
-    waiting: float | None = None
-    waited_s: float = 0.0
 
 
 class Request(Written):
@@ -143,8 +135,9 @@ class Run(Written):
     acceptance: Acceptance | None = None
     per_response_drafts: ResponseDrafts = Field(default_factory=ResponseDrafts)
     metrics_scraped: bool = False
-    idle_before: IdleState = Field(default_factory=IdleState)
-    idle_after: IdleState = Field(default_factory=IdleState)
+    # the engine's gauges around the run: `idle`, `running`, `waiting` and `waited_s` written
+    idle_before: Idle = Field(default_factory=Idle)
+    idle_after: Idle = Field(default_factory=Idle)
     server_histograms: ServerComparison | None = None
     energy: Energy | None = None
     gpu: PartGpu | None = None

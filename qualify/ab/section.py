@@ -29,7 +29,7 @@ from qualify.present.record import GateOutcome
 from qualify.present.sections import per_token_text, show
 from qualify.present.wording import number, quantity
 from qualify.records import CardWindow
-from qualify.vram.section import MIB_PER_GIB, free_text, power_text
+from qualify.vram.section import free_text, power_text
 
 
 def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object]:
@@ -45,7 +45,8 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
 
 
 def _lanes(record: Record) -> list[tuple[str, Lane]]:
-    return [(k, lane) for k in LANES if (lane := record.lanes.get(k)) is not None]
+    """Each lane present, by the name its recipe gave it (else its key)."""
+    return [(lane.name or k, lane) for k in LANES if (lane := record.lanes.get(k)) is not None]
 
 
 def _mean_power(lane: Lane) -> dict[str, float]:
@@ -63,8 +64,8 @@ def _mean_power(lane: Lane) -> dict[str, float]:
 
 def lane_power(record: Record) -> list[dict[str, object]]:
     return [
-        {"lane": lane.name or key, "cards": [{"gpu": g, "watts": w} for g, w in watts.items()]}
-        for key, lane in _lanes(record)
+        {"lane": name, "cards": [{"gpu": g, "watts": w} for g, w in watts.items()]}
+        for name, lane in _lanes(record)
         if (watts := _mean_power(lane))
     ]
 
@@ -73,11 +74,10 @@ def lane_gpu(record: Record) -> dict[str, object]:
     """Per lane and card: the lowest free memory over the lane's timed runs against the house
     reserve, and the mean power (the energy windows', else the runs' own); nothing for a record
     of a build that did not mark the runs (no `gpu`)."""
-    note = record.gpu
-    if note is None:
-        return {"note": None, "reserve_gib": None, "rows": []}
-    rows = []
-    for key, lane in _lanes(record):
+    if record.gpu is None:
+        return {"reserve_gib": None, "rows": []}
+    reserve, rows = record.gpu.reserve_gib, []
+    for name, lane in _lanes(record):
         watts = _mean_power(lane)
         by_card: dict[str, list[CardWindow]] = {}
         for run in lane.runs:
@@ -86,21 +86,12 @@ def lane_gpu(record: Record) -> dict[str, object]:
         for gpu, cards in sorted(by_card.items()):
             low = min((c.min_free_mib for c in cards if c.min_free_mib is not None), default=None)
             own = [c.mean_power_w for c in cards if c.mean_power_w is not None]
-            power = watts.get(gpu, sum(own) / len(own) if own else None)
+            power = power_text(watts.get(gpu, sum(own) / len(own) if own else None))
+            free = free_text(low, reserve)
             rows.append(
-                {
-                    "lane": lane.name or key,
-                    "gpu": gpu,
-                    "runs": len(cards),
-                    "min_free_mib": low,
-                    "mean_power_w": power,
-                    "free": free_text(low, note.reserve_gib),
-                    "power": power_text(power),
-                    "under": low is not None and low < note.reserve_gib * MIB_PER_GIB,
-                }
+                {"lane": name, "gpu": gpu, "runs": len(cards), "free": free, "power": power}
             )
-    why = None if rows else note.why or "no GPU telemetry"
-    return {"note": why, "reserve_gib": note.reserve_gib, "rows": rows}
+    return {"reserve_gib": reserve, "rows": rows}
 
 
 def plots(run: RunDir, record: Record | None, here: Path | None) -> list[Plot]:
@@ -287,14 +278,13 @@ def _energy(lane: Lane) -> str:
 def ab_lanes(record: Record) -> list[dict[str, object]]:
     return [
         {
-            "lane": key,
-            "name": lane.name or key,
+            "name": name,
             "speculation": show(lane.speculation) or "none",
             "kv": kv_text(lane.kv),
             "runs": len(lane.runs),
             "energy": _energy(lane),
         }
-        for key, lane in _lanes(record)
+        for name, lane in _lanes(record)
     ]
 
 
@@ -308,17 +298,16 @@ def ab_energy_why(record: Record) -> str | None:
 
 
 def kv_text(kv: Kv | None) -> str:
-    """The KV capacity a lane's engine reported, in a few words."""
+    """The KV capacity a lane's engine logged, in a few words (its gauges are usage, by
+    metric name: never a token count)."""
     if kv is None or not kv.model_fields_set:
         return "not reported"
-    log = kv.log.model_dump(mode="json")
-    for src in (kv.gauges, log):
-        tokens = src.get("kv_tokens") or src.get("tokens")
-        if isinstance(tokens, int | float):
-            return f"{tokens:,.0f} tokens"
-        slots, per = src.get("n_slots"), src.get("n_ctx_slot")
-        if isinstance(slots, int) and isinstance(per, int):
-            return f"{slots * per:,} tokens ({slots} slots x {per:,})"
+    log = kv.log
+    if log.kv_tokens:
+        return f"{log.kv_tokens:,.0f} tokens"
+    slots, per = log.n_slots, log.n_ctx_slot
+    if isinstance(slots, int) and isinstance(per, int):
+        return f"{slots * per:,} tokens ({slots} slots x {per:,})"
     return "not reported"
 
 
@@ -327,8 +316,7 @@ def ab_distributions(record: Record) -> Plot:
     coinciding points stay visible); the bar beside each is the lane's run-to-run spread."""
     panels = [Panel("decode (tok/s)", scatter=True), Panel("E2E (s)", scatter=True)]
     ticks = []
-    for i, (key, lane) in enumerate(_lanes(record)):
-        name = lane.name or key
+    for i, (name, lane) in enumerate(_lanes(record)):
         ticks.append((float(i), name))
         for panel, metric in zip(panels, ("decode_tok_s", "e2e_s"), strict=True):
             ys = [
@@ -395,8 +383,7 @@ def diff_cells(rec: Record) -> list[Cell]:
     names = ("max_tokens", "temperature", "concurrency", "level", "nonce")
     settings = given(rec.settings, names) if rec.settings else dict.fromkeys(names)
     setting = {"prompts": digest([f"{p.id}:{p.kind}" for p in rec.prompts]), **settings}
-    lane = rec.lanes.get("candidate")
-    runs = lane.runs if lane else []
+    runs = _runs(rec, "candidate")
     cell = Cell("ab", "candidate lane", setting)
     for name, unit, better in METRICS:
         if name in ("decode_tok_s", "ttft_s", "e2e_s"):
@@ -414,12 +401,9 @@ def diff_cells(rec: Record) -> list[Cell]:
                 a.measures[f"position {i}"] = acceptance_rate(k, drafts, requests)
         out.append(a)
     if (ll := rec.lossless) is not None and ll.tokens:
-        same = Cell("lossless", "ab paired answers", setting)
-        same.measures["identical answers"] = Measure(
-            "rate", "higher", counts=(ll.identical, ll.pairs)
-        )
-        same.measures["identical tokens"] = Measure(
-            "rate", "higher", counts=(ll.tokens_before, ll.tokens)
-        )
-        out.append(same)
+        same = {
+            "identical answers": Measure("rate", "higher", counts=(ll.identical, ll.pairs)),
+            "identical tokens": Measure("rate", "higher", counts=(ll.tokens_before, ll.tokens)),
+        }
+        out.append(Cell("lossless", "ab paired answers", setting, same))
     return out

@@ -64,11 +64,10 @@ def _plan(cand: Candidate, ps: PromptSet, run: int, model: str) -> drive.RunPlan
         "stream": True,
         "stream_options": {"include_usage": True},
         **level_fields(cand, s),
+        **({} if s.seed is None else {"seed": s.seed}),
     }
-    if s.seed is not None:
-        base["seed"] = s.seed
-    plan = drive.RunPlan(run=run, prompts=ps.prompts, warmup=ps.warmup, base=base, s=s)
-    plan.bodies = [drive.body_for(plan, i, p.text) for i, p in enumerate(ps.prompts)]
+    plan = drive.RunPlan(run, ps, base, s)
+    plan.bodies = [plan.body(i, p.text) for i, p in enumerate(ps.prompts)]
     return plan
 
 

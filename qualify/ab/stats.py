@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 import random
+from bisect import bisect_left
 from collections.abc import Callable
-from itertools import combinations_with_replacement
+from itertools import accumulate, combinations_with_replacement
 
 from qualify.ab.record import Paired
 from qualify.httpclient.timing import median, percentile
@@ -87,17 +88,8 @@ def exact_quantiles(groups: list[list[float]], qs: tuple[float, ...]) -> list[fl
         m = _median([d for g, c in zip(groups, counts, strict=True) if c for d in g * c])
         dist.append((m, math.exp(base - sum(lf[c] for c in counts))))
     dist.sort()
-    out = []
-    for q in qs:
-        acc, want = 0.0, q / 100.0 - 1e-9
-        value = dist[-1][0]
-        for m, w in dist:
-            acc += w
-            if acc >= want:
-                value = m
-                break
-        out.append(value)
-    return out
+    cum = list(accumulate(w for _, w in dist))
+    return [dist[min(bisect_left(cum, q / 100.0 - 1e-9), len(dist) - 1)][0] for q in qs]
 
 
 def paired_summary(

@@ -87,6 +87,7 @@ def over_lanes(runs: LaneRuns, lanes: dict[str, Lane], concurrency: int) -> dict
         tokens, chunks = sum(r.completion_tokens for r in rs), sum(r.token_chunks for r in rs)
         usage = median(run_values(rs, "decode_tok_s"))
         chunked = median(run_values(rs, "decode_tok_s_if_chunks_counted"))
+        error = 100.0 * (chunked - usage) / usage if chunked and usage else None
         per_lane[lane] = {
             **timing_fidelity(answered[lane]),
             "engine": lanes[lane].engine,
@@ -95,9 +96,7 @@ def over_lanes(runs: LaneRuns, lanes: dict[str, Lane], concurrency: int) -> dict
             "chunks_per_token": chunks / tokens if tokens else None,
             "decode_tok_s": usage,
             "decode_tok_s_if_chunks_counted": chunked,
-            "chunk_counting_error_pct": 100.0 * (chunked - usage) / usage
-            if chunked and usage
-            else None,
+            "chunk_counting_error_pct": error,
         }
     fid = {
         **timing_fidelity(t for ts in answered.values() for t in ts),

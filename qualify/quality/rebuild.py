@@ -12,20 +12,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from qualify.evidence.kept import AttemptView, NotKept
 from qualify.gates.files import LoadedGate, default_gates_dir, pick
 from qualify.gates.probe import GateContext
 from qualify.preflight.rebuild import every_gate, gate_files, regate, replayer, same_code
+from qualify.preflight.stage import gate_context
 from qualify.quality.record import Record
 from qualify.quality.sandbox import RunResult
+from qualify.quality.stage import ControlPlan, ran_record, shared_levels, summarised, task_context
 from qualify.quality.tasks import QualityContext
 from qualify.records import GateResult
 from qualify.trust.replay import Replay
-
-if TYPE_CHECKING:
-    from qualify.quality.stage import ControlPlan
 
 STAGE = "quality"
 CONTROL = "control"
@@ -53,8 +52,6 @@ def _control_plan(view: AttemptView, sealed: Record) -> ControlPlan:
     """Where the sealed record says the control ran, checked against the signed copies: its
     tasks at the control's lowest level, its preflight at every level both lanes declare (or,
     in a record made before, at that lowest level alone)."""
-    from qualify.quality.stage import ControlPlan, shared_levels
-
     if sealed.control is None or not sealed.control.ran:
         why_not = sealed.control.why_not if sealed.control else None
         return ControlPlan(None, why_not or "", [])
@@ -86,9 +83,6 @@ class _Again:
 
     def gate_of(self, g: GateResult) -> tuple[str, GateContext, LoadedGate | None, str | None]:
         """The gate id, context, gate file and sealed sha256 one sealed gate is judged with."""
-        from qualify.preflight.stage import gate_context
-        from qualify.quality.stage import task_context
-
         c, ctl, rp, plan = self.view.candidate, self.view.control, self.rp, self.plan
         assert c is not None and g.level is not None
         on_control = ctl is not None and g.gate.startswith(f"{CONTROL}-")
@@ -158,8 +152,6 @@ def _judged(view: AttemptView, sealed: Record, strict: bool) -> tuple[_Again, li
 def rebuild(view: AttemptView) -> Record:
     """The quality record rebuilt from the signed copies and the gates judged again from the
     kept exchanges (`view.judged`)."""
-    from qualify.quality.stage import ran_record, summarised
-
     c = view.candidate
     if c is None:
         raise NotKept("the run signed no candidate copy to build the tasks' requests from")
@@ -178,12 +170,6 @@ def rebuild(view: AttemptView) -> Record:
     if {g.gate.id: g.sha256 for g in gates} != sealed.gate_files:
         view.trust("the scope and budgets of gate files other than this installation's")
         ran = ran.model_copy(update={"scope": sealed.scope, "budgets": sealed.budgets})
-    tasks = []
-    for g in judged:
-        lane = CONTROL if g.gate.startswith(f"{CONTROL}-") else "candidate"
-        if not g.gate.startswith(CONTROL_PREFLIGHT):
-            task = g.gate.removeprefix(f"{CONTROL}-") if lane == CONTROL else g.gate
-            tasks.append((lane, task, g.model_copy(update={"gate": task})))
-    record = summarised(ran, gates, tasks, judged, view.attempt, again.plan)
+    record = summarised(ran, gates, judged, view.attempt, again.plan)
     out = record.model_dump(mode="json")
     return Record.model_validate({k: v for k, v in out.items() if k in view.sealed})

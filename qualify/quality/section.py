@@ -20,12 +20,13 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
     table = record.table if record else []
     by = {(r.task, r.lane or "candidate", r.level or "default"): r.attempts for r in table}
     columns = list(dict.fromkeys((lane, level) for _, lane, level in by))
-    budgets = {b.task: _budget(b) for b in reversed(record.budgets)} if record else {}
+    budgets = {b.task: b for b in reversed(record.budgets)} if record else {}
     grid = [
         {
             "task": task,
             "cells": [_cell(by.get((task, *c)), files.get((task, *c))) for c in columns],
             "budget": budgets.get(task),
+            "declared": declared(budgets.get(task)),
         }
         for task in dict.fromkeys(task for task, _, _ in by)
     ]
@@ -33,7 +34,6 @@ def section(record: Record | None, gates: list[GateOutcome]) -> dict[str, object
         "scope": record.scope if record else None,
         "columns": [(lane if lane != "candidate" else "", level) for lane, level in columns],
         "grid": grid,
-        "budgets": [_budget(b) for b in record.budgets] if record else [],
         "budget_scale": record.budget_scale if record else None,
     }
     return {"quality": quality}
@@ -49,20 +49,14 @@ def _cell(attempts: Sequence[str] | None, file: str | None) -> dict[str, object]
     return {"text": text, "file": file}
 
 
-def _budget(b: TaskBudget) -> dict[str, object]:
-    """One task's budget as sent, with the declared one beside it where they differ."""
-    declared = (b.visible_tokens, b.reasoning_tokens)
-    return {
-        "task": b.task,
-        "visible": b.visible_budget,
-        "reasoning": b.reasoning_budget,
-        "max_tokens": b.max_tokens,
-        "declared": (
-            f"{b.visible_tokens:,} / {b.reasoning_tokens:,}"
-            if declared != (b.visible_budget, b.reasoning_budget)
-            else None
-        ),
-    }
+def declared(b: TaskBudget | None) -> str | None:
+    """A task's declared budgets, shown beside the ones sent where the scale changed them."""
+    if b is None or (b.visible_tokens, b.reasoning_tokens) == (
+        b.visible_budget,
+        b.reasoning_budget,
+    ):
+        return None
+    return f"{b.visible_tokens:,} / {b.reasoning_tokens:,}"
 
 
 _QUALITY = re.compile(r"^quality(?: \((\w+)\))?: ")

@@ -130,7 +130,6 @@ async def _control_lane(
     ctx: StageContext,
     gates: list[LoadedGate],
     plan: ControlPlan,
-    tasks: list[tuple[str, str, GateResult]],
     results: list[GateResult],
     bar: Task,
 ) -> None:
@@ -150,21 +149,21 @@ async def _control_lane(
     bar.advance(len(pf) * len(plan.preflight_at), note="quality control preflight")
     for gate in gates:
         r = await run_gate(gate, _context(ctx, client, CONTROL, plan.level))
-        tasks.append((CONTROL, gate.gate.id, r))
         results.append(_as_control(r, f"control-{r.gate}"))
         bar.advance(note=f"quality control {r.gate}")
 
 
 def summarised(
-    ran: Record,
-    gates: list[LoadedGate],
-    tasks: list[tuple[str, str, GateResult]],
-    results: list[GateResult],
-    where: str,
-    plan: ControlPlan,
+    ran: Record, gates: list[LoadedGate], results: list[GateResult], where: str, plan: ControlPlan
 ) -> Record:
-    """The record with its totals, table, failures and control, from the tasks' results
-    (`(lane, task, result)`) and every gate result; `plan` is `control_plan`'s answer."""
+    """The record with its totals, table, failures and control, from every gate result (a
+    task's on the control named `control-<task>`); `plan` is `control_plan`'s answer."""
+    tasks = [
+        (CONTROL if task != r.gate else "candidate", task, r)
+        for r in results
+        if not r.gate.startswith("control-preflight-")
+        for task in [r.gate.removeprefix(f"{CONTROL}-")]
+    ]
     summary = report.summarise(ran, tasks, {g.gate.id: g.gate.attempts for g in gates}, where)
     control = Control(
         ran=plan.level is not None,
@@ -214,20 +213,18 @@ async def quality(ctx: StageContext) -> StageResult:
     plan = control_plan(ctx)
     pf_count = len(preflight.select(ctx.loaded)[0]) * len(plan.preflight_at)
     total = len(levels) * len(gates) + pf_count + (len(gates) if plan.level else 0)
-    tasks: list[tuple[str, str, GateResult]] = []
     results: list[GateResult] = []
     with ctx.progress.task("quality", total) as bar:
         client = await ctx.client("candidate")
         for level in ctx.candidate.reasoning:
             for gate in gates:
                 r = await run_gate(gate, _context(ctx, client, "candidate", level))
-                tasks.append(("candidate", gate.gate.id, r))
                 results.append(r)
                 bar.advance(note=f"quality {r.key}")
         if plan.level is not None:
-            await _control_lane(ctx, gates, plan, tasks, results, bar)
+            await _control_lane(ctx, gates, plan, results, bar)
     where = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
-    record = summarised(ran, gates, tasks, results, where, plan)
+    record = summarised(ran, gates, results, where, plan)
     for line in record.lines:
         ctx.progress.say(line)
     return finish(ctx, results, record)

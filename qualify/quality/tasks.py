@@ -92,7 +92,6 @@ class Asked:
     """A task's answer: complete (`answer` set) or already decided (`outcome` set)."""
 
     reply: ChatOutcome
-    budget: Budget
     metrics: dict[str, object]
     outcome: Outcome | None = None
 
@@ -134,7 +133,7 @@ async def ask(
         "reasoning_budget": b.reasoning,
         "max_tokens": b.max_tokens,
     }
-    asked = Asked(reply, b, metrics)
+    asked = Asked(reply, metrics)
     if bad := chat_problem(reply, f"{ctx.gate} request"):
         kind = "error" if bad.verdict is Verdict.ERROR else "wrong"
         bad.metrics = {**metrics, "outcome": kind}

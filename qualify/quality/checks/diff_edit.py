@@ -32,10 +32,6 @@ class DiffParams(TaskParams):
         return v
 
 
-def shown_files(files: dict[str, str]) -> str:
-    return "\n\n".join(f"File `{p}`:\n```\n{text}```" for p, text in files.items())
-
-
 def extract_diff(answer: str) -> str | None:
     """The diff in the answer: a ```diff block, else the text from its first `---` line."""
     block = tasks.fenced(answer, ("diff", "patch", "udiff"))
@@ -87,7 +83,8 @@ def judge_diff(asked: Asked, p: DiffParams, run_code: tasks.RunCode) -> Outcome:
 @check("diff_edit", DiffParams, "quality")
 async def diff_edit(ctx: QualityContext, p: DiffParams) -> Outcome:
     """Pass when the answer's diff applies to the files shown and their test then passes."""
-    asked = await tasks.ask(ctx, p, "diff", extra=shown_files(p.tree))
+    shown = "\n\n".join(f"File `{path}`:\n```\n{text}```" for path, text in p.tree.items())
+    asked = await tasks.ask(ctx, p, "diff", extra=shown)
     if asked.outcome is not None:
         return asked.outcome
     return await asyncio.to_thread(judge_diff, asked, p, ctx.run_code)

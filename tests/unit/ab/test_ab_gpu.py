@@ -49,11 +49,7 @@ def test_without_telemetry_runs_have_no_gpu_and_the_record_says_why(tmp_path: Pa
     assert all(r.gpu is None for lane in record.lanes.values() for r in lane.runs)
     assert record.gpu is not None
     assert record.gpu.why == "no GPU telemetry (no sampler in this run)"
-    assert lane_gpu(record) == {
-        "note": "no GPU telemetry (no sampler in this run)",
-        "reserve_gib": 3.0,
-        "rows": [],
-    }
+    assert lane_gpu(record) == {"reserve_gib": 3.0, "rows": []}
 
 
 def _run(n: int, free: float, joules: float) -> dict[str, Any]:
@@ -89,16 +85,16 @@ def test_the_lane_table_reads_the_lowest_free_memory_and_the_energy_windows_mean
     gpu = lane_gpu(_record())
     spec, plain = gpu["rows"]
     assert (spec["lane"], spec["gpu"], spec["runs"]) == ("spec", "0", 2)
-    assert spec["free"] == "2.5 GiB (**0.5 GiB under the 3 GiB reserve**)" and spec["under"]
+    assert spec["free"] == "2.5 GiB (**0.5 GiB under the 3 GiB reserve**)"
     assert spec["power"] == "400 W"  # (900 + 700) J over 4 s
-    assert plain["free"] == "78.1 GiB (75.1 over the 3 GiB reserve)" and not plain["under"]
-    assert plain["mean_power_w"] == 250.0
+    assert plain["free"] == "78.1 GiB (75.1 over the 3 GiB reserve)"
+    assert plain["power"] == "250 W"
     assert [c["watts"] for lane in lane_power(_record()) for c in lane["cards"]] == [400.0, 250.0]
 
 
 def test_an_older_record_shows_no_lane_table_and_the_document_reads_it_back() -> None:
     older = Record.model_validate({"runs": 1, "lanes": {"candidate": {"name": "a"}}})
-    assert lane_gpu(older) == {"note": None, "reserve_gib": None, "rows": []}
+    assert lane_gpu(older) == {"reserve_gib": None, "rows": []}
     again = Record.model_validate(_record().model_dump(mode="json"))
     shown = document.stage_sections({"ab": again}, [])["ab_gpu"]
     assert shown["rows"][0]["free"].startswith("2.5 GiB (**0.5 GiB under")
