@@ -162,12 +162,6 @@ def combined(runs: list[Acceptance | None]) -> Acceptance | None:
     )
 
 
-def combine(runs: list[dict[str, object] | None]) -> dict[str, object] | None:
-    """`combined` over the JSON forms the capacity stage's dict runs keep, in that form."""
-    got = combined([Acceptance.model_validate(r) if r is not None else None for r in runs])
-    return got.model_dump() if got is not None else None
-
-
 def response_drafts(outcomes: list[ChatOutcome]) -> ResponseDrafts:
     """The per-response cross-check: `timings.draft_n` / `draft_n_accepted` summed (llama.cpp)."""
     timings = [o.timings for o in outcomes if o.timings is not None]
