@@ -27,7 +27,7 @@ from qualify.evidence.signing import (
     seal_envelope,
     statement,
 )
-from qualify.evidence.store import MANIFEST, RunDir, sha256_file
+from qualify.evidence.store import MANIFEST, RunDir, dumps, sha256_file
 from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord
 
@@ -59,12 +59,7 @@ def build(view: RunView, record: DecisionRecord) -> bytes:
             role = _ROLES.get(p.name, "waiver" if p.name.startswith("waiver-") else "decision-file")
             subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), role))
     predicate = {"record": f"{rel}/decision.json"} | record.model_dump(mode="json")
-    return dump(statement(subjects, PREDICATE_TYPE, predicate))
-
-
-def dump(obj: object) -> bytes:
-    """JSON as the decision attempt keeps it (indented by one, a newline at the end)."""
-    return (json.dumps(obj, indent=1) + "\n").encode()
+    return dumps(statement(subjects, PREDICATE_TYPE, predicate))
 
 
 def payload(run: RunDir, n: int) -> bytes:
@@ -83,7 +78,7 @@ def payload(run: RunDir, n: int) -> bytes:
             body["subject"].append(
                 _subject(p.relative_to(run.path).as_posix(), sha256_file(p), role)
             )
-    return dump(body)
+    return dumps(body)
 
 
 def sign_attempt(run: RunDir, n: int, key: Ed25519PrivateKey) -> Path:
