@@ -140,7 +140,7 @@ def conclude(
         where = view.candidate.policy.tickets_dir if view.candidate else None
         record.tickets = tickets.for_decision(record, where)
         attempt.write_bytes("decision.json", dumps(record.model_dump(mode="json")))
-        for name, png in plots.drawn(document.plot_plan(view.count(record))):
+        for name, png in plots.drawn(view.count(record)):
             attempt.write_bytes(name, png)
         attempt.write_bytes("decision.md", document.render(view, record).encode())
         attempt.write_bytes(statement.STATEMENT, statement.build(view, record))

@@ -39,23 +39,6 @@ def _partial(name: str) -> str | None:
     return spec.partial.read_text() if spec and spec.partial else None
 
 
-def environment() -> jinja2.Environment:
-    """The template's environment: `QUALIFY_TEMPLATES` (else the installed templates), then each
-    stage's partial as `stage/<name>`."""
-    where = os.environ.get("QUALIFY_TEMPLATES")
-    loader = jinja2.FileSystemLoader(Path(where) if where else assets.templates_dir())
-    env = jinja2.Environment(
-        loader=jinja2.ChoiceLoader([loader, jinja2.FunctionLoader(_partial)]),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,  # markdown, not HTML
-    )
-    env.filters.update(num=number, dur=duration, value=quantity, cell=table_cell)
-    return env
-
-
 def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
     """Per stage: how many gates passed, and the keys of the others with their status."""
     out = []
@@ -79,12 +62,6 @@ def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
             text = ", ".join(other)
         out.append({"stage": stage, "passed": f"{ok}/{len(mine)}", "other": text})
     return out
-
-
-def plot_plan(view: RunView) -> list[plots.Plot]:
-    """The plots of the decision that counted `view`, with their points (nothing drawn)."""
-    dirs = {name: v.dir for name, v in view.stages.items()}
-    return plots.plan(view.run, view.records(), dirs)
 
 
 def context(
@@ -132,7 +109,7 @@ def context(
                     "drawn": (here / p.name).is_file(),
                     "missing": p.missing if p.empty else "not drawn: a preview draws no plots",
                 }
-                for p in plot_plan(view)
+                for p in plots.plan(run, records, view.stages)
             },
             "failed": blockers.failed_attempts(record, once),
             "caveats": caveats.caveats(record, info, records, once, run.path),
@@ -160,5 +137,18 @@ def stage_sections(
 
 
 def render(view: RunView, record: DecisionRecord, alias: AliasView | None = None) -> str:
-    """`decision.md` of `record`, from the run as it counted it (`view`)."""
-    return environment().get_template(TEMPLATE).render(**context(view, record, alias))
+    """`decision.md` of `record`, from the run as it counted it (`view`): the template from
+    `QUALIFY_TEMPLATES` (else the installed templates), then each stage's partial as
+    `stage/<name>`."""
+    where = os.environ.get("QUALIFY_TEMPLATES")
+    loader = jinja2.FileSystemLoader(Path(where) if where else assets.templates_dir())
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader([loader, jinja2.FunctionLoader(_partial)]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,  # markdown, not HTML
+    )
+    env.filters.update(num=number, dur=duration, value=quantity, cell=table_cell)
+    return env.get_template(TEMPLATE).render(**context(view, record, alias))

@@ -249,9 +249,7 @@ def context(
         "nq": nq,
         "alias": alias,
         # the diff's summary against the alias's current recipe, when there is one to show
-        "against": {"name": gated.name, **s}
-        if s.get("status") in ("compared", "unusable")
-        else None,
+        "against": {"name": gated.name, **s} if s else None,
         "figures": figures(records, gates, fid),
         "scope": scope(record, stages),
         "outcome": outcome(record, ab, groups),

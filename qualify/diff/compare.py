@@ -2,8 +2,7 @@
 
 `diff(a, b)` is the whole comparison as one JSON-able document (A is the baseline, B the run
 compared with it; deltas are B - A); `exit_code` reads it (0: no regression beyond the house's
-margins, 1: a regression); `summary` is the short form the decision document shows for a
-candidate whose alias already points at a qualified recipe.
+margins, 1: a regression).
 """
 
 from __future__ import annotations
@@ -65,13 +64,6 @@ class Doc(TypedDict):
     figures: list[FigureDiff]
     regressions: Regressions
     regressed: bool
-
-
-class Summary(TypedDict):
-    against: str
-    regressed: bool
-    lines: list[str]
-    regressions: list[str]
 
 
 def _hardware(side: Side) -> tuple[list[Card], str | None, str]:
@@ -168,29 +160,3 @@ def diff(a: Side, b: Side) -> Doc:
 
 def exit_code(doc: Doc) -> int:
     return EXIT_REGRESSION if doc["regressed"] else EXIT_SAME
-
-
-def summary(doc: Doc) -> Summary:
-    """The few lines a decision shows: against what, regressed or not, and every regression."""
-    reg = doc["regressions"]
-    counts = doc["gates"]["counts"]
-    compared = sum(
-        1 for f in doc["figures"] if f["comparable"] for m in f["measures"].values() if m["ci95"]
-    )
-    lines = [
-        f"against {doc['a']['candidate']} (run {doc['a']['run_id']}, {doc['a']['headline']})",
-        f"gates: {counts.get('regressed', 0)} pass -> fail, {counts.get('fixed', 0)} fail -> "
-        f"pass, {counts.get('new', 0)} new, {counts.get('removed', 0)} removed",
-        f"figures: {compared} compared with an interval, {len(reg['figures'])} beyond the "
-        f"{doc['margin_pct']:g}% margin",
-    ]
-    if doc["not_comparable"]:
-        lines.append("not comparable: " + "; ".join(doc["not_comparable"]))
-    return {
-        "against": doc["a"]["run_id"],
-        "regressed": doc["regressed"],
-        "lines": lines,
-        "regressions": ([reg["decision"]] if reg["decision"] else [])
-        + [f"gate {g}: pass -> fail" for g in reg["gates"]]
-        + reg["figures"],
-    }

@@ -125,13 +125,6 @@ def locate(ref: Path, action: str = "compared") -> tuple[Path, Path]:
     raise BadInput(f"{ref} does not exist", [f"RUN: expected a run directory or envelope ({ref})"])
 
 
-def unsigned(label: str, view: RunView, record: DecisionRecord) -> Side:
-    """The run being decided, with the record the decision derives (not signed yet)."""
-    return Side(
-        label, view, record, notes=["the run being decided: its decision is not signed yet"]
-    )
-
-
 def alias_target(table: Path, name: str) -> Mapping[str, object]:  # raw TOML table entry
     """The alias's current target in the house table; BadInput when it points at nothing."""
     from qualify.trust.repository import read_table
