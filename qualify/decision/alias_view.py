@@ -10,12 +10,14 @@ from typing import NotRequired, TypedDict
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision.verify import VerifyReport, read_signed, verify
 from qualify.diff.compare import Doc, diff
 from qualify.diff.runs import Side, alias_run, locate
 from qualify.errors import BadInput, Refused
-from qualify.present.reading import RunView
+from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord
+from qualify.present.wording import short
 from qualify.trust.repository import TABLE, read_table, snapshot
 
 
@@ -88,13 +90,12 @@ def summary(doc: Doc) -> AliasSummary:
 class AliasView:
     """What the decision document shows of the alias a candidate gates, read once: its name
     (None when the candidate names none), its current target in the house table (None when it
-    points at nothing or no table was read), why the table could not be read, whether a house
-    was given at all, and the diff's summary against the target (None: nothing to compare)."""
+    points at nothing or no table was read), both in words, and the diff's summary against the
+    target (None: nothing to compare with)."""
 
     name: str | None = None
     target: Mapping[str, object] | None = None  # the raw TOML entry of the house table
-    error: str | None = None
-    house: bool = False
+    text: str = "gates no production alias: the candidate names none"
     summary: AliasSummary | None = None
 
 
@@ -110,13 +111,22 @@ def alias_view(
     name = cand.alias.name
     root = house or (Path(record.house.root) if record.house.root else None)
     if root is None:
-        return AliasView(name)
+        capacity = record_of(view.records(), "capacity", CapacityRecord)
+        if capacity is not None and (was := capacity.incumbent.candidate):
+            return AliasView(name, text=f"gates `{name}`, which pointed at {was} when capacity ran")
+        why = "no house repository given, so its alias table was not read"
+        return AliasView(name, text=f"gates `{name}` ({why})")
     try:
         target = read_table(root / TABLE).get(name)
     except BadInput as exc:
-        return AliasView(name, error=exc.headline, house=True)
-    if not target or target.get("run_id") == view.run.run_id:  # nothing to compare with
-        return AliasView(name, target, house=True)
+        why = f"the house alias table could not be read ({short(exc.headline, 80)})"
+        return AliasView(name, text=f"gates `{name}`; {why}")
+    if not target:
+        return AliasView(name, text=f"gates `{name}`, which points at nothing yet")
+    now = f"{target.get('candidate')} (run {target.get('run_id') or 'unknown'}) now"
+    text = f"gates `{name}`, which points at {now}"
+    if target.get("run_id") == view.run.run_id:  # nothing to compare with
+        return AliasView(name, target, text)
     try:
         keys = [k.pub for k in snapshot(root).keys.get("decision", {}).values()]
         if not keys:
@@ -128,6 +138,6 @@ def alias_view(
         a = _side("A", env, [read_signed(env, k) for k in keys], "compared")
     except (BadInput, Refused) as exc:
         why = str(exc).removeprefix("qualify: ").replace("\n", "; ")
-        return AliasView(name, target, house=True, summary={"status": "unusable", "why": why})
+        return AliasView(name, target, text, {"status": "unusable", "why": why})
     b = Side("B", view, record, notes=["the run being decided: its decision is not signed yet"])
-    return AliasView(name, target, house=True, summary=summary(diff(a, b)))
+    return AliasView(name, target, text, summary(diff(a, b)))

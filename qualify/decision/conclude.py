@@ -143,7 +143,7 @@ def conclude(
         for name, png in plots.drawn(view.count(record)):
             attempt.write_bytes(name, png)
         attempt.write_bytes("decision.md", document.render(view, record).encode())
-        attempt.write_bytes(statement.STATEMENT, statement.build(view, record))
+        attempt.write_bytes(statement.STATEMENT, statement.build(view, record, attempt.path))
     except Exception:
         attempt.write_text("traceback.txt", traceback.format_exc())
         raise

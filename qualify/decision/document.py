@@ -21,9 +21,8 @@ from qualify import assets
 from qualify.ab.record import Record as AbRecord
 from qualify.decision import blockers, causes, caveats, hardware, headline
 from qualify.decision.alias_view import AliasView, alias_view
-from qualify.decision.statement import attempt_rel
 from qualify.present import plots
-from qualify.present.reading import RunView, record_of
+from qualify.present.reading import DECISION, RunView, record_of
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.present.wording import UP, Once, duration, number, quantity, table_cell
 from qualify.records import StageRecord, Verdict
@@ -80,7 +79,7 @@ def context(
     ab = record_of(records, "ab", AbRecord)
     groups = causes.group(record, causes.variable_of(ab.lanes if ab is not None else {}))
     rows = blockers.cause_rows(run, record, groups, once)  # each failure said once, first here
-    here = run.path / attempt_rel(record.attempt)  # where decision.md and its plots are
+    here = run.path / DECISION / f"attempt-{record.attempt:03d}"  # decision.md and its plots
     gated = alias_view(view, record) if alias is None else alias
     aborted = "the run stopped before it finished; the cause is under Failed attempts"
     tickets = Counter(t.action for t in record.tickets)

@@ -49,12 +49,12 @@ def _subject(name: str, digest: str, role: str) -> Subject:
     return {"name": name, "digest": {"sha256": digest}, "annotations": {"role": role}}
 
 
-def build(view: RunView, record: DecisionRecord) -> bytes:
-    """The statement of a decision attempt whose record, document and waivers are written:
-    every file of the listing the decision read (`view`), then the attempt's own."""
-    rel = attempt_rel(record.attempt)
+def build(view: RunView, record: DecisionRecord, here: Path) -> bytes:
+    """The statement of the decision attempt `here` whose record, document and waivers are
+    written: every file of the listing the decision read (`view`), then the attempt's own."""
+    rel = here.relative_to(view.run.path).as_posix()
     subjects = [_subject(n, d, "evidence") for n, d in sorted(view.listing.files.items())]
-    for p in sorted((view.run.path / rel).iterdir()):
+    for p in sorted(here.iterdir()):
         if p.is_file() and p.name not in (STATEMENT, MANIFEST):
             role = _ROLES.get(p.name, "waiver" if p.name.startswith("waiver-") else "decision-file")
             subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), role))

@@ -138,7 +138,7 @@ def test_published_runs_verify_before_they_are_compared(unpacked: Path) -> None:
     assert side.verified and side.signer
     assert side.envelope == unpacked / ROOMY / "decision" / "attempt-001.dsse.json"
     assert {"identity", "context", "ab", "capacity", "vram"} <= set(side.records)
-    assert set(side.records) == set(side.stages), "every stage's data reads into its record"
+    assert set(side.records) == set(side.view.stages), "every stage's data reads into its record"
 
 
 def test_a_doctored_run_is_refused_by_verification(unpacked: Path, tmp_path: Path) -> None:
