@@ -13,7 +13,8 @@ from qualify.ab import section as ab_section
 from qualify.ab.record import Record as AbRecord
 from qualify.decision.headline import preflight_levels
 from qualify.identity.record import Record as IdentityRecord
-from qualify.present.reading import record_of
+from qualify.present.cells import given
+from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord, GateOutcome
 from qualify.present.sections import as_dict
 from qualify.present.wording import UP, Once, reason_parts, short
@@ -22,15 +23,9 @@ from qualify.records import StageRecord, Verdict
 from qualify.registry import probe_stages
 
 
-def caveats(
-    record: DecisionRecord,
-    info: Mapping[str, object],  # raw run.json
-    records: Mapping[str, StageRecord],
-    once: Once,
-    run_path: Path | None = None,
-) -> list[str]:
+def caveats(view: RunView, record: DecisionRecord, once: Once) -> list[str]:
     """Every caveat, in the order the document lists them."""
-    out = []
+    info, records, out = view.info, view.records(), []
     git = as_dict(info.get("git"))
     if git.get("dirty"):
         out.append(
@@ -51,7 +46,7 @@ def caveats(
             + ", ".join(unreported)
             + "."
         )
-    out += _substance(run_path, record, records)
+    out += _substance(view.run.path, record, records)
     if record.unsealed:
         out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
     out += _advisory(record, once)
@@ -158,18 +153,15 @@ def server_warnings(run_path: Path) -> list[ServerWarning]:
 
 
 def _substance(
-    run_path: Path | None, record: DecisionRecord, records: Mapping[str, StageRecord]
+    run_path: Path, record: DecisionRecord, records: Mapping[str, StageRecord]
 ) -> list[str]:
     """Caveats a reviewer needs to weigh the figures: what the servers warned about, whether
     the model is fit for the tasks at all, scaled budgets, and the sample sizes."""
-    out = []
-    if run_path is not None:
-        for w in server_warnings(run_path):
-            out.append(
-                f"The {w.lane} server{'s' if ' and ' in w.lane else ''} warned in "
-                f"{w.starts} of {w.of} starts: "
-                f"«{short(w.text, 140)}» ([log]({UP}{w.log}))."
-            )
+    out = [
+        f"The {w.lane} server{'s' if ' and ' in w.lane else ''} warned in {w.starts} of {w.of} "
+        f"starts: «{short(w.text, 140)}» ([log]({UP}{w.log}))."
+        for w in server_warnings(run_path)
+    ]
     gates = record.evaluation.gates
     fit = [g for g in gates if g.stage in probe_stages()]
     failed = [g for g in fit if g.verdict is not Verdict.PASS]
@@ -195,16 +187,10 @@ def _substance(
     if ab is None or p is None or not p.model_fields_set:
         return out
     m = ab.row("decode_tok_s")
-    counted = m.runs if m is not None else None
-    runs = (
-        counted.candidate
-        if counted is not None and "candidate" in counted.model_fields_set
-        else None
-    )
+    runs = given(m.runs, ("candidate",))["candidate"] if m is not None else None
     drafts = ab.acceptance.drafts if ab.acceptance is not None else None
     more = f", {drafts:,} drafts" if drafts is not None else ""
-    pairs = p.pairs if "pairs" in p.model_fields_set else None
-    prompts = p.prompts if "prompts" in p.model_fields_set else None
+    pairs, prompts = given(p, ("pairs", "prompts")).values()  # None: not written
     out.append(
         f"Sample size: the A/B compares {pairs} request pairs over {prompts} prompts and "
         f"{runs} runs per lane{more}; an interval from so few is wide, and one marked too few "

@@ -68,7 +68,7 @@ def context(
 ) -> dict[str, object]:
     """Everything the template shows, computed from the run as `record` counted it, the record
     and the alias it gates (read from the house when not given)."""
-    run, info, records = view.run, view.info, view.records()
+    run, records = view.run, view.records()
     stages = {s.stage: s for s in record.evaluation.stages}
     for name in stage_names():  # every registered stage: one never planned says why it is absent
         why = "not listed in stages.run"
@@ -85,8 +85,8 @@ def context(
     tickets = Counter(t.action for t in record.tickets)
     return (
         stage_sections(records, record.evaluation.gates)
-        | headline.context(run, record, gated, records, stages, ab, groups)
-        | hardware.context(run, record, info, records)
+        | headline.context(view, record, gated, stages, ab, groups)
+        | hardware.context(view, record)
         | {
             "r": record,
             "up": UP,
@@ -111,7 +111,7 @@ def context(
                 for p in plots.plan(run, records, view.stages)
             },
             "failed": blockers.failed_attempts(record, once),
-            "caveats": caveats.caveats(record, info, records, once, run.path),
+            "caveats": caveats.caveats(view, record, once),
             "gate_summary": gate_summary(record),
             # the tickets as a table when few, else counted by what this decision did to them
             "tickets": {

@@ -18,6 +18,7 @@ from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text
 from qualify.decision.derive import NOT_QUALIFIED, stop_reason
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import FidelitySummary
+from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.present.wording import LINE_MAX, number, quantity, short
 from qualify.records import StageRecord, Verdict
@@ -186,17 +187,16 @@ def not_qualified(run: RunDir, record: DecisionRecord) -> NotQualified | None:
 
 
 def context(
-    run: RunDir,
+    view: RunView,
     record: DecisionRecord,
     gated: AliasView,
-    records: Mapping[str, StageRecord],
     stages: Mapping[str, StageOutcome],
     ab: AbRecord | None,
     groups: list[causes.Cause],
 ) -> dict[str, object]:
     """The first screen's words, and the closing paragraph in the seed report's shape: what to
     do with the recipe, until when, and what happens to the alias it gates (`gated`)."""
-    alias, nq = gated.text, not_qualified(run, record)
+    alias, nq, records = gated.text, not_qualified(view.run, record), view.records()
     if nq is not None:
         closing = (
             f"Nothing was decided about {record.candidate}: the run stopped before any stage "
