@@ -122,13 +122,6 @@ class AliasState:
     aliases: dict[str, dict[str, object]] = field(default_factory=dict)  # as derived from it
     problems: list[str] = field(default_factory=list)
 
-    def refuse(self, doing: str) -> None:
-        if self.problems:
-            raise Refused(
-                f"refused to {doing}: the alias table of {self.root} is not bound to its log: "
-                + "; ".join(self.problems)
-            )
-
 
 def _history(repo: git.Repo, head: Sequence[Mapping[str, object]]) -> list[str]:
     """The log at HEAD must extend the log at every earlier commit that touched it."""
@@ -353,7 +346,11 @@ def set_alias(
     snap = snapshot(house)
     repo = repo_of(house)
     st = state(house)
-    st.refuse("move an alias")
+    if st.problems:
+        why = "; ".join(st.problems)
+        raise Refused(
+            f"refused to move an alias: the alias table of {house} is not bound to its log: {why}"
+        )
     new = _gate(snap, envelope, candidate.resolve(), key, name, now or datetime.now(UTC))
     old = st.aliases.get(name)
     if old is not None and all(old.get(k) == new[k] for k in TARGET_KEYS):

@@ -88,11 +88,7 @@ def _advisory(record: DecisionRecord, once: Once) -> list[str]:
 
 
 _PER_REQUEST = re.compile(r"\btask \d+|\bid +\d+ \|")
-
-
 _WEIGHTY = re.compile(r"context|capp|exceed|overflow|memory|fall(?:s|ing)? ?back|offload", re.I)
-
-
 _WARNING = re.compile(r"^\S+ W (.*)$|^(?:.*\b)?(WARNING|Warning)[: ](.*)$")
 
 

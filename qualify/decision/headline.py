@@ -145,8 +145,6 @@ class Fidelity(TypedDict):
 
 
 _LOG = re.compile(r"; log: ([^;]+)")
-
-
 _QUOTED = re.compile(r"«(.*?)»")
 
 

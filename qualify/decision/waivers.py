@@ -33,7 +33,7 @@ from qualify.evidence.signing import (
     seal_envelope,
     sha256_bytes,
 )
-from qualify.evidence.store import utc_now
+from qualify.evidence.store import dumps, utc_now
 from qualify.present.record import WaiverCheck
 from qualify.tickets import TicketStore
 from qualify.trust.house import WaiverRules
@@ -78,8 +78,7 @@ def grant(
         "granted_at": now,
         "expires": (_time(now) + timedelta(days=days)).strftime(_TIME),
     }
-    body = (json.dumps(payload, indent=1) + "\n").encode()
-    env = seal_envelope(body, load_private(key), WAIVER_TYPE)
+    env = seal_envelope(dumps(payload), load_private(key), WAIVER_TYPE)
     return add_waiver(house, t.candidate, ticket_id, envelope_bytes(env))
 
 
