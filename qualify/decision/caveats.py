@@ -41,15 +41,24 @@ def caveats(view: RunView, record: DecisionRecord, once: Once) -> list[str]:
     blocking = {g.key for g in record.evaluation.gates if g.status in ("blocks", "vetoes")}
     unreported = [u for u in unreported if f"identity/pin@{u}" not in blocking]
     if unreported:
-        out.append(
-            "Declared, not verified (the server does not report them): "
-            + ", ".join(unreported)
-            + "."
-        )
+        names = ", ".join(unreported)
+        out.append(f"Declared, not verified (the server does not report them): {names}.")
     out += _substance(view.run.path, record, records)
     if record.unsealed:
         out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
-    out += _advisory(record, once)
+    # advisory gates that did not pass: the parts of one gate that said the same thing (every
+    # cell's `capacity/energy` unmeasured for one reason) are one line
+    alike: dict[tuple[str, str, str], list[GateOutcome]] = {}
+    for g in record.evaluation.gates:
+        if g.status == "advisory" and g.verdict is not Verdict.PASS:
+            base = f"{g.stage}/{g.gate.split('@', 1)[0]}"
+            alike.setdefault((base, g.verdict.value, "".join(reason_parts(g))), []).append(g)
+    for (base, verdict, _), gates in alike.items():
+        count, text = reason_parts(gates[0])
+        key = gates[0].key if len(gates) == 1 else f"{base}@*"
+        parts = ", ".join(g.key.removeprefix(base).lstrip("@") for g in gates)
+        at = "" if len(gates) == 1 else f" at {len(gates)} parts ({parts})"
+        out.append(f"Advisory `{key}` {verdict}{at}: {count}{once.say(text, key)}")
     out += [
         f"Waived, not passed: {w.gate} by {w.signer} (key {str(w.signer_keyid)[:16]}), "
         f"ticket {w.ticket}, until {w.expires}."
@@ -59,31 +68,6 @@ def caveats(view: RunView, record: DecisionRecord, once: Once) -> list[str]:
     out += [
         f"Waiver {w.path} not accepted: {short(w.why)}." for w in record.waivers if not w.accepted
     ]
-    return out
-
-
-def _advisory(record: DecisionRecord, once: Once) -> list[str]:
-    """Advisory gates that did not pass, as caveats: the parts of one gate that said the same
-    thing (every cell's `capacity/energy` unmeasured for one reason) are one line."""
-    said: dict[tuple[str, str, str], list[GateOutcome]] = {}
-    for g in record.evaluation.gates:
-        if g.status == "advisory" and g.verdict is not Verdict.PASS:
-            base = f"{g.stage}/{g.gate.split('@', 1)[0]}"
-            said.setdefault((base, g.verdict.value, "".join(reason_parts(g))), []).append(g)
-    out = []
-    for (base, verdict, _), gates in said.items():
-        count, text = reason_parts(gates[0])
-        if len(gates) == 1:
-            out.append(
-                f"Advisory `{gates[0].key}` {verdict}: {count}{once.say(text, gates[0].key)}"
-            )
-            continue
-        parts = ", ".join(g.key.removeprefix(base).lstrip("@") for g in gates)
-        key = f"{base}@*"
-        out.append(
-            f"Advisory `{key}` {verdict} at {len(gates)} parts ({parts}): "
-            f"{count}{once.say(text, key)}"
-        )
     return out
 
 

@@ -135,10 +135,9 @@ def stage_sections(
     return out
 
 
-def render(view: RunView, record: DecisionRecord, alias: AliasView | None = None) -> str:
-    """`decision.md` of `record`, from the run as it counted it (`view`): the template from
-    `QUALIFY_TEMPLATES` (else the installed templates), then each stage's partial as
-    `stage/<name>`."""
+def environment() -> jinja2.Environment:
+    """The template's environment: `QUALIFY_TEMPLATES` (else the installed templates), then each
+    stage's partial as `stage/<name>`."""
     where = os.environ.get("QUALIFY_TEMPLATES")
     loader = jinja2.FileSystemLoader(Path(where) if where else assets.templates_dir())
     env = jinja2.Environment(
@@ -150,4 +149,9 @@ def render(view: RunView, record: DecisionRecord, alias: AliasView | None = None
         autoescape=False,  # markdown, not HTML
     )
     env.filters.update(num=number, dur=duration, value=quantity, cell=table_cell)
-    return env.get_template(TEMPLATE).render(**context(view, record, alias))
+    return env
+
+
+def render(view: RunView, record: DecisionRecord, alias: AliasView | None = None) -> str:
+    """`decision.md` of `record`, from the run as it counted it (`view`)."""
+    return environment().get_template(TEMPLATE).render(**context(view, record, alias))

@@ -39,6 +39,7 @@ def context(view: RunView, record: DecisionRecord) -> dict[str, object]:
         )
         engine = f"{pins.engine or 'engine not recorded'} build {build or 'not recorded'}"
     git, h = as_dict(info.get("git")), record.house
+    source = f"`{h.root}` at commit {(h.commit or 'none')[:12]}" if h.root else "built-in defaults"
     return {
         "hardware": [
             f"GPU: {_gpu(vram)}",
@@ -60,9 +61,7 @@ def context(view: RunView, record: DecisionRecord) -> dict[str, object]:
             "repository": git.get("repository") or "not in a git repository",
         },
         "policy": {
-            "source": f"`{h.root}` at commit {(h.commit or 'none')[:12]}"
-            if h.root
-            else "built-in defaults",
+            "source": source,
             "house_sha256": h.policy_sha256,
             "tightened": h.policy_sha256 != record.policy_sha256,
             "lines": PolicyRules.model_validate(record.policy).lines(),

@@ -31,7 +31,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
@@ -88,7 +88,7 @@ class VerifyReport:
         return self.statement is not None and not self.problems
 
     @property
-    def predicate(self) -> dict[str, Any]:  # raw signed JSON
+    def predicate(self) -> dict[str, object]:  # raw signed JSON
         p = (self.statement or {}).get("predicate")
         return p if isinstance(p, dict) else {}
 
@@ -234,9 +234,7 @@ def _signed_path(report: VerifyReport, rel: str | None, what: str) -> str | None
     return rel
 
 
-def _rules(
-    record: DecisionRecord, view: RunView, copy: str | None
-) -> tuple[PolicyRules, list[str]]:
+def _rules(record: DecisionRecord, view: RunView) -> tuple[PolicyRules, list[str]]:
     """The signed effective policy, checked against the signed house rules and candidate copy.
 
     Each digest is checked over the signed table itself (canonical JSON), so a later version of
@@ -251,8 +249,8 @@ def _rules(
     if sha256_bytes(canonical(record.house.rules)) != record.house.policy_sha256:
         problems.append("the signed house rules are not the rules their digest names")
     cand = view.candidate
-    if copy is not None and cand is None:
-        problems.append(f"{copy}: the signed candidate copy is not a valid candidate")
+    if view.copy is not None and cand is None:
+        problems.append(f"{view.copy}: the signed candidate copy is not a valid candidate")
     try:
         derived = effective(house, cand.policy if cand else Policy())
     except BadInput as exc:
@@ -339,9 +337,8 @@ def _rederive(report: VerifyReport, keys: list[waivers.Approver] | None) -> None
     from what it kept, under the signed policy, its waivers checked."""
     record, view = report.record, report.view
     assert record is not None and view is not None  # `_read` read both
-    copy = view.copy
     signed = {s.name: s.sha256 for s in report.signed}
-    rules, problems = _rules(record, view, copy)
+    rules, problems = _rules(record, view)
     report.problems += problems
     from qualify.trust.rejudge import rejudge_run
 
