@@ -27,11 +27,9 @@ file given, byte for byte (the file is read once).
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -87,11 +85,14 @@ def _parse_log(data: bytes, where: str) -> tuple[list[dict[str, Any]], list[str]
     return out, problems
 
 
-def check_chain(entries: Sequence[Mapping[str, object]]) -> list[str]:
-    """Every break in the chain: a hash, a previous-hash link or a sequence number that does not
-    hold, or an entry whose `old` is not what the log had the alias point at before it."""
+def check_chain(
+    entries: Sequence[Mapping[str, object]],
+) -> tuple[list[str], dict[str, dict[str, object]]]:
+    """Every break in the chain (a hash, a previous-hash link or a sequence number that does not
+    hold, or an entry whose `old` is not what the log had the alias point at before it), and the
+    table the log says: each alias at the target of its latest entry, with when it was set."""
     problems, prev = [], GENESIS
-    targets: dict[str, object] = {}
+    targets: dict[str, dict[str, object]] = {}
     for n, e in enumerate(entries, 1):
         if e.get("seq") != n:
             problems.append(f"entry {n}: sequence number {e.get('seq')}, expected {n}")
@@ -107,24 +108,9 @@ def check_chain(entries: Sequence[Mapping[str, object]]) -> list[str]:
         else:
             if e.get("old") != targets.get(name):
                 problems.append(f"entry {n}: its old target of {name} is not the log's")
-            targets[name] = _target(new, e.get("at"))
+            targets[name] = {**new, "set_at": e.get("at")}
         prev = str(e.get("hash"))
-    return problems
-
-
-def _target(new: Mapping[str, object], at: object) -> dict[str, object]:
-    """A log entry's new target, with when it was set."""
-    return {**dict(new), "set_at": at}
-
-
-def derive_table(entries: Sequence[Mapping[str, object]]) -> dict[str, dict[str, object]]:
-    """The table the log says: each alias at the target of its latest entry."""
-    out: dict[str, dict[str, object]] = {}
-    for e in entries:
-        name, new = e.get("alias"), e.get("new")
-        if isinstance(name, str) and isinstance(new, dict):
-            out[name] = _target(new, e.get("at"))
-    return out
+    return problems, targets
 
 
 @dataclass
@@ -135,13 +121,6 @@ class AliasState:
     entries: list[dict[str, Any]] = field(default_factory=list)  # raw log JSON
     aliases: dict[str, dict[str, object]] = field(default_factory=dict)  # as derived from it
     problems: list[str] = field(default_factory=list)
-
-    def refuse(self, doing: str) -> None:
-        if self.problems:
-            raise Refused(
-                f"refused to {doing}: the alias table of {self.root} is not bound to its log: "
-                + "; ".join(self.problems)
-            )
 
 
 def _history(repo: git.Repo, head: Sequence[Mapping[str, object]]) -> list[str]:
@@ -179,10 +158,10 @@ def state(root: Path) -> AliasState:
     st.problems += [f"{p}: changed and not committed (alias changes are committed)" for p in dirty]
     log_bytes = at_head(repo, LOG) or b""
     st.entries, bad = _parse_log(log_bytes, f"{LOG} at HEAD")
-    st.problems += bad + [f"{LOG} at HEAD, {p}" for p in check_chain(st.entries)]
+    broken, st.aliases = check_chain(st.entries)
+    st.problems += bad + [f"{LOG} at HEAD, {p}" for p in broken]
     if repo.head.is_valid():
         st.problems += _history(repo, st.entries)
-    st.aliases = derive_table(st.entries)
     table_bytes = at_head(repo, TABLE)
     if table_bytes is None:
         if st.aliases:
@@ -237,7 +216,10 @@ def _signer(snap: Snapshot, envelope: Path, key: Path | None) -> tuple[str, Veri
         raise Refused(
             f"refused: the house pins no decision key; trust is configured in {snap.where()}"
         )
-    reports = [(k.name, verify(envelope, k.pub, approvers=_approvers(snap))) for k in pinned]
+    reports = [
+        (k.name, verify(envelope, k.pub, approvers=waivers.pinned(snap, snap.policy.waivers)))
+        for k in pinned
+    ]
     for name, report in reports:
         if report.statement is not None:
             return name, report
@@ -245,11 +227,6 @@ def _signer(snap: Snapshot, envelope: Path, key: Path | None) -> tuple[str, Veri
     raise Refused(
         f"refused: {envelope} is not signed by a decision key pinned in {snap.where()}: {why}"
     )
-
-
-def _approvers(snap: Snapshot) -> list[waivers.Approver]:
-    """Every waiver key the house pins at HEAD whose name its policy at HEAD lists."""
-    return waivers.pinned(snap, snap.policy.waivers)
 
 
 def _time(text: object) -> datetime | None:
@@ -262,28 +239,25 @@ def _time(text: object) -> datetime | None:
 def _bound(snap: Snapshot, report: VerifyReport, now: datetime) -> None:
     """Made under the house policy at HEAD (or one it still accepts), young enough, and every
     waiver it relies on still good now: signed by a pinned approver, committed, unexpired."""
-    pred = report.predicate
-    house = pred.get("house") or {}
-    made = str(house.get("policy_sha256"))
-    head_rules = snap.policy.rules().sha256
+    record = report.record
+    assert record is not None and report.run is not None  # it verified
+    made, head_rules = record.house.policy_sha256, snap.policy.rules().sha256
     if made != head_rules and made not in snap.policy.accept:
         raise Refused(
             f"refused: the decision was made under house policy {made[:16]}; the house policy "
             f"at HEAD ({str(snap.commit)[:12]}) is {head_rules[:16]} and does not accept it "
             f"(list it in `accept` of {snap.root}/house-policy.toml to allow it)"
         )
-    decided = _time(pred.get("decided_at"))
+    decided = _time(record.decided_at)
     days = snap.policy.aliases.max_decision_age_days
     if decided is None or now - decided > timedelta(days=days):
         raise Refused(
-            f"refused: the decision was made at {pred.get('decided_at')}; the house moves an "
+            f"refused: the decision was made at {record.decided_at}; the house moves an "
             f"alias only on a decision younger than {days} days (aliases.max_decision_age_days "
             f"in {snap.root}/house-policy.toml): qualify the candidate again"
         )
-    record = report.record
-    assert record is not None
     committed = {sha256_bytes(raw) for _, raw in snap.waivers(record.candidate)}
-    keys = _approvers(snap)
+    keys = waivers.pinned(snap, snap.policy.waivers)
     bind = waivers.Binding(
         candidate=record.candidate,
         candidate_sha256=record.candidate_sha256,
@@ -296,7 +270,7 @@ def _bound(snap: Snapshot, report: VerifyReport, now: datetime) -> None:
     for w in report.waivers:
         if not w.accepted:
             continue
-        assert report.run is not None and w.evidence is not None
+        assert w.evidence is not None
         raw = (report.run / attempt / w.evidence).read_bytes()
         if sha256_bytes(raw) not in committed:
             raise Refused(
@@ -304,28 +278,8 @@ def _bound(snap: Snapshot, report: VerifyReport, now: datetime) -> None:
                 "(withdrawn or replaced); the decision relies on it"
             )
         now_check = waivers.judge(w.path, raw, keys, bind)
-        if not now_check.accepted:
+        if not now_check.accepted:  # judged with the approvers the house lists only
             raise Refused(f"refused: waiver {w.path} does not hold now: {now_check.why}")
-        if not any(fnmatchcase(str(now_check.signer), p) for p in snap.policy.waivers.approvers):
-            raise Refused(f"refused: waiver {w.path} is not signed by an approver of the house")
-
-
-def _read_once(candidate: Path) -> bytes:
-    try:
-        return candidate.read_bytes()
-    except OSError as exc:
-        raise BadInput(
-            f"{candidate} cannot be read",
-            [f"CANDIDATE: expected the candidate file ({exc.strerror or exc})"],
-        ) from None
-
-
-def _declared_alias(data: bytes) -> str | None:
-    try:
-        alias = tomllib.loads(data.decode()).get("alias")
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return None
-    return str(alias["name"]) if isinstance(alias, dict) and "name" in alias else None
 
 
 def _gate(
@@ -336,42 +290,46 @@ def _gate(
     signer, report = _signer(snap, envelope, key)
     if not report.ok:
         raise Refused(f"refused: {envelope} does not verify: " + "; ".join(report.problems))
-    pred = report.predicate
-    if pred.get("decision") != "promote":
-        reasons = (pred.get("evaluation") or {}).get("reasons") or []
-        why = "; ".join(str(r) for r in reasons) or "no reason recorded"
-        raise Refused(f"refused: the decision is {pred.get('decision')}: {why}")
+    record, view = report.record, report.view
+    assert record is not None and view is not None and report.run is not None  # it verified
+    if not record.promote:
+        why = "; ".join(record.evaluation.reasons) or "no reason recorded"
+        raise Refused(f"refused: the decision is {record.decision}: {why}")
     _bound(snap, report, now)
-    copy = pred.get("candidate_copy")
-    signed = report.digest_of(str(copy)) if copy else None
-    if signed is None or report.run is None:
+    copy = record.candidate_copy
+    signed = next((s.sha256 for s in report.signed if s.name == copy), None)
+    if copy is None or signed is None:
         raise Refused("refused: the decision signs no in-run copy of the candidate file")
-    copy_bytes = (report.run / str(copy)).read_bytes()  # verified just now, read once
-    if sha256_bytes(copy_bytes) != signed:
+    if sha256_bytes((report.run / copy).read_bytes()) != signed:  # verified just now
         raise Refused(f"refused: {copy} changed while the decision was being checked")
-    declared = _declared_alias(copy_bytes)
+    declared = view.candidate.alias if view.candidate else None  # as verify read the copy
     if declared is None:
         raise Refused(
             f"refused: the decision's candidate ({copy}) names no alias in [alias]; "
             "a decision that gates no production alias moves none"
         )
-    if declared != name:
-        raise Refused(f"refused: the decision's candidate gates alias {declared!r}, not {name!r}")
-    data = _read_once(candidate)
-    got = sha256_bytes(data)
+    if declared.name != name:
+        raise Refused(
+            f"refused: the decision's candidate gates alias {declared.name!r}, not {name!r}"
+        )
+    try:
+        got = sha256_bytes(candidate.read_bytes())  # the file is read once
+    except OSError as exc:
+        why = f"CANDIDATE: expected the candidate file ({exc.strerror or exc})"
+        raise BadInput(f"{candidate} cannot be read", [why]) from None
     if got != signed:
         raise Refused(
             f"refused: {candidate} has sha256 {got[:16]} now; the signed copy {copy} "
             f"has {signed[:16]}"
         )
     return {
-        "candidate": str(pred.get("candidate")),
+        "candidate": record.candidate,
         "candidate_path": str(candidate),
         "candidate_sha256": got,
         "decision_sha256": str(report.payload_sha256),
-        "run_id": str(pred.get("run_id")),
+        "run_id": record.run_id,
         "signer": signer,
-        "headline": str(pred.get("headline")),
+        "headline": record.headline,
     }
 
 
@@ -388,7 +346,11 @@ def set_alias(
     snap = snapshot(house)
     repo = repo_of(house)
     st = state(house)
-    st.refuse("move an alias")
+    if st.problems:
+        why = "; ".join(st.problems)
+        raise Refused(
+            f"refused to move an alias: the alias table of {house} is not bound to its log: {why}"
+        )
     new = _gate(snap, envelope, candidate.resolve(), key, name, now or datetime.now(UTC))
     old = st.aliases.get(name)
     if old is not None and all(old.get(k) == new[k] for k in TARGET_KEYS):
@@ -404,7 +366,7 @@ def set_alias(
         "prev": entries[-1]["hash"] if entries else GENESIS,
     }
     entry["hash"] = entry_hash(entry)
-    aliases = {**st.aliases, name: _target(new, entry["at"])}
+    aliases = {**st.aliases, name: {**new, "set_at": entry["at"]}}
     log_text = (at_head(repo, LOG) or b"").decode()
     write_atomic(house / LOG, log_text + json.dumps(entry, sort_keys=True) + "\n")
     write_atomic(house / TABLE, render_table(aliases))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -18,6 +19,7 @@ from pydantic import Field, ValidationError
 from qualify.candidate import format_validation_error
 from qualify.errors import BadInput
 from qualify.evidence.store import utc_now, write_atomic
+from qualify.present.record import DecisionRecord, TicketRef
 from qualify.records import StrictModel
 
 LOG_HEADING = "## Attempt log"
@@ -48,10 +50,6 @@ class Ticket(StrictModel):
     attempts: list[LogEntry] = Field(default_factory=list)
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
 def default_dir(near: Path | None = None) -> Path:
     """$QUALIFY_TICKETS, else `tickets/` at the root of the git repository holding `near`."""
     env = os.environ.get("QUALIFY_TICKETS")
@@ -79,9 +77,9 @@ def _render(t: Ticket, body: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass
 class TicketStore:
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    root: Path
 
     def read(self, path: Path) -> tuple[Ticket, str]:
         m = _FRONT.match(path.read_text())
@@ -120,7 +118,8 @@ class TicketStore:
             (t for t in self.all("open") if (t.candidate, t.gate) == (candidate, gate)), None
         )
         if found is None:
-            base = f"{utc_now()[:10]}-{slug(candidate)}-{slug(gate)}"
+            slugs = [re.sub(r"[^a-z0-9]+", "-", x.lower()).strip("-") for x in (candidate, gate)]
+            base = "-".join([utc_now()[:10], *slugs])
             n, tid = 1, base
             while any((self.root / st / f"{tid}.md").exists() for st in ("open", "closed")):
                 n += 1
@@ -155,3 +154,38 @@ class TicketStore:
         write_atomic(self.root / "closed" / f"{t.id}.md", _render(t, body))
         src.unlink()
         return t
+
+
+def for_decision(record: DecisionRecord, tickets_dir: str | None) -> list[TicketRef]:
+    """Open or append a ticket for every blocking gate (or missing pattern) of a decision, in
+    `tickets_dir` (relative to the candidate file's, by default `default_dir` there); list the
+    candidate's other tickets."""
+    base = Path(record.candidate_path).parent if record.candidate_path else Path.cwd()
+    where = Path(tickets_dir).expanduser() if tickets_dir else None
+    store = TicketStore(base / where if where else default_dir(base))  # `/` keeps an absolute one
+    ev, candidate = record.evaluation, record.candidate
+    blocking = [(g.key, g) for g in ev.gates if g.status in ("blocks", "vetoes")]
+    actions: dict[str, tuple[Ticket, str]] = {}
+    for key, g in [*blocking, *((p, None) for p in ev.missing)]:
+        entry = LogEntry(
+            run=record.run_id,
+            stage_attempt=g.authoritative.attempt if g else None,
+            verdict=g.verdict.value if g else "missing",
+            reasons=g.reasons if g else [next(r for r in ev.reasons if r.startswith(key))],
+            at=utc_now(),
+        )
+        acceptance = (
+            f"{key} passes in the authoritative attempt of a fresh run of {candidate}, under the "
+            f"policy with sha256 {record.policy_sha256[:16]}, and the signed decision of that "
+            "run verifies."
+        )
+        t, action = store.record(candidate, key, entry, acceptance)
+        actions[t.id] = (t, action)
+    for t in store.all():
+        if t.candidate == candidate and t.id not in actions:
+            actions[t.id] = (t, "listed")
+    shown = {"id", "title", "status", "gate", "opened", "closed", "fix"}
+    return [
+        TicketRef(**t.model_dump(include=shown), attempts=len(t.attempts), action=action)
+        for t, action in actions.values()
+    ]

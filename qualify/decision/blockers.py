@@ -30,44 +30,28 @@ def evidence_file(run: RunDir, g: GateOutcome) -> str:
     return f"{base}/{RESULT}" if (run.path / base / RESULT).is_file() else "run.json"
 
 
-def blocking(run: RunDir, record: DecisionRecord, once: Once) -> list[dict[str, str]]:
-    ev = record.evaluation
-    out = []
-    for g in ev.gates:
-        if g.status in ("blocks", "vetoes"):
-            count, text = reason_parts(g)
-            why = count + once.say(text, g.key)
-            tag = "vetoes" if g.status == "vetoes" else g.verdict.value
-            out.append({"key": g.key, "tag": tag, "why": why, "link": evidence_file(run, g)})
-    for pattern in ev.missing:
-        why = next((r for r in ev.reasons if r.startswith(pattern)), pattern)
-        text = short(why.removeprefix(f"{pattern}: "))
-        out.append({"key": pattern, "tag": "missing", "why": text, "link": "run.json"})
-    for problem in record.integrity:
-        path = problem.split(":", 1)[0]
-        link = path if (run.path / path).is_file() else "run.json"
-        out.append({"key": "evidence", "tag": "integrity", "why": short(problem), "link": link})
-    first = ("integrity", "vetoes", "missing")
-    return sorted(out, key=lambda b: first.index(b["tag"]) if b["tag"] in first else len(first))
-
-
 def cause_rows(
     run: RunDir, record: DecisionRecord, groups: list[causes.Cause], once: Once
 ) -> list[dict[str, object]]:
     """Each cause as the document shows it: tag, what it is, how many gates, one reason said
-    once with its evidence link, the action, and every gate key with its own link."""
-    links = {b["key"]: b for b in blocking(run, record, Once())}
+    once with its evidence link, the action, and every gate key with its own tag and link."""
+    ev = record.evaluation
+    tags = {  # each blocking gate and missing pattern: its tag and the file that shows it
+        g.key: ("vetoes" if g.status == "vetoes" else g.verdict.value, evidence_file(run, g))
+        for g in ev.gates
+        if g.status in ("blocks", "vetoes")
+    } | dict.fromkeys(ev.missing, ("missing", "run.json"))
+    other = ("blocks", "run.json")  # an integrity problem's
     out = []
     for c in groups:
-        first = c.gates[0] if c.gates else None
+        first, keys = (c.gates[0] if c.gates else None), c.keys
+        why, link = c.title, "run.json"
         if first is not None:
             count, text = reason_parts(first)
-            why = count + once.say(text, first.key)
-            link = evidence_file(run, first)
-        else:
-            b = links.get(c.keys[0], {})
-            why, link = b.get("why", c.title), b.get("link", "run.json")
-        keys = c.keys
+            why, link = count + once.say(text, first.key), tags[first.key][1]
+        elif keys[0] in ev.missing:
+            said = next((r for r in ev.reasons if r.startswith(keys[0])), keys[0])
+            why = short(said.removeprefix(f"{keys[0]}: "))
         shown = ", ".join(f"`{k}`" for k in keys[:3]) + (
             f" and {len(keys) - 3} more" if len(keys) > 3 else ""
         )
@@ -81,11 +65,7 @@ def cause_rows(
                 "link": link,
                 "action": c.action,
                 "all": [
-                    {
-                        "key": k,
-                        "verdict": links.get(k, {}).get("tag", "blocks"),
-                        "link": links.get(k, {}).get("link", "run.json"),
-                    }
+                    {"key": k, "verdict": tags.get(k, other)[0], "link": tags.get(k, other)[1]}
                     for k in keys
                 ],
             }

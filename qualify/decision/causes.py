@@ -64,26 +64,6 @@ class Cause:
         return TAGS[self.tag]
 
 
-def _against_control(
-    g: GateOutcome, name: str, is_control: bool, stage: str, by_key: dict[str, GateOutcome]
-) -> str:
-    """`same` or `differs` for a gate the control ran at the same level (on the same inputs:
-    only that compares the lanes); `alone` (not compared with the control) when it did not;
-    `base` for the control's own gate where the candidate passed it (the base fails, not the
-    change)."""
-    level = f"@{g.level}" if g.level else ""
-    if is_control:
-        other = f"{stage}/{name}{level}"
-    else:
-        prefix = {"preflight": "control-preflight-", "quality": "control-"}.get(stage)
-        other = f"quality/{prefix}{name}{level}" if prefix else ""
-    if other not in by_key:
-        return "alone"
-    if by_key[other].status != "pass":
-        return "same"
-    return "base" if is_control else "differs"
-
-
 FAMILIES: dict[str, tuple[str, str, str]] = {
     # family: (tag, title, action); tag `control` is decided against the control lane
     "harness": ("harness", "the harness broke", "fix the harness error and rerun"),
@@ -231,6 +211,19 @@ FAMILIES: dict[str, tuple[str, str, str]] = {
         "serve with the metrics the stage compares against (docs/engines.md), or have the "
         "house stop requiring this fidelity gate before the run",
     ),
+    # the missing required patterns (by why), and evidence that broke its manifest
+    "unlisted": ("alone", "required stages not run", "list the stages in stages.run"),
+    "aborted": ("harness", "required stages that did not finish", "rerun once the abort is fixed"),
+    "unrecorded": (
+        "harness",
+        "required stages with no attempt in the evidence",
+        "a fresh run that records every planned stage",
+    ),
+    "integrity": (
+        "harness",
+        "evidence changed after it was sealed",
+        "restore the evidence to what its manifests seal",
+    ),
     "load-harness": (
         "harness",
         "the load client fell behind its own schedule",
@@ -275,8 +268,15 @@ def _family(g: GateOutcome, by_key: dict[str, GateOutcome], variable: str) -> Ca
         family = "capacity-first"
     if family is not None:
         tag, title, action = FAMILIES[family]
-        if tag == "control":
-            tag = _against_control(g, name, is_control, stage, by_key)
+        if tag == "control":  # against the control's run of the gate at the same level (the
+            # same inputs: only that compares the lanes): `same` or `differs`; `alone` when it
+            # has none; `base` for the control's own gate the candidate passed (the base fails)
+            level = f"@{g.level}" if g.level else ""
+            prefix = {"preflight": "control-preflight-", "quality": "control-"}.get(stage)
+            theirs = f"quality/{prefix}{name}{level}" if prefix else ""
+            other = by_key.get(f"{stage}/{name}{level}" if is_control else theirs)
+            tag = "alone" if other is None else "same" if other.status != "pass" else "differs"
+            tag = "base" if is_control and tag == "differs" else tag
         if family == "fitness":  # its action is the tag's
             action = _FITNESS[tag]
         if family == "ab-speed":  # the 95% interval of the speed gain (per cent, + = faster)
@@ -327,32 +327,15 @@ def group(record: DecisionRecord, variable: str = "the change") -> list[Cause]:
             have.title = min(have.title, c.title, key=lambda t: _SPEED_TITLES.get(t, 3))
         have.keys.append(g.key)
         have.gates.append(g)
+    missing = []  # (family, key) of each missing required pattern and integrity problem
     for pattern in ev.missing:
         why = next((r for r in ev.reasons if r.startswith(pattern)), pattern)
-        unlisted = "not listed in stages.run" in why
-        tag = "alone" if unlisted else "harness"
-        family = "unlisted" if unlisted else ("aborted" if "aborted" in why else "unrecorded")
-        title, action = {
-            "unlisted": ("required stages not run", "list the stages in stages.run"),
-            "aborted": ("required stages that did not finish", "rerun once the abort is fixed"),
-            "unrecorded": (
-                "required stages with no attempt in the evidence",
-                "a fresh run that records every planned stage",
-            ),
-        }[family]
-        c = causes.setdefault((family, tag), Cause(family, tag, title, action))
-        c.keys.append(pattern)
-    for problem in record.integrity:
-        c = causes.setdefault(
-            ("integrity", "harness"),
-            Cause(
-                "integrity",
-                "harness",
-                "evidence changed after it was sealed",
-                "restore the evidence to what its manifests seal",
-            ),
-        )
-        c.keys.append(problem.split(":", 1)[0])
+        family = "aborted" if "aborted" in why else "unrecorded"
+        missing.append(("unlisted" if "not listed in stages.run" in why else family, pattern))
+    missing += [("integrity", problem.split(":", 1)[0]) for problem in record.integrity]
+    for family, key in missing:
+        tag, title, action = FAMILIES[family]
+        causes.setdefault((family, tag), Cause(family, tag, title, action)).keys.append(key)
     for c in causes.values():
         if c.family == "unlisted":
             stages = ", ".join(dict.fromkeys(k.split("/", 1)[0] for k in c.keys))

@@ -13,7 +13,8 @@ from qualify.ab import section as ab_section
 from qualify.ab.record import Record as AbRecord
 from qualify.decision.headline import preflight_levels
 from qualify.identity.record import Record as IdentityRecord
-from qualify.present.reading import record_of
+from qualify.present.cells import given
+from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord, GateOutcome
 from qualify.present.sections import as_dict
 from qualify.present.wording import UP, Once, reason_parts, short
@@ -22,15 +23,9 @@ from qualify.records import StageRecord, Verdict
 from qualify.registry import probe_stages
 
 
-def caveats(
-    record: DecisionRecord,
-    info: Mapping[str, object],  # raw run.json
-    records: Mapping[str, StageRecord],
-    once: Once,
-    run_path: Path | None = None,
-) -> list[str]:
+def caveats(view: RunView, record: DecisionRecord, once: Once) -> list[str]:
     """Every caveat, in the order the document lists them."""
-    out = []
+    info, records, out = view.info, view.records(), []
     git = as_dict(info.get("git"))
     if git.get("dirty"):
         out.append(
@@ -46,15 +41,24 @@ def caveats(
     blocking = {g.key for g in record.evaluation.gates if g.status in ("blocks", "vetoes")}
     unreported = [u for u in unreported if f"identity/pin@{u}" not in blocking]
     if unreported:
-        out.append(
-            "Declared, not verified (the server does not report them): "
-            + ", ".join(unreported)
-            + "."
-        )
-    out += _substance(run_path, record, records)
+        names = ", ".join(unreported)
+        out.append(f"Declared, not verified (the server does not report them): {names}.")
+    out += _substance(view.run.path, record, records)
     if record.unsealed:
         out.append("Attempts open at decision time are not covered: " + ", ".join(record.unsealed))
-    out += _advisory(record, once)
+    # advisory gates that did not pass: the parts of one gate that said the same thing (every
+    # cell's `capacity/energy` unmeasured for one reason) are one line
+    alike: dict[tuple[str, str, str], list[GateOutcome]] = {}
+    for g in record.evaluation.gates:
+        if g.status == "advisory" and g.verdict is not Verdict.PASS:
+            base = f"{g.stage}/{g.gate.split('@', 1)[0]}"
+            alike.setdefault((base, g.verdict.value, "".join(reason_parts(g))), []).append(g)
+    for (base, verdict, _), gates in alike.items():
+        count, text = reason_parts(gates[0])
+        key = gates[0].key if len(gates) == 1 else f"{base}@*"
+        parts = ", ".join(g.key.removeprefix(base).lstrip("@") for g in gates)
+        at = "" if len(gates) == 1 else f" at {len(gates)} parts ({parts})"
+        out.append(f"Advisory `{key}` {verdict}{at}: {count}{once.say(text, key)}")
     out += [
         f"Waived, not passed: {w.gate} by {w.signer} (key {str(w.signer_keyid)[:16]}), "
         f"ticket {w.ticket}, until {w.expires}."
@@ -67,37 +71,8 @@ def caveats(
     return out
 
 
-def _advisory(record: DecisionRecord, once: Once) -> list[str]:
-    """Advisory gates that did not pass, as caveats: the parts of one gate that said the same
-    thing (every cell's `capacity/energy` unmeasured for one reason) are one line."""
-    said: dict[tuple[str, str, str], list[GateOutcome]] = {}
-    for g in record.evaluation.gates:
-        if g.status == "advisory" and g.verdict is not Verdict.PASS:
-            base = f"{g.stage}/{g.gate.split('@', 1)[0]}"
-            said.setdefault((base, g.verdict.value, "".join(reason_parts(g))), []).append(g)
-    out = []
-    for (base, verdict, _), gates in said.items():
-        count, text = reason_parts(gates[0])
-        if len(gates) == 1:
-            out.append(
-                f"Advisory `{gates[0].key}` {verdict}: {count}{once.say(text, gates[0].key)}"
-            )
-            continue
-        parts = ", ".join(g.key.removeprefix(base).lstrip("@") for g in gates)
-        key = f"{base}@*"
-        out.append(
-            f"Advisory `{key}` {verdict} at {len(gates)} parts ({parts}): "
-            f"{count}{once.say(text, key)}"
-        )
-    return out
-
-
 _PER_REQUEST = re.compile(r"\btask \d+|\bid +\d+ \|")
-
-
 _WEIGHTY = re.compile(r"context|capp|exceed|overflow|memory|fall(?:s|ing)? ?back|offload", re.I)
-
-
 _WARNING = re.compile(r"^\S+ W (.*)$|^(?:.*\b)?(WARNING|Warning)[: ](.*)$")
 
 
@@ -158,18 +133,15 @@ def server_warnings(run_path: Path) -> list[ServerWarning]:
 
 
 def _substance(
-    run_path: Path | None, record: DecisionRecord, records: Mapping[str, StageRecord]
+    run_path: Path, record: DecisionRecord, records: Mapping[str, StageRecord]
 ) -> list[str]:
     """Caveats a reviewer needs to weigh the figures: what the servers warned about, whether
     the model is fit for the tasks at all, scaled budgets, and the sample sizes."""
-    out = []
-    if run_path is not None:
-        for w in server_warnings(run_path):
-            out.append(
-                f"The {w.lane} server{'s' if ' and ' in w.lane else ''} warned in "
-                f"{w.starts} of {w.of} starts: "
-                f"«{short(w.text, 140)}» ([log]({UP}{w.log}))."
-            )
+    out = [
+        f"The {w.lane} server{'s' if ' and ' in w.lane else ''} warned in {w.starts} of {w.of} "
+        f"starts: «{short(w.text, 140)}» ([log]({UP}{w.log}))."
+        for w in server_warnings(run_path)
+    ]
     gates = record.evaluation.gates
     fit = [g for g in gates if g.stage in probe_stages()]
     failed = [g for g in fit if g.verdict is not Verdict.PASS]
@@ -195,16 +167,10 @@ def _substance(
     if ab is None or p is None or not p.model_fields_set:
         return out
     m = ab.row("decode_tok_s")
-    counted = m.runs if m is not None else None
-    runs = (
-        counted.candidate
-        if counted is not None and "candidate" in counted.model_fields_set
-        else None
-    )
+    runs = given(m.runs, ("candidate",))["candidate"] if m is not None else None
     drafts = ab.acceptance.drafts if ab.acceptance is not None else None
     more = f", {drafts:,} drafts" if drafts is not None else ""
-    pairs = p.pairs if "pairs" in p.model_fields_set else None
-    prompts = p.prompts if "prompts" in p.model_fields_set else None
+    pairs, prompts = given(p, ("pairs", "prompts")).values()  # None: not written
     out.append(
         f"Sample size: the A/B compares {pairs} request pairs over {prompts} prompts and "
         f"{runs} runs per lane{more}; an interval from so few is wide, and one marked too few "

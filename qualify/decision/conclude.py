@@ -9,12 +9,12 @@ then `sign_decision`, so the signature covers the invocation too.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from qualify import tickets
 from qualify._version import __version__
 from qualify.candidate import LoadedCandidate
 from qualify.candidate_settings import Policy
@@ -23,15 +23,10 @@ from qualify.decision.derive import Basis, derive
 from qualify.errors import BadInput, QualifyError
 from qualify.evidence.listing import evidence_listing
 from qualify.evidence.signing import keyid, load_private, open_envelope, read_envelope
-from qualify.evidence.store import RunDir, utc_now
+from qualify.evidence.store import RunDir, dumps, utc_now
 from qualify.present import plots
 from qualify.present.reading import DECISION, RunView, read_run
-from qualify.present.record import (
-    DecisionRecord,
-    HouseRef,
-    TicketRef,
-)
-from qualify.tickets import LogEntry, Ticket, TicketStore, default_dir
+from qualify.present.record import DecisionRecord, HouseRef
 from qualify.trust import repository
 from qualify.trust.house import HousePolicy, PolicyRules, effective
 
@@ -87,41 +82,6 @@ def signer(
     return load_private(path)
 
 
-def _tickets(policy: Policy, info: Mapping[str, object], record: DecisionRecord) -> list[TicketRef]:
-    """Open or append a ticket for every blocking gate (or missing pattern), in the policy's
-    tickets directory (relative to the candidate file's, by default `default_dir` there); list
-    the candidate's other tickets."""
-    base = Path(str(info["candidate_path"])).parent if info.get("candidate_path") else Path.cwd()
-    where = Path(policy.tickets_dir).expanduser() if policy.tickets_dir else None
-    store = TicketStore(base / where if where else default_dir(base))  # `/` keeps an absolute one
-    ev, candidate = record.evaluation, record.candidate
-    blocking = [(g.key, g) for g in ev.gates if g.status in ("blocks", "vetoes")]
-    actions: dict[str, tuple[Ticket, str]] = {}
-    for key, g in [*blocking, *((p, None) for p in ev.missing)]:
-        entry = LogEntry(
-            run=record.run_id,
-            stage_attempt=g.authoritative.attempt if g else None,
-            verdict=g.verdict.value if g else "missing",
-            reasons=g.reasons if g else [next(r for r in ev.reasons if r.startswith(key))],
-            at=utc_now(),
-        )
-        acceptance = (
-            f"{key} passes in the authoritative attempt of a fresh run of {candidate}, under the "
-            f"policy with sha256 {record.policy_sha256[:16]}, and the signed decision of that "
-            "run verifies."
-        )
-        t, action = store.record(candidate, key, entry, acceptance)
-        actions[t.id] = (t, action)
-    for t in store.all():
-        if t.candidate == candidate and t.id not in actions:
-            actions[t.id] = (t, "listed")
-    shown = {"id", "title", "status", "gate", "opened", "closed", "fix"}
-    return [
-        TicketRef(**t.model_dump(include=shown), attempts=len(t.attempts), action=action)
-        for t, action in actions.values()
-    ]
-
-
 def copy_path(run: RunDir, record_attempt: str | None) -> str | None:
     """`run/attempt-NNN/candidate.toml` of the invocation that made the decision (else the
     latest invocation's)."""
@@ -153,8 +113,7 @@ def prepare(
         run_signer=signer,
     )
     found = s.snapshot.waivers(bind.candidate) if s.snapshot else []
-    keys = s.approvers(rules)
-    checks = [waivers.judge(rel, raw, keys, bind) for rel, raw in found]
+    checks = waivers.judged(found, s.snapshot, bind)
     basis = Basis(rules, s.ref, attempt, decided_at, __version__, checks, record_attempt)
     return basis, [raw for _, raw in found]
 
@@ -170,21 +129,21 @@ def conclude(
     The run is read once (`read_run`): the record, plots, document and statement all read it."""
     attempt = run.new_attempt(DECISION)
     try:
-        skip = {statement.attempt_rel(attempt.number)} | ({record_attempt} - {None})
-        listing = evidence_listing(run, skip={str(x) for x in skip})
+        skip = {attempt.path.relative_to(run.path).as_posix(), record_attempt or ""}
+        listing = evidence_listing(run, skip=skip)
         view = read_run(run, listing, copy_path(run, record_attempt))
         signer = keyid(priv.public_key()) if priv else None
         basis, raws = prepare(view, s, attempt.number, record_attempt, signer)
         for i, (c, raw) in enumerate(zip(basis.waivers, raws, strict=True), 1):
             c.evidence = attempt.write_bytes(f"waiver-{i:02d}.json", raw)[0]  # now evidence
         record = derive(view, basis)
-        policy = view.candidate.policy if view.candidate else Policy()
-        record.tickets = _tickets(policy, view.info, record)
-        attempt.write_bytes("decision.json", statement.dump(record.model_dump(mode="json")))
-        for name, png in plots.drawn(document.plot_plan(view.count(record))):
+        where = view.candidate.policy.tickets_dir if view.candidate else None
+        record.tickets = tickets.for_decision(record, where)
+        attempt.write_bytes("decision.json", dumps(record.model_dump(mode="json")))
+        for name, png in plots.drawn(view.count(record)):
             attempt.write_bytes(name, png)
         attempt.write_bytes("decision.md", document.render(view, record).encode())
-        attempt.write_bytes(statement.STATEMENT, statement.build(view, record))
+        attempt.write_bytes(statement.STATEMENT, statement.build(view, record, attempt.path))
     except Exception:
         attempt.write_text("traceback.txt", traceback.format_exc())
         raise
@@ -209,8 +168,8 @@ def latest(run: RunDir, attempt: int | None = None) -> DecisionRecord | None:
 
 def covers_run(run: RunDir, record: DecisionRecord) -> bool:
     """Whether the evidence on disk is still exactly what this decision was made from."""
-    skip = {statement.attempt_rel(record.attempt)} | ({record.record_attempt} - {None})
-    now = evidence_listing(run, skip={str(x) for x in skip})
+    skip = {statement.attempt_rel(record.attempt), record.record_attempt or ""}
+    now = evidence_listing(run, skip)
     later = [d for d in run.attempt_dirs(DECISION) if d.name > f"attempt-{record.attempt:03d}"]
     return now.root == record.evidence_root and not now.unsealed and not later
 

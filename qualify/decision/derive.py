@@ -53,33 +53,6 @@ def stop_reason(ev: Evaluation) -> str | None:
     return found[0] if found else None
 
 
-def headline(ev: Evaluation, waivers: list[WaiverCheck]) -> str:
-    """The verdict line: `promote`, `promote with N waiver(s) (...)`, `no-promote`, or
-    `not qualified: <cause>` when no gate judged the candidate (every stage aborted or not run);
-    the record's `decision` stays no-promote then, so no alias moves."""
-    # a run where every stage aborted or was not run, and no gate said pass or fail, never
-    # qualified anything, whatever its policy concludes
-    judged = any(s.ran for s in ev.stages) or any(
-        g.verdict in (Verdict.PASS, Verdict.FAIL) for g in ev.gates
-    )
-    if not ev.promote and not judged:
-        why = stop_reason(ev)
-        cause = why.split(";", 1)[0].strip() if why else "no stage reached a judged gate"
-        return f"{NOT_QUALIFIED}: {cause}"  # the cause: up to the first `;` (ServerProcess.death)
-    if not ev.promote:
-        return "no-promote"
-    if not ev.waived:
-        return "promote"
-    by_gate = {w.gate: w for w in waivers if w.accepted}
-    parts = []
-    for key in ev.waived:
-        w = by_gate.get(key)
-        who = f", waived by {w.signer} until {w.expires}" if w else ""
-        parts.append(f"{key} inconclusive{who}")
-    n = len(ev.waived)
-    return f"promote with {n} waiver{'s' if n > 1 else ''} ({'; '.join(parts)})"
-
-
 def derive(view: RunView, basis: Basis) -> DecisionRecord:
     """The decision record of the run `view` read, from its listed evidence under `basis.rules`."""
     run, listing, info = view.run, view.listing, view.info
@@ -91,12 +64,33 @@ def derive(view: RunView, basis: Basis) -> DecisionRecord:
     if listing.integrity:
         ev.reasons += [f"evidence integrity: {p}" for p in listing.integrity]
         ev.promote, ev.verdict = False, Verdict.ERROR
+    # the verdict line: `promote`, `promote with N waiver(s) (...)`, `no-promote`, or `not
+    # qualified: <cause>` when no gate judged the candidate (every stage aborted or not run, and
+    # no gate said pass or fail): the decision stays no-promote then, so no alias moves
+    judged = any(s.ran for s in ev.stages) or any(
+        g.verdict in (Verdict.PASS, Verdict.FAIL) for g in ev.gates
+    )
+    headline = "promote" if ev.promote else "no-promote"
+    if not ev.promote and not judged:
+        why = stop_reason(ev)  # the cause: up to its first `;` (ServerProcess.death)
+        headline = f"{NOT_QUALIFIED}: " + (
+            why.split(";", 1)[0].strip() if why else "no stage reached a judged gate"
+        )
+    elif ev.promote and ev.waived:
+        by_gate = {w.gate: w for w in basis.waivers if w.accepted}
+        said = [(key, by_gate.get(key)) for key in ev.waived]
+        parts = [
+            f"{k} inconclusive" + (f", waived by {w.signer} until {w.expires}" if w else "")
+            for k, w in said
+        ]
+        n = len(ev.waived)
+        headline = f"promote with {n} waiver{'s' if n > 1 else ''} ({'; '.join(parts)})"
     return DecisionRecord(
         run_id=run.run_id,
         candidate=str(info.get("candidate") or run.candidate_name),
         attempt=basis.attempt,
         decision="promote" if ev.promote else "no-promote",
-        headline=headline(ev, basis.waivers),
+        headline=headline,
         decided_at=basis.decided_at,
         tool_version=basis.tool_version,
         evaluation=ev,

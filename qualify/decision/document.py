@@ -21,9 +21,8 @@ from qualify import assets
 from qualify.ab.record import Record as AbRecord
 from qualify.decision import blockers, causes, caveats, hardware, headline
 from qualify.decision.alias_view import AliasView, alias_view
-from qualify.decision.statement import attempt_rel
 from qualify.present import plots
-from qualify.present.reading import RunView, record_of
+from qualify.present.reading import DECISION, RunView, record_of
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.present.wording import UP, Once, duration, number, quantity, table_cell
 from qualify.records import StageRecord, Verdict
@@ -37,23 +36,6 @@ def _partial(name: str) -> str | None:
     stage, _, rest = name.partition("/")
     spec = specs().get(rest) if stage == "stage" else None
     return spec.partial.read_text() if spec and spec.partial else None
-
-
-def environment() -> jinja2.Environment:
-    """The template's environment: `QUALIFY_TEMPLATES` (else the installed templates), then each
-    stage's partial as `stage/<name>`."""
-    where = os.environ.get("QUALIFY_TEMPLATES")
-    loader = jinja2.FileSystemLoader(Path(where) if where else assets.templates_dir())
-    env = jinja2.Environment(
-        loader=jinja2.ChoiceLoader([loader, jinja2.FunctionLoader(_partial)]),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,  # markdown, not HTML
-    )
-    env.filters.update(num=number, dur=duration, value=quantity, cell=table_cell)
-    return env
 
 
 def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
@@ -81,18 +63,12 @@ def gate_summary(record: DecisionRecord) -> list[dict[str, str]]:
     return out
 
 
-def plot_plan(view: RunView) -> list[plots.Plot]:
-    """The plots of the decision that counted `view`, with their points (nothing drawn)."""
-    dirs = {name: v.dir for name, v in view.stages.items()}
-    return plots.plan(view.run, view.records(), dirs)
-
-
 def context(
     view: RunView, record: DecisionRecord, alias: AliasView | None = None
 ) -> dict[str, object]:
     """Everything the template shows, computed from the run as `record` counted it, the record
     and the alias it gates (read from the house when not given)."""
-    run, info, records = view.run, view.info, view.records()
+    run, records = view.run, view.records()
     stages = {s.stage: s for s in record.evaluation.stages}
     for name in stage_names():  # every registered stage: one never planned says why it is absent
         why = "not listed in stages.run"
@@ -103,14 +79,14 @@ def context(
     ab = record_of(records, "ab", AbRecord)
     groups = causes.group(record, causes.variable_of(ab.lanes if ab is not None else {}))
     rows = blockers.cause_rows(run, record, groups, once)  # each failure said once, first here
-    here = run.path / attempt_rel(record.attempt)  # where decision.md and its plots are
+    here = run.path / DECISION / f"attempt-{record.attempt:03d}"  # decision.md and its plots
     gated = alias_view(view, record) if alias is None else alias
     aborted = "the run stopped before it finished; the cause is under Failed attempts"
     tickets = Counter(t.action for t in record.tickets)
     return (
         stage_sections(records, record.evaluation.gates)
-        | headline.context(run, record, gated, records, stages, ab, groups)
-        | hardware.context(run, record, info, records)
+        | headline.context(view, record, gated, stages, ab, groups)
+        | hardware.context(view, record)
         | {
             "r": record,
             "up": UP,
@@ -132,10 +108,10 @@ def context(
                     "drawn": (here / p.name).is_file(),
                     "missing": p.missing if p.empty else "not drawn: a preview draws no plots",
                 }
-                for p in plot_plan(view)
+                for p in plots.plan(run, records, view.stages)
             },
             "failed": blockers.failed_attempts(record, once),
-            "caveats": caveats.caveats(record, info, records, once, run.path),
+            "caveats": caveats.caveats(view, record, once),
             "gate_summary": gate_summary(record),
             # the tickets as a table when few, else counted by what this decision did to them
             "tickets": {
@@ -157,6 +133,23 @@ def stage_sections(
         if spec.loaded.section is not None:
             out |= spec.loaded.section(records.get(name), gates)
     return out
+
+
+def environment() -> jinja2.Environment:
+    """The template's environment: `QUALIFY_TEMPLATES` (else the installed templates), then each
+    stage's partial as `stage/<name>`."""
+    where = os.environ.get("QUALIFY_TEMPLATES")
+    loader = jinja2.FileSystemLoader(Path(where) if where else assets.templates_dir())
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader([loader, jinja2.FunctionLoader(_partial)]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,  # markdown, not HTML
+    )
+    env.filters.update(num=number, dur=duration, value=quantity, cell=table_cell)
+    return env
 
 
 def render(view: RunView, record: DecisionRecord, alias: AliasView | None = None) -> str:

@@ -5,29 +5,23 @@ the effective policy."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 
 from qualify.evidence.store import RunDir
 from qualify.identity.record import Record as IdentityRecord
 from qualify.present import sections
-from qualify.present.reading import record_of
+from qualify.present.reading import RunView, record_of
 from qualify.present.record import DecisionRecord
 from qualify.present.sections import as_dict, as_list
 from qualify.present.wording import number
-from qualify.records import StageRecord
 from qualify.trust.house import PolicyRules
 from qualify.vram.record import Record as VramRecord
 
 
-def context(
-    run: RunDir,
-    record: DecisionRecord,
-    info: Mapping[str, object],  # raw run.json
-    records: Mapping[str, StageRecord],
-) -> dict[str, object]:
+def context(view: RunView, record: DecisionRecord) -> dict[str, object]:
     """The document's `hardware` (GPU, driver and CUDA as the vram record holds them; CPU from
     run.json, else the record; the engine and its build as identity pinned and saw them), the
     launch command, the provenance (`prov`) and the effective policy in a few lines."""
+    run, info, records = view.run, view.info, view.records()
     vram = record_of(records, "vram", VramRecord)
     hw = vram.hardware if vram is not None else None
     cpus = (info.get("cpu"), hw.cpu_model if hw is not None else None)
@@ -45,6 +39,7 @@ def context(
         )
         engine = f"{pins.engine or 'engine not recorded'} build {build or 'not recorded'}"
     git, h = as_dict(info.get("git")), record.house
+    source = f"`{h.root}` at commit {(h.commit or 'none')[:12]}" if h.root else "built-in defaults"
     return {
         "hardware": [
             f"GPU: {_gpu(vram)}",
@@ -66,9 +61,7 @@ def context(
             "repository": git.get("repository") or "not in a git repository",
         },
         "policy": {
-            "source": f"`{h.root}` at commit {(h.commit or 'none')[:12]}"
-            if h.root
-            else "built-in defaults",
+            "source": source,
             "house_sha256": h.policy_sha256,
             "tightened": h.policy_sha256 != record.policy_sha256,
             "lines": PolicyRules.model_validate(record.policy).lines(),

@@ -12,14 +12,13 @@ from typing import TypedDict
 from qualify.ab import section as ab_section
 from qualify.ab.record import Fidelity as LanesFidelity
 from qualify.ab.record import Record as AbRecord
-from qualify.capacity.record import Record as CapacityRecord
 from qualify.decision import causes
 from qualify.decision.alias_view import AliasView
 from qualify.decision.blockers import FIRST_SCREEN_CAUSES, exit_text
 from qualify.decision.derive import NOT_QUALIFIED, stop_reason
 from qualify.evidence.store import RunDir
 from qualify.httpclient.timing import FidelitySummary
-from qualify.present.reading import record_of
+from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord, GateOutcome, StageOutcome
 from qualify.present.wording import LINE_MAX, number, quantity, short
 from qualify.records import StageRecord, Verdict
@@ -63,11 +62,8 @@ def scope(record: DecisionRecord, stages: Mapping[str, StageOutcome]) -> str:
         shown.append(name)
     out = f"Evidence: {', '.join(shown) or 'no stage ran'}"
     why: dict[str, list[str]] = {}
-    for n in stage_names():
-        if n not in ran:
-            why.setdefault(stages[n].why_not or "not run" if n in stages else "not run", []).append(
-                n
-            )
+    for n in (n for n in stage_names() if n not in ran):
+        why.setdefault((stages[n].why_not if n in stages else None) or "not run", []).append(n)
     gone = "; ".join(f"{', '.join(names)} ({reason})" for reason, names in why.items())
     return out + (f"; not run: {gone}." if gone else "; every stage ran.")
 
@@ -128,29 +124,6 @@ def outcome(
     }
 
 
-def alias_text(view: AliasView, records: Mapping[str, StageRecord]) -> str:
-    """The alias this decision gates and what it points at now (the house table, read once by
-    `qualify.decision.alias_view.alias_view` and handed in as a value)."""
-    if view.name is None:
-        return "gates no production alias: the candidate names none"
-    name, target = view.name, view.target
-    if view.error is not None:
-        why = short(view.error, 80)
-        return f"gates `{name}`; the house alias table could not be read ({why})"
-    if view.house:
-        if not target:
-            return f"gates `{name}`, which points at nothing yet"
-        return (
-            f"gates `{name}`, which points at {target.get('candidate')} "
-            f"(run {target.get('run_id') or 'unknown'}) now"
-        )
-    capacity = record_of(records, "capacity", CapacityRecord)
-    if capacity is not None and capacity.incumbent.candidate:
-        was = capacity.incumbent.candidate
-        return f"gates `{name}`, which pointed at {was} when capacity ran"
-    return f"gates `{name}` (no house repository given, so its alias table was not read)"
-
-
 class NotQualified(TypedDict):
     cause: str
     lines: list[str]
@@ -172,8 +145,6 @@ class Fidelity(TypedDict):
 
 
 _LOG = re.compile(r"; log: ([^;]+)")
-
-
 _QUOTED = re.compile(r"«(.*?)»")
 
 
@@ -214,17 +185,16 @@ def not_qualified(run: RunDir, record: DecisionRecord) -> NotQualified | None:
 
 
 def context(
-    run: RunDir,
+    view: RunView,
     record: DecisionRecord,
     gated: AliasView,
-    records: Mapping[str, StageRecord],
     stages: Mapping[str, StageOutcome],
     ab: AbRecord | None,
     groups: list[causes.Cause],
 ) -> dict[str, object]:
     """The first screen's words, and the closing paragraph in the seed report's shape: what to
     do with the recipe, until when, and what happens to the alias it gates (`gated`)."""
-    alias, nq = alias_text(gated, records), not_qualified(run, record)
+    alias, nq, records = gated.text, not_qualified(view.run, record), view.records()
     if nq is not None:
         closing = (
             f"Nothing was decided about {record.candidate}: the run stopped before any stage "
@@ -249,9 +219,7 @@ def context(
         "nq": nq,
         "alias": alias,
         # the diff's summary against the alias's current recipe, when there is one to show
-        "against": {"name": gated.name, **s}
-        if s.get("status") in ("compared", "unusable")
-        else None,
+        "against": {"name": gated.name, **s} if s else None,
         "figures": figures(records, gates, fid),
         "scope": scope(record, stages),
         "outcome": outcome(record, ab, groups),

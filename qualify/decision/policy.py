@@ -25,13 +25,6 @@ from qualify.trust.house import PolicyRules
 StageAttempts = list[StageView]
 
 
-def _ref(number: int, res: StageResult | None) -> AttemptRef:
-    if res is None:
-        return AttemptRef(attempt=number, status="no result", reasons=["no result.json"])
-    said = res.model_dump(include={"status", "verdict", "reasons", "started_at", "ended_at"})
-    return AttemptRef(attempt=number, **said)
-
-
 def authoritative(attempts: StageAttempts) -> StageView | None:
     finished = [a for a in attempts if a.result is not None and a.result.status == "finished"]
     return finished[-1] if finished else None
@@ -39,8 +32,13 @@ def authoritative(attempts: StageAttempts) -> StageView | None:
 
 def stage_outcome(stage: str, planned: bool, attempts: StageAttempts) -> StageOutcome:
     auth = a.result if (a := authoritative(attempts)) else None
+    kept = {"status", "verdict", "reasons", "started_at", "ended_at"}
     others = [
-        _ref(x.number, x.result) for x in attempts if auth is None or x.number != auth.attempt
+        AttemptRef(attempt=x.number, **x.result.model_dump(include=kept))
+        if x.result
+        else AttemptRef(attempt=x.number, status="no result", reasons=["no result.json"])
+        for x in attempts
+        if auth is None or x.number != auth.attempt
     ]
     if auth is None:
         n, last = (attempts[-1].number, attempts[-1].result) if attempts else (0, None)
@@ -58,7 +56,7 @@ def stage_outcome(stage: str, planned: bool, attempts: StageAttempts) -> StageOu
         planned=planned,
         ran=not skipped,
         why_not=why_not,
-        authoritative=_ref(auth.attempt, auth),
+        authoritative=AttemptRef(attempt=auth.attempt, **auth.model_dump(include=kept)),
         superseded=others,
     )
 

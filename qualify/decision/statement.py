@@ -27,7 +27,7 @@ from qualify.evidence.signing import (
     seal_envelope,
     statement,
 )
-from qualify.evidence.store import MANIFEST, RunDir, sha256_file
+from qualify.evidence.store import MANIFEST, RunDir, dumps, sha256_file
 from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord
 
@@ -49,22 +49,17 @@ def _subject(name: str, digest: str, role: str) -> Subject:
     return {"name": name, "digest": {"sha256": digest}, "annotations": {"role": role}}
 
 
-def build(view: RunView, record: DecisionRecord) -> bytes:
-    """The statement of a decision attempt whose record, document and waivers are written:
-    every file of the listing the decision read (`view`), then the attempt's own."""
-    rel = attempt_rel(record.attempt)
+def build(view: RunView, record: DecisionRecord, here: Path) -> bytes:
+    """The statement of the decision attempt `here` whose record, document and waivers are
+    written: every file of the listing the decision read (`view`), then the attempt's own."""
+    rel = here.relative_to(view.run.path).as_posix()
     subjects = [_subject(n, d, "evidence") for n, d in sorted(view.listing.files.items())]
-    for p in sorted((view.run.path / rel).iterdir()):
+    for p in sorted(here.iterdir()):
         if p.is_file() and p.name not in (STATEMENT, MANIFEST):
             role = _ROLES.get(p.name, "waiver" if p.name.startswith("waiver-") else "decision-file")
             subjects.append(_subject(f"{rel}/{p.name}", sha256_file(p), role))
     predicate = {"record": f"{rel}/decision.json"} | record.model_dump(mode="json")
-    return dump(statement(subjects, PREDICATE_TYPE, predicate))
-
-
-def dump(obj: object) -> bytes:
-    """JSON as the decision attempt keeps it (indented by one, a newline at the end)."""
-    return (json.dumps(obj, indent=1) + "\n").encode()
+    return dumps(statement(subjects, PREDICATE_TYPE, predicate))
 
 
 def payload(run: RunDir, n: int) -> bytes:
@@ -83,7 +78,7 @@ def payload(run: RunDir, n: int) -> bytes:
             body["subject"].append(
                 _subject(p.relative_to(run.path).as_posix(), sha256_file(p), role)
             )
-    return dump(body)
+    return dumps(body)
 
 
 def sign_attempt(run: RunDir, n: int, key: Ed25519PrivateKey) -> Path:

@@ -31,7 +31,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import ValidationError
@@ -78,6 +78,7 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     subjects: int = 0
+    signed: list[Subject] = field(default_factory=list)  # well-formed ones (`verify` names others)
     record: DecisionRecord | None = None
     waivers: list[WaiverCheck] = field(default_factory=list)
     view: RunView | None = None  # the run as the signed decision counted it, read once
@@ -87,40 +88,9 @@ class VerifyReport:
         return self.statement is not None and not self.problems
 
     @property
-    def predicate(self) -> dict[str, Any]:  # raw signed JSON
+    def predicate(self) -> dict[str, object]:  # raw signed JSON
         p = (self.statement or {}).get("predicate")
         return p if isinstance(p, dict) else {}
-
-    def subject_list(self) -> list[Subject]:
-        """The signed subjects (malformed ones left out; `verify` names them)."""
-        out = []
-        for s in as_list((self.statement or {}).get("subject")):
-            if not isinstance(s, dict):
-                continue
-            digest, ann = s.get("digest"), s.get("annotations")
-            sha = digest.get("sha256") if isinstance(digest, dict) else None
-            role = ann.get("role", "evidence") if isinstance(ann, dict) else "evidence"
-            if isinstance(s.get("name"), str) and isinstance(sha, str):
-                out.append(Subject(s["name"], sha, str(role)))
-        return out
-
-    def digest_of(self, name: str) -> str | None:
-        """The signed sha256 of the subject `name`, None when it is not signed."""
-        return next((s.sha256 for s in self.subject_list() if s.name == name), None)
-
-
-def _parse(payload: bytes) -> dict[str, object]:  # raw signed JSON
-    try:
-        stmt = json.loads(payload)
-    except ValueError as exc:
-        raise Refused(f"the signed payload is not JSON ({exc})") from None
-    if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
-        raise Refused(f"the signed payload is not an in-toto Statement v1 ({STATEMENT_TYPE})")
-    if stmt.get("predicateType") != PREDICATE_TYPE or not isinstance(stmt.get("subject"), list):
-        raise Refused(f"the statement is not a qualify decision ({PREDICATE_TYPE})")
-    if not isinstance(stmt.get("predicate"), dict):
-        raise Refused("the statement's predicate is not a table")
-    return stmt
 
 
 def _canonical(env: dict[str, object], raw: bytes, signer: str) -> str | None:  # raw signed JSON
@@ -151,10 +121,18 @@ def name_in_run(name: object) -> str | None:
 
 
 def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
+    raw = as_list((report.statement or {}).get("subject"))
+    for s in raw:  # the well-formed subjects first
+        digest = s.get("digest") if isinstance(s, dict) else None
+        ann = s.get("annotations") if isinstance(s, dict) else None
+        sha = digest.get("sha256") if isinstance(digest, dict) else None
+        role = ann.get("role", "evidence") if isinstance(ann, dict) else "evidence"
+        if isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(sha, str):
+            report.signed.append(Subject(s["name"], sha, str(role)))
     names: set[str] = set()
-    for s in as_list((report.statement or {}).get("subject")):
+    for s in raw:
         name = s.get("name") if isinstance(s, dict) else None
-        subs = [x for x in report.subject_list() if x.name == name]
+        subs = [x for x in report.signed if x.name == name]
         if not subs:
             report.problems.append(f"subject {str(s)[:80]}: not a name with a sha256 digest")
             continue
@@ -191,19 +169,10 @@ def _check_subjects(report: VerifyReport, run: Path) -> set[str]:
 _ATTEMPT_RE = re.compile(r"^([^/]+)/attempt-(\d+)(?:/|$)")
 
 
-def _later(rel: str, parents: set[str]) -> str | None:
-    """The attempt (`stage/attempt-NNN`) `rel` lies in, when after every one sealed of its stage."""
-    m = _ATTEMPT_RE.match(rel)
-    if m is None or m.group(0).rstrip("/") in parents:
-        return None
-    sealed = [int(x.group(2)) for p in parents if (x := _ATTEMPT_RE.match(p)) and x[1] == m[1]]
-    return m.group(0).rstrip("/") if int(m.group(2)) > max(sealed, default=0) else None
-
-
 def _check_exact(report: VerifyReport, run: Path, names: set[str]) -> None:
     """Nothing in the run but what the decision sealed (and decision envelopes): a file, a
     directory or a link added anywhere is named; a whole attempt added after the decision (a
-    stage run again, a later decision) is noted, not refused."""
+    stage run again, a later decision) is noted, not refused; the record's manifest signed."""
     found: dict[str, str] = {}  # every entry under the run, links not followed: {rel: kind}
     stack = [run]
     while stack:
@@ -228,35 +197,44 @@ def _check_exact(report: VerifyReport, run: Path, names: set[str]) -> None:
             else:
                 report.problems.append(f"{rel}: not a plain file or directory")
     parents = {p.as_posix() for n in names for p in Path(n).parents if p.as_posix() != "."}
-    later = {a for rel in found if (a := _later(rel, parents)) is not None}
-    stages = {a.split("/", 1)[0] for a in later}
+    later: dict[str, str] = {}  # each entry in an attempt after every one sealed of its stage
+    for rel in found:
+        m = _ATTEMPT_RE.match(rel)
+        if m is None or m.group(0).rstrip("/") in parents:
+            continue
+        sealed = [int(x[2]) for p in parents if (x := _ATTEMPT_RE.match(p)) and x[1] == m[1]]
+        if int(m.group(2)) > max(sealed, default=0):
+            later[rel] = m.group(0).rstrip("/")  # `stage/attempt-NNN`
+    stages = {a.split("/", 1)[0] for a in later.values()}
     for rel, kind in sorted(found.items()):
         if kind == "file" and (rel in names or ENVELOPE_RE.match(rel)):
             continue
         if kind == "dir" and (rel in parents or rel == "decision" or rel in stages):
             continue
-        if _later(rel, parents) is not None:
+        if rel in later:
             continue
         what = "a file" if kind == "file" else "a directory"
         report.problems.append(f"{rel}: {what} this decision did not seal (added after it)")
     report.notes += [
-        f"{a}: an attempt added after this decision (not sealed by it)" for a in sorted(later)
+        f"{a}: an attempt added after this decision (not sealed by it)"
+        for a in sorted(set(later.values()))
     ]
+    rec = str(report.predicate.get("record", ""))
+    if rec and f"{Path(rec).parent}/{MANIFEST}" not in names:
+        report.problems.append(f"{rec}: its attempt's manifest is not signed")
 
 
 def _signed_path(report: VerifyReport, rel: str | None, what: str) -> str | None:
     """`rel` when it names a signed subject inside the run; else a problem and None."""
     if rel is None:
         return None
-    if name_in_run(rel) is not None or report.digest_of(rel) is None:
+    if name_in_run(rel) is not None or not any(s.name == rel for s in report.signed):
         report.problems.append(f"{what} {rel!r}: not a signed file of the run")
         return None
     return rel
 
 
-def _rules(
-    record: DecisionRecord, view: RunView, copy: str | None
-) -> tuple[PolicyRules, list[str]]:
+def _rules(record: DecisionRecord, view: RunView) -> tuple[PolicyRules, list[str]]:
     """The signed effective policy, checked against the signed house rules and candidate copy.
 
     Each digest is checked over the signed table itself (canonical JSON), so a later version of
@@ -271,8 +249,8 @@ def _rules(
     if sha256_bytes(canonical(record.house.rules)) != record.house.policy_sha256:
         problems.append("the signed house rules are not the rules their digest names")
     cand = view.candidate
-    if copy is not None and cand is None:
-        problems.append(f"{copy}: the signed candidate copy is not a valid candidate")
+    if view.copy is not None and cand is None:
+        problems.append(f"{view.copy}: the signed candidate copy is not a valid candidate")
     try:
         derived = effective(house, cand.policy if cand else Policy())
     except BadInput as exc:
@@ -296,30 +274,21 @@ def _waivers(
     """Every waiver judged again from its signed copy, with the house's pinned approver keys and
     this envelope's signer; without a house, a waiver the decision accepted is a problem."""
     bind = waivers.Binding(
-        candidate=record.candidate,
-        candidate_sha256=record.candidate_sha256,
-        policy_sha256=rules.sha256,
-        decided_at=record.decided_at,
-        rules=rules.waivers,
-        run_signer=report.signer,
+        record.candidate, record.candidate_sha256, rules.sha256, record.decided_at, rules.waivers
     )
+    bind.run_signer = report.signer
     out = []
     for c in record.waivers:
-        if c.evidence is None:
-            if c.accepted:
-                report.problems.append(f"waiver {c.path}: accepted, but no signed copy in the run")
-            out.append(c)
-            continue
-        rel = _signed_path(report, f"{attempt_rel(record.attempt)}/{c.evidence}", "waiver copy")
-        if rel is None:
-            out.append(c)
-            continue
-        if keys is None:
-            if c.accepted:
-                report.problems.append(
-                    f"waiver {c.path}: the decision counts it, and its approver's key is checked "
-                    "only against the keys a house pins (pass --house)"
-                )
+        where = f"{attempt_rel(record.attempt)}/{c.evidence}"
+        rel = None if c.evidence is None else _signed_path(report, where, "waiver copy")
+        if c.evidence is None and c.accepted:
+            report.problems.append(f"waiver {c.path}: accepted, but no signed copy in the run")
+        elif rel is not None and keys is None and c.accepted:
+            report.problems.append(
+                f"waiver {c.path}: the decision counts it, and its approver's key is checked "
+                "only against the keys a house pins (pass --house)"
+            )
+        if rel is None or keys is None:
             out.append(c)
             continue
         again = waivers.judge(c.path, (run.path / rel).read_bytes(), keys, bind)
@@ -350,15 +319,15 @@ def _read(report: VerifyReport, run: RunDir) -> None:
             report.problems.append(f"{rec}: not the signed record")
     _signed_path(report, "run.json", "the run's")
     copy = _signed_path(report, record.candidate_copy, "the candidate copy")
-    signed = {s.name: s.sha256 for s in report.subject_list()}
+    signed = {s.name: s.sha256 for s in report.signed}
     listing = Listing(
-        files={s.name: s.sha256 for s in report.subject_list() if s.role == "evidence"},
+        files={s.name: s.sha256 for s in report.signed if s.role == "evidence"},
         unsealed=list(record.unsealed),
     )
     check_manifests(run, listing)
     view = read_run(run, listing, copy, signed)
     report.problems += view.problems
-    if copy and report.digest_of(copy) != view.info.get("candidate_sha256"):
+    if copy and signed[copy] != view.info.get("candidate_sha256"):
         report.problems.append(f"{copy}: not the candidate file run.json names")
     report.view = view.count(record)
 
@@ -368,9 +337,8 @@ def _rederive(report: VerifyReport, keys: list[waivers.Approver] | None) -> None
     from what it kept, under the signed policy, its waivers checked."""
     record, view = report.record, report.view
     assert record is not None and view is not None  # `_read` read both
-    copy = view.copy
-    signed = {s.name: s.sha256 for s in report.subject_list()}
-    rules, problems = _rules(record, view, copy)
+    signed = {s.name: s.sha256 for s in report.signed}
+    rules, problems = _rules(record, view)
     report.problems += problems
     from qualify.trust.rejudge import rejudge_run
 
@@ -412,7 +380,21 @@ def read_signed(
             raw = envelope_path.read_bytes()
             env = read_envelope(envelope_path)
             payload = open_envelope(env, pub)
-            report.statement = _parse(payload)
+            try:
+                stmt = json.loads(payload)
+            except ValueError as exc:
+                raise Refused(f"the signed payload is not JSON ({exc})") from None
+            if not isinstance(stmt, dict) or stmt.get("_type") != STATEMENT_TYPE:
+                raise Refused(
+                    f"the signed payload is not an in-toto Statement v1 ({STATEMENT_TYPE})"
+                )
+            if stmt.get("predicateType") != PREDICATE_TYPE or not isinstance(
+                stmt.get("subject"), list
+            ):
+                raise Refused(f"the statement is not a qualify decision ({PREDICATE_TYPE})")
+            if not isinstance(stmt.get("predicate"), dict):
+                raise Refused("the statement's predicate is not a table")
+            report.statement = stmt
         except (Refused, BadInput, OSError) as exc:
             text = exc.render() if isinstance(exc, BadInput) else str(exc)
             report.problems.append(f"{envelope_path}: {text.removeprefix('qualify: ')}")
@@ -436,11 +418,7 @@ def read_signed(
                 f"the run directory is named {run.name}, the statement names "
                 f"{report.predicate.get('run_id')}"
             )
-        names = _check_subjects(report, run)
-        _check_exact(report, run, names)
-        rec = str(report.predicate.get("record", ""))
-        if rec and f"{Path(rec).parent}/{MANIFEST}" not in names:
-            report.problems.append(f"{rec}: its attempt's manifest is not signed")
+        _check_exact(report, run, _check_subjects(report, run))
         if not report.problems:  # read only files known to be the signed ones
             _read(report, RunDir(run))
     except _HOSTILE as exc:

@@ -14,6 +14,7 @@ house pins at HEAD, never with a key the record or the waiver carries. It only e
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -32,7 +33,7 @@ from qualify.evidence.signing import (
     seal_envelope,
     sha256_bytes,
 )
-from qualify.evidence.store import utc_now
+from qualify.evidence.store import dumps, utc_now
 from qualify.present.record import WaiverCheck
 from qualify.tickets import TicketStore
 from qualify.trust.house import WaiverRules
@@ -77,8 +78,7 @@ def grant(
         "granted_at": now,
         "expires": (_time(now) + timedelta(days=days)).strftime(_TIME),
     }
-    body = (json.dumps(payload, indent=1) + "\n").encode()
-    env = seal_envelope(body, load_private(key), WAIVER_TYPE)
+    env = seal_envelope(dumps(payload), load_private(key), WAIVER_TYPE)
     return add_waiver(house, t.candidate, ticket_id, envelope_bytes(env))
 
 
@@ -99,25 +99,6 @@ class Binding:
     decided_at: str
     rules: WaiverRules
     run_signer: str | None = None  # keyid of the key that signs the decision, when known
-
-
-def _mismatch(data: dict[str, object], b: Binding) -> str | None:  # raw signed waiver JSON
-    for field, want in (
-        ("candidate", b.candidate),
-        ("candidate_sha256", b.candidate_sha256),
-        ("policy_sha256", b.policy_sha256),
-    ):
-        if data.get(field) != want:
-            return f"it binds {field} {str(data.get(field))[:16]}, this run has {str(want)[:16]}"
-    try:
-        granted, expires = _time(str(data.get("granted_at"))), _time(str(data.get("expires")))
-    except ValueError:
-        return "its grant or expiry is not a UTC time"
-    if expires <= _time(b.decided_at):
-        return f"it expired at {data.get('expires')}"
-    if expires - granted > timedelta(days=b.rules.max_days):
-        return f"it runs longer than the house's {b.rules.max_days} days"
-    return None
 
 
 def judge(label: str, raw: bytes, approvers: list[Approver], b: Binding) -> WaiverCheck:
@@ -142,21 +123,36 @@ def judge(label: str, raw: bytes, approvers: list[Approver], b: Binding) -> Waiv
             raise ValueError("its payload is not a table")
     except ValueError as exc:
         return WaiverCheck(**base, accepted=False, why=f"signature not accepted: {exc}")
-    seen = {
-        "gate": str(data.get("gate")),
-        "ticket": str(data.get("ticket")),
-        "expires": str(data.get("expires")),
-        "signer": who.name,
-        "signer_keyid": who.keyid,
-        "signer_pem": who.pub.public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        ).decode(),
-    }
+    pem = who.pub.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    seen = {k: str(data.get(k)) for k in ("gate", "ticket", "expires")}
+    seen |= {"signer": who.name, "signer_keyid": who.keyid, "signer_pem": pem.decode()}
+    bound = [("candidate", b.candidate), ("candidate_sha256", b.candidate_sha256)]
+    wrong = [(f, w) for f, w in [*bound, ("policy_sha256", b.policy_sha256)] if data.get(f) != w]
+    why: str | None = None
+    times: list[datetime] | None = None
+    with contextlib.suppress(ValueError):
+        times = [_time(str(data.get(k))) for k in ("granted_at", "expires")]
     if b.run_signer is not None and who.keyid == b.run_signer:
-        why: str | None = "signed by the key that signs the decision (a run cannot waive itself)"
-    else:
-        why = _mismatch(data, b)
+        why = "signed by the key that signs the decision (a run cannot waive itself)"
+    elif wrong:
+        field, want = wrong[0]
+        why = f"it binds {field} {str(data.get(field))[:16]}, this run has {str(want)[:16]}"
+    elif times is None:
+        why = "its grant or expiry is not a UTC time"
+    elif times[1] <= _time(b.decided_at):
+        why = f"it expired at {data.get('expires')}"
+    elif times[1] - times[0] > timedelta(days=b.rules.max_days):
+        why = f"it runs longer than the house's {b.rules.max_days} days"
     return WaiverCheck(**base, **seen, accepted=why is None, why=why or "verified")
+
+
+def judged(found: list[tuple[str, bytes]], snap: Snapshot | None, b: Binding) -> list[WaiverCheck]:
+    """The waivers `found`, judged with the approver keys the house at `snap` pins (none
+    without a house)."""
+    keys = pinned(snap, b.rules) if snap else []
+    return [judge(rel, raw, keys, b) for rel, raw in found]
 
 
 def pinned(snap: Snapshot, rules: WaiverRules) -> list[Approver]:

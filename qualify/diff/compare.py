@@ -2,20 +2,20 @@
 
 `diff(a, b)` is the whole comparison as one JSON-able document (A is the baseline, B the run
 compared with it; deltas are B - A); `exit_code` reads it (0: no regression beyond the house's
-margins, 1: a regression); `summary` is the short form the decision document shows for a
-candidate whose alias already points at a qualified recipe.
+margins, 1: a regression).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 from qualify.diff.figures import FigureDiff, compare_figures
 from qualify.diff.gates import GatesDiff, changes, compare_gates, policy_differences
 from qualify.diff.report import NAMES
-from qualify.diff.runs import Side, SideInfo
+from qualify.diff.runs import Side
+from qualify.identity.record import Record as IdentityRecord
 from qualify.present.reading import record_of
 from qualify.trust.house import PolicyRules
 from qualify.vram.record import Card
@@ -25,15 +25,22 @@ EXIT_SAME = 0
 EXIT_REGRESSION = 1
 
 
-def engine_of(side: Side) -> str | None:
-    pins = side.identity()
-    if pins.get("engine"):
-        return str(pins["engine"])
-    cand = side.view.candidate
-    return cand.identity.engine if cand else None
+class SideDoc(TypedDict):
+    """A side of the diff as its document names it."""
 
-
-class SideDoc(SideInfo):
+    label: str
+    run: str
+    run_id: str
+    candidate: str
+    decision: str
+    headline: str
+    decided_at: str
+    envelope: str | None
+    verified: bool
+    signer: str | None
+    policy_sha256: str
+    stages: list[str]
+    notes: list[str]
     engine: str | None
     hardware: str
 
@@ -67,43 +74,65 @@ class Doc(TypedDict):
     regressed: bool
 
 
-class Summary(TypedDict):
-    against: str
-    regressed: bool
-    lines: list[str]
-    regressions: list[str]
+class About(NamedTuple):
+    """A side as the document names it, the cards the VRAM stage saw, the CPU model run.json
+    names and the identity stage's pins (their JSON form; nothing when it left no record)."""
+
+    doc: SideDoc
+    cards: list[Card]
+    cpu: str | None
+    pins: dict[str, object]
 
 
-def _hardware(side: Side) -> tuple[list[Card], str | None, str]:
-    """The cards the VRAM stage saw, the CPU model run.json names, and both in words."""
-    vram = record_of(side.records, "vram", VramRecord)
+def about(side: Side) -> About:
+    rec, records, cand = side.record, side.records, side.view.candidate
+    ident = record_of(records, "identity", IdentityRecord)
+    pins = ident.pins.model_dump(mode="json") if ident else {}
+    engine = str(pins["engine"]) if pins.get("engine") else None
+    vram = record_of(records, "vram", VramRecord)
     cards = vram.cards if vram else []
-    cpu = side.info.get("cpu")
+    cpu = side.view.info.get("cpu")
     cpu = cpu if isinstance(cpu, dict) else {}
     names = Counter(f"{c.name} ({c.total_mib:,.0f} MiB)" if c.total_mib else c.name for c in cards)
     parts = [f"{n} x {label}" for label, n in names.items()]
     if cpu:
         parts.append(f"CPU {cpu.get('model')} ({cpu.get('cores')} cores)")
-    model = cpu.get("model")
-    return cards, str(model) if model else None, ", ".join(parts) or "not recorded"
+    doc: SideDoc = {
+        "label": side.label,
+        "run": str(side.run.path),
+        "run_id": side.run.run_id,
+        "candidate": rec.candidate,
+        "decision": rec.decision,
+        "headline": rec.headline,
+        "decided_at": rec.decided_at,
+        "envelope": str(side.envelope) if side.envelope else None,
+        "verified": side.verified,
+        "signer": side.signer,
+        "policy_sha256": rec.policy_sha256,
+        "stages": list(side.view.stages),
+        "notes": side.notes,
+        "engine": engine or (cand.identity.engine if cand else None),
+        "hardware": ", ".join(parts) or "not recorded",
+    }
+    return About(doc, cards, str(cpu["model"]) if cpu.get("model") else None, pins)
 
 
-def run_reasons(a: Side, b: Side) -> tuple[list[str], list[str]]:
+def run_reasons(a: About, b: About) -> tuple[list[str], list[str]]:
     """(why no figure of the two runs is comparable, notes): another engine or hardware."""
     reasons, notes = [], []
-    ea, eb = engine_of(a), engine_of(b)
+    ea, eb = a.doc["engine"], b.doc["engine"]
     if ea and eb and ea != eb:
         reasons.append(f"the engine differs ({ea} in A, {eb} in B)")
-    (ca, cpu_a, text_a), (cb, cpu_b, text_b) = _hardware(a), _hardware(b)
-    cards_a = sorted((c.name, c.total_mib) for c in ca)
-    cards_b = sorted((c.name, c.total_mib) for c in cb)
-    if ca and cb and cards_a != cards_b:
+    cards_a = sorted((c.name, c.total_mib) for c in a.cards)
+    cards_b = sorted((c.name, c.total_mib) for c in b.cards)
+    if a.cards and b.cards and cards_a != cards_b:
+        text_a, text_b = a.doc["hardware"], b.doc["hardware"]
         reasons.append(f"the hardware differs ({text_a} in A, {text_b} in B)")
-    elif bool(ca) != bool(cb):
-        reasons.append(f"the hardware differs (GPU cards seen in {'A' if ca else 'B'} only)")
-    if cpu_a and cpu_b and cpu_a != cpu_b:
-        reasons.append(f"the CPU differs ({cpu_a} in A, {cpu_b} in B)")
-    if not ca and not cb and not (cpu_a and cpu_b):
+    elif bool(a.cards) != bool(b.cards):
+        reasons.append(f"the hardware differs (GPU cards seen in {'A' if a.cards else 'B'} only)")
+    if a.cpu and b.cpu and a.cpu != b.cpu:
+        reasons.append(f"the CPU differs ({a.cpu} in A, {b.cpu} in B)")
+    if not a.cards and not b.cards and not (a.cpu and b.cpu):
         notes.append("the hardware is not recorded in both runs: assumed the same")
     return reasons, notes
 
@@ -122,7 +151,8 @@ def diff(a: Side, b: Side) -> Doc:
     """The comparison of B against A as one document (see module docstring)."""
     policy = policy_differences(a.record.policy, b.record.policy)
     gates = compare_gates(a.record.evaluation.gates, b.record.evaluation.gates, policy)
-    reasons, notes = run_reasons(a, b)
+    sa, sb = about(a), about(b)
+    reasons, notes = run_reasons(sa, sb)
     # the house's margin for a figure: the smaller of the two policies' when they differ, so a
     # loosened policy never hides a regression
     ma, mb = (PolicyRules.model_validate(s.record.policy).thresholds for s in (a, b))
@@ -146,11 +176,11 @@ def diff(a: Side, b: Side) -> Doc:
         decision = f"the decision went from promote to {b.record.decision}"
     return {
         "version": 1,
-        "a": SideDoc(**a.describe(), engine=engine_of(a), hardware=_hardware(a)[2]),
-        "b": SideDoc(**b.describe(), engine=engine_of(b), hardware=_hardware(b)[2]),
+        "a": sa.doc,
+        "b": sb.doc,
         "policy": {"same": not policy, "differences": policy},
         # the identity pins that differ: what the two recipes changed
-        "recipe_changes": changes(_flat(a.identity()), _flat(b.identity())),
+        "recipe_changes": changes(_flat(sa.pins), _flat(sb.pins)),
         "margin_pct": margin,
         "margin_source": margin_source,
         "not_comparable": reasons,
@@ -168,29 +198,3 @@ def diff(a: Side, b: Side) -> Doc:
 
 def exit_code(doc: Doc) -> int:
     return EXIT_REGRESSION if doc["regressed"] else EXIT_SAME
-
-
-def summary(doc: Doc) -> Summary:
-    """The few lines a decision shows: against what, regressed or not, and every regression."""
-    reg = doc["regressions"]
-    counts = doc["gates"]["counts"]
-    compared = sum(
-        1 for f in doc["figures"] if f["comparable"] for m in f["measures"].values() if m["ci95"]
-    )
-    lines = [
-        f"against {doc['a']['candidate']} (run {doc['a']['run_id']}, {doc['a']['headline']})",
-        f"gates: {counts.get('regressed', 0)} pass -> fail, {counts.get('fixed', 0)} fail -> "
-        f"pass, {counts.get('new', 0)} new, {counts.get('removed', 0)} removed",
-        f"figures: {compared} compared with an interval, {len(reg['figures'])} beyond the "
-        f"{doc['margin_pct']:g}% margin",
-    ]
-    if doc["not_comparable"]:
-        lines.append("not comparable: " + "; ".join(doc["not_comparable"]))
-    return {
-        "against": doc["a"]["run_id"],
-        "regressed": doc["regressed"],
-        "lines": lines,
-        "regressions": ([reg["decision"]] if reg["decision"] else [])
-        + [f"gate {g}: pass -> fail" for g in reg["gates"]]
-        + reg["figures"],
-    }

@@ -34,23 +34,18 @@ Z95 = NormalDist().inv_cdf(0.975)
 # --- intervals -------------------------------------------------------------------------------
 
 
-def wilson(s: float, n: float, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion s/n."""
-    p = s / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, mid - half), min(1.0, mid + half)
-
-
 def newcombe(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float] | None:
-    """95% interval of p_b - p_a (Newcombe's hybrid score method); None without trials."""
-    (sa, na), (sb, nb) = a, b
-    if na <= 0 or nb <= 0:
+    """95% interval of p_b - p_a (Newcombe's hybrid score method, from the Wilson score interval
+    of each proportion); None without trials."""
+    if a[1] <= 0 or b[1] <= 0:
         return None
-    pa, pb = sa / na, sb / nb
-    la, ua = wilson(sa, na)
-    lb, ub = wilson(sb, nb)
+    wilson = []  # (p, low, high) of each proportion
+    for s, n in (a, b):
+        p, den = s / n, 1 + Z95 * Z95 / n
+        mid = (p + Z95 * Z95 / (2 * n)) / den
+        half = Z95 * math.sqrt(p * (1 - p) / n + Z95 * Z95 / (4 * n * n)) / den
+        wilson.append((p, max(0.0, mid - half), min(1.0, mid + half)))
+    (pa, la, ua), (pb, lb, ub) = wilson
     d = pb - pa
     return d - math.sqrt((pb - lb) ** 2 + (ua - pa) ** 2), d + math.sqrt(
         (ub - pb) ** 2 + (pa - la) ** 2

@@ -3,7 +3,7 @@
 A side is read only after `qualify.decision.verify.verify` accepts its envelope (signature,
 every subject re-hashed, the verdict derived again): the figures compared come from the result
 files of the attempts the signed decision names, which verification has just re-hashed. The run
-being decided right now (no envelope yet) is a side too (`unsigned`), for the decision document.
+being decided right now (no envelope yet) is a side too, for the decision document.
 """
 
 from __future__ import annotations
@@ -14,35 +14,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypedDict
 
 from qualify.errors import BadInput
 from qualify.evidence.signing import sha256_bytes
 from qualify.evidence.store import RunDir, sha256_file
-from qualify.identity.record import Record as IdentityRecord
-from qualify.present.reading import RunView, record_of
+from qualify.present.reading import RunView
 from qualify.present.record import DecisionRecord
 from qualify.records import StageRecord
 
 _ENVELOPE = re.compile(r"^attempt-(\d{3,})\.dsse\.json$")
-
-
-class SideInfo(TypedDict):
-    """A side of the diff as its document names it."""
-
-    label: str
-    run: str
-    run_id: str
-    candidate: str
-    decision: str
-    headline: str
-    decided_at: str
-    envelope: str | None
-    verified: bool
-    signer: str | None
-    policy_sha256: str
-    stages: list[str]
-    notes: list[str]
 
 
 @dataclass
@@ -66,39 +46,8 @@ class Side:
         return self.view.run
 
     @property
-    def info(self) -> Mapping[str, object]:  # raw run.json
-        return self.view.info
-
-    @property
-    def stages(self) -> list[str]:
-        """The stages whose authoritative attempt left a result."""
-        return list(self.view.stages)
-
-    @property
     def records(self) -> dict[str, StageRecord]:
         return self.view.records()
-
-    def identity(self) -> dict[str, object]:
-        """The identity stage's pins (their JSON form), or nothing when it left no record."""
-        rec = record_of(self.records, "identity", IdentityRecord)
-        return rec.pins.model_dump(mode="json") if rec else {}
-
-    def describe(self) -> SideInfo:
-        return {
-            "label": self.label,
-            "run": str(self.run.path),
-            "run_id": self.run.run_id,
-            "candidate": self.record.candidate,
-            "decision": self.record.decision,
-            "headline": self.record.headline,
-            "decided_at": self.record.decided_at,
-            "envelope": str(self.envelope) if self.envelope else None,
-            "verified": self.verified,
-            "signer": self.signer,
-            "policy_sha256": self.record.policy_sha256,
-            "stages": self.stages,
-            "notes": self.notes,
-        }
 
 
 def locate(ref: Path, action: str = "compared") -> tuple[Path, Path]:
@@ -123,13 +72,6 @@ def locate(ref: Path, action: str = "compared") -> tuple[Path, Path]:
     if ref.is_file():
         return ref, ref.resolve().parent.parent
     raise BadInput(f"{ref} does not exist", [f"RUN: expected a run directory or envelope ({ref})"])
-
-
-def unsigned(label: str, view: RunView, record: DecisionRecord) -> Side:
-    """The run being decided, with the record the decision derives (not signed yet)."""
-    return Side(
-        label, view, record, notes=["the run being decided: its decision is not signed yet"]
-    )
 
 
 def alias_target(table: Path, name: str) -> Mapping[str, object]:  # raw TOML table entry

@@ -12,10 +12,10 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from qualify.evidence.store import RunDir
+from qualify.present.reading import RunView, StageView
 from qualify.records import StageRecord
 from qualify.registry import specs
 
@@ -59,17 +59,16 @@ def num(v: object) -> float | None:
 
 
 def plan(
-    run: RunDir,
-    records: Mapping[str, StageRecord],
-    dirs: dict[str, Path] | None = None,
+    run: RunDir, records: Mapping[str, StageRecord], stages: Mapping[str, StageView] | None = None
 ) -> list[Plot]:
     """Every plot of the decision, with its points: each registered stage's `plots` (its spec's
-    parts) plans its own from the stage's typed record (None when the stage has none); `dirs`
-    maps a stage to its authoritative attempt (older runs kept the VRAM series there)."""
+    parts) plans its own from the stage's typed record (None when the stage has none) and its
+    authoritative attempt in `stages` (older runs kept the VRAM series there)."""
     out: list[Plot] = []
     for name, spec in specs().items():
         if spec.loaded.plots is not None:
-            out += spec.loaded.plots(run, records.get(name), (dirs or {}).get(name))
+            got = (stages or {}).get(name)
+            out += spec.loaded.plots(run, records.get(name), got.dir if got else None)
     return out
 
 
@@ -131,6 +130,6 @@ def draw(plot: Plot) -> bytes:
     return buf.getvalue()
 
 
-def drawn(plots: list[Plot]) -> list[tuple[str, bytes]]:
-    """Name and PNG of every plot that has points."""
-    return [(p.name, draw(p)) for p in plots if not p.empty]
+def drawn(view: RunView) -> list[tuple[str, bytes]]:
+    """Name and PNG of every plot of the run as a decision counted it (`view`) that has points."""
+    return [(p.name, draw(p)) for p in plan(view.run, view.records(), view.stages) if not p.empty]

@@ -10,11 +10,7 @@ from dataclasses import dataclass, field
 from qualify.present.record import GateOutcome
 
 CELL_MAX = 120
-
-
 LINE_MAX = 160
-
-
 UP = "../../"  # from decision/attempt-NNN/ to the run directory
 
 

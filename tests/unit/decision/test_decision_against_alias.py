@@ -63,7 +63,8 @@ def test_an_alias_on_a_qualified_run_shows_the_diff_summary(unpacked: Path, tmp_
     view = alias_view(
         run_view(run, rec), rec, _house(tmp_path, unpacked / ROOMY), unpacked / "evidence"
     )
-    assert view.name == "demo-chat-gpu" and view.summary["status"] == "compared", view
+    assert view.summary is not None and view.summary["status"] == "compared", view
+    assert view.name == "demo-chat-gpu"
     text = document.render(run_view(run, rec), rec, view)
     part = text.split(PART, 1)[1].split("\n## ", 1)[0]
     assert "`demo-chat-gpu` now serves run 20261203T075044Z-b0366f" in part
@@ -79,7 +80,7 @@ def test_an_alias_on_a_qualified_run_shows_the_diff_summary(unpacked: Path, tmp_
 def test_no_alias_target_shows_no_part(unpacked: Path, tmp_path: Path) -> None:
     run, rec = _tight(unpacked)
     view = alias_view(run_view(run, rec), rec, _house(tmp_path, None))
-    assert view.summary["status"] == "none" and view.target is None
+    assert view.summary is None and view.target is None
     text = document.render(run_view(run, rec), rec, view)
     assert PART not in text
     assert "gates `demo-chat-gpu`, which points at nothing yet" in text
@@ -94,7 +95,7 @@ def test_an_alias_that_cannot_be_verified_says_why(unpacked: Path, tmp_path: Pat
     view = alias_view(
         run_view(run, rec), rec, _house(tmp_path, unpacked / ROOMY), tmp_path / "elsewhere"
     )
-    assert view.summary["status"] == "unusable"
+    assert view.summary is not None and view.summary["status"] == "unusable"
     part = document.render(run_view(run, rec), rec, view).split(PART, 1)[1]
     assert "Not compared with `demo-chat-gpu`'s current recipe: the qualification behind" in part
 
@@ -119,7 +120,7 @@ def test_an_alias_target_whose_evidence_changed_is_not_compared(
     f = roomy / "vram" / "attempt-001" / "result.json"
     f.write_text(f.read_text().replace('"pass"', '"fail"', 1))
     view = alias_view(run_view(run, rec), rec, house, tmp_path / "evidence")
-    assert view.summary["status"] == "unusable", view.summary
+    assert view.summary is not None and view.summary["status"] == "unusable", view.summary
     assert "vram/attempt-001/result.json: changed" in view.summary["why"], view.summary["why"]
 
 
@@ -133,5 +134,5 @@ def test_an_alias_target_signed_by_a_key_the_house_does_not_pin_is_not_compared(
     unpin(house, "decision", "gpu", "the test pins another key instead")
     pin(house, "decision", other.with_suffix(".pub"), "other", "a key that signed nothing here")
     view = alias_view(run_view(run, rec), rec, house, unpacked / "evidence")
-    assert view.summary["status"] == "unusable", view.summary
+    assert view.summary is not None and view.summary["status"] == "unusable", view.summary
     assert "does not verify" in view.summary["why"], view.summary["why"]

@@ -22,10 +22,11 @@ from qualify.decision import document
 from qualify.decision.conclude import conclude, latest, setup
 from qualify.decision.render import preview
 from qualify.decision.statement import attempt_rel, envelope_path, sign_attempt
+from qualify.evidence.listing import Listing
 from qualify.evidence.signing import keyid
 from qualify.evidence.store import RunDir
 from qualify.present import plots, wording
-from qualify.present.reading import run_view
+from qualify.present.reading import RunView, run_view
 from qualify.present.record import DecisionRecord
 from qualify.records import Verdict
 
@@ -50,7 +51,7 @@ def _preview_with_plots(run: RunDir) -> tuple[DecisionRecord, str]:
     record = preview(run, setup(None))
     here = run.path / attempt_rel(record.attempt)
     here.mkdir(parents=True)
-    for name, png in plots.drawn(document.plot_plan(run_view(run, record))):
+    for name, png in plots.drawn(run_view(run, record)):
         (here / name).write_bytes(png)
     return record, document.render(run_view(run, record), record)
 
@@ -227,7 +228,8 @@ def test_a_long_reason_is_one_short_line() -> None:
 
 def test_plots_show_the_figures_of_the_tables(roomy: tuple[RunDir, DecisionRecord, str]) -> None:
     run, record, text = roomy
-    by_name = {p.name: p for p in document.plot_plan(run_view(run, record))}
+    view = run_view(run, record)
+    by_name = {p.name: p for p in plots.plan(run, view.records(), view.stages)}
     data = {
         s: json.loads((run.path / s / "attempt-001" / "result.json").read_text())["data"]
         for s in ("context", "ab", "vram")
@@ -288,7 +290,7 @@ def test_capacity_plot_points_are_the_matrix() -> None:
 def test_no_data_no_plot() -> None:
     plan = plots.plan(RunDir(Path("/nonexistent/x/y")), {})
     assert all(p.empty for p in plan)
-    assert plots.drawn(plan) == []
+    assert plots.drawn(RunView(RunDir(Path("/nonexistent/x/y")), Listing())) == []
 
 
 def test_many_blocking_gates_come_down_to_their_causes(

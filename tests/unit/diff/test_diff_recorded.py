@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from qualify.cli import main
-from qualify.decision.alias_view import verified
+from qualify.decision.alias_view import alias_view, summary, verified
 from qualify.decision.conclude import setup
 from qualify.decision.render import preview
-from qualify.diff.compare import diff, exit_code, summary
+from qualify.diff.compare import diff, exit_code
 from qualify.diff.report import markdown
-from qualify.diff.runs import Side, unsigned
+from qualify.diff.runs import Side
 from qualify.errors import BadInput
 from qualify.evidence.signing import load_public
 from qualify.evidence.store import RunDir
@@ -47,14 +47,14 @@ def _side(label: str, path: Path) -> Side:
     """A recorded run read with the record it signed (no verification: the logic alone)."""
     run = RunDir(path)
     rec = DecisionRecord.model_validate(run.read_json("decision/attempt-001/decision.json"))
-    return unsigned(label, run_view(run, rec), rec)
+    return Side(label, run_view(run, rec), rec)
 
 
 def _derived(label: str, path: Path) -> Side:
     """A run recorded by an older version, its record derived again now (as `render` does)."""
     run = RunDir(path)
     rec = preview(run, setup(None))
-    return unsigned(label, run_view(run, rec), rec)
+    return Side(label, run_view(run, rec), rec)
 
 
 def _figure(doc: dict[str, Any], group: str, cell: str) -> dict[str, Any]:
@@ -138,7 +138,7 @@ def test_published_runs_verify_before_they_are_compared(unpacked: Path) -> None:
     assert side.verified and side.signer
     assert side.envelope == unpacked / ROOMY / "decision" / "attempt-001.dsse.json"
     assert {"identity", "context", "ab", "capacity", "vram"} <= set(side.records)
-    assert set(side.records) == set(side.stages), "every stage's data reads into its record"
+    assert set(side.records) == set(side.view.stages), "every stage's data reads into its record"
 
 
 def test_a_doctored_run_is_refused_by_verification(unpacked: Path, tmp_path: Path) -> None:
@@ -183,7 +183,7 @@ def _alias_house(tmp: Path, run: Path, digest: str | None = None) -> Path:
     pin(house, "decision", KEY, "gpu", "the GPU session signed the published runs")
     env = run / "decision" / "attempt-001.dsse.json"
     (house / "aliases.toml").write_text(
-        'version = 1\n\n[aliases."gpu-chat"]\n'
+        'version = 1\n\n[aliases."demo-chat-gpu"]\n'
         f'candidate = "smollm2-135m-gpu-roomy"\nrun_id = "{run.name}"\n'
         f'decision_sha256 = "{digest or sha256_file(env)}"\n'
     )
@@ -193,24 +193,19 @@ def _alias_house(tmp: Path, run: Path, digest: str | None = None) -> Path:
 def test_the_decision_summary_against_the_alias(unpacked: Path, tmp_path: Path) -> None:
     """A decision of the tight run, its alias pointing at the roomy run: the summary names the
     roomy run, says it regressed, and lists the gates that broke."""
-    from qualify.decision.alias_view import decision_summary
-
     house = _alias_house(tmp_path, unpacked / ROOMY)
     side = _side("B", unpacked / TIGHT)
-    s = decision_summary(side.view, side.record, "gpu-chat", house, unpacked / "evidence")
-    assert s["status"] == "compared", s
+    s = alias_view(side.view, side.record, house, unpacked / "evidence").summary
+    assert s is not None and s["status"] == "compared", s
     assert s["against"] == "20261203T075044Z-b0366f" and s["regressed"]
     assert "gate vram/reserve@0: pass -> fail" in s["regressions"]
-    assert decision_summary(side.view, side.record, None, house)["status"] == "none"
-    assert decision_summary(side.view, side.record, "other", house)["status"] == "none"
 
 
 def test_the_decision_summary_when_the_alias_cannot_be_verified(
     unpacked: Path, tmp_path: Path
 ) -> None:
-    from qualify.decision.alias_view import decision_summary
-
     house = _alias_house(tmp_path, unpacked / ROOMY, digest="0" * 64)
     side = _side("B", unpacked / TIGHT)
-    s = decision_summary(side.view, side.record, "gpu-chat", house, unpacked / "evidence")
+    s = alias_view(side.view, side.record, house, unpacked / "evidence").summary
+    assert s is not None
     assert s["status"] == "unusable" and "not under" in s["why"], s
