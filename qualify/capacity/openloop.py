@@ -76,6 +76,19 @@ def harness_lag(lag: Mapping[str, object], bound_ms: float) -> str | None:
     return None
 
 
+def window(sent: list[Sent], ended: float) -> float | None:
+    """The cell's window: to the last answer's end from the start, or, with a request
+    unfinished, `ended` (the time the cell ran)."""
+    if any(s.unfinished for s in sent):
+        return ended
+    ends = [
+        s.sent_s + s.exchange.t_end
+        for s in sent
+        if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
+    ]
+    return max(ends, default=None)
+
+
 async def _ticker(out: list[float]) -> None:
     while True:
         t = time.perf_counter()
@@ -194,12 +207,7 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
                     s.unfinished = "never sent: stopped early"
                 elif tasks[i] in pending:
                     s.unfinished = why
-            # the window: to the last answer's end, or to now where a request did not finish
-            answered = [(s.sent_s, s.exchange.t_end) for s in sent if s.exchange is not None]
-            ends = [at + end for at, end in answered if at is not None and end is not None]
-            unfinished = any(s.unfinished for s in sent)
-            window = time.perf_counter() - t0 if unfinished else max(ends, default=None)
-            return OpenLoopRun(sent, t0, window, oversleep)
+            return OpenLoopRun(sent, t0, window(sent, time.perf_counter() - t0), oversleep)
         finally:
             for task in tasks.values():
                 task.cancel()

@@ -200,16 +200,3 @@ def merge(
             if s.exchange is not None:
                 s.unfinished = None
     return sent
-
-
-def window(sent: list[Sent], ended: float) -> float | None:
-    """As one process: last response end from the start, or, with a request unfinished, the time
-    the cell ran."""
-    if any(s.unfinished for s in sent):
-        return ended
-    ends = [
-        s.sent_s + s.exchange.t_end
-        for s in sent
-        if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
-    ]
-    return max(ends) if ends else None
