@@ -109,7 +109,7 @@ async def measured(
     tally: dict[str, object] = {
         "window_s": run.window_s,
         "lag": lag,
-        "harness_error": harness_lag(lag.model_dump(), lag_bound_ms),
+        "harness_error": harness_lag(lag, lag_bound_ms),
         "energy": energy,
         "streams": trimmed(streams),
     }

@@ -10,7 +10,7 @@ import contextlib
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from qualify.capacity.loads import Lag
@@ -66,11 +66,11 @@ class OpenLoopRun:
         )
 
 
-def harness_lag(lag: Mapping[str, object], bound_ms: float) -> str | None:
+def harness_lag(lag: Lag, bound_ms: float) -> str | None:
     """Why the client, not the server, fell behind in a cell; None when it kept up."""
     for key in ("send_lag_ms_p99", "loop_oversleep_ms_p99"):
-        v = lag.get(key)
-        if isinstance(v, int | float) and v > bound_ms:
+        v = getattr(lag, key)
+        if v is not None and v > bound_ms:
             what = "sent requests late" if key.startswith("send") else "read the server late"
             return f"the client {what}: {key} {v:.1f} ms > {bound_ms:g} ms"
     return None

@@ -139,7 +139,7 @@ def annotate(cell: dict[str, object], run: OpenLoopRun, lag_bound_ms: float) -> 
     cell["spread"] = run.spread
     why = run.harness
     for w in Spread.model_validate(run.spread).workers:
-        behind = harness_lag(w.lag.model_dump(), lag_bound_ms)
+        behind = harness_lag(w.lag, lag_bound_ms)
         if why is None and behind is not None:
             why = f"{node_text(w.model_dump())} fell behind: {behind}"
     if why is not None:

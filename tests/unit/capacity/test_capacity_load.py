@@ -15,6 +15,7 @@ import pytest
 
 from qualify.capacity import knee as knee_mod
 from qualify.capacity.answers import broken, json_prefix_ok
+from qualify.capacity.loads import Lag
 from qualify.capacity.openloop import Plan, burst, harness_lag, poisson, send
 from qualify.capacity.settings import CapacitySettings, LoadSettings
 from qualify.capacity.slo import SloSettings, effective, goodput, misses, wilson
@@ -222,10 +223,9 @@ def test_a_client_that_blocks_its_own_loop_is_a_harness_error() -> None:
             await c.aclose()
 
     run = asyncio.run(go())
-    lag = run.lag().model_dump()
-    why = harness_lag(lag, bound_ms=100.0)
+    why = harness_lag(run.lag(), bound_ms=100.0)
     assert why is not None and why.startswith("the client")
-    assert harness_lag({"send_lag_ms_p99": 5.0, "loop_oversleep_ms_p99": 2.0}, 100.0) is None
+    assert harness_lag(Lag(send_lag_ms_p99=5.0, loop_oversleep_ms_p99=2.0), 100.0) is None
 
 
 # --- the knee search's stopping rules -------------------------------------------------------
