@@ -41,7 +41,7 @@ from qualify.capacity.runs import timed_run
 from qualify.capacity.sessions import run_sessions
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective
-from qualify.capacity.soak import rss_mib, soak
+from qualify.capacity.soak import SOAK_SEED, rss_mib, soak
 from qualify.capacity.spread import around
 from qualify.capacity.trace import KEPT_TRACE, read_trace, trace_path
 from qualify.context.sizing import Counter, SizingError
@@ -203,7 +203,7 @@ class Capacity:
             duration_s=max(t.soak_duration_s, s.soak.duration_s or 0.0),
             stall_s=t.soak_stall_s,
             health_path=self.ctx.lanes.loaded[lane.name].candidate.server.health_path,
-            seed=self.seed + 7919,
+            seed=self.seed + SOAK_SEED,
             memory=memory,
             memory_source=source,
             poll_s=s.soak.poll_s,
