@@ -49,11 +49,7 @@ async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> d
     if planned is None or planned.errors or planned.clamped:
         why = f"the incumbent's window ({lane.window} tokens) cannot repeat the candidate's prompts"
         return {"status": "not run", "why": why, "cells": []}
-    n = planned.planned_tokens
-    fresh_key = (s.load.kind, n) not in lane.prompts
-    p = await cap.prompts(lane, s.load.kind, n)
-    if fresh_key:
-        await cap.warm(lane, p, f"load-{lane.name}-{n}")
+    p = await cap.load_prompts(lane, s.load.kind, planned.planned_tokens)
     drain = float(cap.slo.e2e_s or s.load.step_s) + s.load.drain_s
     cells = []
     for rate, k in steps:

@@ -137,14 +137,10 @@ class Capacity:
         out: dict[str, object] = dict(length=planned, slo=self.slo, lane=lane.name, kind=kind)
         if planned.errors:
             return Load.model_validate(out | {"error": "; ".join(planned.errors)})
-        n = planned.planned_tokens
-        fresh_key = (kind, n) not in lane.prompts
         try:
-            p = await self.prompts(lane, kind, n)
+            p = await self.load_prompts(lane, kind, planned.planned_tokens)
         except SizingError as exc:
             return Load.model_validate(out | {"error": f"sizing failed: {exc}"})
-        if fresh_key:
-            await self.warm(lane, p, f"load-{lane.name}-{n}")
         common = LaneArgs(
             kind=kind, max_tokens=s.max_tokens, slo=self.slo, lag_bound_ms=lag, meter=self.meter
         )
@@ -258,6 +254,14 @@ class Capacity:
             await p.size(planned)
             lane.prompts[key] = p
         return lane.prompts[key]
+
+    async def load_prompts(self, lane: Lane, kind: DecodeKind, n: int) -> Prompts:
+        """The open-loop prompts of `n` tokens, warmed the first time they are sized."""
+        fresh_key = (kind, n) not in lane.prompts
+        p = await self.prompts(lane, kind, n)
+        if fresh_key:
+            await self.warm(lane, p, f"load-{lane.name}-{n}")
+        return p
 
     async def warm(self, lane: Lane, p: Prompts, label: str) -> None:
         for i in range(self.s.warmups):  # each one's tokens are the rebuild's
