@@ -77,7 +77,7 @@ async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> d
 
 def held(c: OpenCell | None, floor: float) -> bool:
     """A lane's step held the rate: goodput at the floor, at pace, no harness error."""
-    return c is not None and holds(c.model_dump(), floor) and not c.harness_error
+    return c is not None and holds(c, floor) and not c.harness_error
 
 
 def versus(

@@ -320,7 +320,8 @@ def rebuild_load(
 def _knee_again(cells: Sequence[Mapping[str, object]], sealed: Knee, slo: Slo) -> Knee:
     """The knee as the search keeps it (a step that was a harness error counted as neither)."""
     floor = slo.goodput_floor
-    steps = [c for c in cells if c.get("arrival") != "burst" and not c.get("harness_error")]
+    every = [OpenCell.model_validate(c) for c in cells]
+    steps = [c for c in every if c.arrival != "burst" and not c.harness_error]
     good = next((c for c in reversed(steps) if holds(c, floor)), None)
     bad = next((c for c in reversed(steps) if not holds(c, floor)), None)
     return _knee(good, bad, sealed.stopped, slo, floor)
