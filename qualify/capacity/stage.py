@@ -218,7 +218,7 @@ class Capacity:
         except StartFailed as exc:
             out.incumbent = Edge(status="unreachable", why=str(exc), cells=[])
             return out
-        out.incumbent = Edge.model_validate(await incumbent_edge(self, lane, out, task))
+        out.incumbent = await incumbent_edge(self, lane, out, task)
         ran.append("incumbent at the candidate's edge")
         return out
 
