@@ -49,7 +49,8 @@ async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> E
     if planned is None or planned.errors or planned.clamped:
         why = f"the incumbent's window ({lane.window} tokens) cannot repeat the candidate's prompts"
         return Edge(status="not run", why=why, cells=[])
-    p = await cap.load_prompts(lane, s.load.kind, planned.planned_tokens)
+    n = planned.planned_tokens
+    p = await cap.prompts(lane, s.load.kind, n, f"load-{lane.name}-{n}")
     drain = float(cap.slo.e2e_s or s.load.step_s) + s.load.drain_s
     cells: list[OpenCell] = []
     for rate, k in steps:

@@ -138,7 +138,8 @@ class Capacity:
         if planned.errors:
             return Load.model_validate(out | {"error": "; ".join(planned.errors)})
         try:
-            p = await self.load_prompts(lane, kind, planned.planned_tokens)
+            n = planned.planned_tokens
+            p = await self.prompts(lane, kind, n, f"load-{lane.name}-{n}")
         except SizingError as exc:
             return Load.model_validate(out | {"error": f"sizing failed: {exc}"})
         common = LaneArgs(
@@ -247,21 +248,16 @@ class Capacity:
         self.lanes[name] = Lane(name, sender, counter, window, lengths, eng)
         return self.lanes[name]
 
-    async def prompts(self, lane: Lane, kind: DecodeKind, planned: int) -> Prompts:
+    async def prompts(self, lane: Lane, kind: DecodeKind, planned: int, warm: str = "") -> Prompts:
+        """The lane's prompts at `planned` tokens; warmed as `warm`, if named, once sized."""
         key = (kind, planned)
         if key not in lane.prompts:
             p = Prompts(lane.counter, kind, self.seed, self.s.max_tokenizer_counts)
             await p.size(planned)
             lane.prompts[key] = p
+            if warm:
+                await self.warm(lane, p, warm)
         return lane.prompts[key]
-
-    async def load_prompts(self, lane: Lane, kind: DecodeKind, n: int) -> Prompts:
-        """The open-loop prompts of `n` tokens, warmed the first time they are sized."""
-        fresh_key = (kind, n) not in lane.prompts
-        p = await self.prompts(lane, kind, n)
-        if fresh_key:
-            await self.warm(lane, p, f"load-{lane.name}-{n}")
-        return p
 
     async def warm(self, lane: Lane, p: Prompts, label: str) -> None:
         for i in range(self.s.warmups):  # each one's tokens are the rebuild's
