@@ -77,8 +77,7 @@ def harness_lag(lag: Lag, bound_ms: float) -> str | None:
 
 
 def window(sent: list[Sent], ended: float) -> float | None:
-    """The cell's window: to the last answer's end from the start, or, with a request
-    unfinished, `ended` (the time the cell ran)."""
+    """To the last answer's end from the start; with a request unfinished, `ended` (s)."""
     if any(s.unfinished for s in sent):
         return ended
     ends = [
