@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from qualify.capacity.knee import holds, open_cell, step_size
-from qualify.capacity.loads import Knee, Load, OpenCell
+from qualify.capacity.loads import Edge, Knee, Load, OpenCell
 from qualify.capacity.openloop import poisson
 from qualify.capacity.parts import plan_lengths
 
@@ -35,27 +35,24 @@ def edge_steps(cells: list[OpenCell], knee: Knee | None) -> list[tuple[float, in
     return out
 
 
-async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> dict[str, object]:
+async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> Edge:
     """The incumbent's steps at the candidate's edge (`load` is the candidate's search)."""
     s = cap.s
     steps = edge_steps(load.cells, load.knee)
     if not steps:
         why = "the candidate's knee search ran no step to repeat"
-        return {"status": "not run", "why": load.error or why, "cells": []}
+        return Edge(status="not run", why=load.error or why, cells=[])
     length = load.length
     planned = (
         plan_lengths([length.planned_tokens], lane.window, s.max_tokens)[0] if length else None
     )
     if planned is None or planned.errors or planned.clamped:
         why = f"the incumbent's window ({lane.window} tokens) cannot repeat the candidate's prompts"
-        return {"status": "not run", "why": why, "cells": []}
+        return Edge(status="not run", why=why, cells=[])
     n = planned.planned_tokens
-    fresh_key = (s.load.kind, n) not in lane.prompts
-    p = await cap.prompts(lane, s.load.kind, n)
-    if fresh_key:
-        await cap.warm(lane, p, f"load-{lane.name}-{n}")
+    p = await cap.prompts(lane, s.load.kind, n, f"load-{lane.name}-{n}")
     drain = float(cap.slo.e2e_s or s.load.step_s) + s.load.drain_s
-    cells = []
+    cells: list[OpenCell] = []
     for rate, k in steps:
         c = await open_cell(
             lane.sender,
@@ -72,16 +69,16 @@ async def incumbent_edge(cap: Capacity, lane: Lane, load: Load, task: Task) -> d
         c.update(
             arrival="poisson", rate_rps=rate, cell=f"{PREFIX}poisson-{rate:.4g}rps", step=k + 1
         )
-        cells.append(c)
+        cells.append(cell := OpenCell.model_validate(c))
         task.advance(
-            note=f"capacity incumbent at {rate:.3g} req/s: goodput {c['good']}/{c['requests']}"
+            note=f"capacity incumbent at {rate:.3g} req/s: goodput {cell.good}/{cell.requests}"
         )
-    return {"status": "measured", "why": None, "cells": cells}
+    return Edge(status="measured", why=None, cells=cells)
 
 
 def held(c: OpenCell | None, floor: float) -> bool:
     """A lane's step held the rate: goodput at the floor, at pace, no harness error."""
-    return c is not None and holds(c.model_dump(), floor) and not c.harness_error
+    return c is not None and holds(c, floor) and not c.harness_error
 
 
 def versus(

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NotRequired, TypedDict, Unpack
 
-from qualify.capacity.loads import Knee, LoadStream
+from qualify.capacity.loads import Knee, LoadStream, OpenCell
 from qualify.capacity.openloop import OpenLoopRun, Plan, harness_lag, poisson, send
 from qualify.capacity.runs import Meter as Meter
 from qualify.capacity.runs import StreamRec, stream_record
@@ -28,7 +28,6 @@ from qualify.serving.idle import wait_idle
 from qualify.serving.sender import Sender
 
 Fresh = Callable[[], Awaitable[Messages]]
-Cell = Mapping[str, object]  # an open-loop cell as `open_cell` writes it
 KEEP_PACE = 0.9  # the least share of the offered rate a held cell must serve (`pace`)
 
 
@@ -52,15 +51,15 @@ def pace(streams: Sequence[Mapping[str, object]]) -> float | None:
     return 1.0 / slope if slope > 0 else None
 
 
-def holds(cell: Cell, floor: float) -> bool:
+def holds(cell: OpenCell, floor: float) -> bool:
     """A cell holds: goodput at or over the floor, and the server kept pace (`KEEP_PACE`)."""
-    g, p = number(cell.get("goodput")), number(cell.get("pace"))
+    g, p = cell.goodput, cell.pace
     return g is not None and g >= floor and (p is None or p >= KEEP_PACE)
 
 
-def why_not(cell: Cell, floor: float, rate: float) -> str:
+def why_not(cell: OpenCell, floor: float, rate: float) -> str:
     """Why a cell did not hold, for the search's `stopped`."""
-    g, p = number(cell.get("goodput")), number(cell.get("pace"))
+    g, p = cell.goodput, cell.pace
     if g is not None and g >= floor and p is not None:
         return (
             f"saturated: served {p:.2f} of the offered rate at {rate:.3g} req/s "
@@ -109,7 +108,7 @@ async def measured(
     tally: dict[str, object] = {
         "window_s": run.window_s,
         "lag": lag,
-        "harness_error": harness_lag(lag.model_dump(), lag_bound_ms),
+        "harness_error": harness_lag(lag, lag_bound_ms),
         "energy": energy,
         "streams": trimmed(streams),
     }
@@ -245,12 +244,12 @@ async def search(
     floor = slo.goodput_floor
     drain = float(slo.e2e_s or s.step_s) + s.drain_s
     t0 = time.perf_counter()
-    cells: list[dict[str, object]] = []
-    good: dict[str, object] | None = None
-    bad: dict[str, object] | None = None
+    cells: list[OpenCell] = []
+    good: OpenCell | None = None
+    bad: OpenCell | None = None
     used = 0
 
-    async def step(r: float) -> dict[str, object] | str:
+    async def step(r: float) -> OpenCell | str:
         """The cell at `r` (kept as good or bad), else why the search stops: a bound, the client."""
         nonlocal used, good, bad
         if len(cells) >= s.max_steps:
@@ -265,24 +264,24 @@ async def search(
             sender, fresh, offsets, label=f"load-{name}-{r:.4g}rps", drain_s=drain, **lane
         )
         c.update(arrival=name, rate_rps=r, cell=f"{name}-{r:.4g}rps", step=len(cells) + 1)
-        cells.append(c)
-        advance(f"capacity load {r:.3g} req/s: goodput {c['good']}/{c['requests']}")
-        if c["harness_error"]:
-            return f"harness: {c['harness_error']}"
-        good, bad = (c, bad) if holds(c, floor) else (good, c)
-        return c
+        cells.append(cell := OpenCell.model_validate(c))
+        advance(f"capacity load {r:.3g} req/s: goodput {cell.good}/{cell.requests}")
+        if cell.harness_error:
+            return f"harness: {cell.harness_error}"
+        good, bad = (cell, bad) if holds(cell, floor) else (good, cell)
+        return cell
 
     rate = float(s.start_rps)
-    while isinstance(c := await step(rate), dict):
+    while isinstance(c := await step(rate), OpenCell):
         if good is not None and bad is not None:
             break  # a rate on each side of the floor
         rate = rate * s.factor if c is good else rate / s.factor
     stopped = c if isinstance(c, str) else why_not(c, floor, rate) if c is bad else ""
     if good is not None and bad is not None and not stopped.startswith("harness"):
         if not stopped:
-            stopped = f"saturated at {bad['rate_rps']:.3g} req/s (lower rates hold the floor)"
+            stopped = f"saturated at {bad.rate_rps:.3g} req/s (lower rates hold the floor)"
         for _ in range(s.refine):
-            mid = math.sqrt((number(good["rate_rps"]) or 0.0) * (number(bad["rate_rps"]) or 0.0))
+            mid = math.sqrt((good.rate_rps or 0.0) * (bad.rate_rps or 0.0))
             if isinstance(c := await step(mid), str):
                 stopped = c if c.startswith("harness") else stopped
                 break
@@ -290,7 +289,9 @@ async def search(
     return out | {"wall_s": round(time.perf_counter() - t0, 3)}
 
 
-def _knee(good: Cell | None, bad: Cell | None, stopped: str, slo: Slo, floor: float) -> Knee:
+def _knee(
+    good: OpenCell | None, bad: OpenCell | None, stopped: str, slo: Slo, floor: float
+) -> Knee:
     harness = stopped.startswith("harness")
     bounded = bad is None and not harness
     base = Knee(
@@ -300,21 +301,20 @@ def _knee(good: Cell | None, bad: Cell | None, stopped: str, slo: Slo, floor: fl
         harness_error=harness,
         slo=shown(slo),
         goodput_floor=floor,
-        first_over=number(bad.get("rate_rps")) if bad else None,
+        first_over=bad.rate_rps if bad else None,
     )
     if good is None:
         why = f"no rate met goodput {floor:.0%} under SLO {shown(slo)} ({stopped})"
         nothing = dict.fromkeys(("rate_rps", "goodput", "goodput_ci95", "goodput_rps"))
         nothing["statement"] = f"no figure: {stopped}" if harness else why
         return base.model_copy(update=nothing)
-    ci95 = good.get("goodput_ci95")
-    lo, hi = ci95 if isinstance(ci95, list) and ci95 else (None, None)
-    ci = f" (95% interval {lo:.0%}–{hi:.0%}, {good['requests']} requests)" if lo is not None else ""
+    lo, hi = good.goodput_ci95 or (None, None)
+    ci = f" (95% interval {lo:.0%}–{hi:.0%}, {good.requests} requests)" if lo is not None else ""
     at_least = "at least " if base.lower_bound else ""
     statement = (
-        f"serves {at_least}{good['rate_rps']:.3g} req/s at goodput {good['goodput']:.0%}{ci} "
+        f"serves {at_least}{good.rate_rps:.3g} req/s at goodput {good.goodput:.0%}{ci} "
         f"under SLO {shown(slo)}"
     )
-    keys = ("rate_rps", "goodput", "goodput_ci95", "goodput_rps", "goodput_rps_ci95", "requests")
-    update = {k: good[k] for k in (*keys, "cell")}
+    keys = {"rate_rps", "goodput", "goodput_ci95", "goodput_rps", "goodput_rps_ci95", "requests"}
+    update = good.model_dump(include=keys | {"cell"})
     return base.model_copy(update={**update, "statement": statement})

@@ -10,7 +10,7 @@ import contextlib
 import itertools
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from qualify.capacity.loads import Lag
@@ -66,14 +66,26 @@ class OpenLoopRun:
         )
 
 
-def harness_lag(lag: Mapping[str, object], bound_ms: float) -> str | None:
+def harness_lag(lag: Lag, bound_ms: float) -> str | None:
     """Why the client, not the server, fell behind in a cell; None when it kept up."""
     for key in ("send_lag_ms_p99", "loop_oversleep_ms_p99"):
-        v = lag.get(key)
-        if isinstance(v, int | float) and v > bound_ms:
+        v = getattr(lag, key)
+        if v is not None and v > bound_ms:
             what = "sent requests late" if key.startswith("send") else "read the server late"
             return f"the client {what}: {key} {v:.1f} ms > {bound_ms:g} ms"
     return None
+
+
+def window(sent: list[Sent], ended: float) -> float | None:
+    """To the last answer's end from the start; with a request unfinished, `ended` (s)."""
+    if any(s.unfinished for s in sent):
+        return ended
+    ends = [
+        s.sent_s + s.exchange.t_end
+        for s in sent
+        if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
+    ]
+    return max(ends, default=None)
 
 
 async def _ticker(out: list[float]) -> None:
@@ -194,12 +206,7 @@ async def send(client: Client, plan: Plan) -> OpenLoopRun:
                     s.unfinished = "never sent: stopped early"
                 elif tasks[i] in pending:
                     s.unfinished = why
-            # the window: to the last answer's end, or to now where a request did not finish
-            answered = [(s.sent_s, s.exchange.t_end) for s in sent if s.exchange is not None]
-            ends = [at + end for at, end in answered if at is not None and end is not None]
-            unfinished = any(s.unfinished for s in sent)
-            window = time.perf_counter() - t0 if unfinished else max(ends, default=None)
-            return OpenLoopRun(sent, t0, window, oversleep)
+            return OpenLoopRun(sent, t0, window(sent, time.perf_counter() - t0), oversleep)
         finally:
             for task in tasks.values():
                 task.cancel()

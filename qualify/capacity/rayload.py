@@ -20,7 +20,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 import qualify
-from qualify.capacity.openloop import Plan, Sent
+from qualify.capacity.openloop import Plan, Sent, window
 from qualify.capacity.shard import Polled, Shard, ShardResult, ShardSpec, split
 from qualify.capacity.spread import (
     LEAD_S,
@@ -31,7 +31,6 @@ from qualify.capacity.spread import (
     merge,
     never_sent,
     node_text,
-    window,
 )
 from qualify.httpclient.client import Client, Exchange
 

@@ -6,7 +6,6 @@ the lists of what is derived and what is taken as recorded are."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
@@ -22,14 +21,14 @@ from qualify.capacity.loads import (
     Soak,
     soak_rate_from,
 )
-from qualify.capacity.openloop import burst, poisson
+from qualify.capacity.openloop import burst
 from qualify.capacity.parts import Part
 from qualify.capacity.record import RunStream
 from qualify.capacity.replay import label_of
 from qualify.capacity.runs import StreamRec, stream_record
 from qualify.capacity.settings import CapacitySettings
 from qualify.capacity.slo import Slo, number
-from qualify.capacity.soak import drift
+from qualify.capacity.soak import SOAK_SEED, drift, soak_offsets
 from qualify.capacity.specdrift import acceptance_thirds
 from qualify.capacity.spread import shard_label
 from qualify.capacity.trace import (
@@ -49,7 +48,6 @@ _NUMBERED = re.compile(r"^\d{4}-(?P<rest>.+)$")
 SOAK_ACCEPTANCE = "capacity-soak-acceptance"
 REPLAY = "capacity-replay"
 SESSIONS = "capacity-sessions"
-SOAK_SEED = 7919  # the soak's arrivals: the stage's seed plus this (`Capacity.load`)
 
 
 def kept_stream(
@@ -238,8 +236,7 @@ def _soak(
     rate, duration = sealed.rate_rps or 0.0, sealed.duration_s or 0.0
     if s.soak.rate_rps is not None and rate != s.soak.rate_rps:
         raise NotKept(f"the soak ran at {rate} req/s, the candidate asks {s.soak.rate_rps}")
-    n = max(1, math.ceil(rate * duration))
-    offsets = [o for o in poisson(rate, 3 * n + 20, seed + SOAK_SEED) if o < duration] or [0.0]
+    offsets = soak_offsets(rate, duration, seed + SOAK_SEED)
     kept = sealed.streams
     if len(offsets) != len(kept) and given(sealed, "planned") and sealed.planned == len(kept):
         # A soak of earlier code planned its arrivals otherwise (before it sent every arrival
@@ -323,7 +320,8 @@ def rebuild_load(
 def _knee_again(cells: Sequence[Mapping[str, object]], sealed: Knee, slo: Slo) -> Knee:
     """The knee as the search keeps it (a step that was a harness error counted as neither)."""
     floor = slo.goodput_floor
-    steps = [c for c in cells if c.get("arrival") != "burst" and not c.get("harness_error")]
+    every = [OpenCell.model_validate(c) for c in cells]
+    steps = [c for c in every if c.arrival != "burst" and not c.harness_error]
     good = next((c for c in reversed(steps) if holds(c, floor)), None)
     bad = next((c for c in reversed(steps) if not holds(c, floor)), None)
     return _knee(good, bad, sealed.stopped, slo, floor)

@@ -27,6 +27,7 @@ from qualify.serving.sender import Sender
 POLL_S = 1.0
 PROBE_TIMEOUT_S = 2.0
 TIMELINE_MAX = 600
+SOAK_SEED = 7919  # the soak's arrivals: the stage's seed plus this
 _ERROR_NAME = re.compile(r"(error|fail|abort|reject)", re.I)
 # Counters that step while an engine works, besides its generated-token counter: llama-server
 # adds to tokens_predicted_total only when a request ends, but counts every decode call (prompt
@@ -209,6 +210,12 @@ class Watcher:
         }
 
 
+def soak_offsets(rate_rps: float, duration_s: float, seed: int) -> list[float]:
+    """Every arrival of the Poisson process that falls within the duration (s from the start)."""
+    n = max(1, math.ceil(rate_rps * duration_s))
+    return [o for o in poisson(rate_rps, 3 * n + 20, seed) if o < duration_s] or [0.0]
+
+
 async def soak(
     sender: Sender,
     fresh: Fresh,
@@ -225,9 +232,7 @@ async def soak(
 ) -> dict[str, object]:
     """The steady load and its watcher; the soak's record."""
     slo, lag_bound_ms, meter = lane["slo"], lane["lag_bound_ms"], lane.get("meter")
-    # every arrival of the Poisson process that falls within the duration
-    n = max(1, math.ceil(rate_rps * duration_s))
-    offsets = [o for o in poisson(rate_rps, 3 * n + 20, seed) if o < duration_s] or [0.0]
+    offsets = soak_offsets(rate_rps, duration_s, seed)
     bodies = [sender.request(await fresh()) for _ in offsets]
     drain = float(slo.e2e_s or 60.0)
     cell = Plan(bodies, offsets, duration_s + drain, sender.timeout_s)

@@ -139,7 +139,7 @@ def annotate(cell: dict[str, object], run: OpenLoopRun, lag_bound_ms: float) -> 
     cell["spread"] = run.spread
     why = run.harness
     for w in Spread.model_validate(run.spread).workers:
-        behind = harness_lag(w.lag.model_dump(), lag_bound_ms)
+        behind = harness_lag(w.lag, lag_bound_ms)
         if why is None and behind is not None:
             why = f"{node_text(w.model_dump())} fell behind: {behind}"
     if why is not None:
@@ -200,16 +200,3 @@ def merge(
             if s.exchange is not None:
                 s.unfinished = None
     return sent
-
-
-def window(sent: list[Sent], ended: float) -> float | None:
-    """As one process: last response end from the start, or, with a request unfinished, the time
-    the cell ran."""
-    if any(s.unfinished for s in sent):
-        return ended
-    ends = [
-        s.sent_s + s.exchange.t_end
-        for s in sent
-        if s.exchange is not None and s.sent_s is not None and s.exchange.t_end is not None
-    ]
-    return max(ends) if ends else None

@@ -41,7 +41,7 @@ from qualify.capacity.runs import timed_run
 from qualify.capacity.sessions import run_sessions
 from qualify.capacity.settings import CapacitySettings, DecodeKind
 from qualify.capacity.slo import Slo, effective
-from qualify.capacity.soak import rss_mib, soak
+from qualify.capacity.soak import SOAK_SEED, rss_mib, soak
 from qualify.capacity.spread import around
 from qualify.capacity.trace import KEPT_TRACE, read_trace, trace_path
 from qualify.context.sizing import Counter, SizingError
@@ -137,14 +137,11 @@ class Capacity:
         out: dict[str, object] = dict(length=planned, slo=self.slo, lane=lane.name, kind=kind)
         if planned.errors:
             return Load.model_validate(out | {"error": "; ".join(planned.errors)})
-        n = planned.planned_tokens
-        fresh_key = (kind, n) not in lane.prompts
         try:
-            p = await self.prompts(lane, kind, n)
+            n = planned.planned_tokens
+            p = await self.prompts(lane, kind, n, f"load-{lane.name}-{n}")
         except SizingError as exc:
             return Load.model_validate(out | {"error": f"sizing failed: {exc}"})
-        if fresh_key:
-            await self.warm(lane, p, f"load-{lane.name}-{n}")
         common = LaneArgs(
             kind=kind, max_tokens=s.max_tokens, slo=self.slo, lag_bound_ms=lag, meter=self.meter
         )
@@ -203,7 +200,7 @@ class Capacity:
             duration_s=max(t.soak_duration_s, s.soak.duration_s or 0.0),
             stall_s=t.soak_stall_s,
             health_path=self.ctx.lanes.loaded[lane.name].candidate.server.health_path,
-            seed=self.seed + 7919,
+            seed=self.seed + SOAK_SEED,
             memory=memory,
             memory_source=source,
             poll_s=s.soak.poll_s,
@@ -222,7 +219,7 @@ class Capacity:
         except StartFailed as exc:
             out.incumbent = Edge(status="unreachable", why=str(exc), cells=[])
             return out
-        out.incumbent = Edge.model_validate(await incumbent_edge(self, lane, out, task))
+        out.incumbent = await incumbent_edge(self, lane, out, task)
         ran.append("incumbent at the candidate's edge")
         return out
 
@@ -251,12 +248,15 @@ class Capacity:
         self.lanes[name] = Lane(name, sender, counter, window, lengths, eng)
         return self.lanes[name]
 
-    async def prompts(self, lane: Lane, kind: DecodeKind, planned: int) -> Prompts:
+    async def prompts(self, lane: Lane, kind: DecodeKind, planned: int, warm: str = "") -> Prompts:
+        """The lane's prompts at `planned` tokens; warmed as `warm`, if named, once sized."""
         key = (kind, planned)
         if key not in lane.prompts:
             p = Prompts(lane.counter, kind, self.seed, self.s.max_tokenizer_counts)
             await p.size(planned)
             lane.prompts[key] = p
+            if warm:
+                await self.warm(lane, p, warm)
         return lane.prompts[key]
 
     async def warm(self, lane: Lane, p: Prompts, label: str) -> None:

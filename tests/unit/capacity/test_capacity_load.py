@@ -15,6 +15,7 @@ import pytest
 
 from qualify.capacity import knee as knee_mod
 from qualify.capacity.answers import broken, json_prefix_ok
+from qualify.capacity.loads import Lag, OpenCell
 from qualify.capacity.openloop import Plan, burst, harness_lag, poisson, send
 from qualify.capacity.settings import CapacitySettings, LoadSettings
 from qualify.capacity.slo import SloSettings, effective, goodput, misses, wilson
@@ -222,10 +223,9 @@ def test_a_client_that_blocks_its_own_loop_is_a_harness_error() -> None:
             await c.aclose()
 
     run = asyncio.run(go())
-    lag = run.lag().model_dump()
-    why = harness_lag(lag, bound_ms=100.0)
+    why = harness_lag(run.lag(), bound_ms=100.0)
     assert why is not None and why.startswith("the client")
-    assert harness_lag({"send_lag_ms_p99": 5.0, "loop_oversleep_ms_p99": 2.0}, 100.0) is None
+    assert harness_lag(Lag(send_lag_ms_p99=5.0, loop_oversleep_ms_p99=2.0), 100.0) is None
 
 
 # --- the knee search's stopping rules -------------------------------------------------------
@@ -387,6 +387,6 @@ def test_a_cell_that_falls_behind_does_not_hold_however_good_its_goodput(
     k = out["knee"]
     assert k.saturated and k.rate_rps == pytest.approx(2**0.5) and k.first_over == 2.0
     assert "served 0.60 of the offered rate" in k.stopped and "queue grew" in k.stopped
-    assert knee_mod.holds({"goodput": 1.0, "pace": 0.95}, 0.9)
-    assert not knee_mod.holds({"goodput": 1.0, "pace": 0.8}, 0.9)
-    assert not knee_mod.holds({"goodput": 0.5, "pace": 1.0}, 0.9)
+    assert knee_mod.holds(OpenCell(goodput=1.0, pace=0.95), 0.9)
+    assert not knee_mod.holds(OpenCell(goodput=1.0, pace=0.8), 0.9)
+    assert not knee_mod.holds(OpenCell(goodput=0.5, pace=1.0), 0.9)

@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from qualify.capacity.loads import OpenCell
-from qualify.capacity.openloop import OpenLoopRun, Plan, Sent, poisson, send
+from qualify.capacity.openloop import OpenLoopRun, Plan, Sent, poisson, send, window
 from qualify.capacity.section import ray_rows
 from qualify.capacity.settings import CapacitySettings, LoadSettings
 from qualify.capacity.shard import ShardResult, split
@@ -25,7 +25,6 @@ from qualify.capacity.spread import (
     open_fleet,
     shard_label,
     shard_name,
-    window,
 )
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Exchange
