@@ -173,8 +173,9 @@ class Runner:
             assert last is not None
             self.progress.verdict(f"{name} (kept from attempt {last.attempt})", last.verdict)
         todo = order[start:]
-        last_ones = [n for n in todo if n in registry.last_stages()]
-        starts = [p.sampler for n in todo if (p := registry.parts_of(n)) and p.sampler]
+        specs = registry.specs()
+        last_ones = [n for n in todo if n in specs and specs[n].last]
+        starts = [s.loaded.sampler for n in todo if (s := specs.get(n)) and s.loaded.sampler]
         starter = starts[0] if starts else None
         if starter is not None:
             self.sampler = starter(self.p.loaded, self.run)
