@@ -14,6 +14,7 @@ only writers; each appends to the log and commits.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from qualify.errors import BadInput, Refused, RunAborted
-from qualify.evidence.signing import canonical, keyid, load_public, sha256_bytes
+from qualify.evidence.signing import canonical, keyid, load_public, pem
 from qualify.evidence.store import utc_now, write_atomic
 from qualify.trust import house as house_policy
 
@@ -136,7 +137,7 @@ def init(root: Path, seed: Path | None = None) -> tuple[Path, str | None]:
 
 
 def entry_hash(entry: Mapping[str, object]) -> str:
-    return sha256_bytes(canonical({k: v for k, v in entry.items() if k != "hash"}))
+    return hashlib.sha256(canonical({k: v for k, v in entry.items() if k != "hash"})).hexdigest()
 
 
 def _parse_log(text: str, where: str) -> list[dict[str, object]]:  # raw log JSON, chain checked
@@ -151,12 +152,6 @@ def _parse_log(text: str, where: str) -> list[dict[str, object]]:  # raw log JSO
         prev = str(e["hash"])
         out.append(e)
     return out
-
-
-def _pem(pub: Ed25519PublicKey) -> str:
-    return pub.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
 
 
 def _clean(repo: git.Repo, root: Path) -> None:
@@ -201,12 +196,12 @@ def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str
     repo = repo_of(root)
     _clean(repo, root)
     pub = load_public(pub_path)
-    pem, kid = _pem(pub), keyid(pub)
+    text, kid = pem(pub), keyid(pub)
     current = snapshot(root).keys.get(role, {}) if repo.head.is_valid() else {}
     if name in current:
         raise BadInput(f"{role} key {name!r} is already pinned", ["--name: unpin it first"])
-    write_atomic(root / key_rel(role, name), pem)
-    entry = {"action": "pin", "role": role, "name": name, "keyid": kid, "pem": pem, "why": why}
+    write_atomic(root / key_rel(role, name), text)
+    entry = {"action": "pin", "role": role, "name": name, "keyid": kid, "pem": text, "why": why}
     msg = f"trust: pin {role} key {name} ({kid[:16]})\n\n{why}"
     return kid, _append(repo, root, entry, [key_rel(role, name)], msg)
 
@@ -251,6 +246,7 @@ class PinnedKey:
     name: str
     keyid: str
     pub: Ed25519PublicKey
+    pem: str  # as the trust log holds it, and the key's file at HEAD must
 
 
 @dataclass
@@ -298,18 +294,19 @@ def snapshot(root: Path) -> Snapshot:
     for e in entries:
         role, name = str(e.get("role")), str(e.get("name"))
         if e.get("action") == "pin":
-            pub = serialization.load_pem_public_key(str(e.get("pem")).encode())
+            text = str(e.get("pem"))
+            pub = serialization.load_pem_public_key(text.encode())
             if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != e.get("keyid"):
                 raise Refused(
                     f"refused: trust log entry {e.get('seq')} holds a key that is not its id"
                 )
-            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub)
+            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub, text)
         else:
             keys.get(role, {}).pop(name, None)
     for role, named in keys.items():
         for name, k in named.items():
             blob = at_head(repo, key_rel(role, name))
-            if blob is None or blob.decode(errors="replace") != _pem(k.pub):
+            if blob is None or blob.decode(errors="replace") != k.pem:
                 raise Refused(
                     f"refused: {root / key_rel(role, name)} at HEAD is not the key the trust "
                     "log pins: keys change only through `qualify house pin`"
