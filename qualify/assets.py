@@ -19,6 +19,9 @@ from pydantic import BaseModel, ConfigDict
 from qualify._version import __version__
 
 PACKAGE = Path(__file__).resolve().parent
+# Where `gates/`, `templates/` and `examples/house/` are: the package's shipped copies, else the
+# checkout around the package.
+ROOT = PACKAGE / "_assets" if (PACKAGE / "_assets").is_dir() else PACKAGE.parent
 
 
 class BuildInfo(BaseModel):
@@ -33,23 +36,16 @@ class BuildInfo(BaseModel):
     installed: str  # "wheel" | "checkout"
 
 
-def root() -> Path:
-    """Where `gates/`, `templates/` and `examples/house/` are: the package's shipped copies, else
-    the checkout around the package."""
-    shipped = PACKAGE / "_assets"
-    return shipped if shipped.is_dir() else PACKAGE.parent
-
-
 def gates_dir() -> Path:
-    return root() / "gates"
+    return ROOT / "gates"
 
 
 def templates_dir() -> Path:
-    return root() / "templates"
+    return ROOT / "templates"
 
 
 def example_house_policy() -> Path:
-    return root() / "examples" / "house" / "house-policy.toml"
+    return ROOT / "examples" / "house" / "house-policy.toml"
 
 
 def _git(*args: str) -> str | None:
