@@ -167,12 +167,17 @@ class Runner:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.interrupt, sig.name)
         order = registry.run_order(self.p.stages)
-        start = resume_point(self.run, order) if resume else 0
-        for name in order[:start]:
-            last = self.run.last_result(name)
-            assert last is not None
+        # A resumed run starts at the first stage whose last attempt did not finish and runs every
+        # stage from there, finished or not: a later stage's result was measured after an earlier
+        # stage that did not finish, so it is not kept.
+        kept = 0
+        for name in order if resume else []:
+            last = next(reversed(self.run.results(name)), None)
+            if last is None or last.status != "finished":
+                break
             self.progress.verdict(f"{name} (kept from attempt {last.attempt})", last.verdict)
-        todo = order[start:]
+            kept += 1
+        todo = order[kept:]
         specs = registry.specs()
         last_ones = [n for n in todo if n in specs and specs[n].last]
         starts = [s.loaded.sampler for n in todo if (s := specs.get(n)) and s.loaded.sampler]
@@ -201,19 +206,6 @@ class Runner:
             finally:
                 self._cancellable = False
             await self.check_interrupted()
-
-
-def resume_point(run: RunDir, order: list[str]) -> int:
-    """Where a resumed run starts: the first stage whose last attempt did not finish.
-
-    Every stage from there on runs again, finished or not: a later stage's result was measured
-    after an earlier stage that did not finish, so it is not kept. `len(order)`: all finished.
-    """
-    for i, name in enumerate(order):
-        last = run.last_result(name)
-        if last is None or last.status != "finished":
-            return i
-    return len(order)
 
 
 def _open_run(store: EvidenceStore, resume: str | None, p: Plan) -> RunDir:

@@ -244,10 +244,6 @@ class RunDir:
                 out.append(StageResult.model_validate_json(f.read_text()))
         return out
 
-    def last_result(self, stage: str) -> StageResult | None:
-        res = self.results(stage)
-        return res[-1] if res else None
-
     def all_files(self) -> Iterator[Path]:
         for p in sorted(self.path.rglob("*")):
             if p.is_file():

@@ -294,13 +294,13 @@ def snapshot(root: Path) -> Snapshot:
     for e in entries:
         role, name = str(e.get("role")), str(e.get("name"))
         if e.get("action") == "pin":
-            text = str(e.get("pem"))
-            pub = serialization.load_pem_public_key(text.encode())
+            logged = str(e.get("pem"))
+            pub = serialization.load_pem_public_key(logged.encode())
             if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != e.get("keyid"):
                 raise Refused(
                     f"refused: trust log entry {e.get('seq')} holds a key that is not its id"
                 )
-            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub, text)
+            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub, logged)
         else:
             keys.get(role, {}).pop(name, None)
     for role, named in keys.items():
