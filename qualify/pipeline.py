@@ -180,8 +180,8 @@ class Runner:
         todo = order[kept:]
         specs = registry.specs()
         last_ones = [n for n in todo if n in specs and specs[n].last]
-        starts = [s.loaded.sampler for n in todo if (s := specs.get(n)) and s.loaded.sampler]
-        starter = starts[0] if starts else None
+        starts = (s.loaded.sampler for n in todo if (s := specs.get(n)) and s.loaded.sampler)
+        starter = next(starts, None)
         if starter is not None:
             self.sampler = starter(self.p.loaded, self.run)
         try:

@@ -75,6 +75,11 @@ def unknown_level(loaded: LoadedCandidate, stage_name: str, level: str | None) -
     ]
 
 
+def safe(label: str) -> str:
+    """A label as `StageContext.keep` writes it into a file name."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
+
+
 @dataclass
 class StageContext:
     """What a stage gets: the candidate, its attempt directory, and the server lanes."""
@@ -122,8 +127,7 @@ class StageContext:
     def keep(self, label: str, ex: Exchange) -> list[str]:
         """Keep one exchange as evidence, numbered in the order it happened."""
         self._seq += 1
-        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
-        name = f"{self._seq:04d}-{safe}.json"
+        name = f"{self._seq:04d}-{safe(label)}.json"
         redactor = self.attempt.redactor
         return self.attempt.write_json(name, ex.evidence(redactor))
 
@@ -149,7 +153,11 @@ def finish(
         try:
             data, gates = _judged_from_kept(ctx, fn, data, gates)
         except NotKept as exc:
-            gates = [*gates, _unjudged(ctx.name, f"cannot be judged from what it kept: {exc}")]
+            lost = [f"cannot be judged from what it kept: {exc}"]
+            err = GateResult(
+                gate="kept-evidence", stage=ctx.name, verdict=Verdict.ERROR, reasons=lost
+            )
+            gates = [*gates, err]
     v = verdict or worst([g.verdict for g in gates])
     for g in gates:
         if g.verdict is not Verdict.PASS:
@@ -172,10 +180,6 @@ def _result(
         ended_at=utc_now(),
         lane=ctx.lanes.current or "candidate",
     )
-
-
-def _unjudged(stage: str, why: str) -> GateResult:
-    return GateResult(gate="kept-evidence", stage=stage, verdict=Verdict.ERROR, reasons=[why])
 
 
 def _judged_from_kept(

@@ -119,7 +119,6 @@ class ChunkedWriter:
             self._emit(self.attempt.redactor.scrub_bytes(self._pending))
             self._pending = b""
         self._close_fd()
-        self.attempt.release(self)
 
 
 @dataclass
@@ -170,10 +169,6 @@ class Attempt:
         self._open.append(w)
         return w
 
-    def release(self, writer: ChunkedWriter) -> None:
-        if writer in self._open:
-            self._open.remove(writer)
-
     def write_result(self, result: StageResult) -> None:
         self.write_json(RESULT, result.model_dump(mode="json"))
 
@@ -181,7 +176,7 @@ class Attempt:
         """Close open streams, write the manifest, and drop every write bit."""
         if self.sealed:
             return
-        for w in list(self._open):
+        for w in self._open:  # closing one twice does nothing
             w.close()
         files = {
             p.name: {"sha256": sha256_file(p), "size": p.stat().st_size}

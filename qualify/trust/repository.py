@@ -257,7 +257,6 @@ class Snapshot:
     commit: str | None
     policy: house_policy.HousePolicy
     keys: dict[str, dict[str, PinnedKey]] = field(default_factory=dict)
-    log: list[dict[str, object]] = field(default_factory=list)  # raw log JSON, chain checked
 
     def by_keyid(self, role: str, kid: str) -> PinnedKey | None:
         return next((k for k in self.keys.get(role, {}).values() if k.keyid == kid), None)
@@ -323,7 +322,7 @@ def snapshot(root: Path) -> Snapshot:
                 f"refused: {root / rel} is committed at HEAD but the trust log pins no such "
                 "key: keys change only through `qualify house pin`"
             )
-    return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
+    return Snapshot(root, repo.head.commit.hexsha, policy, keys)
 
 
 def default_house() -> Path:
