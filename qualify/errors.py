@@ -22,10 +22,10 @@ class BadInput(QualifyError):
     def __init__(self, headline: str, problems: list[str] | None = None) -> None:
         self.headline = headline
         self.problems = problems or []
-        super().__init__(self.render())
+        super().__init__("\n".join([f"qualify: {headline}", *(f"  {p}" for p in self.problems)]))
 
     def render(self) -> str:
-        return "\n".join([f"qualify: {self.headline}", *(f"  {p}" for p in self.problems)])
+        return str(self)
 
 
 class RunAborted(QualifyError):

@@ -20,7 +20,7 @@ from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence import logs
 from qualify.evidence.provenance import git_state
-from qualify.evidence.store import Attempt, EvidenceStore, RunDir, dumps, utc_now
+from qualify.evidence.store import Attempt, EvidenceStore, RunDir, utc_now
 from qualify.gates.thresholds import Thresholds
 from qualify.progress import Progress
 from qualify.records import StageResult, StageStatus, Verdict
@@ -211,10 +211,7 @@ class Runner:
 def _open_run(store: EvidenceStore, resume: str | None, p: Plan) -> RunDir:
     """The run to continue (of this candidate only), else a new one with its run.json."""
     if not resume:
-        run = store.new_run(p.loaded.candidate.name)
         info = {
-            "version": 1,
-            "run_id": run.run_id,
             "candidate": p.loaded.candidate.name,
             "candidate_path": str(Path(p.loaded.path).resolve()),
             "candidate_sha256": p.loaded.sha256,
@@ -229,13 +226,8 @@ def _open_run(store: EvidenceStore, resume: str | None, p: Plan) -> RunDir:
             "platform": platform.platform(),
             "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
             "git": git_state(Path(p.loaded.path)),
-            "created_at": utc_now(),
         }
-        fd_path = run.path / "run.json"
-        with fd_path.open("xb") as fh:
-            fh.write(dumps(info))
-        fd_path.chmod(0o444)
-        return run
+        return store.new_run(p.loaded.candidate.name, info)
     run = store.open_run(resume)
     if run.candidate_name != p.loaded.candidate.name:
         raise BadInput(

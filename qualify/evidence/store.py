@@ -16,7 +16,7 @@ import secrets
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -249,16 +249,22 @@ class RunDir:
 class EvidenceStore:
     root: Path
 
-    def new_run(self, candidate_name: str) -> RunDir:
+    def new_run(self, candidate_name: str, info: Mapping[str, object] | None = None) -> RunDir:
+        """A new run; with `info`, its `run.json` (the file that makes a folder a run): its
+        version and id, `info`, and when it was created."""
         d = self.root / candidate_name
         d.mkdir(parents=True, exist_ok=True)
         while True:
             p = d / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
             try:
                 p.mkdir()
-                return RunDir(p)
             except FileExistsError:
                 continue
+            if info is not None:
+                run_json = {"version": 1, "run_id": p.name, **info, "created_at": utc_now()}
+                _write_once(p / "run.json", dumps(run_json))
+                (p / "run.json").chmod(0o444)
+            return RunDir(p)
 
     def open_run(self, ref: str) -> RunDir:
         """A run by path, by `<candidate>/<run-id>`, or by run id alone."""
