@@ -302,26 +302,23 @@ def snapshot(root: Path) -> Snapshot:
             keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub, logged)
         else:
             keys.get(role, {}).pop(name, None)
-    for role, named in keys.items():
-        for name, k in named.items():
-            blob = at_head(repo, key_rel(role, name))
-            if blob is None or blob.decode(errors="replace") != k.pem:
-                raise Refused(
-                    f"refused: {root / key_rel(role, name)} at HEAD is not the key the trust "
-                    "log pins: keys change only through `qualify house pin`"
-                )
-    expected = {TRUST_LOG} | {key_rel(r, n) for r, named in keys.items() for n in named}
     try:  # every file committed at HEAD under trust/
         tree = (repo.head.commit.tree / "trust").traverse()
-        blobs = [str(getattr(b, "path", "")) for b in tree if getattr(b, "type", "") == "blob"]
+        files = {str(b.path): b.data_stream.read() for b in tree if isinstance(b, git.Blob)}
     except (KeyError, ValueError):
-        blobs = []
-    for rel in sorted(blobs):
-        if rel not in expected:
+        files = {}
+    pinned = {key_rel(r, n): k.pem.encode() for r, named in keys.items() for n, k in named.items()}
+    for rel, data in pinned.items():
+        if files.get(rel) != data:
             raise Refused(
-                f"refused: {root / rel} is committed at HEAD but the trust log pins no such "
-                "key: keys change only through `qualify house pin`"
+                f"refused: {root / rel} at HEAD is not the key the trust log pins: keys change "
+                "only through `qualify house pin`"
             )
+    for rel in sorted(set(files) - set(pinned) - {TRUST_LOG}):
+        raise Refused(
+            f"refused: {root / rel} is committed at HEAD but the trust log pins no such key: "
+            "keys change only through `qualify house pin`"
+        )
     return Snapshot(root, repo.head.commit.hexsha, policy, keys)
 
 
