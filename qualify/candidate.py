@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from qualify.assembled import StageName as StageName
 from qualify.assembled import Stages as Stages
 from qualify.candidate_settings import AliasTarget, Policy, Signing
 from qualify.errors import BadInput

@@ -140,23 +140,15 @@ def entry_hash(entry: Mapping[str, object]) -> str:
     return hashlib.sha256(canonical({k: v for k, v in entry.items() if k != "hash"})).hexdigest()
 
 
-def _parse_log(text: str, where: str) -> list[dict[str, object]]:  # raw log JSON, chain checked
-    out, prev = [], GENESIS
-    for n, line in enumerate(text.splitlines(), 1):
-        try:
-            e = json.loads(line)
-        except ValueError:
-            raise Refused(f"{where} line {n} is not JSON: the trust log was altered") from None
-        if not isinstance(e, dict) or e.get("prev") != prev or e.get("hash") != entry_hash(e):
-            raise Refused(f"{where} entry {n}: the trust log chain is broken")
-        prev = str(e["hash"])
-        out.append(e)
-    return out
-
-
-def _clean(repo: git.Repo, root: Path) -> None:
-    """`pin` and `unpin` write only on top of a house whose trust folder is exactly HEAD's and
-    whose HEAD is consistent: an uncommitted hand-made entry or key is never committed along."""
+def _writable(root: Path, role: str, name: str) -> tuple[git.Repo, Snapshot | None]:
+    """The house `pin` and `unpin` write on, with its snapshot (None before its first commit):
+    only one whose trust folder is exactly HEAD's and whose HEAD is consistent, so that an
+    uncommitted hand-made entry or key is never committed along."""
+    if role not in ROLES:
+        raise BadInput(f"no role {role!r}", [f"--role: expected one of {', '.join(ROLES)}"])
+    if not _NAME.match(name):
+        raise BadInput(f"bad key name {name!r}", ["--name: letters, digits, '.', '_' or '-'"])
+    repo = repo_of(root)
     dirty = uncommitted(repo, ["trust"])
     if dirty:
         raise Refused(
@@ -164,59 +156,45 @@ def _clean(repo: git.Repo, root: Path) -> None:
             + ", ".join(dirty)
             + " (commit or remove them first; trust is read from HEAD)"
         )
-    if repo.head.is_valid():
-        snapshot(root)  # refuses an inconsistent house
+    return repo, snapshot(root) if repo.head.is_valid() else None  # refuses an inconsistent house
 
 
 def _append(
-    repo: git.Repo, root: Path, new: Mapping[str, object], paths: list[str], msg: str
+    root: Path, repo: git.Repo, snap: Snapshot | None, new: Mapping[str, object], msg: str
 ) -> str:
-    log = root / TRUST_LOG
-    text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
-    entries = _parse_log(text, f"{log} (at HEAD)")
+    """Log `new` after the entries at HEAD, and commit the log with the key file it names."""
+    entries = snap.log if snap else []
     entry: dict[str, object] = {"seq": len(entries) + 1, **new, "at": utc_now()}
     entry["prev"] = entries[-1]["hash"] if entries else GENESIS
     entry["hash"] = entry_hash(entry)
+    log = root / TRUST_LOG
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh:
         fh.write(json.dumps(entry, sort_keys=True) + "\n")
-    return _commit(repo, [TRUST_LOG, *paths], msg)
-
-
-def _check_name(role: str, name: str) -> None:
-    if role not in ROLES:
-        raise BadInput(f"no role {role!r}", [f"--role: expected one of {', '.join(ROLES)}"])
-    if not _NAME.match(name):
-        raise BadInput(f"bad key name {name!r}", ["--name: letters, digits, '.', '_' or '-'"])
+    return _commit(repo, [TRUST_LOG, key_rel(str(new["role"]), str(new["name"]))], msg)
 
 
 def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str, str]:
     """Pin a public key for a role; logged and committed. Returns (keyid, commit)."""
-    _check_name(role, name)
-    repo = repo_of(root)
-    _clean(repo, root)
+    repo, snap = _writable(root, role, name)
     pub = load_public(pub_path)
     text, kid = pem(pub), keyid(pub)
-    current = snapshot(root).keys.get(role, {}) if repo.head.is_valid() else {}
-    if name in current:
+    if snap is not None and name in snap.keys.get(role, {}):
         raise BadInput(f"{role} key {name!r} is already pinned", ["--name: unpin it first"])
     write_atomic(root / key_rel(role, name), text)
     entry = {"action": "pin", "role": role, "name": name, "keyid": kid, "pem": text, "why": why}
     msg = f"trust: pin {role} key {name} ({kid[:16]})\n\n{why}"
-    return kid, _append(repo, root, entry, [key_rel(role, name)], msg)
+    return kid, _append(root, repo, snap, entry, msg)
 
 
 def unpin(root: Path, role: str, name: str, why: str) -> str:
-    _check_name(role, name)
-    repo = repo_of(root)
-    _clean(repo, root)
-    if name not in snapshot(root).keys.get(role, {}):
+    repo, snap = _writable(root, role, name)
+    if name not in (snap or snapshot(root)).keys.get(role, {}):
         raise BadInput(f"no pinned {role} key {name!r}", ["NAME: see `qualify house show`"])
     (root / key_rel(role, name)).unlink()
     entry = {"action": "unpin", "role": role, "name": name, "why": why}
-    return _append(
-        repo, root, entry, [key_rel(role, name)], f"trust: unpin {role} key {name}\n\n{why}"
-    )
+    msg = f"trust: unpin {role} key {name}\n\n{why}"
+    return _append(root, repo, snap, entry, msg)
 
 
 def add_waiver(root: Path, candidate: str, stem: str, data: bytes) -> tuple[Path, str]:
@@ -257,6 +235,7 @@ class Snapshot:
     commit: str | None
     policy: house_policy.HousePolicy
     keys: dict[str, dict[str, PinnedKey]] = field(default_factory=dict)
+    log: list[dict[str, object]] = field(default_factory=list)  # raw log JSON, chain checked
 
     def by_keyid(self, role: str, kid: str) -> PinnedKey | None:
         return next((k for k in self.keys.get(role, {}).values() if k.keyid == kid), None)
@@ -288,7 +267,16 @@ def snapshot(root: Path) -> Snapshot:
     where = f"{root / house_policy.POLICY_FILE} (at HEAD)"
     policy = house_policy.parse(text.decode(errors="replace"), where)
     log_text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
-    entries = _parse_log(log_text, f"{root / TRUST_LOG} (at HEAD)")
+    where, entries, prev = f"{root / TRUST_LOG} (at HEAD)", [], GENESIS
+    for n, line in enumerate(log_text.splitlines(), 1):  # the hash chain, checked
+        try:
+            e = json.loads(line)
+        except ValueError:
+            raise Refused(f"{where} line {n} is not JSON: the trust log was altered") from None
+        if not isinstance(e, dict) or e.get("prev") != prev or e.get("hash") != entry_hash(e):
+            raise Refused(f"{where} entry {n}: the trust log chain is broken")
+        prev = str(e["hash"])
+        entries.append(e)
     keys: dict[str, dict[str, PinnedKey]] = {r: {} for r in ROLES}
     for e in entries:
         role, name = str(e.get("role")), str(e.get("name"))
@@ -319,7 +307,7 @@ def snapshot(root: Path) -> Snapshot:
             f"refused: {root / rel} is committed at HEAD but the trust log pins no such key: "
             "keys change only through `qualify house pin`"
         )
-    return Snapshot(root, repo.head.commit.hexsha, policy, keys)
+    return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
 
 
 def default_house() -> Path:
