@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from os import PathLike
 from pathlib import Path
-from typing import TypedDict
 
 import git
 
 
-class GitState(TypedDict):
-    """`git_state`'s answer."""
-
-    repository: str | PathLike[str] | None  # as GitPython gives it
-    commit: str | None
-    dirty: bool | None
-    file_dirty: bool | None
-
-
-def git_state(path: Path) -> GitState:
-    """Commit, dirty flag and whether the file itself is committed unchanged; None outside git."""
+def git_state(path: Path) -> dict[str, object]:
+    """The repository holding `path` (as GitPython names it), its commit, whether it is dirty and
+    whether the file itself is committed unchanged (`file_dirty`); each None outside git."""
     try:
         repo = git.Repo(path.resolve().parent, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
