@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -48,20 +47,6 @@ def example_house_policy() -> Path:
     return ROOT / "examples" / "house" / "house-policy.toml"
 
 
-def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(PACKAGE.parent), *args],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip()
-
-
 @functools.cache
 def build_info() -> BuildInfo:
     """What `qualify/_build.json` says, or, in a checkout, its HEAD and dirty flag now."""
@@ -70,10 +55,11 @@ def build_info() -> BuildInfo:
         return BuildInfo(installed="wheel", **json.loads(built.read_text()))
     if not (PACKAGE.parent / ".git").exists():
         return BuildInfo(version=__version__, installed="checkout")
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return BuildInfo(
-        version=__version__,
-        commit=_git("rev-parse", "HEAD"),
-        dirty=None if status is None else bool(status),
-        installed="checkout",
-    )
+    import git  # only a checkout reads its git: an installed package needs none
+
+    try:
+        repo = git.Repo(PACKAGE.parent)
+        commit, dirty = repo.head.commit.hexsha, repo.is_dirty()  # untracked files not counted
+    except (git.GitError, ValueError, OSError):
+        return BuildInfo(version=__version__, installed="checkout")
+    return BuildInfo(version=__version__, commit=commit, dirty=dirty, installed="checkout")
