@@ -58,8 +58,8 @@ def build_info() -> BuildInfo:
     import git  # only a checkout reads its git: an installed package needs none
 
     try:
-        repo = git.Repo(PACKAGE.parent)
-        commit, dirty = repo.head.commit.hexsha, repo.is_dirty()  # untracked files not counted
+        with git.Repo(PACKAGE.parent) as repo:  # closed: no git process outlives the answer
+            commit, dirty = repo.head.commit.hexsha, repo.is_dirty()  # untracked not counted
     except (git.GitError, ValueError, OSError):
         return BuildInfo(version=__version__, installed="checkout")
     return BuildInfo(version=__version__, commit=commit, dirty=dirty, installed="checkout")

@@ -14,15 +14,16 @@ def git_state(path: Path) -> dict[str, object]:
         repo = git.Repo(path.resolve().parent, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return {"repository": None, "commit": None, "dirty": None, "file_dirty": None}
-    try:
-        commit = repo.head.commit.hexsha
-    except ValueError:
-        commit = None
-    rel = str(path.resolve().relative_to(Path(repo.working_tree_dir or ".").resolve()))
-    file_dirty = bool(repo.git.status("--porcelain", "--", rel).strip())
-    return {
-        "repository": repo.working_tree_dir,
-        "commit": commit,
-        "dirty": repo.is_dirty(untracked_files=True),
-        "file_dirty": file_dirty,
-    }
+    with repo:  # closed: no git process outlives the answer
+        try:
+            commit = repo.head.commit.hexsha
+        except ValueError:
+            commit = None
+        rel = str(path.resolve().relative_to(Path(repo.working_tree_dir or ".").resolve()))
+        file_dirty = bool(repo.git.status("--porcelain", "--", rel).strip())
+        return {
+            "repository": repo.working_tree_dir,
+            "commit": commit,
+            "dirty": repo.is_dirty(untracked_files=True),
+            "file_dirty": file_dirty,
+        }

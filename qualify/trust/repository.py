@@ -242,12 +242,12 @@ class Snapshot:
 
     def waivers(self, candidate: str) -> list[tuple[str, bytes]]:
         """The waivers committed for one candidate: (path in the house, bytes), by name."""
-        repo = repo_of(self.root)
-        try:
-            tree = repo.commit(self.commit).tree / f"{WAIVERS}/{candidate}"
-        except (KeyError, ValueError):
-            return []
-        return sorted((str(b.path), bytes(b.data_stream.read())) for b in tree.blobs)
+        with repo_of(self.root) as repo:
+            try:
+                tree = repo.commit(self.commit).tree / f"{WAIVERS}/{candidate}"
+            except (KeyError, ValueError):
+                return []
+            return sorted((str(b.path), bytes(b.data_stream.read())) for b in tree.blobs)
 
     def where(self) -> str:
         return f"{self.root}/{TRUST_LOG} (pin with `qualify house pin --house {self.root}`)"
@@ -255,59 +255,61 @@ class Snapshot:
 
 def snapshot(root: Path) -> Snapshot:
     """The house policy and the pinned keys as committed at HEAD."""
-    repo = repo_of(root)
-    if not repo.head.is_valid():
-        raise BadInput(f"{root} has no commit", [f"--house: run `qualify house init {root}`"])
-    text = at_head(repo, house_policy.POLICY_FILE)
-    if text is None:
-        raise BadInput(
-            f"{root} has no committed {house_policy.POLICY_FILE}",
-            [f"--house: run `qualify house init {root}` and commit the policy"],
-        )
-    where = f"{root / house_policy.POLICY_FILE} (at HEAD)"
-    policy = house_policy.parse(text.decode(errors="replace"), where)
-    log_text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
-    where, entries, prev = f"{root / TRUST_LOG} (at HEAD)", [], GENESIS
-    for n, line in enumerate(log_text.splitlines(), 1):  # the hash chain, checked
-        try:
-            e = json.loads(line)
-        except ValueError:
-            raise Refused(f"{where} line {n} is not JSON: the trust log was altered") from None
-        if not isinstance(e, dict) or e.get("prev") != prev or e.get("hash") != entry_hash(e):
-            raise Refused(f"{where} entry {n}: the trust log chain is broken")
-        prev = str(e["hash"])
-        entries.append(e)
-    keys: dict[str, dict[str, PinnedKey]] = {r: {} for r in ROLES}
-    for e in entries:
-        role, name = str(e.get("role")), str(e.get("name"))
-        if e.get("action") == "pin":
-            logged = str(e.get("pem"))
-            pub = serialization.load_pem_public_key(logged.encode())
-            if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != e.get("keyid"):
-                raise Refused(
-                    f"refused: trust log entry {e.get('seq')} holds a key that is not its id"
-                )
-            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub, logged)
-        else:
-            keys.get(role, {}).pop(name, None)
-    try:  # every file committed at HEAD under trust/
-        tree = (repo.head.commit.tree / "trust").traverse()
-        files = {str(b.path): b.data_stream.read() for b in tree if isinstance(b, git.Blob)}
-    except (KeyError, ValueError):
-        files = {}
-    pinned = {key_rel(r, n): k.pem.encode() for r, named in keys.items() for n, k in named.items()}
-    for rel, data in pinned.items():
-        if files.get(rel) != data:
-            raise Refused(
-                f"refused: {root / rel} at HEAD is not the key the trust log pins: keys change "
-                "only through `qualify house pin`"
+    with repo_of(root) as repo:  # closed: no git process outlives the snapshot
+        if not repo.head.is_valid():
+            raise BadInput(f"{root} has no commit", [f"--house: run `qualify house init {root}`"])
+        text = at_head(repo, house_policy.POLICY_FILE)
+        if text is None:
+            raise BadInput(
+                f"{root} has no committed {house_policy.POLICY_FILE}",
+                [f"--house: run `qualify house init {root}` and commit the policy"],
             )
-    for rel in sorted(set(files) - set(pinned) - {TRUST_LOG}):
-        raise Refused(
-            f"refused: {root / rel} is committed at HEAD but the trust log pins no such key: "
-            "keys change only through `qualify house pin`"
-        )
-    return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
+        where = f"{root / house_policy.POLICY_FILE} (at HEAD)"
+        policy = house_policy.parse(text.decode(errors="replace"), where)
+        log_text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
+        where, entries, prev = f"{root / TRUST_LOG} (at HEAD)", [], GENESIS
+        for n, line in enumerate(log_text.splitlines(), 1):  # the hash chain, checked
+            try:
+                e = json.loads(line)
+            except ValueError:
+                raise Refused(f"{where} line {n} is not JSON: the trust log was altered") from None
+            if not isinstance(e, dict) or e.get("prev") != prev or e.get("hash") != entry_hash(e):
+                raise Refused(f"{where} entry {n}: the trust log chain is broken")
+            prev = str(e["hash"])
+            entries.append(e)
+        keys: dict[str, dict[str, PinnedKey]] = {r: {} for r in ROLES}
+        for e in entries:
+            role, name = str(e.get("role")), str(e.get("name"))
+            if e.get("action") == "pin":
+                logged = str(e.get("pem"))
+                pub = serialization.load_pem_public_key(logged.encode())
+                if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != e.get("keyid"):
+                    raise Refused(
+                        f"refused: trust log entry {e.get('seq')} holds a key that is not its id"
+                    )
+                keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub, logged)
+            else:
+                keys.get(role, {}).pop(name, None)
+        try:  # every file committed at HEAD under trust/
+            tree = (repo.head.commit.tree / "trust").traverse()
+            files = {str(b.path): b.data_stream.read() for b in tree if isinstance(b, git.Blob)}
+        except (KeyError, ValueError):
+            files = {}
+        pinned = {
+            key_rel(r, n): k.pem.encode() for r, named in keys.items() for n, k in named.items()
+        }
+        for rel, data in pinned.items():
+            if files.get(rel) != data:
+                raise Refused(
+                    f"refused: {root / rel} at HEAD is not the key the trust log pins: keys change "
+                    "only through `qualify house pin`"
+                )
+        for rel in sorted(set(files) - set(pinned) - {TRUST_LOG}):
+            raise Refused(
+                f"refused: {root / rel} is committed at HEAD but the trust log pins no such key: "
+                "keys change only through `qualify house pin`"
+            )
+        return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
 
 
 def default_house() -> Path:
