@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -19,6 +18,9 @@ from pydantic import BaseModel, ConfigDict
 from qualify._version import __version__
 
 PACKAGE = Path(__file__).resolve().parent
+# Where `gates/`, `templates/` and `examples/house/` are: the package's shipped copies, else the
+# checkout around the package.
+ROOT = PACKAGE / "_assets" if (PACKAGE / "_assets").is_dir() else PACKAGE.parent
 
 
 class BuildInfo(BaseModel):
@@ -33,37 +35,16 @@ class BuildInfo(BaseModel):
     installed: str  # "wheel" | "checkout"
 
 
-def root() -> Path:
-    """Where `gates/`, `templates/` and `examples/house/` are: the package's shipped copies, else
-    the checkout around the package."""
-    shipped = PACKAGE / "_assets"
-    return shipped if shipped.is_dir() else PACKAGE.parent
-
-
 def gates_dir() -> Path:
-    return root() / "gates"
+    return ROOT / "gates"
 
 
 def templates_dir() -> Path:
-    return root() / "templates"
+    return ROOT / "templates"
 
 
 def example_house_policy() -> Path:
-    return root() / "examples" / "house" / "house-policy.toml"
-
-
-def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(PACKAGE.parent), *args],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip()
+    return ROOT / "examples" / "house" / "house-policy.toml"
 
 
 @functools.cache
@@ -74,10 +55,11 @@ def build_info() -> BuildInfo:
         return BuildInfo(installed="wheel", **json.loads(built.read_text()))
     if not (PACKAGE.parent / ".git").exists():
         return BuildInfo(version=__version__, installed="checkout")
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return BuildInfo(
-        version=__version__,
-        commit=_git("rev-parse", "HEAD"),
-        dirty=None if status is None else bool(status),
-        installed="checkout",
-    )
+    import git  # only a checkout reads its git: an installed package needs none
+
+    try:
+        with git.Repo(PACKAGE.parent) as repo:  # closed: no git process outlives the answer
+            commit, dirty = repo.head.commit.hexsha, repo.is_dirty()  # untracked not counted
+    except (git.GitError, ValueError, OSError):
+        return BuildInfo(version=__version__, installed="checkout")
+    return BuildInfo(version=__version__, commit=commit, dirty=dirty, installed="checkout")

@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from qualify.assembled import StageName as StageName
 from qualify.assembled import Stages as Stages
 from qualify.candidate_settings import AliasTarget, Policy, Signing
 from qualify.errors import BadInput
@@ -272,18 +271,19 @@ def _find_secrets(raw: object, path: str = "") -> list[str]:
     return found
 
 
-def load_candidate(path: str | Path) -> LoadedCandidate:
+def load_candidate(path: str | Path, base: Path | None = None) -> LoadedCandidate:
     """Load and validate a candidate file, or a control file that extends one (its `a.b.c =
-    value` overrides applied to the raw table of the candidate it extends)."""
+    value` overrides applied to the raw table of the candidate it extends; `base`, when given,
+    is read in place of the file `extends` names, and `path` must be a control)."""
     p = Path(path)
     data, raw = _read_toml(p)
     digest = hashlib.sha256(data).hexdigest()
-    if "extends" in raw:
+    if "extends" in raw or base is not None:
         try:
             control = ControlFile.model_validate(raw)
         except ValidationError as exc:
             raise BadInput(f"{p} is not a valid control", format_validation_error(exc)) from None
-        base_path = (p.parent / control.extends).resolve()
+        base_path = base or (p.parent / control.extends).resolve()
         if not base_path.is_file():
             raise BadInput(
                 f"{p} is not a valid control",

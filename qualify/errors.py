@@ -7,45 +7,35 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-EXIT_PROMOTE = 0
-EXIT_NO_PROMOTE = 1
-EXIT_REFUSED = 1
-EXIT_BAD_INPUT = 2
-EXIT_ABORTED = 3
-
 
 class QualifyError(Exception):
     """Base class: carries the exit code the command line should return."""
 
-    exit_code = EXIT_ABORTED
+    exit_code = 3  # the run could not finish
 
 
 class BadInput(QualifyError):
     """Input a person must fix: one line per problem, exit 2."""
 
-    exit_code = EXIT_BAD_INPUT
+    exit_code = 2
 
     def __init__(self, headline: str, problems: list[str] | None = None) -> None:
         self.headline = headline
         self.problems = problems or []
-        super().__init__(self.render())
+        super().__init__("\n".join([f"qualify: {headline}", *(f"  {p}" for p in self.problems)]))
 
     def render(self) -> str:
-        lines = [f"qualify: {self.headline}"]
-        lines.extend(f"  {p}" for p in self.problems)
-        return "\n".join(lines)
+        return str(self)
 
 
 class RunAborted(QualifyError):
     """The run could not finish (server died, infrastructure broke): exit 3."""
 
-    exit_code = EXIT_ABORTED
-
 
 class Refused(QualifyError):
     """A gated action was refused (alias change, verification): exit 1."""
 
-    exit_code = EXIT_REFUSED
+    exit_code = 1
 
 
 def format_validation_error(exc: ValidationError, skip: set[str] | None = None) -> list[str]:

@@ -20,7 +20,7 @@ from qualify.candidate import LoadedCandidate, load_candidate, resolve_path
 from qualify.errors import BadInput, RunAborted
 from qualify.evidence import logs
 from qualify.evidence.provenance import git_state
-from qualify.evidence.store import Attempt, EvidenceStore, RunDir, dumps, utc_now
+from qualify.evidence.store import Attempt, EvidenceStore, RunDir, utc_now
 from qualify.gates.thresholds import Thresholds
 from qualify.progress import Progress
 from qualify.records import StageResult, StageStatus, Verdict
@@ -167,15 +167,21 @@ class Runner:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.interrupt, sig.name)
         order = registry.run_order(self.p.stages)
-        start = resume_point(self.run, order) if resume else 0
-        for name in order[:start]:
-            last = self.run.last_result(name)
-            assert last is not None
+        # A resumed run starts at the first stage whose last attempt did not finish and runs every
+        # stage from there, finished or not: a later stage's result was measured after an earlier
+        # stage that did not finish, so it is not kept.
+        kept = 0
+        for name in order if resume else []:
+            last = next(reversed(self.run.results(name)), None)
+            if last is None or last.status != "finished":
+                break
             self.progress.verdict(f"{name} (kept from attempt {last.attempt})", last.verdict)
-        todo = order[start:]
-        last_ones = [n for n in todo if n in registry.last_stages()]
-        starts = [p.sampler for n in todo if (p := registry.parts_of(n)) and p.sampler]
-        starter = starts[0] if starts else None
+            kept += 1
+        todo = order[kept:]
+        specs = registry.specs()
+        last_ones = [n for n in todo if n in specs and specs[n].last]
+        starts = (s.loaded.sampler for n in todo if (s := specs.get(n)) and s.loaded.sampler)
+        starter = next(starts, None)
         if starter is not None:
             self.sampler = starter(self.p.loaded, self.run)
         try:
@@ -202,26 +208,10 @@ class Runner:
             await self.check_interrupted()
 
 
-def resume_point(run: RunDir, order: list[str]) -> int:
-    """Where a resumed run starts: the first stage whose last attempt did not finish.
-
-    Every stage from there on runs again, finished or not: a later stage's result was measured
-    after an earlier stage that did not finish, so it is not kept. `len(order)`: all finished.
-    """
-    for i, name in enumerate(order):
-        last = run.last_result(name)
-        if last is None or last.status != "finished":
-            return i
-    return len(order)
-
-
 def _open_run(store: EvidenceStore, resume: str | None, p: Plan) -> RunDir:
     """The run to continue (of this candidate only), else a new one with its run.json."""
     if not resume:
-        run = store.new_run(p.loaded.candidate.name)
         info = {
-            "version": 1,
-            "run_id": run.run_id,
             "candidate": p.loaded.candidate.name,
             "candidate_path": str(Path(p.loaded.path).resolve()),
             "candidate_sha256": p.loaded.sha256,
@@ -236,13 +226,8 @@ def _open_run(store: EvidenceStore, resume: str | None, p: Plan) -> RunDir:
             "platform": platform.platform(),
             "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
             "git": git_state(Path(p.loaded.path)),
-            "created_at": utc_now(),
         }
-        fd_path = run.path / "run.json"
-        with fd_path.open("xb") as fh:
-            fh.write(dumps(info))
-        fd_path.chmod(0o444)
-        return run
+        return store.new_run(p.loaded.candidate.name, info)
     run = store.open_run(resume)
     if run.candidate_name != p.loaded.candidate.name:
         raise BadInput(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.progress import (
@@ -35,12 +36,14 @@ class Task:
             self._bar.update(self._id, advance=n, description=note)
 
 
+@dataclass
 class Progress:
     """Console output for people; quiet mode prints only stage verdicts."""
 
-    def __init__(self, console: Console | None = None, quiet: bool = False) -> None:
-        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
-        self.quiet = quiet
+    console: Console = field(
+        default_factory=lambda: Console(stderr=True, highlight=False, soft_wrap=True)
+    )
+    quiet: bool = False
 
     def say(self, msg: str) -> None:
         self.console.print(msg)

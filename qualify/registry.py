@@ -169,11 +169,6 @@ def probe_stages() -> tuple[str, ...]:
     return tuple(s.name for s in specs().values() if s.gates == "probe")
 
 
-def last_stages() -> tuple[str, ...]:
-    """The stages that run after every other stage a candidate names."""
-    return tuple(s.name for s in specs().values() if s.last)
-
-
 def led() -> list[StageSpec]:
     """The specs with the `lead` ones first (the order of headline figures and diff cells)."""
     return sorted(specs().values(), key=lambda s: not s.lead)
@@ -181,20 +176,14 @@ def led() -> list[StageSpec]:
 
 def run_order(names: list[str]) -> list[str]:
     """The stages a candidate names, in the order they run: as listed, the `last` ones last."""
-    last = last_stages()
+    last = {s.name for s in specs().values() if s.last}
     return [n for n in names if n not in last] + [n for n in names if n in last]
-
-
-def parts_of(name: str) -> StageParts | None:
-    """A declared stage's parts (imported on first use), or None for an undeclared one."""
-    spec = specs().get(name)
-    return spec.loaded if spec else None
 
 
 def record_model(name: str) -> type[StageRecord] | None:
     """The typed record class a declared stage writes, or None when it declares none."""
-    parts = parts_of(name)
-    return parts.record if parts else None
+    spec = specs().get(name)
+    return spec.loaded.record if spec else None
 
 
 def parse_record(name: str, data: dict[str, object]) -> StageRecord | None:  # raw result.json data
@@ -209,8 +198,8 @@ def parse_record(name: str, data: dict[str, object]) -> StageRecord | None:  # r
 
 def rebuild_of(name: str) -> Callable[[AttemptView], StageRecord] | None:
     """The function deriving a declared stage's record from what its attempt kept, or None."""
-    parts = parts_of(name)
-    return parts.rebuild if parts else None
+    spec = specs().get(name)
+    return spec.loaded.rebuild if spec else None
 
 
 def required_patterns() -> list[str]:

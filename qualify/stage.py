@@ -23,7 +23,7 @@ from qualify.gates.files import default_gates_dir, load_gates
 from qualify.gates.runner import judge_stage
 from qualify.gates.thresholds import Thresholds
 from qualify.httpclient.client import Client, Exchange
-from qualify.records import GateResult, StageRecord, StageResult, Verdict, worst
+from qualify.records import GateResult, StageResult, Verdict, worst
 from qualify.registry import judged_stages, rebuild_of, specs, stage_names
 
 if TYPE_CHECKING:
@@ -75,6 +75,11 @@ def unknown_level(loaded: LoadedCandidate, stage_name: str, level: str | None) -
     ]
 
 
+def safe(label: str) -> str:
+    """A label as `StageContext.keep` writes it into a file name."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
+
+
 @dataclass
 class StageContext:
     """What a stage gets: the candidate, its attempt directory, and the server lanes."""
@@ -122,8 +127,7 @@ class StageContext:
     def keep(self, label: str, ex: Exchange) -> list[str]:
         """Keep one exchange as evidence, numbered in the order it happened."""
         self._seq += 1
-        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
-        name = f"{self._seq:04d}-{safe}.json"
+        name = f"{self._seq:04d}-{safe(label)}.json"
         redactor = self.attempt.redactor
         return self.attempt.write_json(name, ex.evidence(redactor))
 
@@ -146,10 +150,25 @@ def finish(
     fn = rebuild_of(ctx.name)
     # a stage that measured and judged nothing claims nothing to derive
     if fn is not None and ctx.from_kept and (data or gates):
-        try:
-            data, gates = _judged_from_kept(ctx, fn, data, gates)
+        # rebuilt over the attempt just written, the draft standing for what it takes as recorded,
+        # with every file of the run so far, as `verify` has every signed one (vram: telemetry/)
+        rel = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
+        files = {p.relative_to(ctx.run.path).as_posix(): "" for p in ctx.run.all_files()}
+        draft = _result(ctx, worst([g.verdict for g in gates]), [], gates, data)
+        control = ctx.lanes.loaded.get("control")
+        ctl = control.candidate if control else None
+        view = AttemptView(ctx.run.path, rel, files, draft, ctx.candidate, ctl)
+        try:  # a probe stage's rebuild replays its gates in an event loop of its own: off this one
+            with ThreadPoolExecutor(1) as pool:
+                data = as_table(pool.submit(fn, view).result())
+            files_gates = [g for g in gates if g.gate == "gate-files"]
+            gates = ctx.judge(data) if view.judged is None else [*view.judged, *files_gates]
         except NotKept as exc:
-            gates = [*gates, _unjudged(ctx.name, f"cannot be judged from what it kept: {exc}")]
+            lost = [f"cannot be judged from what it kept: {exc}"]
+            err = GateResult(
+                gate="kept-evidence", stage=ctx.name, verdict=Verdict.ERROR, reasons=lost
+            )
+            gates = [*gates, err]
     v = verdict or worst([g.verdict for g in gates])
     for g in gates:
         if g.verdict is not Verdict.PASS:
@@ -172,31 +191,3 @@ def _result(
         ended_at=utc_now(),
         lane=ctx.lanes.current or "candidate",
     )
-
-
-def _unjudged(stage: str, why: str) -> GateResult:
-    return GateResult(gate="kept-evidence", stage=stage, verdict=Verdict.ERROR, reasons=[why])
-
-
-def _judged_from_kept(
-    ctx: StageContext,
-    fn: Callable[[AttemptView], StageRecord],
-    data: dict[str, object],
-    gates: list[GateResult],
-) -> tuple[dict[str, object], list[GateResult]]:
-    """The stage's record and gates as its kept files give them (`rebuild` over the attempt
-    just written, the draft record standing for what it takes as recorded)."""
-    rel = ctx.attempt.path.relative_to(ctx.run.path).as_posix()
-    # every file of the run so far, as `verify` has every signed one (vram reads telemetry/)
-    files = {p.relative_to(ctx.run.path).as_posix(): "" for p in ctx.run.all_files()}
-    draft = _result(ctx, worst([g.verdict for g in gates]), [], gates, data)
-    control = ctx.lanes.loaded.get("control")
-    view = AttemptView(
-        ctx.run.path, rel, files, draft, ctx.candidate, control.candidate if control else None
-    )
-    # A probe stage's rebuild replays its gates in an event loop of its own: off this one.
-    with ThreadPoolExecutor(1) as pool:
-        rebuilt = as_table(pool.submit(fn, view).result())
-    if view.judged is None:
-        return rebuilt, ctx.judge(rebuilt)
-    return rebuilt, [*view.judged, *(g for g in gates if g.gate == "gate-files")]

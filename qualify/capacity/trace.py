@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from qualify.assets import root
+from qualify.assets import ROOT
 from qualify.httpclient.load import Messages
 
 MOONCAKE_BLOCK_TOKENS = 512
@@ -39,7 +39,7 @@ KEPT_TRACE = "replay-trace.jsonl"  # the trace as the capacity attempt keeps it
 def trace_path(directory: Path, trace: str) -> Path:
     """Where the candidate's `replay.trace` is: beside its file, or among the shipped traces."""
     if trace.startswith(SHIPPED):
-        return root() / "traces" / trace.removeprefix(SHIPPED)
+        return ROOT / "traces" / trace.removeprefix(SHIPPED)
     return directory / trace
 
 

@@ -106,8 +106,7 @@ class AttemptView:
     def earlier_form(self, checks: list[str], why: str) -> None:
         """The record is of an earlier form that had no gates of these checks: a gate of one of
         them that the sealed result lacks is named in the notes, not judged."""
-        for c in checks:
-            self.earlier[c] = why
+        self.earlier.update(dict.fromkeys(checks, why))
 
     def trust(self, what: str) -> None:
         """Say that `what` is taken from the sealed record (not kept raw)."""

@@ -34,12 +34,8 @@ class Listing:
 
     def attempts(self) -> set[str]:
         """The sealed attempt directories (`stage/attempt-NNN`) the listing holds files of."""
-        out = set()
-        for name in self.files:
-            parts = name.split("/")
-            if len(parts) >= 3 and _ATTEMPT_NO.search(parts[1]):
-                out.add(f"{parts[0]}/{parts[1]}")
-        return out
+        split = (name.split("/") for name in self.files)
+        return {f"{p[0]}/{p[1]}" for p in split if len(p) >= 3 and _ATTEMPT_NO.search(p[1])}
 
 
 def check_manifests(run: RunDir, listing: Listing) -> None:

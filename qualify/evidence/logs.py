@@ -13,25 +13,19 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 from qualify.evidence.store import ChunkedWriter
 
 
-class _EvidenceSink:
-    def __init__(self, writer: ChunkedWriter) -> None:
-        self.writer = writer
-
-    def __call__(self, _logger: WrappedLogger, _name: str, event: EventDict) -> str:
-        clean = self.writer.redactor.scrub(event)
-        self.writer.write((json.dumps(clean, default=str) + "\n").encode())
-        raise structlog.DropEvent
-
-
 def configure(writer: ChunkedWriter | None) -> None:
     """Send every log event, as JSON, to the run's log file (or nowhere)."""
+
+    def sink(_logger: WrappedLogger, _name: str, event: EventDict) -> str:
+        if writer is not None:
+            clean = writer.attempt.redactor.scrub(event)
+            writer.write((json.dumps(clean, default=str) + "\n").encode())
+        raise structlog.DropEvent
+
     processors: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        sink,
     ]
-    if writer is not None:
-        processors.append(_EvidenceSink(writer))
-    else:
-        processors.append(lambda _l, _n, _e: (_ for _ in ()).throw(structlog.DropEvent))
     structlog.configure(processors=processors, cache_logger_on_first_use=False)

@@ -2,37 +2,28 @@
 
 from __future__ import annotations
 
-from os import PathLike
 from pathlib import Path
-from typing import TypedDict
 
 import git
 
 
-class GitState(TypedDict):
-    """`git_state`'s answer."""
-
-    repository: str | PathLike[str] | None  # as GitPython gives it
-    commit: str | None
-    dirty: bool | None
-    file_dirty: bool | None
-
-
-def git_state(path: Path) -> GitState:
-    """Commit, dirty flag and whether the file itself is committed unchanged; None outside git."""
+def git_state(path: Path) -> dict[str, object]:
+    """The repository holding `path` (as GitPython names it), its commit, whether it is dirty and
+    whether the file itself is committed unchanged (`file_dirty`); each None outside git."""
     try:
         repo = git.Repo(path.resolve().parent, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return {"repository": None, "commit": None, "dirty": None, "file_dirty": None}
-    try:
-        commit = repo.head.commit.hexsha
-    except ValueError:
-        commit = None
-    rel = str(path.resolve().relative_to(Path(repo.working_tree_dir or ".").resolve()))
-    file_dirty = bool(repo.git.status("--porcelain", "--", rel).strip())
-    return {
-        "repository": repo.working_tree_dir,
-        "commit": commit,
-        "dirty": repo.is_dirty(untracked_files=True),
-        "file_dirty": file_dirty,
-    }
+    with repo:  # closed: no git process outlives the answer
+        try:
+            commit = repo.head.commit.hexsha
+        except ValueError:
+            commit = None
+        rel = str(path.resolve().relative_to(Path(repo.working_tree_dir or ".").resolve()))
+        file_dirty = bool(repo.git.status("--porcelain", "--", rel).strip())
+        return {
+            "repository": repo.working_tree_dir,
+            "commit": commit,
+            "dirty": repo.is_dirty(untracked_files=True),
+            "file_dirty": file_dirty,
+        }

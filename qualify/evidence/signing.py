@@ -39,19 +39,11 @@ def keyid(pub: Ed25519PublicKey) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def _write_new(path: Path, data: bytes, mode: int, force: bool) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if force and path.exists():
-        path.unlink()
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    except FileExistsError:
-        raise BadInput(
-            f"{path} already exists", ["--out: expected a new path (or --force to replace it)"]
-        ) from None
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(path, mode)  # the umask may have narrowed or widened nothing; be exact
+def pem(pub: Ed25519PublicKey) -> str:
+    """A public key as PEM (SubjectPublicKeyInfo), as a `.pub` file and the trust log hold it."""
+    return pub.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
 
 
 def generate(out: Path, force: bool = False) -> tuple[Path, Path]:
@@ -62,33 +54,38 @@ def generate(out: Path, force: bool = False) -> tuple[Path, Path]:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    pub = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    pub = pem(key.public_key()).encode()
     key_path, pub_path = out.with_name(out.name + ".key"), out.with_name(out.name + ".pub")
-    if not force:
-        for p in (key_path, pub_path):
-            if p.exists():
-                raise BadInput(
-                    f"{p} already exists", ["--out: expected a new path (or --force to replace it)"]
-                )
-    _write_new(key_path, priv, 0o600, force)
-    _write_new(pub_path, pub, 0o644, force)
+    taken = ["--out: expected a new path (or --force to replace it)"]
+    for p in (key_path, pub_path):
+        if p.exists() and not force:
+            raise BadInput(f"{p} already exists", taken)
+    for p, data, mode in ((key_path, priv, 0o600), (pub_path, pub, 0o644)):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if force:
+            p.unlink(missing_ok=True)
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileExistsError:
+            raise BadInput(f"{p} already exists", taken) from None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(p, mode)  # the umask may have narrowed or widened nothing; be exact
     return key_path, pub_path
 
 
-def _read(path: Path, what: str) -> bytes:
+def _read(path: Path) -> bytes:
     try:
         return path.expanduser().read_bytes()
     except OSError as exc:
         raise BadInput(
-            f"{path} cannot be read", [f"{what}: {exc.strerror or exc} (expected a PEM file)"]
+            f"{path} cannot be read", [f"key: {exc.strerror or exc} (expected a PEM file)"]
         ) from None
 
 
 def load_private(path: Path) -> Ed25519PrivateKey:
     """An ed25519 private key; refused if others may read it (mode wider than 0600)."""
-    data = _read(path, "key")
+    data = _read(path)
     mode = stat.S_IMODE(path.expanduser().stat().st_mode)
     if mode & 0o077:
         raise BadInput(
@@ -106,7 +103,7 @@ def load_private(path: Path) -> Ed25519PrivateKey:
 
 def load_public(path: Path) -> Ed25519PublicKey:
     """An ed25519 public key (a private key file is accepted too: its public half is used)."""
-    data = _read(path, "key")
+    data = _read(path)
     try:
         pub = serialization.load_pem_public_key(data)
     except ValueError:
@@ -122,14 +119,6 @@ def load_public(path: Path) -> Ed25519PublicKey:
     return pub
 
 
-class Envelope(TypedDict):
-    """A DSSE envelope as `qualify` writes it."""
-
-    payload: str
-    payloadType: str
-    signatures: list[dict[str, str]]
-
-
 class Subject(TypedDict):
     """An in-toto subject: a file, its digest and its role."""
 
@@ -138,7 +127,7 @@ class Subject(TypedDict):
     annotations: dict[str, str]
 
 
-def seal_envelope(payload: bytes, key: Ed25519PrivateKey, payload_type: str) -> Envelope:
+def seal_envelope(payload: bytes, key: Ed25519PrivateKey, payload_type: str) -> dict[str, object]:
     """A DSSE envelope signing the exact payload bytes."""
     sig = key.sign(pae(payload_type, payload))
     return {

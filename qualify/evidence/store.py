@@ -16,10 +16,9 @@ import secrets
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
 
 from qualify.errors import BadInput
 from qualify.records import StageResult
@@ -49,43 +48,34 @@ def _write_once(path: Path, data: bytes) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         raise EvidenceError(f"{path} already exists; evidence is never rewritten") from None
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def dumps(obj: object) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=False, default=str) + "\n").encode()
 
 
+@dataclass(eq=False)
 class ChunkedWriter:
     """An append-only stream split into `name.NNN.ext` parts, each at most the size limit."""
 
-    def __init__(self, attempt: Attempt, stem: str, ext: str, limit: int = MAX_FILE_BYTES):
-        self._attempt = attempt
-        self._stem = stem
-        self._ext = ext
-        self._limit = limit
-        self._part = -1
-        self._fd: int | None = None
-        self._size = 0
-        self._pending = b""
-        self.files: list[str] = []
-
-    @property
-    def redactor(self) -> Redactor:
-        return self._attempt.redactor
+    attempt: Attempt
+    stem: str
+    ext: str
+    files: list[str] = field(default_factory=list)
+    _part: int = -1
+    _fd: int | None = None
+    _size: int = 0
+    _pending: bytes = b""
 
     def _roll(self) -> None:
         self._close_fd()
         self._part += 1
-        name = f"{self._stem}.{self._part:03d}.{self._ext}"
-        path = self._attempt.reserve(name)
+        name = f"{self.stem}.{self._part:03d}.{self.ext}"
+        path = self.attempt.reserve(name)
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         self._size = 0
         self.files.append(name)
@@ -94,7 +84,7 @@ class ChunkedWriter:
         """Append, with every known secret replaced (a secret split across writes is held
         back until it is whole); a line is never split across parts unless it alone exceeds
         the limit."""
-        red = self._attempt.redactor
+        red = self.attempt.redactor
         if not red.secrets:
             self._emit(self._pending + data)
             self._pending = b""
@@ -106,9 +96,9 @@ class ChunkedWriter:
 
     def _emit(self, data: bytes) -> None:
         while data:
-            if self._fd is None or (self._size and self._size + len(data) > self._limit):
+            if self._fd is None or (self._size and self._size + len(data) > MAX_FILE_BYTES):
                 self._roll()
-            room = self._limit - self._size
+            room = MAX_FILE_BYTES - self._size
             piece, data = data[:room], data[room:]
             assert self._fd is not None
             os.write(self._fd, piece)
@@ -122,10 +112,9 @@ class ChunkedWriter:
 
     def close(self) -> None:
         if self._pending:  # no secret begins here after all: the stream ended
-            self._emit(self._attempt.redactor.scrub_bytes(self._pending))
+            self._emit(self.attempt.redactor.scrub_bytes(self._pending))
             self._pending = b""
         self._close_fd()
-        self._attempt.release(self)
 
 
 @dataclass
@@ -176,24 +165,21 @@ class Attempt:
         self._open.append(w)
         return w
 
-    def release(self, writer: ChunkedWriter) -> None:
-        if writer in self._open:
-            self._open.remove(writer)
-
     def write_result(self, result: StageResult) -> None:
         self.write_json(RESULT, result.model_dump(mode="json"))
 
-    def seal(self) -> Manifest:
+    def seal(self) -> None:
         """Close open streams, write the manifest, and drop every write bit."""
         if self.sealed:
-            return read_manifest(self.path)
-        for w in list(self._open):
+            return
+        for w in self._open:  # closing one twice does nothing
             w.close()
-        files: dict[str, Sealed] = {}
-        for p in sorted(self.path.iterdir()):
-            if p.is_file() and p.name != MANIFEST:
-                files[p.name] = {"sha256": sha256_file(p), "size": p.stat().st_size}
-        manifest: Manifest = {
+        files = {
+            p.name: {"sha256": sha256_file(p), "size": p.stat().st_size}
+            for p in sorted(self.path.iterdir())
+            if p.is_file() and p.name != MANIFEST
+        }
+        manifest = {
             "version": 1,
             "stage": self.stage,
             "attempt": self.number,
@@ -205,29 +191,6 @@ class Attempt:
             p.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
         self.path.chmod(0o555)
         self.sealed = True
-        return manifest
-
-
-class Sealed(TypedDict):
-    """One file of a sealed attempt, as its manifest lists it."""
-
-    sha256: str
-    size: int
-
-
-class Manifest(TypedDict):
-    """An attempt's `manifest.json`."""
-
-    version: int
-    stage: str
-    attempt: int
-    sealed_at: str
-    files: dict[str, Sealed]
-
-
-def read_manifest(attempt_dir: Path) -> Manifest:
-    data: Manifest = json.loads((attempt_dir / MANIFEST).read_text())
-    return data
 
 
 @dataclass
@@ -272,33 +235,32 @@ class RunDir:
                 out.append(StageResult.model_validate_json(f.read_text()))
         return out
 
-    def last_result(self, stage: str) -> StageResult | None:
-        res = self.results(stage)
-        return res[-1] if res else None
-
     def all_files(self) -> Iterator[Path]:
         for p in sorted(self.path.rglob("*")):
             if p.is_file():
                 yield p
-
-    def read_json(self, rel: str) -> Any:  # the file's JSON, raw
-        return json.loads((self.path / rel).read_text())
 
 
 @dataclass
 class EvidenceStore:
     root: Path
 
-    def new_run(self, candidate_name: str) -> RunDir:
+    def new_run(self, candidate_name: str, info: Mapping[str, object] | None = None) -> RunDir:
+        """A new run; with `info`, its `run.json` (the file that makes a folder a run): its
+        version and id, `info`, and when it was created."""
         d = self.root / candidate_name
         d.mkdir(parents=True, exist_ok=True)
         while True:
             p = d / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(3)}"
             try:
                 p.mkdir()
-                return RunDir(p)
             except FileExistsError:
                 continue
+            if info is not None:
+                run_json = {"version": 1, "run_id": p.name, **info, "created_at": utc_now()}
+                _write_once(p / "run.json", dumps(run_json))
+                (p / "run.json").chmod(0o444)
+            return RunDir(p)
 
     def open_run(self, ref: str) -> RunDir:
         """A run by path, by `<candidate>/<run-id>`, or by run id alone."""

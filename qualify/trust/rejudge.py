@@ -137,10 +137,7 @@ def control_in_run(view: RunView, files: dict[str, str]) -> Candidate | None:
     """The control as the run loaded it: its signed copy (`control.toml`, beside the candidate
     copy) applied to the signed candidate copy it extends; None when the run signed none or it
     does not load."""
-    import tempfile
-    import tomllib
-
-    from qualify.candidate import ControlFile, load_candidate
+    from qualify.candidate import load_candidate
     from qualify.errors import BadInput
 
     run, copy = view.run.path, view.copy
@@ -150,12 +147,6 @@ def control_in_run(view: RunView, files: dict[str, str]) -> Candidate | None:
     if ctl not in files or copy not in files:
         return None
     try:
-        raw = (run / ctl).read_bytes()
-        extends = ControlFile.model_validate(tomllib.loads(raw.decode())).extends
-        with tempfile.TemporaryDirectory() as tmp:
-            base = Path(tmp) / "control.toml"
-            (base.parent / Path(extends).name).write_bytes((run / copy).read_bytes())
-            base.write_bytes(raw.replace(extends.encode(), Path(extends).name.encode(), 1))
-            return load_candidate(base).candidate
+        return load_candidate(run / ctl, base=run / copy).candidate
     except (OSError, ValueError, BadInput):
         return None

@@ -26,6 +26,7 @@ from qualify.gates.files import LoadedGate
 from qualify.gates.probe import GateContext
 from qualify.httpclient.client import Exchange
 from qualify.records import AttemptRecord, GateResult
+from qualify.stage import safe
 
 OUTCOME = ".outcome.json"
 _PART = re.compile(r"\.part\d{3}$")
@@ -34,11 +35,6 @@ _PART = re.compile(r"\.part\d{3}$")
 class Unmatched(Exception):
     """The check asked for a request the attempt did not keep (other check code, or a record
     that names other exchanges than the ones the gate was judged on)."""
-
-
-def safe(label: str) -> str:
-    """A label as `StageContext.keep` writes it into a file name."""
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in label)
 
 
 def _first_difference(a: object, b: object, path: str = "body") -> str:

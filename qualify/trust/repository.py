@@ -14,6 +14,7 @@ only writers; each appends to the log and commits.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from qualify.errors import BadInput, Refused, RunAborted
-from qualify.evidence.signing import canonical, keyid, load_public, sha256_bytes
+from qualify.evidence.signing import canonical, keyid, load_public, pem
 from qualify.evidence.store import utc_now, write_atomic
 from qualify.trust import house as house_policy
 
@@ -136,32 +137,18 @@ def init(root: Path, seed: Path | None = None) -> tuple[Path, str | None]:
 
 
 def entry_hash(entry: Mapping[str, object]) -> str:
-    return sha256_bytes(canonical({k: v for k, v in entry.items() if k != "hash"}))
+    return hashlib.sha256(canonical({k: v for k, v in entry.items() if k != "hash"})).hexdigest()
 
 
-def _parse_log(text: str, where: str) -> list[dict[str, object]]:  # raw log JSON, chain checked
-    out, prev = [], GENESIS
-    for n, line in enumerate(text.splitlines(), 1):
-        try:
-            e = json.loads(line)
-        except ValueError:
-            raise Refused(f"{where} line {n} is not JSON: the trust log was altered") from None
-        if not isinstance(e, dict) or e.get("prev") != prev or e.get("hash") != entry_hash(e):
-            raise Refused(f"{where} entry {n}: the trust log chain is broken")
-        prev = str(e["hash"])
-        out.append(e)
-    return out
-
-
-def _pem(pub: Ed25519PublicKey) -> str:
-    return pub.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode()
-
-
-def _clean(repo: git.Repo, root: Path) -> None:
-    """`pin` and `unpin` write only on top of a house whose trust folder is exactly HEAD's and
-    whose HEAD is consistent: an uncommitted hand-made entry or key is never committed along."""
+def _writable(root: Path, role: str, name: str) -> tuple[git.Repo, Snapshot | None]:
+    """The house `pin` and `unpin` write on, with its snapshot (None before its first commit):
+    only one whose trust folder is exactly HEAD's and whose HEAD is consistent, so that an
+    uncommitted hand-made entry or key is never committed along."""
+    if role not in ROLES:
+        raise BadInput(f"no role {role!r}", [f"--role: expected one of {', '.join(ROLES)}"])
+    if not _NAME.match(name):
+        raise BadInput(f"bad key name {name!r}", ["--name: letters, digits, '.', '_' or '-'"])
+    repo = repo_of(root)
     dirty = uncommitted(repo, ["trust"])
     if dirty:
         raise Refused(
@@ -169,59 +156,45 @@ def _clean(repo: git.Repo, root: Path) -> None:
             + ", ".join(dirty)
             + " (commit or remove them first; trust is read from HEAD)"
         )
-    if repo.head.is_valid():
-        snapshot(root)  # refuses an inconsistent house
+    return repo, snapshot(root) if repo.head.is_valid() else None  # refuses an inconsistent house
 
 
 def _append(
-    repo: git.Repo, root: Path, new: Mapping[str, object], paths: list[str], msg: str
+    root: Path, repo: git.Repo, snap: Snapshot | None, new: Mapping[str, object], msg: str
 ) -> str:
-    log = root / TRUST_LOG
-    text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
-    entries = _parse_log(text, f"{log} (at HEAD)")
+    """Log `new` after the entries at HEAD, and commit the log with the key file it names."""
+    entries = snap.log if snap else []
     entry: dict[str, object] = {"seq": len(entries) + 1, **new, "at": utc_now()}
     entry["prev"] = entries[-1]["hash"] if entries else GENESIS
     entry["hash"] = entry_hash(entry)
+    log = root / TRUST_LOG
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh:
         fh.write(json.dumps(entry, sort_keys=True) + "\n")
-    return _commit(repo, [TRUST_LOG, *paths], msg)
-
-
-def _check_name(role: str, name: str) -> None:
-    if role not in ROLES:
-        raise BadInput(f"no role {role!r}", [f"--role: expected one of {', '.join(ROLES)}"])
-    if not _NAME.match(name):
-        raise BadInput(f"bad key name {name!r}", ["--name: letters, digits, '.', '_' or '-'"])
+    return _commit(repo, [TRUST_LOG, key_rel(str(new["role"]), str(new["name"]))], msg)
 
 
 def pin(root: Path, role: str, pub_path: Path, name: str, why: str) -> tuple[str, str]:
     """Pin a public key for a role; logged and committed. Returns (keyid, commit)."""
-    _check_name(role, name)
-    repo = repo_of(root)
-    _clean(repo, root)
+    repo, snap = _writable(root, role, name)
     pub = load_public(pub_path)
-    pem, kid = _pem(pub), keyid(pub)
-    current = snapshot(root).keys.get(role, {}) if repo.head.is_valid() else {}
-    if name in current:
+    text, kid = pem(pub), keyid(pub)
+    if snap is not None and name in snap.keys.get(role, {}):
         raise BadInput(f"{role} key {name!r} is already pinned", ["--name: unpin it first"])
-    write_atomic(root / key_rel(role, name), pem)
-    entry = {"action": "pin", "role": role, "name": name, "keyid": kid, "pem": pem, "why": why}
+    write_atomic(root / key_rel(role, name), text)
+    entry = {"action": "pin", "role": role, "name": name, "keyid": kid, "pem": text, "why": why}
     msg = f"trust: pin {role} key {name} ({kid[:16]})\n\n{why}"
-    return kid, _append(repo, root, entry, [key_rel(role, name)], msg)
+    return kid, _append(root, repo, snap, entry, msg)
 
 
 def unpin(root: Path, role: str, name: str, why: str) -> str:
-    _check_name(role, name)
-    repo = repo_of(root)
-    _clean(repo, root)
-    if name not in snapshot(root).keys.get(role, {}):
+    repo, snap = _writable(root, role, name)
+    if name not in (snap or snapshot(root)).keys.get(role, {}):
         raise BadInput(f"no pinned {role} key {name!r}", ["NAME: see `qualify house show`"])
     (root / key_rel(role, name)).unlink()
     entry = {"action": "unpin", "role": role, "name": name, "why": why}
-    return _append(
-        repo, root, entry, [key_rel(role, name)], f"trust: unpin {role} key {name}\n\n{why}"
-    )
+    msg = f"trust: unpin {role} key {name}\n\n{why}"
+    return _append(root, repo, snap, entry, msg)
 
 
 def add_waiver(root: Path, candidate: str, stem: str, data: bytes) -> tuple[Path, str]:
@@ -251,6 +224,7 @@ class PinnedKey:
     name: str
     keyid: str
     pub: Ed25519PublicKey
+    pem: str  # as the trust log holds it, and the key's file at HEAD must
 
 
 @dataclass
@@ -268,12 +242,12 @@ class Snapshot:
 
     def waivers(self, candidate: str) -> list[tuple[str, bytes]]:
         """The waivers committed for one candidate: (path in the house, bytes), by name."""
-        repo = repo_of(self.root)
-        try:
-            tree = repo.commit(self.commit).tree / f"{WAIVERS}/{candidate}"
-        except (KeyError, ValueError):
-            return []
-        return sorted((str(b.path), bytes(b.data_stream.read())) for b in tree.blobs)
+        with repo_of(self.root) as repo:
+            try:
+                tree = repo.commit(self.commit).tree / f"{WAIVERS}/{candidate}"
+            except (KeyError, ValueError):
+                return []
+            return sorted((str(b.path), bytes(b.data_stream.read())) for b in tree.blobs)
 
     def where(self) -> str:
         return f"{self.root}/{TRUST_LOG} (pin with `qualify house pin --house {self.root}`)"
@@ -281,52 +255,61 @@ class Snapshot:
 
 def snapshot(root: Path) -> Snapshot:
     """The house policy and the pinned keys as committed at HEAD."""
-    repo = repo_of(root)
-    if not repo.head.is_valid():
-        raise BadInput(f"{root} has no commit", [f"--house: run `qualify house init {root}`"])
-    text = at_head(repo, house_policy.POLICY_FILE)
-    if text is None:
-        raise BadInput(
-            f"{root} has no committed {house_policy.POLICY_FILE}",
-            [f"--house: run `qualify house init {root}` and commit the policy"],
-        )
-    where = f"{root / house_policy.POLICY_FILE} (at HEAD)"
-    policy = house_policy.parse(text.decode(errors="replace"), where)
-    log_text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
-    entries = _parse_log(log_text, f"{root / TRUST_LOG} (at HEAD)")
-    keys: dict[str, dict[str, PinnedKey]] = {r: {} for r in ROLES}
-    for e in entries:
-        role, name = str(e.get("role")), str(e.get("name"))
-        if e.get("action") == "pin":
-            pub = serialization.load_pem_public_key(str(e.get("pem")).encode())
-            if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != e.get("keyid"):
-                raise Refused(
-                    f"refused: trust log entry {e.get('seq')} holds a key that is not its id"
-                )
-            keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub)
-        else:
-            keys.get(role, {}).pop(name, None)
-    for role, named in keys.items():
-        for name, k in named.items():
-            blob = at_head(repo, key_rel(role, name))
-            if blob is None or blob.decode(errors="replace") != _pem(k.pub):
-                raise Refused(
-                    f"refused: {root / key_rel(role, name)} at HEAD is not the key the trust "
-                    "log pins: keys change only through `qualify house pin`"
-                )
-    expected = {TRUST_LOG} | {key_rel(r, n) for r, named in keys.items() for n in named}
-    try:  # every file committed at HEAD under trust/
-        tree = (repo.head.commit.tree / "trust").traverse()
-        blobs = [str(getattr(b, "path", "")) for b in tree if getattr(b, "type", "") == "blob"]
-    except (KeyError, ValueError):
-        blobs = []
-    for rel in sorted(blobs):
-        if rel not in expected:
-            raise Refused(
-                f"refused: {root / rel} is committed at HEAD but the trust log pins no such "
-                "key: keys change only through `qualify house pin`"
+    with repo_of(root) as repo:  # closed: no git process outlives the snapshot
+        if not repo.head.is_valid():
+            raise BadInput(f"{root} has no commit", [f"--house: run `qualify house init {root}`"])
+        text = at_head(repo, house_policy.POLICY_FILE)
+        if text is None:
+            raise BadInput(
+                f"{root} has no committed {house_policy.POLICY_FILE}",
+                [f"--house: run `qualify house init {root}` and commit the policy"],
             )
-    return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
+        where = f"{root / house_policy.POLICY_FILE} (at HEAD)"
+        policy = house_policy.parse(text.decode(errors="replace"), where)
+        log_text = (at_head(repo, TRUST_LOG) or b"").decode(errors="replace")
+        where, entries, prev = f"{root / TRUST_LOG} (at HEAD)", [], GENESIS
+        for n, line in enumerate(log_text.splitlines(), 1):  # the hash chain, checked
+            try:
+                e = json.loads(line)
+            except ValueError:
+                raise Refused(f"{where} line {n} is not JSON: the trust log was altered") from None
+            if not isinstance(e, dict) or e.get("prev") != prev or e.get("hash") != entry_hash(e):
+                raise Refused(f"{where} entry {n}: the trust log chain is broken")
+            prev = str(e["hash"])
+            entries.append(e)
+        keys: dict[str, dict[str, PinnedKey]] = {r: {} for r in ROLES}
+        for e in entries:
+            role, name = str(e.get("role")), str(e.get("name"))
+            if e.get("action") == "pin":
+                logged = str(e.get("pem"))
+                pub = serialization.load_pem_public_key(logged.encode())
+                if not isinstance(pub, Ed25519PublicKey) or keyid(pub) != e.get("keyid"):
+                    raise Refused(
+                        f"refused: trust log entry {e.get('seq')} holds a key that is not its id"
+                    )
+                keys.setdefault(role, {})[name] = PinnedKey(name, str(e.get("keyid")), pub, logged)
+            else:
+                keys.get(role, {}).pop(name, None)
+        try:  # every file committed at HEAD under trust/
+            tree = (repo.head.commit.tree / "trust").traverse()
+            files = {str(b.path): b.data_stream.read() for b in tree if isinstance(b, git.Blob)}
+        except (KeyError, ValueError):
+            files = {}
+        pinned = {
+            key_rel(r, n): k.pem.encode() for r, named in keys.items() for n, k in named.items()
+        }
+        for rel, data in pinned.items():
+            if files.get(rel) != data:
+                raise Refused(
+                    f"refused: {root / rel} at HEAD is not the key the trust log pins: keys change "
+                    "only through `qualify house pin`"
+                )
+        for rel in sorted(set(files) - set(pinned) - {TRUST_LOG}):
+            raise Refused(
+                f"refused: {root / rel} is committed at HEAD but the trust log pins no such key: "
+                "keys change only through `qualify house pin`"
+            )
+        return Snapshot(root, repo.head.commit.hexsha, policy, keys, entries)
 
 
 def default_house() -> Path:

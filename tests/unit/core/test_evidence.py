@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from qualify.evidence.store import MAX_FILE_BYTES, EvidenceError, EvidenceStore, read_manifest
+from qualify.evidence.store import MANIFEST, MAX_FILE_BYTES, EvidenceError, EvidenceStore
 from qualify.redact import REDACTED
 
 
@@ -20,7 +20,7 @@ def test_sealed_file_cannot_be_rewritten_by_a_later_attempt_or_run(tmp_path: Pat
     a1 = run.new_attempt("identity")
     a1.write_text("answer.txt", "first")
     a1.seal()
-    manifest = read_manifest(a1.path)
+    manifest = json.loads((a1.path / MANIFEST).read_text())
     digest = hashlib.sha256(b"first").hexdigest()
     assert manifest["files"]["answer.txt"] == {"sha256": digest, "size": 5}
     with pytest.raises(EvidenceError):

@@ -52,7 +52,9 @@ def _house(tmp: Path, target: Path | None) -> Path:
 
 def _tight(unpacked: Path) -> tuple[RunDir, DecisionRecord]:
     run = RunDir(unpacked / TIGHT)
-    rec = DecisionRecord.model_validate(run.read_json("decision/attempt-001/decision.json"))
+    rec = DecisionRecord.model_validate_json(
+        (run.path / "decision/attempt-001/decision.json").read_text()
+    )
     return run, rec
 
 

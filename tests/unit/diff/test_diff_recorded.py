@@ -46,7 +46,9 @@ def unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _side(label: str, path: Path) -> Side:
     """A recorded run read with the record it signed (no verification: the logic alone)."""
     run = RunDir(path)
-    rec = DecisionRecord.model_validate(run.read_json("decision/attempt-001/decision.json"))
+    rec = DecisionRecord.model_validate_json(
+        (run.path / "decision/attempt-001/decision.json").read_text()
+    )
     return Side(label, run_view(run, rec), rec)
 
 
