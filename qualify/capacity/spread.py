@@ -171,7 +171,7 @@ class Worker:
             "uncertainty_ms": None if unc is None else round(unc * 1000, 3),
             "probes": [{k: round(v, 6) for k, v in p.items()} for p in self.probes],
             "start_late_ms": None if r is None else round(r.start_late_s * 1000, 3),
-            "lag": OpenLoopRun(mine, 0.0, None, r.oversleep_ms if r else []).lag(),
+            "lag": OpenLoopRun(mine, 0.0, None, r.oversleep_ms if r else []).lag().model_dump(),
             "cpu_s": None if r is None else round(r.cpu_s, 3),
             "lost": self.lost,
         }
